@@ -1,0 +1,5 @@
+"""Access control: scopes, grants and the permission check (DESIGN.md §5)."""
+
+from .policy import PERMISSIONS, Acl, home_scope, pattern_covers, scope_matches, validate_pattern
+
+__all__ = ["PERMISSIONS", "Acl", "home_scope", "pattern_covers", "scope_matches", "validate_pattern"]

@@ -1,0 +1,121 @@
+"""The ACL state, rebuilt from grant/revoke entries, and the one permission check everything uses.
+
+Fail closed: anything not granted is denied. An agent's home scope (`agent:{id}`) carries every
+permission without a grant; the genesis agent holds `admin` on `*`; `admin` implies the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+PERMISSIONS = ("admin", "forget", "read", "write")
+
+
+def home_scope(agent_id: str) -> str:
+    return f"agent:{agent_id}"
+
+
+def validate_pattern(pattern: str) -> None:
+    """A grant's scope is an exact scope or a prefix pattern ending in a single trailing `*`."""
+    if not isinstance(pattern, str) or not pattern:
+        raise ValueError("a scope must be a non-empty string")
+    if "*" in pattern[:-1]:
+        raise ValueError(f"scope pattern {pattern!r} may only have `*` at its end")
+
+
+def scope_matches(pattern: str, scope: str) -> bool:
+    if pattern.endswith("*"):
+        return scope.startswith(pattern[:-1])
+    return pattern == scope
+
+
+def pattern_covers(outer: str, inner: str) -> bool:
+    """Whether every scope `inner` matches is also matched by `outer`."""
+    if not outer.endswith("*"):
+        return outer == inner
+    return inner.startswith(outer[:-1])
+
+
+class Acl:
+    """Grants as {principal: {pattern: set(perms)}} plus the owner; tiny, so copied freely."""
+
+    def __init__(self, owner: str = "") -> None:
+        self.owner = owner
+        self.grants: dict[str, dict[str, set[str]]] = {}
+
+    def copy(self) -> Acl:
+        other = Acl(self.owner)
+        other.grants = {p: {s: set(perms) for s, perms in g.items()} for p, g in self.grants.items()}
+        return other
+
+    # -- mutation, from chain entries --------------------------------------------------------------
+    def grant(self, principal: str, pattern: str, perms: Iterable[str]) -> None:
+        self.grants.setdefault(principal, {}).setdefault(pattern, set()).update(perms)
+
+    def revoke(self, principal: str, pattern: str, perms: Iterable[str]) -> None:
+        held = self.grants.get(principal, {}).get(pattern)
+        if held is None:
+            return
+        held.difference_update(perms)
+        if not held:
+            del self.grants[principal][pattern]
+            if not self.grants[principal]:
+                del self.grants[principal]
+
+    def held(self, principal: str, pattern: str) -> tuple[str, ...]:
+        return tuple(sorted(self.grants.get(principal, {}).get(pattern, ())))
+
+    # -- the check -----------------------------------------------------------------------------------
+    def allows(self, agent: str, perm: str, scope: str) -> bool:
+        if scope == home_scope(agent) or agent == self.owner:
+            return True
+        for pattern, perms in self.grants.get(agent, {}).items():
+            if (perm in perms or "admin" in perms) and scope_matches(pattern, scope):
+                return True
+        return False
+
+    def may_administer(self, agent: str, pattern: str) -> bool:
+        """Whether `agent` may grant or revoke on `pattern`: admin on a pattern that covers it."""
+        if agent == self.owner or pattern == home_scope(agent):
+            return True
+        return any(
+            "admin" in perms and pattern_covers(p, pattern) for p, perms in self.grants.get(agent, {}).items()
+        )
+
+    def readable_filter(self, agent: str) -> tuple[bool, set[str], tuple[str, ...]]:
+        """(everything, exact scopes, prefixes) the agent may read: a fast filter for queries."""
+        if agent == self.owner:
+            return True, set(), ()
+        exact = {home_scope(agent)}
+        prefixes: list[str] = []
+        for pattern, perms in self.grants.get(agent, {}).items():
+            if "read" in perms or "admin" in perms:
+                if pattern.endswith("*"):
+                    prefixes.append(pattern[:-1])
+                else:
+                    exact.add(pattern)
+        return ("" in prefixes), exact, tuple(prefixes)
+
+    def effective(self, agent: str) -> dict[str, tuple[str, ...]]:
+        """Every scope pattern the agent holds something on, with the permissions held there."""
+        out: dict[str, tuple[str, ...]] = {home_scope(agent): PERMISSIONS}
+        if agent == self.owner:
+            out["*"] = PERMISSIONS
+        for pattern, perms in self.grants.get(agent, {}).items():
+            full = set(PERMISSIONS) if "admin" in perms else perms
+            out[pattern] = tuple(sorted(set(out.get(pattern, ())) | full))
+        return dict(sorted(out.items()))
+
+    # -- snapshot ------------------------------------------------------------------------------------
+    def to_state(self) -> dict[str, Any]:
+        return {
+            "owner": self.owner,
+            "grants": {p: {s: sorted(v) for s, v in g.items()} for p, g in self.grants.items()},
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Acl:
+        acl = cls(state["owner"])
+        acl.grants = {p: {s: set(v) for s, v in g.items()} for p, g in state["grants"].items()}
+        return acl

@@ -1,0 +1,529 @@
+"""MnemoClient: the one public API. It checks input and permissions, builds chain entries and hands
+them to the store; it never touches files itself."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+from .acl import PERMISSIONS, Acl, home_scope, scope_matches, validate_pattern
+from .errors import Closed, Conflict, InvalidInput, NotFound, PermissionDenied
+from .ids import new_id
+from .record import MemoryRecord, RecordInfo, VerifyReport, ns_to_datetime
+from .storage.codec import (
+    checkpoint_message,
+    decode_record_fields,
+    encode_forget_payload,
+    encode_put_payload,
+    pack_record_fields,
+    payload_digest,
+)
+from .storage.engine import Batch, Store
+from .storage.index import Index, Rec, Version
+from .validation import (
+    Limits,
+    check_content,
+    check_ids,
+    check_metadata,
+    check_name,
+    check_optional_str,
+    check_scope,
+    check_tags,
+)
+
+
+class RecordUnavailable(NotFound, PermissionDenied):
+    """No record the caller may read has this id. Raised alike for a missing id and for one in a scope
+    the caller cannot read, so that nothing leaks whether it exists; catch NotFound or PermissionDenied."""
+
+
+def _unavailable(rec_id: str) -> RecordUnavailable:
+    return RecordUnavailable(f"no record {rec_id!r} that you may read")
+
+
+class MnemoClient:
+    """An agent's handle on one Mnemo database. Thread-safe; several clients and processes may share a db."""
+
+    def __init__(
+        self,
+        db_path: str | os.PathLike[str],
+        agent_id: str,
+        *,
+        durability: str = "fsync",
+        readonly: bool = False,
+        signing_key: Any = None,
+        lock_timeout: float = 10.0,
+        checkpoint_every: int | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        check_name(agent_id, "agent_id")
+        if not isinstance(durability, str) or durability not in ("fsync", "batch", "none"):
+            raise InvalidInput(f"durability must be 'fsync', 'batch' or 'none', got {durability!r}")
+        if not isinstance(lock_timeout, (int, float)) or lock_timeout < 0:
+            raise InvalidInput(f"lock_timeout must be a non-negative number, got {lock_timeout!r}")
+        if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 1):
+            raise InvalidInput("checkpoint_every must be a positive integer or None")
+        self.agent_id = agent_id
+        self.home_scope = home_scope(agent_id)
+        self.limits = limits or Limits()
+        self._signing_key = _load_signing_key(signing_key) if signing_key is not None else None
+        self._checkpoint_every = checkpoint_every
+        self._since_checkpoint = 0
+        self._store = Store(
+            os.fspath(db_path), agent_id, readonly=readonly, durability=durability, lock_timeout=lock_timeout
+        )
+        self.path = self._store.path
+
+    # -- context management ----------------------------------------------------------------------------
+    def __enter__(self) -> MnemoClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Flush, write a signed checkpoint (with a signing key) and the index snapshot, release files."""
+        store = self._store
+        if store.closed:
+            return
+        if self._signing_key is not None and self._since_checkpoint and not store.readonly:
+            with contextlib.suppress(Exception):
+                self.checkpoint()
+        store.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._store.closed
+
+    @property
+    def readonly(self) -> bool:
+        return self._store.readonly
+
+    @property
+    def db_id(self) -> str:
+        return self._store.db_id.hex()
+
+    @property
+    def recovery(self) -> list[str]:
+        """What opening the database repaired (a torn tail cut, an erasure completed), in order."""
+        return list(self._store.recovery)
+
+    @property
+    def head(self) -> tuple[int, str]:
+        self._store.refresh()
+        view = self._view()
+        if isinstance(view, Batch):
+            return view.head_seq, view.head_hash.hex()
+        return view.head_seq, view.head_hash.hex()
+
+    # -- internals ---------------------------------------------------------------------------------
+    def _view(self) -> Index | Batch:
+        batch = self._store.current_batch()
+        return batch if batch is not None else self._store.index
+
+    def _acl(self) -> Acl:
+        return self._view().acl
+
+    def _rec(self, view: Index | Batch, rec_id: Any) -> Rec | None:
+        if not isinstance(rec_id, str):
+            raise InvalidInput(f"a record id must be a string, got {type(rec_id).__name__}")
+        return view.get_rec(rec_id)
+
+    def _readable(self, view: Index | Batch, rec_id: Any) -> Rec:
+        rec = self._rec(view, rec_id)
+        if rec is None or not view.acl.allows(self.agent_id, "read", rec.scope):
+            raise _unavailable(rec_id)
+        return rec
+
+    def _require(self, acl: Acl, perm: str, scope: str) -> None:
+        if not acl.allows(self.agent_id, perm, scope):
+            raise PermissionDenied(f"{self.agent_id} may not {perm} in scope {scope}")
+
+    def check_permission(self, perm: str, scope: str) -> None:
+        """Raise PermissionDenied unless this agent holds `perm` in `scope` (as the memory tool needs)."""
+        if perm not in PERMISSIONS:
+            raise InvalidInput(f"unknown permission {perm!r}; expected one of {', '.join(PERMISSIONS)}")
+        self._store.refresh()
+        self._require(self._acl(), perm, scope)
+
+    def _record(self, rec: Rec, version: Version, batch: Batch | None) -> MemoryRecord:
+        _salt, packed = self._store.read_payload(version, batch)
+        content, tags, metadata = decode_record_fields(packed)
+        return MemoryRecord(
+            id=rec.id,
+            version=version.ver,
+            content=content,
+            tags=tags,
+            metadata=metadata,
+            scope=rec.scope,
+            agent_id=version.agent,
+            created_at=ns_to_datetime(rec.versions[0].ts_ns),
+            updated_at=ns_to_datetime(version.ts_ns),
+            seq=version.seq,
+            hash=version.hash.hex(),
+        )
+
+    def _stage_put(
+        self, batch: Batch, rec_id: str, ver: int, scope: str, content: str | bytes, size: int,
+        tags: tuple[str, ...], metadata: dict[str, Any],
+    ) -> MemoryRecord:
+        salt = os.urandom(16)
+        packed = pack_record_fields(content, tags, metadata)
+        body = {"digest": payload_digest(salt, packed), "id": rec_id, "scope": scope, "size": size, "ver": ver}
+        batch.stage("put", self.agent_id, body, encode_put_payload(salt, packed), tags)
+        self._since_checkpoint += 1
+        rec = batch.get_rec(rec_id)
+        assert rec is not None
+        return self._record(rec, rec.latest, batch)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[Batch]:
+        with self._store.writing() as batch:
+            yield batch
+        if (
+            self._checkpoint_every is not None
+            and self._signing_key is not None
+            and self._since_checkpoint >= self._checkpoint_every
+            and self._store.current_batch() is None
+        ):
+            self.checkpoint()
+
+    # -- writes ------------------------------------------------------------------------------------
+    def remember(
+        self,
+        content: str | bytes,
+        tags: Iterable[str] = (),
+        metadata: dict[str, Any] | None = None,
+        scope: str | None = None,
+    ) -> MemoryRecord:
+        """Store a new memory (version 1) and return it once it is committed (and durable, by mode)."""
+        self._store.check_writable()
+        content, size = check_content(content, self.limits)
+        tag_tuple = check_tags(tags, self.limits)
+        meta = check_metadata(metadata, self.limits)
+        scope = self.home_scope if scope is None else check_scope(scope)
+        with self._writing() as batch:
+            self._require(batch.acl, "write", scope)
+            return self._stage_put(batch, new_id(), 1, scope, content, size, tag_tuple, meta)
+
+    def update(
+        self,
+        rec_id: str,
+        content: str | bytes | None = None,
+        tags: Iterable[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        expected_version: int | None = None,
+    ) -> MemoryRecord:
+        """Write a new version; fields left None keep their value. Conflict if expected_version differs."""
+        self._store.check_writable()
+        new_content = None if content is None else check_content(content, self.limits)
+        new_tags = None if tags is None else check_tags(tags, self.limits)
+        new_meta = None if metadata is None else check_metadata(metadata, self.limits)
+        if expected_version is not None and (
+            not isinstance(expected_version, int) or isinstance(expected_version, bool)
+        ):
+            raise InvalidInput(f"expected_version must be an int, got {expected_version!r}")
+        with self._writing() as batch:
+            rec = self._readable(batch, rec_id)
+            self._require(batch.acl, "write", rec.scope)
+            current = rec.latest.ver
+            if expected_version is not None and expected_version != current:
+                raise Conflict(f"record {rec_id} is at version {current}, not {expected_version}")
+            old = self._record(rec, rec.latest, batch)
+            body_content, size = new_content if new_content is not None else (old.content, rec.latest.size)
+            return self._stage_put(
+                batch, rec.id, current + 1, rec.scope, body_content, size,
+                new_tags if new_tags is not None else old.tags,
+                new_meta if new_meta is not None else old.metadata,
+            )
+
+    def forget(self, ids: str | Iterable[str], reason: str | None = None) -> int:
+        """Forget records: every version's content, tags and metadata are erased before this returns."""
+        self._store.check_writable()
+        id_list = check_ids(ids)
+        reason = check_optional_str(reason, "reason")
+        with self._writing() as batch:
+            for rec_id in id_list:
+                rec = self._readable(batch, rec_id)
+                self._require(batch.acl, "forget", rec.scope)
+            return self._stage_forget(batch, id_list, reason)
+
+    def _stage_forget(self, batch: Batch, ids: list[str], reason: str | None) -> int:
+        if not ids:
+            return 0
+        payload = None if reason is None else encode_forget_payload(reason)
+        batch.stage("forget", self.agent_id, {"ids": ids}, payload)
+        self._since_checkpoint += 1
+        return len(ids)
+
+    def forget_where(
+        self,
+        tags: Iterable[str] = (),
+        tag_prefix: str | None = None,
+        scope: str | None = None,
+        reason: str | None = None,
+    ) -> int:
+        """Forget every readable record matching the filters; PermissionDenied (nothing forgotten) if
+        any of them is in a scope where this agent may not forget."""
+        self._store.check_writable()
+        reason = check_optional_str(reason, "reason")
+        with self._writing() as batch:
+            infos = self._select(batch, tags, (), tag_prefix, scope, None)
+            for rec in infos:
+                self._require(batch.acl, "forget", rec.scope)
+            return self._stage_forget(batch, [r.id for r in infos], reason)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[MnemoClient]:
+        """Every write inside commits atomically as one frame, or none does (on an exception).
+        Holds the writer lock throughout; reads inside see the transaction's own writes."""
+        self._store.check_writable()
+        with self._writing():
+            yield self
+
+    # -- access control ------------------------------------------------------------------------------
+    def grant(self, principal: str, scope: str, perms: Iterable[str]) -> None:
+        """Give `principal` permissions on a scope or `prefix*` pattern; needs admin covering it."""
+        self._store.check_writable()
+        check_name(principal, "principal")
+        perm_list = self._check_perms(perms)
+        self._check_pattern(scope)
+        with self._writing() as batch:
+            if not batch.acl.may_administer(self.agent_id, scope):
+                raise PermissionDenied(f"{self.agent_id} may not admin in scope {scope}")
+            batch.stage("grant", self.agent_id, {"perms": perm_list, "principal": principal, "scope": scope})
+
+    def revoke(self, principal: str, scope: str, perms: Iterable[str] | None = None) -> None:
+        """Withdraw permissions granted on exactly this scope pattern (all of them when perms is None)."""
+        self._store.check_writable()
+        check_name(principal, "principal")
+        self._check_pattern(scope)
+        perm_list = None if perms is None else self._check_perms(perms)
+        with self._writing() as batch:
+            if not batch.acl.may_administer(self.agent_id, scope):
+                raise PermissionDenied(f"{self.agent_id} may not admin in scope {scope}")
+            held = batch.acl.held(principal, scope)
+            to_revoke = sorted(held) if perm_list is None else perm_list
+            if not held or not set(to_revoke) & set(held):
+                raise InvalidInput(f"{principal} holds no such grant on scope {scope}")
+            batch.stage("revoke", self.agent_id, {"perms": to_revoke, "principal": principal, "scope": scope})
+
+    def permissions(self, agent_id: str | None = None) -> dict[str, tuple[str, ...]]:
+        """Every scope pattern the agent (default: this one) holds permissions on, and which."""
+        self._store.refresh()
+        return self._acl().effective(self.agent_id if agent_id is None else check_name(agent_id, "agent_id"))
+
+    @staticmethod
+    def _check_perms(perms: Iterable[str]) -> list[str]:
+        if isinstance(perms, str) or not isinstance(perms, Iterable):
+            raise InvalidInput("perms must be a list of permission names")
+        out = sorted(set(perms))
+        bad = [p for p in out if p not in PERMISSIONS]
+        if bad or not out:
+            raise InvalidInput(f"perms must be a non-empty subset of {', '.join(PERMISSIONS)}, got {perms!r}")
+        return out
+
+    @staticmethod
+    def _check_pattern(scope: str) -> None:
+        check_name(scope, "scope")
+        try:
+            validate_pattern(scope)
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from None
+
+    # -- reads ---------------------------------------------------------------------------------------
+    def get(self, rec_id: str) -> MemoryRecord:
+        """The latest version of a record."""
+        self._store.refresh()
+        batch = self._store.current_batch()
+        for _attempt in range(3):
+            with self._store._index_lock:
+                rec = self._readable(self._view(), rec_id)
+            try:
+                return self._record(rec, rec.latest, batch)
+            except NotFound:
+                self._store.refresh()  # forgotten (erased) by another process meanwhile
+        raise _unavailable(rec_id)
+
+    def history(self, rec_id: str) -> list[MemoryRecord]:
+        """Every version of a record, oldest first."""
+        self._store.refresh()
+        batch = self._store.current_batch()
+        with self._store._index_lock:
+            rec = self._readable(self._view(), rec_id)
+        try:
+            return [self._record(rec, v, batch) for v in rec.versions]
+        except NotFound:
+            raise _unavailable(rec_id) from None
+
+    def _select(
+        self, view: Index | Batch, tags: Iterable[str], any_tags: Iterable[str], tag_prefix: str | None,
+        scope: str | None, limit: int | None,
+    ) -> list[Rec]:
+        """Readable live records matching every filter, in id (creation) order."""
+        all_tags = check_tags(tags, self.limits)
+        some_tags = check_tags(any_tags, self.limits, "any_tags")
+        if tag_prefix is not None and not isinstance(tag_prefix, str):
+            raise InvalidInput("tag_prefix must be a string or None")
+        if scope is not None:
+            check_name(scope, "scope")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+            raise InvalidInput("limit must be a non-negative int or None")
+        base = self._store.index
+        acl = view.acl
+        everything, exact, prefixes = acl.readable_filter(self.agent_id)
+
+        def matches(rec: Rec) -> bool:
+            s = rec.scope
+            if scope is not None and not scope_matches(scope, s):
+                return False
+            if not (everything or s in exact or s.startswith(prefixes)):
+                return False
+            if all_tags and not set(all_tags).issubset(rec.tags):
+                return False
+            if some_tags and not set(some_tags) & set(rec.tags):
+                return False
+            return tag_prefix is None or any(t.startswith(tag_prefix) for t in rec.tags)
+
+        with self._store._index_lock:
+            ids = base.candidate_ids(all_tags, some_tags, tag_prefix)
+            overlay = view.recs if isinstance(view, Batch) else {}
+            pool = base.records.keys() if ids is None else ids
+            found = [r for i in pool if i not in overlay and (r := base.records.get(i)) is not None and matches(r)]
+            found.extend(r for r in overlay.values() if r is not None and matches(r))
+        found.sort(key=lambda r: r.id)
+        return found if limit is None else found[:limit]
+
+    def query(
+        self,
+        tags: Iterable[str] = (),
+        any_tags: Iterable[str] = (),
+        tag_prefix: str | None = None,
+        scope: str | None = None,
+        limit: int | None = None,
+    ) -> list[MemoryRecord]:
+        """Readable records with all of `tags`, at least one of `any_tags`, and a tag starting with
+        `tag_prefix`, in scope `scope` (exact, or a `prefix*` pattern); oldest first."""
+        self._store.refresh()
+        batch = self._store.current_batch()
+        out = []
+        for rec in self._select(self._view(), tags, any_tags, tag_prefix, scope, limit):
+            with contextlib.suppress(NotFound):  # forgotten by another process since the selection
+                out.append(self._record(rec, rec.latest, batch))
+        return out
+
+    def list_records(
+        self,
+        tags: Iterable[str] = (),
+        any_tags: Iterable[str] = (),
+        tag_prefix: str | None = None,
+        scope: str | None = None,
+        limit: int | None = None,
+    ) -> list[RecordInfo]:
+        """Like query, from the index alone: no content is read from disk."""
+        self._store.refresh()
+        return [
+            RecordInfo(
+                id=r.id, version=r.latest.ver, scope=r.scope, tags=r.tags, size=r.latest.size,
+                agent_id=r.latest.agent, created_at=ns_to_datetime(r.versions[0].ts_ns),
+                updated_at=ns_to_datetime(r.latest.ts_ns), seq=r.latest.seq,
+            )
+            for r in self._select(self._view(), tags, any_tags, tag_prefix, scope, limit)
+        ]
+
+    # -- audit -----------------------------------------------------------------------------------------
+    def verify(self, pubkey: bytes | str | None = None, expect_head: tuple[int, str] | None = None) -> VerifyReport:
+        """Check the whole log file: framing, every hash and link, payload digests, erasures, signatures.
+        Returns every problem found."""
+        self._store.refresh()
+        from .audit import verify_db
+
+        return verify_db(self.path, pubkey=_pubkey_bytes(pubkey), expect_head=expect_head)
+
+    def export_audit(
+        self, dest: str | os.PathLike[str] | IO[str], since: int = 0, include_content: bool = False
+    ) -> int:
+        """Write the chain as JSON Lines (DESIGN.md §7). Content needs admin on `*`: it spans every scope."""
+        self._store.refresh()
+        if include_content and not self._acl().allows(self.agent_id, "admin", "*"):
+            raise PermissionDenied(f"{self.agent_id} may not export content: it needs admin on *")
+        from .audit import export_audit
+
+        return export_audit(self.path, dest, since=since, include_content=include_content)
+
+    def checkpoint(self) -> int | None:
+        """Write a signed checkpoint over the current head (with a signing key) and the index snapshot.
+        Returns the checkpoint's seq, or None without a signing key."""
+        self._store.check_writable()
+        seq = None
+        if self._signing_key is not None:
+            from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+            key = self._signing_key
+            with self._store.writing() as batch:
+                db_id = self._store.db_id
+                sig = key.sign(checkpoint_message(db_id, batch.head_seq, batch.head_hash))
+                pub = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+                body = {"db_id": db_id, "head": batch.head_hash, "key": pub, "seq": batch.head_seq, "sig": sig}
+                seq = batch.stage("checkpoint", self.agent_id, body).seq
+            self._since_checkpoint = 0
+        if self._store.current_batch() is None:
+            self._store.save_snapshot()
+        return seq
+
+    def compact(self) -> dict[str, int]:
+        """Rewrite the log without erased payload bytes; returns sizes before and after."""
+        self._store.check_writable()
+        if not self._acl().allows(self.agent_id, "admin", "*"):
+            raise PermissionDenied(f"{self.agent_id} may not compact: it needs admin on *")
+        return self._store.compact()
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and sizes, for humans and monitoring."""
+        store = self._store
+        if store.closed:
+            raise Closed("the client is closed")
+        store.refresh()
+        index = store.index
+        return {
+            "path": store.path,
+            "db_id": store.db_id.hex(),
+            "agent_id": self.agent_id,
+            "entries": index.entries,
+            "head_seq": index.head_seq,
+            "head_hash": index.head_hash.hex(),
+            "records": len(index.records),
+            "versions": sum(len(r.versions) for r in index.records.values()),
+            "forgotten": len(index.forgotten),
+            "tags": len(index.by_tag),
+            "log_bytes": store.end,
+            "durability": store.durability,
+            "readonly": store.readonly,
+            "snapshot_used": store.snapshot_used,
+            "open_seconds": store.open_seconds,
+            "recovery": list(store.recovery),
+        }
+
+
+def _load_signing_key(key: Any) -> Any:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    if isinstance(key, Ed25519PrivateKey):
+        return key
+    if isinstance(key, (bytes, bytearray)) and len(key) == 32:
+        return Ed25519PrivateKey.from_private_bytes(bytes(key))
+    if isinstance(key, (str, os.PathLike)):
+        from .audit import load_private_key
+
+        return load_private_key(key)
+    raise InvalidInput("signing_key must be an Ed25519PrivateKey, 32 raw seed bytes, or a key file path")
+
+
+def _pubkey_bytes(pubkey: bytes | str | None) -> bytes | None:
+    if pubkey is None or isinstance(pubkey, bytes):
+        return pubkey
+    from .audit import load_public_key
+
+    return load_public_key(pubkey)

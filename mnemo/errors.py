@@ -1,0 +1,64 @@
+"""The errors Mnemo raises. Every refusal is a MnemoError, so callers can catch one class."""
+
+from __future__ import annotations
+
+
+class MnemoError(Exception):
+    """Base class of every error Mnemo raises on purpose."""
+
+
+class NotFound(MnemoError, KeyError):
+    """No live record has that id (never written, or forgotten)."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else "not found"
+
+
+class PermissionDenied(MnemoError):
+    """The calling agent lacks the permission the operation needs."""
+
+
+class Conflict(MnemoError):
+    """An update's expected_version did not match the record's current version."""
+
+
+class IntegrityError(MnemoError):
+    """The database is damaged or was tampered with. `offset` names the first bad byte when known."""
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
+class LockTimeout(MnemoError):
+    """The writer lock could not be taken within lock_timeout seconds."""
+
+
+class ReadOnly(MnemoError):
+    """A write was attempted on a client opened with readonly=True."""
+
+
+class Closed(MnemoError):
+    """The client was closed."""
+
+
+class InvalidInput(MnemoError, ValueError):
+    """An argument has the wrong type or is over a limit. Nothing was written."""
+
+
+class DurabilityError(MnemoError):
+    """An fsync or write failed; the client refuses further writes rather than retry."""
+
+
+__all__ = [
+    "Closed",
+    "Conflict",
+    "DurabilityError",
+    "IntegrityError",
+    "InvalidInput",
+    "LockTimeout",
+    "MnemoError",
+    "NotFound",
+    "PermissionDenied",
+    "ReadOnly",
+]

@@ -1,0 +1,128 @@
+"""The hashed chain encoding (DESIGN.md §3): canonical msgpack entries, payloads and their digests.
+
+Every byte this module produces is part of the contract; tests/test_chain_vectors.py pins it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+FORMAT_VERSION = 1
+ZERO_HASH = b"\x00" * 32
+CHECKPOINT_DOMAIN = b"mnemo-checkpoint/v1"
+
+OPS = ("genesis", "put", "forget", "grant", "revoke", "checkpoint")
+
+
+def canonical(value: Any) -> Any:
+    """Return value with every map's keys sorted, recursively, so equal data packs to equal bytes."""
+    if isinstance(value, dict):
+        return {k: canonical(value[k]) for k in sorted(value)}
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    return value
+
+
+def packb(value: Any) -> bytes:
+    return msgpack.packb(canonical(value), use_bin_type=True)
+
+
+def unpackb(data: bytes) -> Any:
+    # strict_map_key=False: metadata may be any JSON-compatible map, but keys are always str in practice.
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One decoded chain entry plus the exact bytes that were hashed."""
+
+    seq: int
+    ts_ns: int
+    prev: bytes
+    op: str
+    agent: str
+    body: dict[str, Any]
+    raw: bytes
+    hash: bytes
+
+
+def encode_entry(seq: int, ts_ns: int, prev: bytes, op: str, agent: str, body: dict[str, Any]) -> bytes:
+    return packb([FORMAT_VERSION, seq, ts_ns, prev, op, agent, body])
+
+
+def make_entry(seq: int, ts_ns: int, prev: bytes, op: str, agent: str, body: dict[str, Any]) -> Entry:
+    raw = encode_entry(seq, ts_ns, prev, op, agent, body)
+    return Entry(seq, ts_ns, prev, op, agent, canonical(body), raw, hashlib.sha256(raw).digest())
+
+
+class EntryDecodeError(ValueError):
+    pass
+
+
+def decode_entry(raw: bytes) -> Entry:
+    """Decode hashed entry bytes; raises EntryDecodeError if they are not a well-formed v1 entry."""
+    try:
+        arr = unpackb(raw)
+    except Exception as exc:  # msgpack raises several unrelated types on garbage
+        raise EntryDecodeError(f"entry is not valid msgpack: {exc}") from None
+    if not isinstance(arr, list) or len(arr) != 7:
+        raise EntryDecodeError("entry is not an array of 7 items")
+    version, seq, ts_ns, prev, op, agent, body = arr
+    if version != FORMAT_VERSION:
+        raise EntryDecodeError(f"unknown entry format version {version!r}")
+    if not (isinstance(seq, int) and seq >= 0 and isinstance(ts_ns, int)):
+        raise EntryDecodeError("entry seq or timestamp is not an integer")
+    if not (isinstance(prev, bytes) and len(prev) == 32):
+        raise EntryDecodeError("entry prev is not 32 bytes")
+    if op not in OPS or not isinstance(agent, str) or not isinstance(body, dict):
+        raise EntryDecodeError(f"entry op {op!r}, agent or body has the wrong type")
+    return Entry(seq, ts_ns, prev, op, agent, body, raw, hashlib.sha256(raw).digest())
+
+
+# -- payloads: what a person may ask to erase lives here, outside the hashed bytes ------------------
+
+
+def pack_record_fields(content: str | bytes, tags: Any, metadata: dict[str, Any]) -> bytes:
+    """The `packed` bytes a put's digest commits to: msgpack([content, sorted tags, sorted metadata])."""
+    return packb([content, sorted(tags), metadata])
+
+
+def payload_digest(salt: bytes, packed: bytes) -> bytes:
+    return hashlib.sha256(salt + packed).digest()
+
+
+def encode_put_payload(salt: bytes, packed: bytes) -> bytes:
+    return packb({"salt": salt, "packed": packed})
+
+
+def encode_forget_payload(reason: str | None) -> bytes:
+    return packb({"reason": reason})
+
+
+def decode_put_payload(data: bytes) -> tuple[bytes, bytes]:
+    """Return (salt, packed) of a put payload; raises ValueError if malformed."""
+    obj = unpackb(data)
+    if not isinstance(obj, dict):
+        raise ValueError("put payload is not a map")
+    salt, packed = obj.get("salt"), obj.get("packed")
+    if not (isinstance(salt, bytes) and len(salt) == 16 and isinstance(packed, bytes)):
+        raise ValueError("put payload lacks a 16-byte salt or packed bytes")
+    return salt, packed
+
+
+def decode_record_fields(packed: bytes) -> tuple[str | bytes, tuple[str, ...], dict[str, Any]]:
+    obj = unpackb(packed)
+    if not (isinstance(obj, list) and len(obj) == 3):
+        raise ValueError("packed record fields are not an array of 3")
+    content, tags, metadata = obj
+    if not isinstance(content, (str, bytes)) or not isinstance(tags, list) or not isinstance(metadata, dict):
+        raise ValueError("packed record fields have the wrong types")
+    return content, tuple(tags), metadata
+
+
+def checkpoint_message(db_id: bytes, seq: int, head: bytes) -> bytes:
+    return CHECKPOINT_DOMAIN + db_id + seq.to_bytes(8, "big") + head

@@ -1,0 +1,597 @@
+"""The store: one log file, its indexes, the single-writer commit path, recovery and erasure.
+
+This is the storage contract the client builds on (a later server backend implements the same few
+methods): `writing()` yields a Batch to stage entries in, committed as one frame; `refresh()` catches up
+with frames other processes appended; `read_payload()` reads one payload slot from disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..acl import Acl
+from ..errors import Closed, DurabilityError, IntegrityError, MnemoError, NotFound, ReadOnly
+from . import snapshot as snap
+from .codec import ZERO_HASH, Entry, decode_put_payload, encode_entry, make_entry
+from .framing import (
+    HEADER_SIZE,
+    SLOT_CRC,
+    Frame,
+    FrameError,
+    HeaderError,
+    decode_file_header,
+    encode_file_header,
+    encode_frame,
+    parse_frame,
+)
+from .index import Index, Rec, Version, put_record
+from .logfile import FileLock, find_next_frame, fsync_dir, iter_frames, read_exact, sync, write_all
+
+DURABILITY_MODES = ("fsync", "batch", "none")
+BATCH_INTERVAL = 0.05
+
+
+class ChainError(ValueError):
+    """An entry that is well-framed but does not follow from the chain before it."""
+
+
+@dataclass
+class Staged:
+    entry: Entry
+    payload: bytes | None
+    tags: tuple[str, ...]
+
+
+class Batch:
+    """The entries of one commit, staged under the writer lock, plus an overlay of the records and ACL
+    they change so that reads inside a transaction see its own writes."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.base = store.index
+        self.staged: list[Staged] = []
+        self.recs: dict[str, Rec | None] = {}
+        self._acl: Acl | None = None
+        self.head_seq = store.index.head_seq
+        self.head_hash = store.index.head_hash
+        self.head_ts = store.head_ts
+        self.payloads: dict[int, bytes] = {}
+
+    # the view interface apply_entry works on
+    def get_rec(self, rec_id: str) -> Rec | None:
+        if rec_id in self.recs:
+            return self.recs[rec_id]
+        return self.base.records.get(rec_id)
+
+    def set_record(self, rec: Rec) -> None:
+        self.recs[rec.id] = rec
+
+    def drop(self, rec_id: str) -> Rec | None:
+        rec = self.get_rec(rec_id)
+        self.recs[rec_id] = None
+        return rec
+
+    @property
+    def acl(self) -> Acl:
+        return self._acl if self._acl is not None else self.base.acl
+
+    def acl_for_write(self) -> Acl:
+        if self._acl is None:
+            self._acl = self.base.acl.copy()
+        return self._acl
+
+    def stage(
+        self, op: str, agent: str, body: dict[str, Any], payload: bytes | None = None,
+        tags: tuple[str, ...] = (),
+    ) -> Entry:
+        """Append one entry to the batch (seq, prev and time assigned now) and apply it to the overlay."""
+        ts = max(time.time_ns(), self.head_ts)
+        entry = make_entry(self.head_seq + 1, ts, self.head_hash, op, agent, body)
+        apply_entry(self, entry, -1, 0 if payload is None else len(payload) + SLOT_CRC.size, tags)
+        self.staged.append(Staged(entry, payload, tags))
+        if payload is not None:
+            self.payloads[entry.seq] = payload
+        self.head_seq, self.head_hash, self.head_ts = entry.seq, entry.hash, ts
+        return entry
+
+
+def apply_entry(
+    view: Any, entry: Entry, slot_off: int, slot_len: int, tags: tuple[str, ...]
+) -> list[Rec]:
+    """Apply one entry to an Index or a Batch; returns the records a forget dropped."""
+    body = entry.body
+    op = entry.op
+    if op == "put":
+        rec_id = body["id"]
+        prev = view.get_rec(rec_id)
+        expected = 1 if prev is None else prev.latest.ver + 1
+        if body["ver"] != expected:
+            raise ChainError(f"put of {rec_id} version {body['ver']}, expected {expected}")
+        version = Version(
+            body["ver"], entry.seq, entry.ts_ns, entry.agent, body["size"], entry.hash, slot_off, slot_len
+        )
+        view.set_record(put_record(prev, rec_id, body["scope"], tags, version))
+        return []
+    if op == "forget":
+        dropped = []
+        for rec_id in body["ids"]:
+            rec = view.drop(rec_id)
+            if rec is not None:
+                dropped.append(rec)
+        return dropped
+    if op == "grant":
+        view.acl_for_write().grant(body["principal"], body["scope"], body["perms"])
+    elif op == "revoke":
+        view.acl_for_write().revoke(body["principal"], body["scope"], body["perms"])
+    elif op == "genesis":
+        raise ChainError("genesis entry after seq 0")
+    return []
+
+
+class Store:
+    def __init__(
+        self, path: str, agent: str, *, readonly: bool = False, durability: str = "fsync",
+        lock_timeout: float = 10.0, create: bool = True,
+    ) -> None:
+        if durability not in DURABILITY_MODES:
+            raise ValueError(f"durability must be one of {DURABILITY_MODES}, got {durability!r}")
+        self.path = path
+        self.agent = agent
+        self.readonly = readonly
+        self.durability = durability
+        self.lock_timeout = lock_timeout
+        self.recovery: list[str] = []
+        self.snapshot_used = False
+        self.closed = False
+        self._failed: BaseException | None = None
+        self._mutex = threading.RLock()  # one writer thread at a time, held through a transaction
+        self._index_lock = threading.RLock()  # short critical sections: index reads and updates
+        self._local = threading.local()
+        self._sync_cond = threading.Condition()
+        self._syncing = False
+        self._synced_end = 0
+        self._dirty_snapshot = False
+        self._erased_live: set[str] = set()  # puts seen with an erased slot, awaiting their forget
+        self._batch_thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.lock = None if readonly else FileLock(path + ".lock")
+        self.fd = -1
+        try:
+            t0 = time.perf_counter()
+            self._open(create)
+            self.open_seconds = time.perf_counter() - t0
+        except BaseException:
+            self._close_files()
+            raise
+        if durability == "batch" and not readonly:
+            self._batch_thread = threading.Thread(target=self._batch_syncer, daemon=True, name="mnemo-sync")
+            self._batch_thread.start()
+
+    # -- opening -------------------------------------------------------------------------------------
+    @property
+    def snap_path(self) -> str:
+        return self.path + ".snap"
+
+    @property
+    def erase_path(self) -> str:
+        return self.path + ".erase"
+
+    def _open(self, create: bool) -> None:
+        if not os.path.exists(self.path) or os.path.getsize(self.path) == 0:
+            if self.readonly or not create:
+                raise NotFound(f"no Mnemo database at {self.path}")
+            self._create()
+        self.fd = os.open(self.path, os.O_RDONLY if self.readonly else os.O_RDWR)
+        self._load()
+        if self.lock is not None:
+            self.lock.acquire(self.lock_timeout)
+            try:
+                self._catch_up(writer=True, opening=True)
+                if self._dirty_snapshot:
+                    self._write_snapshot()
+            finally:
+                self.lock.release()
+        else:
+            self._catch_up(writer=False)
+        self._synced_end = self.end
+
+    def _create(self) -> None:
+        """Write header and genesis to a temp file, then link it into place: creation is atomic."""
+        assert self.lock is not None
+        self.lock.acquire(self.lock_timeout)
+        try:
+            if os.path.exists(self.path) and os.path.getsize(self.path) > 0:
+                return
+            db_id = os.urandom(16)
+            genesis = make_entry(0, time.time_ns(), ZERO_HASH, "genesis", self.agent,
+                                 {"db_id": db_id, "format": 1})
+            data = encode_file_header(db_id) + encode_frame([(genesis.raw, None)])
+            tmp = f"{self.path}.new{os.getpid()}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                write_all(fd, data, 0)
+                sync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path)  # we hold the lock, and the path is empty or missing
+            fsync_dir(self.path)
+        finally:
+            self.lock.release()
+
+    def _load(self) -> None:
+        """Read the header, then take the index from a valid snapshot or start from an empty one."""
+        try:
+            self.db_id = decode_file_header(read_exact(self.fd, 0, HEADER_SIZE))
+        except HeaderError as exc:
+            raise IntegrityError(f"{self.path}: {exc}", 0) from None
+        self.index = Index(self.db_id)
+        self.end = HEADER_SIZE
+        self.last_frame_offset = 0
+        self.head_ts = 0
+        self.snapshot_used = False
+        body = snap.read_snapshot(self.snap_path)
+        if body is not None and self._snapshot_matches(body):
+            self.index = Index.from_state(self.db_id, body["index"])
+            self.end = body["offset"]
+            self.last_frame_offset = body["frame_offset"]
+            self.head_ts = body["head_ts"]
+            self.snapshot_used = True
+        elif body is not None:
+            self.recovery.append("discarded a stale or damaged index snapshot")
+            self._dirty_snapshot = True
+        self._inode = os.fstat(self.fd).st_ino
+
+    def _snapshot_matches(self, body: dict[str, Any]) -> bool:
+        try:
+            if body["db_id"] != self.db_id:
+                return False
+            off, start = body["offset"], body["frame_offset"]
+            if not (HEADER_SIZE <= start < off <= os.fstat(self.fd).st_size):
+                return False
+            frame = parse_frame(read_exact(self.fd, start, off - start), 0, start)
+            last = frame.entries[-1]
+            state = body["index"]
+            return bool(frame.end == off and last.seq == state["head_seq"] and last.hash == state["head_hash"])
+        except (FrameError, KeyError, TypeError):
+            return False
+
+    # -- catching up with the log --------------------------------------------------------------------
+    def _catch_up(self, writer: bool, opening: bool = False) -> None:
+        """Apply frames appended since self.end. A writer cuts a torn tail; damage raises."""
+        with self._index_lock:
+            if os.stat(self.path).st_ino != self._inode:
+                self._reload()
+            size = os.fstat(self.fd).st_size
+            if size < self.end:
+                raise IntegrityError(f"{self.path}: log is shorter ({size}) than already read ({self.end})", size)
+            if size == self.end:
+                if opening:
+                    self._redo_erasure([])
+                return
+            journal = snap.read_erase_journal(self.erase_path) if writer else None
+            to_check: list[tuple[int, int]] = []
+            try:
+                for frame, buf, pos in iter_frames(self.fd, self.end, size):
+                    dropped = self._apply_frame(frame, buf, pos, frame.end == size, journal)
+                    for rec in dropped:
+                        to_check.extend((v.slot_off, v.slot_len) for v in rec.versions if v.slot_len)
+                    if dropped and self.snapshot_used:
+                        self._dirty_snapshot = True  # it may hold tags of what was forgotten
+            except FrameError as exc:
+                self._torn_or_damaged(exc, size, writer)
+            self._check_erased_live()
+            if writer:
+                self._redo_erasure(to_check)
+
+    def _torn_or_damaged(self, exc: FrameError, size: int, writer: bool) -> None:
+        if find_next_frame(self.fd, exc.offset, size) is not None:
+            raise IntegrityError(
+                f"{self.path}: damaged frame at offset {exc.offset} ({exc}); valid frames follow it", exc.offset
+            )
+        if not writer:
+            return  # perhaps a write in progress: stop before it
+        cut = size - exc.offset
+        os.ftruncate(self.fd, exc.offset)
+        sync(self.fd)
+        self.recovery.append(f"cut a torn last frame at offset {exc.offset} ({cut} bytes): {exc}")
+
+    def _apply_frame(
+        self, frame: Frame, buf: memoryview, pos: int, is_last: bool, journal: list[tuple[int, int]] | None
+    ) -> list[Rec]:
+        index = self.index
+        items: list[tuple[Entry, int, int, tuple[str, ...]]] = []
+        for entry, slot in zip(frame.entries, frame.slots):
+            if entry.seq != index.head_seq + 1 + len(items) or entry.prev != (
+                items[-1][0].hash if items else index.head_hash
+            ):
+                raise IntegrityError(
+                    f"{self.path}: entry seq {entry.seq} at offset {frame.offset} does not link to the chain",
+                    frame.offset,
+                )
+            tags: tuple[str, ...] = ()
+            if slot.state == "bad" and not _in_regions(slot.offset, journal):
+                if is_last:
+                    raise FrameError("bad", f"payload slot checksum mismatch at offset {slot.offset}",
+                                     frame.offset, frame.length)
+                raise IntegrityError(f"{self.path}: payload slot damaged at offset {slot.offset}", slot.offset)
+            if entry.op == "put":
+                if slot.state == "ok":
+                    start = pos + (slot.offset - frame.offset) + SLOT_CRC.size
+                    try:
+                        tags = _tags_of(bytes(buf[start : start + slot.length - SLOT_CRC.size]))
+                    except ChainError as exc:
+                        raise IntegrityError(f"{self.path}: {exc} at offset {slot.offset}", slot.offset) from None
+                else:
+                    self._erased_live.add(entry.body["id"])
+            items.append((entry, slot.offset, slot.length, tags))
+        dropped: list[Rec] = []
+        try:
+            for entry, slot_off, slot_len, tags in items:
+                if entry.seq == 0:
+                    index.acl.owner = entry.agent
+                else:
+                    dropped.extend(apply_entry(index, entry, slot_off, slot_len, tags))
+                if entry.op == "forget":
+                    self._erased_live.difference_update(entry.body["ids"])
+                index.head_seq, index.head_hash = entry.seq, entry.hash
+                index.entries += 1
+                self.head_ts = max(self.head_ts, entry.ts_ns)
+        except (ChainError, KeyError, TypeError) as exc:
+            raise IntegrityError(f"{self.path}: bad entry in frame at offset {frame.offset}: {exc}",
+                                 frame.offset) from None
+        self.end = frame.end
+        self.last_frame_offset = frame.offset
+        return dropped
+
+    def _check_erased_live(self) -> None:
+        live = [i for i in self._erased_live if i in self.index.records]
+        if live:
+            rec = self.index.records[live[0]]
+            off = rec.latest.slot_off
+            raise IntegrityError(f"{self.path}: payload of live record {live[0]} is erased (offset {off})", off)
+        self._erased_live.clear()
+
+    def _reload(self) -> None:
+        """The log file was replaced (compaction): reopen it and rebuild the index from it."""
+        os.close(self.fd)
+        self.fd = os.open(self.path, os.O_RDONLY if self.readonly else os.O_RDWR)
+        self._load()
+        self._synced_end = 0
+
+    def refresh(self) -> None:
+        """Catch up with frames other processes appended. Cheap when nothing changed; never blocks."""
+        self._check_open()
+        if getattr(self._local, "batch", None) is not None:
+            return  # we hold the writer lock: nobody else appended
+        self._catch_up(writer=False)
+
+    # -- erasure -------------------------------------------------------------------------------------
+    def _redo_erasure(self, candidates: list[tuple[int, int]]) -> None:
+        """Finish any erasure a crash interrupted: journal regions and forgotten slots not yet zero."""
+        journal = snap.read_erase_journal(self.erase_path)
+        regions = list(journal or [])
+        for off, length in candidates:
+            if any(read_exact(self.fd, off, length)):
+                regions.append((off, length))
+        if regions:
+            self._erase(regions)
+            self.recovery.append(f"completed an interrupted erasure of {len(regions)} payload slots")
+        elif journal is not None:
+            snap.remove(self.erase_path)
+
+    def _erase(self, regions: list[tuple[int, int]]) -> None:
+        """Overwrite payload slots with zeros, crash-safely: journal first, zeros, fsync, drop journal."""
+        snap.remove(self.snap_path)  # it holds tags of the forgotten records
+        snap.write_erase_journal(self.erase_path, self.db_id, regions)
+        for off, length in regions:
+            write_all(self.fd, bytes(length), off)
+        sync(self.fd)
+        snap.remove(self.erase_path)
+        self._dirty_snapshot = True
+
+    # -- writing -------------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self.closed:
+            raise Closed("the client is closed")
+
+    def check_writable(self) -> None:
+        self._check_open()
+        if self.readonly:
+            raise ReadOnly("the client was opened with readonly=True")
+        if self._failed is not None:
+            raise DurabilityError(f"an earlier write failed ({self._failed}); reopen the database")
+
+    def current_batch(self) -> Batch | None:
+        batch: Batch | None = getattr(self._local, "batch", None)
+        return batch
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[Batch]:
+        """Hold the writer lock, caught up with the log; commit what the body stages as one frame."""
+        outer = self.current_batch()
+        if outer is not None:
+            yield outer
+            return
+        self.check_writable()
+        assert self.lock is not None
+        with self._mutex:
+            self.lock.acquire(self.lock_timeout)
+            end = 0
+            try:
+                self._check_open()
+                self._catch_up(writer=True)
+                batch = Batch(self)
+                self._local.batch = batch
+                try:
+                    yield batch
+                finally:
+                    self._local.batch = None
+                if batch.staged:
+                    end = self._commit(batch)
+            finally:
+                self.lock.release()
+        if end and self.durability == "fsync":
+            self._sync_upto(end)
+
+    def _commit(self, batch: Batch) -> int:
+        """Write the batch as one frame and apply it; a forget is made durable and erased right here."""
+        self.check_writable()
+        frame_bytes = encode_frame([(s.entry.raw, s.payload) for s in batch.staged])
+        offset = self.end
+        forgets = any(s.entry.op == "forget" for s in batch.staged)
+        with self._index_lock:
+            try:
+                write_all(self.fd, frame_bytes, offset)
+                if forgets:
+                    sync(self.fd)
+            except DurabilityError as exc:
+                self._fail(exc, offset)
+                raise
+            frame = parse_frame(frame_bytes, 0, offset)
+            dropped: list[Rec] = []
+            for staged, slot in zip(batch.staged, frame.slots):
+                dropped.extend(apply_entry(self.index, staged.entry, slot.offset, slot.length, staged.tags))
+                self.index.head_seq, self.index.head_hash = staged.entry.seq, staged.entry.hash
+                self.index.entries += 1
+            self.head_ts = batch.head_ts
+            self.end = frame.end
+            self.last_frame_offset = offset
+            self._dirty_snapshot = True
+            if forgets:
+                self._synced_end = max(self._synced_end, frame.end)
+                regions = [(v.slot_off, v.slot_len) for rec in dropped for v in rec.versions if v.slot_len]
+                try:
+                    self._erase(regions)
+                except (DurabilityError, OSError) as exc:
+                    self._fail(exc, None)
+                    raise DurabilityError(f"erasure failed: {exc}") from exc
+        return frame.end
+
+    def _fail(self, exc: BaseException, offset: int | None) -> None:
+        """A write or fsync failed: refuse further writes, and drop whatever part of the frame landed."""
+        self._failed = exc
+        if offset is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, offset)
+
+    def _sync_upto(self, end: int) -> None:
+        """Group commit: one fsync covers every frame written before it started."""
+        with self._sync_cond:
+            while self._synced_end < end:
+                if self._failed is not None:
+                    raise DurabilityError(f"fsync failed earlier: {self._failed}")
+                if self._syncing:
+                    self._sync_cond.wait()
+                    continue
+                self._syncing = True
+                target = self.end
+                self._sync_cond.release()
+                try:
+                    sync(self.fd)
+                except DurabilityError as exc:
+                    self._failed = exc
+                    raise
+                finally:
+                    self._sync_cond.acquire()
+                    self._syncing = False
+                    self._sync_cond.notify_all()
+                self._synced_end = max(self._synced_end, target)
+
+    def _batch_syncer(self) -> None:
+        while not self._stop.wait(BATCH_INTERVAL):
+            if self._synced_end < self.end and self._failed is None:
+                with contextlib.suppress(DurabilityError):
+                    self._sync_upto(self.end)
+
+    # -- reading -------------------------------------------------------------------------------------
+    def read_payload(self, version: Version, batch: Batch | None = None) -> tuple[bytes, bytes]:
+        """(salt, packed) of one version. NotFound if its slot was erased meanwhile."""
+        if version.slot_off < 0:
+            if batch is None or version.seq not in batch.payloads:
+                raise NotFound("staged version is not visible outside its transaction")
+            return decode_put_payload(batch.payloads[version.seq])
+        data = read_exact(self.fd, version.slot_off, version.slot_len)
+        if len(data) == version.slot_len and not any(data):
+            raise NotFound("the record was forgotten")
+        (crc,) = SLOT_CRC.unpack_from(data, 0) if len(data) >= 4 else (None,)
+        payload = data[SLOT_CRC.size :]
+        if crc != zlib.crc32(payload):
+            raise IntegrityError(f"{self.path}: payload slot damaged at offset {version.slot_off}",
+                                 version.slot_off)
+        try:
+            return decode_put_payload(payload)
+        except Exception as exc:
+            raise IntegrityError(f"{self.path}: unreadable payload at offset {version.slot_off}: {exc}",
+                                 version.slot_off) from None
+
+    # -- snapshots, closing --------------------------------------------------------------------------
+    def _write_snapshot(self) -> None:
+        if self.readonly or self.last_frame_offset == 0:
+            return
+        body = {
+            "db_id": self.db_id,
+            "offset": self.end,
+            "frame_offset": self.last_frame_offset,
+            "head_ts": self.head_ts,
+            "index": self.index.to_state(),
+        }
+        try:
+            snap.write_snapshot(self.snap_path, body)
+            self._dirty_snapshot = False
+        except OSError:
+            pass  # a snapshot only speeds up the next open
+
+    def save_snapshot(self) -> None:
+        """Write the index snapshot now (under the writer lock, caught up, so it never resurrects
+        what another process forgot)."""
+        with self.writing():
+            self._write_snapshot()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self._stop.set()
+        if self._batch_thread is not None:
+            self._batch_thread.join()
+        try:
+            if self._failed is None and not self.readonly and self.durability != "none":
+                with contextlib.suppress(DurabilityError):
+                    self._sync_upto(self.end)
+            if self._dirty_snapshot and self._failed is None and not self.readonly:
+                with contextlib.suppress(MnemoError, OSError):
+                    self.save_snapshot()
+        finally:
+            self.closed = True
+            self._close_files()
+
+    def _close_files(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
+
+
+def _in_regions(offset: int, regions: list[tuple[int, int]] | None) -> bool:
+    return bool(regions) and any(o == offset for o, _n in regions or ())
+
+
+def _tags_of(payload: bytes) -> tuple[str, ...]:
+    from .codec import decode_record_fields
+
+    try:
+        _salt, packed = decode_put_payload(payload)
+        return decode_record_fields(packed)[1]
+    except Exception as exc:
+        raise ChainError(f"unreadable put payload: {exc}") from None
+
+
+__all__ = ["DURABILITY_MODES", "Batch", "Store", "encode_entry"]

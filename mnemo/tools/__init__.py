@@ -1,0 +1,35 @@
+"""The memory-tool facade: Anthropic's `memory_20250818` tool served from a Mnemo database.
+
+`MnemoMemoryToolServer` needs nothing but Mnemo. The Anthropic SDK adapters (`MnemoMemoryTool`,
+`AsyncMnemoMemoryTool`) live in `mnemo.tools.anthropic` and are imported from there on first use, so
+that importing Mnemo never imports the SDK.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mnemo.tools.paths import PathError, canonicalize
+from mnemo.tools.server import CommandResult, MnemoMemoryToolServer
+
+if TYPE_CHECKING:
+    from mnemo.tools.anthropic import AsyncMnemoMemoryTool, MnemoMemoryTool
+
+__all__ = [
+    "AsyncMnemoMemoryTool",
+    "CommandResult",
+    "MnemoMemoryTool",
+    "MnemoMemoryToolServer",
+    "PathError",
+    "canonicalize",
+]
+
+_SDK_NAMES = frozenset({"MnemoMemoryTool", "AsyncMnemoMemoryTool"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SDK_NAMES:
+        from mnemo.tools import anthropic as adapter
+
+        return getattr(adapter, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

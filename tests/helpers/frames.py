@@ -1,0 +1,39 @@
+"""Read a Mnemo log file frame by frame (docs/FORMAT.md §2-§3), independently of the engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mnemo.storage.codec import Entry
+from mnemo.storage.framing import HEADER_SIZE, Frame, decode_file_header, frame_length, parse_frame
+
+
+def frame_spans(data: bytes) -> list[tuple[int, int]]:
+    """(start, end) of every frame of a well-formed log; asserts the frames tile the file exactly."""
+    decode_file_header(data[:HEADER_SIZE])
+    spans: list[tuple[int, int]] = []
+    pos = HEADER_SIZE
+    while pos < len(data):
+        n = frame_length(data, pos, pos)
+        spans.append((pos, pos + n))
+        pos += n
+    assert pos == len(data), f"last frame overruns the file: ends at {pos}, file is {len(data)} bytes"
+    return spans
+
+
+def read_frames(path: Path | str) -> list[Frame]:
+    data = Path(path).read_bytes()
+    return [parse_frame(data, start, start) for start, _end in frame_spans(data)]
+
+
+def read_entries(path: Path | str) -> list[Entry]:
+    return [e for f in read_frames(path) for e in f.entries]
+
+
+def check_chain(entries: list[Entry]) -> None:
+    """Assert seqs run 0, 1, 2, ... and every entry links to the hash of the one before it."""
+    prev = b"\x00" * 32
+    for i, e in enumerate(entries):
+        assert e.seq == i, f"entry {i} has seq {e.seq}"
+        assert e.prev == prev, f"entry {i} does not link to entry {i - 1}"
+        prev = e.hash

@@ -1,0 +1,832 @@
+"""Everyday behaviour of MnemoClient, checked against what the API promises and what lands on disk."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.frames import check_chain, frame_spans, read_entries, read_frames
+
+from mnemo import MemoryRecord, MnemoClient
+from mnemo.errors import Closed, Conflict, LockTimeout, MnemoError, NotFound
+from mnemo.record import RecordInfo, VerifyReport
+from mnemo.storage.codec import (
+    ZERO_HASH,
+    decode_put_payload,
+    decode_record_fields,
+    pack_record_fields,
+    payload_digest,
+    unpackb,
+)
+from mnemo.storage.framing import HEADER_SIZE, decode_file_header
+
+AGENT = "agent-1"
+HOME = f"agent:{AGENT}"
+
+
+def assert_utc(dt: Any) -> None:
+    assert dt.tzinfo is not None, "datetime is naive"
+    assert dt.utcoffset() == timedelta(0), f"datetime is not UTC: {dt!r}"
+
+
+def payload_of(path: Path, seq: int) -> bytes | None:
+    """The payload bytes stored for the entry with this seq (None when the slot is empty or erased)."""
+    data = path.read_bytes()
+    for frame in read_frames(path):
+        for entry, slot in zip(frame.entries, frame.slots, strict=True):
+            if entry.seq == seq:
+                if slot.state != "ok":
+                    return None
+                start, n = slot.payload_range()
+                return data[start : start + n]
+    raise AssertionError(f"no entry with seq {seq} in the log")
+
+
+@pytest.fixture
+def fsync_client(db_path: Path) -> Iterator[MnemoClient]:
+    c = MnemoClient(db_path, AGENT, durability="fsync")
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+# -- a new database, on disk -------------------------------------------------------------------------
+
+
+def test_new_db_has_header_and_genesis(db_path: Path) -> None:
+    with MnemoClient(str(db_path), AGENT, durability="fsync") as c:
+        data = db_path.read_bytes()
+        db_id = decode_file_header(data[:HEADER_SIZE])
+        assert c.db_id == db_id.hex()
+        assert c.path is not None and Path(c.path) == db_path
+        frames = read_frames(db_path)
+        assert len(frames) == 1 and len(frames[0].entries) == 1
+        genesis = frames[0].entries[0]
+        assert (genesis.seq, genesis.op, genesis.agent, genesis.prev) == (0, "genesis", AGENT, ZERO_HASH)
+        assert genesis.body == {"db_id": db_id, "format": 1}
+        assert frames[0].slots[0].state == "none"
+        assert c.head == (0, genesis.hash.hex())
+        assert c.recovery == []
+        report = c.verify()
+        assert isinstance(report, VerifyReport)
+        assert report.ok and report.problems == ()
+        assert (report.entries, report.head_seq, report.head_hash) == (1, 0, genesis.hash.hex())
+
+
+def test_remember_appends_exactly_one_frame_with_the_right_bytes(client: MnemoClient, db_path: Path) -> None:
+    before = db_path.read_bytes()
+    metadata = {"z": 1, "a": {"y": [1, "two", None, True, 2.5], "b": "c"}}
+    rec = client.remember("hello wörld", tags=["b", "a"], metadata=metadata)
+    after = db_path.read_bytes()
+    assert after[: len(before)] == before, "the log was not only appended to"
+    frames = read_frames(db_path)
+    last = frames[-1]
+    assert last.offset == len(before) and last.end == len(after)
+    assert len(last.entries) == 1
+    e = last.entries[0]
+    assert (e.seq, e.op, e.agent) == (rec.seq, "put", AGENT)
+    assert e.prev == frames[-2].entries[-1].hash
+    assert e.hash.hex() == rec.hash == hashlib.sha256(e.raw).hexdigest()
+    assert set(e.body) == {"digest", "id", "scope", "size", "ver"}
+    assert (e.body["id"], e.body["ver"], e.body["scope"]) == (rec.id, 1, HOME)
+    assert e.body["size"] == len("hello wörld".encode())
+    payload = payload_of(db_path, rec.seq)
+    assert payload is not None
+    salt, packed = decode_put_payload(payload)
+    assert packed == pack_record_fields("hello wörld", ["a", "b"], metadata)
+    assert e.body["digest"] == payload_digest(salt, packed)
+    assert decode_record_fields(packed) == ("hello wörld", ("a", "b"), metadata)
+    assert client.head == (rec.seq, rec.hash)
+
+
+def test_binary_content_is_packed_as_bin(client: MnemoClient, db_path: Path) -> None:
+    blob = bytes(range(256)) * 3
+    rec = client.remember(blob, tags=["bin"])
+    payload = payload_of(db_path, rec.seq)
+    assert payload is not None
+    _salt, packed = decode_put_payload(payload)
+    content, _tags, _meta = decode_record_fields(packed)
+    assert content == blob and isinstance(content, bytes)
+    assert read_entries(db_path)[-1].body["size"] == len(blob)
+
+
+# -- records ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["plain", "", "ünïcødé ✓ \U0001f600", "line\nbreaks\x00nul", b"", b"\x00\xffbinary", bytes(range(256))],
+)
+def test_round_trip_str_and_bytes(client: MnemoClient, db_path: Path, content: str | bytes) -> None:
+    rec = client.remember(content, tags=["t"], metadata={"k": "v"})
+    assert rec.content == content and type(rec.content) is type(content)
+    got = client.get(rec.id)
+    assert got == rec
+    assert type(got.content) is type(content)
+    client.close()
+    with MnemoClient(db_path, AGENT, durability="none") as again:
+        reopened = again.get(rec.id)
+        assert reopened == rec and type(reopened.content) is type(content)
+
+
+def test_record_fields(client: MnemoClient) -> None:
+    before = time.time()
+    rec = client.remember("x", tags=["zeta", "alpha", "mid"], metadata={"n": 1})
+    after = time.time()
+    assert isinstance(rec, MemoryRecord)
+    assert rec.version == 1
+    assert rec.tags == ("alpha", "mid", "zeta") and isinstance(rec.tags, tuple)
+    assert rec.metadata == {"n": 1}
+    assert rec.scope == HOME
+    assert rec.agent_id == AGENT
+    assert_utc(rec.created_at)
+    assert_utc(rec.updated_at)
+    assert rec.created_at == rec.updated_at
+    assert before - 1 <= rec.created_at.timestamp() <= after + 1
+    assert rec.seq == 1, "the first record follows genesis at seq 0"
+    assert len(rec.hash) == 64 and int(rec.hash, 16) >= 0
+    with pytest.raises(AttributeError):
+        rec.version = 2  # type: ignore[misc]
+
+
+def test_defaults_no_tags_no_metadata(client: MnemoClient) -> None:
+    rec = client.remember("bare")
+    assert rec.tags == () and rec.metadata == {} and rec.scope == HOME
+    assert client.get(rec.id) == rec
+
+
+def test_explicit_scope(client: MnemoClient) -> None:
+    rec = client.remember("shared", scope="team:x")
+    assert rec.scope == "team:x"
+    assert client.get(rec.id).scope == "team:x"
+
+
+def test_ids_unique_and_time_ordered(client: MnemoClient, db_path: Path) -> None:
+    ids = [client.remember(f"r{i}").id for i in range(300)]
+    assert len(set(ids)) == 300
+    assert ids == sorted(ids), "ids do not sort in creation order"
+    client.close()
+    time.sleep(0.002)
+    with MnemoClient(db_path, AGENT, durability="none") as again:
+        later = again.remember("after reopen").id
+    assert later > ids[-1]
+
+
+def test_versions_and_history(client: MnemoClient) -> None:
+    r1 = client.remember("v1", tags=["a"], metadata={"m": 1})
+    time.sleep(0.002)
+    r2 = client.update(r1.id, content="v2")
+    r3 = client.update(r1.id, tags=["b", "a2"])
+    r4 = client.update(r1.id, metadata={"m": 4})
+    r5 = client.update(r1.id, content=b"v5", tags=[], metadata={})
+    assert [r.version for r in (r1, r2, r3, r4, r5)] == [1, 2, 3, 4, 5]
+    assert (r2.content, r2.tags, r2.metadata) == ("v2", ("a",), {"m": 1})
+    assert (r3.content, r3.tags, r3.metadata) == ("v2", ("a2", "b"), {"m": 1})
+    assert (r4.content, r4.tags, r4.metadata) == ("v2", ("a2", "b"), {"m": 4})
+    assert (r5.content, r5.tags, r5.metadata) == (b"v5", (), {})
+    for r in (r2, r3, r4, r5):
+        assert r.id == r1.id
+        assert r.created_at == r1.created_at
+        assert r.updated_at > r1.updated_at
+        assert r.seq > r1.seq
+    assert [r.seq for r in (r1, r2, r3, r4, r5)] == list(range(r1.seq, r1.seq + 5))
+    assert client.get(r1.id) == r5
+    assert client.history(r1.id) == [r1, r2, r3, r4, r5]
+    assert client.query(tags=["a"]) == []
+    assert client.query(tags=["b"]) == []
+    assert client.query() == [r5]
+
+
+def test_update_expected_version(client: MnemoClient, db_path: Path) -> None:
+    r1 = client.remember("one")
+    r2 = client.update(r1.id, content="two", expected_version=1)
+    assert r2.version == 2
+    before = db_path.read_bytes()
+    for wrong in (1, 3, 0, 99):
+        with pytest.raises(Conflict) as exc:
+            client.update(r1.id, content="lost", expected_version=wrong)
+        assert str(exc.value)
+    assert db_path.read_bytes() == before
+    assert client.get(r1.id) == r2
+    assert client.update(r1.id, content="three", expected_version=2).version == 3
+
+
+def test_update_keeps_scope_and_records_writer(db_path: Path) -> None:
+    with MnemoClient(db_path, AGENT, durability="none") as c:
+        r1 = c.remember("x", scope="team:x")
+        r2 = c.update(r1.id, content="y")
+        assert r2.scope == "team:x" and r2.agent_id == AGENT
+
+
+# -- queries ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def corpus(client: MnemoClient) -> list[MemoryRecord]:
+    return [
+        client.remember("r0", tags=["a", "b"]),
+        client.remember("r1", tags=["b", "c"]),
+        client.remember("r2", tags=["path:/notes/x.md"]),
+        client.remember("r3", tags=["c", "path:/notes/sub/y.md"]),
+        client.remember("r4", tags=["a"], scope="team:x"),
+        client.remember("r5"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({}, [0, 1, 2, 3, 4, 5]),
+        ({"tags": ["b"]}, [0, 1]),
+        ({"tags": ["a", "b"]}, [0]),
+        ({"tags": ("b", "a")}, [0]),
+        ({"tags": ["a", "c"]}, []),
+        ({"any_tags": ["a", "c"]}, [0, 1, 3, 4]),
+        ({"any_tags": ["zzz"]}, []),
+        ({"tag_prefix": "path:/notes/"}, [2, 3]),
+        ({"tag_prefix": "path:/notes/sub/"}, [3]),
+        ({"tag_prefix": "path:/notes/x"}, [2]),
+        ({"tag_prefix": "a"}, [0, 4]),
+        ({"tag_prefix": ""}, [0, 1, 2, 3, 4]),
+        ({"tags": ["c"], "tag_prefix": "path:"}, [3]),
+        ({"tags": ["b"], "any_tags": ["a", "zzz"]}, [0]),
+        ({"scope": "team:x"}, [4]),
+        ({"scope": HOME}, [0, 1, 2, 3, 5]),
+        ({"scope": HOME, "tags": ["a"]}, [0]),
+        ({"scope": "nobody"}, []),
+        ({"limit": 2}, [0, 1]),
+        ({"any_tags": ["c", "a"], "limit": 3}, [0, 1, 3]),
+        ({"limit": 0}, []),
+        ({"tags": ["nonexistent"]}, []),
+    ],
+)
+def test_query(
+    client: MnemoClient, corpus: list[MemoryRecord], kwargs: dict[str, Any], expected: list[int]
+) -> None:
+    assert client.query(**kwargs) == [corpus[i] for i in expected]
+    infos = client.list_records(**kwargs)
+    assert [i.id for i in infos] == [corpus[i].id for i in expected]
+
+
+def test_query_with_a_str_for_tags_does_not_split_it(client: MnemoClient, corpus: list[MemoryRecord]) -> None:
+    # "ab" is not the tags ("a", "b"): either a refusal or a search for the tag "ab", which nothing has
+    with contextlib.suppress(MnemoError):
+        assert client.query(tags="ab") == []
+
+
+def test_list_records_is_the_index_view(client: MnemoClient, corpus: list[MemoryRecord]) -> None:
+    client.update(corpus[1].id, content="longer content é")
+    infos = client.list_records()
+    assert all(isinstance(i, RecordInfo) for i in infos)
+    for info in infos:
+        rec = client.get(info.id)
+        content = rec.content.encode() if isinstance(rec.content, str) else rec.content
+        assert (info.version, info.scope, info.tags, info.size, info.agent_id) == (
+            rec.version,
+            rec.scope,
+            rec.tags,
+            len(content),
+            rec.agent_id,
+        )
+        assert (info.created_at, info.updated_at, info.seq) == (rec.created_at, rec.updated_at, rec.seq)
+
+
+def test_query_after_update_follows_new_tags(client: MnemoClient, corpus: list[MemoryRecord]) -> None:
+    r = client.update(corpus[0].id, tags=["fresh"])
+    assert client.query(tags=["fresh"]) == [r]
+    assert client.query(tags=["b"]) == [corpus[1]]
+    assert client.query(tag_prefix="fre") == [r]
+
+
+# -- forgetting ------------------------------------------------------------------------------------
+
+
+def test_forget_one(client: MnemoClient, corpus: list[MemoryRecord], db_path: Path) -> None:
+    target = corpus[0]
+    client.update(target.id, content="v2")
+    assert client.forget(target.id, reason="asked to") == 1
+    with pytest.raises(NotFound):
+        client.get(target.id)
+    with pytest.raises(NotFound):
+        client.history(target.id)
+    with pytest.raises(NotFound):
+        client.update(target.id, content="again")
+    with pytest.raises(NotFound):
+        client.forget(target.id)
+    assert target.id not in [r.id for r in client.query()]
+    assert target.id not in [i.id for i in client.list_records()]
+    assert client.query(tags=["a"]) == [corpus[4]]
+    entry = read_entries(db_path)[-1]
+    assert entry.op == "forget" and entry.agent == AGENT
+    assert entry.body == {"ids": [target.id]}
+    payload = payload_of(db_path, entry.seq)
+    assert payload is not None and unpackb(payload) == {"reason": "asked to"}
+    assert client.verify().ok
+
+
+def test_forget_many_in_one_entry(client: MnemoClient, corpus: list[MemoryRecord], db_path: Path) -> None:
+    ids = [corpus[1].id, corpus[3].id, corpus[5].id]
+    frames_before = len(read_frames(db_path))
+    assert client.forget(ids) == 3
+    frames = read_frames(db_path)
+    assert len(frames) == frames_before + 1
+    assert [e.op for e in frames[-1].entries] == ["forget"]
+    assert sorted(frames[-1].entries[0].body["ids"]) == sorted(ids)
+    assert client.query() == [corpus[0], corpus[2], corpus[4]]
+
+
+def test_forget_with_an_unknown_id_forgets_nothing(
+    client: MnemoClient, corpus: list[MemoryRecord], db_path: Path
+) -> None:
+    before = db_path.read_bytes()
+    with pytest.raises(NotFound):
+        client.forget([corpus[0].id, "no-such-id"])
+    assert db_path.read_bytes() == before
+    assert client.get(corpus[0].id) == corpus[0]
+
+
+def test_forget_where(client: MnemoClient, corpus: list[MemoryRecord], db_path: Path) -> None:
+    assert client.forget_where(tags=["b"], reason="cleanup") == 2
+    assert [r.id for r in client.query()] == [corpus[i].id for i in (2, 3, 4, 5)]
+    assert client.forget_where(tag_prefix="path:/notes/") == 2
+    assert [r.id for r in client.query()] == [corpus[4].id, corpus[5].id]
+    assert client.forget_where(scope="team:x") == 1
+    assert client.query() == [corpus[5]]
+    before = db_path.read_bytes()
+    assert client.forget_where(tags=["b"]) == 0
+    assert db_path.read_bytes() == before, "a forget_where that matched nothing wrote to the log"
+    assert client.verify().ok
+
+
+def test_forget_where_combines_filters(client: MnemoClient, corpus: list[MemoryRecord]) -> None:
+    assert client.forget_where(tags=["c"], tag_prefix="path:") == 1
+    assert [r.id for r in client.query()] == [corpus[i].id for i in (0, 1, 2, 4, 5)]
+
+
+# -- transactions ----------------------------------------------------------------------------------
+
+
+def test_transaction_commits_one_frame(client: MnemoClient, db_path: Path) -> None:
+    old = client.remember("old", tags=["o"])
+    gone = client.remember("gone", tags=["g"])
+    frames_before = len(read_frames(db_path))
+    with client.transaction():
+        a = client.remember("a", tags=["tx"])
+        assert client.get(a.id) == a
+        a2 = client.update(a.id, content="a2")
+        assert client.get(a.id) == a2
+        o2 = client.update(old.id, tags=["o", "p"])
+        b = client.remember(b"b", tags=["tx"])
+        assert client.forget(gone.id) == 1
+        with pytest.raises(NotFound):
+            client.get(gone.id)
+        assert client.query(tags=["tx"]) == [a2, b]
+        assert client.history(a.id) == [a, a2]
+    frames = read_frames(db_path)
+    assert len(frames) == frames_before + 1
+    last = frames[-1]
+    assert [e.op for e in last.entries] == ["put", "put", "put", "put", "forget"]
+    assert [e.seq for e in last.entries] == [a.seq, a2.seq, o2.seq, b.seq, b.seq + 1]
+    assert client.head == (b.seq + 1, last.entries[-1].hash.hex())
+    assert client.get(a.id) == a2 and client.get(old.id) == o2 and client.get(b.id) == b
+    assert client.history(a.id) == [a, a2]
+    with pytest.raises(NotFound):
+        client.get(gone.id)
+    check_chain(read_entries(db_path))
+    assert client.verify().ok
+
+
+def test_transaction_abort_writes_nothing(client: MnemoClient, db_path: Path) -> None:
+    keep = client.remember("keep", tags=["k"])
+    spare = client.remember("spare")
+    before = db_path.read_bytes()
+    head = client.head
+
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom), client.transaction():
+        new = client.remember("new", tags=["k"])
+        client.update(keep.id, content="changed")
+        client.forget(spare.id)
+        assert [r.id for r in client.query(tags=["k"])] == [keep.id, new.id]
+        raise Boom
+    assert db_path.read_bytes() == before
+    assert client.head == head
+    with pytest.raises(NotFound):
+        client.get(new.id)
+    assert client.get(keep.id) == keep
+    assert client.get(spare.id) == spare
+    assert client.query(tags=["k"]) == [keep]
+    after = client.remember("after")
+    assert after.seq == head[0] + 1
+    check_chain(read_entries(db_path))
+
+
+def test_transaction_aborted_by_a_mnemo_error(client: MnemoClient, db_path: Path) -> None:
+    r = client.remember("r")
+    before = db_path.read_bytes()
+    with pytest.raises(Conflict), client.transaction():
+        client.remember("first")
+        client.update(r.id, content="x", expected_version=7)
+    assert db_path.read_bytes() == before
+    assert client.query() == [r]
+
+
+def test_empty_transaction_writes_nothing(client: MnemoClient, db_path: Path) -> None:
+    client.remember("r")
+    before = db_path.read_bytes()
+    with client.transaction():
+        pass
+    assert db_path.read_bytes() == before
+
+
+def test_transaction_invisible_to_others_until_commit(client: MnemoClient, db_path: Path) -> None:
+    with MnemoClient(db_path, AGENT, readonly=True) as reader, client.transaction():
+        r = client.remember("pending")
+        with pytest.raises(NotFound):
+            reader.get(r.id)
+        assert reader.query() == []
+    with MnemoClient(db_path, AGENT, readonly=True) as reader:
+        assert reader.get(r.id) == r
+
+
+# -- verify, stats, close --------------------------------------------------------------------------
+
+
+def test_verify_healthy(client: MnemoClient, corpus: list[MemoryRecord]) -> None:
+    client.update(corpus[0].id, content="v2")
+    client.forget(corpus[1].id)
+    report = client.verify()
+    assert report.ok and report.problems == ()
+    seq, head_hash = client.head
+    assert (report.entries, report.head_seq, report.head_hash) == (seq + 1, seq, head_hash)
+
+
+def test_stats_is_a_dict(client: MnemoClient, corpus: list[MemoryRecord]) -> None:
+    stats = client.stats()
+    assert isinstance(stats, dict) and stats
+
+
+def test_context_manager_and_close(db_path: Path) -> None:
+    with MnemoClient(db_path, AGENT) as c:
+        rec = c.remember("x")
+    with pytest.raises(Closed):
+        c.get(rec.id)
+    with pytest.raises(Closed):
+        c.remember("y")
+    c.close()  # closing twice is harmless
+
+
+# -- persistence and snapshots ---------------------------------------------------------------------
+
+
+def build_db(path: Path, n: int = 40) -> dict[str, MemoryRecord]:
+    with MnemoClient(path, AGENT, durability="none") as c:
+        ids = [c.remember(f"content {i}", tags=[f"t{i % 5}", "all"], metadata={"i": i}).id for i in range(n)]
+        for rid in ids[::3]:
+            c.update(rid, content="updated", tags=["upd"])
+        c.forget(ids[1::7])
+        return {r.id: r for r in c.query()}
+
+
+def state_of(c: MnemoClient) -> tuple[dict[str, MemoryRecord], dict[str, list[MemoryRecord]], Any]:
+    records = {r.id: r for r in c.query()}
+    histories = {rid: c.history(rid) for rid in records}
+    return records, histories, c.head
+
+
+def reopen_state(path: Path) -> tuple[dict[str, MemoryRecord], dict[str, list[MemoryRecord]], Any]:
+    with MnemoClient(path, AGENT, durability="none") as c:
+        assert c.recovery == []
+        state = state_of(c)
+        assert c.query(tags=["upd"]) == [r for r in state[0].values() if "upd" in r.tags]
+        assert c.query(tag_prefix="t") == [r for r in state[0].values() if any(t[0] == "t" for t in r.tags)]
+        return state
+
+
+def snap_path(db: Path) -> Path:
+    return Path(str(db) + ".snap")
+
+
+def test_persistence_across_reopen(db_path: Path) -> None:
+    records = build_db(db_path)
+    state = reopen_state(db_path)
+    assert state[0] == records
+    assert reopen_state(db_path) == state
+
+
+def test_close_leaves_a_valid_snapshot_without_content(db_path: Path) -> None:
+    with MnemoClient(db_path, AGENT) as c:
+        c.remember("SECRET-CONTENT-4711", tags=["tagged"], metadata={"k": "META-VALUE-4711"})
+    snap = snap_path(db_path).read_bytes()
+    assert snap.startswith(b"MNEMOSNP")
+    assert snap[-32:] == hashlib.sha256(snap[:-32]).digest()
+    assert b"SECRET-CONTENT-4711" not in snap
+    assert b"META-VALUE-4711" not in snap
+
+
+def corrupt_flip(data: bytes) -> bytes:
+    mid = len(data) // 2
+    return data[:mid] + bytes([data[mid] ^ 0x40]) + data[mid + 1 :]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda b: None,
+        lambda b: corrupt_flip(b),
+        lambda b: b[: len(b) // 2],
+        lambda b: b"",
+        lambda b: b"MNEMOSNP" + bytes(range(200)),
+        lambda b: b[:-1] + bytes([b[-1] ^ 1]),
+    ],
+    ids=["deleted", "flipped", "truncated", "empty", "garbage", "bad-checksum"],
+)
+def test_damaged_snapshot_is_discarded(db_path: Path, damage: Any) -> None:
+    build_db(db_path)
+    expected = reopen_state(db_path)
+    snap = snap_path(db_path)
+    new = damage(snap.read_bytes())
+    if new is None:
+        snap.unlink()
+    else:
+        snap.write_bytes(new)
+    log_before = db_path.read_bytes()
+    assert reopen_state(db_path) == expected
+    assert db_path.read_bytes() == log_before
+    rebuilt = snap.read_bytes()
+    assert rebuilt[-32:] == hashlib.sha256(rebuilt[:-32]).digest(), "the snapshot was not rewritten"
+    assert reopen_state(db_path) == expected
+
+
+def rewrite_snapshot(snap: Path, change: Any) -> None:
+    """Change the snapshot's body and recompute its checksum, as a tamperer would."""
+    import msgpack
+
+    data = snap.read_bytes()
+    assert data[:8] == b"MNEMOSNP"
+    body = msgpack.unpackb(data[12:-32], raw=False, strict_map_key=False)
+    change(body)
+    head = data[:12] + msgpack.packb(body, use_bin_type=True)
+    snap.write_bytes(head + hashlib.sha256(head).digest())
+
+
+def test_snapshot_with_wrong_head_hash_is_discarded(db_path: Path) -> None:
+    build_db(db_path)
+    expected = reopen_state(db_path)
+    rewrite_snapshot(snap_path(db_path), lambda body: body.__setitem__("head_hash", b"\x01" * 32))
+    assert reopen_state(db_path) == expected
+
+
+def test_snapshot_pointing_at_an_earlier_frame_is_discarded(db_path: Path) -> None:
+    build_db(db_path)
+    expected = reopen_state(db_path)
+    spans = frame_spans(db_path.read_bytes())
+
+    def back_one_frame(body: dict[str, Any]) -> None:
+        body["frame_offset"], body["offset"] = spans[-2]
+
+    rewrite_snapshot(snap_path(db_path), back_one_frame)
+    assert reopen_state(db_path) == expected
+
+
+def test_snapshot_of_another_db_is_discarded(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    build_db(a)
+    build_db(b, n=10)
+    expected = reopen_state(a)
+    snap_path(a).write_bytes(snap_path(b).read_bytes())
+    assert reopen_state(a) == expected
+
+
+def test_stale_snapshot_replays_the_tail(db_path: Path) -> None:
+    build_db(db_path)
+    old_snap = snap_path(db_path).read_bytes()
+    with MnemoClient(db_path, AGENT, durability="none") as c:
+        new = c.remember("later", tags=["late"])
+        c.update(new.id, content="later still")
+        first = c.query()[0]
+        c.forget(first.id)
+    expected = reopen_state(db_path)
+    snap_path(db_path).write_bytes(old_snap)
+    state = reopen_state(db_path)
+    assert state == expected
+    assert first.id not in state[0] and state[0][new.id].content == "later still"
+
+
+def test_snapshot_ahead_of_the_log_is_discarded(db_path: Path) -> None:
+    build_db(db_path)
+    old_log = db_path.read_bytes()
+    expected = reopen_state(db_path)
+    with MnemoClient(db_path, AGENT, durability="none") as c:
+        c.remember("beyond the old log")
+    db_path.write_bytes(old_log)
+    assert reopen_state(db_path) == expected
+
+
+# -- several clients, durability, threads ----------------------------------------------------------
+
+
+def test_two_clients_in_one_process_see_each_others_writes(db_path: Path) -> None:
+    with MnemoClient(db_path, AGENT, durability="none") as c1, MnemoClient(
+        db_path, AGENT, durability="none"
+    ) as c2:
+        r = c1.remember("from c1", tags=["shared"])
+        assert c2.get(r.id) == r
+        r2 = c2.update(r.id, content="from c2")
+        assert r2.seq == r.seq + 1
+        assert c1.get(r.id) == r2
+        assert c1.history(r.id) == [r, r2]
+        s = c2.remember("c2 own", tags=["shared"])
+        assert c1.query(tags=["shared"]) == [r2, s]
+        assert c1.forget(s.id) == 1
+        with pytest.raises(NotFound):
+            c2.get(s.id)
+        assert c2.query(tags=["shared"]) == [r2]
+        assert c1.head == c2.head
+    check_chain(read_entries(db_path))
+
+
+@pytest.mark.parametrize("durability", ["fsync", "batch", "none"])
+def test_durability_modes(db_path: Path, durability: str) -> None:
+    with MnemoClient(db_path, AGENT, durability=durability) as c, MnemoClient(
+        db_path, AGENT, readonly=True
+    ) as reader:
+        recs = []
+        for i in range(30):
+            recs.append(c.remember(f"r{i}", tags=[f"t{i % 3}"]))
+            assert reader.get(recs[-1].id) == recs[-1]
+        recs[0] = c.update(recs[0].id, content="changed")
+        expected = c.query()
+    with MnemoClient(db_path, AGENT, durability=durability) as again:
+        assert again.query() == expected
+        assert again.verify().ok
+    check_chain(read_entries(db_path))
+
+
+def test_batch_mode_fsyncs_soon(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[float] = []
+    real_fsync = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(time.monotonic())
+        real_fsync(fd)
+
+    with MnemoClient(db_path, AGENT, durability="batch") as c:
+        monkeypatch.setattr(os, "fsync", spy)
+        monkeypatch.setattr(os, "fdatasync", spy, raising=False)
+        written = time.monotonic()
+        c.remember("soon on disk")
+        deadline = written + 1.0
+        while not synced and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert synced, "batch mode did not fsync within a second of a write"
+        assert synced[0] - written < 0.5
+
+
+def test_threads_share_one_client(db_path: Path) -> None:
+    n_threads, per_thread = 8, 50
+    results: list[list[MemoryRecord]] = [[] for _ in range(n_threads)]
+    errors: list[BaseException] = []
+    with MnemoClient(db_path, AGENT, durability="fsync") as c:
+        barrier = threading.Barrier(n_threads)
+
+        def work(k: int) -> None:
+            try:
+                barrier.wait()
+                for i in range(per_thread):
+                    results[k].append(c.remember(f"{k}:{i}", tags=[f"th{k}"]))
+                    if i % 10 == 0:
+                        c.query(tags=[f"th{k}"])
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(n_threads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not errors, errors
+        every = [r for rs in results for r in rs]
+        assert len(every) == n_threads * per_thread
+        assert len({r.id for r in every}) == len(every)
+        assert sorted(r.seq for r in every) == list(range(1, len(every) + 1))
+        for k, rs in enumerate(results):
+            assert [r.content for r in rs] == [f"{k}:{i}" for i in range(per_thread)]
+            assert c.query(tags=[f"th{k}"]) == sorted(rs, key=lambda r: r.id)
+        assert c.verify().ok
+    entries = read_entries(db_path)
+    check_chain(entries)
+    assert len(entries) == 1 + n_threads * per_thread
+
+
+def test_threads_with_a_client_each(db_path: Path) -> None:
+    MnemoClient(db_path, AGENT).close()
+    n_threads, per_thread = 4, 50
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(n_threads)
+
+    def work(k: int) -> None:
+        try:
+            with MnemoClient(db_path, f"agent-{k}", durability="none") as c:
+                barrier.wait()
+                for i in range(per_thread):
+                    c.remember(f"{k}:{i}", tags=[f"th{k}"])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    entries = read_entries(db_path)
+    check_chain(entries)
+    assert len(entries) == 1 + n_threads * per_thread
+    with MnemoClient(db_path, AGENT) as c:
+        for k in range(n_threads):
+            assert [r.content for r in c.query(tags=[f"th{k}"])] == [f"{k}:{i}" for i in range(per_thread)]
+        assert c.verify().ok
+
+
+def test_no_lost_updates_between_threads(db_path: Path) -> None:
+    with MnemoClient(db_path, AGENT, durability="none") as c:
+        counter = c.remember("0")
+        conflicts = [0]
+
+        def bump(times: int) -> None:
+            with MnemoClient(db_path, AGENT, durability="none") as mine:
+                done = 0
+                while done < times:
+                    cur = mine.get(counter.id)
+                    try:
+                        mine.update(
+                            counter.id, content=str(int(str(cur.content)) + 1), expected_version=cur.version
+                        )
+                    except Conflict:
+                        conflicts[0] += 1
+                        continue
+                    done += 1
+
+        threads = [threading.Thread(target=bump, args=(50,)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        final = c.get(counter.id)
+        assert (final.content, final.version) == ("200", 201)
+
+
+# -- the writer lock -------------------------------------------------------------------------------
+
+
+def test_lock_timeout_when_another_writer_holds_the_lock(db_path: Path) -> None:
+    with MnemoClient(db_path, AGENT, durability="fsync", lock_timeout=0.3) as c:
+        rec = c.remember("before")
+        before = db_path.read_bytes()
+        fd = os.open(str(db_path) + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            started = time.monotonic()
+            with pytest.raises(LockTimeout):
+                c.remember("blocked")
+            waited = time.monotonic() - started
+            assert 0.25 <= waited < 3.0
+            assert db_path.read_bytes() == before
+            assert c.get(rec.id) == rec, "a read waited for the writer lock"
+            with MnemoClient(db_path, AGENT, readonly=True) as reader:
+                assert reader.get(rec.id) == rec
+        finally:
+            os.close(fd)
+        assert c.remember("after").seq == rec.seq + 1
+        assert c.verify().ok
+
+
+def test_sibling_files_are_the_documented_ones(db_path: Path) -> None:
+    with MnemoClient(db_path, AGENT) as c:
+        c.remember("x")
+    names = {p.name for p in db_path.parent.iterdir()}
+    allowed = {db_path.name + suffix for suffix in ("", ".lock", ".snap")}
+    assert db_path.name in names and names <= allowed, names
+
+
+def test_opening_does_not_write_to_a_clean_log(db_path: Path) -> None:
+    build_db(db_path)
+    before = db_path.read_bytes()
+    with MnemoClient(db_path, AGENT) as c:
+        c.query()
+        c.verify()
+    assert db_path.read_bytes() == before
+    assert frame_spans(before)[-1][1] == len(before)
