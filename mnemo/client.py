@@ -9,10 +9,11 @@ from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 from .acl import PERMISSIONS, Acl, home_scope, scope_matches, validate_pattern
-from .errors import Closed, Conflict, InvalidInput, NotFound, PermissionDenied
+from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
 from .ids import new_id
 from .record import MemoryRecord, RecordInfo, VerifyReport, ns_to_datetime
 from .storage.codec import (
+    canonical,
     checkpoint_message,
     decode_record_fields,
     encode_forget_payload,
@@ -171,12 +172,17 @@ class MnemoClient:
     ) -> MemoryRecord:
         salt = os.urandom(16)
         packed = pack_record_fields(content, tags, metadata)
+        # Keys in sorted order, scalar values: the entry needs no canonicalising pass.
         body = {"digest": payload_digest(salt, packed), "id": rec_id, "scope": scope, "size": size, "ver": ver}
-        batch.stage("put", self.agent_id, body, encode_put_payload(salt, packed), tags)
+        entry = batch.stage("put", self.agent_id, body, encode_put_payload(salt, packed), tags, trusted=True)
         self._since_checkpoint += 1
         rec = batch.get_rec(rec_id)
         assert rec is not None
-        return self._record(rec, rec.latest, batch)
+        return MemoryRecord(
+            id=rec_id, version=ver, content=content, tags=tags, metadata=canonical(metadata), scope=scope,
+            agent_id=self.agent_id, created_at=ns_to_datetime(rec.versions[0].ts_ns),
+            updated_at=ns_to_datetime(entry.ts_ns), seq=entry.seq, hash=entry.hash.hex(),
+        )
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[Batch]:
@@ -338,13 +344,21 @@ class MnemoClient:
         """The latest version of a record."""
         self._store.refresh()
         batch = self._store.current_batch()
-        for _attempt in range(3):
+        for _attempt in range(5):
             with self._store._index_lock:
                 rec = self._readable(self._view(), rec_id)
+                generation = self._store.generation
             try:
-                return self._record(rec, rec.latest, batch)
-            except NotFound:
-                self._store.refresh()  # forgotten (erased) by another process meanwhile
+                record = self._record(rec, rec.latest, batch)
+            except (NotFound, IntegrityError):
+                if self._store.generation == generation:
+                    self._store.refresh()  # forgotten (erased) by another process meanwhile?
+                    if self._store.generation == generation and self._rec(self._view(), rec_id) is rec:
+                        raise
+                continue
+            if self._store.generation == generation:
+                return record
+            self._store.refresh()
         raise _unavailable(rec_id)
 
     def history(self, rec_id: str) -> list[MemoryRecord]:

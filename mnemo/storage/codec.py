@@ -54,9 +54,14 @@ def encode_entry(seq: int, ts_ns: int, prev: bytes, op: str, agent: str, body: d
     return packb([FORMAT_VERSION, seq, ts_ns, prev, op, agent, body])
 
 
-def make_entry(seq: int, ts_ns: int, prev: bytes, op: str, agent: str, body: dict[str, Any]) -> Entry:
-    raw = encode_entry(seq, ts_ns, prev, op, agent, body)
-    return Entry(seq, ts_ns, prev, op, agent, canonical(body), raw, hashlib.sha256(raw).digest())
+def make_entry(
+    seq: int, ts_ns: int, prev: bytes, op: str, agent: str, body: dict[str, Any], trusted: bool = False
+) -> Entry:
+    """Build an entry. `trusted` skips canonicalising a body whose maps are built in sorted key order."""
+    if not trusted:
+        body = canonical(body)
+    raw = msgpack.packb([FORMAT_VERSION, seq, ts_ns, prev, op, agent, body], use_bin_type=True)
+    return Entry(seq, ts_ns, prev, op, agent, body, raw, hashlib.sha256(raw).digest())
 
 
 class EntryDecodeError(ValueError):
@@ -96,7 +101,7 @@ def payload_digest(salt: bytes, packed: bytes) -> bytes:
 
 
 def encode_put_payload(salt: bytes, packed: bytes) -> bytes:
-    return packb({"salt": salt, "packed": packed})
+    return msgpack.packb({"packed": packed, "salt": salt}, use_bin_type=True)
 
 
 def encode_forget_payload(reason: str | None) -> bytes:

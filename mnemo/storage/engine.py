@@ -29,6 +29,7 @@ from .framing import (
     decode_file_header,
     encode_file_header,
     encode_frame,
+    encode_frame_slots,
     parse_frame,
 )
 from .index import Index, Rec, Version, put_record
@@ -89,11 +90,12 @@ class Batch:
 
     def stage(
         self, op: str, agent: str, body: dict[str, Any], payload: bytes | None = None,
-        tags: tuple[str, ...] = (),
+        tags: tuple[str, ...] = (), trusted: bool = False,
     ) -> Entry:
-        """Append one entry to the batch (seq, prev and time assigned now) and apply it to the overlay."""
+        """Append one entry to the batch (seq, prev and time assigned now) and apply it to the overlay.
+        `trusted`: the body's maps are already in sorted key order, so canonicalising can be skipped."""
         ts = max(time.time_ns(), self.head_ts)
-        entry = make_entry(self.head_seq + 1, ts, self.head_hash, op, agent, body)
+        entry = make_entry(self.head_seq + 1, ts, self.head_hash, op, agent, body, trusted)
         apply_entry(self, entry, -1, 0 if payload is None else len(payload) + SLOT_CRC.size, tags)
         self.staged.append(Staged(entry, payload, tags))
         if payload is not None:
@@ -163,6 +165,7 @@ class Store:
         self._stop = threading.Event()
         self.lock = None if readonly else FileLock(path + ".lock")
         self.fd = -1
+        self.generation = 0
         try:
             t0 = time.perf_counter()
             self._open(create)
@@ -193,6 +196,7 @@ class Store:
         if self.lock is not None:
             self.lock.acquire(self.lock_timeout)
             try:
+                snap.remove(self.path + ".compact")  # a compaction a crash interrupted: the old log stands
                 self._catch_up(writer=True, opening=True)
                 if self._dirty_snapshot:
                     self._write_snapshot()
@@ -359,11 +363,52 @@ class Store:
         self._erased_live.clear()
 
     def _reload(self) -> None:
-        """The log file was replaced (compaction): reopen it and rebuild the index from it."""
+        """The log file was replaced (compaction): reopen it and rebuild the index from it. Offsets
+        change, so `generation` moves on and readers holding an old location retry."""
         os.close(self.fd)
         self.fd = os.open(self.path, os.O_RDONLY if self.readonly else os.O_RDWR)
         self._load()
         self._synced_end = 0
+        self.generation += 1
+
+    # -- compaction ----------------------------------------------------------------------------------
+    def compact(self) -> dict[str, int]:
+        """Rewrite the log without erased payload bytes, keeping every entry and hash. Crash-safe: the
+        new log is written beside the old one, fsynced, and renamed over it."""
+        if self.current_batch() is not None:
+            raise MnemoError("compact() cannot run inside a transaction")
+        tmp = self.path + ".compact"
+        with self.writing():
+            before = self.end
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                out = HEADER_SIZE
+                write_all(fd, encode_file_header(self.db_id), 0)
+                forgotten = self.index.forgotten
+                for frame, buf, pos in iter_frames(self.fd, HEADER_SIZE, self.end):
+                    items: list[tuple[bytes, bytes | None]] = []
+                    for entry, slot in zip(frame.entries, frame.slots):
+                        payload = None
+                        if slot.state == "ok" and not (entry.op == "put" and entry.body["id"] in forgotten):
+                            start = pos + (slot.offset - frame.offset) + SLOT_CRC.size
+                            payload = bytes(buf[start : start + slot.length - SLOT_CRC.size])
+                        elif slot.state == "bad":
+                            raise IntegrityError(f"{self.path}: payload slot damaged at offset {slot.offset}",
+                                                 slot.offset)
+                        items.append((entry.raw, payload))
+                    data = encode_frame(items, frame.entries[0].seq)
+                    write_all(fd, data, out)
+                    out += len(data)
+                sync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path)
+            fsync_dir(self.path)
+            snap.remove(self.snap_path)
+            self._reload()
+            self._catch_up(writer=True)
+            self._write_snapshot()
+        return {"bytes_before": before, "bytes_after": self.end, "reclaimed": before - self.end}
 
     def refresh(self) -> None:
         """Catch up with frames other processes appended. Cheap when nothing changed; never blocks."""
@@ -443,7 +488,9 @@ class Store:
     def _commit(self, batch: Batch) -> int:
         """Write the batch as one frame and apply it; a forget is made durable and erased right here."""
         self.check_writable()
-        frame_bytes = encode_frame([(s.entry.raw, s.payload) for s in batch.staged])
+        frame_bytes, slots = encode_frame_slots(
+            [(s.entry.raw, s.payload) for s in batch.staged], batch.staged[0].entry.seq
+        )
         offset = self.end
         forgets = any(s.entry.op == "forget" for s in batch.staged)
         with self._index_lock:
@@ -454,25 +501,25 @@ class Store:
             except DurabilityError as exc:
                 self._fail(exc, offset)
                 raise
-            frame = parse_frame(frame_bytes, 0, offset)
             dropped: list[Rec] = []
-            for staged, slot in zip(batch.staged, frame.slots):
-                dropped.extend(apply_entry(self.index, staged.entry, slot.offset, slot.length, staged.tags))
+            for staged, (slot_pos, slot_len) in zip(batch.staged, slots):
+                dropped.extend(apply_entry(self.index, staged.entry, offset + slot_pos, slot_len, staged.tags))
                 self.index.head_seq, self.index.head_hash = staged.entry.seq, staged.entry.hash
                 self.index.entries += 1
             self.head_ts = batch.head_ts
-            self.end = frame.end
+            end = offset + len(frame_bytes)
+            self.end = end
             self.last_frame_offset = offset
             self._dirty_snapshot = True
             if forgets:
-                self._synced_end = max(self._synced_end, frame.end)
+                self._synced_end = max(self._synced_end, end)
                 regions = [(v.slot_off, v.slot_len) for rec in dropped for v in rec.versions if v.slot_len]
                 try:
                     self._erase(regions)
                 except (DurabilityError, OSError) as exc:
                     self._fail(exc, None)
                     raise DurabilityError(f"erasure failed: {exc}") from exc
-        return frame.end
+        return end
 
     def _fail(self, exc: BaseException, offset: int | None) -> None:
         """A write or fsync failed: refuse further writes, and drop whatever part of the frame landed."""

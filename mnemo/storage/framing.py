@@ -51,11 +51,19 @@ def decode_file_header(data: bytes) -> bytes:
     return bytes(data[12:28])
 
 
-def encode_frame(entries: Sequence[tuple[bytes, bytes | None]]) -> bytes:
-    """Frame a list of (entry bytes, payload or None). first_seq is read back from the first entry."""
+def encode_frame(entries: Sequence[tuple[bytes, bytes | None]], first_seq: int | None = None) -> bytes:
+    """Frame a list of (entry bytes, payload or None). first_seq defaults to the first entry's seq."""
+    return encode_frame_slots(entries, first_seq)[0]
+
+
+def encode_frame_slots(
+    entries: Sequence[tuple[bytes, bytes | None]], first_seq: int | None = None
+) -> tuple[bytes, list[tuple[int, int]]]:
+    """Encode a frame; also return each entry's slot as (offset within the frame, length)."""
     if not entries:
         raise ValueError("a frame holds at least one entry")
-    first_seq = decode_entry(entries[0][0]).seq
+    if first_seq is None:
+        first_seq = decode_entry(entries[0][0]).seq
     entry_parts: list[bytes] = []
     slot_parts: list[bytes] = []
     for raw, payload in entries:
@@ -67,7 +75,12 @@ def encode_frame(entries: Sequence[tuple[bytes, bytes | None]]) -> bytes:
     slots = b"".join(slot_parts)
     head = FRAME_HEADER.pack(FRAME_MAGIC, len(entries), first_seq, len(section), len(slots))
     crc = zlib.crc32(section, zlib.crc32(head))
-    return head + section + slots + TRAILER.pack(crc, FRAME_END)
+    positions = []
+    pos = FRAME_HEADER.size + len(section)
+    for slot in slot_parts:
+        positions.append((pos, len(slot)))
+        pos += len(slot)
+    return head + section + slots + TRAILER.pack(crc, FRAME_END), positions
 
 
 @dataclass(frozen=True)
