@@ -15,12 +15,11 @@ import contextlib
 import json
 import os
 import struct
-import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import IO, Any, TextIO, Union
+from typing import IO, Any, Union
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
@@ -42,6 +41,7 @@ from .storage.codec import (
     unpackb,
 )
 from .storage.framing import (
+    FILE_MAGIC,
     FRAME_END,
     FRAME_HEADER,
     FRAME_MAGIC,
@@ -249,7 +249,9 @@ def _checkpoint_findings(
             body["sig"], checkpoint_message(body["db_id"], body["seq"], body["head"])
         )
     except (InvalidSignature, ValueError):
-        found.append(("checkpoint-signature", f"checkpoint signature does not verify with key {body['key'].hex()}"))
+        found.append(
+            ("checkpoint-signature", f"checkpoint signature does not verify with key {body['key'].hex()}")
+        )
     if pubkey is not None and body["key"] != pubkey:
         found.append(("checkpoint-key", f"checkpoint signed by key {body['key'].hex()}, not the given key"))
     return found
@@ -280,13 +282,27 @@ _BODIES: dict[str, dict[str, Callable[[Any], bool]]] = {
     "forget": {"ids": _is_str_list},
     "grant": {"perms": _is_str_list, "principal": _is_str, "scope": _is_str},
     "revoke": {"perms": _is_str_list, "principal": _is_str, "scope": _is_str},
-    "checkpoint": {"db_id": _is_bin(16), "head": _is_bin(32), "key": _is_bin(32), "seq": _is_int, "sig": _is_bin(64)},
+    "checkpoint": {
+        "db_id": _is_bin(16), "head": _is_bin(32), "key": _is_bin(32), "seq": _is_int, "sig": _is_bin(64),
+    },
 }
+
+
+_BODY_KEYS = {op: frozenset(schema) for op, schema in _BODIES.items()}
 
 
 def _body_problem(op: str, body: dict[str, Any]) -> str | None:
     """Why `body` is not a well-formed body of `op`, or None."""
     schema = _BODIES[op]
+    if body.keys() == _BODY_KEYS[op]:
+        for check_field in schema.items():
+            if not check_field[1](body[check_field[0]]):
+                break
+        else:
+            if op == "put":
+                return None if body["ver"] >= 1 else "put version must be at least 1"
+            if op not in ("grant", "revoke"):
+                return None
     missing = sorted(set(schema) - set(body))
     extra = sorted(str(k) for k in set(body) - set(schema))
     if missing or extra:
@@ -329,13 +345,29 @@ def _packed_problems(body: dict[str, Any], salt: bytes, packed: bytes) -> tuple[
 class _Window:
     """A sliding window over the log file: at most a chunk (or one frame) in memory at a time."""
 
-    def __init__(self, fd: int, size: int, path: str, progress: Progress | None) -> None:
+    def __init__(
+        self, fd: int, size: int, path: str, progress: Progress | None, growable: bool = True
+    ) -> None:
         self.fd = fd
         self.size = size
         self.path = path
         self.progress = progress
+        self.growable = growable
         self.start = 0
         self.buf = b""
+
+    def grew(self) -> bool:
+        """Whether the file grew since it was opened (a writer appending): then read on to its new end."""
+        if not self.growable:
+            return False
+        try:
+            size = os.fstat(self.fd).st_size
+        except OSError:
+            return False
+        if size <= self.size:
+            return False
+        self.size = size
+        return True
 
     def ensure(self, offset: int, n: int) -> None:
         """Make bytes [offset, offset + n) (clamped to the file's end) available in self.buf."""
@@ -359,7 +391,8 @@ class _Window:
             try:
                 chunk = os.pread(self.fd, n, offset)
             except OSError as exc:
-                raise UnreadableDatabase(f"cannot read {self.path} at offset {offset}: {exc.strerror}") from None
+                msg = f"cannot read {self.path} at offset {offset}: {exc.strerror}"
+                raise UnreadableDatabase(msg) from None
             if not chunk:
                 break
             parts.append(chunk)
@@ -378,9 +411,11 @@ def _read_frame(win: _Window, pos: int, lenient: bool) -> tuple[Frame, bool]:
 
     With `lenient`, a frame whose only fault is its checksum is still returned (checksum ok = False), so
     that its entries can be checked and reported by seq."""
+    if pos + FRAME_HEADER.size > win.size:
+        win.grew()  # a frame being appended right now is not a torn one
     win.ensure(pos, FRAME_HEADER.size)
     total = frame_length(win.buf, pos - win.start, pos)
-    if pos + total > win.size:
+    if pos + total > win.size and not (win.grew() and pos + total <= win.size):
         raise FrameError("incomplete", f"the file ends inside the frame at offset {pos}", pos, total)
     if total > _BIG_FRAME and win.pread(pos + total - len(FRAME_END), len(FRAME_END)) != FRAME_END:
         raise FrameError("bad", f"frame at offset {pos} has no end marker where its length says", pos, total)
@@ -482,7 +517,9 @@ def _open_db(path: PathArg) -> tuple[int, int, str]:
 
 
 class _DbVerifier:
-    def __init__(self, path: str, size: int, pubkey: bytes | None, expect_head: tuple[int, bytes] | None) -> None:
+    def __init__(
+        self, path: str, size: int, pubkey: bytes | None, expect_head: tuple[int, bytes] | None
+    ) -> None:
         self.path = path
         self.size = size
         self.pubkey = pubkey
@@ -507,6 +544,10 @@ class _DbVerifier:
         self.head_hashes: list[bytes] = []
         self.journal: list[tuple[int, int]] | None = None
         self.pending_damage: tuple[_Damage, int] | None = None
+        self.ops: dict[str, Callable[[Entry, Slot, int, _Window], None]] = {
+            "genesis": self.op_genesis, "put": self.op_put, "forget": self.op_forget,
+            "grant": self.op_grant, "revoke": self.op_grant, "checkpoint": self.op_checkpoint,
+        }
 
     def problem(self, kind: str, message: str, seq: int | None, offset: int | None) -> None:
         self.problems.append(Problem(kind, message, seq, offset))
@@ -515,6 +556,9 @@ class _DbVerifier:
     def header(self, data: bytes) -> None:
         if not data:
             self.problem("header", "the file is empty: not a Mnemo log", None, 0)
+            return
+        if not FILE_MAGIC.startswith(data[: len(FILE_MAGIC)]):
+            self.problem("header", "bad file header: not a Mnemo log (bad magic)", None, 0)
             return
         try:
             self.db_id = decode_file_header(data)
@@ -525,8 +569,8 @@ class _DbVerifier:
         self.journal = read_erase_journal(self.path + ".erase")
         if self.journal is not None:
             self.notes.append(
-                f"an erasure journal ({os.path.basename(self.path)}.erase) lists {len(self.journal)} regions: "
-                "an interrupted erasure the next writer completes"
+                f"an erasure journal ({os.path.basename(self.path)}.erase) lists {len(self.journal)} "
+                "regions: an interrupted erasure the next writer completes"
             )
 
     def in_journal(self, slot: Slot) -> bool:
@@ -570,23 +614,25 @@ class _DbVerifier:
             span = f"seq {first}" if first == last else f"seq {first}..{last}"
             self.problem("frame-checksum", f"frame checksum mismatch at offset {frame.offset} ({span}): "
                          "its entries were changed after it was written", first, frame.offset)
-        for e, slot, off in zip(frame.entries, frame.slots, _entry_offsets(frame)):
+        for e, slot, off in zip(frame.entries, frame.slots, _entry_offsets(frame), strict=True):
             self.entry(e, slot, off, win)
 
     def entry(self, e: Entry, slot: Slot, off: int, win: _Window) -> None:
         self.entries += 1
         last = self.last
+        exp = self.next_seq
+        before = last.seq if last else "?"
         if not self.seen_first:
             self.seen_first = True
             if e.seq != 0 and not self.lost_before:
-                self.problem("genesis", f"the log starts at seq {e.seq}, not with genesis at seq 0", e.seq, off)
-        elif e.seq != self.next_seq:
-            if e.seq > self.next_seq and not self.lost_before:
-                missing = f"{self.next_seq}" if e.seq == self.next_seq + 1 else f"{self.next_seq}..{e.seq - 1}"
-                self.problem("seq", f"seq jumps from {last.seq if last else '?'} to {e.seq}: "
-                             f"entry {missing} is missing", self.next_seq, off)
-            elif e.seq < self.next_seq:
-                self.problem("seq", f"seq {e.seq} out of order (after seq {last.seq if last else '?'})", e.seq, off)
+                self.problem("genesis", f"the log starts at seq {e.seq}, not with genesis", e.seq, off)
+        elif e.seq != exp:
+            if e.seq > exp and not self.lost_before:
+                missing = f"{exp}" if e.seq == exp + 1 else f"{exp}..{e.seq - 1}"
+                msg = f"seq jumps from {before} to {e.seq}: entry {missing} is missing"
+                self.problem("seq", msg, exp, off)
+            elif e.seq < exp:
+                self.problem("seq", f"seq {e.seq} out of order (after seq {before})", e.seq, off)
         if last is not None and not self.lost_before and e.prev != last.hash:
             self.problem("link", f"prev of seq {e.seq} is {_short(e.prev)}, but the entry before it "
                          f"(seq {last.seq}) hashes to {_short(last.hash)}", e.seq, off)
@@ -598,15 +644,15 @@ class _DbVerifier:
 
         why = _body_problem(e.op, e.body)
         if why is not None:
-            self.problem("body", f"seq {e.seq}: {why}", e.seq, off)
+            self.problem("body", why, e.seq, off)
             if e.op == "put" and slot.state == "bad" and not self.in_journal(slot):
                 self.problem("slot", f"payload slot checksum mismatch (seq {e.seq})", e.seq, slot.offset)
             return
-        getattr(self, "op_" + e.op)(e, slot, off, win)
+        self.ops[e.op](e, slot, off, win)
 
     def no_payload(self, e: Entry, slot: Slot) -> None:
         if slot.state != "none":
-            self.problem("payload", f"seq {e.seq}: a {e.op} entry carries a payload slot ({slot.state})",
+            self.problem("payload", f"a {e.op} entry carries a payload slot ({slot.state})",
                          e.seq, slot.offset)
 
     def op_genesis(self, e: Entry, slot: Slot, off: int, win: _Window) -> None:
@@ -616,7 +662,8 @@ class _DbVerifier:
             if e.prev != ZERO_HASH:
                 self.problem("genesis", "genesis prev is not 32 zero bytes", 0, off)
             if e.body["format"] != FORMAT_VERSION:
-                self.problem("genesis", f"genesis format {e.body['format']}, expected {FORMAT_VERSION}", 0, off)
+                msg = f"genesis format {e.body['format']}, expected {FORMAT_VERSION}"
+                self.problem("genesis", msg, 0, off)
             if self.db_id is not None and e.body["db_id"] != self.db_id:
                 self.problem("genesis", f"genesis db_id {e.body['db_id'].hex()} differs from the header's "
                              f"{self.db_id.hex()}", 0, off)
@@ -643,10 +690,11 @@ class _DbVerifier:
             try:
                 salt, packed = decode_put_payload(win.get(start, length))
             except Exception as exc:
-                self.problem("payload", f"seq {e.seq}: put payload does not decode: {exc}", e.seq, slot.offset)
+                msg = f"put payload does not decode: {exc}"
+                self.problem("payload", msg, e.seq, slot.offset)
             else:
                 for msg in _packed_problems(body, salt, packed)[0]:
-                    self.problem("payload", f"seq {e.seq} (record {rid} v{ver}): {msg}", e.seq, slot.offset)
+                    self.problem("payload", f"record {rid} v{ver}: {msg}", e.seq, slot.offset)
         elif state == "bad":
             if self.in_journal(slot):
                 state = "interrupted"
@@ -674,7 +722,8 @@ class _DbVerifier:
                         and isinstance(obj["reason"], (str, type(None)))):
                     raise ValueError("not a map {reason: str or nil}")
             except Exception as exc:
-                self.problem("payload", f"seq {e.seq}: forget payload does not decode: {exc}", e.seq, slot.offset)
+                msg = f"forget payload does not decode: {exc}"
+                self.problem("payload", msg, e.seq, slot.offset)
         elif slot.state in ("bad", "erased"):
             what = "checksum mismatch" if slot.state == "bad" else "is erased (all zero)"
             self.problem("slot", f"forget payload slot {what} (seq {e.seq})", e.seq, slot.offset)
@@ -683,15 +732,13 @@ class _DbVerifier:
         self.seq0_check(e, off)
         self.no_payload(e, slot)
 
-    op_revoke = op_grant
-
     def op_checkpoint(self, e: Entry, slot: Slot, off: int, win: _Window) -> None:
         self.seq0_check(e, off)
         self.no_payload(e, slot)
         self.keys.add(e.body["key"])
         found = _checkpoint_findings(e.seq, e.prev, e.body, self.db_id, self.pubkey)
         for kind, msg in found:
-            self.problem(kind, f"seq {e.seq}: {msg}", e.seq, off)
+            self.problem(kind, msg, e.seq, off)
         if not found:
             self.checkpoints += 1
             if self.pubkey is not None:
@@ -705,14 +752,14 @@ class _DbVerifier:
         for rid, versions in self.pending.items():
             for seq, offset, state in versions:
                 if state == "erased":
-                    self.problem("erased", f"payload of seq {seq} (record {rid}) is erased, but no later forget "
-                                 "names the record", seq, offset)
+                    self.problem("erased", f"payload of seq {seq} (record {rid}) is erased, but no later "
+                                 "forget names the record", seq, offset)
                 elif state == "none":
                     self.problem("payload", f"seq {seq} (record {rid}) has no payload, but no later forget "
                                  "names the record", seq, offset)
                 elif state == "interrupted":
-                    self.problem("slot", f"payload slot of seq {seq} (record {rid}) is damaged; DB.erase lists "
-                                 "it, but no forget names the record", seq, offset)
+                    self.problem("slot", f"payload slot of seq {seq} (record {rid}) is damaged; DB.erase "
+                                 "lists it, but no forget names the record", seq, offset)
         last = self.last
         if self.expect_head is not None:
             seq, want = self.expect_head
@@ -721,20 +768,21 @@ class _DbVerifier:
                 self.problem("expect-head", f"the expected head seq {seq} is not in the log ({end}): "
                              "the log was truncated", seq, None)
             elif want not in self.head_hashes:
-                self.problem("expect-head", f"seq {seq} hashes to {self.head_hashes[0].hex()}, not the expected "
-                             f"{want.hex()}: the log was rewritten", seq, None)
+                self.problem("expect-head", f"seq {seq} hashes to {self.head_hashes[0].hex()}, not the "
+                             f"expected {want.hex()}: the log was rewritten", seq, None)
         if self.pubkey is not None and last is not None:
             if self.signed_upto < 0:
                 self.problem("unsigned", "no checkpoint in the log is signed by the given key", None, None)
             elif last.seq > self.signed_upto:
                 self.problem("unsigned", f"entries seq {self.signed_upto + 1}..{last.seq} follow the last "
-                             "checkpoint signed by the given key: appended later, or its signed tail was cut off",
-                             self.signed_upto + 1, None)
+                             "checkpoint signed by the given key: appended later, or its signed tail was "
+                             "cut off", self.signed_upto + 1, None)
         if self.awaiting:
             self.notes.append(f"{self.awaiting} forgotten versions still hold their payload: erasure pending "
                               "(the next writer to open the log completes it)")
         if self.interrupted:
-            self.notes.append(f"{self.interrupted} forgotten versions are part-way erased (listed in DB.erase)")
+            self.notes.append(f"{self.interrupted} forgotten versions are part-way erased "
+                              "(listed in DB.erase)")
         if self.checkpoints and self.pubkey is None:
             keys = ", ".join(sorted(k.hex() for k in self.keys))
             self.notes.append(f"checkpoint signatures were checked against the keys they name ({keys}); "
@@ -829,7 +877,7 @@ def _strict_items(win: _Window, payloads: bool) -> Iterator[LogItem]:
             raise IntegrityError(f"{win.path}: damaged frame at offset {item.offset} ({item.message}); "
                                  "run `mnemo verify` for the full report", item.offset)
         frame = item[0]
-        for e, slot, off in zip(frame.entries, frame.slots, _entry_offsets(frame)):
+        for e, slot, off in zip(frame.entries, frame.slots, _entry_offsets(frame), strict=True):
             data = None
             if payloads and slot.state == "ok":
                 start, length = slot.payload_range()
@@ -911,7 +959,7 @@ def export_line(entry: Entry) -> dict[str, Any]:
 
 def export_audit(
     db_path: PathArg,
-    dest: PathArg | TextIO,
+    dest: PathArg | IO[str],
     *,
     since: int = 0,
     include_content: bool = False,
@@ -929,13 +977,12 @@ def export_audit(
         win = _Window(fd, size, name, None)
         forgotten = _forgotten_by(_strict_items(win, payloads=False))
         end = win.size
-        win = _Window(fd, end, name, progress)
+        win = _Window(fd, end, name, progress, growable=False)  # exactly what the first pass read
         if isinstance(dest, (str, os.PathLike)):
             target = os.fspath(dest)
-            tmp_fd, tmp = tempfile.mkstemp(prefix=os.path.basename(target) + ".", suffix=".tmp",
-                                           dir=os.path.dirname(os.path.abspath(target)))
+            tmp = f"{target}.tmp{os.getpid()}"
             try:
-                with os.fdopen(tmp_fd, "w", encoding="utf-8", newline="\n") as out:
+                with open(tmp, "w", encoding="utf-8", newline="\n") as out:
                     n = _write_export(win, out, since, include_content, forgotten)
                 os.replace(tmp, target)
             except BaseException:
@@ -1037,9 +1084,10 @@ class _ExportVerifier:
 
     def entry(self, obj: dict[str, Any], e: Entry, lineno: int, offset: int) -> None:
         s = e.seq
-        where = f"line {lineno} (seq {s})"
+        where = f"line {lineno}"
         if obj.get("hash") != e.hash.hex():
-            self.problem("hash", f"{where}: hash is not SHA-256 of the entry bytes ({e.hash.hex()})", s, offset)
+            msg = f"{where}: hash is not SHA-256 of the entry bytes ({e.hash.hex()})"
+            self.problem("hash", msg, s, offset)
         expected = {
             "seq": e.seq, "ts": format_ts(e.ts_ns), "op": e.op, "agent": e.agent, "prev": e.prev.hex(),
             "body": jsonable(e.body),
@@ -1051,10 +1099,12 @@ class _ExportVerifier:
         if last is None:
             if s == 0:
                 if e.prev != ZERO_HASH or e.op != "genesis":
-                    self.problem("genesis", f"{where}: seq 0 is not a genesis entry with a zero prev", s, offset)
+                    msg = f"{where}: seq 0 is not a genesis entry with a zero prev"
+                    self.problem("genesis", msg, s, offset)
             elif not self.lost_before:
-                self.notes.append(f"the export starts at seq {s}; it is anchored at its first entry, whose prev "
-                                  f"{e.prev.hex()} is the hash of seq {s - 1}: compare it with a head you trust")
+                self.notes.append(f"the export starts at seq {s}; it is anchored at its first entry, whose "
+                                  f"prev {e.prev.hex()} is the hash of seq {s - 1}: compare it with a head "
+                                  "you trust")
         elif not self.lost_before:
             if s != last.seq + 1:
                 self.problem("seq", f"{where}: seq follows seq {last.seq}", min(s, last.seq + 1), offset)
@@ -1137,11 +1187,11 @@ class _ExportVerifier:
         for rid in e.body["ids"]:
             for seq, has_payload, marker in self.pending.pop(rid, ()):
                 if has_payload:
-                    self.problem("erased", f"{where} forgets record {rid}, yet the export holds the content of "
-                                 f"its version at seq {seq}", seq, None)
+                    self.problem("erased", f"{where} forgets record {rid}, yet the export holds the content "
+                                 f"of its version at seq {seq}", seq, None)
                 if marker is None:
-                    self.problem("erased", f"seq {seq} is a version of record {rid}, which seq {e.seq} forgets, "
-                                 "but it is not marked erased", seq, None)
+                    self.problem("erased", f"seq {seq} is a version of record {rid}, which seq {e.seq} "
+                                 "forgets, but it is not marked erased", seq, None)
                 elif marker != {"seq": e.seq, "agent": e.agent, "ts": ts}:
                     self.problem("erased", f"the erased marker of seq {seq} does not name the forget at "
                                  f"seq {e.seq}", seq, None)
@@ -1163,8 +1213,8 @@ class _ExportVerifier:
         for _rid, versions in self.pending.items():
             for seq, _has, marker in versions:
                 if marker is not None:
-                    self.problem("erased", f"seq {seq} is marked erased by seq {marker.get('seq')}, but no later "
-                                 "line forgets its record", seq, None)
+                    self.problem("erased", f"seq {seq} is marked erased by seq {marker.get('seq')}, but no "
+                                 "later line forgets its record", seq, None)
         last = self.last
         if last is None and not self.problems:
             self.problem("line", "the export holds no entries", None, None)
@@ -1219,9 +1269,9 @@ def verify_export(
             total = os.fstat(f.fileno()).st_size
         except OSError as exc:
             raise UnreadableExport(f"cannot open {name}: {exc.strerror or exc}") from None
-        if not os.path.isfile(name):
+        if os.path.isdir(name):
             f.close()
-            raise UnreadableExport(f"cannot read {name}: not a regular file")
+            raise UnreadableExport(f"cannot read {name}: it is a directory")
     else:
         name, f, total = getattr(file, "name", "<stream>"), file, 0
     try:

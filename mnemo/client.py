@@ -237,13 +237,13 @@ class MnemoClient:
             current = rec.latest.ver
             if expected_version is not None and expected_version != current:
                 raise Conflict(f"record {rec_id} is at version {current}, not {expected_version}")
-            old = self._record(rec, rec.latest, batch)
-            body_content, size = new_content if new_content is not None else (old.content, rec.latest.size)
-            return self._stage_put(
-                batch, rec.id, current + 1, rec.scope, body_content, size,
-                new_tags if new_tags is not None else old.tags,
-                new_meta if new_meta is not None else old.metadata,
-            )
+            if new_content is None or new_tags is None or new_meta is None:
+                old = self._record(rec, rec.latest, batch)
+                new_content = new_content or (old.content, rec.latest.size)
+                new_tags = old.tags if new_tags is None else new_tags
+                new_meta = old.metadata if new_meta is None else new_meta
+            body_content, size = new_content
+            return self._stage_put(batch, rec.id, current + 1, rec.scope, body_content, size, new_tags, new_meta)
 
     def forget(self, ids: str | Iterable[str], reason: str | None = None) -> int:
         """Forget records: every version's content, tags and metadata are erased before this returns."""
@@ -424,8 +424,14 @@ class MnemoClient:
         batch = self._store.current_batch()
         out = []
         for rec in self._select(self._view(), tags, any_tags, tag_prefix, scope, limit):
-            with contextlib.suppress(NotFound):  # forgotten by another process since the selection
+            try:
                 out.append(self._record(rec, rec.latest, batch))
+            except (NotFound, IntegrityError):
+                # Forgotten (being erased) by another process since the selection, or compacted away?
+                self._store.refresh()
+                live = self._rec(self._view(), rec.id)
+                if live is not None:
+                    out.append(self._record(live, live.latest, batch))
         return out
 
     def list_records(

@@ -506,9 +506,14 @@ def state_of(c: MnemoClient) -> tuple[dict[str, MemoryRecord], dict[str, list[Me
     return records, histories, c.head
 
 
-def reopen_state(path: Path) -> tuple[dict[str, MemoryRecord], dict[str, list[MemoryRecord]], Any]:
+def reopen_state(
+    path: Path, snapshot_used: bool | None = None
+) -> tuple[dict[str, MemoryRecord], dict[str, list[MemoryRecord]], Any]:
+    """Open, read everything, close. Only notes about the snapshot may appear in the recovery list."""
     with MnemoClient(path, AGENT, durability="none") as c:
-        assert c.recovery == []
+        assert all("snapshot" in note for note in c.recovery), c.recovery
+        if snapshot_used is not None:
+            assert c.stats()["snapshot_used"] is snapshot_used
         state = state_of(c)
         assert c.query(tags=["upd"]) == [r for r in state[0].values() if "upd" in r.tags]
         assert c.query(tag_prefix="t") == [r for r in state[0].values() if any(t[0] == "t" for t in r.tags)]
@@ -521,9 +526,10 @@ def snap_path(db: Path) -> Path:
 
 def test_persistence_across_reopen(db_path: Path) -> None:
     records = build_db(db_path)
-    state = reopen_state(db_path)
+    state = reopen_state(db_path, snapshot_used=True)
     assert state[0] == records
-    assert reopen_state(db_path) == state
+    snap_path(db_path).unlink()
+    assert reopen_state(db_path, snapshot_used=False) == state
 
 
 def test_close_leaves_a_valid_snapshot_without_content(db_path: Path) -> None:
@@ -563,11 +569,12 @@ def test_damaged_snapshot_is_discarded(db_path: Path, damage: Any) -> None:
     else:
         snap.write_bytes(new)
     log_before = db_path.read_bytes()
-    assert reopen_state(db_path) == expected
+    assert reopen_state(db_path, snapshot_used=False) == expected
     assert db_path.read_bytes() == log_before
+    assert snap.exists(), "the missing or damaged snapshot was not rebuilt"
     rebuilt = snap.read_bytes()
-    assert rebuilt[-32:] == hashlib.sha256(rebuilt[:-32]).digest(), "the snapshot was not rewritten"
-    assert reopen_state(db_path) == expected
+    assert rebuilt[-32:] == hashlib.sha256(rebuilt[:-32]).digest(), "the damaged snapshot was not rebuilt"
+    assert reopen_state(db_path, snapshot_used=True) == expected
 
 
 def rewrite_snapshot(snap: Path, change: Any) -> None:
@@ -585,8 +592,8 @@ def rewrite_snapshot(snap: Path, change: Any) -> None:
 def test_snapshot_with_wrong_head_hash_is_discarded(db_path: Path) -> None:
     build_db(db_path)
     expected = reopen_state(db_path)
-    rewrite_snapshot(snap_path(db_path), lambda body: body.__setitem__("head_hash", b"\x01" * 32))
-    assert reopen_state(db_path) == expected
+    rewrite_snapshot(snap_path(db_path), lambda body: body["index"].__setitem__("head_hash", b"\x01" * 32))
+    assert reopen_state(db_path, snapshot_used=False) == expected
 
 
 def test_snapshot_pointing_at_an_earlier_frame_is_discarded(db_path: Path) -> None:
@@ -598,7 +605,7 @@ def test_snapshot_pointing_at_an_earlier_frame_is_discarded(db_path: Path) -> No
         body["frame_offset"], body["offset"] = spans[-2]
 
     rewrite_snapshot(snap_path(db_path), back_one_frame)
-    assert reopen_state(db_path) == expected
+    assert reopen_state(db_path, snapshot_used=False) == expected
 
 
 def test_snapshot_of_another_db_is_discarded(tmp_path: Path) -> None:
@@ -607,7 +614,7 @@ def test_snapshot_of_another_db_is_discarded(tmp_path: Path) -> None:
     build_db(b, n=10)
     expected = reopen_state(a)
     snap_path(a).write_bytes(snap_path(b).read_bytes())
-    assert reopen_state(a) == expected
+    assert reopen_state(a, snapshot_used=False) == expected
 
 
 def test_stale_snapshot_replays_the_tail(db_path: Path) -> None:
@@ -620,7 +627,7 @@ def test_stale_snapshot_replays_the_tail(db_path: Path) -> None:
         c.forget(first.id)
     expected = reopen_state(db_path)
     snap_path(db_path).write_bytes(old_snap)
-    state = reopen_state(db_path)
+    state = reopen_state(db_path, snapshot_used=True)
     assert state == expected
     assert first.id not in state[0] and state[0][new.id].content == "later still"
 
@@ -632,7 +639,7 @@ def test_snapshot_ahead_of_the_log_is_discarded(db_path: Path) -> None:
     with MnemoClient(db_path, AGENT, durability="none") as c:
         c.remember("beyond the old log")
     db_path.write_bytes(old_log)
-    assert reopen_state(db_path) == expected
+    assert reopen_state(db_path, snapshot_used=False) == expected
 
 
 # -- several clients, durability, threads ----------------------------------------------------------
@@ -675,24 +682,51 @@ def test_durability_modes(db_path: Path, durability: str) -> None:
     check_chain(read_entries(db_path))
 
 
-def test_batch_mode_fsyncs_soon(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    synced: list[float] = []
-    real_fsync = os.fsync
+@pytest.fixture
+def fsync_calls(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Times at which the storage layer asked the OS to flush the log to disk."""
+    from mnemo.storage import logfile
+
+    calls: list[float] = []
+    real = logfile._sync
 
     def spy(fd: int) -> None:
-        synced.append(time.monotonic())
-        real_fsync(fd)
+        real(fd)
+        calls.append(time.monotonic())
 
+    monkeypatch.setattr(logfile, "_sync", spy)
+    return calls
+
+
+def test_fsync_mode_syncs_before_returning(db_path: Path, fsync_calls: list[float]) -> None:
+    with MnemoClient(db_path, AGENT, durability="fsync") as c:
+        for i in range(5):
+            before = len(fsync_calls)
+            c.remember(f"r{i}")
+            assert len(fsync_calls) > before, "remember returned before an fsync"
+
+
+def test_none_mode_leaves_syncing_to_the_os(db_path: Path, fsync_calls: list[float]) -> None:
+    with MnemoClient(db_path, AGENT, durability="none") as c:
+        before = len(fsync_calls)
+        for i in range(20):
+            c.update(c.remember(f"r{i}").id, content="x")
+        assert len(fsync_calls) == before
+
+
+def test_batch_mode_syncs_within_50ms(db_path: Path, fsync_calls: list[float]) -> None:
     with MnemoClient(db_path, AGENT, durability="batch") as c:
-        monkeypatch.setattr(os, "fsync", spy)
-        monkeypatch.setattr(os, "fdatasync", spy, raising=False)
-        written = time.monotonic()
-        c.remember("soon on disk")
-        deadline = written + 1.0
-        while not synced and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert synced, "batch mode did not fsync within a second of a write"
-        assert synced[0] - written < 0.5
+        for i in range(3):
+            time.sleep(0.12)
+            before = len(fsync_calls)
+            written = time.monotonic()
+            c.remember(f"r{i}")
+            assert len(fsync_calls) == before, "batch mode synced inside remember"
+            deadline = written + 2.0
+            while len(fsync_calls) == before and time.monotonic() < deadline:
+                time.sleep(0.005)
+            assert len(fsync_calls) > before, "batch mode never synced the write"
+            assert fsync_calls[before] - written < 0.2
 
 
 def test_threads_share_one_client(db_path: Path) -> None:

@@ -25,6 +25,7 @@ from .framing import (
     SLOT_CRC,
     Frame,
     FrameError,
+    Slot,
     HeaderError,
     decode_file_header,
     encode_file_header,
@@ -247,9 +248,10 @@ class Store:
             self.last_frame_offset = body["frame_offset"]
             self.head_ts = body["head_ts"]
             self.snapshot_used = True
-        elif body is not None:
-            self.recovery.append("discarded a stale or damaged index snapshot")
-            self._dirty_snapshot = True
+        else:
+            if body is not None:
+                self.recovery.append("discarded a stale or damaged index snapshot")
+            self._dirty_snapshot = True  # the next close writes one, so the next open is fast
         self._inode = os.fstat(self.fd).st_ino
 
     def _snapshot_matches(self, body: dict[str, Any]) -> bool:
@@ -320,7 +322,7 @@ class Store:
                     frame.offset,
                 )
             tags: tuple[str, ...] = ()
-            if slot.state == "bad" and not _in_regions(slot.offset, journal):
+            if slot.state == "bad" and not _in_regions(slot.offset, journal) and not self._erasing(slot):
                 if is_last:
                     raise FrameError("bad", f"payload slot checksum mismatch at offset {slot.offset}",
                                      frame.offset, frame.length)
@@ -353,6 +355,13 @@ class Store:
         self.end = frame.end
         self.last_frame_offset = frame.offset
         return dropped
+
+    def _erasing(self, slot: Slot) -> bool:
+        """A reader may meet a slot another process is zeroing right now: the journal lists it, or, if
+        the erasure has just finished, the slot now reads as all zeros."""
+        if _in_regions(slot.offset, snap.read_erase_journal(self.erase_path)):
+            return True
+        return not any(read_exact(self.fd, slot.offset, slot.length))
 
     def _check_erased_live(self) -> None:
         live = [i for i in self._erased_live if i in self.index.records]

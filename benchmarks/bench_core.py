@@ -1,0 +1,561 @@
+"""Core workloads of issues 2 and 8: writes in each durability mode, group commit, transactions, opening
+a large database with and without its snapshot, tag queries, verification and index memory.
+
+Each workload runs Mnemo beside its baseline in this process, repetitions interleaved. Opening and
+memory are measured in fresh subprocesses (`python -m benchmarks.bench_core --probe-open DB`), so that
+neither a warm heap nor memory left over from building the database colours them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mnemo import MnemoClient
+from mnemo.audit import read_log
+from mnemo.storage.codec import decode_put_payload
+
+from .baselines import RawAppendFile, SqliteStore, sha256_loop
+from .common import AGENT, Config, RecordSpec, Result, Target, alternate, make_record, rate_samples, rss_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL_TAG_GROUPS = 1_000
+WARMUP = 20
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def scratch(cfg: Config) -> Iterator[str]:
+    """A fresh directory for one repetition, removed afterwards."""
+    path = tempfile.mkdtemp(prefix="rep-", dir=cfg.workdir)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def specs(n: int, tag_groups: int = SMALL_TAG_GROUPS, start: int = 0) -> list[RecordSpec]:
+    return [make_record(i, tag_groups) for i in range(start, start + n)]
+
+
+def _remember_all(client: MnemoClient, recs: list[RecordSpec]) -> None:
+    for r in recs:
+        client.remember(r.content, tags=r.tags, metadata=r.metadata)
+
+
+# -- remember ----------------------------------------------------------------------------------------
+
+
+def mnemo_remember_seconds(cfg: Config, durability: str, recs: list[RecordSpec]) -> float:
+    """Seconds for len(recs) remember calls, one thread, on a fresh database (after a short warm-up)."""
+    with scratch(cfg) as d:
+        client = MnemoClient(os.path.join(d, "bench.mnemo.db"), AGENT, durability=durability)
+        try:
+            _remember_all(client, specs(WARMUP, start=len(recs)))
+            t0 = time.perf_counter()
+            _remember_all(client, recs)
+            return time.perf_counter() - t0
+        finally:
+            client.close()
+
+
+def sqlite_insert_seconds(cfg: Config, synchronous: str, recs: list[RecordSpec]) -> float:
+    """Seconds for len(recs) single-insert transactions in SQLite WAL."""
+    with scratch(cfg) as d:
+        db = SqliteStore(os.path.join(d, "bench.sqlite"), synchronous)
+        try:
+            for r in specs(WARMUP, start=len(recs)):
+                db.insert(r)
+            t0 = time.perf_counter()
+            for r in recs:
+                db.insert(r)
+            return time.perf_counter() - t0
+        finally:
+            db.close()
+
+
+def raw_append_seconds(cfg: Config, recs: list[RecordSpec]) -> float:
+    with scratch(cfg) as d:
+        f = RawAppendFile(os.path.join(d, "bench.jsonl"))
+        try:
+            for r in specs(WARMUP, start=len(recs)):
+                f.append(r)
+            t0 = time.perf_counter()
+            for r in recs:
+                f.append(r)
+            return time.perf_counter() - t0
+        finally:
+            f.close()
+
+
+def bench_remember(cfg: Config) -> list[Result]:
+    fast = specs(cfg.remember_n)
+    cfg.log(f"remember: {cfg.remember_n} records x {cfg.reps} reps, durability none / batch, SQLite NORMAL")
+    none, batch, normal = alternate(
+        cfg.reps,
+        lambda: mnemo_remember_seconds(cfg, "none", fast),
+        lambda: mnemo_remember_seconds(cfg, "batch", fast),
+        lambda: sqlite_insert_seconds(cfg, "NORMAL", fast),
+    )
+    slow = specs(cfg.fsync_n)
+    cfg.log(f"remember: {cfg.fsync_n} records x {cfg.reps} reps, durability fsync, SQLite FULL, raw append")
+    fsync, full, raw = alternate(
+        cfg.reps,
+        lambda: mnemo_remember_seconds(cfg, "fsync", slow),
+        lambda: sqlite_insert_seconds(cfg, "FULL", slow),
+        lambda: raw_append_seconds(cfg, slow),
+    )
+
+    def fast_rate(seconds: list[float]) -> list[float]:
+        return rate_samples(cfg.remember_n, seconds)
+
+    def slow_rate(seconds: list[float]) -> list[float]:
+        return rate_samples(cfg.fsync_n, seconds)
+
+    wal_normal = "SQLite WAL sync=NORMAL, 1 insert/tx"
+    wal_full = "SQLite WAL sync=FULL, 1 insert/tx"
+    return [
+        Result("remember", "remember, durability=none", "records/s", fast_rate(none), wal_normal,
+               fast_rate(normal), Target("ratio>=", 1.0), "stretch target 1.5x"),
+        Result("remember", "remember, durability=batch", "records/s", fast_rate(batch), wal_normal,
+               fast_rate(normal)),
+        Result("remember", "remember, durability=fsync, 1 thread", "records/s", slow_rate(fsync), wal_full,
+               slow_rate(full), Target("ratio>=", 1.0)),
+        Result("remember", "remember, durability=fsync, 1 thread (reference)", "records/s", slow_rate(fsync),
+               "raw append + fdatasync per record", slow_rate(raw)),
+    ]
+
+
+# -- group commit ------------------------------------------------------------------------------------
+
+
+def mnemo_threads_seconds(cfg: Config, threads: int, per_thread: int) -> float:
+    """Seconds for `threads` threads each doing `per_thread` durable remembers on one shared client."""
+    with scratch(cfg) as d:
+        client = MnemoClient(os.path.join(d, "bench.mnemo.db"), AGENT, durability="fsync")
+        try:
+            _remember_all(client, specs(WARMUP, start=threads * per_thread))
+            work = [specs(per_thread, start=t * per_thread) for t in range(threads)]
+            barrier = threading.Barrier(threads + 1)
+            errors: list[BaseException] = []
+
+            def worker(recs: list[RecordSpec]) -> None:
+                barrier.wait()
+                try:
+                    _remember_all(client, recs)
+                except BaseException as exc:
+                    errors.append(exc)
+
+            pool = [threading.Thread(target=worker, args=(w,)) for w in work]
+            for t in pool:
+                t.start()
+            barrier.wait()
+            t0 = time.perf_counter()
+            for t in pool:
+                t.join()
+            elapsed = time.perf_counter() - t0
+            if errors:
+                raise errors[0]
+            return elapsed
+        finally:
+            client.close()
+
+
+def bench_group_commit(cfg: Config) -> list[Result]:
+    n = cfg.threads * cfg.per_thread
+    cfg.log(f"group commit: {cfg.threads} threads x {cfg.per_thread} vs 1 thread x {n}, {cfg.reps} reps")
+    many, one = alternate(
+        cfg.reps,
+        lambda: mnemo_threads_seconds(cfg, cfg.threads, cfg.per_thread),
+        lambda: mnemo_threads_seconds(cfg, 1, n),
+    )
+    return [
+        Result("group_commit", f"remember, durability=fsync, {cfg.threads} threads", "records/s",
+               rate_samples(n, many), "Mnemo fsync, 1 thread", rate_samples(n, one), Target("ratio>=", 4.0),
+               "one shared client; group commit"),
+    ]
+
+
+# -- transactions ------------------------------------------------------------------------------------
+
+
+def mnemo_tx_seconds(cfg: Config, durability: str, recs: list[RecordSpec]) -> float:
+    with scratch(cfg) as d:
+        client = MnemoClient(os.path.join(d, "bench.mnemo.db"), AGENT, durability=durability)
+        try:
+            _remember_all(client, specs(WARMUP, start=len(recs)))
+            t0 = time.perf_counter()
+            with client.transaction():
+                _remember_all(client, recs)
+            return time.perf_counter() - t0
+        finally:
+            client.close()
+
+
+def sqlite_tx_seconds(cfg: Config, synchronous: str, recs: list[RecordSpec]) -> float:
+    with scratch(cfg) as d:
+        db = SqliteStore(os.path.join(d, "bench.sqlite"), synchronous)
+        try:
+            for r in specs(WARMUP, start=len(recs)):
+                db.insert(r)
+            t0 = time.perf_counter()
+            db.insert_many(recs)
+            return time.perf_counter() - t0
+        finally:
+            db.close()
+
+
+def bench_transaction(cfg: Config) -> list[Result]:
+    recs = specs(cfg.tx_size)
+    cfg.log(f"transaction: {cfg.tx_size} remember in one transaction, {cfg.reps} reps")
+    m_sync, s_full, m_none, s_normal = alternate(
+        cfg.reps,
+        lambda: mnemo_tx_seconds(cfg, "fsync", recs),
+        lambda: sqlite_tx_seconds(cfg, "FULL", recs),
+        lambda: mnemo_tx_seconds(cfg, "none", recs),
+        lambda: sqlite_tx_seconds(cfg, "NORMAL", recs),
+    )
+
+    def rate(seconds: list[float]) -> list[float]:
+        return rate_samples(cfg.tx_size, seconds)
+
+    return [
+        Result("transaction", f"transaction of {cfg.tx_size:,} remember, durability=fsync", "records/s",
+               rate(m_sync), f"SQLite sync=FULL, {cfg.tx_size:,} inserts in 1 tx", rate(s_full),
+               Target("ratio>=", 1.0)),
+        Result("transaction", f"transaction of {cfg.tx_size:,} remember, durability=none", "records/s",
+               rate(m_none), f"SQLite sync=NORMAL, {cfg.tx_size:,} inserts in 1 tx", rate(s_normal)),
+    ]
+
+
+# -- large databases ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Dataset:
+    n: int
+    tag_groups: int
+    mnemo_path: str
+    sqlite_path: str
+
+    @property
+    def snap_path(self) -> str:
+        return self.mnemo_path + ".snap"
+
+    def query_tags(self, k: int) -> list[str]:
+        step = max(1, self.tag_groups // k)
+        return [f"t{j}" for j in range(0, self.tag_groups, step)][:k]
+
+
+_DATASETS: dict[int, Dataset] = {}
+_PROBES: dict[int, dict[str, list[dict[str, Any]]]] = {}
+
+
+def _marker(n: int, tag_groups: int) -> dict[str, Any]:
+    return {"n": n, "tag_groups": tag_groups, "content_bytes": len(make_record(0, 1).content), "layout": 1}
+
+
+def dataset(cfg: Config, n: int) -> Dataset:
+    """A Mnemo database and a SQLite database holding the same n records (built once per run, or reused
+    from a kept data directory when its marker matches)."""
+    if n in _DATASETS:
+        return _DATASETS[n]
+    tag_groups = max(1, n // cfg.query_hits)
+    d = os.path.join(cfg.workdir, f"data-{n}")
+    ds = Dataset(n, tag_groups, os.path.join(d, "bench.mnemo.db"), os.path.join(d, "bench.sqlite"))
+    marker_path = os.path.join(d, "marker.json")
+    keep = ds.snap_path + ".keep"
+    if os.path.exists(keep):  # an interrupted no-snapshot measurement
+        os.replace(keep, ds.snap_path)
+    try:
+        with open(marker_path) as f:
+            reusable = json.load(f) == _marker(n, tag_groups) and os.path.exists(ds.snap_path)
+    except (OSError, ValueError):
+        reusable = False
+    if reusable:
+        cfg.log(f"dataset {n:,}: reusing {d}")
+    else:
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        _build_mnemo(cfg, ds)
+        _build_sqlite(cfg, ds)
+        with open(marker_path, "w") as f:
+            json.dump(_marker(n, tag_groups), f)
+    _DATASETS[n] = ds
+    return ds
+
+
+def _build_mnemo(cfg: Config, ds: Dataset) -> None:
+    t0 = time.perf_counter()
+    client = MnemoClient(ds.mnemo_path, AGENT, durability="none")
+    try:
+        for start in range(0, ds.n, cfg.build_tx):
+            recs = specs(min(cfg.build_tx, ds.n - start), ds.tag_groups, start)
+            with client.transaction():
+                _remember_all(client, recs)
+            if (start + cfg.build_tx) % 100_000 == 0:
+                done = start + cfg.build_tx
+                cfg.log(f"dataset {ds.n:,}: {done:,} records, {time.perf_counter() - t0:.0f} s")
+    finally:
+        client.close()
+    if not os.path.exists(ds.snap_path):
+        raise RuntimeError(f"closing the client wrote no snapshot beside {ds.mnemo_path}")
+    cfg.log(f"dataset {ds.n:,}: Mnemo built in {time.perf_counter() - t0:.1f} s "
+            f"(transactions of {cfg.build_tx:,}, durability=none)")
+
+
+def _build_sqlite(cfg: Config, ds: Dataset) -> None:
+    t0 = time.perf_counter()
+    db = SqliteStore(ds.sqlite_path, "NORMAL")
+    try:
+        chunk = 100_000
+        for start in range(0, ds.n, chunk):
+            db.insert_many(specs(min(chunk, ds.n - start), ds.tag_groups, start))
+        db.conn.execute("ANALYZE")
+        db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+    cfg.log(f"dataset {ds.n:,}: SQLite built in {time.perf_counter() - t0:.1f} s")
+
+
+def probe_open(path: str) -> dict[str, Any]:
+    """Open the database in this (fresh) process: open time, snapshot use, RSS growth of the open."""
+    gc.collect()
+    before = rss_bytes()
+    t0 = time.perf_counter()
+    client = MnemoClient(path, AGENT)
+    seconds = time.perf_counter() - t0
+    gc.collect()
+    after = rss_bytes()
+    st = client.stats()
+    return {
+        "seconds": seconds,
+        "store_open_seconds": st["open_seconds"],
+        "snapshot_used": st["snapshot_used"],
+        "entries": st["entries"],
+        "records": st["records"],
+        "rss_before": before,
+        "rss_after": after,
+        "recovery": st["recovery"],
+    }
+
+
+def _run_probe(path: str) -> dict[str, Any]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_core", "--probe-open", path],
+        capture_output=True, text=True, cwd=str(ROOT), env=env, check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"open probe failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def open_probes(cfg: Config, ds: Dataset) -> dict[str, list[dict[str, Any]]]:
+    """Fresh-process opens of the dataset, with its snapshot and without (the snapshot set aside)."""
+    if ds.n in _PROBES:
+        return _PROBES[ds.n]
+    keep = ds.snap_path + ".keep"
+    out: dict[str, list[dict[str, Any]]] = {"snapshot": [], "replay": []}
+    cfg.log(f"open {ds.n:,}: fresh-process opens, {cfg.big_reps} with the snapshot, "
+            f"{cfg.replay_reps} without")
+    os.replace(ds.snap_path, keep)
+    try:
+        for r in range(max(cfg.big_reps, cfg.replay_reps)):
+            if r < cfg.big_reps:
+                shutil.copyfile(keep, ds.snap_path)
+                out["snapshot"].append(_run_probe(ds.mnemo_path))
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(ds.snap_path)
+            if r < cfg.replay_reps:
+                out["replay"].append(_run_probe(ds.mnemo_path))
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(ds.snap_path)  # the open may have written a new one
+    finally:
+        os.replace(keep, ds.snap_path)
+    for p in out["snapshot"]:
+        if not p["snapshot_used"]:
+            raise RuntimeError(f"open of {ds.mnemo_path} did not use its snapshot: {p['recovery']}")
+    for p in out["replay"]:
+        if p["snapshot_used"]:
+            raise RuntimeError("open without a snapshot reports that it used one")
+    for kind in out:
+        for p in out[kind]:
+            if p["records"] != ds.n:
+                raise RuntimeError(f"open found {p['records']} records, expected {ds.n}")
+    _PROBES[ds.n] = out
+    return out
+
+
+def bench_open(cfg: Config) -> list[Result]:
+    results = []
+    for n in cfg.sizes:
+        ds = dataset(cfg, n)
+        probes = open_probes(cfg, ds)
+        snap_s = [p["seconds"] for p in probes["snapshot"]]
+        replay_s = [p["seconds"] for p in probes["replay"]]
+        entries = probes["replay"][0]["entries"]
+        results += [
+            Result("open", f"open {n:,} records, with snapshot", "s", snap_s,
+                   target=Target("<=", 0.5) if n >= 1_000_000 else None,
+                   note="target is set at 1,000,000 records"),
+            Result("open", f"open {n:,} records, no snapshot", "s", replay_s),
+            Result("open", f"replay without snapshot, {n:,} records", "entries/s",
+                   [entries / s for s in replay_s], target=Target(">=", 500_000),
+                   extra={"entries": entries}),
+        ]
+    return results
+
+
+def bench_index_memory(cfg: Config) -> list[Result]:
+    results = []
+    for n in cfg.sizes:
+        probes = open_probes(cfg, dataset(cfg, n))
+        for kind, label in (("snapshot", "opened from snapshot"), ("replay", "opened by replay")):
+            per = [(p["rss_after"] - p["rss_before"]) / n for p in probes[kind]]
+            results.append(Result(
+                "index_memory", f"index memory at {n:,} records, {label}", "B/record", per,
+                target=Target("<=", 300), note="RSS growth over the open, fresh process",
+                extra={"rss_after": [p["rss_after"] for p in probes[kind]]},
+            ))
+    return results
+
+
+def mnemo_query_seconds(client: MnemoClient, tags: list[str], hits: int) -> float:
+    t0 = time.perf_counter()
+    for tag in tags:
+        got = client.query(tags=[tag])
+        if len(got) != hits:
+            raise RuntimeError(f"query {tag!r} found {len(got)} records, expected {hits}")
+    return (time.perf_counter() - t0) / len(tags)
+
+
+def sqlite_query_seconds(db: SqliteStore, tags: list[str], hits: int) -> float:
+    t0 = time.perf_counter()
+    for tag in tags:
+        got = db.query_tag(tag)
+        if len(got) != hits:
+            raise RuntimeError(f"SQLite query {tag!r} found {len(got)} rows, expected {hits}")
+    return (time.perf_counter() - t0) / len(tags)
+
+
+def _query_one(cfg: Config, n: int) -> Result:
+    ds = dataset(cfg, n)
+    hits = n // ds.tag_groups
+    client = MnemoClient(ds.mnemo_path, AGENT, durability="none")
+    db = SqliteStore(ds.sqlite_path, "NORMAL")
+    try:
+        tags = ds.query_tags(20)
+        cfg.log(f"query {n:,}: {len(tags)} tags x {cfg.reps} reps, {hits} hits each")
+        mnemo_query_seconds(client, tags[:2], hits)
+        sqlite_query_seconds(db, tags[:2], hits)
+        m, s = alternate(
+            cfg.reps,
+            lambda: mnemo_query_seconds(client, tags, hits),
+            lambda: sqlite_query_seconds(db, tags, hits),
+        )
+    finally:
+        client.close()
+        db.close()
+    return Result(
+        "query", f"query(tags=[one tag]), {hits} hits, {n:,} records", "queries/s",
+        [1 / x for x in m], "SQLite, index on tags, rows decoded", [1 / x for x in s],
+        Target("ratio>=", 1.0), "target is set at 1,000,000 records",
+    )
+
+
+def bench_query(cfg: Config) -> list[Result]:
+    return [_query_one(cfg, n) for n in cfg.sizes]
+
+
+def verify_items(path: str) -> list[tuple[bytes, bytes | None]]:
+    """The bytes verify hashes: every entry, and every put payload as salt + packed."""
+    items: list[tuple[bytes, bytes | None]] = []
+    for item in read_log(path, payloads=True):
+        data = None
+        if item.payload is not None and item.entry.op == "put":
+            salt, packed = decode_put_payload(item.payload)
+            data = salt + packed
+        items.append((item.entry.raw, data))
+    return items
+
+
+def _verify_one(cfg: Config, n: int) -> Result:
+    ds = dataset(cfg, n)
+    cfg.log(f"verify {n:,}: reading the hashed bytes for the SHA-256 baseline")
+    items = verify_items(ds.mnemo_path)
+    client = MnemoClient(ds.mnemo_path, AGENT, durability="none", readonly=True)
+    entries = 0
+
+    def run_verify() -> float:
+        nonlocal entries
+        t0 = time.perf_counter()
+        report = client.verify()
+        dt = time.perf_counter() - t0
+        if not report.ok:
+            raise RuntimeError(f"verify found problems: {report.problems[:3]}")
+        entries = report.entries
+        return dt
+
+    def run_sha() -> float:
+        t0 = time.perf_counter()
+        sha256_loop(items)
+        return time.perf_counter() - t0
+
+    try:
+        cfg.log(f"verify {n:,}: {cfg.big_reps} reps")
+        v, s = alternate(cfg.big_reps, run_verify, run_sha)
+    finally:
+        client.close()
+    if entries != len(items):
+        raise RuntimeError(f"verify saw {entries} entries, the log holds {len(items)}")
+    return Result(
+        "verify", f"verify(), {n:,} records", "entries/s", [entries / x for x in v],
+        "plain SHA-256 of entries + payloads, one loop", [len(items) / x for x in s],
+        Target("ratio>=", 0.5),
+    )
+
+
+def bench_verify(cfg: Config) -> list[Result]:
+    return [_verify_one(cfg, n) for n in cfg.sizes]
+
+
+WORKLOADS: dict[str, Callable[[Config], list[Result]]] = {
+    "remember": bench_remember,
+    "group_commit": bench_group_commit,
+    "transaction": bench_transaction,
+    "open": bench_open,
+    "index_memory": bench_index_memory,
+    "query": bench_query,
+    "verify": bench_verify,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="internal helpers of the benchmark suite")
+    parser.add_argument("--probe-open", metavar="DB", required=True,
+                        help="open DB in this process and print open time and RSS growth as JSON")
+    args = parser.parse_args(argv)
+    print(json.dumps(probe_open(args.probe_open)), flush=True)
+    os._exit(0)  # leave without closing: closing could write a snapshot that is not part of the open
+
+
+if __name__ == "__main__":
+    sys.exit(main())

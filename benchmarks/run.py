@@ -1,0 +1,172 @@
+"""Run the benchmark suite: `python -m benchmarks.run [--quick] [--only NAME ...] [--json FILE]`.
+
+Prints a Markdown table of medians, baselines, ratios (Mnemo / baseline) and targets on stdout, progress
+on stderr, and writes the full samples as JSON with --json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import bench_core
+from .common import Config, Result, machine_info, table, write_json
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_WORKDIR = ROOT / "benchmarks" / "results"
+
+# Workloads other modules contribute. A module exposes either
+#   WORKLOADS: dict[str, Callable[[Config], list[Result]]]
+# or
+#   def run(config: Config) -> list[Result]      (registered under the name given here).
+EXTERNAL = {
+    "memory_tool": "benchmarks.bench_memory_tool",
+    "verify_extra": "benchmarks.bench_verify",
+}
+
+Workload = Callable[[Config], list[Result]]
+
+
+def _adapt(fn: Callable[..., Any]) -> Workload:
+    """Call an external run() with the config, or with quick= if that is what it takes."""
+    params = inspect.signature(fn).parameters
+
+    def call(cfg: Config) -> list[Result]:
+        if "quick" in params and "config" not in params:
+            out = fn(quick=cfg.quick)
+        elif params:
+            out = fn(cfg)
+        else:
+            out = fn()
+        results = list(out or [])
+        for r in results:
+            if not isinstance(r, Result):
+                raise TypeError(f"a workload returned {type(r).__name__}, not benchmarks.common.Result")
+        return results
+
+    return call
+
+
+def registry() -> tuple[dict[str, Workload], dict[str, str]]:
+    """Every workload by name, and why any external module contributes none."""
+    workloads: dict[str, Workload] = dict(bench_core.WORKLOADS)
+    missing: dict[str, str] = {}
+    for name, module_name in EXTERNAL.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            missing[name] = f"{module_name.replace('.', '/')}.py does not exist yet"
+            continue
+        provided = getattr(module, "WORKLOADS", None)
+        if isinstance(provided, dict):
+            for key, fn in provided.items():
+                if key in workloads:
+                    raise SystemExit(f"{module_name} registers workload {key!r}, which already exists")
+                workloads[key] = _adapt(fn)
+        elif callable(getattr(module, "run", None)):
+            workloads[name] = _adapt(module.run)
+        else:
+            missing[name] = f"{module_name} defines neither WORKLOADS nor run()"
+    return workloads, missing
+
+
+def _fs_type(path: str) -> str:
+    """The file system type holding `path` (from /proc/mounts), or '?'."""
+    best, fstype = "", "?"
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3 and (path == parts[1] or path.startswith(parts[1].rstrip("/") + "/")) \
+                        and len(parts[1]) > len(best):
+                    best, fstype = parts[1], parts[2]
+    except OSError:
+        pass
+    return fstype
+
+
+def main(argv: list[str] | None = None) -> int:
+    workloads, missing = registry()
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller counts, 100k records only (~3 min)")
+    parser.add_argument("--only", nargs="+", metavar="NAME", choices=sorted(workloads),
+                        help=f"run only these workloads: {', '.join(workloads)}")
+    parser.add_argument("--json", metavar="FILE", help="write every sample and the machine details here")
+    parser.add_argument("--reps", type=int, help="repetitions per measurement (default 3 quick, 5 full)")
+    parser.add_argument("--dir", metavar="DIR", default=str(DEFAULT_WORKDIR),
+                        help="where scratch databases go (a real disk, not tmpfs; default %(default)s)")
+    parser.add_argument("--keep-data", action="store_true",
+                        help="keep the large databases in DIR/data-N and reuse them on the next run")
+    parser.add_argument("--list", action="store_true", help="list the workloads and exit")
+    args = parser.parse_args(argv)
+
+    if args.list:
+        for name in workloads:
+            print(name)
+        for name, why in missing.items():
+            print(f"{name} (not available: {why})")
+        return 0
+
+    base = os.path.abspath(args.dir)
+    os.makedirs(base, exist_ok=True)
+    workdir = os.path.join(base, "work") if args.keep_data else tempfile.mkdtemp(prefix="run-", dir=base)
+    os.makedirs(workdir, exist_ok=True)
+    cfg = Config.make(args.quick, workdir, args.reps)
+    fstype = _fs_type(workdir)
+    info = machine_info()
+    print(f"# Mnemo benchmarks ({'quick' if cfg.quick else 'full'}), {info['date']}", file=sys.stderr)
+    print(f"# {info['cpu']}, {info['cores']} cores, Python {info['python']}, SQLite {info['sqlite']}, "
+          f"scratch on {fstype} ({workdir})", file=sys.stderr)
+    if fstype in ("tmpfs", "ramfs"):
+        print("# warning: scratch is in memory, fsync costs nothing there; use --dir on a disk",
+              file=sys.stderr)
+    for name, why in missing.items():
+        print(f"# {name}: skipped, {why}", file=sys.stderr)
+
+    selected = args.only or list(workloads)
+    results: list[Result] = []
+    errors: dict[str, str] = {}
+    t_start = time.perf_counter()
+    try:
+        for name in selected:
+            print(f"[{name}]", file=sys.stderr, flush=True)
+            t0 = time.perf_counter()
+            try:
+                results += workloads[name](cfg)
+            except Exception:
+                errors[name] = traceback.format_exc()
+                print(errors[name], file=sys.stderr)
+            print(f"[{name}] {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    finally:
+        if not args.keep_data:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    print(f"\n{'Quick' if cfg.quick else 'Full'} run, {info['date']}, {info['cpu']}, {info['cores']} cores, "
+          f"Python {info['python']}, SQLite {info['sqlite']}, {fstype}; "
+          f"{cfg.reps} reps ({cfg.big_reps} on large dbs), medians; "
+          f"total {time.perf_counter() - t_start:.0f} s\n")
+    print(table(results))
+    for name in errors:
+        print(f"\n{name}: FAILED (traceback above)")
+    for name, why in missing.items():
+        print(f"\n{name}: not run, {why}")
+    if args.json:
+        write_json(args.json, cfg, results, errors)
+        print(f"\nJSON: {args.json}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,7 @@
+"""`python -m mnemo`: the same as the `mnemo` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

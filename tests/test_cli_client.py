@@ -1,0 +1,149 @@
+"""`mnemo ls`, `cat`, `history`, `log`, `stats`, `compact`: thin shells over MnemoClient and the log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mnemo import MnemoClient
+from mnemo.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    path = tmp_path / "memory.mnemo.db"
+    ids: dict[str, str] = {}
+    with MnemoClient(path, "owner", durability="none") as owner:
+        ids["note"] = owner.remember("first note", tags=["note", "x"], metadata={"k": 1}).id
+        owner.update(ids["note"], content="first note, edited")
+        ids["bin"] = owner.remember(b"\x00\x01\x02", tags=["bin"]).id
+        ids["gone"] = owner.remember("to be forgotten", tags=["note"]).id
+        owner.forget([ids["gone"]])
+    with MnemoClient(path, "agent-2", durability="none") as other:
+        ids["other"] = other.remember("agent two's own", tags=["note"]).id
+    return path, ids
+
+
+def test_ls(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, ids = db
+    code, out, err = run(capsys, "ls", str(path))  # as the owner, who may read every scope
+    assert code == 0 and err == ""
+    listed = [line.split()[0] for line in out.splitlines()]
+    assert sorted(listed) == sorted([ids["note"], ids["bin"], ids["other"]])
+    code, out, _err = run(capsys, "ls", str(path), "--agent", "agent-2", "--json")
+    doc = json.loads(out)
+    assert code == 0 and [r["id"] for r in doc] == [ids["other"]]
+    assert set(doc[0]) == {"id", "version", "scope", "tags", "size", "agent_id", "created_at", "updated_at",
+                           "seq"}
+    code, out, _err = run(capsys, "ls", str(path), "--tag", "note", "--json")
+    assert sorted(r["id"] for r in json.loads(out)) == sorted([ids["note"], ids["other"]])
+
+
+def test_cat(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, ids = db
+    code, out, _err = run(capsys, "cat", str(path), ids["note"])
+    assert (code, out) == (0, "first note, edited\n")
+    code, out, _err = run(capsys, "cat", str(path), ids["note"], "--version", "1")
+    assert (code, out) == (0, "first note\n")
+    code, out, _err = run(capsys, "cat", str(path), ids["note"], "--json")
+    doc = json.loads(out)
+    assert doc["content"] == "first note, edited" and doc["version"] == 2 and doc["metadata"] == {"k": 1}
+    assert doc["tags"] == ["note", "x"] and len(doc["hash"]) == 64
+    code, out, _err = run(capsys, "cat", str(path), ids["bin"], "--json")
+    assert json.loads(out)["content_b64"] == "AAEC"
+
+
+def test_cat_binary_raw(db: tuple[Path, dict[str, str]], capfdbinary: pytest.CaptureFixture[bytes]) -> None:
+    path, ids = db
+    assert main(["cat", str(path), ids["bin"]]) == 0
+    assert capfdbinary.readouterr().out == b"\x00\x01\x02"
+
+
+def test_refusals_exit_1(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, ids = db
+    code, out, err = run(capsys, "cat", str(path), ids["gone"])
+    assert code == 1 and out == "" and ids["gone"] in err
+    code, _out, err = run(capsys, "cat", str(path), ids["note"], "--agent", "agent-2")
+    assert code == 1 and "may read" in err
+    code, _out, err = run(capsys, "cat", str(path), ids["note"], "--version", "9")
+    assert code == 1 and "no version 9" in err
+    code, _out, err = run(capsys, "history", str(path), "nope")
+    assert code == 1
+
+
+def test_history(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, ids = db
+    code, out, _err = run(capsys, "history", str(path), ids["note"])
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 2
+    assert lines[0].startswith("v1") and "first note" in lines[0] and lines[1].startswith("v2")
+    code, out, _err = run(capsys, "history", str(path), ids["note"], "--json")
+    assert [r["version"] for r in json.loads(out)] == [1, 2]
+
+
+def test_stats(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, _ids = db
+    code, out, _err = run(capsys, "stats", str(path), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["entries"] == 7 and doc["head_seq"] == 6 and doc["records"] == 3
+    code, out, _err = run(capsys, "stats", str(path))
+    assert code == 0 and "entries" in out and "head_hash" in out
+
+
+def test_default_agent_from_the_environment(
+    db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, ids = db
+    monkeypatch.setenv("MNEMO_AGENT", "agent-2")
+    code, out, _err = run(capsys, "ls", str(path), "--json")
+    assert [r["id"] for r in json.loads(out)] == [ids["other"]]
+
+
+def test_log(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, ids = db
+    code, out, _err = run(capsys, "log", str(path))
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 7
+    assert lines[0].split()[:3] == ["0", lines[0].split()[1], "genesis"]
+    assert "forget" in lines[5] and ids["gone"] in lines[5]
+    code, out, _err = run(capsys, "log", str(path), "--json", "--op", "put", "--since", "2", "--limit", "2")
+    docs = [json.loads(x) for x in out.splitlines()]
+    assert [d["seq"] for d in docs] == [2, 3] and all(d["op"] == "put" for d in docs)
+    assert set(docs[0]) == {"seq", "ts", "op", "agent", "prev", "hash", "body"}
+    code, out, _err = run(capsys, "log", str(path), "--agent", "agent-2")
+    assert len(out.splitlines()) == 1
+    assert "to be forgotten" not in out
+
+
+def test_missing_or_damaged_db(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for cmd in (["ls"], ["stats"], ["log"], ["cat", "x"], ["history", "x"], ["compact"]):
+        code, _out, err = run(capsys, cmd[0], str(tmp_path / "missing.db"), *cmd[1:])
+        assert code == 2 and "cannot open" in err, cmd
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"MNEMOLOG" + b"\x00" * 100)
+    code, _out, err = run(capsys, "ls", str(junk), "--agent", "a")
+    assert code == 1 and "mnemo verify" in err
+    code, _out, err = run(capsys, "log", str(junk))
+    assert code == 1
+
+
+def test_compact(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, ids = db
+    before = path.stat().st_size
+    code, out, _err = run(capsys, "compact", str(path), "--json")
+    assert code == 0, _err
+    assert isinstance(json.loads(out), dict)
+    assert path.stat().st_size < before
+    code, out, _err = run(capsys, "verify", str(path))
+    assert code == 0 and "erased versions: 1" in out
+    code, _out, err = run(capsys, "compact", str(path), "--agent", "agent-2")
+    assert code == 1 and "admin" in err
+    assert run(capsys, "cat", str(path), ids["note"])[1] == "first note, edited\n"
