@@ -255,13 +255,17 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def write_json(path: str, config: Config, results: Sequence[Result], errors: dict[str, str]) -> None:
+def write_json(
+    path: str, config: Config, results: Sequence[Result], errors: dict[str, str],
+    script_output: dict[str, str] | None = None,
+) -> None:
     report = {
         "machine": machine_info(),
         "mode": "quick" if config.quick else "full",
         "config": {k: v for k, v in asdict(config).items() if k not in ("workdir", "verbose")},
         "results": [r.to_json() for r in results],
         "errors": errors,
+        "script_output": script_output or {},
     }
     with open(path, "w") as f:
         json.dump(report, f, indent=2)

@@ -7,8 +7,10 @@ on stderr, and writes the full samples as JSON with --json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import inspect
+import io
 import os
 import shutil
 import sys
@@ -28,13 +30,18 @@ DEFAULT_WORKDIR = ROOT / "benchmarks" / "results"
 # Workloads other modules contribute. A module exposes either
 #   WORKLOADS: dict[str, Callable[[Config], list[Result]]]
 # or
-#   def run(config: Config) -> list[Result]      (registered under the name given here).
+#   def run(config: Config) -> list[Result]      (registered under the name given here)
+# or, as a stand-alone script, `def main(argv: list[str] | None) -> int` that prints its own report: it
+# is called with no arguments in full runs (not --quick) and its output is shown after the table.
 EXTERNAL = {
     "memory_tool": "benchmarks.bench_memory_tool",
     "verify_extra": "benchmarks.bench_verify",
 }
 
 Workload = Callable[[Config], list[Result]]
+
+# Printed reports of stand-alone external scripts, by workload name.
+SCRIPT_OUTPUT: dict[str, str] = {}
 
 
 def _adapt(fn: Callable[..., Any]) -> Workload:
@@ -53,6 +60,24 @@ def _adapt(fn: Callable[..., Any]) -> Workload:
             if not isinstance(r, Result):
                 raise TypeError(f"a workload returned {type(r).__name__}, not benchmarks.common.Result")
         return results
+
+    return call
+
+
+def _script(name: str, main: Callable[..., Any]) -> Workload:
+    """Run a stand-alone benchmark script's main([]) in full runs, keeping what it prints."""
+
+    def call(cfg: Config) -> list[Result]:
+        if cfg.quick:
+            SCRIPT_OUTPUT[name] = "not run in --quick (a stand-alone script; run it without --quick)"
+            return []
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            code = main([])
+        SCRIPT_OUTPUT[name] = buf.getvalue().rstrip()
+        if code:
+            raise RuntimeError(f"{name}: main() returned {code}")
+        return []
 
     return call
 
@@ -77,8 +102,10 @@ def registry() -> tuple[dict[str, Workload], dict[str, str]]:
                 workloads[key] = _adapt(fn)
         elif callable(getattr(module, "run", None)):
             workloads[name] = _adapt(module.run)
+        elif callable(getattr(module, "main", None)):
+            workloads[name] = _script(name, module.main)
         else:
-            missing[name] = f"{module_name} defines neither WORKLOADS nor run()"
+            missing[name] = f"{module_name} defines neither WORKLOADS, run() nor main()"
     return workloads, missing
 
 
@@ -155,15 +182,18 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\n{'Quick' if cfg.quick else 'Full'} run, {info['date']}, {info['cpu']}, {info['cores']} cores, "
           f"Python {info['python']}, SQLite {info['sqlite']}, {fstype}; "
-          f"{cfg.reps} reps ({cfg.big_reps} on large dbs), medians; "
+          f"{cfg.reps} reps ({cfg.big_reps} on large dbs, {cfg.replay_reps} for opens without snapshot), "
+          "medians; "
           f"total {time.perf_counter() - t_start:.0f} s\n")
-    print(table(results))
+    print(table(results) if results else "(no results)")
+    for name, text in SCRIPT_OUTPUT.items():
+        print(f"\n{name} (its own report):\n\n```\n{text}\n```")
     for name in errors:
         print(f"\n{name}: FAILED (traceback above)")
     for name, why in missing.items():
         print(f"\n{name}: not run, {why}")
     if args.json:
-        write_json(args.json, cfg, results, errors)
+        write_json(args.json, cfg, results, errors, SCRIPT_OUTPUT)
         print(f"\nJSON: {args.json}", file=sys.stderr)
     return 1 if errors else 0
 

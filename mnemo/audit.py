@@ -46,6 +46,7 @@ from .storage.framing import (
     FRAME_HEADER,
     FRAME_MAGIC,
     HEADER_SIZE,
+    SLOT_CRC,
     TRAILER,
     Frame,
     FrameError,
@@ -334,7 +335,8 @@ def _packed_problems(body: dict[str, Any], salt: bytes, packed: bytes) -> tuple[
         return msgs, None
     if _content_size(content) != body["size"]:
         msgs.append(f"content is {_content_size(content)} bytes, the put says {body['size']}")
-    if not all(isinstance(t, str) for t in tags) or list(tags) != sorted(tags):
+    tag_list = list(tags)
+    if not set(map(type, tag_list)) <= {str} or tag_list != sorted(tag_list):
         msgs.append("packed tags are not a sorted list of strings")
     return msgs, (content, tags, metadata)
 
@@ -614,6 +616,9 @@ class _DbVerifier:
             span = f"seq {first}" if first == last else f"seq {first}..{last}"
             self.problem("frame-checksum", f"frame checksum mismatch at offset {frame.offset} ({span}): "
                          "its entries were changed after it was written", first, frame.offset)
+        if len(frame.entries) == 1:
+            self.entry(frame.entries[0], frame.slots[0], frame.offset + FRAME_HEADER.size, win)
+            return
         for e, slot, off in zip(frame.entries, frame.slots, _entry_offsets(frame), strict=True):
             self.entry(e, slot, off, win)
 
@@ -686,9 +691,9 @@ class _DbVerifier:
         self.versions[rid] = ver
         state = slot.state
         if state == "ok":
-            start, length = slot.payload_range()
             try:
-                salt, packed = decode_put_payload(win.get(start, length))
+                data = win.get(slot.offset + SLOT_CRC.size, slot.length - SLOT_CRC.size)
+                salt, packed = decode_put_payload(data)
             except Exception as exc:
                 msg = f"put payload does not decode: {exc}"
                 self.problem("payload", msg, e.seq, slot.offset)
@@ -1073,14 +1078,17 @@ class _ExportVerifier:
             except (binascii.Error, ValueError):
                 raise _LineError('"entry" is not base64') from None
             e = decode_entry(raw)
-        except (ValueError, EntryDecodeError) as exc:
+        except (ValueError, EntryDecodeError, RecursionError) as exc:
             seq = obj.get("seq") if isinstance(obj, dict) else None
             self.problem("line", f"line {lineno}: unreadable export line: {exc}",
                          seq if isinstance(seq, int) else self.expected_seq(), offset)
             self.lost_before = True
             return
         self.entries += 1
-        self.entry(obj, e, lineno, offset)
+        try:
+            self.entry(obj, e, lineno, offset)
+        except RecursionError:
+            self.problem("line", f"line {lineno}: nested too deeply to check", e.seq, offset)
 
     def entry(self, obj: dict[str, Any], e: Entry, lineno: int, offset: int) -> None:
         s = e.seq

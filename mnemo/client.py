@@ -168,20 +168,20 @@ class MnemoClient:
 
     def _stage_put(
         self, batch: Batch, rec_id: str, ver: int, scope: str, content: str | bytes, size: int,
-        tags: tuple[str, ...], metadata: dict[str, Any],
+        tags: tuple[str, ...], metadata: dict[str, Any], prepared: tuple[bytes, bytes] | None = None,
     ) -> MemoryRecord:
-        salt = os.urandom(16)
-        packed = pack_record_fields(content, tags, metadata)
+        digest, payload = prepared or _prepare_payload(content, tags, metadata)
         # Keys in sorted order, scalar values: the entry needs no canonicalising pass.
-        body = {"digest": payload_digest(salt, packed), "id": rec_id, "scope": scope, "size": size, "ver": ver}
-        entry = batch.stage("put", self.agent_id, body, encode_put_payload(salt, packed), tags, trusted=True)
+        body = {"digest": digest, "id": rec_id, "scope": scope, "size": size, "ver": ver}
+        entry = batch.stage("put", self.agent_id, body, payload, tags, trusted=True)
         self._since_checkpoint += 1
         rec = batch.get_rec(rec_id)
         assert rec is not None
+        updated = ns_to_datetime(entry.ts_ns)
         return MemoryRecord(
             id=rec_id, version=ver, content=content, tags=tags, metadata=canonical(metadata), scope=scope,
-            agent_id=self.agent_id, created_at=ns_to_datetime(rec.versions[0].ts_ns),
-            updated_at=ns_to_datetime(entry.ts_ns), seq=entry.seq, hash=entry.hash.hex(),
+            agent_id=self.agent_id, created_at=updated if ver == 1 else ns_to_datetime(rec.versions[0].ts_ns),
+            updated_at=updated, seq=entry.seq, hash=entry.hash.hex(),
         )
 
     @contextlib.contextmanager
@@ -210,9 +210,10 @@ class MnemoClient:
         tag_tuple = check_tags(tags, self.limits)
         meta = check_metadata(metadata, self.limits)
         scope = self.home_scope if scope is None else check_scope(scope)
+        prepared = _prepare_payload(content, tag_tuple, meta)  # hashing needs no lock
         with self._writing() as batch:
             self._require(batch.acl, "write", scope)
-            return self._stage_put(batch, new_id(), 1, scope, content, size, tag_tuple, meta)
+            return self._stage_put(batch, new_id(), 1, scope, content, size, tag_tuple, meta, prepared)
 
     def update(
         self,
@@ -525,6 +526,13 @@ class MnemoClient:
             "open_seconds": store.open_seconds,
             "recovery": list(store.recovery),
         }
+
+
+def _prepare_payload(content: str | bytes, tags: tuple[str, ...], metadata: dict[str, Any]) -> tuple[bytes, bytes]:
+    """(digest, payload) of a put: a fresh salt, the packed fields, and the commitment to them."""
+    salt = os.urandom(16)
+    packed = pack_record_fields(content, tags, metadata)
+    return payload_digest(salt, packed), encode_put_payload(salt, packed)
 
 
 def _load_signing_key(key: Any) -> Any:

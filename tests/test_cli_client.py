@@ -147,3 +147,33 @@ def test_compact(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[
     code, _out, err = run(capsys, "compact", str(path), "--agent", "agent-2")
     assert code == 1 and "admin" in err
     assert run(capsys, "cat", str(path), ids["note"])[1] == "first note, edited\n"
+
+
+def test_demo_and_chat_call_the_demo_module(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+    import types
+
+    fake = types.ModuleType("mnemo.demo")
+    calls: list[str] = []
+
+    def run_demo(out: object) -> None:
+        calls.append("demo")
+        print("demo ran", file=out)  # type: ignore[call-overload]
+
+    def run_chat() -> int:
+        calls.append("chat")
+        return 3
+
+    fake.run_demo = run_demo  # type: ignore[attr-defined]
+    fake.run_chat = run_chat  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "mnemo.demo", fake)
+    assert run(capsys, "demo") == (0, "demo ran\n", "")
+    assert run(capsys, "chat")[0] == 3
+    assert calls == ["demo", "chat"]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = run(capsys, "--version")
+    assert code == 0 and out.startswith("mnemo ")

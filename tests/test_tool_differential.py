@@ -138,16 +138,22 @@ def missing_path_wording(command: dict[str, Any], text: str, target_is_dir: bool
     path = command.get("path")
     if command["command"] not in ("insert", "str_replace"):
         return text
-    if text in (f"The path {path} does not exist", f"The path {path} does not exist. Please provide a valid path."):
+    if text in (
+        f"The path {path} does not exist",
+        f"The path {path} does not exist. Please provide a valid path.",
+    ):
         if target_is_dir:
             return f"The path {path} is not a file."
         return f"The path {path} does not exist. Please provide a valid path."
     return text
 
 
-_REF_HEADER = re.compile(r"^(Here're the files and directories up to 2 levels deep in .*), excluding hidden items:$")
+_REF_HEADER = re.compile(
+    r"^(Here're the files and directories up to 2 levels deep in .*), excluding hidden items:$"
+)
 _OUR_HEADER = re.compile(
-    r"^(Here're the files and directories up to 2 levels deep in .*), excluding hidden items and node_modules:$"
+    r"^(Here're the files and directories up to 2 levels deep in .*), "
+    r"excluding hidden items and node_modules:$"
 )
 
 
@@ -183,7 +189,9 @@ def normalise_listing(text: str, ours: bool) -> str:
 def truncated_view(ours: Outcome, ref: Outcome) -> tuple[Outcome, Outcome]:
     """§9 long files: Mnemo shows lines 1..k and a note; the reference shows every line."""
     lines = ours.text.split("\n")
-    match = re.fullmatch(r"\.\.\. \(showing lines 1-(\d+) of (\d+); use view_range to see the rest\)", lines[-1])
+    match = re.fullmatch(
+        r"\.\.\. \(showing lines 1-(\d+) of (\d+); use view_range to see the rest\)", lines[-1]
+    )
     if ours.is_error or match is None:
         return ours, ref
     k, n = int(match.group(1)), int(match.group(2))
@@ -287,7 +295,11 @@ class Pair:
             assert ours == Outcome(refused, True)
             return
         name = command["command"]
-        if name == "str_replace" and command["old_str"] == "" and ours.text == "Error: `old_str` must not be empty":
+        if (
+            name == "str_replace"
+            and command["old_str"] == ""
+            and ours.text == "Error: `old_str` must not be empty"
+        ):
             return
         if name == "view" and ours.text.startswith("Error: Invalid `view_range`"):
             assert command["view_range"][1] < -1
@@ -297,7 +309,9 @@ class Pair:
         target = command.get("path", "/memories")
         target_is_dir = self.ref_is_dir(target)
         dest_under_file = name == "rename" and self.ref_under_file(command["new_path"])
-        into_itself = name == "rename" and is_within(canonicalize(command["new_path"]), canonicalize(command["old_path"]))
+        into_itself = name == "rename" and is_within(
+            canonicalize(command["new_path"]), canonicalize(command["old_path"])
+        )
         source_exists = name == "rename" and os.path.exists(self._ref_file(command["old_path"]))
         ref = self.run_reference(command)
         prune_empty_dirs(self.ref_root)
@@ -320,17 +334,22 @@ class Pair:
                     assert ours == Outcome(f"Error: The path {command['old_path']} does not exist", True)
                 else:
                     assert re.fullmatch(
-                        rf"Error: Cannot create {re.escape(command['new_path'])}: /memories/.+ is a file", ours.text
+                        rf"Error: Cannot create {re.escape(command['new_path'])}: /memories/.+ is a file",
+                        ours.text,
                     )
             else:
                 assert name == "create" and isinstance(ref, NotADirectoryError), repr(ref)
-                assert re.fullmatch(rf"Error: Cannot create {re.escape(command['path'])}: /memories/.+ is a file", ours.text)
+                assert re.fullmatch(
+                    rf"Error: Cannot create {re.escape(command['path'])}: /memories/.+ is a file", ours.text
+                )
             assert self.ref_state() == self.mnemo_state()
             return
 
         ours, ref = truncated_view(ours, ref)
         ours = strip_error_prefix(ours)
-        ours = Outcome(missing_path_wording(command, insert_range_wording(ours.text), target_is_dir), ours.is_error)
+        ours = Outcome(
+            missing_path_wording(command, insert_range_wording(ours.text), target_is_dir), ours.is_error
+        )
         if name == "view" and not ours.is_error:
             ours = Outcome(normalise_listing(ours.text, ours=True), False)
             ref = Outcome(normalise_listing(ref.text, ours=False), ref.is_error)

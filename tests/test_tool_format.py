@@ -42,7 +42,10 @@ def err(text: str) -> CommandResult:
         ({"command": "view"}, "Error: Missing required parameter `path` for command `view`"),
         ({"command": "view", "path": None}, "Error: Missing required parameter `path` for command `view`"),
         ({"command": "view", "path": 1}, "Error: Parameter `path` of command `view` must be a string"),
-        ({"command": "view", "path": b"/memories"}, "Error: Parameter `path` of command `view` must be a string"),
+        (
+            {"command": "view", "path": b"/memories"},
+            "Error: Parameter `path` of command `view` must be a string",
+        ),
         (
             {"command": "view", "path": "/memories", "view_range": [1]},
             "Error: Parameter `view_range` of command `view` must be a list of two integers",
@@ -75,7 +78,10 @@ def err(text: str) -> CommandResult:
             {"command": "view", "path": "/memories", "view_range": {"a": 1, "b": 2}},
             "Error: Parameter `view_range` of command `view` must be a list of two integers",
         ),
-        ({"command": "create", "path": "/memories/a"}, "Error: Missing required parameter `file_text` for command `create`"),
+        (
+            {"command": "create", "path": "/memories/a"},
+            "Error: Missing required parameter `file_text` for command `create`",
+        ),
         (
             {"command": "create", "file_text": "x"},
             "Error: Missing required parameter `path` for command `create`",
@@ -85,7 +91,10 @@ def err(text: str) -> CommandResult:
             "Error: Parameter `file_text` of command `create` must be a string",
         ),
         # the path is checked (presence, then type) before file_text
-        ({"command": "create", "path": 5, "file_text": 5}, "Error: Parameter `path` of command `create` must be a string"),
+        (
+            {"command": "create", "path": 5, "file_text": 5},
+            "Error: Parameter `path` of command `create` must be a string",
+        ),
         (
             {"command": "str_replace", "path": "/memories/a"},
             "Error: Missing required parameter `old_str` for command `str_replace`",
@@ -187,11 +196,15 @@ def test_format_size_matches_reference() -> None:
 
 # -- directory views ---------------------------------------------------------------------------------
 
-HEADER = "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
+HEADER = (
+    "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
+)
 
 
 def test_directory_view_empty_root() -> None:
-    assert format_directory_view("/memories", "/memories", []) == HEADER.format("/memories") + "\n0B\t/memories"
+    assert (
+        format_directory_view("/memories", "/memories", []) == HEADER.format("/memories") + "\n0B\t/memories"
+    )
 
 
 def test_directory_view_two_levels_sorted_hidden_and_sizes() -> None:
@@ -257,7 +270,10 @@ def test_file_view_basic_and_trailing_newline() -> None:
 
 def test_file_view_empty_file_and_cr() -> None:
     assert format_file_view("/m/a", "", None, 16000).text == FILE_HEADER.format("/m/a") + "     1\t"
-    assert format_file_view("/m/a", "x\r\ny", None, 100).text == FILE_HEADER.format("/m/a") + "     1\tx\r\n     2\ty"
+    assert (
+        format_file_view("/m/a", "x\r\ny", None, 100).text
+        == FILE_HEADER.format("/m/a") + "     1\tx\r\n     2\ty"
+    )
 
 
 @pytest.mark.parametrize(
@@ -297,11 +313,15 @@ def test_file_view_truncation() -> None:
     content = "\n".join(lines)
     # 5 lines joined = 5*8 + 4 = 44 characters
     r = format_file_view("/memories/f", content, None, 44)
-    expected = FILE_HEADER.format("/memories/f") + "\n".join(
-        f"{n:>6}\tline {n:03d}" for n in range(1, 6)
-    ) + "\n... (showing lines 1-5 of 100; use view_range to see the rest)"
+    expected = (
+        FILE_HEADER.format("/memories/f")
+        + "\n".join(f"{n:>6}\tline {n:03d}" for n in range(1, 6))
+        + "\n... (showing lines 1-5 of 100; use view_range to see the rest)"
+    )
     assert r == CommandResult(expected)
-    assert format_file_view("/memories/f", content, None, 52).text.endswith("(showing lines 1-5 of 100; use view_range to see the rest)")
+    assert format_file_view("/memories/f", content, None, 52).text.endswith(
+        "(showing lines 1-5 of 100; use view_range to see the rest)"
+    )
     assert "lines 1-6 of" in format_file_view("/memories/f", content, None, 53).text
     # a first line longer than the limit is still shown, alone
     r = format_file_view("/memories/f", "x" * 50 + "\nshort", None, 10)
@@ -381,11 +401,13 @@ def _reference_snippet(content: str, old: str, new: str) -> Any:
     return "\n".join(f"{str(n).rjust(6)}\t{new_lines[n - 1]}" for n in range(start + 1, end + 1))
 
 
-@pytest.mark.parametrize("old", ["c", "a\nb", "g", "\n"])
+@pytest.mark.parametrize("old", ["c", "a\nb", "g", "e\nf"])
 def test_snippet_agrees_with_reference_formula(old: str) -> None:
     content = "a\nb\nc\nd\ne\nf\ng"
     if content.count(old) != 1:
         pytest.skip("not unique")
     pos = content.find(old)
     new_content = content.replace(old, "NEW\nLINE")
-    assert replace_snippet(new_content, content.count("\n", 0, pos)) == _reference_snippet(content, old, "NEW\nLINE")
+    assert replace_snippet(new_content, content.count("\n", 0, pos)) == _reference_snippet(
+        content, old, "NEW\nLINE"
+    )

@@ -28,7 +28,9 @@ from anthropic.types.beta import (  # noqa: E402
 
 from mnemo.tools.anthropic import AsyncMnemoMemoryTool, MnemoMemoryTool  # noqa: E402
 
-ROOT_HEADER = "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
+ROOT_HEADER = (
+    "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
+)
 REPO = str(Path(__file__).resolve().parents[1])
 
 
@@ -56,28 +58,51 @@ def assistant(n: int, content: list[dict[str, Any]], stop_reason: str = "tool_us
 
 
 SCRIPT: list[dict[str, Any]] = [
-    assistant(1, [{"type": "text", "text": "Let me check my memory."}, tool_use("toolu_01", command="view", path="/memories")]),
+    assistant(
+        1,
+        [
+            {"type": "text", "text": "Let me check my memory."},
+            tool_use("toolu_01", command="view", path="/memories"),
+        ],
+    ),
     assistant(
         2,
         [
-            tool_use("toolu_02", command="create", path="/memories/user/preferences.md", file_text="- likes coffee\n"),
+            tool_use(
+                "toolu_02",
+                command="create",
+                path="/memories/user/preferences.md",
+                file_text="- likes coffee\n",
+            ),
             tool_use("toolu_03", command="view", path="/memories/user/preferences.md"),
         ],
     ),
     assistant(
         3,
         [
-            tool_use("toolu_04", command="str_replace", path="/memories/user/preferences.md",
-                     old_str="coffee", new_str="coffee, black"),
+            tool_use(
+                "toolu_04",
+                command="str_replace",
+                path="/memories/user/preferences.md",
+                old_str="coffee",
+                new_str="coffee, black",
+            ),
             tool_use("toolu_05", command="create", path="/memories/../etc/passwd", file_text="x"),
-            tool_use("toolu_06", command="insert", path="/memories/user/preferences.md",
-                     insert_line=1, insert_text="- dislikes tea"),
+            tool_use(
+                "toolu_06",
+                command="insert",
+                path="/memories/user/preferences.md",
+                insert_line=1,
+                insert_text="- dislikes tea",
+            ),
         ],
     ),
     assistant(
         4,
         [
-            tool_use("toolu_07", command="rename", old_path="/memories/user", new_path="/memories/people/ana"),
+            tool_use(
+                "toolu_07", command="rename", old_path="/memories/user", new_path="/memories/people/ana"
+            ),
             tool_use("toolu_08", command="view", path="/memories/"),
             tool_use("toolu_09", command="view", path="/memories/user/preferences.md"),
         ],
@@ -86,34 +111,70 @@ SCRIPT: list[dict[str, Any]] = [
 ]
 
 EXPECTED_RESULTS: list[list[dict[str, Any]]] = [
-    [{"type": "tool_result", "tool_use_id": "toolu_01", "content": ROOT_HEADER.format("/memories") + "\n0B\t/memories"}],
     [
-        {"type": "tool_result", "tool_use_id": "toolu_02",
-         "content": "File created successfully at: /memories/user/preferences.md"},
-        {"type": "tool_result", "tool_use_id": "toolu_03",
-         "content": "Here's the content of /memories/user/preferences.md with line numbers:\n     1\t- likes coffee\n     2\t"},
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_01",
+            "content": ROOT_HEADER.format("/memories") + "\n0B\t/memories",
+        }
     ],
     [
-        {"type": "tool_result", "tool_use_id": "toolu_04",
-         "content": "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n"
-                    "     1\t- likes coffee, black\n     2\t"},
-        {"type": "tool_result", "tool_use_id": "toolu_05",
-         "content": "Error: Path /memories/../etc/passwd would escape /memories directory", "is_error": True},
-        {"type": "tool_result", "tool_use_id": "toolu_06", "content": "The file /memories/user/preferences.md has been edited."},
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_02",
+            "content": "File created successfully at: /memories/user/preferences.md",
+        },
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_03",
+            "content": "Here's the content of /memories/user/preferences.md with line numbers:\n"
+            "     1\t- likes coffee\n     2\t",
+        },
     ],
     [
-        {"type": "tool_result", "tool_use_id": "toolu_07",
-         "content": "Successfully renamed /memories/user to /memories/people/ana"},
-        {"type": "tool_result", "tool_use_id": "toolu_08",
-         "content": "\n".join([
-             ROOT_HEADER.format("/memories/"),
-             "37B\t/memories",
-             "37B\t/memories/people/",
-             "37B\t/memories/people/ana/",
-         ])},
-        {"type": "tool_result", "tool_use_id": "toolu_09",
-         "content": "The path /memories/user/preferences.md does not exist. Please provide a valid path.",
-         "is_error": True},
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_04",
+            "content": "The memory file has been edited. "
+            "Here is the snippet showing the change (with line numbers):\n"
+            "     1\t- likes coffee, black\n     2\t",
+        },
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_05",
+            "content": "Error: Path /memories/../etc/passwd would escape /memories directory",
+            "is_error": True,
+        },
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_06",
+            "content": "The file /memories/user/preferences.md has been edited.",
+        },
+    ],
+    [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_07",
+            "content": "Successfully renamed /memories/user to /memories/people/ana",
+        },
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_08",
+            "content": "\n".join(
+                [
+                    ROOT_HEADER.format("/memories/"),
+                    "37B\t/memories",
+                    "37B\t/memories/people/",
+                    "37B\t/memories/people/ana/",
+                ]
+            ),
+        },
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_09",
+            "content": "The path /memories/user/preferences.md does not exist. Please provide a valid path.",
+            "is_error": True,
+        },
     ],
 ]
 
@@ -147,7 +208,11 @@ def check_conversation(api: ScriptedAPI, final: Any, client: MnemoClient) -> Non
     assert [message["content"] for message in sent] == EXPECTED_RESULTS
     records = client.query(tags=("memorytool",))
     assert [(r.tags, r.content, r.version) for r in records] == [
-        (("memorytool", "path:/memories/people/ana/preferences.md"), "- likes coffee, black\n- dislikes tea\n", 4)
+        (
+            ("memorytool", "path:/memories/people/ana/preferences.md"),
+            "- likes coffee, black\n- dislikes tea\n",
+            4,
+        )
     ]
     assert client.verify().ok
 
@@ -172,7 +237,9 @@ def test_async_tool_runner_conversation(client: MnemoClient) -> None:
 
     async def converse() -> Any:
         sdk = anthropic.AsyncAnthropic(
-            api_key="sk-test", max_retries=0, http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api))
+            api_key="sk-test",
+            max_retries=0,
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api)),
         )
         runner = sdk.beta.messages.tool_runner(
             model="claude-sonnet-4-5",
@@ -191,7 +258,11 @@ def test_adapter_calls_and_errors(client: MnemoClient) -> None:
     assert tool.name == "memory"
     assert tool.to_dict() == {"type": "memory_20250818", "name": "memory"}
     cached = MnemoMemoryTool(client, cache_control={"type": "ephemeral"})
-    assert cached.to_dict() == {"type": "memory_20250818", "name": "memory", "cache_control": {"type": "ephemeral"}}
+    assert cached.to_dict() == {
+        "type": "memory_20250818",
+        "name": "memory",
+        "cache_control": {"type": "ephemeral"},
+    }
     assert tool.call({"command": "create", "path": "/memories/a.md", "file_text": "x"}) == (
         "File created successfully at: /memories/a.md"
     )
@@ -200,10 +271,15 @@ def test_adapter_calls_and_errors(client: MnemoClient) -> None:
         "Here's the content of /memories/a.md with line numbers:\n     1\tx"
     )
     with pytest.raises(ToolError) as info:
-        tool.execute(BetaMemoryTool20250818CreateCommand(command="create", path="/memories/a.md", file_text="y"))
+        tool.execute(
+            BetaMemoryTool20250818CreateCommand(command="create", path="/memories/a.md", file_text="y")
+        )
     assert info.value.content == "Error: File /memories/a.md already exists"
     for bad_input, text in [
-        ({"command": "view", "path": "/memories/nope"}, "The path /memories/nope does not exist. Please provide a valid path."),
+        (
+            {"command": "view", "path": "/memories/nope"},
+            "The path /memories/nope does not exist. Please provide a valid path.",
+        ),
         ({"command": "destroy"}, "Error: Unknown command: destroy"),
         ({"command": "view"}, "Error: Missing required parameter `path` for command `view`"),
         ("not an object", "Error: Invalid input: expected an object"),

@@ -18,7 +18,9 @@ from mnemo import MnemoClient
 from mnemo.errors import InvalidInput, LockTimeout, NotFound
 from mnemo.tools import CommandResult, MnemoMemoryToolServer
 
-ROOT_HEADER = "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
+ROOT_HEADER = (
+    "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
+)
 FILE_HEADER = "Here's the content of {} with line numbers:"
 MISSING = "The path {} does not exist. Please provide a valid path."
 EDITED = "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n"
@@ -68,7 +70,9 @@ def count_frames(db_path: str) -> int:
 
 
 def tagged_paths(client: MnemoClient) -> list[str]:
-    return sorted(t[5:] for i in client.list_records(tags=("memorytool",)) for t in i.tags if t.startswith("path:"))
+    return sorted(
+        t[5:] for i in client.list_records(tags=("memorytool",)) for t in i.tags if t.startswith("path:")
+    )
 
 
 # -- definition and result blocks ----------------------------------------------------------------------
@@ -85,21 +89,35 @@ def test_tool_schema_and_beta_header(client: MnemoClient) -> None:
 
 
 def test_handle_dict_and_object_blocks(server: MnemoMemoryToolServer) -> None:
-    block = server.handle({"type": "tool_use", "id": "toolu_01", "name": "memory", "input": {"command": "view", "path": "/memories"}})
+    block = server.handle(
+        {
+            "type": "tool_use",
+            "id": "toolu_01",
+            "name": "memory",
+            "input": {"command": "view", "path": "/memories"},
+        }
+    )
     assert block == {
         "type": "tool_result",
         "tool_use_id": "toolu_01",
         "content": ROOT_HEADER.format("/memories") + "\n0B\t/memories",
     }
     obj = SimpleNamespace(
-        type="tool_use", id="toolu_02", name="memory",
+        type="tool_use",
+        id="toolu_02",
+        name="memory",
         input={"command": "create", "path": "/memories/a.md", "file_text": "hi"},
     )
     assert server.handle(obj) == {
-        "type": "tool_result", "tool_use_id": "toolu_02", "content": "File created successfully at: /memories/a.md",
+        "type": "tool_result",
+        "tool_use_id": "toolu_02",
+        "content": "File created successfully at: /memories/a.md",
     }
     assert server.handle({"type": "tool_use", "id": "toolu_03", "name": "bash", "input": {}}) == {
-        "type": "tool_result", "tool_use_id": "toolu_03", "content": "Error: Unknown tool: bash", "is_error": True,
+        "type": "tool_result",
+        "tool_use_id": "toolu_03",
+        "content": "Error: Unknown tool: bash",
+        "is_error": True,
     }
     missing_input = server.handle({"type": "tool_use", "id": "toolu_04", "name": "memory"})
     assert missing_input["content"] == "Error: Invalid input: expected an object"
@@ -109,7 +127,12 @@ def test_handle_dict_and_object_blocks(server: MnemoMemoryToolServer) -> None:
 
 
 def test_constructor_checks(client: MnemoClient) -> None:
-    for kwargs in ({"root": "memories"}, {"root": "/a/../b"}, {"max_file_bytes": 0}, {"max_view_chars": True}):
+    for kwargs in (
+        {"root": "memories"},
+        {"root": "/a/../b"},
+        {"max_file_bytes": 0},
+        {"max_view_chars": True},
+    ):
         with pytest.raises(InvalidInput):
             MnemoMemoryToolServer(client, **kwargs)
 
@@ -298,9 +321,9 @@ def test_str_replace(client: MnemoClient, server: MnemoMemoryToolServer) -> None
         "No replacement was performed. Multiple occurrences of old_str `ta\n` in lines: 2, 4, 6, 7. "
         "Please ensure it is unique"
     )
-    assert run(server, command="str_replace", path="/memories/s.txt", old_str="gamma", new_str="GAMMA\nG2") == ok(
-        EDITED + "     1\talpha\n     2\tbeta\n     3\tGAMMA\n     4\tG2\n     5\tdelta"
-    )
+    assert run(
+        server, command="str_replace", path="/memories/s.txt", old_str="gamma", new_str="GAMMA\nG2"
+    ) == ok(EDITED + "     1\talpha\n     2\tbeta\n     3\tGAMMA\n     4\tG2\n     5\tdelta")
     # new_str omitted deletes old_str
     assert run(server, command="str_replace", path="/memories/s.txt", old_str="zeta\n") == ok(
         EDITED + "     5\tdelta\n     6\tepsilon\n     7\teta\n     8\t"
@@ -335,10 +358,12 @@ def test_insert(client: MnemoClient, server: MnemoMemoryToolServer) -> None:
         "Error: The path /memories/d does not exist"
     )
     assert run(server, command="insert", path="/memories/i.txt", insert_line=3, insert_text="x") == bad(
-        "Error: Invalid `insert_line` parameter: 3. It should be within the range of lines of the file: [0, 2]"
+        "Error: Invalid `insert_line` parameter: 3. "
+        "It should be within the range of lines of the file: [0, 2]"
     )
     assert run(server, command="insert", path="/memories/i.txt", insert_line=-1, insert_text="x") == bad(
-        "Error: Invalid `insert_line` parameter: -1. It should be within the range of lines of the file: [0, 2]"
+        "Error: Invalid `insert_line` parameter: -1. "
+        "It should be within the range of lines of the file: [0, 2]"
     )
     assert run(server, command="insert", path="/memories/i.txt", insert_line=1, insert_text="mid\n") == ok(
         "The file /memories/i.txt has been edited."
@@ -349,7 +374,8 @@ def test_insert(client: MnemoClient, server: MnemoMemoryToolServer) -> None:
     assert client.query(tags=("path:/memories/i.txt",))[0].content == "one\nmid\ntwo\n"
     assert client.query(tags=("path:/memories/d/x",))[0].content == "first\n"
     assert run(server, command="insert", path="/memories/d/x", insert_line=2, insert_text="x") == bad(
-        "Error: Invalid `insert_line` parameter: 2. It should be within the range of lines of the file: [0, 1]"
+        "Error: Invalid `insert_line` parameter: 2. "
+        "It should be within the range of lines of the file: [0, 1]"
     )
 
 
@@ -358,8 +384,12 @@ def test_insert(client: MnemoClient, server: MnemoMemoryToolServer) -> None:
 
 def test_delete(client: MnemoClient, server: MnemoMemoryToolServer, db: str) -> None:
     for path in ["/memories", "/memories/", "/memories/.", "/memories//./"]:
-        assert run(server, command="delete", path=path) == bad("Error: Cannot delete the /memories directory itself")
-    assert run(server, command="delete", path="/memories/none") == bad("Error: The path /memories/none does not exist")
+        assert run(server, command="delete", path=path) == bad(
+            "Error: Cannot delete the /memories directory itself"
+        )
+    assert run(server, command="delete", path="/memories/none") == bad(
+        "Error: The path /memories/none does not exist"
+    )
     marker = "ERASE-ME-7f3a9c"
     run(server, command="create", path="/memories/keep", file_text="kept")
     run(server, command="create", path="/memories/f", file_text=marker + " file")
@@ -392,15 +422,27 @@ def test_rename_errors_in_order(client: MnemoClient, server: MnemoMemoryToolServ
         return run(server, command="rename", old_path=old, new_path=new)
 
     assert rename("/memories", "/memories/z") == bad("Error: Cannot rename the /memories directory itself")
-    assert rename("/memories/", "/memories/a.txt") == bad("Error: Cannot rename the /memories directory itself")
-    assert rename("/memories/a.txt", "/memories/d") == bad("Error: The destination /memories/d already exists")
-    assert rename("/memories/d", "/memories/a.txt") == bad("Error: The destination /memories/a.txt already exists")
+    assert rename("/memories/", "/memories/a.txt") == bad(
+        "Error: Cannot rename the /memories directory itself"
+    )
+    assert rename("/memories/a.txt", "/memories/d") == bad(
+        "Error: The destination /memories/d already exists"
+    )
+    assert rename("/memories/d", "/memories/a.txt") == bad(
+        "Error: The destination /memories/a.txt already exists"
+    )
     assert rename("/memories/d", "/memories/") == bad("Error: The destination /memories/ already exists")
-    assert rename("/memories/d", "/memories/d/e") == bad("Error: The destination /memories/d/e already exists")
-    assert rename("/memories/none", "/memories/a.txt") == bad("Error: The destination /memories/a.txt already exists")
+    assert rename("/memories/d", "/memories/d/e") == bad(
+        "Error: The destination /memories/d/e already exists"
+    )
+    assert rename("/memories/none", "/memories/a.txt") == bad(
+        "Error: The destination /memories/a.txt already exists"
+    )
     assert rename("/memories/none", "/memories/new") == bad("Error: The path /memories/none does not exist")
     assert rename("/memories/d", "/memories/d/f/g") == bad("Error: Cannot move /memories/d into itself")
-    assert rename("/memories/a.txt", "/memories/a.txt/b") == bad("Error: Cannot move /memories/a.txt into itself")
+    assert rename("/memories/a.txt", "/memories/a.txt/b") == bad(
+        "Error: Cannot move /memories/a.txt into itself"
+    )
     assert rename("/memories/d", "/memories/a.txt/d") == bad(
         "Error: Cannot create /memories/a.txt/d: /memories/a.txt is a file"
     )
@@ -414,9 +456,9 @@ def test_rename_file_keeps_id_and_history(client: MnemoClient, server: MnemoMemo
     run(server, command="create", path="/memories/a.txt", file_text="v1")
     run(server, command="str_replace", path="/memories/a.txt", old_str="v1", new_str="v2")
     rec_id = client.list_records(tags=("path:/memories/a.txt",))[0].id
-    assert run(server, command="rename", old_path="/memories/a.txt", new_path="/memories/archive/b.txt") == ok(
-        "Successfully renamed /memories/a.txt to /memories/archive/b.txt"
-    )
+    assert run(
+        server, command="rename", old_path="/memories/a.txt", new_path="/memories/archive/b.txt"
+    ) == ok("Successfully renamed /memories/a.txt to /memories/archive/b.txt")
     info = client.list_records(tags=("path:/memories/archive/b.txt",))[0]
     assert info.id == rec_id
     assert info.version == 3
@@ -499,14 +541,18 @@ def test_permissions(client: MnemoClient, db: str) -> None:
         other = MnemoMemoryToolServer(other_client, scope="agent:agent-1")
         denied = "Error: Permission denied: agent-2 may not {} in scope agent:agent-1"
         # input and path checks come first; then the permission check, before anything is looked up
-        assert run(other, command="view") == bad("Error: Missing required parameter `path` for command `view`")
+        assert run(other, command="view") == bad(
+            "Error: Missing required parameter `path` for command `view`"
+        )
         assert run(other, command="view", path="/memories/../x") == bad(
             "Error: Path /memories/../x would escape /memories directory"
         )
         assert run(other, command="view", path="/memories") == bad(denied.format("read"))
         assert run(other, command="view", path="/memories/secret.txt") == bad(denied.format("read"))
         assert run(other, command="view", path="/memories/none") == bad(denied.format("read"))
-        assert run(other, command="create", path="/memories/secret.txt", file_text="x") == bad(denied.format("write"))
+        assert run(other, command="create", path="/memories/secret.txt", file_text="x") == bad(
+            denied.format("write")
+        )
         assert run(other, command="delete", path="/memories") == bad(denied.format("forget"))
         client.grant("agent-2", "agent:agent-1", ["read"])
         assert run(other, command="view", path="/memories/secret.txt") == ok(
@@ -514,17 +560,30 @@ def test_permissions(client: MnemoClient, db: str) -> None:
         )
         for tool_input, perm in [
             ({"command": "create", "path": "/memories/n", "file_text": "x"}, "write"),
-            ({"command": "str_replace", "path": "/memories/secret.txt", "old_str": "o", "new_str": "0"}, "write"),
-            ({"command": "insert", "path": "/memories/secret.txt", "insert_line": 0, "insert_text": "x"}, "write"),
+            (
+                {"command": "str_replace", "path": "/memories/secret.txt", "old_str": "o", "new_str": "0"},
+                "write",
+            ),
+            (
+                {"command": "insert", "path": "/memories/secret.txt", "insert_line": 0, "insert_text": "x"},
+                "write",
+            ),
             ({"command": "rename", "old_path": "/memories/secret.txt", "new_path": "/memories/s2"}, "write"),
             ({"command": "delete", "path": "/memories/secret.txt"}, "forget"),
         ]:
             assert other.execute(tool_input) == bad(denied.format(perm))
         client.grant("agent-2", "agent:agent-1", ["write"])
-        assert run(other, command="insert", path="/memories/secret.txt", insert_line=0, insert_text="hi").is_error is False
+        assert (
+            run(
+                other, command="insert", path="/memories/secret.txt", insert_line=0, insert_text="hi"
+            ).is_error
+            is False
+        )
         assert run(other, command="delete", path="/memories/secret.txt") == bad(denied.format("forget"))
         client.grant("agent-2", "agent:agent-1", ["forget"])
-        assert run(other, command="delete", path="/memories/secret.txt") == ok("Successfully deleted /memories/secret.txt")
+        assert run(other, command="delete", path="/memories/secret.txt") == ok(
+            "Successfully deleted /memories/secret.txt"
+        )
 
 
 def test_readonly_client_views(client: MnemoClient, db: str) -> None:
@@ -532,7 +591,9 @@ def test_readonly_client_views(client: MnemoClient, db: str) -> None:
     client.close()
     with MnemoClient(db, "agent-1", readonly=True) as ro:
         server = MnemoMemoryToolServer(ro)
-        assert run(server, command="view", path="/memories/a") == ok(FILE_HEADER.format("/memories/a") + "\n     1\tx")
+        assert run(server, command="view", path="/memories/a") == ok(
+            FILE_HEADER.format("/memories/a") + "\n     1\tx"
+        )
         assert run(server, command="create", path="/memories/b", file_text="x") == bad(
             "Error: The memory store is read-only"
         )
@@ -569,7 +630,9 @@ WORKER = textwrap.dedent(
 )
 
 
-def test_two_processes_never_lose_an_update(client: MnemoClient, server: MnemoMemoryToolServer, db: str) -> None:
+def test_two_processes_never_lose_an_update(
+    client: MnemoClient, server: MnemoMemoryToolServer, db: str
+) -> None:
     run(server, command="create", path="/memories/shared.txt", file_text="counter\n")
     root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}

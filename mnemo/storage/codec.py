@@ -93,7 +93,7 @@ def decode_entry(raw: bytes) -> Entry:
 
 def pack_record_fields(content: str | bytes, tags: Any, metadata: dict[str, Any]) -> bytes:
     """The `packed` bytes a put's digest commits to: msgpack([content, sorted tags, sorted metadata])."""
-    return packb([content, sorted(tags), metadata])
+    return msgpack.packb([content, sorted(tags), canonical(metadata) if metadata else {}], use_bin_type=True)
 
 
 def payload_digest(salt: bytes, packed: bytes) -> bytes:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..acl import Acl
-from ..errors import Closed, DurabilityError, IntegrityError, MnemoError, NotFound, ReadOnly
+from ..errors import Closed, DurabilityError, IntegrityError, LockTimeout, MnemoError, NotFound, ReadOnly
 from . import snapshot as snap
 from .codec import ZERO_HASH, Entry, decode_put_payload, encode_entry, make_entry
 from .framing import (
@@ -25,8 +25,8 @@ from .framing import (
     SLOT_CRC,
     Frame,
     FrameError,
-    Slot,
     HeaderError,
+    Slot,
     decode_file_header,
     encode_file_header,
     encode_frame,
@@ -313,7 +313,7 @@ class Store:
     ) -> list[Rec]:
         index = self.index
         items: list[tuple[Entry, int, int, tuple[str, ...]]] = []
-        for entry, slot in zip(frame.entries, frame.slots):
+        for entry, slot in zip(frame.entries, frame.slots, strict=True):
             if entry.seq != index.head_seq + 1 + len(items) or entry.prev != (
                 items[-1][0].hash if items else index.head_hash
             ):
@@ -396,7 +396,7 @@ class Store:
                 forgotten = self.index.forgotten
                 for frame, buf, pos in iter_frames(self.fd, HEADER_SIZE, self.end):
                     items: list[tuple[bytes, bytes | None]] = []
-                    for entry, slot in zip(frame.entries, frame.slots):
+                    for entry, slot in zip(frame.entries, frame.slots, strict=True):
                         payload = None
                         if slot.state == "ok" and not (entry.op == "put" and entry.body["id"] in forgotten):
                             start = pos + (slot.offset - frame.offset) + SLOT_CRC.size
@@ -475,7 +475,9 @@ class Store:
             return
         self.check_writable()
         assert self.lock is not None
-        with self._mutex:
+        if not self._mutex.acquire(timeout=self.lock_timeout):
+            raise LockTimeout(f"another thread held the writer lock for over {self.lock_timeout} s")
+        try:
             self.lock.acquire(self.lock_timeout)
             end = 0
             try:
@@ -491,6 +493,8 @@ class Store:
                     end = self._commit(batch)
             finally:
                 self.lock.release()
+        finally:
+            self._mutex.release()
         if end and self.durability == "fsync":
             self._sync_upto(end)
 
@@ -511,7 +515,7 @@ class Store:
                 self._fail(exc, offset)
                 raise
             dropped: list[Rec] = []
-            for staged, (slot_pos, slot_len) in zip(batch.staged, slots):
+            for staged, (slot_pos, slot_len) in zip(batch.staged, slots, strict=True):
                 dropped.extend(apply_entry(self.index, staged.entry, offset + slot_pos, slot_len, staged.tags))
                 self.index.head_seq, self.index.head_hash = staged.entry.seq, staged.entry.hash
                 self.index.entries += 1

@@ -124,7 +124,7 @@ def frame_length(buf: bytes | memoryview, pos: int, offset: int) -> int:
     magic, count, _first, elen, plen = FRAME_HEADER.unpack_from(buf, pos)
     if magic != FRAME_MAGIC:
         raise FrameError("bad", f"bad frame magic at offset {offset}", offset)
-    total = FRAME_OVERHEAD + elen + plen
+    total: int = FRAME_OVERHEAD + elen + plen
     if count == 0 or total > MAX_FRAME or elen < count * ENTRY_HEADER.size:
         raise FrameError("bad", f"impossible frame lengths at offset {offset}", offset)
     return total

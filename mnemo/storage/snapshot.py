@@ -24,7 +24,7 @@ def _seal(magic: bytes, body: bytes) -> bytes:
 def _unseal(magic: bytes, data: bytes) -> bytes | None:
     if len(data) < len(magic) + 32 or data[: len(magic)] != magic:
         return None
-    if not hashlib.sha256(data[:-32]).digest() == data[-32:]:
+    if hashlib.sha256(data[:-32]).digest() != data[-32:]:
         return None
     return data[len(magic) : -32]
 

@@ -40,7 +40,7 @@ class PathError(Exception):
 
 
 def check_root(root: str) -> str:
-    """Validate a configured root (`/memories`, `/notes/agent-1`, ...) and return it without a trailing `/`."""
+    """Validate a configured root (`/memories`, `/notes/agent-1`, ...); return it without a trailing `/`."""
     if not isinstance(root, str):
         raise ValueError("root must be a string")
     stripped = root.rstrip("/")

@@ -482,7 +482,9 @@ class MnemoMemoryToolServer:
             self._client.check_permission(perm, self._scope)
         except PermissionDenied:
             agent = self._client.agent_id
-            raise _Refusal(f"Error: Permission denied: {agent} may not {perm} in scope {self._scope}") from None
+            raise _Refusal(
+                f"Error: Permission denied: {agent} may not {perm} in scope {self._scope}"
+            ) from None
 
     def _transaction(self, writes: bool) -> AbstractContextManager[object]:
         if not writes and getattr(self._client, "readonly", False):
@@ -493,7 +495,8 @@ class MnemoMemoryToolServer:
         size = len(content.encode("utf-8"))
         if size > self._max_file_bytes:
             raise _Refusal(
-                f"Error: File {sent_path} would be {size} bytes, over the limit of {self._max_file_bytes} bytes"
+                f"Error: File {sent_path} would be {size} bytes, "
+                f"over the limit of {self._max_file_bytes} bytes"
             )
 
     def _dispatch(self, command: str, fields: dict[str, Any]) -> CommandResult:
@@ -628,5 +631,7 @@ class MnemoMemoryToolServer:
             if blocker is not None:
                 raise _Refusal(f"Error: Cannot create {new_path}: {blocker} is a file")
             for info, target in moves:
-                self._client.update(info.id, tags=self._retag(info.tags, target), expected_version=info.version)
+                self._client.update(
+                    info.id, tags=self._retag(info.tags, target), expected_version=info.version
+                )
         return CommandResult(f"Successfully renamed {old_path} to {new_path}")

@@ -1,0 +1,131 @@
+"""`mnemo demo` (scripted, offline) and `mnemo chat` (real SDK tool runner, here against a scripted API)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mnemo import MnemoClient
+from mnemo.demo import run_chat, run_demo
+
+
+def test_demo_transcript_chain_check_and_audit(tmp_path: Path) -> None:
+    out = io.StringIO()
+    assert run_demo(out, db_dir=str(tmp_path)) == 0
+    text = out.getvalue()
+    for expected in [
+        "User: Hi! I'm Ana.",
+        "  > memory.view /memories\n",
+        "  = File created successfully at: /memories/trips/lisbon.md\n",
+        "  = The file /memories/trips/lisbon.md has been edited.\n",
+        "  ! Error: Path /memories/../../etc/passwd would escape /memories directory\n",
+        "  = Successfully deleted /memories/trips\n",
+        "  = Successfully renamed /memories/user to /memories/people/ana\n",
+        "Claude: Done: the trip is forgotten",
+        "Bytes of the forgotten trip ('Lisbon') left in the database files: 0\n",
+        "Chain check: OK: ",
+        "0 problems\n",
+        "Audit export (JSON Lines, ",
+    ]:
+        assert expected in text, expected
+    audit_lines = [
+        line.strip() for line in text.split("Audit export")[1].splitlines()[1:] if line.strip() != "..."
+    ]
+    assert len(audit_lines) == 4
+    entries = [json.loads(line) for line in audit_lines]
+    assert entries[0]["op"] == "genesis"
+    assert {"seq", "ts", "op", "agent", "prev", "hash", "entry", "body"} <= set(entries[-1])
+    assert all("payload" not in entry for entry in entries)  # exported without content
+    with MnemoClient(str(tmp_path / "demo.mnemo.db"), "demo-agent", readonly=True) as client:
+        paths = [t for info in client.list_records() for t in info.tags if t.startswith("path:")]
+        assert paths == ["path:/memories/people/ana/profile.md"]
+        assert client.verify().ok
+    again = io.StringIO()
+    assert run_demo(again, db_dir=str(tmp_path)) == 2
+    assert "already exists" in again.getvalue()
+
+
+def test_demo_in_a_temporary_directory() -> None:
+    out = io.StringIO()
+    assert run_demo(out) == 0
+    database = out.getvalue().split("database: ")[1].split()[0]
+    assert not Path(database).exists()
+
+
+def test_chat_without_a_key_says_what_is_missing() -> None:
+    out = io.StringIO()
+    assert run_chat(out, io.StringIO("hello\n"), environ={}) == 2
+    assert out.getvalue() == (
+        "mnemo chat needs an Anthropic API key: set ANTHROPIC_API_KEY in the environment "
+        "(for an offline run, try `mnemo demo`).\n"
+    )
+
+
+def test_chat_through_the_tool_runner(tmp_path: Path) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    httpx2 = pytest.importorskip("httpx2")
+    replies: list[dict[str, Any]] = [
+        {
+            "type": "tool_use",
+            "id": "toolu_1",
+            "name": "memory",
+            "input": {"command": "view", "path": "/memories"},
+        },
+        {
+            "type": "tool_use",
+            "id": "toolu_2",
+            "name": "memory",
+            "input": {"command": "create", "path": "/memories/likes.md", "file_text": "tea\n"},
+        },
+        {"type": "text", "text": "I'll remember that you like tea."},
+        {"type": "text", "text": "Goodbye!"},
+    ]
+    requests: list[dict[str, Any]] = []
+
+    def api(request: Any) -> Any:
+        requests.append(json.loads(request.content))
+        block = replies[len(requests) - 1]
+        return httpx2.Response(
+            200,
+            json={
+                "id": f"msg_{len(requests)}",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-test",
+                "content": [block],
+                "stop_reason": "tool_use" if block["type"] == "tool_use" else "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+            },
+        )
+
+    def make_client() -> Any:
+        return anthropic.Anthropic(
+            api_key="sk-test", max_retries=0, http_client=httpx2.Client(transport=httpx2.MockTransport(api))
+        )
+
+    out = io.StringIO()
+    db = str(tmp_path / "chat.mnemo.db")
+    code = run_chat(
+        out,
+        io.StringIO("I like tea.\nbye\n\n"),
+        db_path=db,
+        model="claude-test",
+        environ={},
+        make_client=make_client,
+    )
+    assert code == 0, out.getvalue()
+    text = out.getvalue()
+    assert (
+        "  > memory.create /memories/likes.md\n  = File created successfully at: /memories/likes.md\n" in text
+    )
+    assert "claude: I'll remember that you like tea.\n" in text
+    assert "claude: Goodbye!\n" in text
+    assert requests[0]["model"] == "claude-test"
+    assert requests[0]["tools"] == [{"type": "memory_20250818", "name": "memory"}]
+    with MnemoClient(db, "chat", readonly=True) as client:
+        assert [r.content for r in client.query(tags=("path:/memories/likes.md",))] == ["tea\n"]
