@@ -12,6 +12,7 @@ written file. Measured:
   then renaming and deleting the whole directory (one atomic commit each in Mnemo).
 
 Usage: python benchmarks/bench_memory_tool.py [--quick] [--json FILE] [--dir DIR]
+(results go to benchmarks/results/bench_memory_tool.json by default)
 """
 
 from __future__ import annotations
@@ -112,9 +113,7 @@ class Workload:
         self.counters[path] = n + 1
 
     def op_insert(self) -> None:
-        self.call(
-            {"command": "insert", "path": self.pick(), "insert_line": 1, "insert_text": "- inserted line"}
-        )
+        self.call({"command": "insert", "path": self.pick(), "insert_line": 1, "insert_text": "- inserted line"})
 
     def op_rename(self) -> None:
         index = self.rng.randrange(len(self.files))
@@ -253,11 +252,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", type=int, default=200, help="measured calls per command (default 200)")
     parser.add_argument("--seed-files", type=int, default=200, help="files in the working set (default 200)")
     parser.add_argument("--mixed-ops", type=int, default=1000, help="operations in the mixed workload")
-    parser.add_argument(
-        "--big-dir", type=int, default=10_000, help="files in the big directory (default 10000)"
-    )
+    parser.add_argument("--big-dir", type=int, default=10_000, help="files in the big directory (default 10000)")
     parser.add_argument("--quick", action="store_true", help="a smoke run with tiny sizes")
-    parser.add_argument("--json", default="bench_memory_tool.json", help="where to write the results")
+    parser.add_argument(
+        "--json",
+        default=str(Path(__file__).resolve().parent / "results" / "bench_memory_tool.json"),
+        help="where to write the results (default: benchmarks/results/bench_memory_tool.json)",
+    )
     parser.add_argument("--dir", default=None, help="work directory (default: a fresh temporary one)")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
@@ -294,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(table(results))
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2)
         f.write("\n")

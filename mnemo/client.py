@@ -320,7 +320,13 @@ class MnemoClient:
     def permissions(self, agent_id: str | None = None) -> dict[str, tuple[str, ...]]:
         """Every scope pattern the agent (default: this one) holds permissions on, and which."""
         self._store.refresh()
-        return self._acl().effective(self.agent_id if agent_id is None else check_name(agent_id, "agent_id"))
+        acl = self._acl()
+        if agent_id is not None and agent_id != self.agent_id:
+            check_name(agent_id, "agent_id")
+            if not acl.allows(self.agent_id, "admin", "*"):
+                raise PermissionDenied(f"{self.agent_id} may not see another agent's permissions: it needs admin on *")
+            return acl.effective(agent_id)
+        return acl.effective(self.agent_id)
 
     @staticmethod
     def _check_perms(perms: Iterable[str]) -> list[str]:
@@ -466,10 +472,11 @@ class MnemoClient:
     def export_audit(
         self, dest: str | os.PathLike[str] | IO[str], since: int = 0, include_content: bool = False
     ) -> int:
-        """Write the chain as JSON Lines (DESIGN.md §7). Content needs admin on `*`: it spans every scope."""
+        """Write the chain as JSON Lines (DESIGN.md §7). Needs admin on `*`: the chain names the ids and
+        scopes of every record, readable by the caller or not."""
         self._store.refresh()
-        if include_content and not self._acl().allows(self.agent_id, "admin", "*"):
-            raise PermissionDenied(f"{self.agent_id} may not export content: it needs admin on *")
+        if not self._acl().allows(self.agent_id, "admin", "*"):
+            raise PermissionDenied(f"{self.agent_id} may not export the audit trail: it needs admin on *")
         from .audit import export_audit
 
         return export_audit(self.path, dest, since=since, include_content=include_content)
@@ -508,6 +515,13 @@ class MnemoClient:
             raise Closed("the client is closed")
         store.refresh()
         index = store.index
+        with store._index_lock:
+            # Counts cover only what this agent may read, so they do not reveal other scopes.
+            visible = list(index.records.values())
+            if not index.acl.allows(self.agent_id, "admin", "*"):
+                visible = self._select(index, (), (), None, None, None)
+            versions = sum(len(r.versions) for r in visible)
+            tags = len({t for r in visible for t in r.tags})
         return {
             "path": store.path,
             "db_id": store.db_id.hex(),
@@ -515,10 +529,9 @@ class MnemoClient:
             "entries": index.entries,
             "head_seq": index.head_seq,
             "head_hash": index.head_hash.hex(),
-            "records": len(index.records),
-            "versions": sum(len(r.versions) for r in index.records.values()),
-            "forgotten": len(index.forgotten),
-            "tags": len(index.by_tag),
+            "records": len(visible),
+            "versions": versions,
+            "tags": tags,
             "log_bytes": store.end,
             "durability": store.durability,
             "readonly": store.readonly,

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_CHAT_MODEL", "run_chat", "run_demo"]
 
-DEFAULT_CHAT_MODEL = "claude-sonnet-4-5"
+DEFAULT_CHAT_MODEL = "claude-sonnet-5-5"
 DEMO_AGENT = "demo-agent"
 _WIDTH = 100
 
@@ -57,8 +57,7 @@ def _session_one() -> list[_Turn]:
                     "file_text": "# Trip: Lisbon\n- when: May\n- travelling: alone\n",
                 },
             ],
-            reply="Nice to meet you, Ana! I've noted your preferences "
-            "and started a page for the Lisbon trip.",
+            reply="Nice to meet you, Ana! I've noted your preferences and started a page for the Lisbon trip.",
         ),
         _Turn(
             user="Change of plan: it's June now, and my sister is coming along.",
@@ -100,8 +99,7 @@ def _session_two() -> list[_Turn]:
             "(A stray path outside /memories was refused.)",
         ),
         _Turn(
-            user="The trip is cancelled. Please forget everything about it, "
-            "and file my profile under people/.",
+            user="The trip is cancelled. Please forget everything about it, and file my profile under people/.",
             calls=[
                 {"command": "delete", "path": "/memories/trips"},
                 {"command": "rename", "old_path": "/memories/user", "new_path": "/memories/people/ana"},
@@ -131,9 +129,7 @@ def _indent(text: str, prefix: str = "      ") -> str:
 
 
 def _say(out: TextIO, who: str, text: str) -> None:
-    wrapped = textwrap.fill(
-        text, width=_WIDTH, initial_indent=f"{who}: ", subsequent_indent=" " * (len(who) + 2)
-    )
+    wrapped = textwrap.fill(text, width=_WIDTH, initial_indent=f"{who}: ", subsequent_indent=" " * (len(who) + 2))
     out.write(wrapped + "\n")
 
 
@@ -157,9 +153,7 @@ def _play(out: TextIO, server: MnemoMemoryToolServer, turns: list[_Turn], first_
         for call in turn.calls:
             n += 1
             out.write(f"  > {_describe_call(call)}\n")
-            block = server.handle(
-                {"type": "tool_use", "id": f"toolu_demo_{n:02d}", "name": "memory", "input": call}
-            )
+            block = server.handle({"type": "tool_use", "id": f"toolu_demo_{n:02d}", "name": "memory", "input": call})
             _show_result(out, block)
         _say(out, "Claude", turn.reply)
         out.write("\n")
@@ -290,9 +284,7 @@ def run_chat(
     history: list[BetaMessageParam] = []
     with MnemoClient(db_path, agent_id) as client:
         tool = MnemoMemoryTool(_EchoingServer(client, out))
-        out.write(
-            f"Chatting with {model}; memory in {db_path} (scope {client.home_scope}). Empty line to quit.\n"
-        )
+        out.write(f"Chatting with {model}; memory in {db_path} (scope {client.home_scope}). Empty line to quit.\n")
         while True:
             out.write("you> ")
             out.flush()

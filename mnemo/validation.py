@@ -127,13 +127,12 @@ def check_ids(ids: Any) -> list[str]:
         ids = [ids]
     if isinstance(ids, bytes) or not isinstance(ids, Iterable):
         raise InvalidInput(f"ids must be a string or a list of strings, got {type(ids).__name__}")
-    out: list[str] = []
+    out: dict[str, None] = {}  # ordered and de-duplicated in linear time
     for rec_id in ids:
         if not isinstance(rec_id, str):
             raise InvalidInput(f"a record id must be a string, got {rec_id!r}")
-        if rec_id not in out:
-            out.append(rec_id)
-    return out
+        out[rec_id] = None
+    return list(out)
 
 
 def check_optional_str(value: Any, what: str) -> str | None:

@@ -12,7 +12,7 @@ from typing import Any
 import hypothesis.strategies as st
 from helpers.frames import check_chain, read_entries
 from hypothesis import HealthCheck, settings
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from mnemo import MemoryRecord, MnemoClient
 from mnemo.errors import Conflict, NotFound
@@ -166,6 +166,21 @@ class StoreMachine(RuleBasedStateMachine):
 
     # -- rules ---------------------------------------------------------------------------------
 
+    @initialize(data=st.data(), n=st.integers(2, 8))
+    def seed(self, data: st.DataObject, n: int) -> None:
+        for _ in range(n):
+            self.remember_many(data, 1)
+
+    @rule(data=st.data(), n=st.integers(1, 4))
+    def remember_many(self, data: st.DataObject, n: int) -> None:
+        for _ in range(n):
+            self.remember(
+                data.draw(contents, label="content"),
+                data.draw(tag_sets, label="tags"),
+                data.draw(st.none() | metadatas, label="metadata"),
+                data.draw(st.sampled_from(SCOPES), label="scope"),
+            )
+
     @rule(content=contents, tags=tag_sets, metadata=st.none() | metadatas, scope=st.sampled_from(SCOPES))
     def remember(
         self, content: str | bytes, tags: set[str], metadata: dict[str, Any] | None, scope: str | None
@@ -235,13 +250,17 @@ class StoreMachine(RuleBasedStateMachine):
         found = {t for rid in self.model.order for t in self.model.versions[rid][-1].tags}
         return sorted(found | {"a", "zz"})
 
+    def draw_tags(self, data: st.DataObject, sizes: list[int], label: str) -> list[str]:
+        pool = self.live_tags()
+        n = min(data.draw(st.sampled_from(sizes), label=f"{label} count"), len(pool))
+        return data.draw(st.lists(st.sampled_from(pool), min_size=n, max_size=n, unique=True), label=label)
+
     @rule(data=st.data(), mode=st.sampled_from(["tag", "tags", "prefix", "both"]))
     def forget_where(self, data: st.DataObject, mode: str) -> None:
         tags: list[str] = []
         prefix = None
         if mode != "prefix":
-            tags = data.draw(st.lists(st.sampled_from(self.live_tags()), min_size=1, max_size=1 + (mode == "tags"),
-                                      unique=True), label="tags")
+            tags = self.draw_tags(data, [2] if mode == "tags" else [1], "tags")
         if mode in ("prefix", "both"):
             prefix = data.draw(st.sampled_from(PREFIXES[:-1]), label="prefix")
         victims = self.model.select(tags=tuple(tags), tag_prefix=prefix)
@@ -255,8 +274,8 @@ class StoreMachine(RuleBasedStateMachine):
         limit=st.none() | st.integers(0, 4),
     )
     def query(self, data: st.DataObject, prefix: str | None, scope: str | None, limit: int | None) -> None:
-        tags = data.draw(st.lists(st.sampled_from(self.live_tags()), max_size=2, unique=True), label="tags")
-        any_tags = data.draw(st.lists(st.sampled_from(self.live_tags()), max_size=3, unique=True), label="any")
+        tags = self.draw_tags(data, [0, 0, 1, 1, 2], "tags")
+        any_tags = self.draw_tags(data, [0, 0, 1, 2, 3], "any_tags")
         kwargs: dict[str, Any] = {"tags": tags, "any_tags": any_tags, "tag_prefix": prefix}
         kwargs.update(scope=scope, limit=limit)
         expected = self.model.select(tuple(tags), tuple(any_tags), prefix, scope, limit)

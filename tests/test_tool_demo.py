@@ -32,9 +32,7 @@ def test_demo_transcript_chain_check_and_audit(tmp_path: Path) -> None:
         "Audit export (JSON Lines, ",
     ]:
         assert expected in text, expected
-    audit_lines = [
-        line.strip() for line in text.split("Audit export")[1].splitlines()[1:] if line.strip() != "..."
-    ]
+    audit_lines = [line.strip() for line in text.split("Audit export")[1].splitlines()[1:] if line.strip() != "..."]
     assert len(audit_lines) == 4
     entries = [json.loads(line) for line in audit_lines]
     assert entries[0]["op"] == "genesis"
@@ -120,9 +118,7 @@ def test_chat_through_the_tool_runner(tmp_path: Path) -> None:
     )
     assert code == 0, out.getvalue()
     text = out.getvalue()
-    assert (
-        "  > memory.create /memories/likes.md\n  = File created successfully at: /memories/likes.md\n" in text
-    )
+    assert "  > memory.create /memories/likes.md\n  = File created successfully at: /memories/likes.md\n" in text
     assert "claude: I'll remember that you like tea.\n" in text
     assert "claude: Goodbye!\n" in text
     assert requests[0]["model"] == "claude-test"

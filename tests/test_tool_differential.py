@@ -148,9 +148,7 @@ def missing_path_wording(command: dict[str, Any], text: str, target_is_dir: bool
     return text
 
 
-_REF_HEADER = re.compile(
-    r"^(Here're the files and directories up to 2 levels deep in .*), excluding hidden items:$"
-)
+_REF_HEADER = re.compile(r"^(Here're the files and directories up to 2 levels deep in .*), excluding hidden items:$")
 _OUR_HEADER = re.compile(
     r"^(Here're the files and directories up to 2 levels deep in .*), "
     r"excluding hidden items and node_modules:$"
@@ -189,9 +187,7 @@ def normalise_listing(text: str, ours: bool) -> str:
 def truncated_view(ours: Outcome, ref: Outcome) -> tuple[Outcome, Outcome]:
     """§9 long files: Mnemo shows lines 1..k and a note; the reference shows every line."""
     lines = ours.text.split("\n")
-    match = re.fullmatch(
-        r"\.\.\. \(showing lines 1-(\d+) of (\d+); use view_range to see the rest\)", lines[-1]
-    )
+    match = re.fullmatch(r"\.\.\. \(showing lines 1-(\d+) of (\d+); use view_range to see the rest\)", lines[-1])
     if ours.is_error or match is None:
         return ours, ref
     k, n = int(match.group(1)), int(match.group(2))
@@ -295,11 +291,7 @@ class Pair:
             assert ours == Outcome(refused, True)
             return
         name = command["command"]
-        if (
-            name == "str_replace"
-            and command["old_str"] == ""
-            and ours.text == "Error: `old_str` must not be empty"
-        ):
+        if name == "str_replace" and command["old_str"] == "" and ours.text == "Error: `old_str` must not be empty":
             return
         if name == "view" and ours.text.startswith("Error: Invalid `view_range`"):
             assert command["view_range"][1] < -1
@@ -347,9 +339,7 @@ class Pair:
 
         ours, ref = truncated_view(ours, ref)
         ours = strip_error_prefix(ours)
-        ours = Outcome(
-            missing_path_wording(command, insert_range_wording(ours.text), target_is_dir), ours.is_error
-        )
+        ours = Outcome(missing_path_wording(command, insert_range_wording(ours.text), target_is_dir), ours.is_error)
         if name == "view" and not ours.is_error:
             ours = Outcome(normalise_listing(ours.text, ours=True), False)
             ref = Outcome(normalise_listing(ref.text, ours=False), ref.is_error)

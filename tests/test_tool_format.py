@@ -196,15 +196,11 @@ def test_format_size_matches_reference() -> None:
 
 # -- directory views ---------------------------------------------------------------------------------
 
-HEADER = (
-    "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
-)
+HEADER = "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
 
 
 def test_directory_view_empty_root() -> None:
-    assert (
-        format_directory_view("/memories", "/memories", []) == HEADER.format("/memories") + "\n0B\t/memories"
-    )
+    assert format_directory_view("/memories", "/memories", []) == HEADER.format("/memories") + "\n0B\t/memories"
 
 
 def test_directory_view_two_levels_sorted_hidden_and_sizes() -> None:
@@ -270,10 +266,7 @@ def test_file_view_basic_and_trailing_newline() -> None:
 
 def test_file_view_empty_file_and_cr() -> None:
     assert format_file_view("/m/a", "", None, 16000).text == FILE_HEADER.format("/m/a") + "     1\t"
-    assert (
-        format_file_view("/m/a", "x\r\ny", None, 100).text
-        == FILE_HEADER.format("/m/a") + "     1\tx\r\n     2\ty"
-    )
+    assert format_file_view("/m/a", "x\r\ny", None, 100).text == FILE_HEADER.format("/m/a") + "     1\tx\r\n     2\ty"
 
 
 @pytest.mark.parametrize(
@@ -408,6 +401,4 @@ def test_snippet_agrees_with_reference_formula(old: str) -> None:
         pytest.skip("not unique")
     pos = content.find(old)
     new_content = content.replace(old, "NEW\nLINE")
-    assert replace_snippet(new_content, content.count("\n", 0, pos)) == _reference_snippet(
-        content, old, "NEW\nLINE"
-    )
+    assert replace_snippet(new_content, content.count("\n", 0, pos)) == _reference_snippet(content, old, "NEW\nLINE")

@@ -28,9 +28,7 @@ from anthropic.types.beta import (  # noqa: E402
 
 from mnemo.tools.anthropic import AsyncMnemoMemoryTool, MnemoMemoryTool  # noqa: E402
 
-ROOT_HEADER = (
-    "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
-)
+ROOT_HEADER = "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
 REPO = str(Path(__file__).resolve().parents[1])
 
 
@@ -49,7 +47,7 @@ def assistant(n: int, content: list[dict[str, Any]], stop_reason: str = "tool_us
         "id": f"msg_{n:02d}",
         "type": "message",
         "role": "assistant",
-        "model": "claude-sonnet-4-5",
+        "model": "claude-sonnet-5-5",
         "content": content,
         "stop_reason": stop_reason,
         "stop_sequence": None,
@@ -100,9 +98,7 @@ SCRIPT: list[dict[str, Any]] = [
     assistant(
         4,
         [
-            tool_use(
-                "toolu_07", command="rename", old_path="/memories/user", new_path="/memories/people/ana"
-            ),
+            tool_use("toolu_07", command="rename", old_path="/memories/user", new_path="/memories/people/ana"),
             tool_use("toolu_08", command="view", path="/memories/"),
             tool_use("toolu_09", command="view", path="/memories/user/preferences.md"),
         ],
@@ -224,7 +220,7 @@ def test_tool_runner_conversation(client: MnemoClient) -> None:
     )
     tool = MnemoMemoryTool(MnemoMemoryToolServer(client))
     runner = sdk.beta.messages.tool_runner(
-        model="claude-sonnet-4-5",
+        model="claude-sonnet-5-5",
         max_tokens=1024,
         messages=[{"role": "user", "content": "I like my coffee black. Remember that."}],
         tools=[tool],
@@ -242,7 +238,7 @@ def test_async_tool_runner_conversation(client: MnemoClient) -> None:
             http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api)),
         )
         runner = sdk.beta.messages.tool_runner(
-            model="claude-sonnet-4-5",
+            model="claude-sonnet-5-5",
             max_tokens=1024,
             messages=[{"role": "user", "content": "I like my coffee black. Remember that."}],
             tools=[AsyncMnemoMemoryTool(client)],
@@ -271,9 +267,7 @@ def test_adapter_calls_and_errors(client: MnemoClient) -> None:
         "Here's the content of /memories/a.md with line numbers:\n     1\tx"
     )
     with pytest.raises(ToolError) as info:
-        tool.execute(
-            BetaMemoryTool20250818CreateCommand(command="create", path="/memories/a.md", file_text="y")
-        )
+        tool.execute(BetaMemoryTool20250818CreateCommand(command="create", path="/memories/a.md", file_text="y"))
     assert info.value.content == "Error: File /memories/a.md already exists"
     for bad_input, text in [
         (

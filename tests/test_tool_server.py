@@ -13,14 +13,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mnemo import MnemoClient
 from mnemo.errors import InvalidInput, LockTimeout, NotFound
 from mnemo.tools import CommandResult, MnemoMemoryToolServer
 
-ROOT_HEADER = (
-    "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
-)
+ROOT_HEADER = "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
 FILE_HEADER = "Here's the content of {} with line numbers:"
 MISSING = "The path {} does not exist. Please provide a valid path."
 EDITED = "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n"
@@ -70,9 +70,7 @@ def count_frames(db_path: str) -> int:
 
 
 def tagged_paths(client: MnemoClient) -> list[str]:
-    return sorted(
-        t[5:] for i in client.list_records(tags=("memorytool",)) for t in i.tags if t.startswith("path:")
-    )
+    return sorted(t[5:] for i in client.list_records(tags=("memorytool",)) for t in i.tags if t.startswith("path:"))
 
 
 # -- definition and result blocks ----------------------------------------------------------------------
@@ -260,9 +258,7 @@ def test_create(client: MnemoClient, server: MnemoMemoryToolServer) -> None:
     assert run(server, command="create", path="/memories/a/", file_text="x") == bad(
         "Error: File /memories/a/ already exists"
     )
-    assert run(server, command="create", path="/memories", file_text="x") == bad(
-        "Error: File /memories already exists"
-    )
+    assert run(server, command="create", path="/memories", file_text="x") == bad("Error: File /memories already exists")
     assert run(server, command="create", path="/memories/a/b.txt/c/d", file_text="x") == bad(
         "Error: Cannot create /memories/a/b.txt/c/d: /memories/a/b.txt is a file"
     )
@@ -281,9 +277,7 @@ def test_create_size_limit_and_overwrite(client: MnemoClient) -> None:
         "File created successfully at: /memories/a"
     )
     assert [r.content for r in server.history("/memories/a")] == ["v1", "v2"]
-    assert run(server, command="create", path="/memories", file_text="x") == bad(
-        "Error: File /memories already exists"
-    )
+    assert run(server, command="create", path="/memories", file_text="x") == bad("Error: File /memories already exists")
     run(server, command="create", path="/memories/d/e", file_text="x")
     assert run(server, command="create", path="/memories/d", file_text="x") == bad(
         "Error: File /memories/d already exists"
@@ -321,9 +315,9 @@ def test_str_replace(client: MnemoClient, server: MnemoMemoryToolServer) -> None
         "No replacement was performed. Multiple occurrences of old_str `ta\n` in lines: 2, 4, 6, 7. "
         "Please ensure it is unique"
     )
-    assert run(
-        server, command="str_replace", path="/memories/s.txt", old_str="gamma", new_str="GAMMA\nG2"
-    ) == ok(EDITED + "     1\talpha\n     2\tbeta\n     3\tGAMMA\n     4\tG2\n     5\tdelta")
+    assert run(server, command="str_replace", path="/memories/s.txt", old_str="gamma", new_str="GAMMA\nG2") == ok(
+        EDITED + "     1\talpha\n     2\tbeta\n     3\tGAMMA\n     4\tG2\n     5\tdelta"
+    )
     # new_str omitted deletes old_str
     assert run(server, command="str_replace", path="/memories/s.txt", old_str="zeta\n") == ok(
         EDITED + "     5\tdelta\n     6\tepsilon\n     7\teta\n     8\t"
@@ -358,12 +352,10 @@ def test_insert(client: MnemoClient, server: MnemoMemoryToolServer) -> None:
         "Error: The path /memories/d does not exist"
     )
     assert run(server, command="insert", path="/memories/i.txt", insert_line=3, insert_text="x") == bad(
-        "Error: Invalid `insert_line` parameter: 3. "
-        "It should be within the range of lines of the file: [0, 2]"
+        "Error: Invalid `insert_line` parameter: 3. It should be within the range of lines of the file: [0, 2]"
     )
     assert run(server, command="insert", path="/memories/i.txt", insert_line=-1, insert_text="x") == bad(
-        "Error: Invalid `insert_line` parameter: -1. "
-        "It should be within the range of lines of the file: [0, 2]"
+        "Error: Invalid `insert_line` parameter: -1. It should be within the range of lines of the file: [0, 2]"
     )
     assert run(server, command="insert", path="/memories/i.txt", insert_line=1, insert_text="mid\n") == ok(
         "The file /memories/i.txt has been edited."
@@ -374,8 +366,7 @@ def test_insert(client: MnemoClient, server: MnemoMemoryToolServer) -> None:
     assert client.query(tags=("path:/memories/i.txt",))[0].content == "one\nmid\ntwo\n"
     assert client.query(tags=("path:/memories/d/x",))[0].content == "first\n"
     assert run(server, command="insert", path="/memories/d/x", insert_line=2, insert_text="x") == bad(
-        "Error: Invalid `insert_line` parameter: 2. "
-        "It should be within the range of lines of the file: [0, 1]"
+        "Error: Invalid `insert_line` parameter: 2. It should be within the range of lines of the file: [0, 1]"
     )
 
 
@@ -384,12 +375,8 @@ def test_insert(client: MnemoClient, server: MnemoMemoryToolServer) -> None:
 
 def test_delete(client: MnemoClient, server: MnemoMemoryToolServer, db: str) -> None:
     for path in ["/memories", "/memories/", "/memories/.", "/memories//./"]:
-        assert run(server, command="delete", path=path) == bad(
-            "Error: Cannot delete the /memories directory itself"
-        )
-    assert run(server, command="delete", path="/memories/none") == bad(
-        "Error: The path /memories/none does not exist"
-    )
+        assert run(server, command="delete", path=path) == bad("Error: Cannot delete the /memories directory itself")
+    assert run(server, command="delete", path="/memories/none") == bad("Error: The path /memories/none does not exist")
     marker = "ERASE-ME-7f3a9c"
     run(server, command="create", path="/memories/keep", file_text="kept")
     run(server, command="create", path="/memories/f", file_text=marker + " file")
@@ -422,27 +409,15 @@ def test_rename_errors_in_order(client: MnemoClient, server: MnemoMemoryToolServ
         return run(server, command="rename", old_path=old, new_path=new)
 
     assert rename("/memories", "/memories/z") == bad("Error: Cannot rename the /memories directory itself")
-    assert rename("/memories/", "/memories/a.txt") == bad(
-        "Error: Cannot rename the /memories directory itself"
-    )
-    assert rename("/memories/a.txt", "/memories/d") == bad(
-        "Error: The destination /memories/d already exists"
-    )
-    assert rename("/memories/d", "/memories/a.txt") == bad(
-        "Error: The destination /memories/a.txt already exists"
-    )
+    assert rename("/memories/", "/memories/a.txt") == bad("Error: Cannot rename the /memories directory itself")
+    assert rename("/memories/a.txt", "/memories/d") == bad("Error: The destination /memories/d already exists")
+    assert rename("/memories/d", "/memories/a.txt") == bad("Error: The destination /memories/a.txt already exists")
     assert rename("/memories/d", "/memories/") == bad("Error: The destination /memories/ already exists")
-    assert rename("/memories/d", "/memories/d/e") == bad(
-        "Error: The destination /memories/d/e already exists"
-    )
-    assert rename("/memories/none", "/memories/a.txt") == bad(
-        "Error: The destination /memories/a.txt already exists"
-    )
+    assert rename("/memories/d", "/memories/d/e") == bad("Error: The destination /memories/d/e already exists")
+    assert rename("/memories/none", "/memories/a.txt") == bad("Error: The destination /memories/a.txt already exists")
     assert rename("/memories/none", "/memories/new") == bad("Error: The path /memories/none does not exist")
     assert rename("/memories/d", "/memories/d/f/g") == bad("Error: Cannot move /memories/d into itself")
-    assert rename("/memories/a.txt", "/memories/a.txt/b") == bad(
-        "Error: Cannot move /memories/a.txt into itself"
-    )
+    assert rename("/memories/a.txt", "/memories/a.txt/b") == bad("Error: Cannot move /memories/a.txt into itself")
     assert rename("/memories/d", "/memories/a.txt/d") == bad(
         "Error: Cannot create /memories/a.txt/d: /memories/a.txt is a file"
     )
@@ -456,9 +431,9 @@ def test_rename_file_keeps_id_and_history(client: MnemoClient, server: MnemoMemo
     run(server, command="create", path="/memories/a.txt", file_text="v1")
     run(server, command="str_replace", path="/memories/a.txt", old_str="v1", new_str="v2")
     rec_id = client.list_records(tags=("path:/memories/a.txt",))[0].id
-    assert run(
-        server, command="rename", old_path="/memories/a.txt", new_path="/memories/archive/b.txt"
-    ) == ok("Successfully renamed /memories/a.txt to /memories/archive/b.txt")
+    assert run(server, command="rename", old_path="/memories/a.txt", new_path="/memories/archive/b.txt") == ok(
+        "Successfully renamed /memories/a.txt to /memories/archive/b.txt"
+    )
     info = client.list_records(tags=("path:/memories/archive/b.txt",))[0]
     assert info.id == rec_id
     assert info.version == 3
@@ -541,18 +516,14 @@ def test_permissions(client: MnemoClient, db: str) -> None:
         other = MnemoMemoryToolServer(other_client, scope="agent:agent-1")
         denied = "Error: Permission denied: agent-2 may not {} in scope agent:agent-1"
         # input and path checks come first; then the permission check, before anything is looked up
-        assert run(other, command="view") == bad(
-            "Error: Missing required parameter `path` for command `view`"
-        )
+        assert run(other, command="view") == bad("Error: Missing required parameter `path` for command `view`")
         assert run(other, command="view", path="/memories/../x") == bad(
             "Error: Path /memories/../x would escape /memories directory"
         )
         assert run(other, command="view", path="/memories") == bad(denied.format("read"))
         assert run(other, command="view", path="/memories/secret.txt") == bad(denied.format("read"))
         assert run(other, command="view", path="/memories/none") == bad(denied.format("read"))
-        assert run(other, command="create", path="/memories/secret.txt", file_text="x") == bad(
-            denied.format("write")
-        )
+        assert run(other, command="create", path="/memories/secret.txt", file_text="x") == bad(denied.format("write"))
         assert run(other, command="delete", path="/memories") == bad(denied.format("forget"))
         client.grant("agent-2", "agent:agent-1", ["read"])
         assert run(other, command="view", path="/memories/secret.txt") == ok(
@@ -574,10 +545,7 @@ def test_permissions(client: MnemoClient, db: str) -> None:
             assert other.execute(tool_input) == bad(denied.format(perm))
         client.grant("agent-2", "agent:agent-1", ["write"])
         assert (
-            run(
-                other, command="insert", path="/memories/secret.txt", insert_line=0, insert_text="hi"
-            ).is_error
-            is False
+            run(other, command="insert", path="/memories/secret.txt", insert_line=0, insert_text="hi").is_error is False
         )
         assert run(other, command="delete", path="/memories/secret.txt") == bad(denied.format("forget"))
         client.grant("agent-2", "agent:agent-1", ["forget"])
@@ -591,9 +559,7 @@ def test_readonly_client_views(client: MnemoClient, db: str) -> None:
     client.close()
     with MnemoClient(db, "agent-1", readonly=True) as ro:
         server = MnemoMemoryToolServer(ro)
-        assert run(server, command="view", path="/memories/a") == ok(
-            FILE_HEADER.format("/memories/a") + "\n     1\tx"
-        )
+        assert run(server, command="view", path="/memories/a") == ok(FILE_HEADER.format("/memories/a") + "\n     1\tx")
         assert run(server, command="create", path="/memories/b", file_text="x") == bad(
             "Error: The memory store is read-only"
         )
@@ -630,9 +596,7 @@ WORKER = textwrap.dedent(
 )
 
 
-def test_two_processes_never_lose_an_update(
-    client: MnemoClient, server: MnemoMemoryToolServer, db: str
-) -> None:
+def test_two_processes_never_lose_an_update(client: MnemoClient, server: MnemoMemoryToolServer, db: str) -> None:
     run(server, command="create", path="/memories/shared.txt", file_text="counter\n")
     root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -649,3 +613,71 @@ def test_two_processes_never_lose_an_update(
     lines = content.split("\n")
     assert sorted(lines) == sorted(["", "counter"] + [f"{name}-{i}" for name in "pq" for i in range(n)])
     assert len(server.history("/memories/shared.txt")) == 1 + 4 * n
+
+
+# -- nothing the model sends crashes the server ------------------------------------------------------
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=12),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
+    max_leaves=8,
+)
+FIELD_VALUES = st.one_of(
+    JSON,
+    st.sampled_from(["/memories", "/memories/a", "/memories/a/b", "/memories/../a", "/memoriesX", "\ud800", ""]),
+    st.integers(-3, 5),
+    st.lists(st.integers(-3, 5), min_size=0, max_size=3),
+)
+FUZZ_INPUTS = st.one_of(
+    JSON,
+    st.fixed_dictionaries(
+        {"command": st.sampled_from(["view", "create", "str_replace", "insert", "delete", "rename", "x", None])},
+        optional={
+            name: FIELD_VALUES
+            for name in (
+                "path",
+                "file_text",
+                "old_str",
+                "new_str",
+                "insert_line",
+                "insert_text",
+                "view_range",
+                "old_path",
+                "new_path",
+            )
+        },
+    ),
+)
+
+
+def test_fuzzed_inputs_never_crash(client: MnemoClient, server: MnemoMemoryToolServer) -> None:
+    run(server, command="create", path="/memories/a/b", file_text="seed\n")
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(FUZZ_INPUTS)
+    def check(tool_input: Any) -> None:
+        block = server.handle({"type": "tool_use", "id": "toolu_fuzz", "name": "memory", "input": tool_input})
+        assert set(block) <= {"type", "tool_use_id", "content", "is_error"}
+        assert block["type"] == "tool_result" and block["tool_use_id"] == "toolu_fuzz"
+        assert isinstance(block["content"], str)
+        assert "Internal error" not in block["content"]
+        assert block.get("is_error", True) is True or not block["content"].startswith("Error:")
+
+    check()
+    assert client.verify().ok
+    for info in client.list_records(tags=("memorytool",)):
+        (tag,) = [t for t in info.tags if t.startswith("path:")]
+        assert tag.startswith("path:/memories/")
+        assert ".." not in tag.split("/")
+
+
+def test_handle_accepts_sdk_blocks(server: MnemoMemoryToolServer) -> None:
+    types = pytest.importorskip("anthropic.types.beta")
+    block = types.BetaToolUseBlock(
+        type="tool_use", id="toolu_sdk", name="memory", input={"command": "view", "path": "/memories"}
+    )
+    assert server.handle(block) == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_sdk",
+        "content": ROOT_HEADER.format("/memories") + "\n0B\t/memories",
+    }

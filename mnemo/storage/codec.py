@@ -6,8 +6,7 @@ Every byte this module produces is part of the contract; tests/test_chain_vector
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -36,9 +35,9 @@ def unpackb(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One decoded chain entry plus the exact bytes that were hashed."""
+class Entry(NamedTuple):
+    """One decoded chain entry plus the exact bytes that were hashed. (A NamedTuple: replay builds
+    one per entry, and tuples are several times cheaper to create than frozen dataclasses.)"""
 
     seq: int
     ts_ns: int
@@ -101,22 +100,19 @@ def payload_digest(salt: bytes, packed: bytes) -> bytes:
 
 
 def encode_put_payload(salt: bytes, packed: bytes) -> bytes:
-    return msgpack.packb({"packed": packed, "salt": salt}, use_bin_type=True)
-
-
-def encode_forget_payload(reason: str | None) -> bytes:
-    return packb({"reason": reason})
+    """A put's payload: the 16-byte salt followed by the packed fields, nothing else."""
+    return salt + packed
 
 
 def decode_put_payload(data: bytes) -> tuple[bytes, bytes]:
     """Return (salt, packed) of a put payload; raises ValueError if malformed."""
-    obj = unpackb(data)
-    if not isinstance(obj, dict):
-        raise ValueError("put payload is not a map")
-    salt, packed = obj.get("salt"), obj.get("packed")
-    if not (isinstance(salt, bytes) and len(salt) == 16 and isinstance(packed, bytes)):
-        raise ValueError("put payload lacks a 16-byte salt or packed bytes")
-    return salt, packed
+    if len(data) < 17:
+        raise ValueError("put payload is shorter than a salt and packed fields")
+    return data[:16], data[16:]
+
+
+def encode_forget_payload(reason: str | None) -> bytes:
+    return packb({"reason": reason})
 
 
 def decode_record_fields(packed: bytes) -> tuple[str | bytes, tuple[str, ...], dict[str, Any]]:

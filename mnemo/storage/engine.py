@@ -162,6 +162,9 @@ class Store:
         self._synced_end = 0
         self._dirty_snapshot = False
         self._erased_live: set[str] = set()  # puts seen with an erased slot, awaiting their forget
+        # Slots of records dropped by forgets read from the log (written by others): a writer checks
+        # they were erased, and completes the erasure if their writer crashed first.
+        self._unerased: list[tuple[int, int]] = []
         self._batch_thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.lock = None if readonly else FileLock(path + ".lock")
@@ -197,7 +200,9 @@ class Store:
         if self.lock is not None:
             self.lock.acquire(self.lock_timeout)
             try:
-                snap.remove(self.path + ".compact")  # a compaction a crash interrupted: the old log stands
+                # Leftovers of a crash: a compaction (the old log stands) and temp files that may hold tags.
+                for leftover in (".compact", ".snap.tmp", ".erase.tmp"):
+                    snap.remove(self.path + leftover)
                 self._catch_up(writer=True, opening=True)
                 if self._dirty_snapshot:
                     self._write_snapshot()
@@ -278,11 +283,11 @@ class Store:
             if size < self.end:
                 raise IntegrityError(f"{self.path}: log is shorter ({size}) than already read ({self.end})", size)
             if size == self.end:
-                if opening:
+                if opening or (writer and self._unerased):
                     self._redo_erasure([])
                 return
             journal = snap.read_erase_journal(self.erase_path) if writer else None
-            to_check: list[tuple[int, int]] = []
+            to_check = self._unerased
             try:
                 for frame, buf, pos in iter_frames(self.fd, self.end, size):
                     dropped = self._apply_frame(frame, buf, pos, frame.end == size, journal)
@@ -294,7 +299,7 @@ class Store:
                 self._torn_or_damaged(exc, size, writer)
             self._check_erased_live()
             if writer:
-                self._redo_erasure(to_check)
+                self._redo_erasure([])
 
     def _torn_or_damaged(self, exc: FrameError, size: int, writer: bool) -> None:
         if find_next_frame(self.fd, exc.offset, size) is not None:
@@ -378,6 +383,7 @@ class Store:
         self.fd = os.open(self.path, os.O_RDONLY if self.readonly else os.O_RDWR)
         self._load()
         self._synced_end = 0
+        self._unerased = []  # offsets into the old file; compaction left no forgotten payloads
         self.generation += 1
 
     # -- compaction ----------------------------------------------------------------------------------
@@ -428,12 +434,14 @@ class Store:
 
     # -- erasure -------------------------------------------------------------------------------------
     def _redo_erasure(self, candidates: list[tuple[int, int]]) -> None:
-        """Finish any erasure a crash interrupted: journal regions and forgotten slots not yet zero."""
+        """Finish any erasure a crash interrupted: the journal's regions, and slots of records that
+        forgets read from the log since we last held the lock dropped, where not yet zero."""
         journal = snap.read_erase_journal(self.erase_path)
         regions = list(journal or [])
-        for off, length in candidates:
+        for off, length in candidates + self._unerased:
             if any(read_exact(self.fd, off, length)):
                 regions.append((off, length))
+        self._unerased = []
         if regions:
             self._erase(regions)
             self.recovery.append(f"completed an interrupted erasure of {len(regions)} payload slots")
@@ -443,6 +451,7 @@ class Store:
     def _erase(self, regions: list[tuple[int, int]]) -> None:
         """Overwrite payload slots with zeros, crash-safely: journal first, zeros, fsync, drop journal."""
         snap.remove(self.snap_path)  # it holds tags of the forgotten records
+        snap.remove(self.snap_path + ".tmp")
         snap.write_erase_journal(self.erase_path, self.db_id, regions)
         for off, length in regions:
             write_all(self.fd, bytes(length), off)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .codec import Entry, EntryDecodeError, decode_entry
 
@@ -83,8 +83,7 @@ def encode_frame_slots(
     return head + section + slots + TRAILER.pack(crc, FRAME_END), positions
 
 
-@dataclass(frozen=True)
-class Slot:
+class Slot(NamedTuple):
     """Where an entry's payload lives in the file, and what state it is in."""
 
     offset: int  # absolute file offset of the slot (its CRC field)
@@ -95,8 +94,7 @@ class Slot:
         return self.offset + SLOT_CRC.size, self.length - SLOT_CRC.size
 
 
-@dataclass(frozen=True)
-class Frame:
+class Frame(NamedTuple):
     offset: int
     length: int
     entries: tuple[Entry, ...]

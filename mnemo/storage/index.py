@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..acl import Acl
 
 
-@dataclass(frozen=True, slots=True)
-class Version:
+class Version(NamedTuple):
     """One version of a record: its chain position and where its payload slot lies in the log."""
 
     ver: int
@@ -26,8 +24,7 @@ class Version:
     slot_len: int
 
 
-@dataclass(frozen=True, slots=True)
-class Rec:
+class Rec(NamedTuple):
     """A live record: its scope, latest tags, and every version oldest first. Replaced, never mutated."""
 
     id: str
@@ -150,11 +147,17 @@ class Index:
     @classmethod
     def from_state(cls, db_id: bytes, state: dict[str, Any]) -> Index:
         index = cls(db_id, Acl.from_state(state["acl"]))
+        make_version, make_rec = Version._make, Rec._make
+        records = index.records
+        by_tag = index.by_tag
         for rec_id, scope, tags, versions in state["records"]:
-            rec = Rec(rec_id, scope, tuple(tags), tuple(Version(*v) for v in versions))
-            index.records[rec_id] = rec
-            for tag in rec.tags:
-                index.by_tag.setdefault(tag, set()).add(rec_id)
+            records[rec_id] = make_rec((rec_id, scope, tuple(tags), tuple(map(make_version, versions))))
+            for tag in tags:
+                ids = by_tag.get(tag)
+                if ids is None:
+                    by_tag[tag] = {rec_id}
+                else:
+                    ids.add(rec_id)
         index.sorted_tags = sorted(index.by_tag)
         index.forgotten = set(state["forgotten"])
         index.head_seq = state["head_seq"]

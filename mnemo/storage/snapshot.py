@@ -30,7 +30,9 @@ def _unseal(magic: bytes, data: bytes) -> bytes | None:
 
 
 def write_atomic(path: str, data: bytes, durable: bool = True) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
+    """Write via `path.tmp` and rename. Callers hold the writer lock, so one fixed temp name is safe,
+    and a writer that opens after a crash knows which leftover to remove."""
+    tmp = f"{path}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, data)

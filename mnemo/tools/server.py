@@ -2,9 +2,9 @@
 
 The contract is spec/memory-tool.md, string for string. Every file is one live record tagged
 `memorytool` and `path:{canonical path}` in the server's scope; directories are implicit. Every
-command runs inside one `client.transaction()`, so its reads and writes happen under the writer lock
-and its writes commit as one frame: a rename or delete of a whole directory is all or nothing, and two
-processes editing one file never lose an update.
+command runs inside one `client.transaction()` (a view on a read-only client reads without one), so
+its reads and writes happen under the writer lock and its writes commit as one frame: a rename or delete
+of a whole directory is all or nothing, and two processes editing one file never lose an update.
 """
 
 from __future__ import annotations
@@ -124,9 +124,7 @@ def validate_input(tool_input: object) -> tuple[str, dict[str, Any]] | CommandRe
         value = tool_input.get(name)
         if value is None:
             if required:
-                return CommandResult(
-                    f"Error: Missing required parameter `{name}` for command `{command}`", True
-                )
+                return CommandResult(f"Error: Missing required parameter `{name}` for command `{command}`", True)
             continue
         type_error = CommandResult(
             f"Error: Parameter `{name}` of command `{command}` must be {_TYPE_NAMES[kind]}", True
@@ -363,10 +361,8 @@ class MnemoMemoryToolServer:
             tool_input = getattr(tool_use, "input", None)
         tool_use_id = raw_id if isinstance(raw_id, str) else ("" if raw_id is None else str(raw_id))
         if name != TOOL_NAME:
-            result = CommandResult(f"Error: Unknown tool: {name}", True)
-        else:
-            result = self.execute(tool_input)
-        return self.result_block(tool_use_id, result)
+            return self.result_block(tool_use_id, CommandResult(f"Error: Unknown tool: {name}", True))
+        return self.result_block(tool_use_id, self.execute(tool_input))
 
     @staticmethod
     def result_block(tool_use_id: str, result: CommandResult) -> dict[str, Any]:
@@ -386,6 +382,10 @@ class MnemoMemoryToolServer:
             return self._dispatch(command, fields)
         except _Refusal as refusal:
             return CommandResult(refusal.text, True)
+        except NotFound as exc:
+            return CommandResult(f"Error: {exc}", True)
+        except PermissionDenied as exc:
+            return CommandResult(f"Error: Permission denied: {exc}", True)
         except LockTimeout:
             return CommandResult("Error: The memory store is busy (writer lock timeout); try again", True)
         except ReadOnly:
@@ -398,11 +398,7 @@ class MnemoMemoryToolServer:
 
     def history(self, path: str) -> list[MemoryRecord]:
         """Every version of the file at `path`, oldest first (versions from before a rename included)."""
-        try:
-            canonical = canonicalize(path, self._root, self._max_path_length)
-        except PathError as exc:
-            raise InvalidInput(exc.text) from None
-        info = self._file(canonical)
+        info = self._file(self.canonical_path(path))
         if info is None:
             raise NotFound(f"The path {path} does not exist")
         return self._client.history(info.id)
@@ -482,9 +478,7 @@ class MnemoMemoryToolServer:
             self._client.check_permission(perm, self._scope)
         except PermissionDenied:
             agent = self._client.agent_id
-            raise _Refusal(
-                f"Error: Permission denied: {agent} may not {perm} in scope {self._scope}"
-            ) from None
+            raise _Refusal(f"Error: Permission denied: {agent} may not {perm} in scope {self._scope}") from None
 
     def _transaction(self, writes: bool) -> AbstractContextManager[object]:
         if not writes and getattr(self._client, "readonly", False):
@@ -495,8 +489,7 @@ class MnemoMemoryToolServer:
         size = len(content.encode("utf-8"))
         if size > self._max_file_bytes:
             raise _Refusal(
-                f"Error: File {sent_path} would be {size} bytes, "
-                f"over the limit of {self._max_file_bytes} bytes"
+                f"Error: File {sent_path} would be {size} bytes, over the limit of {self._max_file_bytes} bytes"
             )
 
     def _dispatch(self, command: str, fields: dict[str, Any]) -> CommandResult:
@@ -516,8 +509,8 @@ class MnemoMemoryToolServer:
 
     def _view(self, path: str, view_range: list[int] | None) -> CommandResult:
         canonical = self._canonical(path)
-        self._permit("read")
         with self._transaction(writes=False):
+            self._permit("read")
             info = self._file(canonical)
             if info is not None:
                 content, _ = self._read(info)
@@ -529,8 +522,8 @@ class MnemoMemoryToolServer:
 
     def _create(self, path: str, file_text: str) -> CommandResult:
         canonical = self._canonical(path)
-        self._permit("write")
         with self._transaction(writes=True):
+            self._permit("write")
             existing = self._file(canonical)
             if existing is not None:
                 if not self._create_overwrites:
@@ -549,8 +542,8 @@ class MnemoMemoryToolServer:
 
     def _str_replace(self, path: str, old_str: str, new_str: str) -> CommandResult:
         canonical = self._canonical(path)
-        self._permit("write")
         with self._transaction(writes=True):
+            self._permit("write")
             info = self._file(canonical)
             if info is None:
                 raise _Refusal(f"Error: The path {path} does not exist. Please provide a valid path.")
@@ -559,9 +552,7 @@ class MnemoMemoryToolServer:
             content, version = self._read(info)
             pos = content.find(old_str)
             if pos == -1:
-                raise _Refusal(
-                    f"No replacement was performed, old_str `{old_str}` did not appear verbatim in {path}."
-                )
+                raise _Refusal(f"No replacement was performed, old_str `{old_str}` did not appear verbatim in {path}.")
             if content.find(old_str, pos + len(old_str)) != -1:
                 lines = ", ".join(map(str, occurrence_lines(content, old_str)))
                 raise _Refusal(
@@ -573,14 +564,13 @@ class MnemoMemoryToolServer:
             self._client.update(info.id, content=new_content, expected_version=version)
         snippet = replace_snippet(new_content, content.count("\n", 0, pos))
         return CommandResult(
-            "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n"
-            + snippet
+            "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n" + snippet
         )
 
     def _insert(self, path: str, insert_line: int, text: str) -> CommandResult:
         canonical = self._canonical(path)
-        self._permit("write")
         with self._transaction(writes=True):
+            self._permit("write")
             info = self._file(canonical)
             if info is None:
                 raise _Refusal(f"Error: The path {path} does not exist")
@@ -597,10 +587,10 @@ class MnemoMemoryToolServer:
 
     def _delete(self, path: str) -> CommandResult:
         canonical = self._canonical(path)
-        self._permit("forget")
-        if canonical == self._root:
-            raise _Refusal(f"Error: Cannot delete the {self._root} directory itself")
         with self._transaction(writes=True):
+            self._permit("forget")
+            if canonical == self._root:
+                raise _Refusal(f"Error: Cannot delete the {self._root} directory itself")
             info = self._file(canonical)
             ids = [info.id] if info is not None else [i.id for i, _ in self._files_beneath(canonical)]
             if not ids:
@@ -611,10 +601,10 @@ class MnemoMemoryToolServer:
     def _rename(self, old_path: str, new_path: str) -> CommandResult:
         old = self._canonical(old_path)
         new = self._canonical(new_path)
-        self._permit("write")
-        if old == self._root:
-            raise _Refusal(f"Error: Cannot rename the {self._root} directory itself")
         with self._transaction(writes=True):
+            self._permit("write")
+            if old == self._root:
+                raise _Refusal(f"Error: Cannot rename the {self._root} directory itself")
             if self._exists(new):
                 raise _Refusal(f"Error: The destination {new_path} already exists")
             source = self._file(old)
@@ -631,7 +621,5 @@ class MnemoMemoryToolServer:
             if blocker is not None:
                 raise _Refusal(f"Error: Cannot create {new_path}: {blocker} is a file")
             for info, target in moves:
-                self._client.update(
-                    info.id, tags=self._retag(info.tags, target), expected_version=info.version
-                )
+                self._client.update(info.id, tags=self._retag(info.tags, target), expected_version=info.version)
         return CommandResult(f"Successfully renamed {old_path} to {new_path}")

@@ -34,6 +34,7 @@ class Fault:
     when:   "before" the call, "after" it completed, or "torn": a write puts `torn` (a fraction) of its
             bytes on disk first; for a call that is not a write, "torn" acts as "before".
     repeat: keep failing every later matching event too (a device that stays broken).
+    zeros_only: count only writes of nothing but zero bytes (the overwrites of an erasure).
     """
 
     at: int
@@ -42,6 +43,7 @@ class Fault:
     torn: float = 0.5
     kinds: frozenset[str] = ALL_KINDS
     repeat: bool = False
+    zeros_only: bool = False
 
 
 @dataclass
@@ -49,6 +51,7 @@ class Event:
     kind: str
     path: str
     size: int
+    zeros: bool = False  # a write of nothing but zero bytes (an erasure)
 
 
 @dataclass
@@ -56,6 +59,7 @@ class Injector:
     root: str
     fault: Fault | None = None
     short: int | None = None  # at most this many bytes per write call inside root
+    short_kinds: frozenset[str] = WRITE_KINDS  # which writes are cut short
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     events: list[Event] = field(default_factory=list)
     fired: int = 0  # how many times the fault acted
@@ -109,11 +113,11 @@ class Injector:
         except (TypeError, ValueError):
             return ""
 
-    def _decide(self, kind: str, path: str, size: int) -> Fault | None:
+    def _decide(self, kind: str, path: str, size: int, zeros: bool = False) -> Fault | None:
         """Record an event inside root; return the fault if it acts on this one."""
-        self.events.append(Event(kind, path, size))
+        self.events.append(Event(kind, path, size, zeros))
         f = self.fault
-        if f is None or kind not in f.kinds:
+        if f is None or kind not in f.kinds or (f.zeros_only and not zeros):
             return None
         self.matched += 1
         if self.matched == f.at or (f.repeat and self.matched > f.at):
@@ -150,7 +154,7 @@ class Injector:
         path = self._fd_path(fd)
         if not self._inside(path):
             return call(view)
-        f = self._decide(kind, path, len(view))
+        f = self._decide(kind, path, len(view), len(view) > 0 and not any(view))
         if f is not None and f.when == "torn":
             k = min(len(view) - 1, int(len(view) * f.torn)) if len(view) else 0
             written = 0
@@ -159,7 +163,7 @@ class Injector:
             self._act_after(f, kind)
         if f is not None:
             self._act_before(f, kind)
-        if self.short is not None and len(view) > 1:
+        if self.short is not None and kind in self.short_kinds and len(view) > 1:
             view = view[: self.rng.randint(1, min(self.short, len(view)))]
         n = call(view)
         if f is not None:

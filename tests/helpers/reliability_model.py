@@ -61,19 +61,21 @@ class Intent:
             new=[_val(v) for v in obj["new"]],
         )  # fmt: skip
 
-    def applied(self, model: State, new_ids: list[str]) -> State:
+    def applied(self, model: State, new_ids: list[str] | None) -> State:
+        """The model after this operation; `new_ids` None: leave the created records out."""
         out = dict(model)
         out.update(self.set)
         for rid in self.drop:
             out.pop(rid, None)
-        for rid, v in zip(new_ids, self.new, strict=True):
-            out[rid] = v
+        if new_ids is not None:
+            for rid, v in zip(new_ids, self.new, strict=True):
+                out[rid] = v
         return out
 
 
 def matches_after(actual: State, model: State, intent: Intent) -> bool:
     """Is `actual` the model with `intent` applied in full (new records under ids it chose)?"""
-    known = intent.applied(model, [])
+    known = intent.applied(model, None)
     if any(actual.get(rid) != v for rid, v in known.items()):
         return False
     extra = [v for rid, v in actual.items() if rid not in known]
@@ -82,7 +84,7 @@ def matches_after(actual: State, model: State, intent: Intent) -> bool:
 
 def adopt_after(actual: State, model: State, intent: Intent) -> State:
     """The model after an in-flight operation that turned out to have landed: new ids from `actual`."""
-    known = intent.applied(model, [])
+    known = intent.applied(model, None)
     return {**known, **{rid: v for rid, v in actual.items() if rid not in known}}
 
 

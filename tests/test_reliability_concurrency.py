@@ -1,0 +1,83 @@
+"""Concurrency: 4 processes x 8 threads mixing remembers, counter updates with expected_version retries,
+memory-tool edits of the same few files, and reads, for 5 s (30 s in tests/soak).
+
+No lost update, no duplicate or missing seq, every acknowledged write is in the chain where it was
+acknowledged, the chain verifies. Plus the races between compaction and the same client's other threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers.reliability_concurrency import run
+
+from mnemo import MnemoClient
+
+
+def test_processes_and_threads_lose_no_update(tmp_path: Path) -> None:
+    figures = run(tmp_path, processes=4, threads=8, seconds=5.0, seed=1)
+    print("\n" + figures.summary())
+    assert figures.remembers and figures.increments and figures.edits and figures.reads
+    assert figures.refused == 0
+
+
+def race_compaction(c: MnemoClient, other: Callable[[], object], seconds: float = 3.0) -> list[str]:
+    """Compact over and over while another thread runs `other` in a loop; the errors either side saw."""
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def loop() -> None:
+        try:
+            while not stop.is_set():
+                other()
+        except Exception:
+            errors.append("other thread: " + traceback.format_exc(limit=3))
+            stop.set()
+
+    t = threading.Thread(target=loop)
+    t.start()
+    deadline = time.monotonic() + seconds
+    try:
+        while not stop.is_set() and time.monotonic() < deadline:
+            c.compact()
+    except Exception:
+        errors.append("compacting thread: " + traceback.format_exc(limit=3))
+    finally:
+        stop.set()
+        t.join()
+    return errors
+
+
+def test_compaction_beside_a_writer_thread(tmp_path: Path) -> None:
+    with MnemoClient(tmp_path / "m.db", "a", durability="fsync") as c:
+        assert race_compaction(c, lambda: c.remember("x")) == []
+        assert c.verify().ok
+
+
+@pytest.mark.xfail(reason="Store._reload closes and reopens the log fd without excluding other threads: "
+                   "a reader thread and a compaction race (EBADF, or reads through a reused fd)")
+def test_compaction_beside_a_reader_thread(tmp_path: Path) -> None:
+    with MnemoClient(tmp_path / "m.db", "a", durability="none") as c:
+        rid = c.remember("kept").id
+        assert race_compaction(c, lambda: c.get(rid)) == []
+
+
+@pytest.mark.xfail(reason="the batch-mode syncer fsyncs the fd that compaction closes: "
+                   "DurabilityError (EBADF) and the client refuses every later write")
+def test_compaction_with_batch_durability(tmp_path: Path) -> None:
+    with MnemoClient(tmp_path / "m.db", "a", durability="batch") as c:
+        n = 0
+
+        def write() -> None:
+            nonlocal n
+            n += 1
+            rec = c.remember(f"x{n}")
+            if n % 3 == 0:
+                c.forget([rec.id])
+
+        assert race_compaction(c, write) == []
