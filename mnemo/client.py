@@ -169,24 +169,23 @@ class MnemoClient:
     def _stage_put(
         self, batch: Batch, rec_id: str, ver: int, scope: str, content: str | bytes, size: int,
         tags: tuple[str, ...], metadata: dict[str, Any], prepared: tuple[bytes, bytes] | None = None,
+        created_ns: int = 0,
     ) -> MemoryRecord:
         digest, payload = prepared or _prepare_payload(content, tags, metadata)
         # Keys in sorted order, scalar values: the entry needs no canonicalising pass.
         body = {"digest": digest, "id": rec_id, "scope": scope, "size": size, "ver": ver}
         entry = batch.stage("put", self.agent_id, body, payload, tags, trusted=True)
         self._since_checkpoint += 1
-        rec = batch.get_rec(rec_id)
-        assert rec is not None
         updated = ns_to_datetime(entry.ts_ns)
         return MemoryRecord(
             id=rec_id, version=ver, content=content, tags=tags, metadata=canonical(metadata), scope=scope,
-            agent_id=self.agent_id, created_at=updated if ver == 1 else ns_to_datetime(rec.versions[0].ts_ns),
+            agent_id=self.agent_id, created_at=updated if ver == 1 else ns_to_datetime(created_ns),
             updated_at=updated, seq=entry.seq, hash=entry.hash.hex(),
         )
 
     @contextlib.contextmanager
-    def _writing(self) -> Iterator[Batch]:
-        with self._store.writing() as batch:
+    def _writing(self, transactional: bool = False) -> Iterator[Batch]:
+        with self._store.writing(transactional) as batch:
             yield batch
         if (
             self._checkpoint_every is not None
@@ -244,7 +243,10 @@ class MnemoClient:
                 new_tags = old.tags if new_tags is None else new_tags
                 new_meta = old.metadata if new_meta is None else new_meta
             body_content, size = new_content
-            return self._stage_put(batch, rec.id, current + 1, rec.scope, body_content, size, new_tags, new_meta)
+            return self._stage_put(
+                batch, rec.id, current + 1, rec.scope, body_content, size, new_tags, new_meta,
+                created_ns=rec.versions[0].ts_ns,
+            )
 
     def forget(self, ids: str | Iterable[str], reason: str | None = None) -> int:
         """Forget records: every version's content, tags and metadata are erased before this returns."""
@@ -287,7 +289,7 @@ class MnemoClient:
         """Every write inside commits atomically as one frame, or none does (on an exception).
         Holds the writer lock throughout; reads inside see the transaction's own writes."""
         self._store.check_writable()
-        with self._writing():
+        with self._writing(transactional=True):
             yield self
 
     # -- access control ------------------------------------------------------------------------------

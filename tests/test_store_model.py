@@ -11,7 +11,7 @@ from typing import Any
 
 import hypothesis.strategies as st
 from helpers.frames import check_chain, read_entries
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from mnemo import MemoryRecord, MnemoClient
@@ -373,6 +373,7 @@ StoreMachine.TestCase.settings = settings(
     deadline=None,
     derandomize=True,
     database=None,
+    phases=[Phase.explicit, Phase.generate],  # a failing run prints its steps at once: shrinking them takes minutes
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 TestStoreModel = StoreMachine.TestCase

@@ -55,8 +55,11 @@ class Batch:
     """The entries of one commit, staged under the writer lock, plus an overlay of the records and ACL
     they change so that reads inside a transaction see its own writes."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, transactional: bool = False) -> None:
         self.store = store
+        # Outside a transaction an operation does all its reads before it stages its one entry, so
+        # the overlay would never be read: skip building it.
+        self.transactional = transactional
         self.base = store.index
         self.staged: list[Staged] = []
         self.recs: dict[str, Rec | None] = {}
@@ -97,7 +100,8 @@ class Batch:
         `trusted`: the body's maps are already in sorted key order, so canonicalising can be skipped."""
         ts = max(time.time_ns(), self.head_ts)
         entry = make_entry(self.head_seq + 1, ts, self.head_hash, op, agent, body, trusted)
-        apply_entry(self, entry, -1, 0 if payload is None else len(payload) + SLOT_CRC.size, tags)
+        if self.transactional:
+            apply_entry(self, entry, -1, 0 if payload is None else len(payload) + SLOT_CRC.size, tags)
         self.staged.append(Staged(entry, payload, tags))
         if payload is not None:
             self.payloads[entry.seq] = payload
@@ -476,8 +480,9 @@ class Store:
         return batch
 
     @contextlib.contextmanager
-    def writing(self) -> Iterator[Batch]:
-        """Hold the writer lock, caught up with the log; commit what the body stages as one frame."""
+    def writing(self, transactional: bool = False) -> Iterator[Batch]:
+        """Hold the writer lock, caught up with the log; commit what the body stages as one frame.
+        `transactional`: the body reads its own staged writes (see Batch)."""
         outer = self.current_batch()
         if outer is not None:
             yield outer
@@ -492,7 +497,7 @@ class Store:
             try:
                 self._check_open()
                 self._catch_up(writer=True)
-                batch = Batch(self)
+                batch = Batch(self, transactional)
                 self._local.batch = batch
                 try:
                     yield batch

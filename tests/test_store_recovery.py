@@ -1,0 +1,314 @@
+"""Recovery on open and verification of a damaged log: a torn tail is cut and reported, anything else is
+refused with the offset of the damaged frame, and verify reports every single-byte change."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from helpers.frames import frame_spans, read_frames
+
+from mnemo import MemoryRecord, MnemoClient
+from mnemo.audit import verify_db
+from mnemo.errors import IntegrityError
+from mnemo.storage.framing import FRAME_HEADER, HEADER_SIZE, TRAILER
+
+AGENT = "agent-1"
+
+
+@dataclass
+class Built:
+    data: bytes  # the whole log
+    before_last: dict[str, MemoryRecord]  # every record as it was before the last frame
+    head_before_last: tuple[int, str]
+    after: dict[str, MemoryRecord]  # every record with the last frame applied
+
+
+def build(path: Path, last: str) -> Built:
+    """A small db whose last frame is one put ("put"), a transaction ("tx") or a forget ("forget")."""
+    with MnemoClient(path, AGENT, durability="none") as c:
+        a = c.remember("alpha", tags=["x"], metadata={"n": 1})
+        b = c.remember(b"\x00beta", tags=["y", "x"])
+        c.update(a.id, content="alpha 2")
+        c.remember("gamma " * 20, tags=["z"])
+        before = {r.id: r for r in c.query()}
+        head = c.head
+        if last == "put":
+            c.remember("the last one", tags=["x"])
+        elif last == "tx":
+            with c.transaction():
+                c.remember("tx one", tags=["t"])
+                c.update(b.id, content=b"beta 2")
+                c.remember("tx two", tags=["t"])
+        else:
+            c.forget(a.id, reason="gone")
+        after = {r.id: r for r in c.query()}
+    Path(str(path) + ".snap").unlink(missing_ok=True)
+    return Built(path.read_bytes(), before, head, after)
+
+
+def records(c: MnemoClient) -> dict[str, MemoryRecord]:
+    return {r.id: r for r in c.query()}
+
+
+def flip(data: bytes, pos: int, mask: int) -> bytes:
+    return data[:pos] + bytes([data[pos] ^ mask]) + data[pos + 1 :]
+
+
+# -- a torn last frame ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("last", ["put", "tx"])
+def test_truncation_anywhere_inside_the_last_frame_is_cut_and_reported(tmp_path: Path, last: str) -> None:
+    built = build(tmp_path / "orig.db", last)
+    start, end = frame_spans(built.data)[-1]
+    db = tmp_path / "cut.db"
+    for cut in range(start + 1, end):
+        db.write_bytes(built.data[:cut])
+        with MnemoClient(db, AGENT, durability="none") as c:
+            assert len(c.recovery) == 1, (cut, c.recovery)
+            assert str(start) in c.recovery[0], (cut, c.recovery)
+            assert db.stat().st_size == start, f"cut at {cut}: not truncated to the frame start {start}"
+            assert c.head == built.head_before_last
+            assert records(c) == built.before_last, f"cut at {cut}"
+            if cut % 23 == 0:
+                assert c.verify().ok
+        assert db.read_bytes() == built.data[:start]
+    with MnemoClient(db, AGENT, durability="none") as c:
+        assert c.recovery == []
+        rec = c.remember("after the cut")
+        assert rec.seq == built.head_before_last[0] + 1
+    assert read_frames(db)[-1].offset == start
+
+
+def test_a_log_ending_at_a_frame_boundary_needs_no_repair(tmp_path: Path) -> None:
+    built = build(tmp_path / "orig.db", "put")
+    start, _end = frame_spans(built.data)[-1]
+    db = tmp_path / "short.db"
+    db.write_bytes(built.data[:start])
+    with MnemoClient(db, AGENT) as c:
+        assert c.recovery == []
+        assert records(c) == built.before_last
+    assert db.read_bytes() == built.data[:start]
+
+
+@pytest.mark.parametrize("last", ["put", "tx", "forget"])
+def test_a_damaged_last_frame_is_cut_or_refused(tmp_path: Path, last: str) -> None:
+    """Every single-byte change in the last frame: the frame is cut and reported (or, for a payload slot,
+    open may refuse with IntegrityError); it is never accepted silently."""
+    built = build(tmp_path / "orig.db", last)
+    frame = read_frames(tmp_path / "orig.db")[-1]
+    start, end = frame.offset, frame.end
+    slot_bytes = {p for s in frame.slots for p in range(s.offset, s.offset + s.length)}
+    db = tmp_path / "bad.db"
+    for pos in range(start, end):
+        damaged = flip(built.data, pos, 0x01 if pos % 2 else 0x80)
+        db.write_bytes(damaged)
+        try:
+            c = MnemoClient(db, AGENT, durability="none")
+        except IntegrityError as exc:
+            assert pos in slot_bytes, f"byte {pos}: refused ({exc}) rather than cut"
+            assert exc.offset is not None and start <= exc.offset < end, (pos, exc.offset)
+            assert db.read_bytes() == damaged, f"byte {pos}: a refused open changed the file"
+            continue
+        with c:
+            assert len(c.recovery) == 1 and str(start) in c.recovery[0], (pos, c.recovery)
+            assert db.stat().st_size == start
+            assert records(c) == built.before_last
+
+
+@pytest.mark.parametrize("cuts", [[1], [7, 24, 40], [-1]])
+def test_a_reader_stops_before_a_torn_tail_and_leaves_it(tmp_path: Path, cuts: list[int]) -> None:
+    built = build(tmp_path / "orig.db", "tx")
+    start, end = frame_spans(built.data)[-1]
+    db = tmp_path / "torn.db"
+    for k in cuts:
+        cut = start + k if k > 0 else end + k
+        db.write_bytes(built.data[:cut])
+        with MnemoClient(db, AGENT, readonly=True) as r:
+            assert records(r) == built.before_last
+            assert r.head == built.head_before_last
+        assert db.read_bytes() == built.data[:cut], "a read-only open changed the file"
+
+
+# -- damage before the last frame --------------------------------------------------------------------
+
+
+def positions_of(frame_start: int, frame_end: int) -> list[int]:
+    return list(range(frame_start, frame_end))
+
+
+@pytest.mark.parametrize("which", [0, 1, -3, -2])
+def test_a_changed_byte_in_an_earlier_frame_is_refused_with_its_offset(tmp_path: Path, which: int) -> None:
+    built = build(tmp_path / "orig.db", "tx")
+    frames = read_frames(tmp_path / "orig.db")
+    frame = frames[which]
+    assert frame is not frames[-1]
+    slot_bytes = {p for s in frame.slots for p in range(s.offset, s.offset + s.length)}
+    db = tmp_path / "bad.db"
+    missed: list[str] = []
+    for pos in range(frame.offset, frame.end):
+        for mask in (0x01, 0x80):
+            damaged = flip(built.data, pos, mask)
+            db.write_bytes(damaged)
+            try:
+                with MnemoClient(db, AGENT, durability="none") as c:
+                    missed.append(f"byte {pos} ^ {mask:#x}: opened, recovery={c.recovery}")
+                continue
+            except IntegrityError as exc:
+                if pos in slot_bytes:
+                    ok = exc.offset is not None and frame.offset <= exc.offset < frame.end
+                else:
+                    ok = exc.offset == frame.offset
+                if not ok or str(exc.offset) not in str(exc):
+                    missed.append(f"byte {pos} ^ {mask:#x}: offset {exc.offset}, message {exc}")
+            assert db.read_bytes() == damaged, f"byte {pos}: a refused open changed the file"
+    assert not missed, f"frame at {frame.offset}..{frame.end}:\n" + "\n".join(missed[:20])
+
+
+def test_a_changed_byte_in_the_file_header_is_refused(tmp_path: Path) -> None:
+    built = build(tmp_path / "orig.db", "put")
+    db = tmp_path / "bad.db"
+    for pos in range(HEADER_SIZE):
+        damaged = flip(built.data, pos, 0x10)
+        db.write_bytes(damaged)
+        with pytest.raises(IntegrityError) as exc:
+            MnemoClient(db, AGENT).close()
+        assert exc.value.offset == 0, pos
+        assert db.read_bytes() == damaged
+
+
+def test_a_length_field_pointing_past_the_end_is_not_mistaken_for_a_torn_tail(tmp_path: Path) -> None:
+    """An earlier frame whose length now runs past the end of the file must not make the writer cut
+    every frame after it as if it were a torn write."""
+    built = build(tmp_path / "orig.db", "put")
+    frames = read_frames(tmp_path / "orig.db")
+    target = frames[2]
+    elen_at = target.offset + 16  # magic 4 | count 4 | first_seq 8 | entries_len 4 | payloads_len 4
+    for field_at in (elen_at, elen_at + 4):
+        for byte in range(4):
+            damaged = flip(built.data, field_at + byte, 0x40)
+            db = tmp_path / f"len{field_at}-{byte}.db"
+            db.write_bytes(damaged)
+            with pytest.raises(IntegrityError) as exc:
+                MnemoClient(db, AGENT).close()
+            assert exc.value.offset == target.offset
+            assert db.read_bytes() == damaged
+
+
+# -- verification of every single-byte change --------------------------------------------------------
+
+
+def rich_db(path: Path) -> bytes:
+    with MnemoClient(path, AGENT, durability="none") as c:
+        ids = [c.remember(f"memory {i} " + "é" * i, tags=[f"t{i % 3}", "all"], metadata={"i": i}).id
+               for i in range(12)]
+        c.remember(bytes(range(40)), tags=["bin"])
+        for rid in ids[:4]:
+            c.update(rid, content="changed", metadata={"v": 2})
+        with c.transaction():
+            c.remember("in a transaction", tags=["tx"])
+            c.update(ids[5], tags=["tx", "moved"])
+        c.forget(ids[1:3], reason="asked")
+        c.forget_where(tags=["t0"])
+        c.remember("after the forgets")
+    return path.read_bytes()
+
+
+def test_verify_reports_every_single_byte_change(tmp_path: Path) -> None:
+    orig = tmp_path / "orig.db"
+    data = rich_db(orig)
+    report = verify_db(orig)
+    assert report.ok and report.problems == (), report.problems
+    assert len(data) > 2000
+    rng = random.Random(8675309)
+    copy = tmp_path / "copy.db"
+    missed = []
+    for pos in rng.sample(range(len(data)), 200):
+        damaged = flip(data, pos, rng.randrange(1, 256))
+        copy.write_bytes(damaged)
+        report = verify_db(copy)
+        if report.ok or not report.problems:
+            missed.append(pos)
+        assert copy.read_bytes() == damaged, "verify changed the file"
+    assert not missed, f"changes at these offsets went unreported: {sorted(missed)}"
+
+
+def test_verify_reports_every_damaged_frame_not_only_the_first(tmp_path: Path) -> None:
+    orig = tmp_path / "orig.db"
+    data = rich_db(orig)
+    frames = read_frames(orig)
+    targets = [frames[2], frames[6], frames[-3]]
+    damaged = data
+    for f in targets:  # inside the entry section: the frame's length stays readable
+        damaged = flip(damaged, f.offset + FRAME_HEADER.size + 10, 0x01)
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(damaged)
+    report = verify_db(copy)
+    assert not report.ok
+    offsets = {p.offset for p in report.problems}
+    assert {f.offset for f in targets} <= offsets, report.problems
+
+
+def test_verify_reports_a_torn_tail(tmp_path: Path) -> None:
+    orig = tmp_path / "orig.db"
+    data = rich_db(orig)
+    start, end = frame_spans(data)[-1]
+    copy = tmp_path / "copy.db"
+    for cut in (start + 1, start + FRAME_HEADER.size, end - TRAILER.size, end - 1):
+        copy.write_bytes(data[:cut])
+        report = verify_db(copy)
+        assert not report.ok and report.problems, cut
+
+
+def test_client_verify_sees_damage_made_after_open(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    data = rich_db(db)
+    frames = read_frames(db)
+    with MnemoClient(db, AGENT, durability="none") as c:
+        assert c.verify().ok
+        pos = frames[3].offset + FRAME_HEADER.size + 5
+        with open(db, "r+b") as f:
+            f.seek(pos)
+            f.write(bytes([data[pos] ^ 0x04]))
+        report = c.verify()
+        assert not report.ok
+        assert frames[3].offset in {p.offset for p in report.problems}
+
+
+def test_open_with_a_snapshot_still_reads_a_damaged_tail(tmp_path: Path) -> None:
+    """Damage after the snapshot's offset is found by an open that uses the snapshot."""
+    db = tmp_path / "db"
+    rich_db(db)
+    snap = Path(str(db) + ".snap").read_bytes()
+    with MnemoClient(db, AGENT, durability="none") as c:
+        for i in range(3):
+            c.remember(f"tail {i}")
+    Path(str(db) + ".snap").write_bytes(snap)
+    frames = read_frames(db)
+    target = frames[-2]
+    data = db.read_bytes()
+    damaged = flip(data, target.offset + FRAME_HEADER.size + 3, 0x02)
+    db.write_bytes(damaged)
+    with pytest.raises(IntegrityError) as exc:
+        MnemoClient(db, AGENT).close()
+    assert exc.value.offset == target.offset
+    assert db.read_bytes() == damaged
+
+
+def test_a_copy_of_the_damaged_db_is_untouched_by_a_failed_open(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    data = rich_db(db)
+    frames = read_frames(db)
+    damaged = flip(data, frames[1].offset + 2, 0xFF)
+    db.write_bytes(damaged)
+    keep = tmp_path / "keep"
+    shutil.copy(db, keep)
+    for readonly in (False, True):
+        with pytest.raises(IntegrityError):
+            MnemoClient(db, AGENT, readonly=readonly).close()
+    assert db.read_bytes() == keep.read_bytes()
+    assert not Path(str(db) + ".erase").exists()
