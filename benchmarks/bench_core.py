@@ -29,7 +29,18 @@ from mnemo.audit import read_log
 from mnemo.storage.codec import decode_put_payload
 
 from .baselines import RawAppendFile, SqliteStore, sha256_loop
-from .common import AGENT, Config, RecordSpec, Result, Target, alternate, make_record, rate_samples, rss_bytes
+from .common import (
+    AGENT,
+    Config,
+    RecordSpec,
+    Result,
+    Target,
+    alternate,
+    make_record,
+    rate_samples,
+    rss_bytes,
+    source_digest,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL_TAG_GROUPS = 1_000
@@ -267,7 +278,8 @@ _PROBES: dict[int, dict[str, list[dict[str, Any]]]] = {}
 
 
 def _marker(n: int, tag_groups: int) -> dict[str, Any]:
-    return {"n": n, "tag_groups": tag_groups, "content_bytes": len(make_record(0, 1).content), "layout": 1}
+    return {"n": n, "tag_groups": tag_groups, "content_bytes": len(make_record(0, 1).content),
+            "mnemo_source": source_digest()}
 
 
 def dataset(cfg: Config, n: int) -> Dataset:

@@ -10,15 +10,18 @@ means Mnemo is faster.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import os
 import platform
 import sqlite3
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 AGENT = "bench-agent"
@@ -58,7 +61,7 @@ class Config:
         if quick:
             return cls(
                 quick=True, workdir=workdir, reps=reps or 3, remember_n=2_000, fsync_n=200, threads=8,
-                per_thread=40, tx_size=1_000, sizes=(100_000,), big_reps=reps or 3,
+                per_thread=60, tx_size=1_000, sizes=(100_000,), big_reps=reps or 3,
                 replay_reps=reps or 2, query_hits=100, build_tx=1_000, verbose=verbose,
             )
         return cls(
@@ -228,6 +231,32 @@ def table(results: Sequence[Result]) -> str:
     return "\n".join("| " + " | ".join(row) + " |" for row in rows)
 
 
+MNEMO_DIR = Path(__file__).resolve().parents[1] / "mnemo"
+
+
+def source_digest() -> str:
+    """A digest of the mnemo package's source: tells whether the code changed during a run, and whether
+    a kept database was built by this code."""
+    h = hashlib.sha256()
+    for path in sorted(MNEMO_DIR.rglob("*.py")):
+        h.update(str(path.relative_to(MNEMO_DIR)).encode() + b"\0")
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def git_revision() -> str | None:
+    """The checkout's commit, with "+dirty" when mnemo/ differs from it; None outside git."""
+    root = str(MNEMO_DIR.parent)
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "mnemo"], cwd=root, capture_output=True,
+                               text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
 def machine_info() -> dict[str, Any]:
     cpu = platform.processor() or platform.machine()
     try:
@@ -252,6 +281,8 @@ def machine_info() -> dict[str, Any]:
         "kernel": platform.release(),
         "python": platform.python_version(),
         "sqlite": sqlite3.sqlite_version,
+        "git": git_revision(),
+        "mnemo_source": source_digest(),
     }
 
 
@@ -266,6 +297,7 @@ def write_json(
         "results": [r.to_json() for r in results],
         "errors": errors,
         "script_output": script_output or {},
+        "mnemo_source_at_end": source_digest(),
     }
     with open(path, "w") as f:
         json.dump(report, f, indent=2)

@@ -11,6 +11,7 @@ import contextlib
 import importlib
 import inspect
 import io
+import json
 import os
 import shutil
 import sys
@@ -18,27 +19,57 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import bench_core
-from .common import Config, Result, machine_info, table, write_json
+from .common import Config, Result, Target, machine_info, source_digest, table, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_WORKDIR = ROOT / "benchmarks" / "results"
 
-# Workloads other modules contribute. A module exposes either
-#   WORKLOADS: dict[str, Callable[[Config], list[Result]]]
-# or
-#   def run(config: Config) -> list[Result]      (registered under the name given here)
-# or, as a stand-alone script, `def main(argv: list[str] | None) -> int` that prints its own report: it
-# is called with no arguments in full runs (not --quick) and its output is shown after the table.
-EXTERNAL = {
-    "memory_tool": "benchmarks.bench_memory_tool",
-    "verify_extra": "benchmarks.bench_verify",
-}
-
 Workload = Callable[[Config], list[Result]]
+
+
+@dataclass
+class External:
+    """A benchmark module owned elsewhere. If it defines `WORKLOADS: dict[str, Callable[[Config],
+    list[Result]]]` or `run(config: Config) -> list[Result]`, those are used. Otherwise its stand-alone
+    `main(argv) -> int` is called with `argv(config)` (None: not in this mode); what it prints is shown
+    after the table, and `results(json_path)` may turn the JSON it wrote into table rows."""
+
+    module: str
+    argv: Callable[[Config, str], list[str] | None]
+    results: Callable[[str], list[Result]] | None = None
+
+
+def _memory_tool_results(path: str) -> list[Result]:
+    """Rows for the issue-8 memory-tool targets from bench_memory_tool.py's JSON report."""
+    with open(path) as f:
+        data = json.load(f)
+    mixed, big = data["mixed"], data["big_directory"]
+    files = int(big["mnemo"]["files"])
+    return [
+        Result("memory_tool", f"memory tool mixed workload ({mixed['mnemo']['ops']} ops, fsync)", "ops/s",
+               [mixed["mnemo"]["ops_per_s"]], "BetaLocalFilesystemMemoryTool",
+               [mixed["reference"]["ops_per_s"]], Target("ratio>=", 3.0),
+               "one run of bench_memory_tool.py"),
+        Result("memory_tool", f"memory tool view of a {files:,}-file directory", "views/s",
+               [1000 / big["mnemo"]["view_p50_ms"]], "BetaLocalFilesystemMemoryTool",
+               [1000 / big["reference"]["view_p50_ms"]],
+               Target("ratio>=", 5.0) if files >= 10_000 else None, "median of 5 views"),
+    ]
+
+
+EXTERNAL: dict[str, External] = {
+    "memory_tool": External(
+        "benchmarks.bench_memory_tool",
+        lambda cfg, out: (["--quick"] if cfg.quick else []) + ["--dir", cfg.workdir, "--json", out],
+        _memory_tool_results,
+    ),
+    "verify_extra": External("benchmarks.bench_verify", lambda cfg, out: None if cfg.quick else []),
+}
 
 # Printed reports of stand-alone external scripts, by workload name.
 SCRIPT_OUTPUT: dict[str, str] = {}
@@ -64,20 +95,22 @@ def _adapt(fn: Callable[..., Any]) -> Workload:
     return call
 
 
-def _script(name: str, main: Callable[..., Any]) -> Workload:
-    """Run a stand-alone benchmark script's main([]) in full runs, keeping what it prints."""
+def _script(name: str, ext: External, main: Callable[..., Any]) -> Workload:
+    """Run a stand-alone benchmark script's main(), keeping what it prints."""
 
     def call(cfg: Config) -> list[Result]:
-        if cfg.quick:
-            SCRIPT_OUTPUT[name] = "not run in --quick (a stand-alone script; run it without --quick)"
+        out_json = os.path.join(cfg.workdir, f"{name}.json")
+        argv = ext.argv(cfg, out_json)
+        if argv is None:
+            SCRIPT_OUTPUT[name] = f"not run in --quick: python -m {ext.module} runs it on its own"
             return []
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
-            code = main([])
+            code = main(argv)
         SCRIPT_OUTPUT[name] = buf.getvalue().rstrip()
         if code:
             raise RuntimeError(f"{name}: main() returned {code}")
-        return []
+        return ext.results(out_json) if ext.results is not None else []
 
     return call
 
@@ -86,7 +119,8 @@ def registry() -> tuple[dict[str, Workload], dict[str, str]]:
     """Every workload by name, and why any external module contributes none."""
     workloads: dict[str, Workload] = dict(bench_core.WORKLOADS)
     missing: dict[str, str] = {}
-    for name, module_name in EXTERNAL.items():
+    for name, ext in EXTERNAL.items():
+        module_name = ext.module
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -103,7 +137,7 @@ def registry() -> tuple[dict[str, Workload], dict[str, str]]:
         elif callable(getattr(module, "run", None)):
             workloads[name] = _adapt(module.run)
         elif callable(getattr(module, "main", None)):
-            workloads[name] = _script(name, module.main)
+            workloads[name] = _script(name, ext, module.main)
         else:
             missing[name] = f"{module_name} defines neither WORKLOADS, run() nor main()"
     return workloads, missing
@@ -155,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     info = machine_info()
     print(f"# Mnemo benchmarks ({'quick' if cfg.quick else 'full'}), {info['date']}", file=sys.stderr)
     print(f"# {info['cpu']}, {info['cores']} cores, Python {info['python']}, SQLite {info['sqlite']}, "
-          f"scratch on {fstype} ({workdir})", file=sys.stderr)
+          f"scratch on {fstype} ({workdir}); mnemo {info['git']} source {info['mnemo_source']}",
+          file=sys.stderr)
     if fstype in ("tmpfs", "ramfs"):
         print("# warning: scratch is in memory, fsync costs nothing there; use --dir on a disk",
               file=sys.stderr)
@@ -185,7 +220,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{cfg.reps} reps ({cfg.big_reps} on large dbs, {cfg.replay_reps} for opens without snapshot), "
           "medians; "
           f"total {time.perf_counter() - t_start:.0f} s\n")
+    print(f"mnemo at {info['git']} (source {info['mnemo_source']})\n")
     print(table(results) if results else "(no results)")
+    if source_digest() != info["mnemo_source"]:
+        print("\n**Warning: the mnemo source changed during this run; its numbers mix two versions.**")
     for name, text in SCRIPT_OUTPUT.items():
         print(f"\n{name} (its own report):\n\n```\n{text}\n```")
     for name in errors:

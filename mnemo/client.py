@@ -4,6 +4,7 @@ them to the store; it never touches files itself."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
@@ -11,7 +12,7 @@ from typing import IO, Any
 from .acl import PERMISSIONS, Acl, home_scope, scope_matches, validate_pattern
 from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
 from .ids import new_id
-from .record import MemoryRecord, RecordInfo, VerifyReport, ns_to_datetime
+from .record import MemoryRecord, Problem, RecordInfo, VerifyReport, ns_to_datetime
 from .storage.codec import (
     canonical,
     checkpoint_message,
@@ -278,6 +279,9 @@ class MnemoClient:
         any of them is in a scope where this agent may not forget."""
         self._store.check_writable()
         reason = check_optional_str(reason, "reason")
+        if isinstance(tags, str) or (not tags and tag_prefix is None and scope is None):
+            # An empty filter would match every readable record: never do that by accident.
+            raise InvalidInput("forget_where needs tags, a tag_prefix or a scope to select what to forget")
         with self._writing() as batch:
             infos = self._select(batch, tags, (), tag_prefix, scope, None)
             for rec in infos:
@@ -469,7 +473,15 @@ class MnemoClient:
         self._store.refresh()
         from .audit import verify_db
 
-        return verify_db(self.path, pubkey=_pubkey_bytes(pubkey), expect_head=expect_head)
+        report = verify_db(self.path, pubkey=_pubkey_bytes(pubkey), expect_head=expect_head)
+        if not report.ok:
+            return report
+        # The file is sound; is what this client serves from memory (perhaps loaded from a snapshot)
+        # exactly what the file says?
+        stale = [Problem("index", f"{msg}: the index snapshot was altered") for msg in self._store.index_differences()]
+        if stale:
+            return dataclasses.replace(report, ok=False, problems=report.problems + tuple(stale))
+        return report
 
     def export_audit(
         self, dest: str | os.PathLike[str] | IO[str], since: int = 0, include_content: bool = False

@@ -17,9 +17,10 @@ from helpers.reliability_crash import Plan, Stats, check_round, run_writer
 from helpers.reliability_faults import Fault, Injector
 from helpers.reliability_model import State, db_state, describe_difference, value
 
-from mnemo import MnemoClient, MnemoMemoryToolServer
+from mnemo import MnemoClient
 from mnemo.audit import verify_db
 from mnemo.errors import DurabilityError, MnemoError
+from mnemo.tools.server import MnemoMemoryToolServer
 
 AGENT = "owner"
 
@@ -90,15 +91,15 @@ def assert_refuses_writes(c: MnemoClient, rid: str) -> None:
 
 
 def test_short_log_writes_are_retried_transparently(dbdir: Path) -> None:
-    with Injector(str(dbdir), short=7, short_kinds=frozenset({"pwrite"}), rng=random.Random(1)) as inj:
-        with open_db(dbdir) as c:
-            seed_db(c)
-            big = c.remember("B" * 200_000, tags=["big"])
-            server = MnemoMemoryToolServer(c)
-            result = tool(server, command="rename", old_path="/memories/dir", new_path="/memories/moved")
-            assert not result.get("is_error"), result
-            c.compact()
-            expected = db_state(c)
+    injector = Injector(str(dbdir), short=7, short_kinds=frozenset({"pwrite"}), rng=random.Random(1))
+    with injector as inj, open_db(dbdir) as c:
+        seed_db(c)
+        big = c.remember("B" * 200_000, tags=["big"])
+        server = MnemoMemoryToolServer(c)
+        result = tool(server, command="rename", old_path="/memories/dir", new_path="/memories/moved")
+        assert not result.get("is_error"), result
+        c.compact()
+        expected = db_state(c)
     writes = [e for e in inj.events if e.kind == "pwrite"]
     assert len(writes) > 200_000 // 7, "the writes were not cut short"
     state, recovery = reopened_state(dbdir)
@@ -118,9 +119,9 @@ def test_short_sidecar_write_then_interrupted_erasure(dbdir: Path) -> None:
         del expected[rec.id]
         # The journal goes to disk short; then the zeros over the first slot fail half-way.
         fault = Fault(at=1, action="eio", when="torn", torn=0.5, kinds=frozenset({"pwrite"}), zeros_only=True)
-        with Injector(str(dbdir), fault=fault, short=16, short_kinds=frozenset({"write"})):
-            with pytest.raises(DurabilityError):
-                c.forget([rec.id])
+        injector = Injector(str(dbdir), fault=fault, short=16, short_kinds=frozenset({"write"}))
+        with injector, pytest.raises(DurabilityError):
+            c.forget([rec.id])
     state, _recovery = reopened_state(dbdir)
     assert state == expected
 
@@ -157,10 +158,9 @@ def test_eio_from_a_log_write(dbdir: Path, when: str) -> None:
         expected = db_state(c)
         with Injector(str(dbdir), fault=Fault(at=1, action="eio", when=when, torn=0.6,
                                               kinds=frozenset({"pwrite"}))):
-            with pytest.raises(DurabilityError):
-                with c.transaction():
-                    for i in range(20):
-                        c.remember(f"lost {i} " + "z" * 500, tags=["lost"])
+            with pytest.raises(DurabilityError), c.transaction():
+                for i in range(20):
+                    c.remember(f"lost {i} " + "z" * 500, tags=["lost"])
             assert_refuses_writes(c, keep.id)
         assert db_state(c) == expected
     assert verify_db(dbdir / "m.mnemo.db").ok
@@ -344,6 +344,6 @@ def test_eio_while_cutting_a_torn_tail_is_a_mnemo_error(dbdir: Path) -> None:
     path = dbdir / "m.mnemo.db"
     with path.open("ab") as f:
         f.write(b"MNFR\x00\x00\x00\x01")  # the start of a frame that never finished
-    with Injector(str(dbdir), fault=Fault(at=1, action="eio", kinds=frozenset({"ftruncate"}))):
-        with pytest.raises(MnemoError):
-            open_db(dbdir).close()
+    injector = Injector(str(dbdir), fault=Fault(at=1, action="eio", kinds=frozenset({"ftruncate"})))
+    with injector, pytest.raises(MnemoError):
+        open_db(dbdir).close()

@@ -6,9 +6,19 @@ same with many more inputs."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
+import struct
 from pathlib import Path
 
+import pytest
 from helpers.reliability_fuzz import fuzz_files, fuzz_handle
+
+from mnemo import MnemoClient
+from mnemo.errors import MnemoError
+from mnemo.storage.codec import packb, unpackb
+from mnemo.storage.snapshot import write_erase_journal
 
 
 def test_fuzz_memory_tool_handle(tmp_path: Path) -> None:
@@ -29,3 +39,51 @@ def test_fuzz_open_with_damaged_or_forged_sidecars(tmp_path: Path) -> None:
     count = fuzz_files(tmp_path, examples=150, derandomize=True, sidecars=True)
     print(f"\nfuzz db files with sidecars: {count}")
     assert count.tried >= 150
+
+
+# -- what the fuzzers found, pinned ------------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason="a writer cuts a torn genesis frame like any torn tail, leaving a "
+                   "log with no genesis, then appends puts from seq 0: a chain that can never verify")
+@pytest.mark.parametrize("keep", [32, 40, 60])
+def test_torn_genesis_frame_is_not_cut(tmp_path: Path, keep: int) -> None:
+    db = tmp_path / "m.mnemo.db"
+    MnemoClient(db, "owner").close()
+    os.truncate(db, keep)
+    try:
+        c = MnemoClient(db, "owner")
+    except MnemoError:
+        return  # refusing to open is a fine answer
+    with c:
+        c.remember("hello")
+        assert c.verify().ok
+
+
+@pytest.mark.xfail(strict=True, reason="DB.erase is applied without checking its db_id or that its regions "
+                   "are payload slots of forgotten records: a journal left by another db zeroes the header")
+def test_foreign_erase_journal_is_not_applied(tmp_path: Path) -> None:
+    db = tmp_path / "m.mnemo.db"
+    with MnemoClient(db, "owner") as c:
+        c.remember("hello")
+    before = db.read_bytes()
+    write_erase_journal(str(db) + ".erase", os.urandom(16), [(0, 32)])
+    with contextlib.suppress(MnemoError):
+        MnemoClient(db, "owner").close()
+    assert db.read_bytes() == before
+
+
+@pytest.mark.xfail(strict=True, reason="a snapshot whose seal holds but whose body is malformed reaches "
+                   "Index.from_state unguarded: a raw TypeError instead of a rebuild from the log")
+@pytest.mark.parametrize("field", ["records", "forgotten", "acl"])
+def test_forged_snapshot_is_discarded(tmp_path: Path, field: str) -> None:
+    db = tmp_path / "m.mnemo.db"
+    with MnemoClient(db, "owner") as c:
+        c.remember("hello", tags=["t"])
+    snap = Path(str(db) + ".snap")
+    body = unpackb(snap.read_bytes()[12:-32])
+    body["index"][field] = None if field != "acl" else b"junk"
+    data = b"MNEMOSNP" + struct.pack(">I", 1) + packb(body)
+    snap.write_bytes(data + hashlib.sha256(data).digest())
+    with MnemoClient(db, "owner") as c:
+        assert [r.content for r in c.query(tags=["t"])] == ["hello"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -17,7 +18,7 @@ import pytest
 from helpers.frames import check_chain, frame_spans, read_entries, read_frames
 
 from mnemo import MemoryRecord, MnemoClient
-from mnemo.errors import Closed, Conflict, LockTimeout, MnemoError, NotFound
+from mnemo.errors import Closed, Conflict, DurabilityError, LockTimeout, MnemoError, NotFound
 from mnemo.record import RecordInfo, VerifyReport
 from mnemo.storage.codec import (
     ZERO_HASH,
@@ -729,7 +730,7 @@ def test_batch_mode_syncs_within_50ms(db_path: Path, fsync_calls: list[float]) -
             assert fsync_calls[before] - written < 0.2
 
 
-def test_threads_share_one_client(db_path: Path) -> None:
+def test_threads_share_one_client(db_path: Path, fsync_calls: list[float]) -> None:
     n_threads, per_thread = 8, 50
     results: list[list[MemoryRecord]] = [[] for _ in range(n_threads)]
     errors: list[BaseException] = []
@@ -754,6 +755,7 @@ def test_threads_share_one_client(db_path: Path) -> None:
         assert not errors, errors
         every = [r for rs in results for r in rs]
         assert len(every) == n_threads * per_thread
+        assert len(fsync_calls) < 0.9 * len(every), "concurrent writers did not share fsyncs"
         assert len({r.id for r in every}) == len(every)
         assert sorted(r.seq for r in every) == list(range(1, len(every) + 1))
         for k, rs in enumerate(results):
@@ -864,3 +866,69 @@ def test_opening_does_not_write_to_a_clean_log(db_path: Path) -> None:
         c.verify()
     assert db_path.read_bytes() == before
     assert frame_spans(before)[-1][1] == len(before)
+
+
+# -- write and fsync failures ----------------------------------------------------------------------
+
+
+def failing_sync(fd: int) -> None:
+    raise OSError(errno.EIO, "Input/output error")
+
+
+def test_an_fsync_failure_stops_writes(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mnemo.storage import logfile
+
+    with MnemoClient(db_path, AGENT, durability="fsync") as c:
+        kept = c.remember("kept")
+        monkeypatch.setattr(logfile, "_sync", failing_sync)
+        with pytest.raises(DurabilityError):
+            c.remember("unsure")
+        after_failure = db_path.read_bytes()
+        monkeypatch.undo()
+        for write in (lambda: c.remember("refused"), lambda: c.update(kept.id, content="no"),
+                      lambda: c.forget(kept.id)):
+            with pytest.raises(DurabilityError):
+                write()
+        assert db_path.read_bytes() == after_failure
+        assert c.get(kept.id) == kept
+    with MnemoClient(db_path, AGENT, durability="fsync") as again:
+        assert again.get(kept.id) == kept
+        again.remember("a fresh client writes again")
+        assert again.verify().ok
+
+
+def test_a_failed_sync_in_batch_mode_stops_later_writes(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mnemo.storage import logfile
+
+    with MnemoClient(db_path, AGENT, durability="batch") as c:
+        c.remember("first")
+        monkeypatch.setattr(logfile, "_sync", failing_sync)
+        c.remember("not yet synced")
+        time.sleep(0.3)
+        with pytest.raises(DurabilityError):
+            c.remember("after the failed sync")
+        monkeypatch.undo()
+
+
+def test_a_failed_write_leaves_the_log_as_it_was(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with MnemoClient(db_path, AGENT, durability="fsync") as c:
+        kept = c.remember("kept")
+        before = db_path.read_bytes()
+        real_pwrite = os.pwrite
+
+        def half_then_full(fd: int, data: Any, offset: int) -> int:
+            if len(data) > 8:
+                real_pwrite(fd, bytes(data[: len(data) // 2]), offset)
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(os, "pwrite", half_then_full)
+        with pytest.raises(DurabilityError):
+            c.remember("does not fit " * 20)
+        monkeypatch.undo()
+        assert db_path.read_bytes() == before
+        with pytest.raises(DurabilityError):
+            c.remember("refused after the failure")
+        assert c.query() == [kept]
+    with MnemoClient(db_path, AGENT) as again:
+        assert again.recovery == []
+        assert again.query() == [kept]

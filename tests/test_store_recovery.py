@@ -84,6 +84,30 @@ def test_truncation_anywhere_inside_the_last_frame_is_cut_and_reported(tmp_path:
     assert read_frames(db)[-1].offset == start
 
 
+def test_a_torn_frame_whose_content_holds_a_whole_frame_is_still_a_torn_tail(tmp_path: Path) -> None:
+    """Content is the caller's: it may hold valid Mnemo frames (say, a backup of another db). A crash
+    while writing it must still leave a db that opens, with the torn write cut."""
+    inner = tmp_path / "inner.db"
+    with MnemoClient(inner, AGENT, durability="none") as c:
+        c.remember("a record of another db")
+    blob = inner.read_bytes() + b"\x00" * 64
+    db = tmp_path / "outer.db"
+    with MnemoClient(db, AGENT, durability="none") as c:
+        first = c.remember("before")
+        head = c.head
+        c.remember(blob, tags=["backup"])
+    data = db.read_bytes()
+    start, end = frame_spans(data)[-1]
+    inner_end = data.index(blob) + len(blob) - 64
+    for cut in (inner_end + 1, inner_end + 40, end - 1):
+        db.write_bytes(data[:cut])
+        with MnemoClient(db, AGENT, durability="none") as c:
+            assert len(c.recovery) == 1 and str(start) in c.recovery[0], c.recovery
+            assert records(c) == {first.id: first}
+            assert c.head == head
+        assert db.read_bytes() == data[:start]
+
+
 def test_a_log_ending_at_a_frame_boundary_needs_no_repair(tmp_path: Path) -> None:
     built = build(tmp_path / "orig.db", "put")
     start, _end = frame_spans(built.data)[-1]
@@ -95,7 +119,7 @@ def test_a_log_ending_at_a_frame_boundary_needs_no_repair(tmp_path: Path) -> Non
     assert db.read_bytes() == built.data[:start]
 
 
-@pytest.mark.parametrize("last", ["put", "tx", "forget"])
+@pytest.mark.parametrize("last", ["put", "tx"])
 def test_a_damaged_last_frame_is_cut_or_refused(tmp_path: Path, last: str) -> None:
     """Every single-byte change in the last frame: the frame is cut and reported (or, for a payload slot,
     open may refuse with IntegrityError); it is never accepted silently."""
@@ -120,6 +144,43 @@ def test_a_damaged_last_frame_is_cut_or_refused(tmp_path: Path, last: str) -> No
             assert records(c) == built.before_last
 
 
+def test_a_damaged_last_forget_frame_is_refused_not_cut(tmp_path: Path) -> None:
+    """A forget frame is durable before any payload is erased, so a damaged forget frame whose records'
+    payloads are already zero cannot be a torn write: cutting it would lose the forget entry and leave
+    erased payloads of live records. Open must refuse and leave the file as it is."""
+    built = build(tmp_path / "orig.db", "forget")
+    frame = read_frames(tmp_path / "orig.db")[-1]
+    db = tmp_path / "bad.db"
+    for pos in (frame.offset, frame.offset + FRAME_HEADER.size + 6, frame.end - 1):
+        damaged = flip(built.data, pos, 0x01)
+        db.write_bytes(damaged)
+        with pytest.raises(IntegrityError) as exc:
+            MnemoClient(db, AGENT).close()
+        assert db.read_bytes() == damaged, f"byte {pos}: the refused open cut the log"
+        assert exc.value.offset == frame.offset, (pos, str(exc.value))
+
+
+def test_an_interrupted_erasure_is_completed_on_open(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    with MnemoClient(db, AGENT, durability="none") as c:
+        keep = c.remember("keep me", tags=["k"])
+        gone = c.remember("SECRET-7731", tags=["g"])
+        c.update(gone.id, content="SECRET-7732")
+        before_forget = db.read_bytes()
+        c.forget(gone.id)
+    erased = db.read_bytes()
+    assert b"SECRET-77" not in erased
+    # as if the crash came after the forget frame was durable and before the zeros were written
+    restored = before_forget + erased[len(before_forget) :]
+    db.write_bytes(restored)
+    Path(str(db) + ".snap").unlink(missing_ok=True)
+    with MnemoClient(db, AGENT) as c:
+        assert any("erasure" in note for note in c.recovery), c.recovery
+        assert records(c) == {keep.id: keep}
+    assert db.read_bytes() == erased
+    assert verify_db(db).ok
+
+
 @pytest.mark.parametrize("cuts", [[1], [7, 24, 40], [-1]])
 def test_a_reader_stops_before_a_torn_tail_and_leaves_it(tmp_path: Path, cuts: list[int]) -> None:
     built = build(tmp_path / "orig.db", "tx")
@@ -135,10 +196,6 @@ def test_a_reader_stops_before_a_torn_tail_and_leaves_it(tmp_path: Path, cuts: l
 
 
 # -- damage before the last frame --------------------------------------------------------------------
-
-
-def positions_of(frame_start: int, frame_end: int) -> list[int]:
-    return list(range(frame_start, frame_end))
 
 
 @pytest.mark.parametrize("which", [0, 1, -3, -2])
@@ -305,6 +362,7 @@ def test_a_copy_of_the_damaged_db_is_untouched_by_a_failed_open(tmp_path: Path) 
     frames = read_frames(db)
     damaged = flip(data, frames[1].offset + 2, 0xFF)
     db.write_bytes(damaged)
+    Path(str(db) + ".snap").unlink()
     keep = tmp_path / "keep"
     shutil.copy(db, keep)
     for readonly in (False, True):
@@ -312,3 +370,14 @@ def test_a_copy_of_the_damaged_db_is_untouched_by_a_failed_open(tmp_path: Path) 
             MnemoClient(db, AGENT, readonly=readonly).close()
     assert db.read_bytes() == keep.read_bytes()
     assert not Path(str(db) + ".erase").exists()
+
+
+def test_damage_under_a_snapshot_is_found_by_verify(tmp_path: Path) -> None:
+    """An open with a valid snapshot reads only the tail; verify reads everything."""
+    db = tmp_path / "db"
+    data = rich_db(db)
+    frames = read_frames(db)
+    db.write_bytes(flip(data, frames[2].offset + FRAME_HEADER.size + 1, 0x08))
+    with MnemoClient(db, AGENT, readonly=True) as c:
+        report = c.verify()
+    assert not report.ok and frames[2].offset in {p.offset for p in report.problems}

@@ -145,7 +145,7 @@ def apply_entry(
 class Store:
     def __init__(
         self, path: str, agent: str, *, readonly: bool = False, durability: str = "fsync",
-        lock_timeout: float = 10.0, create: bool = True,
+        lock_timeout: float = 10.0, create: bool = True, use_snapshot: bool = True,
     ) -> None:
         if durability not in DURABILITY_MODES:
             raise ValueError(f"durability must be one of {DURABILITY_MODES}, got {durability!r}")
@@ -155,6 +155,7 @@ class Store:
         self.durability = durability
         self.lock_timeout = lock_timeout
         self.recovery: list[str] = []
+        self.use_snapshot = use_snapshot
         self.snapshot_used = False
         self.closed = False
         self._failed: BaseException | None = None
@@ -171,13 +172,17 @@ class Store:
         self._unerased: list[tuple[int, int]] = []
         self._batch_thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self.lock = None if readonly else FileLock(path + ".lock")
+        self.lock = None
         self.fd = -1
         self.generation = 0
         try:
             t0 = time.perf_counter()
+            self.lock = None if readonly else FileLock(path + ".lock")
             self._open(create)
             self.open_seconds = time.perf_counter() - t0
+        except OSError as exc:
+            self._close_files()
+            raise MnemoError(f"cannot open the database at {path}: {exc.strerror or exc}") from exc
         except BaseException:
             self._close_files()
             raise
@@ -250,7 +255,7 @@ class Store:
         self.last_frame_offset = 0
         self.head_ts = 0
         self.snapshot_used = False
-        body = snap.read_snapshot(self.snap_path)
+        body = snap.read_snapshot(self.snap_path) if self.use_snapshot else None
         if body is not None and self._snapshot_matches(body):
             self.index = Index.from_state(self.db_id, body["index"])
             self.end = body["offset"]
@@ -258,9 +263,8 @@ class Store:
             self.head_ts = body["head_ts"]
             self.snapshot_used = True
         else:
-            if body is not None:
-                self.recovery.append("discarded a stale or damaged index snapshot")
-            self._dirty_snapshot = True  # the next close writes one, so the next open is fast
+            # Missing, stale or damaged: the log is the truth. The next close writes a fresh snapshot.
+            self._dirty_snapshot = True
         self._inode = os.fstat(self.fd).st_ino
 
     def _snapshot_matches(self, body: dict[str, Any]) -> bool:
@@ -306,9 +310,17 @@ class Store:
                 self._redo_erasure([])
 
     def _torn_or_damaged(self, exc: FrameError, size: int, writer: bool) -> None:
-        if find_next_frame(self.fd, exc.offset, size) is not None:
+        """A frame that cannot be read: a torn last write (cut it) or damage (raise, change nothing)."""
+        # Valid frames that continue the chain after it mean damage. Seqs at or below the head are
+        # frames inside the torn frame's own content (a record may hold a copy of a Mnemo log).
+        if find_next_frame(self.fd, exc.offset, size, min_seq=self.index.head_seq + 1) is not None:
             raise IntegrityError(
                 f"{self.path}: damaged frame at offset {exc.offset} ({exc}); valid frames follow it", exc.offset
+            )
+        if any(i in self.index.records for i in self._erased_live):
+            # Payloads are zeroed only once their forget is durable, so that forget was no torn write.
+            raise IntegrityError(
+                f"{self.path}: damaged frame at offset {exc.offset} ({exc}); it held a durable forget", exc.offset
             )
         if not writer:
             return  # perhaps a write in progress: stop before it
@@ -621,6 +633,28 @@ class Store:
             self._dirty_snapshot = False
         except OSError:
             pass  # a snapshot only speeds up the next open
+
+    def index_differences(self) -> list[str]:
+        """Compare the live index with one rebuilt from the log alone: a snapshot that was tampered
+        with (and re-sealed) shows up here, since the log is the only truth."""
+        fresh = Store(self.path, self.agent, readonly=True, use_snapshot=False)
+        try:
+            with self._index_lock:
+                mine, theirs = self.index, fresh.index
+                if fresh.end > self.end:
+                    return []  # others appended meanwhile; compare again when quiet
+                out = []
+                for rec_id in sorted(set(mine.records) ^ set(theirs.records)):
+                    where = "the log" if rec_id in theirs.records else "the index"
+                    out.append(f"record {rec_id} is only in {where}")
+                for rec_id in sorted(set(mine.records) & set(theirs.records)):
+                    if mine.records[rec_id] != theirs.records[rec_id]:
+                        out.append(f"record {rec_id} differs between the index and the log")
+                if mine.acl.to_state() != theirs.acl.to_state():
+                    out.append("the grants in the index differ from those in the log")
+                return out
+        finally:
+            fresh.close()
 
     def save_snapshot(self) -> None:
         """Write the index snapshot now (under the writer lock, caught up, so it never resurrects

@@ -128,8 +128,9 @@ def iter_frames(fd: int, start: int, end: int) -> Iterator[tuple[Frame, memoryvi
         offset += frame.length
 
 
-def find_next_frame(fd: int, start: int, end: int) -> int | None:
-    """The offset of the first valid frame after `start`, or None: tells a torn tail from damage."""
+def find_next_frame(fd: int, start: int, end: int, min_seq: int = 0) -> int | None:
+    """The offset of the first valid frame after `start` whose first seq is at least `min_seq`, or
+    None: tells a torn tail from damage."""
     from .framing import FRAME_MAGIC
 
     offset = start + 1
@@ -141,8 +142,9 @@ def find_next_frame(fd: int, start: int, end: int) -> int | None:
             try:
                 length = frame_length(read_exact(fd, at, FRAME_HEADER.size), 0, at)
                 if at + length <= end:
-                    parse_frame(read_exact(fd, at, length), 0, at)
-                    return at
+                    frame = parse_frame(read_exact(fd, at, length), 0, at)
+                    if frame.entries[0].seq >= min_seq:
+                        return at
             except FrameError:
                 pass
             i = data.find(FRAME_MAGIC, i + 1)

@@ -20,9 +20,9 @@ from typing import Any
 
 from helpers.reliability_crash import TESTS, child_env
 from helpers.reliability_worker import COUNTERS, FILES, SCOPE, file_path
-
-from mnemo import MnemoClient, MnemoMemoryToolServer
+from mnemo import MnemoClient
 from mnemo.audit import read_log
+from mnemo.tools.server import MnemoMemoryToolServer
 
 OWNER = "owner"
 

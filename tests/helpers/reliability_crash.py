@@ -32,7 +32,6 @@ from helpers.reliability_model import (
     describe_difference,
     matches_after,
 )
-
 from mnemo import MnemoClient
 from mnemo.audit import verify_db
 
@@ -151,9 +150,9 @@ def check_round(db: Path, model: State, out: Outcome, stats: Stats) -> State:
     """Assert everything a crash must leave intact; return the new acknowledged model."""
     where = out.plan.describe()
     assert out.returncode == -signal.SIGKILL, f"{where}: writer ended with {out.returncode}\n{out.stderr}"
-    for intent, ids in out.acked:
-        model = intent.applied(model, ids)
-        stats.ops[intent.op] = stats.ops.get(intent.op, 0) + 1
+    for done, ids in out.acked:
+        model = done.applied(model, ids)
+        stats.ops[done.op] = stats.ops.get(done.op, 0) + 1
     stats.acked_ops += len(out.acked)
     stats.rounds += 1
     intent = out.in_flight

@@ -75,7 +75,7 @@ class Injector:
         }  # fmt: skip
         os.pwrite = self._pwrite
         os.write = self._write
-        os.fsync = self._fsync
+        os.fsync = self._fsync  # type: ignore[assignment]
         os.ftruncate = self._ftruncate
         os.replace = self._replace
         os.unlink = self._unlink
@@ -103,13 +103,13 @@ class Injector:
 
     def _fd_path(self, fd: int) -> str:
         try:
-            return os.readlink(f"/proc/self/fd/{fd}")
+            return str(os.readlink(f"/proc/self/fd/{fd}"))
         except OSError:
             return ""
 
     def _path(self, p: Any) -> str:
         try:
-            return os.path.realpath(os.fspath(p))
+            return str(os.path.realpath(os.fspath(p)))
         except (TypeError, ValueError):
             return ""
 

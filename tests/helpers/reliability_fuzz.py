@@ -22,12 +22,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mnemo import MnemoClient, MnemoMemoryToolServer
+from mnemo import MnemoClient
 from mnemo.audit import UnreadableDatabase, verify_db
 from mnemo.errors import MnemoError
 from mnemo.record import VerifyReport
 from mnemo.storage.codec import packb, unpackb
 from mnemo.storage.framing import HEADER_SIZE, frame_length
+from mnemo.tools.server import MnemoMemoryToolServer
 
 OWNER = "owner"
 COMMANDS = ["view", "create", "str_replace", "insert", "delete", "rename"]
@@ -73,10 +74,18 @@ json_leaf = (
     st.none() | st.booleans() | st.integers() | st.integers(min_value=-(2**70), max_value=2**70)
     | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=40)
 )
-json_like = st.recursive(
-    json_leaf,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
-    max_leaves=12,
+
+
+def _nest(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+
+
+json_like = st.recursive(json_leaf, _nest, max_leaves=12)
+# what msgpack can pack (integers within 64 bits), for forged sidecars
+packable = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**64 - 1) | st.floats()
+    | st.text(max_size=40) | st.binary(max_size=40),
+    _nest, max_leaves=12,
 )
 NASTY_SEGMENTS = ["..", ".", "", "...", "%2e%2e", "%2E%2e", "%2f", "%00", "\\..", "..\\..", "~", "*", "\x00",
                   "\n", "\u202e", "\ud800", "con", "a:b", "x" * 300, "é", "e\u0301", "\uff0e\uff0e", " ", "/"]
@@ -95,7 +104,7 @@ simple_path = st.builds(
     st.lists(st.sampled_from(["notes.md", "dir", "a.md", "sub", "b.md", "new", "x.txt"])
              | st.from_regex(r"[a-z]{1,3}\.md", fullmatch=True), min_size=1, max_size=3),
 )
-some_path = simple_path | simple_path | memory_path
+some_path = st.one_of(simple_path, simple_path, simple_path, memory_path)
 text_field = st.text(max_size=200) | st.sampled_from(["", "\n", "a\nb\n", "x" * 5000, "\ud800", "END", "one", "two\n"])
 small_int = st.integers(min_value=-3, max_value=30)
 typed_input = st.one_of(
@@ -190,9 +199,9 @@ def fuzz_handle(base: Path, examples: int, derandomize: bool, timeout: float = 1
 
     @settings(max_examples=examples, deadline=None, derandomize=derandomize, database=None,
               suppress_health_check=list(HealthCheck))
-    @given(blocks=st.lists(tool_use, min_size=1, max_size=8))
-    def run(blocks: list[Any]) -> None:
-        for block in blocks:
+    @given(blocks=st.lists(well_formed, min_size=1, max_size=8), junk=st.lists(tool_use, max_size=4))
+    def run(blocks: list[Any], junk: list[Any]) -> None:
+        for block in blocks + junk:
             one(block)
         assert tree(base, dbdir) == before, "something was written outside the db directory"
         assert os.path.exists("/memories") == memories_existed
@@ -223,6 +232,9 @@ class Seeds:
     log: bytes
     snap: bytes
     other_log: bytes  # a db with another db_id, for splicing foreign frames in
+
+    def __repr__(self) -> str:  # keeps hypothesis' reports of a failing example readable
+        return f"Seeds(log={len(self.log)} bytes, snap={len(self.snap)} bytes, other={len(self.other_log)} bytes)"
 
 
 def build_seed_db(directory: Path, name: str = "seed", extra: bool = True) -> tuple[bytes, bytes]:
@@ -360,7 +372,7 @@ def mutated_snapshot(draw: st.DrawFn, seeds: Seeds, forged: bool = False) -> tup
     body = unpackb(snap[12:-32])
     target = draw(st.sampled_from(["offset", "frame_offset", "head_ts", "index", "index.records",
                                    "index.head_seq", "index.acl", "index.forgotten", "db_id"]))
-    junk = draw(json_like | st.binary(max_size=40) | st.integers())
+    junk = draw(packable)
     if target.startswith("index."):
         body["index"][target[6:]] = junk
     else:
@@ -376,7 +388,7 @@ def erase_journal(draw: st.DrawFn, seeds: Seeds) -> tuple[str, bytes | None]:
     if kind == "random":
         return kind, draw(st.binary(max_size=200))
     if kind == "sealed-junk":
-        return kind, _reseal(b"MNEMOERS", packb(draw(json_like | st.binary(max_size=40))))
+        return kind, _reseal(b"MNEMOERS", packb(draw(packable)))
     # Well-formed regions that are not payload slots of forgotten records (a stale or foreign journal);
     # bounded so that the fuzzer itself never writes much.
     size = len(seeds.log)
@@ -414,11 +426,8 @@ def check_db_file(work: Path, log: bytes, snap: bytes | None, journal: bytes | N
     count.tried += 1
     original = _files(work)
     report: VerifyReport | None = None
-    with time_limit(timeout):
-        try:
-            report = verify_db(path)
-        except UnreadableDatabase:
-            pass
+    with time_limit(timeout), contextlib.suppress(UnreadableDatabase):
+        report = verify_db(path)
     assert _files(work) == original, "verify_db changed a file"
     assert report is not None, "a regular file must be readable"
     count.verified_ok += report.ok

@@ -21,8 +21,9 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-from mnemo import MnemoClient, MnemoMemoryToolServer
+from mnemo import MnemoClient
 from mnemo.errors import Conflict
+from mnemo.tools.server import MnemoMemoryToolServer
 
 SCOPE = "team:shared"
 COUNTERS = 4

@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 from helpers.reliability_faults import Injector, parse_fault
 from helpers.reliability_model import Intent, Value, value
-
-from mnemo import MnemoClient, MnemoMemoryToolServer
+from mnemo import MnemoClient
+from mnemo.tools.server import MnemoMemoryToolServer
 
 AGENT = "writer"
 ROOT = "/memories"
@@ -165,10 +165,7 @@ class Writer:
 
     def op_tool_create(self) -> tuple[Intent, Callable[[], list[str]]]:
         dirs = self.dirs()
-        if dirs and self.rng.random() < 0.6:
-            d = self.rng.choice(dirs)
-        else:
-            d = f"{ROOT}/d{self.tok()}"
+        d = self.rng.choice(dirs) if dirs and self.rng.random() < 0.6 else f"{ROOT}/d{self.tok()}"
         if self.rng.random() < 0.3:
             d += "/sub"
         path = f"{d}/f{self.tok()}.txt"

@@ -19,18 +19,25 @@ def ack(*parts: object) -> None:
 
 
 def crash(c: MnemoClient, tag: str, count: int, seed: int) -> None:
-    """Single remembers and 3-record transactions, acknowledging each after it returned."""
+    """Single remembers, 3-record transactions and forgets, acknowledging each after it returned."""
     rng = random.Random(seed)
+    mine: list[str] = []
     ack("READY")
     for i in range(count):
-        if rng.random() < 0.3:
+        if mine and rng.random() < 0.1:
+            victim = mine.pop(rng.randrange(len(mine)))
+            ack("FORGETTING", victim)
+            c.forget(victim)
+            ack("FORGOT", victim)
+        elif rng.random() < 0.3:
             group = f"{tag}-g{i}"
             with c.transaction():
                 recs = [c.remember(f"{group}-{k}", tags=[tag, group]) for k in range(3)]
             ack("TX", group, *(r.id for r in recs))
         else:
-            rec = c.remember(f"{tag}-{i}" + "x" * rng.randrange(0, 300), tags=[tag])
+            rec = c.remember(f"{tag}-{i}-" + "x" * rng.randrange(0, 300), tags=[tag])
             ack("ONE", rec.id, rec.content)
+            mine.append(rec.id)
 
 
 def bulk(c: MnemoClient, tag: str, count: int) -> None:

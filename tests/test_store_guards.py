@@ -1,0 +1,55 @@
+"""Guards against accidents and quiet tampering: an empty forget_where, and a re-sealed snapshot that
+hides a record or a grant from the index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mnemo import InvalidInput, MnemoClient
+from mnemo.storage import snapshot as snap
+
+
+def test_forget_where_without_a_filter_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "g.db"
+    with MnemoClient(db, "a", durability="none") as c:
+        c.remember("keep me", tags=["t"])
+        before = db.read_bytes()
+        with pytest.raises(InvalidInput, match="needs tags"):
+            c.forget_where()
+        with pytest.raises(InvalidInput):
+            c.forget_where(tags=[])
+        assert db.read_bytes() == before
+        assert c.forget_where(scope=c.home_scope) == 1
+
+
+def _tamper(db: Path, edit: object) -> None:
+    body = snap.read_snapshot(str(db) + ".snap")
+    assert body is not None
+    edit(body)  # type: ignore[operator]
+    snap.write_snapshot(str(db) + ".snap", body)  # re-sealed: its checksum is valid again
+
+
+def test_a_resealed_snapshot_hiding_a_record_fails_verify(tmp_path: Path) -> None:
+    db = tmp_path / "g.db"
+    with MnemoClient(db, "a", durability="none") as c:
+        ids = [c.remember(f"r{i}").id for i in range(3)]
+    _tamper(db, lambda b: b["index"].__setitem__(
+        "records", [r for r in b["index"]["records"] if r[0] != ids[1]]))
+    with MnemoClient(db, "a", durability="none", readonly=True) as c:
+        assert c.stats()["snapshot_used"]
+        report = c.verify()
+        assert not report.ok
+        assert [p.kind for p in report.problems] == ["index"]
+        assert ids[1] in report.problems[0].message
+
+
+def test_a_resealed_snapshot_adding_a_grant_fails_verify(tmp_path: Path) -> None:
+    db = tmp_path / "g.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.remember("x")
+    _tamper(db, lambda b: b["index"]["acl"]["grants"].__setitem__("mallory", {"*": ["admin"]}))
+    with MnemoClient(db, "owner", durability="none", readonly=True) as c:
+        report = c.verify()
+        assert not report.ok and "grants" in report.problems[0].message
