@@ -44,8 +44,6 @@ def test_fuzz_open_with_damaged_or_forged_sidecars(tmp_path: Path) -> None:
 # -- what the fuzzers found, pinned ------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="a writer cuts a torn genesis frame like any torn tail, leaving a "
-                   "log with no genesis, then appends puts from seq 0: a chain that can never verify")
 @pytest.mark.parametrize("keep", [32, 40, 60])
 def test_torn_genesis_frame_is_not_cut(tmp_path: Path, keep: int) -> None:
     db = tmp_path / "m.mnemo.db"
@@ -60,8 +58,6 @@ def test_torn_genesis_frame_is_not_cut(tmp_path: Path, keep: int) -> None:
         assert c.verify().ok
 
 
-@pytest.mark.xfail(strict=True, reason="DB.erase is applied without checking its db_id or that its regions "
-                   "are payload slots of forgotten records: a journal left by another db zeroes the header")
 def test_foreign_erase_journal_is_not_applied(tmp_path: Path) -> None:
     db = tmp_path / "m.mnemo.db"
     with MnemoClient(db, "owner") as c:
@@ -73,8 +69,6 @@ def test_foreign_erase_journal_is_not_applied(tmp_path: Path) -> None:
     assert db.read_bytes() == before
 
 
-@pytest.mark.xfail(strict=True, reason="a snapshot whose seal holds but whose body is malformed reaches "
-                   "Index.from_state unguarded: a raw TypeError instead of a rebuild from the log")
 @pytest.mark.parametrize("field", ["records", "forgotten", "acl"])
 def test_forged_snapshot_is_discarded(tmp_path: Path, field: str) -> None:
     db = tmp_path / "m.mnemo.db"

@@ -165,6 +165,8 @@ class Store:
         self._sync_cond = threading.Condition()
         self._syncing = False
         self._synced_end = 0
+        self._first_unsynced: int | None = None  # offset of our first frame not yet covered by an fsync
+        self._foreign_after_unsynced = False  # another process appended after it
         self._dirty_snapshot = False
         self._erased_live: set[str] = set()  # puts seen with an erased slot, awaiting their forget
         # Slots of records dropped by forgets read from the log (written by others): a writer checks
@@ -174,6 +176,7 @@ class Store:
         self._stop = threading.Event()
         self.lock = None
         self.fd = -1
+        self._retired_fds: list[int] = []
         self.generation = 0
         try:
             t0 = time.perf_counter()
@@ -206,6 +209,12 @@ class Store:
             self._create()
         self.fd = os.open(self.path, os.O_RDONLY if self.readonly else os.O_RDWR)
         self._load()
+        self._open_catch_up()
+        if self.index.head_seq < 0:
+            raise IntegrityError(f"{self.path}: the log holds no genesis entry", HEADER_SIZE)
+        self._synced_end = self.end
+
+    def _open_catch_up(self) -> None:
         if self.lock is not None:
             self.lock.acquire(self.lock_timeout)
             try:
@@ -219,7 +228,6 @@ class Store:
                 self.lock.release()
         else:
             self._catch_up(writer=False)
-        self._synced_end = self.end
 
     def _create(self) -> None:
         """Write header and genesis to a temp file, then link it into place: creation is atomic."""
@@ -257,12 +265,16 @@ class Store:
         self.snapshot_used = False
         body = snap.read_snapshot(self.snap_path) if self.use_snapshot else None
         if body is not None and self._snapshot_matches(body):
-            self.index = Index.from_state(self.db_id, body["index"])
-            self.end = body["offset"]
-            self.last_frame_offset = body["frame_offset"]
-            self.head_ts = body["head_ts"]
-            self.snapshot_used = True
-        else:
+            try:
+                self.index = Index.from_state(self.db_id, body["index"])
+                self.end = int(body["offset"])
+                self.last_frame_offset = int(body["frame_offset"])
+                self.head_ts = int(body["head_ts"])
+                self.snapshot_used = True
+            except Exception:  # sealed but malformed: only the log can be trusted
+                self.index = Index(self.db_id)
+                self.end, self.last_frame_offset, self.head_ts = HEADER_SIZE, 0, 0
+        if not self.snapshot_used:
             # Missing, stale or damaged: the log is the truth. The next close writes a fresh snapshot.
             self._dirty_snapshot = True
         self._inode = os.fstat(self.fd).st_ino
@@ -294,9 +306,11 @@ class Store:
                 if opening or (writer and self._unerased):
                     self._redo_erasure([])
                 return
-            journal = snap.read_erase_journal(self.erase_path) if writer else None
+            journal = self._journal() if writer else None
             to_check = self._unerased
             try:
+                if self._first_unsynced is not None:
+                    self._foreign_after_unsynced = True
                 for frame, buf, pos in iter_frames(self.fd, self.end, size):
                     dropped = self._apply_frame(frame, buf, pos, frame.end == size, journal)
                     for rec in dropped:
@@ -311,6 +325,9 @@ class Store:
 
     def _torn_or_damaged(self, exc: FrameError, size: int, writer: bool) -> None:
         """A frame that cannot be read: a torn last write (cut it) or damage (raise, change nothing)."""
+        if exc.offset == HEADER_SIZE:
+            # Creation is atomic (write, fsync, rename), so a bad genesis frame is damage, never a tear.
+            raise IntegrityError(f"{self.path}: the genesis frame at offset {exc.offset} is damaged ({exc})", exc.offset)
         # Valid frames that continue the chain after it mean damage. Seqs at or below the head are
         # frames inside the torn frame's own content (a record may hold a copy of a Mnemo log).
         if find_next_frame(self.fd, exc.offset, size, min_seq=self.index.head_seq + 1) is not None:
@@ -335,6 +352,9 @@ class Store:
         index = self.index
         items: list[tuple[Entry, int, int, tuple[str, ...]]] = []
         for entry, slot in zip(frame.entries, frame.slots, strict=True):
+            if (entry.seq == 0) != (entry.op == "genesis"):
+                raise IntegrityError(f"{self.path}: seq {entry.seq} is a {entry.op} entry at offset {frame.offset}",
+                                     frame.offset)
             if entry.seq != index.head_seq + 1 + len(items) or entry.prev != (
                 items[-1][0].hash if items else index.head_hash
             ):
@@ -377,10 +397,20 @@ class Store:
         self.last_frame_offset = frame.offset
         return dropped
 
+    def _journal(self) -> list[tuple[int, int]] | None:
+        """The erasure journal's regions, if it belongs to this db; regions outside the log's frames or
+        over a live record's payload are dropped, so a stray or forged journal cannot zero real data."""
+        regions = snap.read_erase_journal(self.erase_path, self.db_id)
+        if not regions:
+            return regions
+        live = {v.slot_off for r in self.index.records.values() for v in r.versions}
+        size = os.fstat(self.fd).st_size
+        return [(o, n) for o, n in regions if HEADER_SIZE < o and o + n <= size and o not in live]
+
     def _erasing(self, slot: Slot) -> bool:
         """A reader may meet a slot another process is zeroing right now: the journal lists it, or, if
         the erasure has just finished, the slot now reads as all zeros."""
-        if _in_regions(slot.offset, snap.read_erase_journal(self.erase_path)):
+        if _in_regions(slot.offset, self._journal()):
             return True
         return not any(read_exact(self.fd, slot.offset, slot.length))
 
@@ -395,12 +425,21 @@ class Store:
     def _reload(self) -> None:
         """The log file was replaced (compaction): reopen it and rebuild the index from it. Offsets
         change, so `generation` moves on and readers holding an old location retry."""
-        os.close(self.fd)
-        self.fd = os.open(self.path, os.O_RDONLY if self.readonly else os.O_RDWR)
-        self._load()
-        self._synced_end = 0
-        self._unerased = []  # offsets into the old file; compaction left no forgotten payloads
-        self.generation += 1
+        with self._index_lock:
+            fd = os.open(self.path, os.O_RDONLY if self.readonly else os.O_RDWR)
+            if os.fstat(fd).st_ino == os.fstat(self.fd).st_ino:
+                os.close(fd)  # another thread of this client reloaded first
+                return
+            # Other threads may be reading (or the batch syncer syncing) through the old descriptor
+            # right now: keep it open until close, so they finish on the old file instead of failing
+            # with EBADF or, worse, reading through a reused descriptor number.
+            self.generation += 1  # first: a reader that started before now retries after its read
+            self._retired_fds.append(self.fd)
+            self.fd = fd
+            self._load()
+            self._unerased = []  # offsets into the old file; compaction left no forgotten payloads
+            self._catch_up(writer=False)  # never let other threads see the index half rebuilt
+            self._synced_end = self.end  # whoever compacted fsynced the new file before renaming it
 
     # -- compaction ----------------------------------------------------------------------------------
     def compact(self) -> dict[str, int]:
@@ -411,35 +450,46 @@ class Store:
         tmp = self.path + ".compact"
         with self.writing():
             before = self.end
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
-                out = HEADER_SIZE
-                write_all(fd, encode_file_header(self.db_id), 0)
-                forgotten = self.index.forgotten
-                for frame, buf, pos in iter_frames(self.fd, HEADER_SIZE, self.end):
-                    items: list[tuple[bytes, bytes | None]] = []
-                    for entry, slot in zip(frame.entries, frame.slots, strict=True):
-                        payload = None
-                        if slot.state == "ok" and not (entry.op == "put" and entry.body["id"] in forgotten):
-                            start = pos + (slot.offset - frame.offset) + SLOT_CRC.size
-                            payload = bytes(buf[start : start + slot.length - SLOT_CRC.size])
-                        elif slot.state == "bad":
-                            raise IntegrityError(f"{self.path}: payload slot damaged at offset {slot.offset}",
-                                                 slot.offset)
-                        items.append((entry.raw, payload))
-                    data = encode_frame(items, frame.entries[0].seq)
-                    write_all(fd, data, out)
-                    out += len(data)
-                sync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.path)
-            fsync_dir(self.path)
-            snap.remove(self.snap_path)
-            self._reload()
-            self._catch_up(writer=True)
+                self._rewrite(tmp)
+            except (DurabilityError, OSError) as exc:
+                # The old log stands unless the rename happened; either way, stop writing until a reopen
+                # has looked at what is on disk.
+                self._failed = exc
+                snap.remove(tmp)
+                raise DurabilityError(f"compaction failed: {exc}") from exc
             self._write_snapshot()
         return {"bytes_before": before, "bytes_after": self.end, "reclaimed": before - self.end}
+
+    def _rewrite(self, tmp: str) -> None:
+        """Copy the log to `tmp` without erased slots, fsync it, rename it over the log, and reload."""
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            out = HEADER_SIZE
+            write_all(fd, encode_file_header(self.db_id), 0)
+            forgotten = self.index.forgotten
+            for frame, buf, pos in iter_frames(self.fd, HEADER_SIZE, self.end):
+                items: list[tuple[bytes, bytes | None]] = []
+                for entry, slot in zip(frame.entries, frame.slots, strict=True):
+                    payload = None
+                    if slot.state == "ok" and not (entry.op == "put" and entry.body["id"] in forgotten):
+                        start = pos + (slot.offset - frame.offset) + SLOT_CRC.size
+                        payload = bytes(buf[start : start + slot.length - SLOT_CRC.size])
+                    elif slot.state == "bad":
+                        raise IntegrityError(f"{self.path}: payload slot damaged at offset {slot.offset}",
+                                             slot.offset)
+                    items.append((entry.raw, payload))
+                data = encode_frame(items, frame.entries[0].seq)
+                write_all(fd, data, out)
+                out += len(data)
+            sync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        snap.remove(self.snap_path)
+        self._reload()
+        self._catch_up(writer=True)
+        fsync_dir(self.path)
 
     def refresh(self) -> None:
         """Catch up with frames other processes appended. Cheap when nothing changed; never blocks."""
@@ -452,7 +502,7 @@ class Store:
     def _redo_erasure(self, candidates: list[tuple[int, int]]) -> None:
         """Finish any erasure a crash interrupted: the journal's regions, and slots of records that
         forgets read from the log since we last held the lock dropped, where not yet zero."""
-        journal = snap.read_erase_journal(self.erase_path)
+        journal = self._journal()
         regions = list(journal or [])
         for off, length in candidates + self._unerased:
             if any(read_exact(self.fd, off, length)):
@@ -547,11 +597,14 @@ class Store:
                 self.index.entries += 1
             self.head_ts = batch.head_ts
             end = offset + len(frame_bytes)
+            if self._first_unsynced is None and not forgets:
+                self._first_unsynced, self._foreign_after_unsynced = offset, False
             self.end = end
             self.last_frame_offset = offset
             self._dirty_snapshot = True
             if forgets:
                 self._synced_end = max(self._synced_end, end)
+                self._first_unsynced = None
                 regions = [(v.slot_off, v.slot_len) for rec in dropped for v in rec.versions if v.slot_len]
                 try:
                     self._erase(regions)
@@ -566,6 +619,32 @@ class Store:
         if offset is not None:
             with contextlib.suppress(OSError):
                 os.ftruncate(self.fd, offset)
+
+    def _drop_unsynced(self) -> None:
+        """fsync failed under durability="fsync": no frame we wrote since the last good fsync was
+        acknowledged. Cut them from the log, so that a reopen holds exactly what was acknowledged,
+        unless another process appended after them (its fsync then covered ours: leave them)."""
+        start = self._first_unsynced
+        if self.durability != "fsync" or self.lock is None or start is None or self._foreign_after_unsynced:
+            return
+        if not self._mutex.acquire(timeout=self.lock_timeout):
+            return
+        try:
+            self.lock.acquire(self.lock_timeout)
+            try:
+                with self._index_lock:
+                    if os.fstat(self.fd).st_size == self.end:
+                        # Frames before the last good fsync's end were acknowledged: keep those.
+                        os.ftruncate(self.fd, max(start, self._synced_end))
+                        self._load()  # the index still shows the dropped writes: rebuild it
+                        self._catch_up(writer=False)
+                        self._first_unsynced = None
+            finally:
+                self.lock.release()
+        except (MnemoError, OSError):
+            pass  # the client refuses writes anyway; a reopen sorts out what is on disk
+        finally:
+            self._mutex.release()
 
     def _sync_upto(self, end: int) -> None:
         """Group commit: one fsync covers every frame written before it started."""
@@ -583,12 +662,15 @@ class Store:
                     sync(self.fd)
                 except DurabilityError as exc:
                     self._failed = exc
+                    self._drop_unsynced()
                     raise
                 finally:
                     self._sync_cond.acquire()
                     self._syncing = False
                     self._sync_cond.notify_all()
                 self._synced_end = max(self._synced_end, target)
+                if self._synced_end >= self.end:
+                    self._first_unsynced = None
 
     def _batch_syncer(self) -> None:
         while not self._stop.wait(BATCH_INTERVAL):
@@ -683,6 +765,9 @@ class Store:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+        for fd in self._retired_fds:
+            os.close(fd)
+        self._retired_fds = []
         if self.lock is not None:
             self.lock.close()
             self.lock = None

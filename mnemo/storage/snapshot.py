@@ -9,7 +9,7 @@ import struct
 from typing import Any
 
 from .codec import packb, unpackb
-from .logfile import fsync_dir
+from .logfile import fsync_dir, sync, write_all
 
 SNAP_MAGIC = b"MNEMOSNP"
 SNAP_VERSION = 1
@@ -35,9 +35,9 @@ def write_atomic(path: str, data: bytes, durable: bool = True) -> None:
     tmp = f"{path}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, data)
+        write_all(fd, data, 0)  # retries short writes
         if durable:
-            os.fsync(fd)
+            sync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
@@ -75,8 +75,9 @@ def write_erase_journal(path: str, db_id: bytes, regions: list[tuple[int, int]])
     write_atomic(path, _seal(ERASE_MAGIC, packb({"db_id": db_id, "regions": regions})))
 
 
-def read_erase_journal(path: str) -> list[tuple[int, int]] | None:
-    """Regions of an interrupted erasure; None if there is no journal. A damaged journal is empty."""
+def read_erase_journal(path: str, db_id: bytes | None = None) -> list[tuple[int, int]] | None:
+    """Regions of an interrupted erasure; None if there is no journal. A damaged journal, or one of
+    another database (when db_id is given), is empty."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -86,6 +87,9 @@ def read_erase_journal(path: str) -> list[tuple[int, int]] | None:
     if inner is None:
         return []
     try:
-        return [(int(o), int(n)) for o, n in unpackb(inner)["regions"]]
+        body = unpackb(inner)
+        if db_id is not None and body["db_id"] != db_id:
+            return []
+        return [(int(o), int(n)) for o, n in body["regions"]]
     except Exception:
         return []

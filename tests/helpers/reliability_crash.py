@@ -6,6 +6,8 @@ write, fsync, truncate, rename or unlink), then check that
 
   - verify_db on the file as the crash left it finds nothing worse than a torn tail;
   - a read-only client opens it; a writer opens it (cutting a torn tail, finishing an erasure);
+  - with durability="fsync", the same after a simulated power cut (helpers.reliability_faults: every
+    byte not yet fsynced is put back as it was) instead of a plain SIGKILL;
   - both see the acknowledged state, or that state with the one operation in flight applied in full;
   - no sidecar of an interrupted erasure or compaction is left, and client.verify() is ok.
 """
@@ -76,6 +78,7 @@ class Stats:
     in_flight_landed: int = 0
     in_flight_lost: int = 0
     torn_tails_cut: int = 0
+    power_cuts: int = 0
     erasures_completed: int = 0
     ops: dict[str, int] = field(default_factory=dict)
     slowest: float = 0.0
@@ -85,7 +88,8 @@ class Stats:
         return (
             f"crash matrix: {self.rounds} SIGKILL rounds, {self.acked_ops} acknowledged operations "
             f"({ops}); in flight at the kill: {self.in_flight_landed} landed whole, {self.in_flight_lost} "
-            f"left no trace; torn tails cut on reopen: {self.torn_tails_cut}; interrupted erasures "
+            f"left no trace; {self.power_cuts} of the kills were power cuts; torn tails cut on reopen: "
+            f"{self.torn_tails_cut}; interrupted erasures "
             f"completed: {self.erasures_completed}"
         )
 
@@ -95,7 +99,9 @@ def make_plan(rng: random.Random, seed: int) -> Plan:
     if rng.random() < 0.5:
         return Plan(seed, durability, rng.uniform(0.0, 1.0), None)
     when = rng.choice(["before", "after", "torn", "torn"])
-    fault = Fault(at=rng.randint(1, 160), action="kill", when=when, torn=rng.random())
+    # A power cut loses what was not fsynced: only durability="fsync" promises to keep it.
+    action = "power" if durability == "fsync" and rng.random() < 0.5 else "kill"
+    fault = Fault(at=rng.randint(1, 160), action=action, when=when, torn=rng.random())
     return Plan(seed, durability, None, fault)
 
 
@@ -155,6 +161,7 @@ def check_round(db: Path, model: State, out: Outcome, stats: Stats) -> State:
         stats.ops[done.op] = stats.ops.get(done.op, 0) + 1
     stats.acked_ops += len(out.acked)
     stats.rounds += 1
+    stats.power_cuts += out.plan.fault is not None and out.plan.fault.action == "power"
     intent = out.in_flight
 
     raw = verify_db(db)

@@ -4,8 +4,12 @@
 the log's `mnemo.storage.logfile._sync` (fdatasync) with wrappers. Calls on files outside `root` pass
 through untouched. Calls inside `root` are counted as numbered events; a `Fault` acts on one of them:
 it can stop the process with SIGKILL (before the call, after it, or in the middle of a write, leaving a
-prefix on disk) or fail it with EIO (again optionally after writing a prefix). `short` makes every
-write inside `root` write only part of what it was given, as a kernel may.
+prefix on disk), cut the power (the same, after putting back every byte written or truncated since that
+file's last fsync, as if the page cache were lost), or fail it with EIO (again optionally after writing
+a prefix). `short` makes every write inside `root` write only part of what it was given, as a kernel may.
+
+The power cut models data only: renames and unlinks are not undone, nor are writes to a file under a
+name it no longer has.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ ALL_KINDS = frozenset(WRITE_KINDS | SYNC_KINDS | {"ftruncate", "replace", "unlin
 class Fault:
     """Act on the `at`-th event (1-based) whose kind is in `kinds`.
 
-    action: "kill" (SIGKILL this process) or "eio" (the call raises OSError(EIO)).
+    action: "kill" (SIGKILL this process), "power" (undo unsynced writes, then SIGKILL) or "eio" (the
+            call raises OSError(EIO)).
     when:   "before" the call, "after" it completed, or "torn": a write puts `torn` (a fraction) of its
             bytes on disk first; for a call that is not a write, "torn" acts as "before".
     repeat: keep failing every later matching event too (a device that stays broken).
@@ -65,6 +70,10 @@ class Injector:
     fired: int = 0  # how many times the fault acted
     matched: int = 0  # events counted toward fault.at
     _saved: dict[str, Any] = field(default_factory=dict)
+    # for a power cut: per path, the bytes each unsynced write or truncate replaced, and the size at the
+    # last fsync
+    _undo: dict[str, list[tuple[int, bytes]]] = field(default_factory=dict)
+    _synced_size: dict[str, int] = field(default_factory=dict)
 
     # -- installing --------------------------------------------------------------------------------------
     def install(self) -> Injector:
@@ -130,6 +139,42 @@ class Injector:
         os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(10)  # the signal is delivered before this returns
 
+    def _remember_old(self, path: str, offset: int, length: int) -> None:
+        """Keep what [offset, offset+length) of `path` holds now, for a power cut to put back."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            self._synced_size.setdefault(path, os.fstat(fd).st_size)
+            self._undo.setdefault(path, []).append((offset, os.pread(fd, length, offset)))
+        finally:
+            os.close(fd)
+
+    def _synced(self, path: str) -> None:
+        if not self._inside(path):
+            return
+        self._undo.pop(path, None)
+        try:
+            self._synced_size[path] = os.stat(path).st_size
+        except OSError:
+            self._synced_size.pop(path, None)
+
+    def _power_cut(self) -> None:
+        """Put back what every unsynced write and truncate replaced, newest first."""
+        for path, undo in self._undo.items():
+            try:
+                fd = os.open(path, os.O_WRONLY)
+            except OSError:
+                continue  # renamed or removed since
+            try:
+                for offset, old in reversed(undo):
+                    if old:
+                        self._saved["pwrite"](fd, old, offset)
+                self._saved["ftruncate"](fd, self._synced_size[path])
+            finally:
+                os.close(fd)
+
     @staticmethod
     def _eio(kind: str) -> OSError:
         return OSError(errno.EIO, f"Input/output error (injected into {kind})")
@@ -137,12 +182,12 @@ class Injector:
     def _act_before(self, f: Fault, kind: str) -> None:
         if f.when == "after":
             return
-        if f.action == "kill":
-            self._die()
-        raise self._eio(kind)
+        self._act_after(f, kind)
 
     def _act_after(self, f: Fault, kind: str) -> None:
-        if f.action == "kill":
+        if f.action == "power":
+            self._power_cut()
+        if f.action in ("kill", "power"):
             self._die()
         raise self._eio(kind)
 
@@ -173,6 +218,9 @@ class Injector:
     def _pwrite(self, fd: int, data: Any, offset: int) -> int:
         orig = self._saved["pwrite"]
         state = {"offset": offset}
+        path = self._fd_path(fd)
+        if self._inside(path):
+            self._remember_old(path, offset, len(memoryview(data).cast("B")))
 
         def call(view: memoryview) -> int:
             n: int = orig(fd, view, state["offset"])
@@ -183,6 +231,9 @@ class Injector:
 
     def _write(self, fd: int, data: Any) -> int:
         orig = self._saved["write"]
+        path = self._fd_path(fd)
+        if self._inside(path):
+            self._remember_old(path, os.lseek(fd, 0, os.SEEK_CUR), len(memoryview(data).cast("B")))
         return self._do_write("write", fd, data, lambda view: int(orig(fd, view)))
 
     def _simple(self, kind: str, path: str, call: Callable[[], Any]) -> Any:
@@ -197,13 +248,22 @@ class Injector:
         return result
 
     def _fsync(self, fd: int) -> None:
-        self._simple("fsync", self._fd_path(fd), lambda: self._saved["fsync"](fd))
+        path = self._fd_path(fd)
+        self._simple("fsync", path, lambda: self._saved["fsync"](fd))
+        self._synced(path)
 
     def _fdatasync(self, fd: int) -> None:
-        self._simple("fdatasync", self._fd_path(fd), lambda: self._saved["_sync"](fd))
+        path = self._fd_path(fd)
+        self._simple("fdatasync", path, lambda: self._saved["_sync"](fd))
+        self._synced(path)
 
     def _ftruncate(self, fd: int, length: int) -> None:
-        self._simple("ftruncate", self._fd_path(fd), lambda: self._saved["ftruncate"](fd, length))
+        path = self._fd_path(fd)
+        if self._inside(path):
+            size = os.fstat(fd).st_size
+            if length < size:
+                self._remember_old(path, length, size - length)
+        self._simple("ftruncate", path, lambda: self._saved["ftruncate"](fd, length))
 
     def _replace(self, src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
         self._simple("replace", self._path(dst), lambda: self._saved["replace"](src, dst, *args, **kwargs))
