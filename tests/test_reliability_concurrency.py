@@ -13,7 +13,6 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from helpers.reliability_concurrency import run
 
 from mnemo import MnemoClient

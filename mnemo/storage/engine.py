@@ -327,7 +327,9 @@ class Store:
         """A frame that cannot be read: a torn last write (cut it) or damage (raise, change nothing)."""
         if exc.offset == HEADER_SIZE:
             # Creation is atomic (write, fsync, rename), so a bad genesis frame is damage, never a tear.
-            raise IntegrityError(f"{self.path}: the genesis frame at offset {exc.offset} is damaged ({exc})", exc.offset)
+            raise IntegrityError(
+                f"{self.path}: the genesis frame at offset {exc.offset} is damaged ({exc})", exc.offset
+            )
         # Valid frames that continue the chain after it mean damage. Seqs at or below the head are
         # frames inside the torn frame's own content (a record may hold a copy of a Mnemo log).
         if find_next_frame(self.fd, exc.offset, size, min_seq=self.index.head_seq + 1) is not None:
@@ -405,7 +407,7 @@ class Store:
             return regions
         live = {v.slot_off for r in self.index.records.values() for v in r.versions}
         size = os.fstat(self.fd).st_size
-        return [(o, n) for o, n in regions if HEADER_SIZE < o and o + n <= size and o not in live]
+        return [(o, n) for o, n in regions if o > HEADER_SIZE and o + n <= size and o not in live]
 
     def _erasing(self, slot: Slot) -> bool:
         """A reader may meet a slot another process is zeroing right now: the journal lists it, or, if
