@@ -11,7 +11,8 @@ then measures, each in a fresh Python process so that peak RSS belongs to that o
   - a tag query returning about 0.1% of the records with their content, and an index-only listing of 10%,
   - verify_db over the whole file (what `mnemo verify` runs).
 Peak RSS is read two ways: resource.getrusage(RUSAGE_SELF).ru_maxrss and VmHWM in /proc/self/status;
-"base" is VmRSS after the imports, before the operation. Linux carries ru_maxrss over from the forking
+"base" is VmRSS after the imports, before the operation, and "end" VmRSS once it is done (what stays
+resident, e.g. the open index). Linux carries ru_maxrss over from the forking
 parent across exec, so the building is done in a child as well and this parent stays small. Databases
 are kept in WORKDIR and reused by later runs (delete the directory to rebuild).
 """
@@ -87,35 +88,33 @@ def measure(op: str, db: str) -> dict[str, Any]:
 
     base = _status_kib("VmRSS")
     result: Any = None
+    client: MnemoClient | None = None
     start = time.perf_counter()
-    if op in ("open-snap", "open-nosnap-writer"):
-        c = MnemoClient(db, AGENT, durability="none")
-        result = {"snapshot_used": c.stats()["snapshot_used"], "records": c.stats()["records"]}
+    if op in ("open-snap", "open-nosnap-writer", "open-snap-ro", "open-nosnap-ro"):
+        client = MnemoClient(db, AGENT, durability="none", readonly=op.endswith("-ro"))
         seconds = time.perf_counter() - start
-        c.close()  # writes the rebuilt snapshot if there was none: not timed
-    elif op in ("open-snap-ro", "open-nosnap-ro"):
-        c = MnemoClient(db, AGENT, readonly=True)
-        seconds = time.perf_counter() - start
-        result = {"snapshot_used": c.stats()["snapshot_used"], "records": c.stats()["records"]}
-        c.close()
+        stats = client.stats()
+        result = {"snapshot_used": stats["snapshot_used"], "records": stats["records"]}
     elif op in ("query", "list"):
-        c = MnemoClient(db, AGENT, readonly=True)
+        client = MnemoClient(db, AGENT, readonly=True)
         start = time.perf_counter()
         if op == "query":
-            found = c.query(tags=["topic:7"])
+            found = client.query(tags=["topic:7"])
             result = {"hits": len(found), "content_bytes": sum(len(r.content) for r in found)}
         else:
-            result = {"hits": len(c.list_records(tags=["kind:3"]))}
+            result = {"hits": len(client.list_records(tags=["kind:3"]))}
         seconds = time.perf_counter() - start
-        c.close()
     elif op == "verify":
         report = verify_db(db)
         seconds = time.perf_counter() - start
         result = {"ok": report.ok, "entries": report.entries}
     else:
         raise SystemExit(f"unknown op {op}")
+    end = _status_kib("VmRSS")  # with the client still open: the index stays resident
+    if client is not None:
+        client.close()  # a writer that replayed the log writes a fresh snapshot here: not timed
     return {
-        "op": op, "seconds": seconds, "result": result, "base_kib": base,
+        "op": op, "seconds": seconds, "result": result, "base_kib": base, "end_kib": end,
         "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "vmhwm_kib": _status_kib("VmHWM"),
     }  # fmt: skip
 
@@ -190,14 +189,14 @@ def main() -> None:
     print(f"Python {sys.version.split()[0]} on {os.uname().sysname} {os.uname().machine}, "
           f"{os.cpu_count()} CPUs; peak RSS per operation in a fresh process (MiB)")
     head = f"{'db':<18} {'log MiB':>8} {'snap MiB':>8}  {'operation':<22} {'wall s':>8} {'maxrss':>7} " \
-           f"{'VmHWM':>7} {'base':>6}  result"
+           f"{'VmHWM':>7} {'base':>6} {'end':>6}  result"
     print(head)
     print("-" * len(head))
     for info in report:
         for row in info["rows"]:
             print(f"{info['db']:<18} {info['log_bytes'] / 2**20:>8,.0f} {info['snapshot_bytes'] / 2**20:>8,.1f}  "
                   f"{row['op']:<22} {row['seconds']:>8.2f} {mib(row['maxrss_kib']):>7} {mib(row['vmhwm_kib']):>7} "
-                  f"{mib(row['base_kib']):>6}  {json.dumps(row['result'])}")
+                  f"{mib(row['base_kib']):>6} {mib(row.get('end_kib', 0)):>6}  {json.dumps(row['result'])}")
     if a.json:
         Path(a.json).write_text(json.dumps(report, indent=2) + "\n")
 

@@ -33,7 +33,7 @@ from .framing import (
     encode_frame_slots,
     parse_frame,
 )
-from .index import Index, Rec, Version, put_record
+from .index import Index, Rec, Version, put_record, shared
 from .logfile import FileLock, find_next_frame, fsync_dir, iter_frames, read_exact, sync, write_all
 
 DURABILITY_MODES = ("fsync", "batch", "none")
@@ -122,7 +122,7 @@ def apply_entry(
         if body["ver"] != expected:
             raise ChainError(f"put of {rec_id} version {body['ver']}, expected {expected}")
         version = Version(
-            body["ver"], entry.seq, entry.ts_ns, entry.agent, body["size"], entry.hash, slot_off, slot_len
+            body["ver"], entry.seq, entry.ts_ns, shared(entry.agent), body["size"], entry.hash, slot_off, slot_len
         )
         view.set_record(put_record(prev, rec_id, body["scope"], tags, version))
         return []

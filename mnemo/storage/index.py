@@ -37,9 +37,19 @@ class Rec(NamedTuple):
         return self.versions[-1]
 
 
+_shared: dict[Any, Any] = {}
+
+
+def shared(value: Any) -> Any:
+    """One object for equal scopes, agent ids and tag tuples: a million records mostly repeat a few of
+    each, and sharing them is most of what keeps the index small. Never shrinks: its size is bounded by
+    the distinct values, not the records."""
+    return _shared.setdefault(value, value)
+
+
 def put_record(prev: Rec | None, rec_id: str, scope: str, tags: tuple[str, ...], version: Version) -> Rec:
     versions = (version,) if prev is None else prev.versions + (version,)
-    return Rec(rec_id, scope, tags, versions)
+    return Rec(rec_id, shared(scope), shared(tuple(map(shared, tags))), versions)
 
 
 class Index:
@@ -151,7 +161,11 @@ class Index:
         records = index.records
         by_tag = index.by_tag
         for rec_id, scope, tags, versions in state["records"]:
-            records[rec_id] = make_rec((rec_id, scope, tuple(tags), tuple(map(make_version, versions))))
+            for v in versions:
+                v[3] = shared(v[3])  # the agent id
+            records[rec_id] = make_rec(
+                (rec_id, shared(scope), shared(tuple(map(shared, tags))), tuple(map(make_version, versions)))
+            )
             for tag in tags:
                 ids = by_tag.get(tag)
                 if ids is None:
