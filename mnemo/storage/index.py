@@ -41,15 +41,15 @@ _shared: dict[Any, Any] = {}
 
 
 def shared(value: Any) -> Any:
-    """One object for equal scopes, agent ids and tag tuples: a million records mostly repeat a few of
-    each, and sharing them is most of what keeps the index small. Never shrinks: its size is bounded by
-    the distinct values, not the records."""
+    """One object for equal scopes and agent ids: a million records mostly repeat a few of each. (Not
+    for tags: those are erasable, and path tags are nearly all distinct.) Never shrinks; its size is
+    bounded by the distinct scopes and agents, not by the records."""
     return _shared.setdefault(value, value)
 
 
 def put_record(prev: Rec | None, rec_id: str, scope: str, tags: tuple[str, ...], version: Version) -> Rec:
     versions = (version,) if prev is None else prev.versions + (version,)
-    return Rec(rec_id, shared(scope), shared(tuple(map(shared, tags))), versions)
+    return Rec(rec_id, shared(scope), tags, versions)
 
 
 class Index:
@@ -164,7 +164,7 @@ class Index:
             for v in versions:
                 v[3] = shared(v[3])  # the agent id
             records[rec_id] = make_rec(
-                (rec_id, shared(scope), shared(tuple(map(shared, tags))), tuple(map(make_version, versions)))
+                (rec_id, shared(scope), tuple(tags), tuple(map(make_version, versions)))
             )
             for tag in tags:
                 ids = by_tag.get(tag)
