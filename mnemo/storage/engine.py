@@ -557,7 +557,7 @@ class Store:
             raise LockTimeout(f"another thread held the writer lock for over {self.lock_timeout} s")
         try:
             self.lock.acquire(self.lock_timeout)
-            end = 0
+            end = generation = 0
             try:
                 self._check_open()
                 self._catch_up(writer=True)
@@ -569,12 +569,13 @@ class Store:
                     self._local.batch = None
                 if batch.staged:
                     end = self._commit(batch)
+                    generation = self.generation
             finally:
                 self.lock.release()
         finally:
             self._mutex.release()
         if end and self.durability == "fsync":
-            self._sync_upto(end)
+            self._sync_upto(end, generation)
 
     def _commit(self, batch: Batch) -> int:
         """Write the batch as one frame and apply it; a forget is made durable and erased right here."""
@@ -648,20 +649,23 @@ class Store:
         finally:
             self._mutex.release()
 
-    def _sync_upto(self, end: int) -> None:
-        """Group commit: one fsync covers every frame written before it started."""
+    def _sync_upto(self, end: int, generation: int | None = None) -> None:
+        """Group commit: one fsync covers every frame written before it started. `end` is an offset in
+        the log of `generation`: once a compaction has replaced that log, the new one (fsynced before
+        its rename) holds everything, and offsets into the old one mean nothing."""
+        gen = self.generation if generation is None else generation
         with self._sync_cond:
-            while self._synced_end < end:
+            while self._synced_end < end and self.generation == gen:
                 if self._failed is not None:
                     raise DurabilityError(f"fsync failed earlier: {self._failed}")
                 if self._syncing:
                     self._sync_cond.wait()
                     continue
                 self._syncing = True
-                target = self.end
+                target, target_gen, fd = self.end, self.generation, self.fd
                 self._sync_cond.release()
                 try:
-                    sync(self.fd)
+                    sync(fd)
                 except DurabilityError as exc:
                     self._failed = exc
                     self._drop_unsynced()
@@ -670,15 +674,17 @@ class Store:
                     self._sync_cond.acquire()
                     self._syncing = False
                     self._sync_cond.notify_all()
-                self._synced_end = max(self._synced_end, target)
-                if self._synced_end >= self.end:
-                    self._first_unsynced = None
+                if self.generation == target_gen:  # else a reload has set _synced_end for the new log
+                    self._synced_end = max(self._synced_end, target)
+                    if self._synced_end >= self.end:
+                        self._first_unsynced = None
 
     def _batch_syncer(self) -> None:
         while not self._stop.wait(BATCH_INTERVAL):
-            if self._synced_end < self.end and self._failed is None:
+            gen, end = self.generation, self.end
+            if self._synced_end < end and self._failed is None:
                 with contextlib.suppress(DurabilityError):
-                    self._sync_upto(self.end)
+                    self._sync_upto(end, gen)
 
     # -- reading -------------------------------------------------------------------------------------
     def read_payload(self, version: Version, batch: Batch | None = None) -> tuple[bytes, bytes]:
