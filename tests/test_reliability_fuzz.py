@@ -81,3 +81,19 @@ def test_forged_snapshot_is_discarded(tmp_path: Path, field: str) -> None:
     snap.write_bytes(data + hashlib.sha256(data).digest())
     with MnemoClient(db, "owner") as c:
         assert [r.content for r in c.query(tags=["t"])] == ["hello"]
+
+
+def test_genesis_of_another_db_is_refused(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.mnemo.db", tmp_path / "b.mnemo.db"
+    MnemoClient(a, "owner").close()
+    MnemoClient(b, "owner").close()
+    spliced = a.read_bytes()[:32] + b.read_bytes()[32:]  # a's header, b's frames
+    Path(str(a) + ".snap").unlink(missing_ok=True)
+    a.write_bytes(spliced)
+    try:
+        c = MnemoClient(a, "owner")
+    except MnemoError:
+        return  # refusing to open is the answer wanted
+    with c:
+        c.remember("hello")
+        assert c.verify().ok

@@ -357,6 +357,10 @@ class Store:
             if (entry.seq == 0) != (entry.op == "genesis"):
                 raise IntegrityError(f"{self.path}: seq {entry.seq} is a {entry.op} entry at offset {frame.offset}",
                                      frame.offset)
+            if entry.seq == 0 and entry.body.get("db_id") != self.db_id:
+                raise IntegrityError(
+                    f"{self.path}: the genesis at offset {frame.offset} belongs to another database", frame.offset
+                )
             if entry.seq != index.head_seq + 1 + len(items) or entry.prev != (
                 items[-1][0].hash if items else index.head_hash
             ):

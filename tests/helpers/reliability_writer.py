@@ -297,9 +297,7 @@ def main() -> None:
         ).install()  # fmt: skip
     with MnemoClient(a.db, AGENT, durability=a.durability, lock_timeout=30.0) as client:
         emit({"t": "ready", "recovery": client.recovery})
-        # Compaction while the batch syncer runs is a known race (test_reliability_concurrency,
-        # test_compact_with_batch_durability): batch-mode rounds leave compaction out.
-        Writer(client, a.seed, compact=a.durability != "batch").run(a.ops)
+        Writer(client, a.seed).run(a.ops)
     emit({"t": "done", "events": len(injector.events) if injector else None})
 
 
