@@ -56,6 +56,7 @@ from .storage.framing import (
     frame_length,
     parse_frame,
 )
+from .storage.logfile import read_exact
 from .storage.snapshot import read_erase_journal
 
 PathArg = Union[str, "os.PathLike[str]"]
@@ -388,19 +389,10 @@ class _Window:
             self.progress(min(offset, self.size), self.size)
 
     def pread(self, offset: int, n: int) -> bytes:
-        parts: list[bytes] = []
-        while n > 0:
-            try:
-                chunk = os.pread(self.fd, n, offset)
-            except OSError as exc:
-                msg = f"cannot read {self.path} at offset {offset}: {exc.strerror}"
-                raise UnreadableDatabase(msg) from None
-            if not chunk:
-                break
-            parts.append(chunk)
-            offset += len(chunk)
-            n -= len(chunk)
-        return b"".join(parts)
+        try:
+            return read_exact(self.fd, offset, n)
+        except OSError as exc:
+            raise UnreadableDatabase(f"cannot read {self.path} at offset {offset}: {exc.strerror}") from None
 
     def get(self, offset: int, n: int) -> bytes:
         self.ensure(offset, n)
