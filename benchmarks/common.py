@@ -288,10 +288,10 @@ def machine_info() -> dict[str, Any]:
 
 def write_json(
     path: str, config: Config, results: Sequence[Result], errors: dict[str, str],
-    script_output: dict[str, str] | None = None,
+    script_output: dict[str, str] | None = None, machine: dict[str, Any] | None = None,
 ) -> None:
     report = {
-        "machine": machine_info(),
+        "machine": machine or machine_info(),
         "mode": "quick" if config.quick else "full",
         "config": {k: v for k, v in asdict(config).items() if k not in ("workdir", "verbose")},
         "results": [r.to_json() for r in results],

@@ -170,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="where scratch databases go (a real disk, not tmpfs; default %(default)s)")
     parser.add_argument("--keep-data", action="store_true",
                         help="keep the large databases in DIR/data-N and reuse them on the next run")
+    parser.add_argument("--label", help="a note for the header and the JSON, e.g. the commit measured")
     parser.add_argument("--list", action="store_true", help="list the workloads and exit")
     args = parser.parse_args(argv)
 
@@ -187,9 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = Config.make(args.quick, workdir, args.reps)
     fstype = _fs_type(workdir)
     info = machine_info()
+    info["label"] = args.label
     print(f"# Mnemo benchmarks ({'quick' if cfg.quick else 'full'}), {info['date']}", file=sys.stderr)
     print(f"# {info['cpu']}, {info['cores']} cores, Python {info['python']}, SQLite {info['sqlite']}, "
-          f"scratch on {fstype} ({workdir}); mnemo {info['git']} source {info['mnemo_source']}",
+          f"scratch on {fstype} ({workdir}); mnemo {args.label or info['git']} source {info['mnemo_source']}",
           file=sys.stderr)
     if fstype in ("tmpfs", "ramfs"):
         print("# warning: scratch is in memory, fsync costs nothing there; use --dir on a disk",
@@ -220,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{cfg.reps} reps ({cfg.big_reps} on large dbs, {cfg.replay_reps} for opens without snapshot), "
           "medians; "
           f"total {time.perf_counter() - t_start:.0f} s\n")
-    print(f"mnemo at {info['git']} (source {info['mnemo_source']})\n")
+    print(f"mnemo at {args.label or info['git'] or '?'} (source {info['mnemo_source']})\n")
     print(table(results) if results else "(no results)")
     if source_digest() != info["mnemo_source"]:
         print("\n**Warning: the mnemo source changed during this run; its numbers mix two versions.**")
@@ -231,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, why in missing.items():
         print(f"\n{name}: not run, {why}")
     if args.json:
-        write_json(args.json, cfg, results, errors, SCRIPT_OUTPUT)
+        write_json(args.json, cfg, results, errors, SCRIPT_OUTPUT, info)
         print(f"\nJSON: {args.json}", file=sys.stderr)
     return 1 if errors else 0
 

@@ -8,6 +8,7 @@ with frames other processes appended; `read_payload()` reads one payload slot fr
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import threading
 import time
@@ -181,7 +182,8 @@ class Store:
         try:
             t0 = time.perf_counter()
             self.lock = None if readonly else FileLock(path + ".lock")
-            self._open(create)
+            with _gc_paused():
+                self._open(create)
             self.open_seconds = time.perf_counter() - t0
         except OSError as exc:
             self._close_files()
@@ -442,7 +444,8 @@ class Store:
             self.generation += 1  # first: a reader that started before now retries after its read
             self._retired_fds.append(self.fd)
             self.fd = fd
-            self._load()
+            with _gc_paused():
+                self._load()
             self._unerased = []  # offsets into the old file; compaction left no forgotten payloads
             self._catch_up(writer=False)  # never let other threads see the index half rebuilt
             self._synced_end = self.end  # whoever compacted fsynced the new file before renaming it
@@ -783,6 +786,19 @@ class Store:
         if self.lock is not None:
             self.lock.close()
             self.lock = None
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Building an index allocates millions of small tuples and no cycles; the cyclic collector would
+    rescan them all, again and again (over half the time of a large open). Pause it meanwhile."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _in_regions(offset: int, regions: list[tuple[int, int]] | None) -> bool:
