@@ -232,7 +232,7 @@ class Store:
             self._catch_up(writer=False)
 
     def _create(self) -> None:
-        """Write header and genesis to a temp file, then link it into place: creation is atomic."""
+        """Write header and genesis to a temp file, fsync it, and rename it into place: creation is atomic."""
         assert self.lock is not None
         self.lock.acquire(self.lock_timeout)
         try:
