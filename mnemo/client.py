@@ -116,8 +116,6 @@ class MnemoClient:
     def head(self) -> tuple[int, str]:
         self._store.refresh()
         view = self._view()
-        if isinstance(view, Batch):
-            return view.head_seq, view.head_hash.hex()
         return view.head_seq, view.head_hash.hex()
 
     # -- internals ---------------------------------------------------------------------------------

@@ -49,10 +49,6 @@ class Entry(NamedTuple):
     hash: bytes
 
 
-def encode_entry(seq: int, ts_ns: int, prev: bytes, op: str, agent: str, body: dict[str, Any]) -> bytes:
-    return packb([FORMAT_VERSION, seq, ts_ns, prev, op, agent, body])
-
-
 def make_entry(
     seq: int, ts_ns: int, prev: bytes, op: str, agent: str, body: dict[str, Any], trusted: bool = False
 ) -> Entry:

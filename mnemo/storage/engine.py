@@ -20,7 +20,7 @@ from typing import Any
 from ..acl import Acl
 from ..errors import Closed, DurabilityError, IntegrityError, LockTimeout, MnemoError, NotFound, ReadOnly
 from . import snapshot as snap
-from .codec import ZERO_HASH, Entry, decode_put_payload, encode_entry, make_entry
+from .codec import ZERO_HASH, Entry, decode_put_payload, make_entry
 from .framing import (
     HEADER_SIZE,
     SLOT_CRC,
@@ -306,7 +306,7 @@ class Store:
                 raise IntegrityError(f"{self.path}: log is shorter ({size}) than already read ({self.end})", size)
             if size == self.end:
                 if opening or (writer and self._unerased):
-                    self._redo_erasure([])
+                    self._redo_erasure()
                 return
             journal = self._journal() if writer else None
             to_check = self._unerased
@@ -323,7 +323,7 @@ class Store:
                 self._torn_or_damaged(exc, size, writer)
             self._check_erased_live()
             if writer:
-                self._redo_erasure([])
+                self._redo_erasure()
 
     def _torn_or_damaged(self, exc: FrameError, size: int, writer: bool) -> None:
         """A frame that cannot be read: a torn last write (cut it) or damage (raise, change nothing)."""
@@ -503,17 +503,17 @@ class Store:
     def refresh(self) -> None:
         """Catch up with frames other processes appended. Cheap when nothing changed; never blocks."""
         self._check_open()
-        if getattr(self._local, "batch", None) is not None:
+        if self.current_batch() is not None:
             return  # we hold the writer lock: nobody else appended
         self._catch_up(writer=False)
 
     # -- erasure -------------------------------------------------------------------------------------
-    def _redo_erasure(self, candidates: list[tuple[int, int]]) -> None:
+    def _redo_erasure(self) -> None:
         """Finish any erasure a crash interrupted: the journal's regions, and slots of records that
         forgets read from the log since we last held the lock dropped, where not yet zero."""
         journal = self._journal()
         regions = list(journal or [])
-        for off, length in candidates + self._unerased:
+        for off, length in self._unerased:
             if any(read_exact(self.fd, off, length)):
                 regions.append((off, length))
         self._unerased = []
@@ -815,4 +815,4 @@ def _tags_of(payload: bytes) -> tuple[str, ...]:
         raise ChainError(f"unreadable put payload: {exc}") from None
 
 
-__all__ = ["DURABILITY_MODES", "Batch", "Store", "encode_entry"]
+__all__ = ["DURABILITY_MODES", "Batch", "Store"]
