@@ -194,6 +194,10 @@ def test_limits_at_their_edge_are_accepted(setup: tuple[MnemoClient, MemoryRecor
         {"durability": "FSYNC"},
         {"lock_timeout": -1},
         {"lock_timeout": "soon"},
+        {"checkpoint_every": 0},
+        {"checkpoint_every": "10"},
+        {"signing_key": b"too short"},
+        {"signing_key": 42},
     ],
     ids=lambda kw: "-".join(f"{k}={v!r}" for k, v in kw.items()),
 )
