@@ -740,16 +740,7 @@ class Store:
                 mine, theirs = self.index, fresh.index
                 if fresh.end > self.end:
                     return []  # others appended meanwhile; compare again when quiet
-                out = []
-                for rec_id in sorted(set(mine.records) ^ set(theirs.records)):
-                    where = "the log" if rec_id in theirs.records else "the index"
-                    out.append(f"record {rec_id} is only in {where}")
-                for rec_id in sorted(set(mine.records) & set(theirs.records)):
-                    if mine.records[rec_id] != theirs.records[rec_id]:
-                        out.append(f"record {rec_id} differs between the index and the log")
-                if mine.acl.to_state() != theirs.acl.to_state():
-                    out.append("the grants in the index differ from those in the log")
-                return out
+                return mine.differences(theirs)
         finally:
             fresh.close()
 

@@ -139,6 +139,19 @@ class Index:
             result = union if result is None else result & union
         return result
 
+    def differences(self, other: Index) -> list[str]:
+        """How this index differs from `other` (records and grants), one line per difference."""
+        out = []
+        for rec_id in sorted(set(self.records) ^ set(other.records)):
+            where = "the log" if rec_id in other.records else "the index"
+            out.append(f"record {rec_id} is only in {where}")
+        for rec_id in sorted(set(self.records) & set(other.records)):
+            if self.records[rec_id] != other.records[rec_id]:
+                out.append(f"record {rec_id} differs between the index and the log")
+        if self.acl.to_state() != other.acl.to_state():
+            out.append("the grants in the index differ from those in the log")
+        return out
+
     # -- snapshot ------------------------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
         recs = [
