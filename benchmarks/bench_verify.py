@@ -6,6 +6,7 @@ Builds a log of ENTRIES entries (default 100,000: puts with ~100-byte payloads, 
 a signed checkpoint every 1,000 and at the end), then times
   - verify_db (framing, CRCs, every hash and link, payload digests, signatures),
   - verify_db --pubkey,
+  - verify_db_and_index (the same pass, also gathering what a client's index must hold: client.verify),
   - SHA-256 of every entry and every payload digest alone (the floor any verifier pays),
   - SHA-256 of the whole file in one pass (what the disk-and-hash part costs),
 and prints entries/s for each.
@@ -24,7 +25,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mnemo.audit import load_private_key, public_key_bytes, sign_checkpoint, verify_db  # noqa: E402
+from mnemo.audit import (  # noqa: E402
+    load_private_key,
+    public_key_bytes,
+    sign_checkpoint,
+    verify_db,
+    verify_db_and_index,
+)
 from mnemo.storage.codec import (  # noqa: E402
     ZERO_HASH,
     encode_put_payload,
@@ -92,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         reports = []
         t_verify = timed(lambda: reports.append(verify_db(path)))
         t_verify_key = timed(lambda: reports.append(verify_db(path, pubkey=pub)))
+        t_verify_index = timed(lambda: reports.append(verify_db_and_index(path)[0]))
         for r in reports:
             assert r.ok and r.entries == n, r.problems[:5]
 
@@ -116,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         ("verify_db", t_verify),
         ("verify_db --pubkey", t_verify_key),
+        ("verify_db_and_index", t_verify_index),
         ("SHA-256 of every entry and payload", t_sha_entries),
         ("SHA-256 of the whole file", t_sha_file),
     ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import hashlib
 import json
 import os
 import struct
@@ -21,11 +22,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import IO, Any, Union
 
+import msgpack
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from .acl import PERMISSIONS
+from .acl import PERMISSIONS, Acl
 from .errors import IntegrityError, InvalidInput, MnemoError
 from .record import Problem, VerifyReport
 from .storage.codec import (
@@ -41,10 +43,12 @@ from .storage.codec import (
     unpackb,
 )
 from .storage.framing import (
+    ENTRY_HEADER,
     FILE_MAGIC,
     FRAME_END,
     FRAME_HEADER,
     FRAME_MAGIC,
+    FRAME_OVERHEAD,
     HEADER_SIZE,
     SLOT_CRC,
     TRAILER,
@@ -56,6 +60,7 @@ from .storage.framing import (
     frame_length,
     parse_frame,
 )
+from .storage.gc_pause import gc_paused
 from .storage.logfile import read_exact
 from .storage.snapshot import read_erase_journal
 
@@ -464,10 +469,18 @@ class _Damage:
     message: str
 
 
-def _scan(win: _Window, lenient: bool) -> Iterator[tuple[Frame, bool] | _Damage]:
-    """Every frame from offset 32 on, with damaged stretches between them reported and skipped."""
+def _scan(
+    win: _Window, lenient: bool, skip: Callable[[_Window, int], int] | None = None
+) -> Iterator[tuple[Frame, bool] | _Damage]:
+    """Every frame from offset 32 on, with damaged stretches between them reported and skipped.
+    `skip(win, pos)`, if given, takes care of the frames from `pos` on that it can, and returns the
+    offset where they end."""
     pos = HEADER_SIZE
     while pos < win.size:
+        if skip is not None:
+            pos = skip(win, pos)
+            if pos >= win.size:
+                break
         try:
             item = _read_frame(win, pos, lenient)
         except FrameError as exc:
@@ -491,6 +504,8 @@ def _entry_offsets(frame: Frame) -> list[int]:
     return out
 
 
+
+
 def _open_db(path: PathArg) -> tuple[int, int, str]:
     name = os.fspath(path)
     try:
@@ -509,6 +524,123 @@ def _open_db(path: PathArg) -> tuple[int, int, str]:
 
 # -- verify_db -------------------------------------------------------------------------------------------
 
+# The fast path reads the canonical msgpack of a put (codec.make_entry) by its bytes:
+#   97 01 <seq> cf <ts: 8> c4 20 <prev: 32> a3 "put" <agent> 85 a6 "digest" c4 20 <digest: 32>
+#   a2 "id" <id> a5 "scope" <scope> a4 "size" <uint> a3 "ver" <uint>
+_PUT_OP = b"\xa3put"
+_DIGEST_KEY = b"\x85\xa6digest\xc4\x20"
+_ID_KEY = b"\xa2id"
+_SCOPE_KEY = b"\xa5scope"
+_SIZE_KEY = b"\xa4size"
+_VER_KEY = b"\xa3ver"
+_BIN32 = b"\xc4\x20"
+_SEQ16 = struct.Struct(">3sHB").pack
+_SEQ32 = struct.Struct(">3sIB").pack
+_SEQ16_TAG = b"\x97\x01\xcd"
+_SEQ32_TAG = b"\x97\x01\xce"
+_U64_AT = struct.Struct(">Q").unpack_from
+_SLOT_CRC_AT = SLOT_CRC.unpack_from
+_ENTRY_HEADER_AT = ENTRY_HEADER.unpack_from
+_FRAME_HEADER_AT = FRAME_HEADER.unpack_from
+_TRAILER_AT = TRAILER.unpack_from
+_MAX_TAILS = 4096
+_FH, _EH, _SC = FRAME_HEADER.size, ENTRY_HEADER.size, SLOT_CRC.size
+_MIN_PUT_SLOT = _SC + 17  # a checksum, a salt and at least one byte of packed fields
+
+
+PutRow = tuple[str, str, list[str], int, int, int, str, int, bytes, int, int]
+
+
+@dataclass
+class ExpectedIndex:
+    """What the index of a client must hold, as the log says: gathered by verify_db in its one pass over
+    the file (`verify_db_and_index`), for `Store.index_differences` to compare with."""
+
+    # id -> its latest put since the last forget naming it, as
+    # (id, scope, tags, ver, seq, ts_ns, agent, size, hash, slot offset, slot length)
+    live: dict[str, PutRow]
+    # id -> its earlier puts since that forget, oldest first (records with more than one version)
+    older: dict[str, list[PutRow]]
+    forgotten: set[str]  # every id a forget named
+    acl: Acl
+    head_seq: int = -1
+    head_hash: bytes = ZERO_HASH
+    entries: int = 0
+
+
+class _NotFast(Exception):
+    """An entry the fast path does not read by its bytes: the frame goes the general way."""
+
+
+def _seq_head(seq: int) -> bytes:
+    """The bytes a canonical entry of `seq` starts with: array header, format version, seq, and the
+    marker of a uint64 timestamp."""
+    if seq < 0x80:
+        return bytes((0x97, 1, seq, 0xCF))
+    if seq < 0x100:
+        return bytes((0x97, 1, 0xCC, seq, 0xCF))
+    if seq < 0x10000:
+        return _SEQ16(_SEQ16_TAG, seq, 0xCF)
+    if seq < 0x100000000:
+        return _SEQ32(_SEQ32_TAG, seq, 0xCF)
+    return b"\x97\x01\xcf" + seq.to_bytes(8, "big") + b"\xcf"
+
+
+def _str_at(data: bytes, i: int) -> tuple[int, int]:
+    """(start, length) of the msgpack str whose header is at data[i]."""
+    b = data[i]
+    if 0xA0 <= b <= 0xBF:
+        start, n = i + 1, b - 0xA0
+    elif b == 0xD9:
+        start, n = i + 2, data[i + 1]
+    elif b == 0xDA:
+        start, n = i + 3, int.from_bytes(data[i + 1:i + 3], "big")
+    else:
+        raise _NotFast
+    if start + n > len(data):
+        raise _NotFast
+    return start, n
+
+
+def _uint_at(data: bytes, i: int) -> tuple[int, int]:
+    """(value, end) of the msgpack unsigned integer at data[i]."""
+    b = data[i]
+    if b < 0x80:
+        return b, i + 1
+    n = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}.get(b)
+    if n is None or i + 1 + n > len(data):
+        raise _NotFast
+    return int.from_bytes(data[i + 1:i + 1 + n], "big"), i + 1 + n
+
+
+def _put_tail(tail: bytes) -> tuple[str, int, int]:
+    """(scope, size, ver) from the bytes of a canonical put body that follow its id."""
+    if not tail.startswith(_SCOPE_KEY):
+        raise _NotFast
+    start, n = _str_at(tail, len(_SCOPE_KEY))
+    scope = tail[start:start + n].decode()
+    i = start + n
+    if not tail.startswith(_SIZE_KEY, i):
+        raise _NotFast
+    size, i = _uint_at(tail, i + len(_SIZE_KEY))
+    if not tail.startswith(_VER_KEY, i):
+        raise _NotFast
+    ver, i = _uint_at(tail, i + len(_VER_KEY))
+    if i != len(tail) or ver < 1:
+        raise _NotFast
+    return scope, size, ver
+
+
+def _put_head(raw: bytes, i: int) -> tuple[int, str]:
+    """Where the digest starts in a canonical put whose op is at raw[i], and the put's agent."""
+    if not raw.startswith(_PUT_OP, i):
+        raise _NotFast
+    start, n = _str_at(raw, i + len(_PUT_OP))
+    agent = raw[start:start + n].decode()  # valid UTF-8, as msgpack will insist
+    if not raw.startswith(_DIGEST_KEY, start + n):
+        raise _NotFast
+    return start + n + len(_DIGEST_KEY), agent
+
 
 class _DbVerifier:
     def __init__(
@@ -522,13 +654,24 @@ class _DbVerifier:
         self.notes: list[str] = []
         self.db_id: bytes | None = None
         self.entries = 0
-        self.last: Entry | None = None
+        self.last_seq = -1  # seq and hash of the last entry read
+        self.last_hash: bytes | None = None
         self.next_seq = 0
         self.lost_before = False  # entries were lost to damage right before the next one read
         self.seen_first = False
-        # id -> [(seq, slot offset, state)] for versions that no forget has named yet
-        self.pending: dict[str, list[tuple[int, int, str]]] = {}
+        # Per record id, the versions no forget has named yet: the latest version number, and (only for
+        # ids whose puts numbered their versions wrongly) how many more versions there are than that.
         self.versions: dict[str, int] = {}
+        self.extra: dict[str, int] = {}
+        # id -> [(seq, slot offset, state)] of those versions whose slot is not `ok`
+        self.pending: dict[str, list[tuple[int, int, str]]] = {}
+        # What the fast path (fast_frames) read in the puts before, each decoded once: the bytes from a
+        # put's op to its digest (op, agent, body map header; b"\x00" matches none) and that agent, the
+        # bytes of its id's key and header and the id's length, and what follows ids (scope, size, ver).
+        self.put_head, self.agent = b"\x00", ""
+        self.id_head, self.id_len = b"\x00", 0
+        self.tails: dict[bytes, tuple[str, int, int]] = {}
+        self.index: ExpectedIndex | None = None  # gathered for a client's verify(), when asked
         self.erased = 0
         self.awaiting = 0
         self.interrupted = 0
@@ -616,9 +759,9 @@ class _DbVerifier:
 
     def entry(self, e: Entry, slot: Slot, off: int, win: _Window) -> None:
         self.entries += 1
-        last = self.last
+        last_hash = self.last_hash
         exp = self.next_seq
-        before = last.seq if last else "?"
+        before = self.last_seq if last_hash is not None else "?"
         if not self.seen_first:
             self.seen_first = True
             if e.seq != 0 and not self.lost_before:
@@ -630,12 +773,12 @@ class _DbVerifier:
                 self.problem("seq", msg, exp, off)
             elif e.seq < exp:
                 self.problem("seq", f"seq {e.seq} out of order (after seq {before})", e.seq, off)
-        if last is not None and not self.lost_before and e.prev != last.hash:
+        if last_hash is not None and not self.lost_before and e.prev != last_hash:
             self.problem("link", f"prev of seq {e.seq} is {_short(e.prev)}, but the entry before it "
-                         f"(seq {last.seq}) hashes to {_short(last.hash)}", e.seq, off)
+                         f"(seq {self.last_seq}) hashes to {_short(last_hash)}", e.seq, off)
         self.lost_before = False
         self.next_seq = max(self.next_seq, e.seq + 1)
-        self.last = e
+        self.last_seq, self.last_hash = e.seq, e.hash
         if self.expect_head is not None and e.seq == self.expect_head[0]:
             self.head_hashes.append(e.hash)
 
@@ -646,6 +789,152 @@ class _DbVerifier:
                 self.problem("slot", f"payload slot checksum mismatch (seq {e.seq})", e.seq, slot.offset)
             return
         self.ops[e.op](e, slot, off, win)
+
+    # the fast path
+    def fast_frames(self, win: _Window, pos: int) -> int:
+        """Check the frames from `pos` on for as long as each holds only canonical puts with nothing wrong
+        with them, reading the entries by their bytes instead of decoding them into objects; return the
+        offset of the first frame left to the general path (`frame`), which then finds exactly what is
+        wrong with it, or checks an op this path does not read.
+
+        It makes every check `frame` and `op_put` make, to the same outcome, and changes the state as
+        they would; a frame it leaves to the general path leaves no trace."""
+        if self.pending_damage is not None or self.lost_before or self.last_hash is None or self.next_seq < 1:
+            return pos
+        want = self.expect_head[0] if self.expect_head is not None else -1
+        end = win.size
+        versions, tails, index = self.versions, self.tails, self.index
+        live, older = (index.live, index.older) if index is not None else ({}, {})
+        put_head, id_head, id_len, agent = self.put_head, self.id_head, self.id_len, self.agent
+        n_put_head, n_id_head = len(put_head), len(id_head)
+        seq, last, entries = self.next_seq, self.last_hash, self.entries
+        sha256, crc32, unpack = hashlib.sha256, zlib.crc32, msgpack.unpackb
+        buf, bstart = win.buf, win.start
+        start = pos
+        while pos + _FH <= end:
+            rel = pos - bstart
+            if rel < 0 or rel + _FH > len(buf):
+                win.ensure(pos, _FH)
+                buf, bstart = win.buf, win.start
+                rel = pos - bstart
+            magic, count, first, elen, plen = _FRAME_HEADER_AT(buf, rel)
+            total = FRAME_OVERHEAD + elen + plen
+            if (magic != FRAME_MAGIC or first != seq or not 0 < count * _EH <= elen
+                    or total > _BIG_FRAME or pos + total > end or first <= want < first + count):
+                break
+            if rel + total > len(buf):
+                win.ensure(pos, total)
+                buf, bstart = win.buf, win.start
+                rel = pos - bstart
+                if rel + total > len(buf):
+                    break
+            crc_end = rel + _FH + elen
+            slot_end = crc_end + plen
+            crc, end_magic = _TRAILER_AT(buf, slot_end)
+            if end_magic != FRAME_END or crc != crc32(buf[rel:crc_end]):
+                break
+            # Entries and slots are read in step; a length that overruns its section makes the two
+            # end anywhere but at the section ends, checked after the loop.
+            p, sp = rel + _FH, crc_end
+            s, h = seq, last
+            rids: list[str] = []
+            try:
+                for _ in range(count):
+                    rlen, slen = _ENTRY_HEADER_AT(buf, p)
+                    p += _EH
+                    raw = buf[p:p + rlen]
+                    p += rlen
+                    # seq, the timestamp's marker, and prev: the link to the entry before
+                    if 0xFFFF < s <= 0xFFFFFFFF:
+                        head = _SEQ32(_SEQ32_TAG, s, 0xCF)
+                    elif 0xFF < s <= 0xFFFF:
+                        head = _SEQ16(_SEQ16_TAG, s, 0xCF)
+                    else:
+                        head = _seq_head(s)
+                    o = len(head)
+                    if not (raw.startswith(head) and raw.startswith(_BIN32, o + 8) and raw.startswith(h, o + 10)):
+                        raise _NotFast
+                    # op, agent and the body's map header: as in the put before, or read afresh
+                    q = o + 42
+                    if not raw.startswith(put_head, q):
+                        d, agent = _put_head(raw, q)
+                        put_head = raw[q:d]
+                        n_put_head = d - q
+                    d = q + n_put_head  # the digest, checked against the payload below
+                    i = d + 32
+                    if not raw.startswith(id_head, i):
+                        if not raw.startswith(_ID_KEY, i):
+                            raise _NotFast
+                        j, id_len = _str_at(raw, i + len(_ID_KEY))
+                        id_head = raw[i:j]
+                        n_id_head = j - i
+                    i += n_id_head
+                    rid = raw[i:i + id_len].decode()
+                    tail = raw[i + id_len:]
+                    t = tails.get(tail)
+                    if t is None:
+                        t = _put_tail(tail)
+                        if len(tails) >= _MAX_TAILS:
+                            tails.clear()
+                        tails[tail] = t
+                    scope, size, ver = t
+                    old = versions.get(rid, 0)
+                    if old + 1 != ver:
+                        raise _NotFast
+                    # the payload: slot checksum, digest, and [content, sorted tags, metadata]
+                    payload = buf[sp + _SC:sp + slen]
+                    if (slen < _MIN_PUT_SLOT or _SLOT_CRC_AT(buf, sp)[0] != crc32(payload)
+                            or not raw.startswith(sha256(payload).digest(), d)):
+                        raise _NotFast
+                    # (msgpack's defaults decode as codec.unpackb does, but refuse non-str map keys:
+                    # a record with those goes the general way)
+                    content, tags, metadata = unpack(payload[16:])
+                    if type(content) is str:
+                        n = len(content) if content.isascii() else len(content.encode())
+                    elif type(content) is bytes:
+                        n = len(content)
+                    else:
+                        raise _NotFast
+                    if n != size or type(tags) is not list or type(metadata) is not dict:
+                        raise _NotFast
+                    if tags:
+                        "".join(tags)  # a TypeError unless every tag is a str
+                        if len(tags) > 1 and tags != sorted(tags):
+                            raise _NotFast
+                    h = sha256(raw).digest()
+                    versions[rid] = ver
+                    rids.append(rid)
+                    if index is not None:
+                        if old:
+                            older.setdefault(rid, []).append(live[rid])
+                        ts = _U64_AT(raw, o)[0]
+                        live[rid] = (rid, scope, tags, ver, s, ts, agent, size, h, bstart + sp, slen)
+                    sp += slen
+                    s += 1
+                if p != crc_end or sp != slot_end:
+                    raise _NotFast
+            except Exception:
+                for rid in reversed(rids):  # each put raised its record's version by one
+                    ver = versions[rid] - 1
+                    if ver:
+                        versions[rid] = ver
+                    else:
+                        del versions[rid]
+                    if index is not None:
+                        if ver:
+                            live[rid] = older[rid].pop()
+                            if not older[rid]:
+                                del older[rid]
+                        else:
+                            del live[rid]
+                break
+            seq, last = s, h
+            entries += count
+            pos += total
+        if pos != start:
+            self.next_seq, self.last_seq, self.last_hash, self.entries = seq, seq - 1, last, entries
+        self.put_head, self.id_head, self.id_len, self.agent = put_head, id_head, id_len, agent
+        return pos
 
     def no_payload(self, e: Entry, slot: Slot) -> None:
         if slot.state != "none":
@@ -666,6 +955,8 @@ class _DbVerifier:
                              f"{self.db_id.hex()}", 0, off)
             elif self.db_id is None:
                 self.db_id = e.body["db_id"]
+            if self.index is not None:
+                self.index.acl.owner = e.agent
         self.no_payload(e, slot)
 
     def seq0_check(self, e: Entry, off: int) -> None:
@@ -680,8 +971,13 @@ class _DbVerifier:
         if ver != expected:
             self.problem("version", f"seq {e.seq} puts version {ver} of record {rid}, expected {expected}",
                          e.seq, off)
+            extra = expected + self.extra.pop(rid, 0) - ver  # versions not yet forgotten, minus ver
+            if extra:
+                self.extra[rid] = extra
+        old = self.versions.get(rid, 0)
         self.versions[rid] = ver
         state = slot.state
+        tags: list[str] = []
         if state == "ok":
             try:
                 data = win.get(slot.offset + SLOT_CRC.size, slot.length - SLOT_CRC.size)
@@ -690,27 +986,41 @@ class _DbVerifier:
                 msg = f"put payload does not decode: {exc}"
                 self.problem("payload", msg, e.seq, slot.offset)
             else:
-                for msg in _packed_problems(body, salt, packed)[0]:
+                msgs, fields = _packed_problems(body, salt, packed)
+                for msg in msgs:
                     self.problem("payload", f"record {rid} v{ver}: {msg}", e.seq, slot.offset)
+                if fields is not None:
+                    tags = list(fields[1])
         elif state == "bad":
             if self.in_journal(slot):
                 state = "interrupted"
             else:
                 self.problem("slot", f"payload slot checksum mismatch (seq {e.seq}, record {rid} v{ver})",
                              e.seq, slot.offset)
-        self.pending.setdefault(rid, []).append((e.seq, slot.offset, state))
+        if state != "ok":
+            self.pending.setdefault(rid, []).append((e.seq, slot.offset, state))
+        index = self.index
+        if index is not None:
+            if old:
+                index.older.setdefault(rid, []).append(index.live[rid])
+            index.live[rid] = (rid, body["scope"], tags, ver, e.seq, e.ts_ns, e.agent, body["size"], e.hash,
+                               slot.offset, slot.length)
 
     def op_forget(self, e: Entry, slot: Slot, off: int, win: _Window) -> None:
         self.seq0_check(e, off)
         for rid in e.body["ids"]:
-            for _seq, _off, state in self.pending.pop(rid, ()):
+            named = self.versions.pop(rid, 0) + self.extra.pop(rid, 0)
+            others = self.pending.pop(rid, ())
+            self.awaiting += named - len(others)  # versions with an `ok` slot: erasure still to do
+            for _seq, _off, state in others:
                 if state in ("erased", "none"):
                     self.erased += 1
-                elif state == "ok":
-                    self.awaiting += 1
                 elif state == "interrupted":
                     self.interrupted += 1
-            self.versions.pop(rid, None)
+            if self.index is not None:
+                self.index.live.pop(rid, None)
+                self.index.older.pop(rid, None)
+                self.index.forgotten.add(rid)
         if slot.state == "ok":
             start, length = slot.payload_range()
             try:
@@ -728,6 +1038,12 @@ class _DbVerifier:
     def op_grant(self, e: Entry, slot: Slot, off: int, win: _Window) -> None:
         self.seq0_check(e, off)
         self.no_payload(e, slot)
+        if self.index is not None:
+            body = e.body
+            if e.op == "grant":
+                self.index.acl.grant(body["principal"], body["scope"], body["perms"])
+            else:
+                self.index.acl.revoke(body["principal"], body["scope"], body["perms"])
 
     def op_checkpoint(self, e: Entry, slot: Slot, off: int, win: _Window) -> None:
         self.seq0_check(e, off)
@@ -757,21 +1073,21 @@ class _DbVerifier:
                 elif state == "interrupted":
                     self.problem("slot", f"payload slot of seq {seq} (record {rid}) is damaged; DB.erase "
                                  "lists it, but no forget names the record", seq, offset)
-        last = self.last
+        last_seq = self.last_seq if self.last_hash is not None else None
         if self.expect_head is not None:
             seq, want = self.expect_head
             if not self.head_hashes:
-                end = f"it ends at seq {last.seq}" if last else "it holds no entries"
+                end = f"it ends at seq {last_seq}" if last_seq is not None else "it holds no entries"
                 self.problem("expect-head", f"the expected head seq {seq} is not in the log ({end}): "
                              "the log was truncated", seq, None)
             elif want not in self.head_hashes:
                 self.problem("expect-head", f"seq {seq} hashes to {self.head_hashes[0].hex()}, not the "
                              f"expected {want.hex()}: the log was rewritten", seq, None)
-        if self.pubkey is not None and last is not None:
+        if self.pubkey is not None and last_seq is not None:
             if self.signed_upto < 0:
                 self.problem("unsigned", "no checkpoint in the log is signed by the given key", None, None)
-            elif last.seq > self.signed_upto:
-                self.problem("unsigned", f"entries seq {self.signed_upto + 1}..{last.seq} follow the last "
+            elif last_seq > self.signed_upto:
+                self.problem("unsigned", f"entries seq {self.signed_upto + 1}..{last_seq} follow the last "
                              "checkpoint signed by the given key: appended later, or its signed tail was "
                              "cut off", self.signed_upto + 1, None)
         if self.awaiting:
@@ -787,12 +1103,12 @@ class _DbVerifier:
 
     def report(self) -> VerifyReport:
         problems = sorted(self.problems, key=lambda p: (p.offset is None, p.offset or 0))
-        last = self.last
+        last_hash = self.last_hash
         return VerifyReport(
             ok=not problems,
             entries=self.entries,
-            head_seq=last.seq if last else -1,
-            head_hash=last.hash.hex() if last else "",
+            head_seq=self.last_seq if last_hash is not None else -1,
+            head_hash=last_hash.hex() if last_hash is not None else "",
             problems=tuple(problems),
             erased=self.erased,
             checkpoints=self.checkpoints,
@@ -827,20 +1143,41 @@ def verify_db(
     `expect_head`: (seq, hex hash) saved earlier; the log must still hold that entry with that hash.
     `progress(done_bytes, total_bytes)` is called as the file is read.
     Raises UnreadableDatabase only if the file cannot be opened or read at all."""
+    return _verify_db(path, pubkey, expect_head, progress, None)
+
+
+def verify_db_and_index(
+    path: PathArg, *, pubkey: bytes | None = None, expect_head: tuple[int, str] | None = None
+) -> tuple[VerifyReport, ExpectedIndex]:
+    """verify_db, and, from the same pass over the file, what a client's index of it must hold (for
+    `Store.index_differences`; meaningful only when the report is ok)."""
+    index = ExpectedIndex({}, {}, set(), Acl())
+    report = _verify_db(path, pubkey, expect_head, None, index)
+    index.head_seq, index.entries = report.head_seq, report.entries
+    index.head_hash = bytes.fromhex(report.head_hash)
+    return report, index
+
+
+def _verify_db(
+    path: PathArg, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None,
+    index: ExpectedIndex | None,
+) -> VerifyReport:
     head = _parse_expect_head(expect_head)
     if pubkey is not None and not (isinstance(pubkey, bytes) and len(pubkey) == 32):
         raise InvalidInput("pubkey must be a raw 32-byte Ed25519 public key")
     fd, size, name = _open_db(path)
     try:
         v = _DbVerifier(name, size, pubkey, head)
+        v.index = index
         win = _Window(fd, size, name, progress)
         v.header(win.get(0, HEADER_SIZE))
         v.load_journal()
-        for item in _scan(win, lenient=True):
-            if isinstance(item, _Damage):
-                v.damage(item)
-            else:
-                v.frame(item[0], item[1], win)
+        with gc_paused():
+            for item in _scan(win, lenient=True, skip=v.fast_frames):
+                if isinstance(item, _Damage):
+                    v.damage(item)
+                else:
+                    v.frame(item[0], item[1], win)
         v.finish()
         if progress is not None:
             progress(win.size, win.size)
@@ -1297,6 +1634,7 @@ def verify_export(
 
 
 __all__ = [
+    "ExpectedIndex",
     "KeyFileError",
     "LogItem",
     "UnreadableDatabase",
@@ -1312,5 +1650,6 @@ __all__ = [
     "read_log",
     "sign_checkpoint",
     "verify_db",
+    "verify_db_and_index",
     "verify_export",
 ]

@@ -11,24 +11,25 @@ from typing import IO, Any
 
 from .acl import PERMISSIONS, Acl, home_scope, scope_matches, validate_pattern
 from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
-from .ids import new_id
-from .record import MemoryRecord, Problem, RecordInfo, VerifyReport, ns_to_datetime
+from .ids import new_id, random_bytes
+from .record import MemoryRecord, Problem, RecordInfo, VerifyReport, make_memory_record, ns_to_datetime
 from .storage.codec import (
     canonical,
     checkpoint_message,
     decode_record_fields,
     encode_forget_payload,
-    encode_put_payload,
-    pack_record_fields,
-    payload_digest,
+    pack_canonical_fields,
+    seal_put_payload,
 )
 from .storage.engine import Batch, Store
 from .storage.index import Index, Rec, Version
 from .validation import (
     Limits,
+    canonical_metadata,
     check_content,
     check_ids,
     check_metadata,
+    check_metadata_size,
     check_name,
     check_optional_str,
     check_scope,
@@ -129,7 +130,8 @@ class MnemoClient:
     def _rec(self, view: Index | Batch, rec_id: Any) -> Rec | None:
         if not isinstance(rec_id, str):
             raise InvalidInput(f"a record id must be a string, got {type(rec_id).__name__}")
-        return view.get_rec(rec_id)
+        with self._store._index_lock:  # the index changes rows in place: never read one half-written
+            return view.get_rec(rec_id)
 
     def _readable(self, view: Index | Batch, rec_id: Any) -> Rec:
         rec = self._rec(view, rec_id)
@@ -151,18 +153,14 @@ class MnemoClient:
     def _record(self, rec: Rec, version: Version, batch: Batch | None) -> MemoryRecord:
         _salt, packed = self._store.read_payload(version, batch)
         content, tags, metadata = decode_record_fields(packed)
-        return MemoryRecord(
-            id=rec.id,
-            version=version.ver,
-            content=content,
-            tags=tags,
-            metadata=metadata,
-            scope=rec.scope,
-            agent_id=version.agent,
-            created_at=ns_to_datetime(rec.versions[0].ts_ns),
-            updated_at=ns_to_datetime(version.ts_ns),
-            seq=version.seq,
-            hash=version.hash.hex(),
+        ts_ns = version.ts_ns
+        updated = ns_to_datetime(ts_ns)
+        created_ns = rec.versions[0].ts_ns
+        # One conversion for a first version (most records have no other): datetimes are immutable.
+        created = updated if created_ns == ts_ns else ns_to_datetime(created_ns)
+        return make_memory_record(
+            rec.id, version.ver, content, tags, metadata, rec.scope, version.agent, created, updated,
+            version.seq, version.hash.hex(),
         )
 
     def _stage_put(
@@ -170,14 +168,16 @@ class MnemoClient:
         tags: tuple[str, ...], metadata: dict[str, Any], prepared: tuple[bytes, bytes] | None = None,
         created_ns: int = 0,
     ) -> MemoryRecord:
+        """Stage a put. `tags` and `metadata` are in canonical form (as check_tags and check_metadata
+        return them), so they are packed and returned without another pass."""
         digest, payload = prepared or _prepare_payload(content, tags, metadata)
         # Keys in sorted order, scalar values: the entry needs no canonicalising pass.
         body = {"digest": digest, "id": rec_id, "scope": scope, "size": size, "ver": ver}
         entry = batch.stage("put", self.agent_id, body, payload, tags, trusted=True)
         self._since_checkpoint += 1
         updated = ns_to_datetime(entry.ts_ns)
-        return MemoryRecord(
-            id=rec_id, version=ver, content=content, tags=tags, metadata=canonical(metadata), scope=scope,
+        return make_memory_record(
+            id=rec_id, version=ver, content=content, tags=tags, metadata=metadata, scope=scope,
             agent_id=self.agent_id, created_at=updated if ver == 1 else ns_to_datetime(created_ns),
             updated_at=updated, seq=entry.seq, hash=entry.hash.hex(),
         )
@@ -186,6 +186,10 @@ class MnemoClient:
     def _writing(self, transactional: bool = False) -> Iterator[Batch]:
         with self._store.writing(transactional) as batch:
             yield batch
+        self._checkpoint_if_due()
+
+    def _checkpoint_if_due(self) -> None:
+        """After a write outside a transaction: a signed checkpoint every `checkpoint_every` entries."""
         if (
             self._checkpoint_every is not None
             and self._signing_key is not None
@@ -203,15 +207,27 @@ class MnemoClient:
         scope: str | None = None,
     ) -> MemoryRecord:
         """Store a new memory (version 1) and return it once it is committed (and durable, by mode)."""
-        self._store.check_writable()
+        store = self._store
+        store.check_writable()
         content, size = check_content(content, self.limits)
         tag_tuple = check_tags(tags, self.limits)
-        meta = check_metadata(metadata, self.limits)
+        meta = canonical_metadata(metadata)
+        packed = pack_canonical_fields(content, tag_tuple, meta)
+        check_metadata_size(meta, self.limits, packed)
         scope = self.home_scope if scope is None else check_scope(scope)
-        prepared = _prepare_payload(content, tag_tuple, meta)  # hashing needs no lock
-        with self._writing() as batch:
+        prepared = seal_put_payload(random_bytes(16), packed)  # hashing needs no lock
+        batch = store.current_batch()
+        if batch is not None:
+            # Inside this thread's transaction: it holds the lock and commits at its end. (The
+            # remembers of a transaction are many; entering the writing context for each was a
+            # large part of their cost.)
             self._require(batch.acl, "write", scope)
             return self._stage_put(batch, new_id(), 1, scope, content, size, tag_tuple, meta, prepared)
+        with store.writing() as batch:
+            self._require(batch.acl, "write", scope)
+            record = self._stage_put(batch, new_id(), 1, scope, content, size, tag_tuple, meta, prepared)
+        self._checkpoint_if_due()
+        return record
 
     def update(
         self,
@@ -230,7 +246,7 @@ class MnemoClient:
             not isinstance(expected_version, int) or isinstance(expected_version, bool)
         ):
             raise InvalidInput(f"expected_version must be an int, got {expected_version!r}")
-        with self._writing() as batch:
+        with self._store.writing() as batch:
             rec = self._readable(batch, rec_id)
             self._require(batch.acl, "write", rec.scope)
             current = rec.latest.ver
@@ -239,13 +255,16 @@ class MnemoClient:
             if new_content is None or new_tags is None or new_meta is None:
                 old = self._record(rec, rec.latest, batch)
                 new_content = new_content or (old.content, rec.latest.size)
-                new_tags = old.tags if new_tags is None else new_tags
-                new_meta = old.metadata if new_meta is None else new_meta
+                # Stored fields are canonical already; sorting again only guards a hand-made log.
+                new_tags = tuple(sorted(old.tags)) if new_tags is None else new_tags
+                new_meta = canonical(old.metadata) if new_meta is None else new_meta
             body_content, size = new_content
-            return self._stage_put(
+            record = self._stage_put(
                 batch, rec.id, current + 1, rec.scope, body_content, size, new_tags, new_meta,
                 created_ns=rec.versions[0].ts_ns,
             )
+        self._checkpoint_if_due()
+        return record
 
     def forget(self, ids: str | Iterable[str], reason: str | None = None) -> int:
         """Forget records: every version's content, tags and metadata are erased before this returns."""
@@ -364,7 +383,7 @@ class MnemoClient:
             except (NotFound, IntegrityError):
                 if self._store.generation == generation:
                     self._store.refresh()  # forgotten (erased) by another process meanwhile?
-                    if self._store.generation == generation and self._rec(self._view(), rec_id) is rec:
+                    if self._store.generation == generation and self._rec(self._view(), rec_id) == rec:
                         raise
                 continue
             if self._store.generation == generation:
@@ -397,29 +416,36 @@ class MnemoClient:
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise InvalidInput("limit must be a non-negative int or None")
         base = self._store.index
-        acl = view.acl
-        everything, exact, prefixes = acl.readable_filter(self.agent_id)
+        everything, exact, prefixes = view.acl.readable_filter(self.agent_id)
+        want_all, want_some = frozenset(all_tags), frozenset(some_tags)
+
+        def in_scope(rec_scope: str) -> bool:
+            if scope is not None and not scope_matches(scope, rec_scope):
+                return False
+            return everything or rec_scope in exact or rec_scope.startswith(prefixes)
 
         def matches(rec: Rec) -> bool:
-            s = rec.scope
-            if scope is not None and not scope_matches(scope, s):
+            if not in_scope(rec.scope):
                 return False
-            if not (everything or s in exact or s.startswith(prefixes)):
+            if want_all and not want_all.issubset(rec.tags):
                 return False
-            if all_tags and not set(all_tags).issubset(rec.tags):
-                return False
-            if some_tags and not set(some_tags) & set(rec.tags):
+            if want_some and want_some.isdisjoint(rec.tags):
                 return False
             return tag_prefix is None or any(t.startswith(tag_prefix) for t in rec.tags)
 
         with self._store._index_lock:
-            ids = base.candidate_ids(all_tags, some_tags, tag_prefix)
-            overlay = view.recs if isinstance(view, Batch) else {}
-            pool = base.records.keys() if ids is None else ids
-            found = [r for i in pool if i not in overlay and (r := base.records.get(i)) is not None and matches(r)]
-            found.extend(r for r in overlay.values() if r is not None and matches(r))
-        found.sort(key=lambda r: r.id)
-        return found if limit is None else found[:limit]
+            # The index's candidates match the tag filters exactly; scopes are decided once per
+            # distinct scope, not per record. Only the records returned become Rec tuples.
+            rows = base.candidate_rows(all_tags, some_tags, tag_prefix)
+            hits: list[tuple[str, int | Rec]] = list(base.rows_in_scopes(rows, in_scope))
+            if isinstance(view, Batch) and view.recs:
+                overlay = view.recs
+                hits = [hit for hit in hits if hit[0] not in overlay]
+                hits.extend((r.id, r) for r in overlay.values() if r is not None and matches(r))
+            hits.sort(key=lambda hit: hit[0])
+            if limit is not None:
+                del hits[limit:]
+            return [base.rec_at(r, i) if isinstance(r, int) else r for i, r in hits]
 
     def query(
         self,
@@ -434,9 +460,10 @@ class MnemoClient:
         self._store.refresh()
         batch = self._store.current_batch()
         out = []
+        record = self._record
         for rec in self._select(self._view(), tags, any_tags, tag_prefix, scope, limit):
             try:
-                out.append(self._record(rec, rec.latest, batch))
+                out.append(record(rec, rec.versions[-1], batch))
             except (NotFound, IntegrityError):
                 # Forgotten (being erased) by another process since the selection, or compacted away?
                 self._store.refresh()
@@ -455,28 +482,36 @@ class MnemoClient:
     ) -> list[RecordInfo]:
         """Like query, from the index alone: no content is read from disk."""
         self._store.refresh()
-        return [
-            RecordInfo(
-                id=r.id, version=r.latest.ver, scope=r.scope, tags=r.tags, size=r.latest.size,
-                agent_id=r.latest.agent, created_at=ns_to_datetime(r.versions[0].ts_ns),
-                updated_at=ns_to_datetime(r.latest.ts_ns), seq=r.latest.seq,
-            )
-            for r in self._select(self._view(), tags, any_tags, tag_prefix, scope, limit)
-        ]
+        infos = []
+        for r in self._select(self._view(), tags, any_tags, tag_prefix, scope, limit):
+            latest = r.versions[-1]
+            updated = ns_to_datetime(latest.ts_ns)
+            created_ns = r.versions[0].ts_ns
+            infos.append(RecordInfo(
+                id=r.id, version=latest.ver, scope=r.scope, tags=r.tags, size=latest.size, agent_id=latest.agent,
+                created_at=updated if created_ns == latest.ts_ns else ns_to_datetime(created_ns),
+                updated_at=updated, seq=latest.seq,
+            ))
+        return infos
 
     # -- audit -----------------------------------------------------------------------------------------
     def verify(self, pubkey: bytes | str | None = None, expect_head: tuple[int, str] | None = None) -> VerifyReport:
         """Check the whole log file: framing, every hash and link, payload digests, erasures, signatures.
         Returns every problem found."""
         self._store.refresh()
-        from .audit import verify_db
+        from .audit import verify_db_and_index
 
-        report = verify_db(self.path, pubkey=_pubkey_bytes(pubkey), expect_head=expect_head)
+        # One pass over the file checks it and gathers what the index must hold.
+        report, expected = verify_db_and_index(self.path, pubkey=_pubkey_bytes(pubkey), expect_head=expect_head)
         if not report.ok:
             return report
         # The file is sound; is what this client serves from memory (perhaps loaded from a snapshot)
         # exactly what the file says?
-        stale = [Problem("index", f"{msg}: the index snapshot was altered") for msg in self._store.index_differences()]
+        self._store.refresh()  # (others may have appended while the file was read)
+        stale = [
+            Problem("index", f"{msg}: the index snapshot was altered")
+            for msg in self._store.index_differences(expected)
+        ]
         if stale:
             return dataclasses.replace(report, ok=False, problems=report.problems + tuple(stale))
         return report
@@ -529,11 +564,12 @@ class MnemoClient:
         index = store.index
         with store._index_lock:
             # Counts cover only what this agent may read, so they do not reveal other scopes.
-            visible = list(index.records.values())
-            if not index.acl.allows(self.agent_id, "admin", "*"):
+            if index.acl.allows(self.agent_id, "admin", "*"):
+                records, versions, tags = index.counts()
+            else:
                 visible = self._select(index, (), (), None, None, None)
-            versions = sum(len(r.versions) for r in visible)
-            tags = len({t for r in visible for t in r.tags})
+                records, versions = len(visible), sum(len(r.versions) for r in visible)
+                tags = len({t for r in visible for t in r.tags})
         return {
             "path": store.path,
             "db_id": store.db_id.hex(),
@@ -541,7 +577,7 @@ class MnemoClient:
             "entries": index.entries,
             "head_seq": index.head_seq,
             "head_hash": index.head_hash.hex(),
-            "records": len(visible),
+            "records": records,
             "versions": versions,
             "tags": tags,
             "log_bytes": store.end,
@@ -554,10 +590,9 @@ class MnemoClient:
 
 
 def _prepare_payload(content: str | bytes, tags: tuple[str, ...], metadata: dict[str, Any]) -> tuple[bytes, bytes]:
-    """(digest, payload) of a put: a fresh salt, the packed fields, and the commitment to them."""
-    salt = os.urandom(16)
-    packed = pack_record_fields(content, tags, metadata)
-    return payload_digest(salt, packed), encode_put_payload(salt, packed)
+    """(digest, payload) of a put: a fresh salt, the packed fields, and the commitment to them. Tags
+    and metadata are in canonical form (check_tags, check_metadata), so packing needs no sorting."""
+    return seal_put_payload(random_bytes(16), pack_canonical_fields(content, tags, metadata))
 
 
 def _load_signing_key(key: Any) -> Any:

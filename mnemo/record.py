@@ -6,10 +6,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+_UTC = timezone.utc
+_fromtimestamp = datetime.fromtimestamp
+
 
 def ns_to_datetime(ts_ns: int) -> datetime:
     """Wall-clock nanoseconds to an aware UTC datetime (microsecond precision)."""
-    return datetime.fromtimestamp(ts_ns // 1000 / 1_000_000, tz=timezone.utc)
+    # tz given positionally: parsing it as a keyword costs about as much as the conversion itself.
+    return _fromtimestamp(ts_ns // 1000 / 1_000_000, _UTC)
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,24 @@ class MemoryRecord:
     updated_at: datetime
     seq: int
     hash: str
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def make_memory_record(
+    id: str, version: int, content: str | bytes, tags: tuple[str, ...], metadata: dict[str, Any], scope: str,
+    agent_id: str, created_at: datetime, updated_at: datetime, seq: int, hash: str,
+) -> MemoryRecord:
+    """MemoryRecord(...) for reads that build many: the same frozen object, its fields set in one step
+    rather than by the eleven object.__setattr__ calls of the dataclass's __init__ (about half the cost)."""
+    record: MemoryRecord = _new(MemoryRecord)
+    _set(record, "__dict__", {
+        "id": id, "version": version, "content": content, "tags": tags, "metadata": metadata, "scope": scope,
+        "agent_id": agent_id, "created_at": created_at, "updated_at": updated_at, "seq": seq, "hash": hash,
+    })
+    return record
 
 
 @dataclass(frozen=True)

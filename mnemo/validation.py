@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidInput
-from .storage.codec import packb
+from .storage.codec import pack_canonical
 
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
@@ -60,66 +60,106 @@ def check_content(content: Any, limits: Limits) -> tuple[str | bytes, int]:
 
 
 def check_tags(tags: Any, limits: Limits, what: str = "tags") -> tuple[str, ...]:
-    if isinstance(tags, (str, bytes)) or not isinstance(tags, Iterable):
+    """The distinct tags, sorted (the form that is packed and returned)."""
+    if type(tags) not in (tuple, list) and (isinstance(tags, (str, bytes)) or not isinstance(tags, Iterable)):
         raise InvalidInput(f"{what} must be a list of strings, got {type(tags).__name__}")
     out = set()
+    max_chars = limits.max_tag_chars
     for tag in tags:
-        if not isinstance(tag, str) or not tag:
-            raise InvalidInput(f"every tag must be a non-empty string, got {tag!r}")
-        if len(tag) > limits.max_tag_chars:
-            raise InvalidInput(f"a tag is {len(tag)} characters, over the limit of {limits.max_tag_chars}")
-        try:
-            tag.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidInput(f"tag {tag!r} contains lone surrogates") from None
+        # A short ASCII str, the usual tag, passes every check below: skip them (encoding included).
+        if not (type(tag) is str and tag.isascii() and 0 < len(tag) <= max_chars):
+            _check_tag(tag, limits)
         out.add(tag)
     if len(out) > limits.max_tags:
         raise InvalidInput(f"{len(out)} tags, over the limit of {limits.max_tags}")
     return tuple(sorted(out))
 
 
-def _check_json(value: Any, path: str, depth: int = 0) -> None:
+def _check_tag(tag: Any, limits: Limits) -> None:
+    if not isinstance(tag, str) or not tag:
+        raise InvalidInput(f"every tag must be a non-empty string, got {tag!r}")
+    if len(tag) > limits.max_tag_chars:
+        raise InvalidInput(f"a tag is {len(tag)} characters, over the limit of {limits.max_tag_chars}")
+    try:
+        tag.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"tag {tag!r} contains lone surrogates") from None
+
+
+def _check_text(value: str, path: str) -> None:
+    if not value.isascii():  # ASCII always encodes; only the rest can hold lone surrogates
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput(f"metadata {path} contains lone surrogates") from None
+
+
+def _canonical_json(value: Any, path: str, depth: int = 0) -> Any:
+    """Check that value is JSON-compatible and return it in canonical form (every map's keys sorted,
+    tuples as lists), the form that is packed and returned: one walk does both."""
     if depth > 32:
         raise InvalidInput(f"metadata nests deeper than 32 levels at {path}")
-    if value is None or isinstance(value, (bool, str)):
-        if isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise InvalidInput(f"metadata {path} contains lone surrogates") from None
-        return
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        _check_text(value, path)
+        return value
     if isinstance(value, int):
         if not _INT_MIN <= value <= _INT_MAX:
             raise InvalidInput(f"metadata {path} is an integer out of the 64-bit range")
-        return
+        return value
     if isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidInput(f"metadata {path} is {value}, which JSON cannot hold")
-        return
+        return value
     if isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            _check_json(item, f"{path}[{i}]", depth + 1)
-        return
+        return [_canonical_json(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
     if isinstance(value, dict):
-        for key, item in value.items():
+        items = []
+        for key, item in value.items():  # checked in the caller's order, so the first error is its first
             if not isinstance(key, str):
                 raise InvalidInput(f"metadata keys must be strings, got {key!r} at {path}")
-            _check_json(key, f"{path} key", depth + 1)
-            _check_json(item, f"{path}.{key}", depth + 1)
-        return
+            if depth + 1 > 32:
+                raise InvalidInput(f"metadata nests deeper than 32 levels at {path} key")
+            if not key.isascii():
+                _check_text(key, f"{path} key")
+            cls = type(item)
+            if (cls is str and item.isascii()) or (cls is int and _INT_MIN <= item <= _INT_MAX) or item is None:
+                items.append((key, item))  # the usual flat value: nothing to check or convert
+            else:
+                items.append((key, _canonical_json(item, f"{path}.{key}", depth + 1)))
+        items.sort()  # keys are distinct, so only keys are ever compared
+        return dict(items)
     raise InvalidInput(f"metadata {path} is a {type(value).__name__}, which is not JSON-compatible")
 
 
-def check_metadata(metadata: Any, limits: Limits) -> dict[str, Any]:
+def canonical_metadata(metadata: Any) -> dict[str, Any]:
+    """The metadata, checked to be a JSON-compatible map, as a new dict in canonical form (keys
+    sorted, recursively): callers pack and return it as it is, without canonicalising again.
+    Its size is checked apart (check_metadata_size), once it is packed."""
     if metadata is None:
         return {}
     if not isinstance(metadata, dict):
         raise InvalidInput(f"metadata must be a dict, got {type(metadata).__name__}")
-    _check_json(metadata, "metadata")
-    size = len(packb(metadata))
+    canonical: dict[str, Any] = _canonical_json(metadata, "metadata")
+    return canonical
+
+
+def check_metadata_size(metadata: dict[str, Any], limits: Limits, packed_fields: bytes | None = None) -> None:
+    """Refuse metadata over the size limit, packed. `packed_fields`, a record's packed fields, hold
+    the packed metadata: when they fit in the limit it does too, and needs no packing of its own."""
+    if packed_fields is not None and len(packed_fields) <= limits.max_metadata_bytes:
+        return
+    size = len(pack_canonical(metadata))
     if size > limits.max_metadata_bytes:
         raise InvalidInput(f"metadata is {size} bytes packed, over the limit of {limits.max_metadata_bytes}")
-    return metadata
+
+
+def check_metadata(metadata: Any, limits: Limits) -> dict[str, Any]:
+    """canonical_metadata, with its size checked."""
+    canonical = canonical_metadata(metadata)
+    check_metadata_size(canonical, limits)
+    return canonical
 
 
 def check_ids(ids: Any) -> list[str]:

@@ -580,14 +580,14 @@ def test_damaged_snapshot_is_discarded(db_path: Path, damage: Any) -> None:
 
 def rewrite_snapshot(snap: Path, change: Any) -> None:
     """Change the snapshot's body and recompute its checksum, as a tamperer would."""
-    import msgpack
+    from mnemo.storage.snapshot import decode_snapshot, encode_snapshot
 
     data = snap.read_bytes()
     assert data[:8] == b"MNEMOSNP"
-    body = msgpack.unpackb(data[12:-32], raw=False, strict_map_key=False)
+    body = decode_snapshot(data)
+    assert body is not None
     change(body)
-    head = data[:12] + msgpack.packb(body, use_bin_type=True)
-    snap.write_bytes(head + hashlib.sha256(head).digest())
+    snap.write_bytes(encode_snapshot(body))
 
 
 def test_snapshot_with_wrong_head_hash_is_discarded(db_path: Path) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import fcntl
 import os
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -191,3 +193,37 @@ def test_a_reader_follows_a_busy_writer_without_errors(tmp_path: Path) -> None:
     finally:
         p.kill()
         p.wait()
+
+
+def test_readers_in_other_threads_never_see_a_half_applied_update(tmp_path: Path) -> None:
+    """The index updates a record's row in place: a get() racing an update() sees the old record or
+    the new one, whole (its versions numbered 1..n, the latest carrying the latest content)."""
+    with MnemoClient(tmp_path / "t.db", "a", durability="none") as c:
+        rec_id = c.remember("v1", tags=["t1"]).id
+        stop = threading.Event()
+        bad: list[str] = []
+
+        def read() -> None:
+            while not stop.is_set():
+                history = c.history(rec_id)
+                latest = c.get(rec_id)
+                vers = [r.version for r in history]
+                if vers != list(range(1, len(vers) + 1)) or history[-1].content != f"v{vers[-1]}":
+                    bad.append(f"history {vers} ending in {history[-1].content!r}")
+                if latest.content != f"v{latest.version}" or latest.tags != (f"t{latest.version}",):
+                    bad.append(f"get {latest.version} {latest.content!r} {latest.tags}")
+
+        readers = [threading.Thread(target=read) for _ in range(2)]
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)  # switch threads as often as possible, mid-update included
+        for t in readers:
+            t.start()
+        try:
+            for v in range(2, 300):
+                c.update(rec_id, content=f"v{v}", tags=[f"t{v}"])
+        finally:
+            stop.set()
+            for t in readers:
+                t.join()
+            sys.setswitchinterval(interval)
+        assert bad == []

@@ -4,11 +4,13 @@ hides a record or a grant from the index."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mnemo import InvalidInput, MnemoClient
 from mnemo.storage import snapshot as snap
+from mnemo.storage.index import Index
 
 
 def test_forget_where_without_a_filter_is_refused(tmp_path: Path) -> None:
@@ -35,8 +37,15 @@ def test_a_resealed_snapshot_hiding_a_record_fails_verify(tmp_path: Path) -> Non
     db = tmp_path / "g.db"
     with MnemoClient(db, "a", durability="none") as c:
         ids = [c.remember(f"r{i}").id for i in range(3)]
-    _tamper(db, lambda b: b["index"].__setitem__(
-        "records", [r for r in b["index"]["records"] if r[0] != ids[1]]))
+        db_id = bytes.fromhex(c.db_id)
+
+    def hide(body: dict[str, Any]) -> None:
+        index = Index.from_state(db_id, body["index"])
+        index.drop(ids[1])
+        index.forgotten.discard(ids[1])  # no trace of it at all
+        body["index"] = index.to_state()
+
+    _tamper(db, hide)
     with MnemoClient(db, "a", durability="none", readonly=True) as c:
         assert c.stats()["snapshot_used"]
         report = c.verify()

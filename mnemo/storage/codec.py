@@ -6,6 +6,7 @@ Every byte this module produces is part of the contract; tests/test_chain_vector
 from __future__ import annotations
 
 import hashlib
+import threading
 from typing import Any, NamedTuple
 
 import msgpack
@@ -26,8 +27,26 @@ def canonical(value: Any) -> Any:
     return value
 
 
+# msgpack.packb builds a Packer per call, which costs more than packing a small entry: every write
+# packs through this one instead. A Packer is not thread-safe, hence the lock (held only while packing).
+_packer = msgpack.Packer(use_bin_type=True)
+_packer_lock = threading.Lock()
+
+
+def _pack(value: Any) -> bytes:
+    """msgpack.packb(value, use_bin_type=True), byte for byte."""
+    with _packer_lock:
+        packed: bytes = _packer.pack(value)
+    return packed
+
+
 def packb(value: Any) -> bytes:
-    return msgpack.packb(canonical(value), use_bin_type=True)
+    return _pack(canonical(value))
+
+
+def pack_canonical(value: Any) -> bytes:
+    """packb of a value already in canonical form (as validation returns it): no second pass."""
+    return _pack(value)
 
 
 def unpackb(data: bytes) -> Any:
@@ -55,7 +74,7 @@ def make_entry(
     """Build an entry. `trusted` skips canonicalising a body whose maps are built in sorted key order."""
     if not trusted:
         body = canonical(body)
-    raw = msgpack.packb([FORMAT_VERSION, seq, ts_ns, prev, op, agent, body], use_bin_type=True)
+    raw = _pack([FORMAT_VERSION, seq, ts_ns, prev, op, agent, body])
     return Entry(seq, ts_ns, prev, op, agent, body, raw, hashlib.sha256(raw).digest())
 
 
@@ -88,11 +107,24 @@ def decode_entry(raw: bytes) -> Entry:
 
 def pack_record_fields(content: str | bytes, tags: Any, metadata: dict[str, Any]) -> bytes:
     """The `packed` bytes a put's digest commits to: msgpack([content, sorted tags, sorted metadata])."""
-    return msgpack.packb([content, sorted(tags), canonical(metadata) if metadata else {}], use_bin_type=True)
+    return pack_canonical_fields(content, sorted(tags), canonical(metadata) if metadata else {})
+
+
+def pack_canonical_fields(content: str | bytes, sorted_tags: Any, canonical_metadata: dict[str, Any]) -> bytes:
+    """pack_record_fields of fields already in canonical form (tags sorted and distinct, metadata as
+    validation returns it), without sorting again. A tuple packs exactly as a list."""
+    return _pack([content, sorted_tags, canonical_metadata])
 
 
 def payload_digest(salt: bytes, packed: bytes) -> bytes:
     return hashlib.sha256(salt + packed).digest()
+
+
+def seal_put_payload(salt: bytes, packed: bytes) -> tuple[bytes, bytes]:
+    """(digest, payload) of a put: the payload is exactly the bytes the digest hashes, so one
+    concatenation serves both."""
+    payload = encode_put_payload(salt, packed)
+    return hashlib.sha256(payload).digest(), payload
 
 
 def encode_put_payload(salt: bytes, packed: bytes) -> bytes:

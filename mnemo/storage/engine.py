@@ -8,19 +8,22 @@ with frames other processes appended; `read_payload()` reads one payload slot fr
 from __future__ import annotations
 
 import contextlib
-import gc
+import operator
 import os
+import struct
+import sys
 import threading
 import time
 import zlib
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from array import array
+from itertools import accumulate
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..acl import Acl
 from ..errors import Closed, DurabilityError, IntegrityError, LockTimeout, MnemoError, NotFound, ReadOnly
 from . import snapshot as snap
-from .codec import ZERO_HASH, Entry, decode_put_payload, make_entry
+from .codec import ZERO_HASH, Entry, decode_put_payload, decode_record_fields, make_entry
 from .framing import (
     HEADER_SIZE,
     SLOT_CRC,
@@ -34,19 +37,23 @@ from .framing import (
     encode_frame_slots,
     parse_frame,
 )
-from .index import Index, Rec, Version, put_record, shared
+from .gc_pause import gc_paused
+from .index import COLUMNS, Index, Rec, Version
 from .logfile import FileLock, find_next_frame, fsync_dir, iter_frames, read_exact, sync, write_all
+
+if TYPE_CHECKING:
+    from ..audit import ExpectedIndex
 
 DURABILITY_MODES = ("fsync", "batch", "none")
 BATCH_INTERVAL = 0.05
+REBASE_ROWS = 10_000
 
 
 class ChainError(ValueError):
     """An entry that is well-framed but does not follow from the chain before it."""
 
 
-@dataclass
-class Staged:
+class Staged(NamedTuple):
     entry: Entry
     payload: bytes | None
     tags: tuple[str, ...]
@@ -61,23 +68,32 @@ class Batch:
         # Outside a transaction an operation does all its reads before it stages its one entry, so
         # the overlay would never be read: skip building it.
         self.transactional = transactional
-        self.base = store.index
+        self.base: Index = store.index
         self.staged: list[Staged] = []
         self.recs: dict[str, Rec | None] = {}
         self._acl: Acl | None = None
-        self.head_seq = store.index.head_seq
-        self.head_hash = store.index.head_hash
-        self.head_ts = store.head_ts
+        self.head_seq: int = self.base.head_seq
+        self.head_hash: bytes = self.base.head_hash
+        self.head_ts: int = store.head_ts
         self.payloads: dict[int, bytes] = {}
+        self._looked_up: tuple[str, Rec | None] | None = None
 
-    # the view interface apply_entry works on
+    # the view interface apply_entry works on (Index has the same methods)
     def get_rec(self, rec_id: str) -> Rec | None:
         if rec_id in self.recs:
             return self.recs[rec_id]
-        return self.base.records.get(rec_id)
+        return self.base.get_rec(rec_id)
 
-    def set_record(self, rec: Rec) -> None:
-        self.recs[rec.id] = rec
+    def next_ver(self, rec_id: str) -> int:
+        prev = self.get_rec(rec_id)
+        self._looked_up = (rec_id, prev)  # apply_entry puts right after: spare it a second lookup
+        return 1 if prev is None else prev.latest.ver + 1
+
+    def put(self, rec_id: str, scope: str, tags: tuple[str, ...], version: Version) -> None:
+        looked_up, self._looked_up = self._looked_up, None
+        prev = looked_up[1] if looked_up is not None and looked_up[0] == rec_id else self.get_rec(rec_id)
+        versions = (version,) if prev is None else prev.versions + (version,)
+        self.recs[rec_id] = Rec(rec_id, scope, tags, versions)
 
     def drop(self, rec_id: str) -> Rec | None:
         rec = self.get_rec(rec_id)
@@ -103,9 +119,9 @@ class Batch:
         entry = make_entry(self.head_seq + 1, ts, self.head_hash, op, agent, body, trusted)
         if self.transactional:
             apply_entry(self, entry, -1, 0 if payload is None else len(payload) + SLOT_CRC.size, tags)
+            if payload is not None:  # what reads of the overlay's staged versions return
+                self.payloads[entry.seq] = payload
         self.staged.append(Staged(entry, payload, tags))
-        if payload is not None:
-            self.payloads[entry.seq] = payload
         self.head_seq, self.head_hash, self.head_ts = entry.seq, entry.hash, ts
         return entry
 
@@ -118,14 +134,13 @@ def apply_entry(
     op = entry.op
     if op == "put":
         rec_id = body["id"]
-        prev = view.get_rec(rec_id)
-        expected = 1 if prev is None else prev.latest.ver + 1
+        expected = view.next_ver(rec_id)
         if body["ver"] != expected:
             raise ChainError(f"put of {rec_id} version {body['ver']}, expected {expected}")
         version = Version(
-            body["ver"], entry.seq, entry.ts_ns, shared(entry.agent), body["size"], entry.hash, slot_off, slot_len
+            body["ver"], entry.seq, entry.ts_ns, entry.agent, body["size"], entry.hash, slot_off, slot_len
         )
-        view.set_record(put_record(prev, rec_id, body["scope"], tags, version))
+        view.put(rec_id, body["scope"], tags, version)
         return []
     if op == "forget":
         dropped = []
@@ -179,10 +194,12 @@ class Store:
         self.fd = -1
         self._retired_fds: list[int] = []
         self.generation = 0
+        self.index = Index()  # until _load reads the real one
+        self.head_ts = 0
         try:
             t0 = time.perf_counter()
             self.lock = None if readonly else FileLock(path + ".lock")
-            with _gc_paused():
+            with gc_paused():
                 self._open(create)
             self.open_seconds = time.perf_counter() - t0
         except OSError as exc:
@@ -225,7 +242,11 @@ class Store:
                     snap.remove(self.path + leftover)
                 self._catch_up(writer=True, opening=True)
                 if self._dirty_snapshot:
-                    self._write_snapshot()
+                    state = self._write_snapshot()
+                    if state is not None and len(self.index.extra) >= REBASE_ROWS:
+                        # Rows replayed from the log each hold a dict entry and an id string; loaded
+                        # from the snapshot's form they share one sorted blob, half the memory.
+                        self.index = Index.from_state(self.db_id, state)
             finally:
                 self.lock.release()
         else:
@@ -338,7 +359,7 @@ class Store:
             raise IntegrityError(
                 f"{self.path}: damaged frame at offset {exc.offset} ({exc}); valid frames follow it", exc.offset
             )
-        if any(i in self.index.records for i in self._erased_live):
+        if any(self.index.has(i) for i in self._erased_live):
             # Payloads are zeroed only once their forget is durable, so that forget was no torn write.
             raise IntegrityError(
                 f"{self.path}: damaged frame at offset {exc.offset} ({exc}); it held a durable forget", exc.offset
@@ -411,7 +432,7 @@ class Store:
         regions = snap.read_erase_journal(self.erase_path, self.db_id)
         if not regions:
             return regions
-        live = {v.slot_off for r in self.index.records.values() for v in r.versions}
+        live = self.index.live_slot_offsets()
         size = os.fstat(self.fd).st_size
         return [(o, n) for o, n in regions if o > HEADER_SIZE and o + n <= size and o not in live]
 
@@ -423,7 +444,7 @@ class Store:
         return not any(read_exact(self.fd, slot.offset, slot.length))
 
     def _check_erased_live(self) -> None:
-        live = [i for i in self._erased_live if i in self.index.records]
+        live = [i for i in self._erased_live if self.index.has(i)]
         if live:
             rec = self.index.records[live[0]]
             off = rec.latest.slot_off
@@ -444,7 +465,7 @@ class Store:
             self.generation += 1  # first: a reader that started before now retries after its read
             self._retired_fds.append(self.fd)
             self.fd = fd
-            with _gc_paused():
+            with gc_paused():
                 self._load()
             self._unerased = []  # offsets into the old file; compaction left no forgotten payloads
             self._catch_up(writer=False)  # never let other threads see the index half rebuilt
@@ -550,49 +571,23 @@ class Store:
         batch: Batch | None = getattr(self._local, "batch", None)
         return batch
 
-    @contextlib.contextmanager
-    def writing(self, transactional: bool = False) -> Iterator[Batch]:
-        """Hold the writer lock, caught up with the log; commit what the body stages as one frame.
-        `transactional`: the body reads its own staged writes (see Batch)."""
-        outer = self.current_batch()
-        if outer is not None:
-            yield outer
-            return
-        self.check_writable()
-        assert self.lock is not None
-        if not self._mutex.acquire(timeout=self.lock_timeout):
-            raise LockTimeout(f"another thread held the writer lock for over {self.lock_timeout} s")
-        try:
-            self.lock.acquire(self.lock_timeout)
-            end = generation = 0
-            try:
-                self._check_open()
-                self._catch_up(writer=True)
-                batch = Batch(self, transactional)
-                self._local.batch = batch
-                try:
-                    yield batch
-                finally:
-                    self._local.batch = None
-                if batch.staged:
-                    end = self._commit(batch)
-                    generation = self.generation
-            finally:
-                self.lock.release()
-        finally:
-            self._mutex.release()
-        if end and self.durability == "fsync":
-            self._sync_upto(end, generation)
+    def writing(self, transactional: bool = False) -> _Writing:
+        """A context that holds the writer lock, caught up with the log, and commits what its body
+        stages as one frame (nothing, if the body raises). Inside this thread's open batch it yields
+        that batch and commits nothing. `transactional`: the body reads its own staged writes (see Batch)."""
+        return _Writing(self, transactional)
 
     def _commit(self, batch: Batch) -> int:
         """Write the batch as one frame and apply it; a forget is made durable and erased right here."""
         self.check_writable()
+        staged_list = batch.staged
         frame_bytes, slots = encode_frame_slots(
-            [(s.entry.raw, s.payload) for s in batch.staged], batch.staged[0].entry.seq
+            [(s.entry.raw, s.payload) for s in staged_list], staged_list[0].entry.seq
         )
         offset = self.end
-        forgets = any(s.entry.op == "forget" for s in batch.staged)
+        forgets = any(s.entry.op == "forget" for s in staged_list)
         with self._index_lock:
+            index = self.index
             try:
                 write_all(self.fd, frame_bytes, offset)
                 if forgets:
@@ -601,10 +596,10 @@ class Store:
                 self._fail(exc, offset)
                 raise
             dropped: list[Rec] = []
-            for staged, (slot_pos, slot_len) in zip(batch.staged, slots, strict=True):
-                dropped.extend(apply_entry(self.index, staged.entry, offset + slot_pos, slot_len, staged.tags))
-                self.index.head_seq, self.index.head_hash = staged.entry.seq, staged.entry.hash
-                self.index.entries += 1
+            for (entry, _payload, tags), (slot_pos, slot_len) in zip(staged_list, slots, strict=True):
+                dropped.extend(apply_entry(index, entry, offset + slot_pos, slot_len, tags))
+                index.head_seq, index.head_hash = entry.seq, entry.hash
+                index.entries += 1
             self.head_ts = batch.head_ts
             end = offset + len(frame_bytes)
             if self._first_unsynced is None and not forgets:
@@ -663,11 +658,14 @@ class Store:
         gen = self.generation if generation is None else generation
         with self._sync_cond:
             while self._synced_end < end and self.generation == gen:
-                if self._failed is not None:
-                    raise DurabilityError(f"fsync failed earlier: {self._failed}")
                 if self._syncing:
+                    # Wait for the fsync running now, even one that fails: a failed fsync is over only
+                    # once it has dropped the frames it could not make durable, and no writer may
+                    # hear of the failure (and, say, close the store) before that.
                     self._sync_cond.wait()
                     continue
+                if self._failed is not None:
+                    raise DurabilityError(f"fsync failed earlier: {self._failed}")
                 self._syncing = True
                 target, target_gen, fd = self.end, self.generation, self.fd
                 self._sync_cond.release()
@@ -682,9 +680,12 @@ class Store:
                     self._syncing = False
                     self._sync_cond.notify_all()
                 if self.generation == target_gen:  # else a reload has set _synced_end for the new log
-                    self._synced_end = max(self._synced_end, target)
-                    if self._synced_end >= self.end:
-                        self._first_unsynced = None
+                    # Under the index lock, as _commit sets end and _first_unsynced: a frame being
+                    # committed right now must not count as synced before its end does.
+                    with self._index_lock:
+                        self._synced_end = max(self._synced_end, target)
+                        if self._synced_end >= self.end:
+                            self._first_unsynced = None
 
     def _batch_syncer(self) -> None:
         while not self._stop.wait(BATCH_INTERVAL):
@@ -700,47 +701,64 @@ class Store:
             if batch is None or version.seq not in batch.payloads:
                 raise NotFound("staged version is not visible outside its transaction")
             return decode_put_payload(batch.payloads[version.seq])
-        data = read_exact(self.fd, version.slot_off, version.slot_len)
-        if len(data) == version.slot_len and not any(data):
-            raise NotFound("the record was forgotten")
-        (crc,) = SLOT_CRC.unpack_from(data, 0) if len(data) >= 4 else (None,)
+        offset, length = version.slot_off, version.slot_len
+        data = os.pread(self.fd, length, offset)
+        if len(data) < length:  # a short read: at the end of the file, or interrupted
+            data = read_exact(self.fd, offset, length)
+        (crc,) = SLOT_CRC.unpack_from(data, 0) if len(data) >= SLOT_CRC.size else (None,)
         payload = data[SLOT_CRC.size :]
-        if crc != zlib.crc32(payload):
-            raise IntegrityError(f"{self.path}: payload slot damaged at offset {version.slot_off}",
-                                 version.slot_off)
+        intact = crc == zlib.crc32(payload)
+        if not intact or not crc:
+            # Off the common path: an erased slot (all zero) fails its CRC, or has a CRC of 0.
+            if len(data) == length and data == bytes(length):
+                raise NotFound("the record was forgotten")
+            if not intact:
+                raise IntegrityError(f"{self.path}: payload slot damaged at offset {offset}", offset)
         try:
             return decode_put_payload(payload)
         except Exception as exc:
-            raise IntegrityError(f"{self.path}: unreadable payload at offset {version.slot_off}: {exc}",
-                                 version.slot_off) from None
+            raise IntegrityError(f"{self.path}: unreadable payload at offset {offset}: {exc}", offset) from None
 
     # -- snapshots, closing --------------------------------------------------------------------------
-    def _write_snapshot(self) -> None:
+    def _write_snapshot(self) -> dict[str, Any] | None:
+        """Write DB.snap; returns the index state written (None if none was)."""
         if self.readonly or self.last_frame_offset == 0:
-            return
+            return None
+        state = self.index.to_state()
         body = {
             "db_id": self.db_id,
             "offset": self.end,
             "frame_offset": self.last_frame_offset,
             "head_ts": self.head_ts,
-            "index": self.index.to_state(),
+            "index": state,
         }
         try:
             snap.write_snapshot(self.snap_path, body)
             self._dirty_snapshot = False
         except OSError:
-            pass  # a snapshot only speeds up the next open
+            return None  # a snapshot only speeds up the next open
+        return state
 
-    def index_differences(self) -> list[str]:
-        """Compare the live index with one rebuilt from the log alone: a snapshot that was tampered
-        with (and re-sealed) shows up here, since the log is the only truth."""
+    def index_differences(self, expected: ExpectedIndex | None = None) -> list[str]:
+        """How the index this store serves differs from what the log says, one line per difference: a
+        snapshot that was altered and re-sealed shows up here, since the log is the only truth.
+
+        `expected` is what audit.verify_db_and_index gathered from the log in its one pass over it; it
+        is compared with when it ends at the index's head. Otherwise (or without it) the log is
+        replayed into a fresh index to compare with, unless others appended meanwhile."""
+        if expected is not None:
+            with self._index_lock:
+                index = self.index
+                if (index.head_seq, index.head_hash) == (expected.head_seq, expected.head_hash):
+                    with gc_paused():
+                        return _differences(index, expected) + index.posting_differences()
         fresh = Store(self.path, self.agent, readonly=True, use_snapshot=False)
         try:
             with self._index_lock:
                 mine, theirs = self.index, fresh.index
                 if fresh.end > self.end:
                     return []  # others appended meanwhile; compare again when quiet
-                return mine.differences(theirs)
+                return mine.differences(theirs) + mine.posting_differences()
         finally:
             fresh.close()
 
@@ -779,17 +797,155 @@ class Store:
             self.lock = None
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Building an index allocates millions of small tuples and no cycles; the cyclic collector would
-    rescan them all, again and again (over half the time of a large open). Pause it meanwhile."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+class _Writing:
+    """Store.writing's context. A class rather than a generator: every write enters one, and a plain
+    __enter__/__exit__ pair costs a fraction of contextlib's machinery."""
+
+    __slots__ = ("store", "transactional", "batch", "lock")
+
+    def __init__(self, store: Store, transactional: bool) -> None:
+        self.store = store
+        self.transactional = transactional
+        self.batch: Batch | None = None  # None: nested in an open batch, which commits at its own end
+
+    def __enter__(self) -> Batch:
+        store = self.store
+        outer = store.current_batch()
+        if outer is not None:
+            return outer
+        store.check_writable()
+        lock = store.lock
+        assert lock is not None
+        if not store._mutex.acquire(timeout=store.lock_timeout):
+            raise LockTimeout(f"another thread held the writer lock for over {store.lock_timeout} s")
+        try:
+            lock.acquire(store.lock_timeout)
+            try:
+                store._check_open()
+                store._catch_up(writer=True)
+                batch = Batch(store, self.transactional)
+            except BaseException:
+                lock.release()
+                raise
+        except BaseException:
+            store._mutex.release()
+            raise
+        self.lock = lock
+        store._local.batch = self.batch = batch
+        return batch
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        batch = self.batch
+        if batch is None:
+            return
+        store = self.store
+        store._local.batch = None
+        end = generation = 0
+        try:
+            try:
+                if exc_type is None and batch.staged:
+                    end = store._commit(batch)
+                    generation = store.generation
+            finally:
+                self.lock.release()
+        finally:
+            store._mutex.release()
+        if end and store.durability == "fsync":
+            store._sync_upto(end, generation)
+
+
+
+
+def _differences(index: Index, expected: ExpectedIndex) -> list[str]:
+    """How `index` differs from what the log says it must hold (Store.index_differences)."""
+    out = [] if _same_records(index, expected) else _record_differences(index, expected)
+    if index.acl.to_state() != expected.acl.to_state():
+        out.append("the grants in the index differ from those in the log")
+    if index.forgotten != expected.forgotten:
+        out.append("the forgotten records in the index differ from those the log's forgets name")
+    if index.entries != expected.entries:
+        out.append(f"the index counts {index.entries} entries, the log holds {expected.entries}")
+    return out
+
+
+def _same_records(index: Index, expected: ExpectedIndex) -> bool:
+    """Whether the index holds exactly the records the log says, compared in bulk, column by column,
+    through the index's snapshot form (layout 2). False when they differ, or when the index cannot
+    say (another layout, an index that does not hang together): _record_differences then looks
+    record by record."""
     try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+        state = index.to_state()
+        if state["layout"] != 2 or state["byteorder"] != sys.byteorder:
+            return False
+        n, width, live = state["rows"], state["id_width"], expected.live
+        if width:
+            ids = list(map(bytes.decode, map(itemgetter(0), struct.iter_unpack(f"{width}s", state["id_blob"]))))
+        else:
+            ids = list(state["ids"])
+        # (ids come in sorted order: strictly rising, they repeat none)
+        if not len(ids) == n == len(live) or not all(map(operator.lt, ids, ids[1:])):
+            return False
+        if n < 2:
+            return not _record_differences(index, expected) if n else not state["older"] and not expected.older
+        # the log's latest put of each record, in the index's row order (a KeyError if the index has a
+        # record the log has not), compared column by column
+        puts = itemgetter(*ids)(live)
+        cols = {}
+        for name, data in state["columns"].items():
+            col = array(COLUMNS[name])
+            col.frombytes(data)
+            cols[name] = col
+
+        def column(k: int) -> tuple[Any, ...]:
+            return tuple(map(itemgetter(k), puts))
+
+        lens = array("I")  # tag sets: one flat list of tags, and the length of each set
+        lens.frombytes(state["tagset_lens"])
+        flat, ends = state["tagset_tags"], list(accumulate(lens))
+        tagsets = [flat[end - k:end] for end, k in zip(ends, lens, strict=True)]
+        return bool(
+            itemgetter(*cols["scope"])(state["scopes"]) == column(1)
+            and itemgetter(*cols["agent"])(state["agents"]) == column(6)
+            and itemgetter(*cols["tagset"])(tagsets) == column(2)  # (lists, as decoded)
+            and all(
+                cols[name] == array(cols[name].typecode, map(itemgetter(k), puts))
+                for name, k in (("ver", 3), ("seq", 4), ("ts", 5), ("size", 7), ("slot_off", 9), ("slot_len", 10))
+            )
+            and state["hashes"] == b"".join(map(itemgetter(8), puts))
+            and {ids[row]: [tuple(v) for v in versions] for row, versions in state["older"]}
+            == {rec_id: [put[3:] for put in older] for rec_id, older in expected.older.items()}
+        )
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError, struct.error, IntegrityError):
+        return False
+
+
+def _record_differences(index: Index, expected: ExpectedIndex) -> list[str]:
+    """Record by record, how the index's records differ from what the log says."""
+    served: dict[str, Rec | None] = {}
+    try:
+        for row in index.live_rows():
+            rec_id = index.id_at(row)
+            if rec_id is None:
+                continue
+            try:
+                served[rec_id] = index.rec_at(row)
+            except IntegrityError:  # a record that does not hang together differs from anything
+                served[rec_id] = None
+    except IntegrityError as exc:
+        return [f"the index does not hang together: {exc}"]
+    live, older = expected.live, expected.older
+    out = [
+        f"record {rec_id} is only in {'the log' if rec_id in live else 'the index'}"
+        for rec_id in sorted(served.keys() ^ live.keys())
+    ]
+
+    def from_log(rec_id: str) -> tuple[Any, ...]:  # compares equal to the Rec it must be
+        latest = live[rec_id]
+        versions = tuple(put[3:] for put in older.get(rec_id, ())) + (latest[3:],)
+        return (rec_id, latest[1], tuple(latest[2]), versions)
+
+    differ = [rec_id for rec_id in served.keys() & live.keys() if served[rec_id] != from_log(rec_id)]
+    return out + [f"record {rec_id} differs between the index and the log" for rec_id in sorted(differ)]
 
 
 def _in_regions(offset: int, regions: list[tuple[int, int]] | None) -> bool:
@@ -797,8 +953,6 @@ def _in_regions(offset: int, regions: list[tuple[int, int]] | None) -> bool:
 
 
 def _tags_of(payload: bytes) -> tuple[str, ...]:
-    from .codec import decode_record_fields
-
     try:
         _salt, packed = decode_put_payload(payload)
         return decode_record_fields(packed)[1]

@@ -1,14 +1,26 @@
-"""In-memory indexes rebuilt from the chain: id -> versions and their file locations, tag -> ids,
+"""In-memory indexes rebuilt from the chain: id -> versions and their file locations, tag -> records,
 a sorted tag list for prefix queries, and the ACL. Content and metadata are never held here.
+
+Records live in rows of typed columns (the `array` module) rather than one object per record: a
+million records then cost a few hundred bytes each instead of over a kilobyte, and a snapshot loads
+with a few bulk copies instead of building millions of objects. `Rec` and `Version` tuples are made
+on demand, for the records a caller actually looks at.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator
+import sys
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from ..acl import Acl
+from ..errors import IntegrityError
+
+HASH_SIZE = 32
+# Postings up to this long drop a row at once; longer ones are cleaned lazily (see _unpost).
+SMALL_POSTING = 64
 
 
 class Version(NamedTuple):
@@ -37,19 +49,122 @@ class Rec(NamedTuple):
         return self.versions[-1]
 
 
-_shared: dict[Any, Any] = {}
+# Column name -> array typecode. "I" is 4 bytes and "q" 8 on every platform CPython supports.
+COLUMNS = {
+    "scope": "I", "tagset": "I", "agent": "I", "ver": "I", "slot_len": "I",
+    "seq": "q", "ts": "q", "size": "q", "slot_off": "q",
+}
 
 
-def shared(value: Any) -> Any:
-    """One object for equal scopes and agent ids: a million records mostly repeat a few of each. (Not
-    for tags: those are erasable, and path tags are nearly all distinct.) Never shrinks; its size is
-    bounded by the distinct scopes and agents, not by the records."""
-    return _shared.setdefault(value, value)
+class _Interned:
+    """Values numbered in first-seen order, so that a row stores a 4-byte code. Scopes and agent ids
+    repeat across millions of records and are never erased, so this table only grows."""
+
+    def __init__(self, values: list[Any] | None = None) -> None:
+        self.values: list[Any] = values if values is not None else []
+        self.codes: dict[Any, int] = {v: i for i, v in enumerate(self.values)}
+
+    def code(self, value: Any) -> int:
+        code = self.codes.get(value)
+        if code is None:
+            code = self.codes[value] = len(self.values)
+            self.values.append(value)
+        return code
 
 
-def put_record(prev: Rec | None, rec_id: str, scope: str, tags: tuple[str, ...], version: Version) -> Rec:
-    versions = (version,) if prev is None else prev.versions + (version,)
-    return Rec(rec_id, shared(scope), tags, versions)
+class _TagSets:
+    """Distinct tag tuples, reference counted: a tag set no live record uses is freed at once, so a
+    forgotten record's tags do not linger in memory (nor reach the next snapshot)."""
+
+    def __init__(self, values: list[tuple[str, ...] | None] | None = None, refs: list[int] | None = None) -> None:
+        self.values: list[tuple[str, ...] | None] = values if values is not None else [()]
+        self.refs: list[int] = refs if refs is not None else [0] * len(self.values)
+        self._codes: dict[tuple[str, ...], int] | None = None
+        self.free: list[int] = []
+
+    @property
+    def codes(self) -> dict[tuple[str, ...], int]:
+        """Tag set -> code; built on first use, as only writes need it (not an open's reads)."""
+        if self._codes is None:
+            self._codes = {t: i for i, t in enumerate(self.values) if t is not None}
+        return self._codes
+
+    def acquire(self, tags: tuple[str, ...]) -> int:
+        code = self.codes.get(tags)
+        if code is None:
+            if self.free:
+                code = self.free.pop()
+                self.values[code], self.refs[code] = tags, 0
+            else:
+                code = len(self.values)
+                self.values.append(tags)
+                self.refs.append(0)
+            self.codes[tags] = code
+        self.refs[code] += 1
+        return code
+
+    def release(self, code: int) -> None:
+        self.refs[code] -= 1
+        if self.refs[code] == 0 and code != 0:
+            tags = self.values[code]
+            assert tags is not None
+            del self.codes[tags]
+            self.values[code] = None
+            self.free.append(code)
+
+
+def _inconsistent(row: int) -> IntegrityError:
+    return IntegrityError(f"the index snapshot is inconsistent (row {row}); delete it and reopen, or run verify")
+
+
+class SortedIds:
+    """The ids of the rows a snapshot loaded: one ASCII blob of fixed-width ids in sorted order, row i
+    at i * width. Looking an id up is a binary search over the blob, so opening a snapshot builds no
+    dict and no string per record; only ids looked at become str objects."""
+
+    def __init__(self, blob: bytes = b"", width: int = 0) -> None:
+        if width <= 0 and blob:
+            raise ValueError("sorted ids need a positive width")
+        if width and len(blob) % width:
+            raise ValueError("sorted ids blob is not a whole number of ids")
+        self.blob, self.width = blob, width
+        self.n = len(blob) // width if width else 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def find(self, rec_id: str) -> int | None:
+        w = self.width
+        if len(rec_id) != w or not rec_id.isascii():
+            return None
+        key, blob = rec_id.encode(), self.blob
+        if not self.n or key > blob[-w:]:
+            return None  # the usual case for a new record: ids start with their creation time
+        lo, hi = 0, self.n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if blob[mid * w : mid * w + w] < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo if lo < self.n and blob[lo * w : lo * w + w] == key else None
+
+    def at(self, row: int) -> str:
+        w = self.width
+        return self.blob[row * w : row * w + w].decode("ascii")
+
+    @classmethod
+    def pack(cls, ids: list[str]) -> SortedIds | None:
+        """The blob for sorted `ids`, or None when they are not all ASCII of one width."""
+        if not ids:
+            return cls()
+        width = len(ids[0])
+        blob = "".join(ids)
+        if width == 0 or len(blob) != width * len(ids) or not blob.isascii():
+            return None
+        if any(len(i) != width for i in ids):  # equal total length does not mean equal widths
+            return None
+        return cls(blob.encode("ascii"), width)
 
 
 class Index:
@@ -57,59 +172,220 @@ class Index:
 
     def __init__(self, db_id: bytes = b"", acl: Acl | None = None) -> None:
         self.db_id = db_id
-        self.records: dict[str, Rec] = {}
-        self.by_tag: dict[str, set[str]] = {}
-        self.sorted_tags: list[str] = []
-        self.forgotten: set[str] = set()
         self.acl = acl or Acl()
         self.head_seq = -1
         self.head_hash = b"\x00" * 32
         self.entries = 0
+        self.forgotten: set[str] = set()
+        # Rows 0 .. len(base)-1 came from a snapshot (their ids in `base`, forgotten ones in
+        # `base_dead`); later rows have their id in `rows` and `extra`.
+        self.base = SortedIds()
+        self.base_dead: set[int] = set()
+        self.rows: dict[str, int] = {}  # id -> row, for rows after the base
+        self.extra: list[str | None] = []  # row - len(base) -> id; None once the record is forgotten
+        self.live = 0
+        self.cols: dict[str, array[int]] = {name: array(tc) for name, tc in COLUMNS.items()}
+        self.hashes = bytearray()  # row -> latest version's entry hash, 32 bytes each
+        self.older: dict[int, tuple[Version, ...]] = {}  # row -> earlier versions, for updated records
+        self.scopes = _Interned()
+        self.agents = _Interned()
+        self.tagsets = _TagSets()
+        self.postings: dict[str, array[int]] = {}  # tag -> rows (may hold stale rows, see _unpost)
+        self.stale_tags: set[str] = set()  # tags whose postings may name rows that no longer have them
+        self.sorted_tags: list[str] = []
+
+    def __len__(self) -> int:
+        return self.live
+
+    @property
+    def records(self) -> RecordsView:
+        """A read-only mapping id -> Rec over the live records (each Rec built when looked up)."""
+        return RecordsView(self)
+
+    # -- rows ----------------------------------------------------------------------------------------
+    def row_of(self, rec_id: str) -> int | None:
+        row = self.rows.get(rec_id)
+        if row is None and self.base.n:
+            row = self.base.find(rec_id)
+            if row in self.base_dead:
+                return None
+        return row
+
+    # A snapshot's codes and rows are checked when used, not when loaded (a million range checks
+    # would cost more than the rest of the open): an impossible one raises IntegrityError here. The
+    # snapshot's checksum rules out accidents, so only a forged snapshot gets this far; verify names it.
+    def id_at(self, row: int) -> str | None:
+        """The id of a row, None if its record was forgotten."""
+        nbase = self.base.n
+        try:
+            if row >= nbase:
+                return self.extra[row - nbase]
+            return None if row in self.base_dead else self.base.at(row)
+        except (IndexError, UnicodeError):
+            raise _inconsistent(row) from None
+
+    def rec_at(self, row: int, rec_id: str | None = None) -> Rec:
+        """The record in row (whose id the caller may already know)."""
+        if rec_id is None:
+            rec_id = self.id_at(row)
+        c = self.cols
+        h = row * HASH_SIZE
+        try:
+            assert rec_id is not None
+            tags = self.tagsets.values[c["tagset"][row]]
+            assert tags is not None
+            latest = Version(
+                c["ver"][row], c["seq"][row], c["ts"][row], self.agents.values[c["agent"][row]], c["size"][row],
+                bytes(self.hashes[h : h + HASH_SIZE]), c["slot_off"][row], c["slot_len"][row],
+            )
+            older = self.older.get(row)
+            return Rec(rec_id, self.scopes.values[c["scope"][row]], tags, older + (latest,) if older else (latest,))
+        except (IndexError, AssertionError):
+            raise _inconsistent(row) from None
+
+    def scope_at(self, row: int) -> str:
+        try:
+            scope: str = self.scopes.values[self.cols["scope"][row]]
+        except IndexError:
+            raise _inconsistent(row) from None
+        return scope
+
+    def tags_at(self, row: int) -> tuple[str, ...]:
+        try:
+            tags = self.tagsets.values[self.cols["tagset"][row]]
+        except IndexError:
+            tags = None
+        if tags is None:
+            raise _inconsistent(row)
+        return tags
+
+    def live_rows(self) -> Iterator[int]:
+        nbase, dead = self.base.n, self.base_dead
+        yield from (row for row in range(nbase) if row not in dead)
+        yield from (row for row, rec_id in enumerate(self.extra, nbase) if rec_id is not None)
+
+    def live_ids(self) -> Iterator[str]:
+        for row in self.live_rows():
+            rec_id = self.id_at(row)
+            assert rec_id is not None
+            yield rec_id
 
     # -- mutation ------------------------------------------------------------------------------------
     def get_rec(self, rec_id: str) -> Rec | None:
-        return self.records.get(rec_id)
+        row = self.row_of(rec_id)
+        return None if row is None else self.rec_at(row)
+
+    def has(self, rec_id: str) -> bool:
+        return self.row_of(rec_id) is not None
 
     def acl_for_write(self) -> Acl:
         return self.acl
 
-    def set_record(self, rec: Rec) -> None:
-        old = self.records.get(rec.id)
-        if old is not None and old.tags != rec.tags:
-            self._untag(rec.id, old.tags)
-        if old is None or old.tags != rec.tags:
-            self._tag(rec.id, rec.tags)
-        self.records[rec.id] = rec
+    def next_ver(self, rec_id: str) -> int:
+        row = self.row_of(rec_id)
+        return 1 if row is None else self.cols["ver"][row] + 1
+
+    def put(self, rec_id: str, scope: str, tags: tuple[str, ...], version: Version) -> None:
+        """Record a new version (the caller checked its number with next_ver)."""
+        c = self.cols
+        tagset = self.tagsets.acquire(tags)
+        row = self.row_of(rec_id)
+        if row is None:
+            row = self.rows[rec_id] = self.base.n + len(self.extra)
+            self.extra.append(rec_id)
+            self.live += 1
+            for tag in tags:
+                self._post(row, tag)
+            c["scope"].append(self.scopes.code(scope))
+            c["tagset"].append(tagset)
+            c["agent"].append(self.agents.code(version.agent))
+            c["ver"].append(version.ver)
+            c["slot_len"].append(version.slot_len)
+            c["seq"].append(version.seq)
+            c["ts"].append(version.ts_ns)
+            c["size"].append(version.size)
+            c["slot_off"].append(version.slot_off)
+            self.hashes += version.hash
+            return
+        prev = self.rec_at(row)
+        self.older[row] = prev.versions
+        if prev.tags != tags:
+            for tag in prev.tags:
+                if tag not in tags:
+                    self._unpost(row, tag)
+            for tag in tags:
+                if tag not in prev.tags:
+                    self._post(row, tag)
+        self.tagsets.release(c["tagset"][row])
+        c["scope"][row] = self.scopes.code(scope)
+        c["tagset"][row] = tagset
+        c["agent"][row] = self.agents.code(version.agent)
+        c["ver"][row] = version.ver
+        c["slot_len"][row] = version.slot_len
+        c["seq"][row] = version.seq
+        c["ts"][row] = version.ts_ns
+        c["size"][row] = version.size
+        c["slot_off"][row] = version.slot_off
+        self.hashes[row * HASH_SIZE : (row + 1) * HASH_SIZE] = version.hash
 
     def drop(self, rec_id: str) -> Rec | None:
-        rec = self.records.pop(rec_id, None)
-        if rec is not None:
-            self._untag(rec_id, rec.tags)
         self.forgotten.add(rec_id)
+        row = self.row_of(rec_id)
+        if row is None:
+            return None
+        rec = self.rec_at(row)
+        if row < self.base.n:
+            self.base_dead.add(row)
+        else:
+            del self.rows[rec_id]
+            self.extra[row - self.base.n] = None
+        self.live -= 1
+        for tag in rec.tags:
+            self._unpost(row, tag)
+        self.tagsets.release(self.cols["tagset"][row])
+        self.cols["tagset"][row] = 0
+        self.older.pop(row, None)
         return rec
 
-    def _tag(self, rec_id: str, tags: Iterable[str]) -> None:
-        for tag in tags:
-            ids = self.by_tag.get(tag)
-            if ids is None:
-                self.by_tag[tag] = {rec_id}
-                bisect.insort(self.sorted_tags, tag)
-            else:
-                ids.add(rec_id)
+    def _post(self, row: int, tag: str) -> None:
+        rows = self.postings.get(tag)
+        if rows is None:
+            self.postings[tag] = array("I", (row,))
+            bisect.insort(self.sorted_tags, tag)
+        else:
+            rows.append(row)
 
-    def _untag(self, rec_id: str, tags: Iterable[str]) -> None:
-        for tag in tags:
-            ids = self.by_tag.get(tag)
-            if ids is None:
-                continue
-            ids.discard(rec_id)
-            if not ids:
-                del self.by_tag[tag]
-                i = bisect.bisect_left(self.sorted_tags, tag)
-                if i < len(self.sorted_tags) and self.sorted_tags[i] == tag:
-                    del self.sorted_tags[i]
+    def _unpost(self, row: int, tag: str) -> None:
+        """Take row out of tag's posting. A short posting is rewritten now (path tags are nearly all
+        unique, so their tag goes away with the record); a long one keeps the stale row, filtered out
+        on reads, because removing from a posting of 100,000 rows per forget would cost O(n) each."""
+        rows = self.postings.get(tag)
+        if rows is None:
+            return
+        if len(rows) > SMALL_POSTING:
+            self.stale_tags.add(tag)
+            return
+        kept = array("I", (r for r in rows if r != row))
+        if kept:
+            self.postings[tag] = kept
+            return
+        del self.postings[tag]
+        self.stale_tags.discard(tag)
+        i = bisect.bisect_left(self.sorted_tags, tag)
+        if i < len(self.sorted_tags) and self.sorted_tags[i] == tag:
+            del self.sorted_tags[i]
 
     # -- lookups -------------------------------------------------------------------------------------
+    def rows_with_tag(self, tag: str) -> Iterable[int]:
+        """Rows of live records holding tag, each once."""
+        rows = self.postings.get(tag)
+        if rows is None:
+            return ()
+        if tag not in self.stale_tags:
+            return rows
+        id_at, tagset, values = self.id_at, self.cols["tagset"], self.tagsets.values
+        return dict.fromkeys(r for r in rows if id_at(r) is not None and tag in values[tagset[r]])  # type: ignore[operator]
+
     def tags_with_prefix(self, prefix: str) -> Iterator[str]:
         i = bisect.bisect_left(self.sorted_tags, prefix)
         tags = self.sorted_tags
@@ -117,49 +393,193 @@ class Index:
             yield tags[i]
             i += 1
 
-    def candidate_ids(
+    def candidate_rows(
         self, tags: tuple[str, ...], any_tags: tuple[str, ...], tag_prefix: str | None
-    ) -> set[str] | None:
-        """Ids matching the tag filters, or None when no tag filter narrows the search."""
-        result: set[str] | None = None
-        for tag in sorted(tags, key=lambda t: len(self.by_tag.get(t, ()))):
-            ids = self.by_tag.get(tag, set())
-            result = set(ids) if result is None else result & ids
+    ) -> Iterable[int] | None:
+        """Rows matching the tag filters, or None when no tag filter narrows the search."""
+        if len(tags) == 1 and not any_tags and tag_prefix is None:
+            return self.rows_with_tag(tags[0])  # the common case: no set needed
+        result: set[int] | None = None
+        for tag in sorted(tags, key=lambda t: len(self.postings.get(t, ()))):
+            rows = set(self.rows_with_tag(tag))
+            result = rows if result is None else result & rows
             if not result:
                 return set()
         if any_tags:
-            union: set[str] = set()
+            union: set[int] = set()
             for tag in any_tags:
-                union |= self.by_tag.get(tag, set())
+                union.update(self.rows_with_tag(tag))
             result = union if result is None else result & union
         if tag_prefix is not None:
             union = set()
             for tag in self.tags_with_prefix(tag_prefix):
-                union |= self.by_tag[tag]
+                union.update(self.rows_with_tag(tag))
             result = union if result is None else result & union
         return result
+
+    def rows_in_scopes(
+        self, rows: Iterable[int] | None, scope_ok: Callable[[str], bool]
+    ) -> list[tuple[str, int]]:
+        """(id, row) of the live rows among `rows` (None: all) whose scope passes scope_ok, which is
+        called once per distinct scope."""
+        ok = {code for code, scope in enumerate(self.scopes.values) if scope_ok(scope)}
+        if not ok:
+            return []
+        pool = self.live_rows() if rows is None else rows
+        id_at, scope_col = self.id_at, self.cols["scope"]
+        try:
+            if len(ok) == len(self.scopes.values):
+                return [(i, r) for r in pool if (i := id_at(r)) is not None]
+            return [(i, r) for r in pool if scope_col[r] in ok and (i := id_at(r)) is not None]
+        except IndexError:
+            raise _inconsistent(-1) from None
+
+    def live_slot_offsets(self) -> set[int]:
+        """Payload offsets of every version of every live record."""
+        slot_off = self.cols["slot_off"]
+        offsets = {slot_off[row] for row in self.live_rows()}
+        offsets.update(v.slot_off for versions in self.older.values() for v in versions)
+        return offsets
+
+    def posting_differences(self) -> list[str]:
+        """Whether the tag postings agree with the records' own tags: each live record is listed under
+        each of its tags, and nothing else is (stale rows are allowed only where they are expected
+        and filtered). A snapshot could otherwise hide a record from tag queries alone."""
+        try:
+            want: dict[str, set[int]] = {}
+            for row in self.live_rows():
+                for tag in self.tags_at(row):
+                    want.setdefault(tag, set()).add(row)
+            have = {tag: set(self.rows_with_tag(tag)) for tag in self.postings}
+        except IntegrityError as exc:
+            return [str(exc)]
+        have = {tag: rows for tag, rows in have.items() if rows}
+        out = []
+        for tag in sorted(want.keys() | have.keys()):
+            missing = want.get(tag, set()) - have.get(tag, set())
+            extra = have.get(tag, set()) - want.get(tag, set())
+            for row in sorted(missing):
+                out.append(f"record {self.id_at(row)} is missing from the index of tag {tag!r}")
+            for row in sorted(extra):
+                out.append(f"the index of tag {tag!r} lists row {row}, which does not hold it")
+        if sorted(self.sorted_tags) != self.sorted_tags or not have.keys() <= set(self.sorted_tags):
+            out.append("the sorted tag list is out of order or incomplete")
+        return out
+
+    def counts(self) -> tuple[int, int, int]:
+        """(records, versions, distinct tags) of the live records."""
+        versions = self.live + sum(map(len, self.older.values()))
+        sets = self.tagsets
+        tags = {t for code, ts in enumerate(sets.values) if ts and sets.refs[code] > 0 for t in ts}
+        return self.live, versions, len(tags)
 
     def differences(self, other: Index) -> list[str]:
         """How this index differs from `other` (records and grants), one line per difference."""
         out = []
-        for rec_id in sorted(set(self.records) ^ set(other.records)):
-            where = "the log" if rec_id in other.records else "the index"
+        mine, theirs = set(self.live_ids()), set(other.live_ids())
+        for rec_id in sorted(mine ^ theirs):
+            where = "the log" if rec_id in theirs else "the index"
             out.append(f"record {rec_id} is only in {where}")
-        for rec_id in sorted(set(self.records) & set(other.records)):
-            if self.records[rec_id] != other.records[rec_id]:
+        for rec_id in sorted(mine & theirs):
+            try:
+                same = self.get_rec(rec_id) == other.get_rec(rec_id)
+            except IntegrityError:
+                same = False
+            if not same:
                 out.append(f"record {rec_id} differs between the index and the log")
         if self.acl.to_state() != other.acl.to_state():
             out.append("the grants in the index differ from those in the log")
         return out
 
     # -- snapshot ------------------------------------------------------------------------------------
+    def _id_order(self) -> tuple[list[int], SortedIds | None, list[str]]:
+        """Live rows in id order, with their ids as a SortedIds blob (or, when the ids are not all
+        ASCII of one width, as a list)."""
+        base, nbase = self.base, self.base.n
+        extra = sorted((i, r) for r, i in enumerate(self.extra, nbase) if i is not None)
+        if not self.base_dead:
+            # The usual case: the records made since the last load sort after it (ids begin with
+            # their creation time), so the base blob is reused as it is.
+            tail = [i for i, _r in extra]
+            packed = SortedIds.pack(tail)
+            if packed is not None and (
+                not nbase or not tail or (packed.width == base.width and tail[0] > base.at(nbase - 1))
+            ):
+                width = base.width or packed.width
+                return [*range(nbase), *(r for _i, r in extra)], SortedIds(base.blob + packed.blob, width), []
+        pairs = sorted([(base.at(r), r) for r in range(nbase) if r not in self.base_dead] + extra)
+        ids = [i for i, _r in pairs]
+        return [r for _i, r in pairs], SortedIds.pack(ids), ids
+
     def to_state(self) -> dict[str, Any]:
-        recs = [
-            [r.id, r.scope, list(r.tags), [list(_version_fields(v)) for v in r.versions]]
-            for r in self.records.values()
-        ]
+        """The index as plain data for the snapshot: live rows only, in id order, with fresh postings
+        and tag sets, so nothing of a forgotten record is written."""
+        try:
+            return self._to_state()
+        except (IndexError, AssertionError, UnicodeError):
+            raise _inconsistent(-1) from None
+
+    def _to_state(self) -> dict[str, Any]:
+        order, sorted_ids, id_list = self._id_order()
+        identity = len(order) == self.base.n + len(self.extra) and all(r == i for i, r in enumerate(order))
+        cols = self.cols
+        if identity:
+            out_cols = {name: col.tobytes() for name, col in cols.items()}
+            hashes = bytes(self.hashes)
+            older = self.older
+        else:
+            out_cols = {name: array(col.typecode, map(col.__getitem__, order)).tobytes() for name, col in cols.items()}
+            hashes = b"".join(self.hashes[r * HASH_SIZE : (r + 1) * HASH_SIZE] for r in order)
+            renumber = {row: new for new, row in enumerate(order)}
+            older = {renumber[row]: versions for row, versions in self.older.items()}
+        # Tag sets and postings are renumbered densely from the live rows.
+        tagset_col = array("I", out_cols["tagset"])
+        codes: dict[int, int] = {0: 0}
+        tagsets: list[tuple[str, ...]] = [()]
+        for code in tagset_col:
+            if code not in codes:
+                codes[code] = len(tagsets)
+                value = self.tagsets.values[code]
+                assert value is not None
+                tagsets.append(value)
+        tagset_col = array("I", map(codes.__getitem__, tagset_col))
+        out_cols["tagset"] = tagset_col.tobytes()
+        refs = [0] * len(tagsets)
+        for code in tagset_col:
+            refs[code] += 1
+        postings = self.postings
+        if not identity or self.stale_tags:
+            postings = {}
+            for new, code in enumerate(tagset_col):
+                for tag in tagsets[code]:
+                    rows = postings.get(tag)
+                    if rows is None:
+                        postings[tag] = array("I", (new,))
+                    else:
+                        rows.append(new)
+        # One array of every posting back to back, in tag order: it loads with one copy.
+        posting_tags = sorted(postings)
+        posting_rows = array("I")
+        for tag in posting_tags:
+            posting_rows.extend(postings[tag])
         return {
-            "records": recs,
+            "layout": 2,
+            "byteorder": sys.byteorder,
+            "rows": len(order),
+            "id_blob": sorted_ids.blob if sorted_ids is not None else b"",
+            "id_width": sorted_ids.width if sorted_ids is not None else 0,
+            "ids": [] if sorted_ids is not None else id_list,
+            "columns": out_cols,
+            "hashes": hashes,
+            "older": [[row, [list(v) for v in versions]] for row, versions in older.items()],
+            "scopes": self.scopes.values,
+            "agents": self.agents.values,
+            "tagset_tags": [t for ts in tagsets for t in ts],
+            "tagset_lens": array("I", map(len, tagsets)).tobytes(),
+            "tagset_refs": array("I", refs).tobytes(),
+            "posting_tags": posting_tags,
+            "posting_lens": array("I", map(len, map(postings.__getitem__, posting_tags))).tobytes(),
+            "posting_rows": posting_rows.tobytes(),
             "forgotten": sorted(self.forgotten),
             "acl": self.acl.to_state(),
             "head_seq": self.head_seq,
@@ -169,23 +589,69 @@ class Index:
 
     @classmethod
     def from_state(cls, db_id: bytes, state: dict[str, Any]) -> Index:
+        """Rebuild an index from to_state()'s data. Raises (ValueError, KeyError, TypeError,
+        IndexError, UnicodeError) on anything inconsistent, so a malformed snapshot is never half used."""
+        if state["layout"] != 2 or state["byteorder"] != sys.byteorder:
+            raise ValueError("snapshot of another layout or byte order")
         index = cls(db_id, Acl.from_state(state["acl"]))
-        make_version, make_rec = Version._make, Rec._make
-        records = index.records
-        by_tag = index.by_tag
-        for rec_id, scope, tags, versions in state["records"]:
-            for v in versions:
-                v[3] = shared(v[3])  # the agent id
-            records[rec_id] = make_rec(
-                (rec_id, shared(scope), tuple(tags), tuple(map(make_version, versions)))
-            )
-            for tag in tags:
-                ids = by_tag.get(tag)
-                if ids is None:
-                    by_tag[tag] = {rec_id}
-                else:
-                    ids.add(rec_id)
-        index.sorted_tags = sorted(index.by_tag)
+        n = state["rows"]
+        if state["id_width"]:
+            index.base = SortedIds(bytes(state["id_blob"]), state["id_width"])
+            if index.base.n != n or not index.base.blob.isascii():
+                raise ValueError("snapshot ids do not match its rows")
+        else:
+            ids = state["ids"]
+            if len(ids) != n or not isinstance("".join(ids), str):  # join raises TypeError on a non-str
+                raise ValueError("snapshot ids do not match its rows")
+            index.extra = list(ids)
+            index.rows = dict(zip(ids, range(n), strict=True))
+            if len(index.rows) != n:
+                raise ValueError("snapshot ids repeat")
+        index.live = n
+        for name, tc in COLUMNS.items():
+            col = array(tc)
+            col.frombytes(state["columns"][name])
+            if len(col) != n:
+                raise ValueError(f"snapshot column {name} has {len(col)} rows, expected {n}")
+            index.cols[name] = col
+        index.hashes = bytearray(state["hashes"])
+        if len(index.hashes) != n * HASH_SIZE:
+            raise ValueError("snapshot hashes have the wrong length")
+        scopes, agents = state["scopes"], state["agents"]
+        if not isinstance("".join(scopes) + "".join(agents), str):
+            raise TypeError("snapshot scopes or agents are not strings")
+        index.scopes = _Interned(list(scopes))
+        index.agents = _Interned(list(agents))
+        flat, lens, refs = state["tagset_tags"], array("I"), array("I")
+        lens.frombytes(state["tagset_lens"])
+        refs.frombytes(state["tagset_refs"])
+        if not isinstance("".join(flat), str) or sum(lens) != len(flat) or not lens or lens[0]:
+            raise TypeError("snapshot tag sets are malformed")
+        if len(refs) != len(lens) or sum(refs) != n:
+            raise ValueError("snapshot tag sets and their counts disagree")
+        values: list[tuple[str, ...] | None] = []
+        pos = 0
+        for k in lens:
+            values.append(tuple(flat[pos : pos + k]))
+            pos += k
+        index.tagsets = _TagSets(values, refs.tolist())
+        for row, versions in state["older"]:
+            if not 0 <= row < n:
+                raise IndexError("snapshot history names an unknown row")
+            index.older[row] = tuple(Version(*v) for v in versions)
+        tags = state["posting_tags"]
+        lens, rows = array("I"), array("I")
+        lens.frombytes(state["posting_lens"])
+        rows.frombytes(state["posting_rows"])
+        if len(lens) != len(tags) or lens.count(0) or sum(lens) != len(rows) or not isinstance("".join(tags), str):
+            raise ValueError("snapshot postings are malformed")
+        postings, pos = index.postings, 0
+        for tag, k in zip(tags, lens, strict=True):  # lengths checked equal above
+            postings[tag] = rows[pos : pos + k]
+            pos += k
+        index.sorted_tags = sorted(tags)
+        if len(postings) != len(tags):
+            raise ValueError("snapshot posting tags repeat")
         index.forgotten = set(state["forgotten"])
         index.head_seq = state["head_seq"]
         index.head_hash = state["head_hash"]
@@ -193,5 +659,23 @@ class Index:
         return index
 
 
-def _version_fields(v: Version) -> tuple[Any, ...]:
-    return (v.ver, v.seq, v.ts_ns, v.agent, v.size, v.hash, v.slot_off, v.slot_len)
+class RecordsView(Mapping[str, Rec]):
+    """Read-only id -> Rec view of an index's live records."""
+
+    def __init__(self, index: Index) -> None:
+        self._index = index
+
+    def __getitem__(self, rec_id: str) -> Rec:
+        row = self._index.row_of(rec_id)
+        if row is None:
+            raise KeyError(rec_id)
+        return self._index.rec_at(row)
+
+    def __contains__(self, rec_id: object) -> bool:
+        return isinstance(rec_id, str) and self._index.has(rec_id)
+
+    def __iter__(self) -> Iterator[str]:
+        return self._index.live_ids()
+
+    def __len__(self) -> int:
+        return len(self._index)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import os
 import struct
 from typing import Any
@@ -14,8 +15,11 @@ from .codec import packb, unpackb
 from .logfile import fsync_dir, sync, write_all
 
 SNAP_MAGIC = b"MNEMOSNP"
-SNAP_VERSION = 1
+SNAP_VERSION = 2
 ERASE_MAGIC = b"MNEMOERS"
+_BLOB = 1  # msgpack ext type: a raw section after the header, as (offset, length)
+_BLOB_REF = struct.Struct(">QQ")
+_INLINE_MAX = 1 << 16  # byte strings at least this long become raw sections
 
 
 def _seal(magic: bytes, body: bytes) -> bytes:
@@ -23,12 +27,14 @@ def _seal(magic: bytes, body: bytes) -> bytes:
     return data + hashlib.sha256(data).digest()
 
 
-def _unseal(magic: bytes, data: bytes) -> bytes | None:
-    if len(data) < len(magic) + 32 or data[: len(magic)] != magic:
+def _unseal(magic: bytes, data: bytes) -> memoryview | None:
+    # Views, not slices: a snapshot can be a hundred megabytes, and each slice would copy it.
+    view = memoryview(data)
+    if len(data) < len(magic) + 32 or view[: len(magic)] != magic:
         return None
-    if hashlib.sha256(data[:-32]).digest() != data[-32:]:
+    if not hmac.compare_digest(hashlib.sha256(view[:-32]).digest(), view[-32:]):
         return None
-    return data[len(magic) : -32]
+    return view[len(magic) : -32]
 
 
 def write_atomic(path: str, data: bytes, durable: bool = True) -> None:
@@ -52,11 +58,61 @@ def remove(path: str) -> None:
         os.unlink(path)
 
 
-def write_snapshot(path: str, body: dict[str, Any]) -> None:
+def encode_snapshot(body: dict[str, Any]) -> bytes:
+    """Seal a snapshot body. Large byte strings in its maps (the index columns) go after the msgpack
+    header as raw sections, referenced by offset, so that reading them back copies them once."""
+    blobs: list[bytes | bytearray | memoryview] = []
+    size = 0
+
+    def lift(obj: Any) -> Any:
+        nonlocal size
+        if isinstance(obj, dict):
+            return {k: lift(v) for k, v in obj.items()}
+        if isinstance(obj, (bytes, bytearray, memoryview)) and len(obj) >= _INLINE_MAX:
+            ref = msgpack.ExtType(_BLOB, _BLOB_REF.pack(size, len(obj)))
+            blobs.append(obj)
+            size += len(obj)
+            return ref
+        return obj
+
     # Plain msgpack: a snapshot is sealed by its own checksum, never hashed into the chain, so its
     # maps need no canonical key order (canonicalising a million records would double the cost).
-    data = msgpack.packb(body, use_bin_type=True)
-    write_atomic(path, _seal(SNAP_MAGIC, struct.pack(">I", SNAP_VERSION) + data), durable=False)
+    header = msgpack.packb(lift(body), use_bin_type=True)
+    out = bytearray(SNAP_MAGIC)
+    out += struct.pack(">II", SNAP_VERSION, len(header))
+    out += header
+    for blob in blobs:
+        out += blob
+    out += hashlib.sha256(out).digest()
+    return bytes(out)
+
+
+def decode_snapshot(data: bytes) -> dict[str, Any] | None:
+    """The body of a sealed snapshot, or None when it is damaged or of another version. Raw sections
+    come back as memoryviews into `data`."""
+    inner = _unseal(SNAP_MAGIC, data)
+    if inner is None or len(inner) < 8:
+        return None
+    version, header_len = struct.unpack(">II", inner[:8])
+    if version != SNAP_VERSION or 8 + header_len > len(inner):
+        return None
+    blobs = inner[8 + header_len :]
+
+    def section(code: int, ref: bytes) -> memoryview:
+        offset, length = _BLOB_REF.unpack(ref)
+        if code != _BLOB or offset + length > len(blobs):
+            raise ValueError("snapshot section out of range")
+        return blobs[offset : offset + length]
+
+    try:
+        body = msgpack.unpackb(inner[8 : 8 + header_len], raw=False, strict_map_key=False, ext_hook=section)
+    except Exception:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def write_snapshot(path: str, body: dict[str, Any]) -> None:
+    write_atomic(path, encode_snapshot(body), durable=False)
 
 
 def read_snapshot(path: str) -> dict[str, Any] | None:
@@ -66,14 +122,7 @@ def read_snapshot(path: str) -> dict[str, Any] | None:
             data = f.read()
     except OSError:
         return None
-    inner = _unseal(SNAP_MAGIC, data)
-    if inner is None or struct.unpack(">I", inner[:4])[0] != SNAP_VERSION:
-        return None
-    try:
-        body = unpackb(inner[4:])
-    except Exception:
-        return None
-    return body if isinstance(body, dict) else None
+    return decode_snapshot(data)
 
 
 def write_erase_journal(path: str, db_id: bytes, regions: list[tuple[int, int]]) -> None:
@@ -92,7 +141,7 @@ def read_erase_journal(path: str, db_id: bytes | None = None) -> list[tuple[int,
     if inner is None:
         return []
     try:
-        body = unpackb(inner)
+        body = unpackb(bytes(inner))
         if db_id is not None and body["db_id"] != db_id:
             return []
         return [(int(o), int(n)) for o, n in body["regions"]]

@@ -13,7 +13,6 @@ import logging
 import os
 import shutil
 import signal
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +25,9 @@ from mnemo import MnemoClient
 from mnemo.audit import UnreadableDatabase, verify_db
 from mnemo.errors import MnemoError
 from mnemo.record import VerifyReport
-from mnemo.storage.codec import packb, unpackb
+from mnemo.storage.codec import packb
 from mnemo.storage.framing import HEADER_SIZE, frame_length
+from mnemo.storage.snapshot import decode_snapshot, encode_snapshot
 from mnemo.tools.server import MnemoMemoryToolServer
 
 OWNER = "owner"
@@ -369,15 +369,18 @@ def mutated_snapshot(draw: st.DrawFn, seeds: Seeds, forged: bool = False) -> tup
         return kind, snap[: draw(st.integers(min_value=0, max_value=len(snap) - 1))]
     if kind == "random":
         return kind, draw(st.binary(max_size=512))
-    body = unpackb(snap[12:-32])
-    target = draw(st.sampled_from(["offset", "frame_offset", "head_ts", "index", "index.records",
-                                   "index.head_seq", "index.acl", "index.forgotten", "db_id"]))
+    body = decode_snapshot(snap)
+    assert body is not None
+    index_keys = ["id_blob", "rows", "columns", "hashes", "posting_rows", "tagset_tags", "tagset_lens",
+                  "tagset_refs", "older", "head_seq", "acl", "forgotten"]
+    target = draw(st.sampled_from(["offset", "frame_offset", "head_ts", "index", "db_id",
+                                   *(f"index.{k}" for k in index_keys)]))
     junk = draw(packable)
     if target.startswith("index."):
         body["index"][target[6:]] = junk
     else:
         body[target] = junk
-    return f"resealed:{target}", _reseal(b"MNEMOSNP", struct.pack(">I", 1) + packb(body))
+    return f"resealed:{target}", encode_snapshot(body)
 
 
 @st.composite

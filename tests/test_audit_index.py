@@ -1,0 +1,197 @@
+"""client.verify() checks the file and compares the index the client serves with what the same pass over
+the file says it must hold: a snapshot altered in any field and re-sealed is reported, naming the record;
+a sound one, however the database was written, is not."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mnemo import MnemoClient
+from mnemo.audit import verify_db_and_index
+from mnemo.storage import engine
+from mnemo.storage import snapshot as snap
+from mnemo.storage.index import Index
+
+
+def build(db: Path) -> dict[str, str]:
+    """A database written in every way a client writes: updates, forgets (and an id used again after
+    its forget), grants and revokes, binary and non-ASCII content, a transaction. Returns some ids."""
+    with MnemoClient(db, "owner", durability="none") as c:
+        ids = {f"r{i}": c.remember(f"memory {i} ✓" * (i % 3 + 1), tags=[f"t{i % 3}", "all"],
+                                   metadata={"i": i}).id for i in range(12)}
+        for i in range(4):
+            c.update(ids[f"r{i}"], content=f"updated {i}", tags=["u"], expected_version=1)
+        c.update(ids["r0"], metadata={"v": 3})
+        with c.transaction():
+            for i in range(5):
+                ids[f"b{i}"] = c.remember(b"\x00\xffbinary" * i, tags=["bin"], scope="team:x").id
+        c.grant("bob", "team:*", ["read", "write"])
+        c.revoke("bob", "team:*", ["write"])
+        c.forget([ids["r5"], ids["r6"]], reason="asked")
+        ids["last"] = c.remember("the last one").id
+    return ids
+
+
+def tamper(db: Path, edit: Callable[[Index], None]) -> None:
+    """Alter the index held in the snapshot and re-seal it, as someone who can write the files would."""
+    path = str(db) + ".snap"
+    body = snap.read_snapshot(path)
+    assert body is not None
+    index = Index.from_state(body["db_id"], body["index"])
+    edit(index)
+    body["index"] = index.to_state()
+    snap.write_snapshot(path, body)
+
+
+def replace(rec_id: str, **changes: Any) -> Callable[[Index], None]:
+    """An edit giving record `rec_id` other fields (scope, tags, or fields of its latest version)."""
+
+    def edit(index: Index) -> None:
+        rec = index.get_rec(rec_id)
+        assert rec is not None
+        latest = rec.versions[-1]._replace(**{k: v for k, v in changes.items() if k not in ("scope", "tags")})
+        index.drop(rec_id)
+        index.forgotten.discard(rec_id)
+        for v in rec.versions[:-1]:
+            index.put(rec_id, rec.scope, rec.tags, v)
+        index.put(rec_id, changes.get("scope", rec.scope), changes.get("tags", rec.tags), latest)
+
+    return edit
+
+
+def verify_problems(db: Path) -> list[tuple[str, str]]:
+    with MnemoClient(db, "owner", durability="none", readonly=True) as c:
+        assert c.stats()["snapshot_used"]
+        report = c.verify()
+    assert report.ok == (not report.problems)
+    return [(p.kind, p.message) for p in report.problems]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "i.db"
+
+
+def test_a_sound_index_matches_in_bulk(db: Path) -> None:
+    build(db)
+    for use_snapshot in (True, False):
+        with MnemoClient(db, "owner", durability="none", readonly=True) as c:
+            if not use_snapshot:
+                c._store.index = engine.Store(str(db), "owner", readonly=True, use_snapshot=False).index
+            report, expected = verify_db_and_index(db)
+            assert report.ok
+            index = c._store.index
+            assert engine._same_records(index, expected)  # the bulk comparison vouches for it ...
+            assert engine._record_differences(index, expected) == []  # ... as record by record does
+            assert c.verify().ok
+
+
+def test_a_sound_index_after_more_writes_and_a_reopen(db: Path) -> None:
+    ids = build(db)
+    with MnemoClient(db, "owner", durability="none") as c:
+        assert c._store.snapshot_used
+        c.update(ids["b1"], content="changed after the snapshot")
+        c.forget([ids["r1"]])
+        c.remember("new")
+        assert c.verify().ok  # a snapshot plus the frames after it
+        c.compact()
+        assert c.verify().ok  # a reloaded, compacted log
+
+
+@pytest.mark.parametrize("change", [
+    {"tags": ("all", "t0", "injected")},
+    {"scope": "agent:mallory"},
+    {"slot_off": 32},
+    {"agent": "mallory"},
+    {"ts_ns": 1},
+    {"size": 12345},
+    {"hash": b"\x01" * 32},
+    {"seq": 2},
+])
+def test_an_altered_record_is_named(db: Path, change: dict[str, Any]) -> None:
+    ids = build(db)
+    sound = Path(str(db) + ".snap").read_bytes()
+    for name in ("r2", "r0", "b3"):  # a record of one version, of three, and one from a transaction
+        tamper(db, replace(ids[name], **change))
+        problems = verify_problems(db)
+        assert problems == [("index", f"record {ids[name]} differs between the index and the log: the index "
+                                      "snapshot was altered")]
+        Path(str(db) + ".snap").write_bytes(sound)
+        assert verify_problems(db) == []
+
+
+def test_an_altered_older_version_is_named(db: Path) -> None:
+    ids = build(db)
+
+    def edit(index: Index) -> None:
+        rec = index.get_rec(ids["r0"])
+        assert rec is not None and len(rec.versions) == 3
+        index.drop(ids["r0"])
+        index.forgotten.discard(ids["r0"])
+        index.put(ids["r0"], rec.scope, rec.tags, rec.versions[0]._replace(size=99))
+        for v in rec.versions[1:]:
+            index.put(ids["r0"], rec.scope, rec.tags, v)
+
+    tamper(db, edit)
+    assert verify_problems(db) == [("index", f"record {ids['r0']} differs between the index and the log: the "
+                                              "index snapshot was altered")]
+
+
+def test_records_added_hidden_or_forgotten_in_the_snapshot(db: Path) -> None:
+    ids = build(db)
+
+    def add(index: Index) -> None:
+        rec = index.get_rec(ids["r7"])
+        assert rec is not None
+        index.put("0" * len(ids["r7"]), rec.scope, rec.tags, rec.versions[-1])
+
+    tamper(db, add)
+    assert [m for _k, m in verify_problems(db)] == [
+        f"record {'0' * len(ids['r7'])} is only in the index: the index snapshot was altered"]
+    tamper(db, lambda index: (index.drop("0" * len(ids["r7"])), index.forgotten.discard("0" * len(ids["r7"]))))
+    assert verify_problems(db) == []
+    tamper(db, lambda index: index.forgotten.add(ids["r8"]))  # compaction would drop its payload
+    assert [m for _k, m in verify_problems(db)] == [
+        "the forgotten records in the index differ from those the log's forgets name: the index snapshot was "
+        "altered"]
+    tamper(db, lambda index: index.forgotten.discard(ids["r8"]))
+    tamper(db, lambda index: setattr(index, "entries", index.entries + 1))
+    assert [k for k, _m in verify_problems(db)] == ["index"]
+
+
+def test_a_grant_taken_away_in_the_snapshot(db: Path) -> None:
+    build(db)
+    tamper(db, lambda index: index.acl.revoke("bob", "team:*", ["read"]))
+    assert [m for _k, m in verify_problems(db)] == [
+        "the grants in the index differ from those in the log: the index snapshot was altered"]
+
+
+def test_an_index_moved_on_is_compared_by_replay(db: Path) -> None:
+    build(db)
+    report, expected = verify_db_and_index(db)
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.remember("appended after the file was read")
+        assert c._store.index.head_seq == expected.head_seq + 1
+        assert c._store.index_differences(expected) == []  # (by a fresh replay of the log)
+
+
+def test_a_record_hidden_from_a_tag_index_is_named(db: Path) -> None:
+    """Records intact, but one left out of a tag's postings: tag queries would miss it."""
+    ids = build(db)
+    victim = ids["r7"]
+
+    def edit(index: Index) -> None:
+        row = index.row_of(victim)
+        index.postings["t1"] = array("I", (r for r in index.postings["t1"] if r != row))
+
+    tamper(db, edit)
+    with MnemoClient(db, "owner", durability="none", readonly=True) as c:
+        assert victim not in [r.id for r in c.query(tags=["t1"])]  # what the tamperer wanted
+    assert verify_problems(db) == [
+        ("index", f"record {victim} is missing from the index of tag 't1': the index snapshot was altered")
+    ]

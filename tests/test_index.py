@@ -1,0 +1,190 @@
+"""The columnar index against a plain dict model: puts, new versions, retags, forgets, snapshot round
+trips, tag lookups; and what a snapshot that is inconsistent with itself does."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from mnemo import IntegrityError, MnemoClient
+from mnemo.storage import index as index_mod
+from mnemo.storage import snapshot as snap
+from mnemo.storage.index import Index, Rec, SortedIds, Version
+
+IDS = [f"{i:032x}" for i in (1, 2, 3, 5, 8, 13, 21, 34, 55, 89)] + ["short-id", "ünïcode-id"]
+TAGS = ["a", "ab", "abc", "b", "big", "c"]
+SCOPES = ["agent:x", "agent:y", "shared"]
+AGENTS = ["x", "y"]
+
+
+def roundtrip(index: Index) -> Index:
+    """What a snapshot write and a later open do: plain data, msgpack bytes, and back."""
+    state = msgpack.unpackb(msgpack.packb(index.to_state(), use_bin_type=True), raw=False)
+    return Index.from_state(index.db_id, state)
+
+
+class IndexMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        # Short postings are rewritten at once and long ones cleaned lazily: make "long" reachable.
+        self._small = index_mod.SMALL_POSTING
+        index_mod.SMALL_POSTING = 2
+        self.index = Index(b"d" * 16)
+        self.model: dict[str, Rec] = {}
+        self.forgotten: set[str] = set()
+        self.seq = 0
+
+    def teardown(self) -> None:
+        index_mod.SMALL_POSTING = self._small
+
+    def _version(self, ver: int, agent: str, size: int) -> Version:
+        self.seq += 1
+        return Version(ver, self.seq, 1_000 + self.seq, agent, size,
+                       hashlib.sha256(str(self.seq).encode()).digest(), 100 * self.seq, 20 + size)
+
+    @rule(rec_id=st.sampled_from(IDS), scope=st.sampled_from(SCOPES), agent=st.sampled_from(AGENTS),
+          tags=st.lists(st.sampled_from(TAGS), unique=True, max_size=3), size=st.integers(0, 10**6))
+    def put(self, rec_id: str, scope: str, agent: str, tags: list[str], size: int) -> None:
+        prev = self.model.get(rec_id)
+        ver = 1 if prev is None else prev.latest.ver + 1
+        assert self.index.next_ver(rec_id) == ver
+        version = self._version(ver, agent, size)
+        tag_tuple = tuple(sorted(tags))
+        self.index.put(rec_id, scope, tag_tuple, version)
+        versions = (version,) if prev is None else prev.versions + (version,)
+        self.model[rec_id] = Rec(rec_id, scope, tag_tuple, versions)
+
+    @rule(rec_id=st.sampled_from(IDS))
+    def drop(self, rec_id: str) -> None:
+        dropped = self.index.drop(rec_id)
+        assert dropped == self.model.pop(rec_id, None)
+        self.forgotten.add(rec_id)
+
+    @rule()
+    def snapshot_and_reload(self) -> None:
+        self.index = roundtrip(self.index)
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def prefix_and_combined_queries(self, data: st.DataObject) -> None:
+        want = tuple(data.draw(st.lists(st.sampled_from(TAGS), unique=True, max_size=2)))
+        some = tuple(data.draw(st.lists(st.sampled_from(TAGS), unique=True, max_size=2)))
+        prefix = data.draw(st.sampled_from([None, "a", "ab", "b", "z"]))
+        rows = self.index.candidate_rows(want, some, prefix)
+        expected = {
+            r.id for r in self.model.values()
+            if set(want) <= set(r.tags) and (not some or set(some) & set(r.tags))
+            and (prefix is None or any(t.startswith(prefix) for t in r.tags))
+        }
+        if rows is None:
+            assert not want and not some and prefix is None
+        else:
+            got = [self.index.id_at(r) for r in rows]
+            assert len(got) == len(set(got)), "a row came twice"
+            assert set(got) == expected
+
+    @invariant()
+    def same_records(self) -> None:
+        index = self.index
+        assert len(index) == len(self.model)
+        assert set(index.live_ids()) == set(self.model)
+        assert dict(index.records) == self.model
+        for rec_id in IDS:
+            assert index.get_rec(rec_id) == self.model.get(rec_id)
+            assert index.has(rec_id) == (rec_id in self.model)
+        assert index.forgotten == self.forgotten
+        assert index.counts() == (
+            len(self.model), sum(len(r.versions) for r in self.model.values()),
+            len({t for r in self.model.values() for t in r.tags}),
+        )
+        offsets = {v.slot_off for r in self.model.values() for v in r.versions}
+        assert index.live_slot_offsets() == offsets
+
+    @invariant()
+    def same_postings(self) -> None:
+        for tag in TAGS:
+            rows = list(self.index.rows_with_tag(tag))
+            assert sorted(self.index.id_at(r) or "" for r in rows) == sorted(
+                r.id for r in self.model.values() if tag in r.tags
+            )
+        assert self.index.posting_differences() == []
+        live_tags = {t for r in self.model.values() for t in r.tags}
+        assert live_tags <= set(self.index.sorted_tags)
+        assert self.index.sorted_tags == sorted(self.index.sorted_tags)
+
+
+TestIndexModel = IndexMachine.TestCase
+TestIndexModel.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+
+
+def test_a_forgotten_records_tags_leave_memory_and_the_snapshot() -> None:
+    index = Index(b"d" * 16)
+    v = Version(1, 1, 1, "x", 3, b"h" * 32, 100, 30)
+    index.put(IDS[0], "agent:x", ("keep",), v)
+    index.put(IDS[1], "agent:x", ("secret-tag",), v._replace(seq=2, slot_off=200))
+    index.drop(IDS[1])
+    assert "secret-tag" not in index.postings and "secret-tag" not in index.sorted_tags
+    assert all(t is None or "secret-tag" not in t for t in index.tagsets.values)
+    assert b"secret-tag" not in msgpack.packb(index.to_state(), use_bin_type=True)
+
+
+def test_sorted_ids_finds_exactly_its_ids() -> None:
+    ids = sorted(f"{i * 7:032x}" for i in range(500))
+    packed = SortedIds.pack(ids)
+    assert packed is not None and len(packed) == 500
+    for row, rec_id in enumerate(ids):
+        assert packed.find(rec_id) == row and packed.at(row) == rec_id
+    for missing in (f"{1:032x}", f"{3500:032x}", "", "x", f"{7:031x}", "é" * 32):
+        assert packed.find(missing) is None
+    assert SortedIds.pack(["ab", "abc"]) is None  # widths differ
+    assert SortedIds.pack(["ab", "é"]) is None
+    assert SortedIds.pack([]) is not None
+
+
+def _forge(db: Path, edit: Any) -> None:
+    body = snap.read_snapshot(str(db) + ".snap")
+    assert body is not None
+    edit(body["index"])
+    snap.write_snapshot(str(db) + ".snap", body)  # re-sealed: its checksum holds
+
+
+@pytest.mark.parametrize("column", ["scope", "agent", "tagset"])
+def test_a_forged_snapshot_with_impossible_codes_fails_cleanly(tmp_path: Path, column: str) -> None:
+    """Codes are range-checked when used: a forged, re-sealed snapshot gives IntegrityError (never an
+    IndexError) on reads, and verify reports it."""
+    db = tmp_path / "f.db"
+    with MnemoClient(db, "x", durability="none") as c:
+        rec_id = c.remember("hello", tags=["t"]).id
+
+    def edit(state: dict[str, Any]) -> None:
+        state["columns"][column] = struct.pack("=I", 99)
+
+    _forge(db, edit)
+    with MnemoClient(db, "x", durability="none", readonly=True) as c:
+        with pytest.raises(IntegrityError, match="index snapshot is inconsistent"):
+            c.get(rec_id)
+        report = c.verify()
+        assert not report.ok and {p.kind for p in report.problems} == {"index"}
+    with MnemoClient(db, "x", durability="none") as c, pytest.raises(IntegrityError):
+        c.query(tags=["t"])
+    Path(str(db) + ".snap").unlink()
+    with MnemoClient(db, "x", durability="none") as c:  # without the snapshot, the log is enough
+        assert c.get(rec_id).content == "hello"
+
+
+def test_a_snapshot_reloads_ids_that_are_not_one_width(tmp_path: Path) -> None:
+    index = Index(b"d" * 16)
+    v = Version(1, 1, 1, "x", 3, b"h" * 32, 100, 30)
+    for i, rec_id in enumerate(["b", "a-longer-id", "ü"]):
+        index.put(rec_id, "s", ("t",), v._replace(seq=i + 1, slot_off=100 * (i + 1)))
+    again = roundtrip(index)
+    assert dict(again.records) == dict(index.records)
+    assert again.base.n == 0 and len(again.rows) == 3
