@@ -151,8 +151,12 @@ class MnemoClient:
         self._require(self._acl(), perm, scope)
 
     def _record(self, rec: Rec, version: Version, batch: Batch | None) -> MemoryRecord:
-        _salt, packed = self._store.read_payload(version, batch)
-        content, tags, metadata = decode_record_fields(packed)
+        packed = self._store.read_packed(version, batch)
+        try:
+            content, tags, metadata = decode_record_fields(packed)
+        except Exception as exc:  # msgpack raises several unrelated types on garbage
+            off = version.slot_off
+            raise IntegrityError(f"{self._store.path}: unreadable payload at offset {off}: {exc}", off) from None
         ts_ns = version.ts_ns
         updated = ns_to_datetime(ts_ns)
         created_ns = rec.versions[0].ts_ns

@@ -188,3 +188,19 @@ def test_a_snapshot_reloads_ids_that_are_not_one_width(tmp_path: Path) -> None:
     again = roundtrip(index)
     assert dict(again.records) == dict(index.records)
     assert again.base.n == 0 and len(again.rows) == 3
+
+
+def test_a_long_posting_sheds_its_stale_rows() -> None:
+    """Forgetting most of a common tag's records leaves its posting at most twice the live rows."""
+    index = Index(b"d" * 16)
+    ids = [f"{i:032x}" for i in range(1, 1001)]
+    for i, rec_id in enumerate(ids):
+        index.put(rec_id, "s", ("big", f"p{i}"), Version(1, i + 1, i, "x", 1, b"h" * 32, 100 * (i + 1), 30))
+    for rec_id in ids[:900]:
+        index.drop(rec_id)
+    assert sorted(index.id_at(r) or "" for r in index.rows_with_tag("big")) == ids[900:]
+    assert len(index.postings["big"]) <= 2 * 100
+    assert all(f"p{i}" not in index.postings for i in range(900))  # short postings go at once
+    for rec_id in ids[900:]:
+        index.drop(rec_id)
+    assert "big" not in index.postings and "big" not in index.sorted_tags and not index.stale_tags

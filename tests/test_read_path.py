@@ -1,5 +1,5 @@
 """The read path's shortcuts give exactly what the plain code gave: make_memory_record builds the same
-MemoryRecord as its constructor, ns_to_datetime the same datetime, and read_payload still tells an
+MemoryRecord as its constructor, ns_to_datetime the same datetime, and read_packed still tells an
 erased slot (NotFound) from a damaged one (IntegrityError with the slot's offset)."""
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def test_an_erased_slot_is_not_found_and_a_damaged_one_names_its_offset(db_path:
         rec = client._rec(client._view(), erased.id)
         assert rec is not None
         with pytest.raises(NotFound):
-            client._store.read_payload(rec.latest)
+            client._store.read_packed(rec.latest)
         doff, dlen = _slot(client, damaged.id)
         last = db_path.read_bytes()[doff + dlen - 1]
         _overwrite(db_path, doff + dlen - 1, bytes([last ^ 0x01]))

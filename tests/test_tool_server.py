@@ -222,7 +222,7 @@ def test_view_of_a_large_directory_reads_no_content(
     def no_content(*args: object, **kwargs: object) -> Any:
         raise AssertionError("a directory view read content")
 
-    monkeypatch.setattr(store, "read_payload", no_content)
+    monkeypatch.setattr(store, "read_packed", no_content)
     for name in ("get", "query", "history"):
         monkeypatch.setattr(client, name, no_content)
     result = run(server, command="view", path="/memories/big")

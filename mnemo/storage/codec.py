@@ -13,6 +13,7 @@ import msgpack
 
 FORMAT_VERSION = 1
 ZERO_HASH = b"\x00" * 32
+SALT_SIZE = 16  # a put payload is salt + packed fields
 CHECKPOINT_DOMAIN = b"mnemo-checkpoint/v1"
 
 OPS = ("genesis", "put", "forget", "grant", "revoke", "checkpoint")
@@ -49,7 +50,7 @@ def pack_canonical(value: Any) -> bytes:
     return _pack(value)
 
 
-def unpackb(data: bytes) -> Any:
+def unpackb(data: bytes | memoryview) -> Any:
     # strict_map_key=False: metadata may be any JSON-compatible map, but keys are always str in practice.
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
@@ -134,16 +135,16 @@ def encode_put_payload(salt: bytes, packed: bytes) -> bytes:
 
 def decode_put_payload(data: bytes) -> tuple[bytes, bytes]:
     """Return (salt, packed) of a put payload; raises ValueError if malformed."""
-    if len(data) < 17:
+    if len(data) < SALT_SIZE + 1:
         raise ValueError("put payload is shorter than a salt and packed fields")
-    return data[:16], data[16:]
+    return data[:SALT_SIZE], data[SALT_SIZE:]
 
 
 def encode_forget_payload(reason: str | None) -> bytes:
     return packb({"reason": reason})
 
 
-def decode_record_fields(packed: bytes) -> tuple[str | bytes, tuple[str, ...], dict[str, Any]]:
+def decode_record_fields(packed: bytes | memoryview) -> tuple[str | bytes, tuple[str, ...], dict[str, Any]]:
     obj = unpackb(packed)
     if not (isinstance(obj, list) and len(obj) == 3):
         raise ValueError("packed record fields are not an array of 3")

@@ -2,7 +2,7 @@
 
 This is the storage contract the client builds on (a later server backend implements the same few
 methods): `writing()` yields a Batch to stage entries in, committed as one frame; `refresh()` catches up
-with frames other processes appended; `read_payload()` reads one payload slot from disk.
+with frames other processes appended; `read_packed()` reads one payload slot from disk.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..acl import Acl
 from ..errors import Closed, DurabilityError, IntegrityError, LockTimeout, MnemoError, NotFound, ReadOnly
 from . import snapshot as snap
-from .codec import ZERO_HASH, Entry, decode_put_payload, decode_record_fields, make_entry
+from .codec import SALT_SIZE, ZERO_HASH, Entry, decode_put_payload, decode_record_fields, make_entry
 from .framing import (
     HEADER_SIZE,
     SLOT_CRC,
@@ -695,29 +695,29 @@ class Store:
                     self._sync_upto(end, gen)
 
     # -- reading -------------------------------------------------------------------------------------
-    def read_payload(self, version: Version, batch: Batch | None = None) -> tuple[bytes, bytes]:
-        """(salt, packed) of one version. NotFound if its slot was erased meanwhile."""
+    def read_packed(self, version: Version, batch: Batch | None = None) -> bytes | memoryview:
+        """The packed record fields of one version (its payload without the salt). NotFound if its
+        slot was erased meanwhile."""
         if version.slot_off < 0:
             if batch is None or version.seq not in batch.payloads:
                 raise NotFound("staged version is not visible outside its transaction")
-            return decode_put_payload(batch.payloads[version.seq])
+            return decode_put_payload(batch.payloads[version.seq])[1]
         offset, length = version.slot_off, version.slot_len
         data = os.pread(self.fd, length, offset)
         if len(data) < length:  # a short read: at the end of the file, or interrupted
             data = read_exact(self.fd, offset, length)
+        view = memoryview(data)  # slices of a view copy nothing
         (crc,) = SLOT_CRC.unpack_from(data, 0) if len(data) >= SLOT_CRC.size else (None,)
-        payload = data[SLOT_CRC.size :]
-        intact = crc == zlib.crc32(payload)
+        intact = crc == zlib.crc32(view[SLOT_CRC.size :])
         if not intact or not crc:
             # Off the common path: an erased slot (all zero) fails its CRC, or has a CRC of 0.
             if len(data) == length and data == bytes(length):
                 raise NotFound("the record was forgotten")
             if not intact:
                 raise IntegrityError(f"{self.path}: payload slot damaged at offset {offset}", offset)
-        try:
-            return decode_put_payload(payload)
-        except Exception as exc:
-            raise IntegrityError(f"{self.path}: unreadable payload at offset {offset}: {exc}", offset) from None
+        if len(view) < SLOT_CRC.size + SALT_SIZE + 1:
+            raise IntegrityError(f"{self.path}: unreadable payload at offset {offset}: too short", offset)
+        return view[SLOT_CRC.size + SALT_SIZE :]
 
     # -- snapshots, closing --------------------------------------------------------------------------
     def _write_snapshot(self) -> dict[str, Any] | None:

@@ -191,7 +191,7 @@ class Index:
         self.agents = _Interned()
         self.tagsets = _TagSets()
         self.postings: dict[str, array[int]] = {}  # tag -> rows (may hold stale rows, see _unpost)
-        self.stale_tags: set[str] = set()  # tags whose postings may name rows that no longer have them
+        self.stale_tags: dict[str, int] = {}  # tag -> rows its posting names that no longer hold it
         self.sorted_tags: list[str] = []
 
     def __len__(self) -> int:
@@ -357,20 +357,27 @@ class Index:
 
     def _unpost(self, row: int, tag: str) -> None:
         """Take row out of tag's posting. A short posting is rewritten now (path tags are nearly all
-        unique, so their tag goes away with the record); a long one keeps the stale row, filtered out
-        on reads, because removing from a posting of 100,000 rows per forget would cost O(n) each."""
+        unique, so their tag goes away with the record). A long one keeps the stale row, filtered out
+        on reads, until stale rows are half of it: removing from a posting of 100,000 rows at every
+        forget would cost O(n) each, rewriting it then costs O(1) per forget, amortised."""
         rows = self.postings.get(tag)
         if rows is None:
             return
         if len(rows) > SMALL_POSTING:
-            self.stale_tags.add(tag)
-            return
-        kept = array("I", (r for r in rows if r != row))
+            stale = self.stale_tags.get(tag, 0) + 1
+            if 2 * stale <= len(rows):
+                self.stale_tags[tag] = stale
+                return
+            self.stale_tags[tag] = stale  # so that rows_with_tag filters (the row may still hold tag)
+            kept = array("I", (r for r in self.rows_with_tag(tag) if r != row))
+            del self.stale_tags[tag]
+        else:
+            kept = array("I", (r for r in rows if r != row))
         if kept:
             self.postings[tag] = kept
             return
         del self.postings[tag]
-        self.stale_tags.discard(tag)
+        self.stale_tags.pop(tag, None)
         i = bisect.bisect_left(self.sorted_tags, tag)
         if i < len(self.sorted_tags) and self.sorted_tags[i] == tag:
             del self.sorted_tags[i]
