@@ -204,3 +204,25 @@ def test_a_long_posting_sheds_its_stale_rows() -> None:
     for rec_id in ids[900:]:
         index.drop(rec_id)
     assert "big" not in index.postings and "big" not in index.sorted_tags and not index.stale_tags
+
+
+def test_a_writer_that_replayed_keeps_the_compact_form(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After replaying many rows (no snapshot), a writer's open writes the snapshot and serves the index
+    loaded back from it: the same records, tags and history, now from the sorted id blob."""
+    from mnemo.storage import engine
+
+    monkeypatch.setattr(engine, "REBASE_ROWS", 10)
+    db = tmp_path / "r.db"
+    with MnemoClient(db, "a", durability="none") as c:
+        ids = [c.remember(f"m{i}", tags=[f"t{i % 3}"]).id for i in range(40)]
+        c.update(ids[5], content="m5 again")
+        c.forget([ids[7]])
+    Path(str(db) + ".snap").unlink()
+    with MnemoClient(db, "a", durability="none") as c:
+        index = c._store.index
+        assert index.base.n == 39 and not index.extra and not c.stats()["snapshot_used"]
+        assert [r.id for r in c.query(tags=["t2"])] == [i for n, i in enumerate(ids) if n % 3 == 2]
+        assert [r.content for r in c.history(ids[5])] == ["m5", "m5 again"]
+        assert c.verify().ok
+        new = c.remember("after", tags=["t2"]).id  # a new row after the base
+        assert c.query(tags=["t2"])[-1].id == new

@@ -168,7 +168,8 @@ class SortedIds:
 
 
 class Index:
-    """The live records and their indexes. Not thread-safe on its own: the store serialises writers."""
+    """The live records and their indexes. Not thread-safe on its own: rows change in place, so the
+    store's index lock is held by whoever writes it and by readers that may race a writer."""
 
     def __init__(self, db_id: bytes = b"", acl: Acl | None = None) -> None:
         self.db_id = db_id
