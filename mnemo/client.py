@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from typing import IO, Any
 
 from .acl import PERMISSIONS, Acl, home_scope, scope_matches, validate_pattern
@@ -14,6 +15,7 @@ from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, Pe
 from .ids import new_id, random_bytes
 from .record import MemoryRecord, Problem, RecordInfo, VerifyReport, make_memory_record, ns_to_datetime
 from .storage.codec import (
+    SALT_SIZE,
     canonical,
     checkpoint_message,
     decode_record_fields,
@@ -157,11 +159,7 @@ class MnemoClient:
         except Exception as exc:  # msgpack raises several unrelated types on garbage
             off = version.slot_off
             raise IntegrityError(f"{self._store.path}: unreadable payload at offset {off}: {exc}", off) from None
-        ts_ns = version.ts_ns
-        updated = ns_to_datetime(ts_ns)
-        created_ns = rec.versions[0].ts_ns
-        # One conversion for a first version (most records have no other): datetimes are immutable.
-        created = updated if created_ns == ts_ns else ns_to_datetime(created_ns)
+        created, updated = _times(rec, version)
         return make_memory_record(
             rec.id, version.ver, content, tags, metadata, rec.scope, version.agent, created, updated,
             version.seq, version.hash.hex(),
@@ -219,15 +217,8 @@ class MnemoClient:
         packed = pack_canonical_fields(content, tag_tuple, meta)
         check_metadata_size(meta, self.limits, packed)
         scope = self.home_scope if scope is None else check_scope(scope)
-        prepared = seal_put_payload(random_bytes(16), packed)  # hashing needs no lock
-        batch = store.current_batch()
-        if batch is not None:
-            # Inside this thread's transaction: it holds the lock and commits at its end. (The
-            # remembers of a transaction are many; entering the writing context for each was a
-            # large part of their cost.)
-            self._require(batch.acl, "write", scope)
-            return self._stage_put(batch, new_id(), 1, scope, content, size, tag_tuple, meta, prepared)
-        with store.writing() as batch:
+        prepared = seal_put_payload(random_bytes(SALT_SIZE), packed)  # hashing needs no lock
+        with store.writing() as batch:  # inside a transaction: its open batch, committed at its end
             self._require(batch.acl, "write", scope)
             record = self._stage_put(batch, new_id(), 1, scope, content, size, tag_tuple, meta, prepared)
         self._checkpoint_if_due()
@@ -489,12 +480,10 @@ class MnemoClient:
         infos = []
         for r in self._select(self._view(), tags, any_tags, tag_prefix, scope, limit):
             latest = r.versions[-1]
-            updated = ns_to_datetime(latest.ts_ns)
-            created_ns = r.versions[0].ts_ns
+            created, updated = _times(r, latest)
             infos.append(RecordInfo(
                 id=r.id, version=latest.ver, scope=r.scope, tags=r.tags, size=latest.size, agent_id=latest.agent,
-                created_at=updated if created_ns == latest.ts_ns else ns_to_datetime(created_ns),
-                updated_at=updated, seq=latest.seq,
+                created_at=created, updated_at=updated, seq=latest.seq,
             ))
         return infos
 
@@ -593,10 +582,18 @@ class MnemoClient:
         }
 
 
+def _times(rec: Rec, version: Version) -> tuple[datetime, datetime]:
+    """(created_at, updated_at) of a record as of `version`. One conversion for a first version (most
+    records have no other): datetimes are immutable, so both fields may share it."""
+    updated = ns_to_datetime(version.ts_ns)
+    created_ns = rec.versions[0].ts_ns
+    return (updated if created_ns == version.ts_ns else ns_to_datetime(created_ns)), updated
+
+
 def _prepare_payload(content: str | bytes, tags: tuple[str, ...], metadata: dict[str, Any]) -> tuple[bytes, bytes]:
     """(digest, payload) of a put: a fresh salt, the packed fields, and the commitment to them. Tags
     and metadata are in canonical form (check_tags, check_metadata), so packing needs no sorting."""
-    return seal_put_payload(random_bytes(16), pack_canonical_fields(content, tags, metadata))
+    return seal_put_payload(random_bytes(SALT_SIZE), pack_canonical_fields(content, tags, metadata))
 
 
 def _load_signing_key(key: Any) -> Any:

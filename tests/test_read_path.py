@@ -126,7 +126,7 @@ def test_a_slot_whose_crc_is_zero_is_read(db_path: Path, monkeypatch: pytest.Mon
     import types
     import zlib
 
-    import mnemo.storage.engine as engine
+    import mnemo.storage.framing as framing  # where the slot CRC is checked
 
     with MnemoClient(db_path, AGENT, durability="none") as client:
         rec = client.remember("crc zero", tags=["t"])
@@ -134,6 +134,6 @@ def test_a_slot_whose_crc_is_zero_is_read(db_path: Path, monkeypatch: pytest.Mon
         payload = db_path.read_bytes()[off + 4 : off + length]
         _overwrite(db_path, off, bytes(4))  # the CRC field 0, and the payload's CRC taken as 0 too
         fake = types.SimpleNamespace(crc32=lambda data, *a: 0 if data == payload else zlib.crc32(data, *a))
-        monkeypatch.setattr(engine, "zlib", fake)
+        monkeypatch.setattr(framing, "zlib", fake)
         assert client.get(rec.id) == rec
         monkeypatch.undo()

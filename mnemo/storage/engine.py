@@ -14,7 +14,6 @@ import struct
 import sys
 import threading
 import time
-import zlib
 from array import array
 from itertools import accumulate
 from operator import itemgetter
@@ -36,6 +35,7 @@ from .framing import (
     encode_frame,
     encode_frame_slots,
     parse_frame,
+    slot_state,
 )
 from .gc_pause import gc_paused
 from .index import COLUMNS, Index, Rec, Version
@@ -707,14 +707,11 @@ class Store:
         if len(data) < length:  # a short read: at the end of the file, or interrupted
             data = read_exact(self.fd, offset, length)
         view = memoryview(data)  # slices of a view copy nothing
-        (crc,) = SLOT_CRC.unpack_from(data, 0) if len(data) >= SLOT_CRC.size else (None,)
-        intact = crc == zlib.crc32(view[SLOT_CRC.size :])
-        if not intact or not crc:
-            # Off the common path: an erased slot (all zero) fails its CRC, or has a CRC of 0.
-            if len(data) == length and data == bytes(length):
-                raise NotFound("the record was forgotten")
-            if not intact:
-                raise IntegrityError(f"{self.path}: payload slot damaged at offset {offset}", offset)
+        state = slot_state(view) if len(data) == length and length >= SLOT_CRC.size else "bad"
+        if state == "erased":
+            raise NotFound("the record was forgotten")
+        if state != "ok":
+            raise IntegrityError(f"{self.path}: payload slot damaged at offset {offset}", offset)
         if len(view) < SLOT_CRC.size + SALT_SIZE + 1:
             raise IntegrityError(f"{self.path}: unreadable payload at offset {offset}: too short", offset)
         return view[SLOT_CRC.size + SALT_SIZE :]
