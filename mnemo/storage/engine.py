@@ -8,15 +8,10 @@ with frames other processes appended; `read_packed()` reads one payload slot fro
 from __future__ import annotations
 
 import contextlib
-import operator
 import os
-import struct
-import sys
 import threading
 import time
 from array import array
-from itertools import accumulate
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..acl import Acl
@@ -38,7 +33,7 @@ from .framing import (
     slot_state,
 )
 from .gc_pause import gc_paused
-from .index import COLUMNS, Index, Rec, Version
+from .index import COLUMNS, HASH_SIZE, Index, Rec, Version
 from .logfile import FileLock, find_next_frame, fsync_dir, iter_frames, read_exact, sync, write_all
 
 if TYPE_CHECKING:
@@ -867,52 +862,43 @@ def _differences(index: Index, expected: ExpectedIndex) -> list[str]:
 
 def _same_records(index: Index, expected: ExpectedIndex) -> bool:
     """Whether the index holds exactly the records the log says, compared in bulk, column by column,
-    through the index's snapshot form (layout 2). False when they differ, or when the index cannot
-    say (another layout, an index that does not hang together): _record_differences then looks
-    record by record."""
+    straight from the index's columns. False when they differ, or when the index does not hang
+    together: _record_differences then looks record by record."""
+    live = expected.live
     try:
-        state = index.to_state()
-        if state["layout"] != 2 or state["byteorder"] != sys.byteorder:
+        rows = list(index.live_rows())
+        ids = [index.id_at(row) for row in rows]
+        if len(ids) != len(live) or len(set(ids)) != len(ids):
             return False
-        n, width, live = state["rows"], state["id_width"], expected.live
-        if width:
-            ids = list(map(bytes.decode, map(itemgetter(0), struct.iter_unpack(f"{width}s", state["id_blob"]))))
-        else:
-            ids = list(state["ids"])
-        # (ids come in sorted order: strictly rising, they repeat none)
-        if not len(ids) == n == len(live) or not all(map(operator.lt, ids, ids[1:])):
-            return False
-        if n < 2:
-            return not _record_differences(index, expected) if n else not state["older"] and not expected.older
         # the log's latest put of each record, in the index's row order (a KeyError if the index has a
-        # record the log has not), compared column by column
-        puts = itemgetter(*ids)(live)
-        cols = {}
-        for name, data in state["columns"].items():
-            col = array(COLUMNS[name])
-            col.frombytes(data)
-            cols[name] = col
+        # record the log has not)
+        puts = [live[rec_id] for rec_id in ids]  # type: ignore[index]
+        cols = index.cols
+        dense = len(rows) == len(cols["ver"])  # no forgotten rows: the columns are the live rows
 
-        def column(k: int) -> tuple[Any, ...]:
-            return tuple(map(itemgetter(k), puts))
+        def column(name: str) -> array[int]:
+            col = cols[name]
+            return col if dense else array(col.typecode, map(col.__getitem__, rows))
 
-        lens = array("I")  # tag sets: one flat list of tags, and the length of each set
-        lens.frombytes(state["tagset_lens"])
-        flat, ends = state["tagset_tags"], list(accumulate(lens))
-        tagsets = [flat[end - k:end] for end, k in zip(ends, lens, strict=True)]
+        def logged(k: int) -> list[Any]:
+            return [put[k] for put in puts]
+
+        scopes, agents, tagsets = index.scopes.values, index.agents.values, index.tagsets.values
+        h = HASH_SIZE
+        hashes = bytes(index.hashes) if dense else b"".join(index.hashes[r * h : r * h + h] for r in rows)
         return bool(
-            itemgetter(*cols["scope"])(state["scopes"]) == column(1)
-            and itemgetter(*cols["agent"])(state["agents"]) == column(6)
-            and itemgetter(*cols["tagset"])(tagsets) == column(2)  # (lists, as decoded)
+            [scopes[c] for c in column("scope")] == logged(1)
+            and [agents[c] for c in column("agent")] == logged(6)
+            and [tagsets[c] for c in column("tagset")] == [tuple(t) for t in logged(2)]
             and all(
-                cols[name] == array(cols[name].typecode, map(itemgetter(k), puts))
+                column(name) == array(COLUMNS[name], logged(k))
                 for name, k in (("ver", 3), ("seq", 4), ("ts", 5), ("size", 7), ("slot_off", 9), ("slot_len", 10))
             )
-            and state["hashes"] == b"".join(map(itemgetter(8), puts))
-            and {ids[row]: [tuple(v) for v in versions] for row, versions in state["older"]}
+            and hashes == b"".join(logged(8))
+            and {index.id_at(row): [tuple(v) for v in versions] for row, versions in index.older.items()}
             == {rec_id: [put[3:] for put in older] for rec_id, older in expected.older.items()}
         )
-    except (KeyError, IndexError, TypeError, ValueError, OverflowError, struct.error, IntegrityError):
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError, IntegrityError):
         return False
 
 
