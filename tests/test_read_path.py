@@ -137,3 +137,22 @@ def test_a_slot_whose_crc_is_zero_is_read(db_path: Path, monkeypatch: pytest.Mon
         monkeypatch.setattr(framing, "zlib", fake)
         assert client.get(rec.id) == rec
         monkeypatch.undo()
+
+
+def test_a_slot_with_a_valid_crc_but_unreadable_fields_names_its_offset(db_path: Path) -> None:
+    """Packed fields that are not msgpack, under a CRC recomputed to match (only a forger makes such a
+    slot): reads raise IntegrityError with the slot's offset, never a msgpack exception."""
+    import zlib
+
+    with MnemoClient(db_path, AGENT, durability="none") as client:
+        rec = client.remember("soon garbage", tags=["g"])
+        off, length = _slot(client, rec.id)
+        salt = db_path.read_bytes()[off + 4 : off + 20]
+        body = salt + b"\xc1" * (length - 20)  # 0xc1: a byte msgpack never uses
+        _overwrite(db_path, off, zlib.crc32(body).to_bytes(4, "big") + body)
+        before = db_path.read_bytes()
+        for read in (lambda: client.get(rec.id), lambda: client.query(tags=["g"]), lambda: client.history(rec.id)):
+            with pytest.raises(IntegrityError, match="unreadable payload") as exc:
+                read()
+            assert exc.value.offset == off
+        assert db_path.read_bytes() == before
