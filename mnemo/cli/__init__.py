@@ -9,7 +9,7 @@ that writes), `json_option` (every command), `open_client`, the output helpers (
 `common.UsageError` (exit 2) or `common.Failure` (exit 1), or let the library's errors through:
 `common.describe_error` gives every error its exit code and message, in one place. Give each command a
 short example in its epilog (`common.examples`) and a row in the README's command table
-(tests/test_cli_docs.py checks both).
+(tests/test_cli_conventions.py and tests/test_cli_docs.py check them).
 
 Exit codes: 0 fine; 1 problems found; 2 a usage error or a file that cannot be used at all.
 """
@@ -34,6 +34,7 @@ from .common import (
     examples,
     json_requested,
     show_error,
+    state,
 )
 
 __all__ = ["EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "cli", "main"]
@@ -69,8 +70,8 @@ def _version() -> str:
 @click.pass_context
 def cli(ctx: click.Context) -> int:
     """Mnemo: an embedded, append-only, hash-chained memory store for AI agents."""
-    if ctx.invoked_subcommand is None:
-        raise click.UsageError("Missing command.", ctx)
+    if ctx.invoked_subcommand is None:  # bare `mnemo`: the help, and no error
+        state().out.write(ctx.get_help() + "\n")
     return EXIT_OK
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TextIO, cast
 
@@ -57,10 +58,13 @@ def export(db: str, dest: str | None, since: int, include_content: bool, as_json
     """Write the chain as JSON Lines, one entry per line (the format docs/FORMAT.md describes): the
     stream is NDJSON already. Written to FILE, the file appears whole or not at all; with --json a summary
     `{"file", "entries"}` is printed then."""
-    to_stdout = dest in (None, "-")
-    if dest is not None and not to_stdout:
-        check_output_file(dest)
-    target: str | TextIO = cast(TextIO, output()) if to_stdout or dest is None else dest
+    target: str | TextIO
+    if dest is None or dest == "-":
+        to_stdout, target = True, cast(TextIO, output())
+    else:
+        to_stdout, target = False, check_output_file(dest)
+        if os.path.exists(dest) and os.path.samefile(dest, db):
+            raise UsageError(f"cannot write {dest}: it is the database being exported")
     shows_bar = not to_stdout or not isatty(sys.stdout)  # never draw over the lines themselves
     try:
         with progress("exporting", enabled=shows_bar) as bar:

@@ -287,7 +287,7 @@ class _Bar:
         if self.bar is None:
             if time.monotonic() - self.start < self.delay:
                 return
-            bar = click.progressbar(length=max(total, 1), label=self.label, file=self.stream)
+            bar: ProgressBar[int] = click.progressbar(length=max(total, 1), label=self.label, file=self.stream)
             self.bar = self.stack.enter_context(bar)
         if done > self.shown:
             self.bar.update(done - self.shown)

@@ -53,12 +53,12 @@ def _agent_filter(_ctx: click.Context, _param: click.Parameter, value: str | Non
     short_help="the chain itself, read from the file: seq, time, op, agent, hash",
     epilog=examples(
         "mnemo log memory.mnemo.db --since 100 --limit 20",
-        "mnemo log memory.mnemo.db --op forget --agent agent-1 --json   # NDJSON, one entry a line",
+        "mnemo log memory.mnemo.db --op forget --agent agent-1 --json   # NDJSON: one entry a line",
     ),
 )
 @db_argument()
 @click.option("--since", metavar="SEQ", type=click.IntRange(min=0), default=0, help="first seq to show")
-@click.option("--limit", type=click.IntRange(min=0), help="at most this many entries")
+@click.option("--limit", metavar="N", type=click.IntRange(min=0), help="at most this many entries")
 @click.option("--agent", "agent_filter", metavar="AGENT", callback=_agent_filter,
               help="only entries written by this agent")
 @click.option("--op", type=click.Choice(OPS), help="only entries of this kind")

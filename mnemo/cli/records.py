@@ -18,6 +18,7 @@ from .common import (
     db_argument,
     echo,
     emit_json,
+    emit_ndjson,
     examples,
     json_option,
     lock_timeout_option,
@@ -54,7 +55,7 @@ def info_json(info: RecordInfo) -> dict[str, Any]:
     short_help="list the records the agent may read",
     epilog=examples(
         "mnemo ls memory.mnemo.db --agent agent-1 --tag prefs",
-        "mnemo ls memory.mnemo.db --scope 'team:*' --limit 20 --json",
+        "mnemo ls memory.mnemo.db --scope 'team:*' --limit 20 --json   # NDJSON: one record a line",
     ),
 )
 @db_argument()
@@ -63,21 +64,22 @@ def info_json(info: RecordInfo) -> dict[str, Any]:
 @click.option("--any-tag", "any_tags", metavar="TAG", multiple=True,
               help="records with any of these (repeatable)")
 @click.option("--prefix", metavar="TAG_PREFIX", help="only records with a tag starting with this")
-@click.option("--scope", help="only records in this scope (or `prefix*` pattern)")
-@click.option("--limit", type=click.IntRange(min=0), help="at most this many records")
+@click.option("--scope", metavar="SCOPE", help="only records in this scope (or `prefix*` pattern)")
+@click.option("--limit", metavar="N", type=click.IntRange(min=0), help="at most this many records")
 @json_option
 def ls(db: str, agent: str | None, tags: tuple[str, ...], any_tags: tuple[str, ...], prefix: str | None,
        scope: str | None, limit: int | None, as_json: bool) -> int:
-    """List the latest version of every record the agent may read: id, version, scope, size, time, tags."""
+    """List the latest version of every record the agent may read: id, version, scope, size, time, tags.
+    With --json, one JSON object per record and line (NDJSON)."""
     with open_client(db, agent) as client:
         infos = client.list_records(tags=list(tags), any_tags=list(any_tags), tag_prefix=prefix, scope=scope,
                                     limit=limit)
-    if as_json:
-        emit_json([info_json(i) for i in infos])
-        return EXIT_OK
     for i in infos:
-        echo(f"{i.id}  v{i.version:<3} {i.scope:<20} {i.size:>8}  {timestamp(i.updated_at)}  "
-             f"{' '.join(i.tags)}")
+        if as_json:
+            emit_ndjson(info_json(i))
+        else:
+            echo(f"{i.id}  v{i.version:<3} {i.scope:<20} {i.size:>8}  {timestamp(i.updated_at)}  "
+                 f"{' '.join(i.tags)}")
     return EXIT_OK
 
 
@@ -91,7 +93,7 @@ def ls(db: str, agent: str | None, tags: tuple[str, ...], any_tags: tuple[str, .
 )
 @db_argument()
 @click.argument("rec_id", metavar="ID")
-@click.option("--version", type=click.IntRange(min=0), help="this version instead of the latest")
+@click.option("--version", metavar="N", type=click.IntRange(min=0), help="this version instead of the latest")
 @agent_option
 @json_option
 def cat(db: str, rec_id: str, version: int | None, agent: str | None, as_json: bool) -> int:
@@ -123,7 +125,7 @@ def cat(db: str, rec_id: str, version: int | None, agent: str | None, as_json: b
     short_help="every version of a record, oldest first",
     epilog=examples(
         "mnemo history memory.mnemo.db 01J9Z3K4W5X6Y7Z8A9B0C1D2E3",
-        "mnemo history memory.mnemo.db 01J9Z3K4W5X6Y7Z8A9B0C1D2E3 --json",
+        "mnemo history memory.mnemo.db 01J9Z3K4W5X6Y7Z8A9B0C1D2E3 --json   # NDJSON: one version a line",
     ),
 )
 @db_argument()
@@ -131,13 +133,13 @@ def cat(db: str, rec_id: str, version: int | None, agent: str | None, as_json: b
 @agent_option
 @json_option
 def history(db: str, rec_id: str, agent: str | None, as_json: bool) -> int:
-    """Every version of a record, oldest first."""
+    """Every version of a record, oldest first; with --json, one JSON object per version and line (NDJSON)."""
     with open_client(db, agent) as client:
         versions = client.history(rec_id)
-    if as_json:
-        emit_json([record_json(r) for r in versions])
-        return EXIT_OK
     for r in versions:
+        if as_json:
+            emit_ndjson(record_json(r))
+            continue
         if isinstance(r.content, bytes):
             preview = f"<{len(r.content)} bytes>"
         else:
