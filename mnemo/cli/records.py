@@ -87,8 +87,8 @@ def ls(db: str, agent: str | None, tags: tuple[str, ...], any_tags: tuple[str, .
     "cat", context_settings=CONTEXT_SETTINGS,
     short_help="print a record's content",
     epilog=examples(
-        "mnemo cat memory.mnemo.db 01J9Z3K4W5X6Y7Z8A9B0C1D2E3",
-        "mnemo cat memory.mnemo.db 01J9Z3K4W5X6Y7Z8A9B0C1D2E3 --version 1 --json",
+        "mnemo cat memory.mnemo.db 01a2337d34a371e8aaa945bc92f8585f",
+        "mnemo cat memory.mnemo.db 01a2337d34a371e8aaa945bc92f8585f --version 1 --json",
     ),
 )
 @db_argument()
@@ -124,8 +124,8 @@ def cat(db: str, rec_id: str, version: int | None, agent: str | None, as_json: b
     "history", context_settings=CONTEXT_SETTINGS,
     short_help="every version of a record, oldest first",
     epilog=examples(
-        "mnemo history memory.mnemo.db 01J9Z3K4W5X6Y7Z8A9B0C1D2E3",
-        "mnemo history memory.mnemo.db 01J9Z3K4W5X6Y7Z8A9B0C1D2E3 --json   # NDJSON: one version a line",
+        "mnemo history memory.mnemo.db 01a2337d34a371e8aaa945bc92f8585f",
+        "mnemo history memory.mnemo.db 01a2337d34a371e8aaa945bc92f8585f --json   # NDJSON: one version a line",
     ),
 )
 @db_argument()
