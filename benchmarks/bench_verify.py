@@ -39,7 +39,7 @@ from mnemo.storage.codec import (  # noqa: E402
     pack_record_fields,
     payload_digest,
 )
-from mnemo.storage.framing import encode_file_header, encode_frame  # noqa: E402
+from mnemo.storage.file.framing import encode_file_header, encode_frame  # noqa: E402
 
 SEED = b"\x42" * 32
 

@@ -12,6 +12,7 @@ from .errors import (
     NotFound,
     PermissionDenied,
     ReadOnly,
+    StorageError,
 )
 from .record import MemoryRecord, Problem, RecordInfo, VerifyReport
 from .validation import Limits
@@ -36,6 +37,7 @@ __all__ = [
     "ReadOnly",
     "RecordInfo",
     "RecordUnavailable",
+    "StorageError",
     "VerifyReport",
 ]
 

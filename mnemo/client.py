@@ -1,19 +1,21 @@
 """MnemoClient: the one public API. It checks input and permissions, builds chain entries and hands
-them to the store; it never touches files itself."""
+them to a storage backend through the storage contract (mnemo/storage/contract.py); it never touches
+files or tables itself."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import IO, Any
 
-from .acl import PERMISSIONS, Acl, home_scope, scope_matches, validate_pattern
+from .acl import PERMISSIONS, Acl, home_scope, validate_pattern
 from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
 from .ids import new_id, random_bytes
-from .record import MemoryRecord, Problem, RecordInfo, VerifyReport, make_memory_record, ns_to_datetime
+from .record import MemoryRecord, RecordInfo, VerifyReport, make_memory_record, ns_to_datetime
+from .storage import open_storage
+from .storage.batch import Batch
 from .storage.codec import (
     SALT_SIZE,
     canonical,
@@ -23,8 +25,7 @@ from .storage.codec import (
     pack_canonical_fields,
     seal_put_payload,
 )
-from .storage.engine import Batch, Store
-from .storage.index import Index, Rec, Version
+from .storage.contract import Found, Payloads, Query, Rec, ScopeFilter, Storage, Version
 from .validation import (
     Limits,
     canonical_metadata,
@@ -76,7 +77,7 @@ class MnemoClient:
         self._signing_key = _load_signing_key(signing_key) if signing_key is not None else None
         self._checkpoint_every = checkpoint_every
         self._since_checkpoint = 0
-        self._store = Store(
+        self._store: Storage = open_storage(
             os.fspath(db_path), agent_id, readonly=readonly, durability=durability, lock_timeout=lock_timeout
         )
         self.path = self._store.path
@@ -118,28 +119,25 @@ class MnemoClient:
     @property
     def head(self) -> tuple[int, str]:
         self._store.refresh()
-        view = self._view()
-        return view.head_seq, view.head_hash.hex()
+        seq, head = self._store.head()
+        return seq, head.hex()
 
     # -- internals ---------------------------------------------------------------------------------
-    def _view(self) -> Index | Batch:
-        batch = self._store.current_batch()
-        return batch if batch is not None else self._store.index
-
     def _acl(self) -> Acl:
-        return self._view().acl
+        return self._store.acl()
 
-    def _rec(self, view: Index | Batch, rec_id: Any) -> Rec | None:
+    def _scopes(self, requested: str | None = None) -> ScopeFilter:
+        """What this agent may read now (in this thread's open transaction, with its own grants)."""
+        everything, exact, prefixes = self._acl().readable_filter(self.agent_id)
+        return ScopeFilter(everything, frozenset(exact), prefixes, requested)
+
+    def _readable(self, rec_id: Any, payloads: Payloads = "none") -> Found:
         if not isinstance(rec_id, str):
             raise InvalidInput(f"a record id must be a string, got {type(rec_id).__name__}")
-        with self._store._index_lock:  # the index changes rows in place: never read one half-written
-            return view.get_rec(rec_id)
-
-    def _readable(self, view: Index | Batch, rec_id: Any) -> Rec:
-        rec = self._rec(view, rec_id)
-        if rec is None or not view.acl.allows(self.agent_id, "read", rec.scope):
+        found = self._store.get(rec_id, self._scopes(), payloads)
+        if found is None:
             raise _unavailable(rec_id)
-        return rec
+        return found
 
     def _require(self, acl: Acl, perm: str, scope: str) -> None:
         if not acl.allows(self.agent_id, perm, scope):
@@ -152,13 +150,14 @@ class MnemoClient:
         self._store.refresh()
         self._require(self._acl(), perm, scope)
 
-    def _record(self, rec: Rec, version: Version, batch: Batch | None) -> MemoryRecord:
-        packed = self._store.read_packed(version, batch, rec.id, rec.scope)
+    def _record(self, rec: Rec, version: Version, packed: bytes | memoryview) -> MemoryRecord:
         try:
             content, tags, metadata = decode_record_fields(packed)
         except Exception as exc:  # msgpack raises several unrelated types on garbage
-            off = version.slot_off
-            raise IntegrityError(f"{self._store.path}: unreadable payload at offset {off}: {exc}", off) from None
+            raise IntegrityError(
+                f"{self._store.path}: unreadable payload of record {rec.id} version {version.ver}: {exc}",
+                version.slot_off if version.slot_off >= 0 else None,
+            ) from None
         created, updated = _times(rec, version)
         return make_memory_record(
             rec.id, version.ver, content, tags, metadata, rec.scope, version.agent, created, updated,
@@ -242,17 +241,20 @@ class MnemoClient:
         ):
             raise InvalidInput(f"expected_version must be an int, got {expected_version!r}")
         with self._store.writing() as batch:
-            rec = self._readable(batch, rec_id)
+            keep_some = new_content is None or new_tags is None or new_meta is None
+            found = self._readable(rec_id, "latest" if keep_some else "none")
+            rec = found.rec
             self._require(batch.acl, "write", rec.scope)
             current = rec.latest.ver
             if expected_version is not None and expected_version != current:
                 raise Conflict(f"record {rec_id} is at version {current}, not {expected_version}")
-            if new_content is None or new_tags is None or new_meta is None:
-                old = self._record(rec, rec.latest, batch)
+            if keep_some:
+                old = self._record(rec, rec.latest, found.packed[0])
                 new_content = new_content or (old.content, rec.latest.size)
                 # Stored fields are canonical already; sorting again only guards a hand-made log.
                 new_tags = tuple(sorted(old.tags)) if new_tags is None else new_tags
                 new_meta = canonical(old.metadata) if new_meta is None else new_meta
+            assert new_content is not None and new_tags is not None and new_meta is not None
             body_content, size = new_content
             record = self._stage_put(
                 batch, rec.id, current + 1, rec.scope, body_content, size, new_tags, new_meta,
@@ -268,7 +270,7 @@ class MnemoClient:
         reason = check_optional_str(reason, "reason")
         with self._writing() as batch:
             for rec_id in id_list:
-                rec = self._readable(batch, rec_id)
+                rec = self._readable(rec_id).rec
                 self._require(batch.acl, "forget", rec.scope)
             return self._stage_forget(batch, id_list, reason)
 
@@ -295,10 +297,11 @@ class MnemoClient:
             # An empty filter would match every readable record: never do that by accident.
             raise InvalidInput("forget_where needs tags, a tag_prefix or a scope to select what to forget")
         with self._writing() as batch:
-            infos = self._select(batch, tags, (), tag_prefix, scope, None)
-            for rec in infos:
+            query, scopes = self._query(tags, (), tag_prefix, scope, None)
+            recs = [found.rec for found in self._store.select(query, scopes, payloads=False)]
+            for rec in recs:
                 self._require(batch.acl, "forget", rec.scope)
-            return self._stage_forget(batch, [r.id for r in infos], reason)
+            return self._stage_forget(batch, [r.id for r in recs], reason)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[MnemoClient]:
@@ -368,40 +371,20 @@ class MnemoClient:
     def get(self, rec_id: str) -> MemoryRecord:
         """The latest version of a record."""
         self._store.refresh()
-        batch = self._store.current_batch()
-        for _attempt in range(5):
-            with self._store._index_lock:
-                rec = self._readable(self._view(), rec_id)
-                generation = self._store.generation
-            try:
-                record = self._record(rec, rec.latest, batch)
-            except (NotFound, IntegrityError):
-                if self._store.generation == generation:
-                    self._store.refresh()  # forgotten (erased) by another process meanwhile?
-                    if self._store.generation == generation and self._rec(self._view(), rec_id) == rec:
-                        raise
-                continue
-            if self._store.generation == generation:
-                return record
-            self._store.refresh()
-        raise _unavailable(rec_id)
+        found = self._readable(rec_id, "latest")
+        return self._record(found.rec, found.rec.latest, found.packed[0])
 
     def history(self, rec_id: str) -> list[MemoryRecord]:
         """Every version of a record, oldest first."""
         self._store.refresh()
-        batch = self._store.current_batch()
-        with self._store._index_lock:
-            rec = self._readable(self._view(), rec_id)
-        try:
-            return [self._record(rec, v, batch) for v in rec.versions]
-        except NotFound:
-            raise _unavailable(rec_id) from None
+        found = self._readable(rec_id, "all")
+        return [self._record(found.rec, v, packed) for v, packed in zip(found.rec.versions, found.packed, strict=True)]
 
-    def _select(
-        self, view: Index | Batch, tags: Iterable[str], any_tags: Iterable[str], tag_prefix: str | None,
-        scope: str | None, limit: int | None,
-    ) -> list[Rec]:
-        """Readable live records matching every filter, in id (creation) order."""
+    def _query(
+        self, tags: Iterable[str], any_tags: Iterable[str], tag_prefix: str | None, scope: str | None,
+        limit: int | None,
+    ) -> tuple[Query, ScopeFilter]:
+        """The checked filters of a select, and the scopes this agent may read narrowed to `scope`."""
         all_tags = check_tags(tags, self.limits)
         some_tags = check_tags(any_tags, self.limits, "any_tags")
         if tag_prefix is not None and not isinstance(tag_prefix, str):
@@ -410,37 +393,7 @@ class MnemoClient:
             check_name(scope, "scope")
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise InvalidInput("limit must be a non-negative int or None")
-        base = self._store.index
-        everything, exact, prefixes = view.acl.readable_filter(self.agent_id)
-        want_all, want_some = frozenset(all_tags), frozenset(some_tags)
-
-        def in_scope(rec_scope: str) -> bool:
-            if scope is not None and not scope_matches(scope, rec_scope):
-                return False
-            return everything or rec_scope in exact or rec_scope.startswith(prefixes)
-
-        def matches(rec: Rec) -> bool:
-            if not in_scope(rec.scope):
-                return False
-            if want_all and not want_all.issubset(rec.tags):
-                return False
-            if want_some and want_some.isdisjoint(rec.tags):
-                return False
-            return tag_prefix is None or any(t.startswith(tag_prefix) for t in rec.tags)
-
-        with self._store._index_lock:
-            # The index's candidates match the tag filters exactly; scopes are decided once per
-            # distinct scope, not per record. Only the records returned become Rec tuples.
-            rows = base.candidate_rows(all_tags, some_tags, tag_prefix)
-            hits: list[tuple[str, int | Rec]] = list(base.rows_in_scopes(rows, in_scope))
-            if isinstance(view, Batch) and view.recs:
-                overlay = view.recs
-                hits = [hit for hit in hits if hit[0] not in overlay]
-                hits.extend((r.id, r) for r in overlay.values() if r is not None and matches(r))
-            hits.sort(key=lambda hit: hit[0])
-            if limit is not None:
-                del hits[limit:]
-            return [base.rec_at(r, i) if isinstance(r, int) else r for i, r in hits]
+        return Query(all_tags, some_tags, tag_prefix, limit), self._scopes(scope)
 
     def query(
         self,
@@ -453,19 +406,8 @@ class MnemoClient:
         """Readable records with all of `tags`, at least one of `any_tags`, and a tag starting with
         `tag_prefix`, in scope `scope` (exact, or a `prefix*` pattern); oldest first."""
         self._store.refresh()
-        batch = self._store.current_batch()
-        out = []
-        record = self._record
-        for rec in self._select(self._view(), tags, any_tags, tag_prefix, scope, limit):
-            try:
-                out.append(record(rec, rec.versions[-1], batch))
-            except (NotFound, IntegrityError):
-                # Forgotten (being erased) by another process since the selection, or compacted away?
-                self._store.refresh()
-                live = self._rec(self._view(), rec.id)
-                if live is not None:
-                    out.append(self._record(live, live.latest, batch))
-        return out
+        query, scopes = self._query(tags, any_tags, tag_prefix, scope, limit)
+        return [self._record(f.rec, f.rec.latest, f.packed[0]) for f in self._store.select(query, scopes)]
 
     def list_records(
         self,
@@ -475,10 +417,12 @@ class MnemoClient:
         scope: str | None = None,
         limit: int | None = None,
     ) -> list[RecordInfo]:
-        """Like query, from the index alone: no content is read from disk."""
+        """Like query, from the index alone: no content is read."""
         self._store.refresh()
+        query, scopes = self._query(tags, any_tags, tag_prefix, scope, limit)
         infos = []
-        for r in self._select(self._view(), tags, any_tags, tag_prefix, scope, limit):
+        for found in self._store.select(query, scopes, payloads=False):
+            r = found.rec
             latest = r.versions[-1]
             created, updated = _times(r, latest)
             infos.append(RecordInfo(
@@ -489,29 +433,11 @@ class MnemoClient:
 
     # -- audit -----------------------------------------------------------------------------------------
     def verify(self, pubkey: bytes | str | None = None, expect_head: tuple[int, str] | None = None) -> VerifyReport:
-        """Check the whole log file: framing, every hash and link, payload digests, erasures, signatures.
-        Returns every problem found."""
+        """Check the whole database: every hash and link, payload digests, erasures, signatures, and that
+        what the backend serves from (indexes, tables) is exactly what the chain says. Returns every
+        problem found."""
         self._store.refresh()
-        from .audit import verify_db_and_index
-
-        # One pass over the file checks it and gathers what the index must hold.
-        report, expected = verify_db_and_index(self.path, pubkey=_pubkey_bytes(pubkey), expect_head=expect_head)
-        if not report.ok:
-            return report
-        # The file is sound; is what this client serves from memory (perhaps loaded from a snapshot)
-        # exactly what the file says?
-        self._store.refresh()  # (others may have appended while the file was read)
-        stale = [
-            Problem("index", f"{msg}: the index snapshot was altered")
-            for msg in self._store.index_differences(expected)
-        ]
-        refused = self._store.snapshot_refused
-        if refused is not None:
-            stale.append(Problem("snapshot", f"the index snapshot ends at this log's head but was refused ({refused}): "
-                                 "it was altered; this client replayed the log instead"))
-        if stale:
-            return dataclasses.replace(report, ok=False, problems=report.problems + tuple(stale))
-        return report
+        return self._store.verify(_pubkey_bytes(pubkey), expect_head)
 
     def export_audit(
         self, dest: str | os.PathLike[str] | IO[str], since: int = 0, include_content: bool = False
@@ -523,7 +449,7 @@ class MnemoClient:
             raise PermissionDenied(f"{self.agent_id} may not export the audit trail: it needs admin on *")
         from .audit import export_audit
 
-        return export_audit(self.path, dest, since=since, include_content=include_content)
+        return export_audit(self._store, dest, since=since, include_content=include_content)
 
     def checkpoint(self) -> int | None:
         """Write a signed checkpoint over the current head (with a signing key) and the index snapshot.
@@ -542,7 +468,7 @@ class MnemoClient:
                 seq = batch.stage("checkpoint", self.agent_id, body).seq
             self._since_checkpoint = 0
         if self._store.current_batch() is None:
-            self._store.save_snapshot()
+            self._store.persist()
         return seq
 
     def compact(self) -> dict[str, int]:
@@ -558,30 +484,22 @@ class MnemoClient:
         if store.closed:
             raise Closed("the client is closed")
         store.refresh()
-        index = store.index
-        with store._index_lock:
-            # Counts cover only what this agent may read, so they do not reveal other scopes.
-            if index.acl.allows(self.agent_id, "admin", "*"):
-                records, versions, tags = index.counts()
-            else:
-                visible = self._select(index, (), (), None, None, None)
-                records, versions = len(visible), sum(len(r.versions) for r in visible)
-                tags = len({t for r in visible for t in r.tags})
+        # Counts cover only what this agent may read, so they do not reveal other scopes.
+        records, versions, tags = store.counts(self._scopes())
+        seq, head = store.head()
         return {
             "path": store.path,
             "db_id": store.db_id.hex(),
             "agent_id": self.agent_id,
-            "entries": index.entries,
-            "head_seq": index.head_seq,
-            "head_hash": index.head_hash.hex(),
+            "entries": seq + 1,
+            "head_seq": seq,
+            "head_hash": head.hex(),
             "records": records,
             "versions": versions,
             "tags": tags,
-            "log_bytes": store.end,
+            **store.info(),
             "durability": store.durability,
             "readonly": store.readonly,
-            "snapshot_used": store.snapshot_used,
-            "open_seconds": store.open_seconds,
             "recovery": list(store.recovery),
         }
 

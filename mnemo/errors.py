@@ -50,6 +50,11 @@ class DurabilityError(MnemoError):
     """An fsync or write failed; the client refuses further writes rather than retry."""
 
 
+class StorageError(MnemoError):
+    """The storage backend failed: the PostgreSQL server is unreachable, refused a statement, or holds a
+    schema this version cannot use. The message says which; nothing was written unless it says so."""
+
+
 __all__ = [
     "Closed",
     "Conflict",
@@ -61,4 +66,5 @@ __all__ = [
     "NotFound",
     "PermissionDenied",
     "ReadOnly",
+    "StorageError",
 ]

@@ -21,8 +21,8 @@ from mnemo.audit import UnreadableDatabase, verify_db
 from mnemo.errors import InvalidInput
 from mnemo.record import Problem, VerifyReport
 from mnemo.storage.codec import encode_put_payload, make_entry, pack_record_fields
-from mnemo.storage.framing import HEADER_SIZE, encode_frame
-from mnemo.storage.snapshot import write_erase_journal
+from mnemo.storage.file.framing import HEADER_SIZE, encode_frame
+from mnemo.storage.file.snapshot import write_erase_journal
 
 PUB = bytes.fromhex(pubkey_hex())
 
@@ -409,7 +409,7 @@ def test_small_chunks_give_the_same_report(db: Path, monkeypatch: pytest.MonkeyP
     expected = verify_db(db, pubkey=PUB)
     assert not expected.ok
     for chunk in (7, 64, 333):
-        monkeypatch.setattr(audit, "CHUNK", chunk)
+        monkeypatch.setattr(audit.filelog, "CHUNK", chunk)
         assert verify_db(db, pubkey=PUB) == expected
 
 

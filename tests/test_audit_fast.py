@@ -23,19 +23,18 @@ from test_audit_support import (
     sample_log,
 )
 
-import mnemo.audit as audit
 from mnemo import MnemoClient
-from mnemo.audit import ExpectedIndex, verify_db, verify_db_and_index
+from mnemo.audit import ExpectedIndex, filelog, verify_db, verify_db_and_index, verify_file
 from mnemo.record import VerifyReport
 from mnemo.storage.codec import encode_put_payload, make_entry, pack_record_fields, payload_digest
-from mnemo.storage.framing import FRAME_HEADER, encode_frame
+from mnemo.storage.file.framing import FRAME_HEADER, encode_frame
 
 PUB = bytes.fromhex(pubkey_hex())
 
 
 @contextmanager
 def general_path_only() -> Iterator[None]:
-    with mock.patch.object(audit._DbVerifier, "fast_frames", lambda self, win, pos: pos):
+    with mock.patch.object(verify_file._DbVerifier, "fast_frames", lambda self, win, pos: pos):
         yield
 
 
@@ -43,13 +42,13 @@ def general_path_only() -> Iterator[None]:
 def counting_general_frames() -> Iterator[list[int]]:
     """Counts the frames the general path reads."""
     seen: list[int] = []
-    general = audit._DbVerifier.frame
+    general = verify_file._DbVerifier.frame
 
     def frame(self: Any, frame: Any, crc_ok: bool, win: Any) -> None:
         seen.append(len(frame.entries))
         general(self, frame, crc_ok, win)
 
-    with mock.patch.object(audit._DbVerifier, "frame", frame):
+    with mock.patch.object(verify_file._DbVerifier, "frame", frame):
         yield seen
 
 
@@ -149,9 +148,9 @@ def test_seq_encodings_across_their_boundaries(db: Path) -> None:
     assert general == [1]  # only the genesis
     big = make_entry(0x10000, 1 << 60, b"\x00" * 32, "put", "a", {"digest": b"\x01" * 32, "id": "q", "scope": "s",
                                                             "size": 1, "ver": 1})
-    assert audit._seq_head(0x10000) == big.raw[:len(audit._seq_head(0x10000))]
+    assert verify_file._seq_head(0x10000) == big.raw[:len(verify_file._seq_head(0x10000))]
     huge = make_entry(1 << 40, 1 << 60, b"\x00" * 32, "put", "a", big.body)
-    assert audit._seq_head(1 << 40) == huge.raw[:len(audit._seq_head(1 << 40))]
+    assert verify_file._seq_head(1 << 40) == huge.raw[:len(verify_file._seq_head(1 << 40))]
 
 
 def test_every_single_damage_is_reported_the_same(db: Path) -> None:
@@ -282,7 +281,7 @@ def test_frames_appended_while_reading_and_small_chunks(db: Path, monkeypatch: p
     write(db, built.data)
     expected = both(db)
     for chunk in (7, 64, 333, 4096):
-        monkeypatch.setattr(audit, "CHUNK", chunk)
+        monkeypatch.setattr(filelog, "CHUNK", chunk)
         assert verify_db(db) == expected
 
 

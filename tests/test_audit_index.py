@@ -13,9 +13,9 @@ import pytest
 
 from mnemo import MnemoClient
 from mnemo.audit import verify_db_and_index
-from mnemo.storage import engine
-from mnemo.storage import snapshot as snap
-from mnemo.storage.index import Index
+from mnemo.storage.file import snapshot as snap
+from mnemo.storage.file import store as engine
+from mnemo.storage.file.index import Index
 
 
 def build(db: Path) -> dict[str, str]:
@@ -82,7 +82,7 @@ def test_a_sound_index_matches_in_bulk(db: Path) -> None:
     for use_snapshot in (True, False):
         with MnemoClient(db, "owner", durability="none", readonly=True) as c:
             if not use_snapshot:
-                c._store.index = engine.Store(str(db), "owner", readonly=True, use_snapshot=False).index
+                c._store.index = engine.FileStore(str(db), "owner", readonly=True, use_snapshot=False).index
             report, expected = verify_db_and_index(db)
             assert report.ok
             index = c._store.index

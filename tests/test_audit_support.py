@@ -25,7 +25,7 @@ from mnemo.storage.codec import (
     pack_record_fields,
     payload_digest,
 )
-from mnemo.storage.framing import FRAME_HEADER, TRAILER, encode_file_header, encode_frame, parse_frame
+from mnemo.storage.file.framing import FRAME_HEADER, TRAILER, encode_file_header, encode_frame, parse_frame
 
 DB_ID = bytes(range(16))
 TS0 = 1_764_500_000_000_000_000

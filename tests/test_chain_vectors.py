@@ -28,7 +28,7 @@ from mnemo.storage.codec import (
     pack_record_fields,
     payload_digest,
 )
-from mnemo.storage.framing import encode_file_header, encode_frame
+from mnemo.storage.file.framing import encode_file_header, encode_frame
 
 VECTORS = json.loads((Path(__file__).parent / "data" / "chain-vectors.json").read_text())["vectors"]
 BYTES_FIELDS = {"db_id", "digest", "head", "key", "sig"}

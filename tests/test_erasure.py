@@ -301,8 +301,8 @@ def test_forget_in_other_scopes(db_path: Path) -> None:
 # Opens the db, arms one crash point, then forgets the ids given: SIGKILL at that point of the erasure.
 ERASE_CHILD = r"""
 import os, signal, sys
-import mnemo.storage.engine as engine
-import mnemo.storage.snapshot as snap
+import mnemo.storage.file.store as engine
+import mnemo.storage.file.snapshot as snap
 from mnemo import MnemoClient
 
 db, point, ids = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -427,7 +427,7 @@ def test_forget_frame_written_by_hand_is_erased_on_open(db_path: Path) -> None:
     from helpers.frames import read_entries
 
     from mnemo.storage.codec import encode_forget_payload, make_entry
-    from mnemo.storage.framing import encode_frame
+    from mnemo.storage.file.framing import encode_frame
 
     folder = db_path.parent
     with MnemoClient(db_path, OWNER, durability="none") as c:

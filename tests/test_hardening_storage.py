@@ -19,8 +19,8 @@ from mnemo import MnemoClient
 from mnemo.audit import verify_db
 from mnemo.client import RecordUnavailable
 from mnemo.errors import IntegrityError, MnemoError
-from mnemo.storage import snapshot as snap
-from mnemo.storage.index import Index
+from mnemo.storage.file import snapshot as snap
+from mnemo.storage.file.index import Index
 
 OWNER = "owner"
 

@@ -84,7 +84,7 @@ def test_records_read_back_are_what_was_written(db_path: Path) -> None:
 
 
 def _slot(client: MnemoClient, rec_id: str) -> tuple[int, int]:
-    rec = client._rec(client._view(), rec_id)
+    rec = client._store.index.get_rec(rec_id)  # type: ignore[attr-defined]
     assert rec is not None
     return rec.latest.slot_off, rec.latest.slot_len
 
@@ -104,10 +104,10 @@ def test_an_erased_slot_is_not_found_and_a_damaged_one_names_its_offset(db_path:
         fine = client.remember("untouched", tags=["d", "f"])
         off, length = _slot(client, erased.id)
         _overwrite(db_path, off, bytes(length))
-        rec = client._rec(client._view(), erased.id)
+        rec = client._store.index.get_rec(erased.id)  # type: ignore[attr-defined]
         assert rec is not None
         with pytest.raises(NotFound):
-            client._store.read_packed(rec.latest)
+            client._store.read_packed(rec.latest, None, rec.id, rec.scope)  # type: ignore[attr-defined]
         doff, dlen = _slot(client, damaged.id)
         last = db_path.read_bytes()[doff + dlen - 1]
         _overwrite(db_path, doff + dlen - 1, bytes([last ^ 0x01]))
@@ -126,7 +126,7 @@ def test_a_slot_whose_crc_is_zero_is_read(db_path: Path, monkeypatch: pytest.Mon
     import types
     import zlib
 
-    import mnemo.storage.framing as framing  # where the slot CRC is checked
+    import mnemo.storage.file.framing as framing  # where the slot CRC is checked
 
     with MnemoClient(db_path, AGENT, durability="none") as client:
         rec = client.remember("crc zero", tags=["t"])

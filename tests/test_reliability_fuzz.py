@@ -15,7 +15,7 @@ from helpers.reliability_fuzz import fuzz_files, fuzz_handle
 
 from mnemo import MnemoClient
 from mnemo.errors import MnemoError
-from mnemo.storage.snapshot import decode_snapshot, encode_snapshot, write_erase_journal
+from mnemo.storage.file.snapshot import decode_snapshot, encode_snapshot, write_erase_journal
 
 
 def test_fuzz_memory_tool_handle(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import msgpack
 import pytest
 
 from mnemo import MnemoClient
-from mnemo.storage.snapshot import SNAP_MAGIC, SNAP_VERSION, decode_snapshot, encode_snapshot
+from mnemo.storage.file.snapshot import SNAP_MAGIC, SNAP_VERSION, decode_snapshot, encode_snapshot
 
 
 def test_large_byte_strings_become_sections_and_come_back() -> None:

@@ -28,7 +28,7 @@ from mnemo.storage.codec import (
     payload_digest,
     unpackb,
 )
-from mnemo.storage.framing import HEADER_SIZE, decode_file_header
+from mnemo.storage.file.framing import HEADER_SIZE, decode_file_header
 
 AGENT = "agent-1"
 HOME = f"agent:{AGENT}"
@@ -580,7 +580,7 @@ def test_damaged_snapshot_is_discarded(db_path: Path, damage: Any) -> None:
 
 def rewrite_snapshot(snap: Path, change: Any) -> None:
     """Change the snapshot's body and recompute its checksum, as a tamperer would."""
-    from mnemo.storage.snapshot import decode_snapshot, encode_snapshot
+    from mnemo.storage.file.snapshot import decode_snapshot, encode_snapshot
 
     data = snap.read_bytes()
     assert data[:8] == b"MNEMOSNP"
@@ -686,7 +686,7 @@ def test_durability_modes(db_path: Path, durability: str) -> None:
 @pytest.fixture
 def fsync_calls(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Times at which the storage layer asked the OS to flush the log to disk."""
-    from mnemo.storage import logfile
+    from mnemo.storage.file import logfile
 
     calls: list[float] = []
     real = logfile._sync
@@ -876,7 +876,7 @@ def failing_sync(fd: int) -> None:
 
 
 def test_an_fsync_failure_stops_writes(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mnemo.storage import logfile
+    from mnemo.storage.file import logfile
 
     with MnemoClient(db_path, AGENT, durability="fsync") as c:
         kept = c.remember("kept")
@@ -898,7 +898,7 @@ def test_an_fsync_failure_stops_writes(db_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_a_failed_sync_in_batch_mode_stops_later_writes(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mnemo.storage import logfile
+    from mnemo.storage.file import logfile
 
     with MnemoClient(db_path, AGENT, durability="batch") as c:
         c.remember("first")

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from mnemo import InvalidInput, MnemoClient
-from mnemo.storage import snapshot as snap
-from mnemo.storage.index import Index
+from mnemo.storage.file import snapshot as snap
+from mnemo.storage.file.index import Index
 
 
 def test_forget_where_without_a_filter_is_refused(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from helpers.frames import frame_spans, read_frames
 from mnemo import MemoryRecord, MnemoClient
 from mnemo.audit import verify_db
 from mnemo.errors import IntegrityError
-from mnemo.storage.framing import FRAME_HEADER, HEADER_SIZE, TRAILER
+from mnemo.storage.file.framing import FRAME_HEADER, HEADER_SIZE, TRAILER
 
 AGENT = "agent-1"
 

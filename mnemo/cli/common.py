@@ -27,7 +27,7 @@ import click
 
 from .. import audit
 from ..errors import IntegrityError, InvalidInput, MnemoError, NotFound, PermissionDenied
-from ..storage.framing import FILE_MAGIC
+from ..storage.file.framing import FILE_MAGIC
 from ..validation import check_name
 
 if TYPE_CHECKING:

@@ -1,6 +1,23 @@
-"""The chained log: framing, commit, recovery, indexes, snapshots, erasure. Only this package touches
-the database's files; `Store` (engine.py) is the small contract the client builds on."""
+"""Storage: the chain's encoding (codec), the contract the client builds on (contract, batch), and its
+backends: the embedded log file (file) and PostgreSQL (postgres). `open_storage` picks one by name."""
 
-from .engine import Batch, Store
+from __future__ import annotations
 
-__all__ = ["Batch", "Store"]
+from .contract import Storage, is_dsn
+
+
+def open_storage(
+    name: str, agent: str, *, readonly: bool = False, durability: str = "fsync", lock_timeout: float = 10.0
+) -> Storage:
+    """Open (creating if needed, unless readonly) the database `name`: a `postgresql://` or
+    `postgres://` URI selects PostgreSQL, anything else is a file path."""
+    if is_dsn(name):
+        from .postgres import open_postgres
+
+        return open_postgres(name, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout)
+    from .file import FileStore
+
+    return FileStore(name, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout)
+
+
+__all__ = ["Storage", "is_dsn", "open_storage"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mnemo.storage.codec import Entry
-from mnemo.storage.framing import HEADER_SIZE, Frame, decode_file_header, frame_length, parse_frame
+from mnemo.storage.file.framing import HEADER_SIZE, Frame, decode_file_header, frame_length, parse_frame
 
 
 def frame_spans(data: bytes) -> list[tuple[int, int]]:

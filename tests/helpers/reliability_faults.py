@@ -1,7 +1,7 @@
 """Fault injection at the system-call boundary the storage layer writes through.
 
 `Injector` replaces `os.pwrite`, `os.write`, `os.fsync`, `os.ftruncate`, `os.replace`, `os.unlink` and
-the log's `mnemo.storage.logfile._sync` (fdatasync) with wrappers. Calls on files outside `root` pass
+the log's `mnemo.storage.file.logfile._sync` (fdatasync) with wrappers. Calls on files outside `root` pass
 through untouched. Calls inside `root` are counted as numbered events; a `Fault` acts on one of them:
 it can stop the process with SIGKILL (before the call, after it, or in the middle of a write, leaving a
 prefix on disk), cut the power (the same, after putting back every byte written or truncated since that
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import mnemo.storage.logfile as logfile
+import mnemo.storage.file.logfile as logfile
 
 WRITE_KINDS = frozenset({"pwrite", "write"})
 SYNC_KINDS = frozenset({"fdatasync", "fsync"})

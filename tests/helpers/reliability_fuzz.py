@@ -26,8 +26,8 @@ from mnemo.audit import UnreadableDatabase, verify_db
 from mnemo.errors import MnemoError
 from mnemo.record import VerifyReport
 from mnemo.storage.codec import packb
-from mnemo.storage.framing import HEADER_SIZE, frame_length
-from mnemo.storage.snapshot import decode_snapshot, encode_snapshot
+from mnemo.storage.file.framing import HEADER_SIZE, frame_length
+from mnemo.storage.file.snapshot import decode_snapshot, encode_snapshot
 from mnemo.tools.server import MnemoMemoryToolServer
 
 OWNER = "owner"

@@ -13,42 +13,15 @@ import bisect
 import sys
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
-from ..acl import Acl
-from ..errors import IntegrityError
+from ...acl import Acl
+from ...errors import IntegrityError
+from ..contract import Rec, Version
 
 HASH_SIZE = 32
 # Postings up to this long drop a row at once; longer ones are cleaned lazily (see _unpost).
 SMALL_POSTING = 64
-
-
-class Version(NamedTuple):
-    """One version of a record: its chain position and where its payload slot lies in the log."""
-
-    ver: int
-    seq: int
-    ts_ns: int
-    agent: str
-    size: int
-    hash: bytes
-    slot_off: int  # -1 while staged in an open transaction
-    slot_len: int
-    entry_off: int = -1  # where the put's entry bytes lie in the log (-1 while staged)
-    entry_len: int = 0
-
-
-class Rec(NamedTuple):
-    """A live record: its scope, latest tags, and every version oldest first. Replaced, never mutated."""
-
-    id: str
-    scope: str
-    tags: tuple[str, ...]
-    versions: tuple[Version, ...]
-
-    @property
-    def latest(self) -> Version:
-        return self.versions[-1]
 
 
 # Column name -> array typecode. "I" is 4 bytes and "q" 8 on every platform CPython supports.

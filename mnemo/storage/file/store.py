@@ -1,26 +1,29 @@
-"""The store: one log file, its indexes, the single-writer commit path, recovery and erasure.
+"""The embedded backend: one log file, its indexes, the single-writer commit path, recovery and erasure.
 
-This is the storage contract the client builds on (a later server backend implements the same few
-methods): `writing()` yields a Batch to stage entries in, committed as one frame; `refresh()` catches up
-with frames other processes appended; `read_packed()` reads one payload slot from disk.
+`FileStore` implements the storage contract (mnemo/storage/contract.py): `writing()` yields a Batch to
+stage entries in, committed as one frame; `refresh()` catches up with frames other processes appended;
+reads look records up in the in-memory index and read their payload slots from the log, checked
+against the chain.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import os
 import stat
 import threading
 import time
 from array import array
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
-from ..acl import Acl
-from ..errors import Closed, DurabilityError, IntegrityError, LockTimeout, MnemoError, NotFound, ReadOnly
-from . import snapshot as snap
-from .codec import (
+from ...acl import Acl
+from ...errors import Closed, DurabilityError, IntegrityError, LockTimeout, MnemoError, NotFound, ReadOnly
+from ...record import Problem
+from ..batch import ACL_OPS, Batch, ChainError, apply_entry
+from ..codec import (
     SALT_SIZE,
     ZERO_HASH,
     Entry,
@@ -29,6 +32,9 @@ from .codec import (
     make_entry,
     served_put_problem,
 )
+from ..contract import Found, LogItem, Payloads, Progress, Query, Rec, ScopeFilter, Usage, Version
+from ..gc_pause import gc_paused
+from . import snapshot as snap
 from .framing import (
     ENTRY_HEADER,
     FRAME_HEADER,
@@ -46,8 +52,7 @@ from .framing import (
     parse_frame,
     slot_state,
 )
-from .gc_pause import gc_paused
-from .index import COLUMNS, HASH_SIZE, Index, Rec, Version
+from .index import COLUMNS, HASH_SIZE, Index
 from .logfile import (
     LogHandle,
     complete_with_damaged_length,
@@ -63,126 +68,15 @@ from .logfile import (
 )
 
 if TYPE_CHECKING:
-    from ..audit import ExpectedIndex
+    from ...audit import ExpectedIndex
+    from ...record import VerifyReport
 
 DURABILITY_MODES = ("fsync", "batch", "none")
-ACL_OPS = frozenset({"genesis", "grant", "revoke"})
 BATCH_INTERVAL = 0.05
 REBASE_ROWS = 10_000
 
 
-class ChainError(ValueError):
-    """An entry that is well-framed but does not follow from the chain before it."""
-
-
-class Staged(NamedTuple):
-    entry: Entry
-    payload: bytes | None
-    tags: tuple[str, ...]
-
-
-class Batch:
-    """The entries of one commit, staged under the writer lock, plus an overlay of the records and ACL
-    they change so that reads inside a transaction see its own writes."""
-
-    def __init__(self, store: Store, transactional: bool = False) -> None:
-        self.store = store
-        # Outside a transaction an operation does all its reads before it stages its one entry, so
-        # the overlay would never be read: skip building it.
-        self.transactional = transactional
-        self.base: Index = store.index
-        self.staged: list[Staged] = []
-        self.recs: dict[str, Rec | None] = {}
-        self._acl: Acl | None = None
-        self.head_seq: int = self.base.head_seq
-        self.head_hash: bytes = self.base.head_hash
-        self.head_ts: int = store.head_ts
-        self.payloads: dict[int, bytes] = {}
-        self._looked_up: tuple[str, Rec | None] | None = None
-
-    # the view interface apply_entry works on (Index has the same methods)
-    def get_rec(self, rec_id: str) -> Rec | None:
-        if rec_id in self.recs:
-            return self.recs[rec_id]
-        return self.base.get_rec(rec_id)
-
-    def next_ver(self, rec_id: str) -> int:
-        prev = self.get_rec(rec_id)
-        self._looked_up = (rec_id, prev)  # apply_entry puts right after: spare it a second lookup
-        return 1 if prev is None else prev.latest.ver + 1
-
-    def put(self, rec_id: str, scope: str, tags: tuple[str, ...], version: Version) -> None:
-        looked_up, self._looked_up = self._looked_up, None
-        prev = looked_up[1] if looked_up is not None and looked_up[0] == rec_id else self.get_rec(rec_id)
-        versions = (version,) if prev is None else prev.versions + (version,)
-        self.recs[rec_id] = Rec(rec_id, scope, tags, versions)
-
-    def drop(self, rec_id: str) -> Rec | None:
-        rec = self.get_rec(rec_id)
-        self.recs[rec_id] = None
-        return rec
-
-    @property
-    def acl(self) -> Acl:
-        return self._acl if self._acl is not None else self.base.acl
-
-    def acl_for_write(self) -> Acl:
-        if self._acl is None:
-            self._acl = self.base.acl.copy()
-        return self._acl
-
-    def stage(
-        self, op: str, agent: str, body: dict[str, Any], payload: bytes | None = None,
-        tags: tuple[str, ...] = (), trusted: bool = False,
-    ) -> Entry:
-        """Append one entry to the batch (seq, prev and time assigned now) and apply it to the overlay.
-        `trusted`: the body's maps are already in sorted key order, so canonicalising can be skipped."""
-        ts = max(time.time_ns(), self.head_ts)
-        entry = make_entry(self.head_seq + 1, ts, self.head_hash, op, agent, body, trusted)
-        if self.transactional:
-            apply_entry(self, entry, -1, 0 if payload is None else len(payload) + SLOT_CRC.size, tags)
-            if payload is not None:  # what reads of the overlay's staged versions return
-                self.payloads[entry.seq] = payload
-        self.staged.append(Staged(entry, payload, tags))
-        self.head_seq, self.head_hash, self.head_ts = entry.seq, entry.hash, ts
-        return entry
-
-
-def apply_entry(
-    view: Any, entry: Entry, slot_off: int, slot_len: int, tags: tuple[str, ...], entry_off: int = -1
-) -> list[Rec]:
-    """Apply one entry to an Index or a Batch; returns the records a forget dropped. `entry_off` is
-    where the entry's bytes lie in the log (-1 while staged)."""
-    body = entry.body
-    op = entry.op
-    if op == "put":
-        rec_id = body["id"]
-        expected = view.next_ver(rec_id)
-        if body["ver"] != expected:
-            raise ChainError(f"put of {rec_id} version {body['ver']}, expected {expected}")
-        version = Version(
-            body["ver"], entry.seq, entry.ts_ns, entry.agent, body["size"], entry.hash, slot_off, slot_len,
-            entry_off, len(entry.raw),
-        )
-        view.put(rec_id, body["scope"], tags, version)
-        return []
-    if op == "forget":
-        dropped = []
-        for rec_id in body["ids"]:
-            rec = view.drop(rec_id)
-            if rec is not None:
-                dropped.append(rec)
-        return dropped
-    if op == "grant":
-        view.acl_for_write().grant(body["principal"], body["scope"], body["perms"])
-    elif op == "revoke":
-        view.acl_for_write().revoke(body["principal"], body["scope"], body["perms"])
-    elif op == "genesis":
-        raise ChainError("genesis entry after seq 0")
-    return []
-
-
-class Store:
+class FileStore:
     def __init__(
         self, path: str, agent: str, *, readonly: bool = False, durability: str = "fsync",
         lock_timeout: float = 10.0, create: bool = True, use_snapshot: bool = True,
@@ -931,6 +825,140 @@ class Store:
             raise IntegrityError(f"{self.path}: the payload at offset {offset} is not served: {why}", offset)
         return payload[SALT_SIZE:]
 
+    # -- the contract's reads ------------------------------------------------------------------------
+    def head(self) -> tuple[int, bytes]:
+        batch = self.current_batch()
+        if batch is not None:
+            return batch.head_seq, batch.head_hash
+        with self._index_lock:
+            return self.index.head_seq, self.index.head_hash
+
+    def acl(self) -> Acl:
+        batch = self.current_batch()
+        return batch.acl if batch is not None else self.index.acl
+
+    def get(self, rec_id: str, scopes: ScopeFilter, payloads: Payloads = "latest") -> Found | None:
+        batch = self.current_batch()
+        for _attempt in range(5):
+            with self._index_lock:  # the index changes rows in place: never read one half-written
+                rec = (batch if batch is not None else self.index).get_rec(rec_id)
+                admitted = rec is not None and scopes.admits(rec.scope)
+                generation = self.generation
+            if not admitted or payloads == "none":
+                return Found(rec) if admitted and rec is not None else None
+            assert rec is not None
+            versions = rec.versions if payloads == "all" else (rec.latest,)
+            try:
+                packed = tuple(self._packed(rec, v, batch) for v in versions)
+            except (NotFound, IntegrityError):
+                if self.generation == generation:
+                    self.refresh()  # forgotten (erased) by another process meanwhile?
+                    with self._index_lock:
+                        now = (batch if batch is not None else self.index).get_rec(rec_id)
+                    if self.generation == generation and now == rec:
+                        raise
+                continue
+            if self.generation == generation:
+                return Found(rec, packed)
+            self.refresh()  # compacted meanwhile: the offsets read may be the old file's
+        return None
+
+    def select(self, query: Query, scopes: ScopeFilter, payloads: bool = True) -> list[Found]:
+        batch = self.current_batch()
+        with self._index_lock:
+            base = self.index
+            # The index's candidates match the tag filters exactly; scopes are decided once per
+            # distinct scope, not per record. Only the records returned become Rec tuples.
+            rows = base.candidate_rows(query.tags, query.any_tags, query.tag_prefix)
+            hits: list[tuple[str, int | Rec]] = list(base.rows_in_scopes(rows, scopes.admits))
+            if batch is not None and batch.recs:
+                overlay = batch.recs
+                hits = [hit for hit in hits if hit[0] not in overlay]
+                hits.extend(
+                    (r.id, r) for r in overlay.values()
+                    if r is not None and scopes.admits(r.scope) and query.matches(r.tags)
+                )
+            hits.sort(key=lambda hit: hit[0])
+            if query.limit is not None:
+                del hits[query.limit :]
+            recs = [base.rec_at(r, i) if isinstance(r, int) else r for i, r in hits]
+        if not payloads:
+            return [Found(rec) for rec in recs]
+        out = []
+        for rec in recs:
+            try:
+                out.append(Found(rec, (self._packed(rec, rec.latest, batch),)))
+            except (NotFound, IntegrityError):
+                # Forgotten (being erased) by another process since the selection, or compacted away?
+                self.refresh()
+                found = self.get(rec.id, scopes)
+                if found is not None:
+                    out.append(found)
+        return out
+
+    def _packed(self, rec: Rec, version: Version, batch: Batch | None) -> bytes | memoryview:
+        return self.read_packed(version, batch, rec.id, rec.scope)
+
+    def counts(self, scopes: ScopeFilter) -> tuple[int, int, int]:
+        with self._index_lock:
+            if scopes.everything and scopes.requested is None:
+                return self.index.counts()
+        visible = [f.rec for f in self.select(Query(), scopes, payloads=False)]
+        return len(visible), sum(len(r.versions) for r in visible), len({t for r in visible for t in r.tags})
+
+    def usage(self, scope: str, tag: str) -> Usage:
+        batch = self.current_batch()
+        with self._index_lock:
+            base = self.index
+            recs = [base.rec_at(row, i) for i, row in base.rows_in_scopes(base.rows_with_tag(tag), scope.__eq__)]
+            if batch is not None and batch.recs:
+                overlay = batch.recs
+                recs = [r for r in recs if r.id not in overlay]
+                recs.extend(r for r in overlay.values() if r is not None and r.scope == scope and tag in r.tags)
+        versions = [v for r in recs for v in r.versions]
+        return Usage(len(recs), sum(r.latest.size for r in recs), len(versions), sum(v.size for v in versions))
+
+    def log(self, since: int = 0, payloads: bool = False) -> Iterator[LogItem]:
+        from ...audit import read_log
+
+        for item in read_log(self.path, payloads=payloads):
+            if item.entry.seq >= since:
+                yield LogItem(item.entry, item.slot.state, item.payload, item.offset)
+
+    def verify(
+        self, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None = None
+    ) -> VerifyReport:
+        """The file checked end to end (audit.verify_db), then the index this store serves compared with
+        what that pass over the file says it must hold."""
+        from ...audit import verify_db_and_index
+
+        self.refresh()
+        report, expected = verify_db_and_index(self.path, pubkey=pubkey, expect_head=expect_head)
+        if not report.ok:
+            return report
+        self.refresh()  # (others may have appended while the file was read)
+        problems = [
+            Problem("index", f"{msg}: the index snapshot was altered") for msg in self.index_differences(expected)
+        ]
+        if self.snapshot_refused is not None:
+            problems.append(Problem(
+                "snapshot", f"the index snapshot ends at this log's head but was refused ({self.snapshot_refused}): "
+                "it was altered; this client replayed the log instead"
+            ))
+        if problems:
+            return dataclasses.replace(report, ok=False, problems=report.problems + tuple(problems))
+        return report
+
+    def persist(self) -> None:
+        self.save_snapshot()
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "log_bytes": self.end,
+            "snapshot_used": self.snapshot_used,
+            "open_seconds": self.open_seconds,
+        }
+
     # -- snapshots, closing --------------------------------------------------------------------------
     def _write_snapshot(self) -> dict[str, Any] | None:
         """Write DB.snap; returns the index state written (None if none was)."""
@@ -964,7 +992,7 @@ class Store:
                 if (index.head_seq, index.head_hash) == (expected.head_seq, expected.head_hash):
                     with gc_paused():
                         return _differences(index, expected) + index.posting_differences()
-        fresh = Store(self.path, self.agent, readonly=True, use_snapshot=False)
+        fresh = FileStore(self.path, self.agent, readonly=True, use_snapshot=False)
         try:
             with self._index_lock:
                 mine, theirs = self.index, fresh.index
@@ -1006,12 +1034,12 @@ class Store:
 
 
 class _Writing:
-    """Store.writing's context. A class rather than a generator: every write enters one, and a plain
+    """FileStore.writing's context. A class rather than a generator: every write enters one, and a plain
     __enter__/__exit__ pair costs a fraction of contextlib's machinery."""
 
     __slots__ = ("store", "transactional", "batch")
 
-    def __init__(self, store: Store, transactional: bool) -> None:
+    def __init__(self, store: FileStore, transactional: bool) -> None:
         self.store = store
         self.transactional = transactional
         self.batch: Batch | None = None  # None: nested in an open batch, which commits at its own end
@@ -1030,7 +1058,8 @@ class _Writing:
             try:
                 store._check_open()
                 store._catch_up(writer=True)
-                batch = Batch(store, self.transactional)
+                batch = Batch(store.index, (store.index.head_seq, store.index.head_hash, store.head_ts),
+                              self.transactional)
             except BaseException:
                 store._unlock()
                 raise
@@ -1063,7 +1092,7 @@ class _Writing:
 
 
 def _differences(index: Index, expected: ExpectedIndex) -> list[str]:
-    """How `index` differs from what the log says it must hold (Store.index_differences)."""
+    """How `index` differs from what the log says it must hold (FileStore.index_differences)."""
     out = [] if _same_records(index, expected) else _record_differences(index, expected)
     if index.acl.to_state() != expected.acl.to_state():
         out.append("the grants in the index differ from those in the log")
@@ -1220,7 +1249,7 @@ def load_snapshot(fd: int, db_id: bytes, body: dict[str, Any]) -> tuple[Index, i
     The ACL is never taken from the snapshot: it is rebuilt from the genesis, grant and revoke entries
     of the log itself, at the frame offsets the snapshot lists (a listed offset that is not such a
     frame refuses the snapshot). What else it holds is trusted only as far as `verify` checks it
-    against the log, and reads check each payload against its chain entry (Store.read_packed)."""
+    against the log, and reads check each payload against its chain entry (FileStore.read_packed)."""
     try:
         if body["db_id"] != db_id:
             return None
@@ -1288,4 +1317,4 @@ def _perms(value: Any) -> list[str]:
     return value
 
 
-__all__ = ["ACL_OPS", "DURABILITY_MODES", "Batch", "SnapshotRefused", "Store", "acl_from_frames", "load_snapshot"]
+__all__ = ["DURABILITY_MODES", "FileStore", "SnapshotRefused", "acl_from_frames", "load_snapshot"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgpack
 
-from .codec import packb, unpackb
+from ..codec import packb, unpackb
 from .logfile import fsync_dir, sync, write_all
 
 SNAP_MAGIC = b"MNEMOSNP"

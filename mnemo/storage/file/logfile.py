@@ -13,7 +13,7 @@ import time
 import zlib
 from collections.abc import Iterator
 
-from ..errors import DurabilityError, LockTimeout
+from ...errors import DurabilityError, LockTimeout
 from .framing import ENTRY_HEADER, FRAME_END, FRAME_HEADER, TRAILER, Frame, FrameError, frame_length, parse_frame
 
 CHUNK = 4 << 20

@@ -1,0 +1,37 @@
+"""Verification of a database and of audit exports; the audit export; checkpoint keys and signatures.
+
+`verify_db` reads a log file itself, in chunks, never as a client and never writing: it checks the
+header, the framing, every hash and link, sequence numbers, genesis, payload digests and slot checksums,
+erasures and checkpoint signatures, and reports every problem it finds with its seq and byte offset.
+`export_audit` writes the chain as JSON Lines and `verify_export` checks such a file with nothing but
+SHA-256, msgpack and Ed25519. docs/FORMAT.md (§5) spells out both algorithms.
+"""
+
+from .common import KeyFileError, UnreadableDatabase, UnreadableExport, format_ts, jsonable
+from .export import export_audit, export_line
+from .filelog import LogItem, read_log
+from .keys import generate_keypair, load_private_key, load_public_key, public_key_bytes, sign_checkpoint
+from .verify_export import verify_export
+from .verify_file import ExpectedIndex, check_snapshot_file, verify_db, verify_db_and_index
+
+__all__ = [
+    "ExpectedIndex",
+    "KeyFileError",
+    "LogItem",
+    "UnreadableDatabase",
+    "UnreadableExport",
+    "check_snapshot_file",
+    "export_audit",
+    "export_line",
+    "format_ts",
+    "generate_keypair",
+    "jsonable",
+    "load_private_key",
+    "load_public_key",
+    "public_key_bytes",
+    "read_log",
+    "sign_checkpoint",
+    "verify_db",
+    "verify_db_and_index",
+    "verify_export",
+]

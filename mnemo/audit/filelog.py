@@ -1,0 +1,258 @@
+"""Reading a log file as an auditor: in chunks, without opening it as a client, never writing."""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from ..errors import IntegrityError
+from ..storage.codec import (
+    Entry,
+)
+from ..storage.file.framing import (
+    FRAME_END,
+    FRAME_HEADER,
+    FRAME_MAGIC,
+    HEADER_SIZE,
+    TRAILER,
+    Frame,
+    FrameError,
+    HeaderError,
+    Slot,
+    decode_file_header,
+    frame_length,
+    parse_frame,
+)
+from ..storage.file.logfile import complete_with_damaged_length, read_exact
+from .common import PathArg, Progress, UnreadableDatabase
+
+CHUNK = 1 << 20
+_BIG_FRAME = 4 * CHUNK  # above this, a frame's trailer magic is checked before the frame is read whole
+
+
+# -- reading the log in chunks ---------------------------------------------------------------------------
+
+
+class _Window:
+    """A sliding window over the log file: at most a chunk (or one frame) in memory at a time."""
+
+    def __init__(
+        self, fd: int, size: int, path: str, progress: Progress | None, growable: bool = True
+    ) -> None:
+        self.fd = fd
+        self.size = size
+        self.path = path
+        self.progress = progress
+        self.growable = growable
+        self.start = 0
+        self.buf = b""
+
+    def grew(self) -> bool:
+        """Whether the file grew since it was opened (a writer appending): then read on to its new end."""
+        if not self.growable:
+            return False
+        try:
+            size = os.fstat(self.fd).st_size
+        except OSError:
+            return False
+        if size <= self.size:
+            return False
+        self.size = size
+        return True
+
+    def ensure(self, offset: int, n: int) -> None:
+        """Make bytes [offset, offset + n) (clamped to the file's end) available in self.buf."""
+        end = min(offset + n, self.size)
+        bstart, bend = self.start, self.start + len(self.buf)
+        if bstart <= offset and end <= bend:
+            return
+        keep = self.buf[offset - bstart:] if bstart <= offset <= bend else b""
+        want = max(end, min(offset + CHUNK, self.size)) - offset - len(keep)
+        data = self.pread(offset + len(keep), want)
+        self.buf = keep + data
+        self.start = offset
+        if len(data) < want:  # the file shrank under us: it ends here now
+            self.size = offset + len(self.buf)
+        if self.progress is not None:
+            self.progress(min(offset, self.size), self.size)
+
+    def pread(self, offset: int, n: int) -> bytes:
+        try:
+            return read_exact(self.fd, offset, n)
+        except OSError as exc:
+            raise UnreadableDatabase(f"cannot read {self.path} at offset {offset}: {exc.strerror}") from None
+
+    def get(self, offset: int, n: int) -> bytes:
+        self.ensure(offset, n)
+        rel = offset - self.start
+        return self.buf[rel:rel + n]
+
+
+def _read_frame(win: _Window, pos: int, lenient: bool) -> tuple[Frame, bool]:
+    """Parse the frame at `pos`: (frame, checksum ok). Raises FrameError.
+
+    With `lenient`, a frame whose only fault is its checksum is still returned (checksum ok = False), so
+    that its entries can be checked and reported by seq."""
+    if pos + FRAME_HEADER.size > win.size:
+        win.grew()  # a frame being appended right now is not a torn one
+    win.ensure(pos, FRAME_HEADER.size)
+    total = frame_length(win.buf, pos - win.start, pos)
+    if pos + total > win.size and not (win.grew() and pos + total <= win.size):
+        raise FrameError("incomplete", f"the file ends inside the frame at offset {pos}", pos, total)
+    if total > _BIG_FRAME and win.pread(pos + total - len(FRAME_END), len(FRAME_END)) != FRAME_END:
+        raise FrameError("bad", f"frame at offset {pos} has no end marker where its length says", pos, total)
+    win.ensure(pos, total)
+    rel = pos - win.start
+    try:
+        return parse_frame(win.buf, rel, pos), True
+    except FrameError as exc:
+        if not lenient or exc.kind != "bad":
+            raise
+        original = exc
+    data = bytearray(win.buf[rel:rel + total])
+    _magic, _count, _first, elen, plen = FRAME_HEADER.unpack_from(data, 0)
+    crc_at = FRAME_HEADER.size + elen + plen
+    crc, end_magic = TRAILER.unpack_from(data, crc_at)
+    good_crc = zlib.crc32(data[:FRAME_HEADER.size + elen])
+    if end_magic != FRAME_END or crc == good_crc:
+        raise original  # the fault is not (only) the checksum
+    struct.pack_into(">I", data, crc_at, good_crc)
+    try:
+        return parse_frame(bytes(data), 0, pos), False
+    except FrameError:
+        raise original from None
+
+
+def _resync(win: _Window, start: int) -> int | None:
+    """The offset of the first frame at or after `start` that parses with a good checksum, or None."""
+    p = start
+    while p < win.size:
+        win.ensure(p, CHUNK)
+        i = win.buf.find(FRAME_MAGIC, p - win.start)
+        if i < 0:
+            bend = win.start + len(win.buf)
+            if bend >= win.size:
+                return None
+            p = max(p + 1, bend - len(FRAME_MAGIC) + 1)
+            continue
+        cand = win.start + i
+        try:
+            _read_frame(win, cand, lenient=False)
+            return cand
+        except FrameError:
+            p = cand + 1
+    return None
+
+
+@dataclass(frozen=True)
+class _Damage:
+    offset: int
+    resume: int | None  # the next good frame, or None when nothing readable follows
+    torn: bool  # the file ends inside this frame, and nothing readable follows: a torn write
+    message: str
+
+
+def _scan(
+    win: _Window, lenient: bool, skip: Callable[[_Window, int], int] | None = None
+) -> Iterator[tuple[Frame, bool] | _Damage]:
+    """Every frame from offset 32 on, with damaged stretches between them reported and skipped.
+    `skip(win, pos)`, if given, takes care of the frames from `pos` on that it can, and returns the
+    offset where they end."""
+    pos = HEADER_SIZE
+    while pos < win.size:
+        if skip is not None:
+            pos = skip(win, pos)
+            if pos >= win.size:
+                break
+        try:
+            item = _read_frame(win, pos, lenient)
+        except FrameError as exc:
+            resume = _resync(win, pos + 1)
+            # as the engine judges it: only a frame cut short, with nothing after it, is a torn write
+            torn = exc.kind == "incomplete" and resume is None and not complete_with_damaged_length(
+                win.fd, pos, win.size
+            )
+            yield _Damage(pos, resume, torn, str(exc))
+            if resume is None:
+                return
+            pos = resume
+            continue
+        yield item
+        pos = item[0].end
+
+
+def _entry_offsets(frame: Frame) -> list[int]:
+    """File offset of each entry's length header inside the frame."""
+    out: list[int] = []
+    off = frame.offset + FRAME_HEADER.size
+    for e in frame.entries:
+        out.append(off)
+        off += 8 + len(e.raw)
+    return out
+
+
+
+
+def _open_db(path: PathArg) -> tuple[int, int, str]:
+    name = os.fspath(path)
+    try:
+        fd = os.open(name, os.O_RDONLY)
+    except OSError as exc:
+        raise UnreadableDatabase(f"cannot open {name}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not os.path.isfile(name) or (st.st_mode & 0o170000) != 0o100000:
+            raise UnreadableDatabase(f"cannot read {name}: not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size, name
+
+
+# -- reading the chain strictly (export, `mnemo log`) -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogItem:
+    """One chain entry as read from the log, with its offset and its payload slot."""
+
+    entry: Entry
+    offset: int
+    slot: Slot
+    payload: bytes | None  # the payload bytes of an `ok` slot, when asked for
+
+
+def _strict_items(win: _Window, payloads: bool) -> Iterator[LogItem]:
+    try:
+        decode_file_header(win.get(0, HEADER_SIZE))
+    except HeaderError as exc:
+        raise IntegrityError(f"{win.path}: bad file header: {exc}", 0) from None
+    for item in _scan(win, lenient=False):
+        if isinstance(item, _Damage):
+            if item.torn:
+                return  # a torn or in-progress last write: a reader stops before it
+            raise IntegrityError(f"{win.path}: damaged frame at offset {item.offset} ({item.message}); "
+                                 "run `mnemo verify` for the full report", item.offset)
+        frame = item[0]
+        for e, slot, off in zip(frame.entries, frame.slots, _entry_offsets(frame), strict=True):
+            data = None
+            if payloads and slot.state == "ok":
+                start, length = slot.payload_range()
+                data = win.get(start, length)
+            yield LogItem(e, off, slot, data)
+
+
+def read_log(path: PathArg, *, payloads: bool = False) -> Iterator[LogItem]:
+    """Every entry of the log in order, read in chunks without opening the database as a client.
+
+    Stops before an incomplete last frame (a torn or in-progress write); raises IntegrityError at damage
+    anywhere else and UnreadableDatabase if the file cannot be read. Does not check hashes or links:
+    that is verify_db's work."""
+    fd, size, name = _open_db(path)
+    try:
+        yield from _strict_items(_Window(fd, size, name, None), payloads)
+    finally:
+        os.close(fd)

@@ -1,0 +1,138 @@
+"""A commit in the making, shared by every backend: the entries staged under the writer lock, and an
+overlay of the records and ACL they change, so that reads inside a transaction see its own writes."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, NamedTuple, Protocol
+
+from ..acl import Acl
+from .codec import SALT_SIZE, Entry, make_entry
+from .contract import Rec, Version
+
+ACL_OPS = frozenset({"genesis", "grant", "revoke"})
+
+
+class ChainError(ValueError):
+    """An entry that is well-framed but does not follow from the chain before it."""
+
+
+class Staged(NamedTuple):
+    entry: Entry
+    payload: bytes | None
+    tags: tuple[str, ...]
+
+
+class View(Protocol):
+    """What a batch reads through to: the committed state, as the backend holds it under the lock."""
+
+    @property
+    def acl(self) -> Acl: ...
+
+    def get_rec(self, rec_id: str) -> Rec | None: ...
+
+
+class Batch:
+    """The entries of one commit plus their overlay. `head` is (seq, hash, ts_ns) of the last committed
+    entry; staged entries continue from it."""
+
+    def __init__(self, base: View, head: tuple[int, bytes, int], transactional: bool = False) -> None:
+        # Outside a transaction an operation does all its reads before it stages its one entry, so
+        # the overlay would never be read: skip building it.
+        self.transactional = transactional
+        self.base = base
+        self.staged: list[Staged] = []
+        self.recs: dict[str, Rec | None] = {}
+        self._acl: Acl | None = None
+        self.head_seq, self.head_hash, self.head_ts = head
+        self.payloads: dict[int, bytes] = {}  # seq -> payload of the overlay's staged versions
+        self._looked_up: tuple[str, Rec | None] | None = None
+
+    # the view interface apply_entry works on (the file backend's Index has the same methods)
+    def get_rec(self, rec_id: str) -> Rec | None:
+        if rec_id in self.recs:
+            return self.recs[rec_id]
+        return self.base.get_rec(rec_id)
+
+    def next_ver(self, rec_id: str) -> int:
+        prev = self.get_rec(rec_id)
+        self._looked_up = (rec_id, prev)  # apply_entry puts right after: spare it a second lookup
+        return 1 if prev is None else prev.latest.ver + 1
+
+    def put(self, rec_id: str, scope: str, tags: tuple[str, ...], version: Version) -> None:
+        looked_up, self._looked_up = self._looked_up, None
+        prev = looked_up[1] if looked_up is not None and looked_up[0] == rec_id else self.get_rec(rec_id)
+        versions = (version,) if prev is None else prev.versions + (version,)
+        self.recs[rec_id] = Rec(rec_id, scope, tags, versions)
+
+    def drop(self, rec_id: str) -> Rec | None:
+        rec = self.get_rec(rec_id)
+        self.recs[rec_id] = None
+        return rec
+
+    @property
+    def acl(self) -> Acl:
+        return self._acl if self._acl is not None else self.base.acl
+
+    def acl_for_write(self) -> Acl:
+        if self._acl is None:
+            self._acl = self.base.acl.copy()
+        return self._acl
+
+    def stage(
+        self, op: str, agent: str, body: dict[str, Any], payload: bytes | None = None,
+        tags: tuple[str, ...] = (), trusted: bool = False,
+    ) -> Entry:
+        """Append one entry to the batch (seq, prev and time assigned now) and apply it to the overlay.
+        `trusted`: the body's maps are already in sorted key order, so canonicalising can be skipped."""
+        ts = max(time.time_ns(), self.head_ts)
+        entry = make_entry(self.head_seq + 1, ts, self.head_hash, op, agent, body, trusted)
+        if self.transactional:
+            apply_entry(self, entry, -1, 0 if payload is None else len(payload) + 4, tags)
+            if payload is not None:  # what reads of the overlay's staged versions return
+                self.payloads[entry.seq] = payload
+        self.staged.append(Staged(entry, payload, tags))
+        self.head_seq, self.head_hash, self.head_ts = entry.seq, entry.hash, ts
+        return entry
+
+    def staged_packed(self, version: Version) -> bytes | None:
+        """The packed fields of a version staged in this batch (None if it is not one of them)."""
+        payload = self.payloads.get(version.seq) if version.slot_off < 0 else None
+        return None if payload is None else payload[SALT_SIZE:]
+
+
+def apply_entry(
+    view: Any, entry: Entry, slot_off: int, slot_len: int, tags: tuple[str, ...], entry_off: int = -1
+) -> list[Rec]:
+    """Apply one entry to a view (a Batch, or a backend's index); returns the records a forget dropped.
+    `slot_off`/`slot_len` and `entry_off` say where the backend keeps the payload and the entry."""
+    body = entry.body
+    op = entry.op
+    if op == "put":
+        rec_id = body["id"]
+        expected = view.next_ver(rec_id)
+        if body["ver"] != expected:
+            raise ChainError(f"put of {rec_id} version {body['ver']}, expected {expected}")
+        version = Version(
+            body["ver"], entry.seq, entry.ts_ns, entry.agent, body["size"], entry.hash, slot_off, slot_len,
+            entry_off, len(entry.raw),
+        )
+        view.put(rec_id, body["scope"], tags, version)
+        return []
+    if op == "forget":
+        dropped = []
+        for rec_id in body["ids"]:
+            rec = view.drop(rec_id)
+            if rec is not None:
+                dropped.append(rec)
+        return dropped
+    if op == "grant":
+        view.acl_for_write().grant(body["principal"], body["scope"], body["perms"])
+    elif op == "revoke":
+        view.acl_for_write().revoke(body["principal"], body["scope"], body["perms"])
+    elif op == "genesis":
+        raise ChainError("genesis entry after seq 0")
+    return []
+
+
+__all__ = ["ACL_OPS", "Batch", "ChainError", "Staged", "View", "apply_entry"]

@@ -1,0 +1,17 @@
+"""The PostgreSQL backend (psycopg 3, the `postgres` extra): the same chain and the same contract as the
+log file, for agents on many machines (docs/POSTGRES.md)."""
+
+from __future__ import annotations
+
+try:
+    import psycopg  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    from ...errors import StorageError
+
+    raise StorageError(
+        "a postgresql:// database needs psycopg 3: pip install 'mnemo-db[postgres]'"
+    ) from exc
+
+from .store import PostgresStore, application_dsn, display_name, open_postgres
+
+__all__ = ["PostgresStore", "application_dsn", "display_name", "open_postgres"]

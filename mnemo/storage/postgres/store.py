@@ -1,0 +1,838 @@
+"""The PostgreSQL backend: the same chain as the log file, in tables (schema.py), for agents on many
+machines. Implements the storage contract (mnemo/storage/contract.py).
+
+One order: every writer locks the single `mnemo_head` row `FOR UPDATE` inside the transaction that
+commits its entries, and holds it from the reads of a read-modify-write to the commit, so seqs are
+gap-free and each entry links to the one before, whatever process or host wrote it.
+
+Group commit: a writer commits with `synchronous_commit = off`, so the head row is released as soon as
+the commit record is written, and then waits for that record to be flushed by committing, on a second
+connection, a tiny transaction with `synchronous_commit = on` (its flush covers every commit before it).
+Waits of many writers, in this process and in others, share the server's WAL flushes, while the lock is
+held only for the work itself. A write returns only once it is durable (durability="fsync").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from ...acl import Acl
+from ...errors import (
+    Closed,
+    DurabilityError,
+    IntegrityError,
+    InvalidInput,
+    LockTimeout,
+    MnemoError,
+    NotFound,
+    ReadOnly,
+    StorageError,
+)
+from ...record import VerifyReport
+from ..batch import ACL_OPS, Batch, apply_entry
+from ..codec import ZERO_HASH, Entry, EntryDecodeError, decode_entry, make_entry, served_put_problem
+from ..contract import Found, LogItem, Payloads, Progress, Query, Rec, ScopeFilter, Usage, Version
+from . import schema
+
+DURABILITY_MODES = ("fsync", "batch", "none")
+BATCH_INTERVAL = 0.05
+SCHEMA_LOCK = "mnemo.schema"  # advisory lock key text: creators and migrators of one schema take turns
+
+_VERSION_COLUMNS = "v.ver, v.seq, v.ts_ns, v.agent, v.size, v.hash, v.entry_len, v.payload_len"
+_TAGS = "(SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{}') FROM mnemo_tags t WHERE t.id = r.id)"
+
+
+def display_name(dsn: str) -> str:
+    """The DSN without its password, for messages and stats."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "postgresql://(an unreadable DSN)"
+    params.pop("password", None)
+    host = params.get("host", "")
+    port = params.get("port", "")
+    user = params.get("user", "")
+    where = f"{user}@" if user else ""
+    where += f"{host}:{port}" if port else str(host)
+    return f"postgresql://{where}/{params.get('dbname', '')}"
+
+
+def storage_error(exc: BaseException, what: str) -> MnemoError:
+    """A psycopg error as the MnemoError a caller can act on."""
+    if isinstance(exc, MnemoError):
+        return exc
+    if isinstance(exc, pg_errors.LockNotAvailable):
+        return LockTimeout(f"could not take the writer lock on {what} in time: another writer holds it")
+    if isinstance(exc, pg_errors.InsufficientPrivilege):
+        return StorageError(f"PostgreSQL at {what} refused: {_first_line(exc)} (a role with more privileges "
+                            "is needed for this, see docs/POSTGRES.md)")
+    if isinstance(exc, psycopg.OperationalError):
+        return StorageError(f"PostgreSQL at {what} is unreachable or the connection was lost: {_first_line(exc)}")
+    return StorageError(f"PostgreSQL at {what} failed: {_first_line(exc)}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _like_prefix(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _scope_sql(scopes: ScopeFilter, column: str = "r.scope") -> tuple[str, list[Any]]:
+    """A WHERE condition admitting exactly the scopes `scopes` admits, and its parameters."""
+    parts: list[str] = []
+    params: list[Any] = []
+    if not scopes.everything:
+        parts.append(f"({column} = ANY(%s::text[]) OR {column} LIKE ANY(%s::text[]))")
+        params += [sorted(scopes.exact), [_like_prefix(p) for p in scopes.prefixes]]
+    requested = scopes.requested
+    if requested is not None:
+        if requested.endswith("*"):
+            parts.append(f"{column} LIKE %s")
+            params.append(_like_prefix(requested[:-1]))
+        else:
+            parts.append(f"{column} = %s")
+            params.append(requested)
+    return (" AND ".join(parts) or "true"), params
+
+
+def _version(row: tuple[Any, ...]) -> Version:
+    ver, seq, ts_ns, agent, size, hash_, entry_len, payload_len = row
+    # the row keys stand where the log file keeps offsets: the entry and its payload are both found by seq
+    return Version(ver, seq, ts_ns, agent, size, bytes(hash_), seq, payload_len, seq, entry_len)
+
+
+class _View:
+    """What a batch reads through to: the committed state, on the writer's connection, under the lock."""
+
+    def __init__(self, store: PostgresStore, conn: psycopg.Connection[Any], acl: Acl) -> None:
+        self.store = store
+        self.conn = conn
+        self._acl = acl
+        self.known: dict[str, Rec | None] = {}  # prefetched records (commit replay)
+
+    @property
+    def acl(self) -> Acl:
+        return self._acl
+
+    def get_rec(self, rec_id: str) -> Rec | None:
+        if rec_id in self.known:
+            return self.known[rec_id]
+        return self.store._recs(self.conn, [rec_id]).get(rec_id)
+
+    def prefetch(self, ids: list[str]) -> None:
+        missing = [i for i in ids if i not in self.known]
+        if missing:
+            found = self.store._recs(self.conn, missing)
+            for rec_id in missing:
+                self.known[rec_id] = found.get(rec_id)
+
+
+class PostgresStore:
+    """A Mnemo database in a PostgreSQL schema. Thread-safe; processes on any number of hosts may share it."""
+
+    def __init__(
+        self, dsn: str, agent: str, *, readonly: bool = False, durability: str = "fsync",
+        lock_timeout: float = 10.0, create: bool = True,
+    ) -> None:
+        if durability not in DURABILITY_MODES:
+            raise InvalidInput(f"durability must be one of {DURABILITY_MODES}, got {durability!r}")
+        self._dsn = dsn
+        self.path = display_name(dsn)
+        self.agent = agent
+        self.readonly = readonly
+        self.durability = durability
+        self.lock_timeout = lock_timeout
+        self.recovery: list[str] = []
+        self.closed = False
+        self._failed: BaseException | None = None
+        self._mutex = threading.RLock()  # one writer thread of this process at a time
+        self._read_lock = threading.RLock()
+        self._local = threading.local()
+        self._flush_lock = threading.Lock()
+        self._commits = 0  # commits this process made that may still wait for a flush
+        self._flushed = 0
+        self._acl = Acl()
+        self._acl_upto = -1  # the seq of the last ACL entry _acl has applied
+        self._head: tuple[int, bytes, int] = (-1, ZERO_HASH, 0)
+        self._write: psycopg.Connection[Any] | None = None
+        self._sync: psycopg.Connection[Any] | None = None
+        self._stop = threading.Event()
+        self._batch_thread: threading.Thread | None = None
+        t0 = time.perf_counter()
+        self._read = self._connect(autocommit=True)
+        try:
+            self._open(create)
+        except BaseException:
+            self._close_connections()
+            raise
+        self.open_seconds = time.perf_counter() - t0
+        if durability == "batch" and not readonly:
+            self._batch_thread = threading.Thread(target=self._batch_flusher, daemon=True, name="mnemo-pg-sync")
+            self._batch_thread.start()
+
+    # -- connections ---------------------------------------------------------------------------------
+    def _connect(self, autocommit: bool) -> psycopg.Connection[Any]:
+        try:
+            conn = psycopg.connect(self._dsn, autocommit=autocommit, connect_timeout=10)
+        except psycopg.Error as exc:
+            raise storage_error(exc, self.path) from None
+        return conn
+
+    def _reads(self) -> psycopg.Connection[Any]:
+        """The read connection, reconnected if it broke (a server restart, a killed backend)."""
+        if self._read.broken or self._read.closed:
+            with contextlib.suppress(psycopg.Error):
+                self._read.close()
+            self._read = self._connect(autocommit=True)
+        return self._read
+
+    def _fetch(self, sql: str, params: Any = None, conn: psycopg.Connection[Any] | None = None) -> list[Any]:
+        """Rows of a query: on the given connection (a writer's, inside its transaction), else on the
+        read connection, retried once on a fresh connection if the old one was lost."""
+        if conn is not None:
+            try:
+                return conn.execute(sql, params).fetchall()
+            except psycopg.Error as exc:
+                raise storage_error(exc, self.path) from None
+        with self._read_lock:
+            for attempt in (0, 1):
+                try:
+                    return self._reads().execute(sql, params).fetchall()
+                except psycopg.OperationalError as exc:
+                    if attempt or not self._read.broken:
+                        raise storage_error(exc, self.path) from None
+                except psycopg.Error as exc:
+                    raise storage_error(exc, self.path) from None
+        raise AssertionError("unreachable")
+
+    # -- opening -------------------------------------------------------------------------------------
+    def _open(self, create: bool) -> None:
+        conn = self._read
+        try:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || %s))", [SCHEMA_LOCK])
+                exists = conn.execute("SELECT to_regclass('mnemo_meta') IS NOT NULL").fetchone()
+                if not (exists and exists[0]):
+                    if self.readonly or not create:
+                        raise NotFound(f"no Mnemo database at {self.path}")
+                    if conn.execute("SELECT current_schema()").fetchone() == (None,):
+                        raise StorageError(f"{self.path}: the first schema of the search_path does not exist")
+                    self._create(conn)
+                else:
+                    self._check_schema(conn)
+                row = conn.execute("SELECT db_id FROM mnemo_meta").fetchone()
+        except psycopg.Error as exc:
+            raise storage_error(exc, self.path) from None
+        if row is None:
+            raise IntegrityError(f"{self.path}: mnemo_meta holds no row")
+        self.db_id = bytes(row[0])
+        self.refresh()
+        if self._head[0] < 0:
+            raise IntegrityError(f"{self.path}: the chain holds no genesis entry")
+
+    def _create(self, conn: psycopg.Connection[Any]) -> None:
+        """The schema, its meta row, and the genesis entry, in the one transaction of the caller."""
+        import os
+
+        schema.migrate(conn.execute, 0)
+        db_id = os.urandom(16)
+        genesis = make_entry(0, time.time_ns(), ZERO_HASH, "genesis", self.agent, {"db_id": db_id, "format": 1})
+        conn.execute("INSERT INTO mnemo_meta (schema_version, db_id) VALUES (%s, %s)", [schema.SCHEMA_VERSION, db_id])
+        conn.execute("INSERT INTO mnemo_entries (seq, op, raw, hash) VALUES (0, 'genesis', %s, %s)",
+                     [genesis.raw, genesis.hash])
+        conn.execute("INSERT INTO mnemo_head (seq, hash, ts_ns, acl_seq) VALUES (0, %s, %s, 0)",
+                     [genesis.hash, genesis.ts_ns])
+
+    def _check_schema(self, conn: psycopg.Connection[Any]) -> None:
+        row = conn.execute("SELECT schema_version FROM mnemo_meta").fetchone()
+        version = int(row[0]) if row else 0
+        if version > schema.SCHEMA_VERSION:
+            raise StorageError(
+                f"{self.path} holds a Mnemo schema of version {version}, newer than this version of Mnemo "
+                f"understands ({schema.SCHEMA_VERSION}): upgrade Mnemo to open it"
+            )
+        if version < schema.SCHEMA_VERSION:
+            if self.readonly:
+                raise StorageError(
+                    f"{self.path} holds a Mnemo schema of version {version}; open it once as a writer to "
+                    f"migrate it to version {schema.SCHEMA_VERSION}"
+                )
+            schema.migrate(conn.execute, version)
+            self.recovery.append(f"migrated the schema from version {version} to {schema.SCHEMA_VERSION}")
+
+    # -- catching up -----------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        self._check_open()
+        if self.current_batch() is not None:
+            return  # we hold the head row: nobody else committed
+        rows = self._fetch("SELECT seq, hash, ts_ns, acl_seq FROM mnemo_head")
+        if not rows:
+            raise IntegrityError(f"{self.path}: mnemo_head holds no row")
+        self._absorb_head(rows[0], None)
+
+    def _absorb_head(self, row: tuple[Any, ...], conn: psycopg.Connection[Any] | None) -> None:
+        seq, head, ts, acl_seq = row
+        if acl_seq > self._acl_upto:
+            self._load_acl(acl_seq, conn)
+        self._head = (seq, bytes(head), ts)
+
+    def _load_acl(self, upto: int, conn: psycopg.Connection[Any] | None) -> None:
+        rows = self._fetch(
+            "SELECT seq, raw FROM mnemo_entries WHERE op IN ('genesis', 'grant', 'revoke') AND seq > %s "
+            "AND seq <= %s ORDER BY seq", [self._acl_upto, upto], conn,
+        )
+        acl = self._acl.copy()
+        for seq, raw in rows:
+            try:
+                entry = decode_entry(bytes(raw))
+                if entry.seq != seq:
+                    raise EntryDecodeError(f"its bytes say seq {entry.seq}")
+                body = entry.body
+                if entry.op == "genesis":
+                    acl.owner = entry.agent
+                elif entry.op == "grant":
+                    acl.grant(body["principal"], body["scope"], body["perms"])
+                else:
+                    acl.revoke(body["principal"], body["scope"], body["perms"])
+            except (EntryDecodeError, KeyError, TypeError) as exc:
+                raise IntegrityError(f"{self.path}: the ACL entry at seq {seq} is unreadable: {exc}") from None
+        self._acl, self._acl_upto = acl, upto
+
+    # -- the contract: state -------------------------------------------------------------------------
+    def head(self) -> tuple[int, bytes]:
+        batch = self.current_batch()
+        if batch is not None:
+            return batch.head_seq, batch.head_hash
+        return self._head[0], self._head[1]
+
+    def acl(self) -> Acl:
+        batch = self.current_batch()
+        return batch.acl if batch is not None else self._acl
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise Closed("the client is closed")
+
+    def check_writable(self) -> None:
+        self._check_open()
+        if self.readonly:
+            raise ReadOnly("the client was opened with readonly=True")
+        if self._failed is not None:
+            raise DurabilityError(f"an earlier write failed ({self._failed}); reopen the database")
+
+    def current_batch(self) -> Batch | None:
+        batch: Batch | None = getattr(self._local, "batch", None)
+        return batch
+
+    def _batch_conn(self) -> psycopg.Connection[Any] | None:
+        return self._write if self.current_batch() is not None else None
+
+    # -- the contract: reads ---------------------------------------------------------------------------
+    def _recs(self, conn: psycopg.Connection[Any] | None, ids: list[str]) -> dict[str, Rec]:
+        """The committed records with these ids, whoever may read them."""
+        rows = self._fetch(
+            f"SELECT r.id, r.scope, {_TAGS}, {_VERSION_COLUMNS} FROM mnemo_records r "
+            "JOIN mnemo_versions v ON v.id = r.id WHERE r.id = ANY(%s::text[]) ORDER BY r.id, v.ver", [ids], conn,
+        )
+        return {rec.id: rec for rec, _p in self._group(rows, with_payloads=False)}
+
+    def _group(self, rows: list[Any], with_payloads: bool) -> Iterator[tuple[Rec, list[tuple[Any, Any]]]]:
+        """Recs from rows of (id, scope, tags, version columns..., [raw, payload]) in (id, ver) order,
+        with the (raw, payload) of each version that carries them."""
+        i = 0
+        while i < len(rows):
+            rec_id, scope, tags = rows[i][0], rows[i][1], rows[i][2]
+            versions: list[Version] = []
+            loaded: list[tuple[Any, Any]] = []
+            while i < len(rows) and rows[i][0] == rec_id:
+                row = rows[i]
+                versions.append(_version(row[3:11]))
+                loaded.append((row[11], row[12]) if with_payloads else (None, None))
+                i += 1
+            yield Rec(rec_id, scope, tuple(tags), tuple(versions)), loaded
+
+    def _checked(self, rec: Rec, version: Version, raw: Any, payload: Any, batch: Batch | None) -> bytes:
+        if batch is not None:
+            staged = batch.staged_packed(version)
+            if staged is not None:
+                return staged
+        if raw is None or payload is None:
+            raise IntegrityError(f"{self.path}: the payload of record {rec.id} version {version.ver} (seq "
+                                 f"{version.seq}) is missing, though the record is live")
+        payload = bytes(payload)
+        why = served_put_problem(bytes(raw), version.hash, rec.id, version.ver, rec.scope, payload)
+        if why is not None:
+            raise IntegrityError(f"{self.path}: the payload of seq {version.seq} is not served: {why}")
+        return bytes(payload[16:])
+
+    def get(self, rec_id: str, scopes: ScopeFilter, payloads: Payloads = "latest") -> Found | None:
+        batch = self.current_batch()
+        conn = self._batch_conn()
+        if batch is not None and rec_id in batch.recs:
+            rec = batch.recs[rec_id]
+            if rec is None or not scopes.admits(rec.scope):
+                return None
+            return self._overlay_found(rec, payloads, batch, conn)
+        want = {"none": "false", "latest": "v.ver = r.ver", "all": "true"}[payloads]
+        where, params = _scope_sql(scopes)
+        # The scope filter is part of the query: a record the caller may not read comes back exactly
+        # as a missing one does, from the same work.
+        rows = self._fetch(
+            f"SELECT r.id, r.scope, {_TAGS}, {_VERSION_COLUMNS}, "
+            f"CASE WHEN {want} THEN e.raw END, CASE WHEN {want} THEN p.payload END "
+            "FROM mnemo_records r JOIN mnemo_versions v ON v.id = r.id "
+            f"LEFT JOIN mnemo_entries e ON e.seq = v.seq AND {want} "
+            f"LEFT JOIN mnemo_payloads p ON p.seq = v.seq AND {want} "
+            f"WHERE r.id = %s AND {where} ORDER BY v.ver", [rec_id, *params], conn,
+        )
+        for rec, loaded in self._group(rows, with_payloads=True):
+            return self._found(rec, loaded, payloads, batch)
+        return None
+
+    def _found(self, rec: Rec, loaded: list[tuple[Any, Any]], payloads: Payloads, batch: Batch | None) -> Found:
+        if payloads == "none":
+            return Found(rec)
+        pairs = list(zip(rec.versions, loaded, strict=True))
+        if payloads == "latest":
+            pairs = pairs[-1:]
+        return Found(rec, tuple(self._checked(rec, v, raw, p, batch) for v, (raw, p) in pairs))
+
+    def _overlay_found(
+        self, rec: Rec, payloads: Payloads, batch: Batch, conn: psycopg.Connection[Any] | None
+    ) -> Found:
+        if payloads == "none":
+            return Found(rec)
+        versions = rec.versions if payloads == "all" else rec.versions[-1:]
+        stored = [v.seq for v in versions if v.slot_off >= 0]
+        rows = self._fetch(
+            "SELECT e.seq, e.raw, p.payload FROM mnemo_entries e LEFT JOIN mnemo_payloads p ON p.seq = e.seq "
+            "WHERE e.seq = ANY(%s::bigint[])", [stored], conn,
+        ) if stored else []
+        by_seq = {seq: (raw, payload) for seq, raw, payload in rows}
+        return Found(rec, tuple(
+            self._checked(rec, v, *by_seq.get(v.seq, (None, None)), batch) for v in versions
+        ))
+
+    def select(self, query: Query, scopes: ScopeFilter, payloads: bool = True) -> list[Found]:
+        batch = self.current_batch()
+        conn = self._batch_conn()
+        overlay = batch.recs if batch is not None else {}
+        joins = "".join(
+            f" JOIN mnemo_tags t{i} ON t{i}.id = r.id AND t{i}.tag = %s" for i in range(len(query.tags))
+        )
+        params: list[Any] = list(query.tags)
+        where, scope_params = _scope_sql(scopes)
+        conds = [where]
+        params += scope_params
+        if query.any_tags:
+            conds.append("EXISTS (SELECT 1 FROM mnemo_tags a WHERE a.id = r.id AND a.tag = ANY(%s::text[]))")
+            params.append(list(query.any_tags))
+        if query.tag_prefix is not None:
+            conds.append("EXISTS (SELECT 1 FROM mnemo_tags x WHERE x.id = r.id AND x.tag LIKE %s)")
+            params.append(_like_prefix(query.tag_prefix))
+        if overlay:
+            conds.append("NOT (r.id = ANY(%s::text[]))")
+            params.append(list(overlay))
+        limit = "" if query.limit is None else f" LIMIT {int(query.limit)}"
+        want = "v.ver = h.ver" if payloads else "false"
+        rows = self._fetch(
+            f"WITH h AS (SELECT r.id, r.scope, r.ver FROM mnemo_records r{joins} WHERE {' AND '.join(conds)} "
+            f"ORDER BY r.id{limit}) "
+            f"SELECT h.id, h.scope, (SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{{}}') FROM mnemo_tags t "
+            f"WHERE t.id = h.id), {_VERSION_COLUMNS}, CASE WHEN {want} THEN e.raw END, "
+            f"CASE WHEN {want} THEN p.payload END FROM h JOIN mnemo_versions v ON v.id = h.id "
+            f"LEFT JOIN mnemo_entries e ON e.seq = v.seq AND {want} "
+            f"LEFT JOIN mnemo_payloads p ON p.seq = v.seq AND {want} ORDER BY h.id, v.ver",
+            params, conn,
+        )
+        out = [self._found(rec, loaded, "latest" if payloads else "none", batch)
+               for rec, loaded in self._group(rows, with_payloads=True)]
+        if overlay:
+            assert batch is not None
+            extra = [
+                self._overlay_found(r, "latest" if payloads else "none", batch, conn)
+                for r in overlay.values()
+                if r is not None and scopes.admits(r.scope) and query.matches(r.tags)
+            ]
+            out = sorted(out + extra, key=lambda f: f.rec.id)
+            if query.limit is not None:
+                del out[query.limit :]
+        return out
+
+    def counts(self, scopes: ScopeFilter) -> tuple[int, int, int]:
+        batch = self.current_batch()
+        if batch is not None and batch.recs:
+            visible = [f.rec for f in self.select(Query(), scopes, payloads=False)]
+            return len(visible), sum(len(r.versions) for r in visible), len({t for r in visible for t in r.tags})
+        where, params = _scope_sql(scopes)
+        rows = self._fetch(
+            f"SELECT (SELECT count(*) FROM mnemo_records r WHERE {where}), "
+            f"(SELECT count(*) FROM mnemo_versions v JOIN mnemo_records r ON r.id = v.id WHERE {where}), "
+            f"(SELECT count(DISTINCT t.tag) FROM mnemo_tags t JOIN mnemo_records r ON r.id = t.id WHERE {where})",
+            params * 3, self._batch_conn(),
+        )
+        records, versions, tags = rows[0]
+        return int(records), int(versions), int(tags)
+
+    def usage(self, scope: str, tag: str) -> Usage:
+        batch = self.current_batch()
+        overlay = batch.recs if batch is not None else {}
+        rows = self._fetch(
+            "SELECT r.id, r.ver, v.ver, v.size FROM mnemo_records r JOIN mnemo_tags t ON t.id = r.id AND t.tag = %s "
+            "JOIN mnemo_versions v ON v.id = r.id WHERE r.scope = %s", [tag, scope], self._batch_conn(),
+        )
+        records: dict[str, list[tuple[int, int]]] = {}
+        latest: dict[str, int] = {}
+        for rec_id, rver, vver, size in rows:
+            if rec_id in overlay:
+                continue
+            records.setdefault(rec_id, []).append((vver, size))
+            latest[rec_id] = rver
+        for rec in overlay.values():
+            if rec is not None and rec.scope == scope and tag in rec.tags:
+                records[rec.id] = [(v.ver, v.size) for v in rec.versions]
+                latest[rec.id] = rec.latest.ver
+        live = sum(size for rec_id, vs in records.items() for ver, size in vs if ver == latest[rec_id])
+        return Usage(len(records), live, sum(map(len, records.values())),
+                     sum(size for vs in records.values() for _v, size in vs))
+
+    # -- the contract: the chain ---------------------------------------------------------------------
+    def log(self, since: int = 0, payloads: bool = False) -> Iterator[LogItem]:
+        """Every entry from `since` on, in seq order, through a server-side cursor (a snapshot of the
+        chain as of the first row: later commits are not included)."""
+        conn = self._connect(autocommit=False)
+        try:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            with conn.cursor(name="mnemo_log") as cur:
+                cur.itersize = 2000
+                cur.execute(
+                    "SELECT e.seq, e.raw, p.seq IS NOT NULL, " + ("p.payload " if payloads else "NULL ")
+                    + "FROM mnemo_entries e LEFT JOIN mnemo_payloads p ON p.seq = e.seq WHERE e.seq >= %s "
+                    "ORDER BY e.seq", [since],
+                )
+                for seq, raw, present, payload in cur:
+                    try:
+                        entry = decode_entry(bytes(raw))
+                    except EntryDecodeError as exc:
+                        raise IntegrityError(f"{self.path}: the entry at seq {seq} does not decode: {exc}") from None
+                    if entry.seq != seq:
+                        raise IntegrityError(f"{self.path}: the row of seq {seq} holds the entry of seq {entry.seq}")
+                    state = "ok" if present else ("erased" if entry.op == "put" else "none")
+                    yield LogItem(entry, state, bytes(payload) if payload is not None else None, None)
+        except psycopg.Error as exc:
+            raise storage_error(exc, self.path) from None
+        finally:
+            conn.close()
+
+    def verify(
+        self, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None = None
+    ) -> VerifyReport:
+        from .verify import verify_postgres
+
+        return verify_postgres(self, pubkey, expect_head, progress)
+
+    def compact(self) -> dict[str, int]:
+        """VACUUM FULL the tables that held erased bytes (payloads and tags, with their TOAST tables and
+        indexes): each is rewritten into new files and the old ones are removed, so that no file of the
+        database keeps the bytes of a forgotten record's dead rows. Needs the tables' owner."""
+        if self.current_batch() is not None:
+            raise MnemoError("compact() cannot run inside a transaction")
+        self.check_writable()
+        size = "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0) FROM unnest(%s::text[]) t"
+        tables = ["mnemo_payloads", "mnemo_tags", "mnemo_versions", "mnemo_records"]
+        before = int(self._fetch(size, [tables])[0][0])
+        with self._read_lock:
+            try:
+                conn = self._reads()
+                conn.execute(f"SET lock_timeout = {int(self.lock_timeout * 1000)}")
+                for table in tables[:2]:
+                    conn.execute(f"VACUUM (FULL) {table}")
+                conn.execute("RESET lock_timeout")
+            except psycopg.Error as exc:
+                raise storage_error(exc, self.path) from None
+        after = int(self._fetch(size, [tables])[0][0])
+        return {"bytes_before": before, "bytes_after": after, "reclaimed": before - after}
+
+    def persist(self) -> None:
+        """Nothing to save: the tables are the index."""
+
+    def info(self) -> dict[str, Any]:
+        rows = self._fetch(
+            "SELECT current_setting('server_version'), (SELECT schema_version FROM mnemo_meta), "
+            "coalesce(sum(pg_total_relation_size(to_regclass(t))), 0) FROM unnest(%s::text[]) t",
+            [list(schema.TABLES)],
+        )
+        server, version, size = rows[0]
+        return {"backend": "postgresql", "server_version": server, "schema_version": version,
+                "table_bytes": int(size), "open_seconds": self.open_seconds}
+
+    # -- writing -------------------------------------------------------------------------------------
+    def writing(self, transactional: bool = False) -> _Writing:
+        return _Writing(self, transactional)
+
+    def _writer(self) -> psycopg.Connection[Any]:
+        if self._write is None or self._write.broken or self._write.closed:
+            if self._write is not None:
+                with contextlib.suppress(psycopg.Error):
+                    self._write.close()
+            self._write = self._connect(autocommit=False)
+        return self._write
+
+    def _begin(self, transactional: bool) -> Batch:
+        """Start the writer's transaction and lock the head row: from here to the commit, this is the
+        only writer of the database."""
+        conn = self._writer()
+        try:
+            conn.execute(f"SET LOCAL lock_timeout = {max(1, int(self.lock_timeout * 1000))}")
+            # The head row is released as soon as the commit record is written; _flush (fsync), the
+            # batch flusher or the server's WAL writer makes it durable after that (module docstring).
+            conn.execute("SET LOCAL synchronous_commit = off")
+            row = conn.execute("SELECT seq, hash, ts_ns, acl_seq FROM mnemo_head FOR UPDATE").fetchone()
+            if row is None:
+                raise IntegrityError(f"{self.path}: mnemo_head holds no row")
+            self._absorb_head(row, conn)
+        except BaseException as exc:
+            with contextlib.suppress(psycopg.Error):
+                conn.rollback()
+            if isinstance(exc, psycopg.Error):
+                raise storage_error(exc, self.path) from None
+            raise
+        return Batch(_View(self, conn, self._acl), self._head, transactional)
+
+    def _commit(self, batch: Batch) -> int:
+        """Write the batch's entries and what they change of the derived tables, and commit (without
+        waiting for the flush; see the module docstring). Returns this process's commit number."""
+        conn = self._write
+        assert conn is not None and isinstance(batch.base, _View)
+        staged = batch.staged
+        view = batch.base
+        # Replay the batch onto the committed state, to learn what each record ends as.
+        ids = {s.entry.body["id"] for s in staged if s.entry.op == "put"}
+        ids.update(i for s in staged if s.entry.op == "forget" for i in s.entry.body["ids"])
+        view.prefetch(sorted(ids))
+        final = Batch(view, (-1, ZERO_HASH, 0), True)
+        forgotten: list[str] = []
+        for s in staged:
+            e = s.entry
+            apply_entry(final, e, e.seq, 0 if s.payload is None else len(s.payload), s.tags, e.seq)
+            if e.op == "forget":
+                forgotten.extend(e.body["ids"])
+        first = staged[0].entry.seq
+        live_seqs = {v.seq for r in final.recs.values() if r is not None for v in r.versions}
+        entries = [(s.entry.seq, s.entry.op, s.entry.raw, s.entry.hash) for s in staged]
+        payloads = [
+            (s.entry.seq, s.payload) for s in staged
+            if s.payload is not None and (s.entry.op != "put" or s.entry.seq in live_seqs)
+        ]
+        # Committed records this batch forgets (or forgets and puts again): their rows and payloads go.
+        stale = [
+            rec_id for rec_id, r in final.recs.items()
+            if view.known.get(rec_id) is not None and (r is None or r.versions[0].seq >= first)
+        ]
+        new_versions: list[tuple[Any, ...]] = []
+        upserts: list[tuple[str, str, int]] = []
+        tag_rows: list[tuple[str, str]] = []
+        retag: list[str] = []
+        for rec_id, rec in final.recs.items():
+            if rec is None:
+                continue
+            before = None if rec_id in stale else view.known.get(rec_id)
+            upserts.append((rec_id, rec.scope, rec.latest.ver))
+            new_versions.extend(
+                (rec_id, v.ver, v.seq, v.ts_ns, v.agent, v.size, v.hash, v.entry_len, v.slot_len)
+                for v in rec.versions if v.seq >= first
+            )
+            if before is None or before.tags != rec.tags:
+                retag.append(rec_id)
+                tag_rows.extend((tag, rec_id) for tag in rec.tags)
+        acl_seqs = [s.entry.seq for s in staged if s.entry.op in ACL_OPS]
+        last = staged[-1].entry
+        try:
+            with conn.pipeline(), conn.cursor() as cur:
+                cur.executemany("INSERT INTO mnemo_entries (seq, op, raw, hash) VALUES (%s, %s, %s, %s)", entries)
+                if payloads:
+                    cur.executemany("INSERT INTO mnemo_payloads (seq, payload) VALUES (%s, %s)", payloads)
+                if stale:
+                    # the erasure: in the transaction that commits the forget entry naming them
+                    cur.execute("DELETE FROM mnemo_payloads WHERE seq IN (SELECT seq FROM mnemo_versions "
+                                "WHERE id = ANY(%s::text[]))", [stale])
+                    cur.execute("DELETE FROM mnemo_tags WHERE id = ANY(%s::text[])", [stale])
+                    cur.execute("DELETE FROM mnemo_versions WHERE id = ANY(%s::text[])", [stale])
+                    cur.execute("DELETE FROM mnemo_records WHERE id = ANY(%s::text[])", [stale])
+                if forgotten:
+                    cur.execute("INSERT INTO mnemo_forgotten (id) SELECT unnest(%s::text[]) ON CONFLICT DO NOTHING",
+                                [forgotten])
+                if upserts:
+                    cur.executemany(
+                        "INSERT INTO mnemo_records (id, scope, ver) VALUES (%s, %s, %s) ON CONFLICT (id) DO UPDATE "
+                        "SET scope = EXCLUDED.scope, ver = EXCLUDED.ver", upserts,
+                    )
+                if new_versions:
+                    cur.executemany(
+                        "INSERT INTO mnemo_versions (id, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", new_versions,
+                    )
+                if retag:
+                    cur.execute("DELETE FROM mnemo_tags WHERE id = ANY(%s::text[])", [retag])
+                if tag_rows:
+                    cur.executemany("INSERT INTO mnemo_tags (tag, id) VALUES (%s, %s)", tag_rows)
+                cur.execute(
+                    "UPDATE mnemo_head SET seq = %s, hash = %s, ts_ns = %s, acl_seq = greatest(acl_seq, %s)",
+                    [last.seq, last.hash, batch.head_ts, max(acl_seqs, default=-1)],
+                )
+        except psycopg.Error as exc:
+            with contextlib.suppress(psycopg.Error):
+                conn.rollback()
+            raise storage_error(exc, self.path) from None
+        try:
+            conn.commit()
+        except psycopg.OperationalError as exc:
+            # The commit was sent and the connection went: did it land? Ask, once the head row is free.
+            if not self._committed(staged[0].entry):
+                raise StorageError(
+                    f"the connection to {self.path} was lost while committing ({_first_line(exc)}); the commit did "
+                    "not land and nothing was written: it is safe to retry"
+                ) from None
+        except psycopg.Error as exc:
+            raise storage_error(exc, self.path) from None
+        self._head = (last.seq, last.hash, batch.head_ts)
+        if acl_seqs:
+            self._acl, self._acl_upto = final.acl, max(acl_seqs)
+        with self._flush_lock:
+            self._commits += 1
+            return self._commits
+
+    def _committed(self, first: Entry) -> bool:
+        """Whether the entry `first` is in the chain, asked on a fresh connection once no writer holds
+        the head row (so a transaction still in flight has finished, one way or the other)."""
+        self._write = None
+        conn = self._writer()
+        try:
+            conn.execute(f"SET LOCAL lock_timeout = {max(1, int(self.lock_timeout * 1000))}")
+            conn.execute("SELECT 1 FROM mnemo_head FOR UPDATE")
+            row = conn.execute("SELECT hash FROM mnemo_entries WHERE seq = %s", [first.seq]).fetchone()
+            conn.rollback()
+        except psycopg.Error as exc:
+            raise storage_error(exc, self.path) from None
+        return row is not None and bytes(row[0]) == first.hash
+
+    def _flush(self, ticket: int) -> None:
+        """Return once commit number `ticket` of this process is durable: commit, with
+        synchronous_commit = on, a transaction that writes only its own commit record; its flush covers
+        every commit before it. Threads waiting here meanwhile share one flush."""
+        with self._flush_lock:
+            if self._flushed >= ticket:
+                return
+            target = self._commits
+            try:
+                if self._sync is None or self._sync.broken or self._sync.closed:
+                    self._sync = self._connect(autocommit=True)
+                self._sync.execute("SET synchronous_commit = on")
+                self._sync.execute("SELECT pg_current_xact_id()")
+            except psycopg.Error as exc:
+                self._failed = exc
+                raise DurabilityError(f"could not make a commit durable on {self.path}: {_first_line(exc)}") from None
+            self._flushed = max(self._flushed, target)
+
+    def _batch_flusher(self) -> None:
+        while not self._stop.wait(BATCH_INTERVAL):
+            if self._flushed < self._commits and self._failed is None:
+                with contextlib.suppress(MnemoError):
+                    self._flush(self._commits)
+
+    # -- closing ---------------------------------------------------------------------------------------
+    def close(self) -> None:
+        if self.closed:
+            return
+        self._stop.set()
+        if self._batch_thread is not None:
+            self._batch_thread.join()
+        try:
+            if self._failed is None and not self.readonly and self.durability != "none" and self._commits:
+                with contextlib.suppress(MnemoError):
+                    self._flush(self._commits)
+        finally:
+            self.closed = True
+            self._close_connections()
+
+    def _close_connections(self) -> None:
+        for conn in (self._read, self._write, self._sync):
+            if conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()
+
+
+class _Writing:
+    """PostgresStore.writing's context: the writer's transaction, the head row locked, one Batch."""
+
+    __slots__ = ("store", "transactional", "batch")
+
+    def __init__(self, store: PostgresStore, transactional: bool) -> None:
+        self.store = store
+        self.transactional = transactional
+        self.batch: Batch | None = None
+
+    def __enter__(self) -> Batch:
+        store = self.store
+        outer = store.current_batch()
+        if outer is not None:
+            return outer
+        store.check_writable()
+        if not store._mutex.acquire(timeout=store.lock_timeout):
+            raise LockTimeout(f"another thread held the writer lock for over {store.lock_timeout} s")
+        try:
+            batch = store._begin(self.transactional)
+        except BaseException:
+            store._mutex.release()
+            raise
+        store._local.batch = self.batch = batch
+        return batch
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        batch = self.batch
+        if batch is None:
+            return
+        store = self.store
+        store._local.batch = None
+        ticket = 0
+        try:
+            if exc_type is None and batch.staged:
+                ticket = store._commit(batch)
+            elif store._write is not None:
+                with contextlib.suppress(psycopg.Error):
+                    store._write.rollback()
+        finally:
+            store._mutex.release()
+        if ticket and store.durability == "fsync":
+            store._flush(ticket)
+
+
+def open_postgres(
+    dsn: str, agent: str, *, readonly: bool = False, durability: str = "fsync", lock_timeout: float = 10.0
+) -> PostgresStore:
+    return PostgresStore(dsn, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout)
+
+
+def application_dsn(dsn: str, user: str, password: str | None = None) -> str:
+    """The DSN of `dsn` for another role (tests, and docs/POSTGRES.md's role layout)."""
+    params = conninfo_to_dict(dsn)
+    params["user"] = user
+    if password is None:
+        params.pop("password", None)
+    else:
+        params["password"] = password
+    return make_conninfo("", **params)
+
+
+__all__ = ["PostgresStore", "application_dsn", "display_name", "open_postgres", "storage_error"]

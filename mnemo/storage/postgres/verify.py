@@ -1,0 +1,171 @@
+"""`verify` of a PostgreSQL database: the same checks as for a log file, fed from rows.
+
+The rows of `mnemo_entries` and `mnemo_payloads`, in seq order, go through the verifier of log files
+(mnemo.audit.verify_file), entry by entry: every hash is recomputed from the stored bytes, every link and
+seq checked, payloads against their digests, erasures, checkpoint signatures, an expected head. Nothing
+a column says about an entry is trusted: a stored hash, seq or op that disagrees with the entry's bytes
+is a problem of its own, so an entry edited by someone who disabled the triggers is found. Then the
+derived tables (records, versions, tags, forgotten ids, the head row) are compared with what the chain
+says they must hold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from ...acl import Acl
+from ...audit.verify_file import ExpectedIndex, _DbVerifier, _parse_expect_head
+from ...errors import InvalidInput
+from ...record import Problem, VerifyReport
+from ..codec import EntryDecodeError, decode_entry
+from ..contract import Progress
+from ..file.framing import SLOT_CRC, Slot
+
+if TYPE_CHECKING:
+    from .store import PostgresStore
+
+
+class _Payload:
+    """Stands where the file verifier reads payload bytes from its window: the current row's payload."""
+
+    data = b""
+
+    def get(self, _offset: int, _n: int) -> bytes:
+        return self.data
+
+
+class _RowVerifier(_DbVerifier):
+    """The file verifier, fed rows: problems carry a seq but no byte offset."""
+
+    def problem(self, kind: str, message: str, seq: int | None, offset: int | None) -> None:
+        self.problems.append(Problem(kind, message, seq, None))
+
+
+def verify_postgres(
+    store: PostgresStore, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None
+) -> VerifyReport:
+    head = _parse_expect_head(expect_head)
+    if pubkey is not None and not (isinstance(pubkey, bytes) and len(pubkey) == 32):
+        raise InvalidInput("pubkey must be a raw 32-byte Ed25519 public key")
+    from .store import storage_error
+
+    v = _RowVerifier(store.path, 0, pubkey, head)
+    v.db_id = store.db_id
+    v.index = expected = ExpectedIndex({}, {}, set(), Acl())
+    window = _Payload()
+    conn = store._connect(autocommit=False)
+    try:
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        total = conn.execute("SELECT count(*) FROM mnemo_entries").fetchone()
+        n_rows = int(total[0]) if total else 0
+        with conn.cursor(name="mnemo_verify") as cur:
+            cur.itersize = 2000
+            cur.execute(
+                "SELECT e.seq, e.op, e.raw, e.hash, p.payload FROM mnemo_entries e "
+                "LEFT JOIN mnemo_payloads p ON p.seq = e.seq ORDER BY e.seq"
+            )
+            for done, (seq, op, raw, stored_hash, payload) in enumerate(cur, 1):
+                _row(v, window, seq, op, bytes(raw), bytes(stored_hash), None if payload is None else bytes(payload))
+                if progress is not None and done % 4096 == 0:
+                    progress(done, n_rows)
+        v.finish()
+        report = v.report()
+        problems = list(report.problems)
+        if report.ok:
+            expected.head_seq, expected.entries = report.head_seq, report.entries
+            problems += _table_problems(conn, expected, report)
+        conn.rollback()
+    except psycopg.Error as exc:
+        raise storage_error(exc, store.path) from None
+    finally:
+        conn.close()
+    if progress is not None:
+        progress(n_rows, n_rows)
+    if len(problems) == len(report.problems):
+        return report
+    return VerifyReport(False, report.entries, report.head_seq, report.head_hash, tuple(problems), report.erased,
+                        report.checkpoints, report.notes)
+
+
+def _row(
+    v: _RowVerifier, window: _Payload, seq: int, op: str, raw: bytes, stored: bytes, payload: bytes | None
+) -> None:
+    if hashlib.sha256(raw).digest() != stored:
+        v.problem("hash-column", f"the stored hash of seq {seq} is not SHA-256 of its entry bytes: the row was "
+                  "changed after it was written", seq, None)
+    try:
+        entry = decode_entry(raw)
+    except EntryDecodeError as exc:
+        v.problem("bad-entry", f"the entry at seq {seq} does not decode: {exc}", seq, None)
+        v.next_seq = max(v.next_seq, seq + 1)
+        v.lost_before = True
+        return
+    if entry.seq != seq or entry.op != op:
+        v.problem("row", f"the row of seq {seq} ({op}) holds the entry of seq {entry.seq} ({entry.op})", seq, None)
+    if payload is None:
+        slot = Slot(0, 0, "erased" if entry.op == "put" else "none")
+    else:
+        window.data = payload
+        slot = Slot(0, len(payload) + SLOT_CRC.size, "ok")
+    v.entry(entry, slot, 0, window)  # type: ignore[arg-type]
+
+
+def _table_problems(conn: psycopg.Connection[Any], expected: ExpectedIndex, report: VerifyReport) -> list[Problem]:
+    """How the derived tables differ from what the chain says they must hold."""
+    out: list[str] = []
+    want_records = {rid: (row[1], row[3]) for rid, row in expected.live.items()}
+    have_records = {rid: (scope, ver) for rid, scope, ver in conn.execute("SELECT id, scope, ver FROM mnemo_records")}
+    for rid in sorted(want_records.keys() ^ have_records.keys()):
+        where = "the chain" if rid in want_records else "mnemo_records"
+        out.append(f"record {rid} is only in {where}")
+    out += [f"record {rid} has another scope or version in mnemo_records than in the chain"
+            for rid in sorted(want_records.keys() & have_records.keys()) if want_records[rid] != have_records[rid]]
+
+    def version_row(put: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (put[0], put[3], put[4], put[5], put[6], put[7], put[8], put[12])
+
+    want_versions = {version_row(p) for rid, p in expected.live.items()}
+    want_versions |= {version_row(p) for older in expected.older.values() for p in older}
+    have_versions = {
+        (rid, ver, seq, ts, agent, size, bytes(h), elen)
+        for rid, ver, seq, ts, agent, size, h, elen in conn.execute(
+            "SELECT id, ver, seq, ts_ns, agent, size, hash, entry_len FROM mnemo_versions"
+        )
+    }
+    if want_versions != have_versions:
+        for row in sorted(want_versions - have_versions, key=lambda r: r[2]):
+            out.append(f"version {row[1]} of record {row[0]} (seq {row[2]}) is missing from mnemo_versions or differs")
+        for row in sorted(have_versions - want_versions, key=lambda r: r[2]):
+            out.append(f"mnemo_versions holds version {row[1]} of record {row[0]} (seq {row[2]}), which the chain "
+                       "does not")
+    want_tags = {(tag, rid) for rid, row in expected.live.items() for tag in row[2]}
+    have_tags = {(tag, rid) for tag, rid in conn.execute("SELECT tag, id FROM mnemo_tags")}
+    for tag, rid in sorted(want_tags - have_tags):
+        out.append(f"record {rid} is missing from the index of tag {tag!r}")
+    for tag, rid in sorted(have_tags - want_tags):
+        out.append(f"mnemo_tags lists record {rid} under tag {tag!r}, which its latest version does not hold")
+    have_forgotten = {rid for (rid,) in conn.execute("SELECT id FROM mnemo_forgotten")}
+    if have_forgotten != expected.forgotten:
+        out.append("mnemo_forgotten differs from the ids the chain's forgets name")
+    head = conn.execute("SELECT seq, hash FROM mnemo_head").fetchone()
+    if head is None or (head[0], bytes(head[1]).hex()) != (report.head_seq, report.head_hash):
+        out.append("mnemo_head does not name the last entry of the chain")
+    live_seqs = {p[4] for p in expected.live.values()} | {p[4] for o in expected.older.values() for p in o}
+    orphans = [
+        seq for (seq,) in conn.execute(
+            "SELECT p.seq FROM mnemo_payloads p JOIN mnemo_entries e ON e.seq = p.seq WHERE e.op = 'put'"
+        ) if seq not in live_seqs
+    ]
+    out += [f"the payload of seq {seq} is still stored, though a forget names its record" for seq in orphans[:20]]
+    strays = conn.execute(
+        "SELECT count(*) FROM mnemo_payloads p LEFT JOIN mnemo_entries e ON e.seq = p.seq WHERE e.seq IS NULL"
+    ).fetchone()
+    if strays and strays[0]:
+        out.append(f"{strays[0]} payload rows belong to no entry")
+    return [Problem("tables", msg) for msg in out]
+
+
+__all__ = ["verify_postgres"]
