@@ -73,6 +73,11 @@ def test_no_token_or_a_wrong_one_is_refused_with_401(tmp_path: Path) -> None:
             "params": {"name": "memory_create", "arguments": {"path": "/memories/x", "file_text": "x"}},
         })
         accepted = post(url, ALICE)
+        # A session belongs to the token's agent: bob cannot ride on alice's session id.
+        session = {"Mcp-Session-Id": accepted.headers["mcp-session-id"]}
+        listing = {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}
+        hijack = httpx2.post(url, json=listing, headers={**HEADERS, **session, "Authorization": f"Bearer {BOB}"},
+                             timeout=TIMEOUT)
         with MnemoClient(db, OWNER, readonly=True) as reader:
             assert reader.head == head  # nothing was written by any refused request
     for response in [*refused, basic, call]:
@@ -80,6 +85,7 @@ def test_no_token_or_a_wrong_one_is_refused_with_401(tmp_path: Path) -> None:
         assert response.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
         assert response.json()["error"] == "invalid_token"
     assert accepted.status_code == 200
+    assert hijack.status_code == 404
     # Tokens are never logged.
     assert ALICE not in stderr.text and BOB not in stderr.text
     assert "wrong-token" not in stderr.text
