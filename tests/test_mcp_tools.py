@@ -300,3 +300,25 @@ def test_agent_servers_open_lazily_once_and_close_all(tmp_path: Path) -> None:
     assert [_is_loopback(h) for h in ("127.0.0.1", "127.1.2.3", "::1", "localhost", "0.0.0.0", "10.0.0.1", "::")] == [
         True, True, True, True, False, False, False,
     ]
+
+
+def test_a_busy_store_is_an_error_result_after_the_lock_timeout(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    import time
+
+    from mnemo.tools.mcp.app import AgentServers
+
+    db = tmp_path / "m.db"
+    pool = AgentServers(db, lock_timeout=0.2)
+    try:
+        server = pool.get(AGENT)
+        with MnemoClient(db, "other") as other, other.transaction():  # another writer holds the lock
+            start = time.monotonic()
+            result = call_tool(server, "memory_create", {"path": "/memories/a", "file_text": "a"})
+            waited = time.monotonic() - start
+        busy = "Error: The memory store is busy (writer lock timeout); try again"
+        assert (result.text, result.is_error) == (busy, True)
+        assert 0.15 < waited < 5
+        assert not call_tool(server, "memory_create", {"path": "/memories/a", "file_text": "a"}).is_error
+    finally:
+        pool.close()

@@ -67,10 +67,13 @@ DbArg = str | os.PathLike[str]
 class AgentServers:
     """One `MnemoClient` and memory-tool server per agent, opened on first use and closed by `close()`."""
 
-    def __init__(self, db: DbArg, scope: str | None = None, read_only: bool = False) -> None:
+    def __init__(
+        self, db: DbArg, scope: str | None = None, read_only: bool = False, lock_timeout: float | None = None
+    ) -> None:
         self._db = db
         self._scope = scope
         self._read_only = read_only
+        self._options: dict[str, Any] = {} if lock_timeout is None else {"lock_timeout": lock_timeout}
         self._lock = threading.Lock()
         self._servers: dict[str, MnemoMemoryToolServer] = {}
         self._closed = False
@@ -85,7 +88,7 @@ class AgentServers:
                 raise Closed("the MCP server is shutting down")
             server = self._servers.get(agent)
             if server is None:
-                client = MnemoClient(self._db, agent, readonly=self._read_only)
+                client = MnemoClient(self._db, agent, readonly=self._read_only, **self._options)
                 try:
                     server = MnemoMemoryToolServer(client, scope=self._scope)
                 except BaseException:
@@ -206,16 +209,18 @@ def serve_stdio(
     scope: str | None = None,
     read_only: bool = False,
     announce: TextIO | None = None,
+    lock_timeout: float | None = None,
 ) -> None:
     """Serve MCP over stdin and stdout until the client closes stdin (or a SIGTERM, SIGINT or SIGHUP).
 
     `db` defaults to `default_db_path()` and `agent` to `default_agent()`. The database is opened
     before the protocol starts, so one that cannot be opened raises here (a `MnemoError` or `OSError`).
     One line saying what is served goes to `announce` (stderr): stdout is the protocol's.
+    `lock_timeout` (default MnemoClient's) bounds a command's wait for another writer.
     """
     _configure_logging()
     db, agent = _resolve(db, agent)
-    pool = AgentServers(db, scope=scope, read_only=read_only)
+    pool = AgentServers(db, scope=scope, read_only=read_only, lock_timeout=lock_timeout)
     try:
         server = pool.get(agent)
         mode = ", read-only" if read_only else ""
@@ -297,6 +302,7 @@ def serve_http(
     scope: str | None = None,
     read_only: bool = False,
     announce: TextIO | None = None,
+    lock_timeout: float | None = None,
 ) -> None:
     """Serve MCP over streamable HTTP at `http://host:port/mcp` until SIGTERM or SIGINT.
 
@@ -312,7 +318,7 @@ def serve_http(
     table = TokenTable(tokens)
     db, agent = _resolve(db, agent)
     out = announce or sys.stderr
-    pool = AgentServers(db, scope=scope, read_only=read_only)
+    pool = AgentServers(db, scope=scope, read_only=read_only, lock_timeout=lock_timeout)
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_stop) if in_main else None
     try:
