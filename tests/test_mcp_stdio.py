@@ -361,21 +361,3 @@ def test_defaults_db_in_the_data_directory_and_agent_from_the_environment(tmp_pa
         assert [r.scope for r in client.query()] == ["agent:env-agent"]
     stderr = (tmp_path / "stderr.txt").read_text()
     assert f"serving {db} as agent env-agent, scope agent:env-agent, over stdio" in stderr
-
-
-def test_a_database_that_cannot_be_opened_stops_the_server_with_a_message(tmp_path: Path) -> None:
-    import subprocess
-
-    from tests.helpers.mcp_procs import mcp_argv, server_env
-
-    not_a_db = tmp_path / "notes.txt"
-    not_a_db.write_text("this is not a mnemo database\n")
-    proc = subprocess.run(
-        mcp_argv("--db", str(not_a_db), "--agent", AGENT),
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, env=server_env(), timeout=30,
-    )
-    assert proc.returncode == 2
-    assert proc.stdout == ""
-    assert proc.stderr.startswith("mnemo mcp: error: ")
-    assert not_a_db.read_text() == "this is not a mnemo database\n"
-    assert "notes.txt" in proc.stderr

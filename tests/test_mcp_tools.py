@@ -280,7 +280,7 @@ def test_default_db_path_and_agent() -> None:
     )
     assert default_agent({}) == "claude"
     assert default_agent({"MNEMO_AGENT": "me"}) == "me"
-    assert default_agent({"MNEMO_AGENT": ""}) == "claude"
+    assert default_agent({"MNEMO_AGENT": ""}) == ""  # refused by MnemoClient, never replaced by another
 
 
 def test_agent_servers_open_lazily_once_and_close_all(tmp_path: Path) -> None:

@@ -23,12 +23,9 @@ from tests.helpers.procs import subprocess_env
 TIMEOUT = 30.0  # for any one session or process step: a hang fails the test instead of stalling the run
 
 
-LAUNCHER = Path(__file__).resolve().with_name("mcp_launcher.py")
-
-
 def mcp_argv(*args: str) -> list[str]:
-    """The command line of `mnemo mcp ARGS...`."""
-    return [sys.executable, str(LAUNCHER), *args]
+    """The command line of `mnemo mcp ARGS...` (as `python -m mnemo`, the same command)."""
+    return [sys.executable, "-m", "mnemo", "mcp", *args]
 
 
 def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:

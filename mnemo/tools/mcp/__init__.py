@@ -22,14 +22,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mnemo.tools.mcp.defaults import DEFAULT_AGENT, default_agent, default_db_path
+from mnemo.tools.mcp.defaults import DEFAULT_AGENT, DEFAULT_HOST, DEFAULT_PORT, default_agent, default_db_path
 from mnemo.tools.mcp.tokens import TOKENS_ENV, TokenTable, load_tokens, parse_tokens
 from mnemo.tools.mcp.tools import TOOLS, call_tool, tools_for
 
 if TYPE_CHECKING:
     from mnemo.tools.mcp.app import (
-        DEFAULT_HOST,
-        DEFAULT_PORT,
         MCP_PATH,
         AgentServers,
         build_server,
@@ -57,8 +55,7 @@ __all__ = [
     "tools_for",
 ]
 
-_APP_NAMES = frozenset({"DEFAULT_HOST", "DEFAULT_PORT", "MCP_PATH", "AgentServers", "build_server", "serve_http",
-                        "serve_stdio"})
+_APP_NAMES = frozenset({"MCP_PATH", "AgentServers", "build_server", "serve_http", "serve_stdio"})
 
 
 def __getattr__(name: str) -> Any:

@@ -38,7 +38,7 @@ from pydantic import AnyHttpUrl
 from mnemo import __version__
 from mnemo.client import MnemoClient
 from mnemo.errors import Closed
-from mnemo.tools.mcp.defaults import default_agent, default_db_path, ensure_parent
+from mnemo.tools.mcp.defaults import DEFAULT_HOST, DEFAULT_PORT, default_agent, default_db_path, ensure_parent
 from mnemo.tools.mcp.tokens import TokenTable
 from mnemo.tools.mcp.tools import INSTRUCTIONS, READ_ONLY_INSTRUCTIONS, ToolSpec, call_tool, tools_for
 from mnemo.tools.server import CommandResult, MnemoMemoryToolServer
@@ -56,8 +56,6 @@ __all__ = [
 log = logging.getLogger("mnemo.tools.mcp")
 
 SERVER_NAME = "mnemo"
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8765
 MCP_PATH = "/mcp"
 SHUTDOWN_GRACE_SECONDS = 5
 

@@ -7,10 +7,20 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["DB_NAME", "DEFAULT_AGENT", "default_agent", "default_db_path", "ensure_parent"]
+__all__ = [
+    "DB_NAME",
+    "DEFAULT_AGENT",
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "default_agent",
+    "default_db_path",
+    "ensure_parent",
+]
 
 DB_NAME = "memory.mnemo.db"
 DEFAULT_AGENT = "claude"
+DEFAULT_HOST = "127.0.0.1"  # HTTP listens on loopback unless told otherwise
+DEFAULT_PORT = 8765
 
 
 def default_db_path(env: Mapping[str, str] | None = None, platform: str | None = None) -> Path:
@@ -36,6 +46,6 @@ def ensure_parent(path: Path) -> None:
 
 
 def default_agent(env: Mapping[str, str] | None = None) -> str:
-    """`$MNEMO_AGENT` when set, else `claude`."""
+    """`$MNEMO_AGENT` when set (even empty: then MnemoClient refuses it, never another agent), else `claude`."""
     env = os.environ if env is None else env
-    return env.get("MNEMO_AGENT") or DEFAULT_AGENT
+    return env.get("MNEMO_AGENT", DEFAULT_AGENT)
