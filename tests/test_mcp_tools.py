@@ -322,3 +322,21 @@ def test_a_busy_store_is_an_error_result_after_the_lock_timeout(tmp_path: Path) 
         assert not call_tool(server, "memory_create", {"path": "/memories/a", "file_text": "a"}).is_error
     finally:
         pool.close()
+
+
+def test_a_store_that_cannot_be_opened_is_an_error_result_naming_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("mcp")
+    from mnemo.tools.mcp.app import AgentServers, _run_call
+
+    pool = AgentServers(tmp_path)  # a directory: no client opens on it
+    try:
+        result = _run_call(pool, "remote", "memory_view", {"path": "/memories"})
+    finally:
+        pool.close()
+    assert (result.text, result.is_error) == (
+        "Error: The memory store cannot be opened; the server's log says why", True
+    )
+    assert str(tmp_path) not in result.text
+    assert "cannot open the memory store as remote: " in caplog.text and str(tmp_path) in caplog.text

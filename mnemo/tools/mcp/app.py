@@ -132,8 +132,9 @@ def _run_call(pool: AgentServers, agent: str, name: str, arguments: dict[str, An
     try:
         server = pool.get(agent)
     except Exception as exc:
+        # The reason (a path, a damaged offset) is for the operator's log, not for a remote caller.
         log.error("cannot open the memory store as %s: %s", agent, exc)
-        return CommandResult(f"Error: The memory store cannot be opened: {exc}", True)
+        return CommandResult("Error: The memory store cannot be opened; the server's log says why", True)
     return call_tool(server, name, arguments, read_only=pool.read_only)
 
 
