@@ -48,6 +48,7 @@ COMMAND_MODULES = (
     "records",  # ls, cat, history, stats, compact
     "log",  # log
     "demo",  # demo, chat
+    "mcp",  # mcp
 )
 
 

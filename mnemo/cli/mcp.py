@@ -1,0 +1,109 @@
+"""`mnemo mcp`: the database as an MCP server, over stdio or streamable HTTP (mnemo.tools.mcp does the
+work). No output on stdout but the protocol's: what is served is said on stderr."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+from collections.abc import Iterator
+
+import click
+
+from ..errors import IntegrityError, NotFound
+from ..tools.mcp.defaults import DEFAULT_AGENT, DEFAULT_HOST, DEFAULT_PORT
+from ..tools.mcp.tokens import TOKENS_ENV, load_tokens
+from .common import (
+    CONTEXT_SETTINGS,
+    EXIT_OK,
+    Failure,
+    UsageError,
+    examples,
+    json_option,
+    lock_timeout_option,
+    valid_agent,
+)
+
+
+def _agent(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
+    if value is not None:
+        return valid_agent(value, "--agent")
+    env = os.environ.get("MNEMO_AGENT")
+    if env is not None:  # set, even if empty: an empty one is an error, as for every command
+        return valid_agent(env, "$MNEMO_AGENT")
+    return DEFAULT_AGENT
+
+
+@contextlib.contextmanager
+def _opening(db: str | None) -> Iterator[None]:
+    """The library's errors on opening the database, worded as every command words them."""
+    name = db if db is not None else "the default database"
+    try:
+        yield
+    except IntegrityError as exc:
+        raise Failure(f"{exc} (run `mnemo verify {name}` for the full report)", "IntegrityError") from None
+    except NotFound as exc:
+        raise UsageError(f"cannot open {name}: {exc}", "NotAMnemoDatabase") from None
+
+
+@click.command(
+    "mcp", context_settings=CONTEXT_SETTINGS,
+    short_help="serve the database as an MCP server (stdio, or HTTP with bearer tokens)",
+    epilog=examples(
+        "mnemo mcp --db ~/memory.mnemo.db --agent claude-code",
+        "claude mcp add mnemo -- mnemo mcp --db ~/memory.mnemo.db --agent claude-code",
+        "mnemo mcp --read-only --scope team:notes",
+        "mnemo mcp --transport http --port 8765 --tokens ~/.config/mnemo/tokens   # lines: TOKEN AGENT",
+    ),
+)
+@click.option("--db", metavar="DB",
+              help="the database (default: $XDG_DATA_HOME/mnemo/memory.mnemo.db, else ~/.local/share/mnemo/...; "
+                   "on macOS ~/Library/Application Support/mnemo/...)")
+@click.option("--agent", metavar="AGENT", callback=_agent,
+              help=f"serve as this agent (default: $MNEMO_AGENT, else {DEFAULT_AGENT}); over HTTP, the server's "
+                   "own agent, which opens the database (and owns it if it is new)")
+@click.option("--scope", metavar="SCOPE", help="serve this scope (default: each agent's home, agent:AGENT)")
+@click.option("--read-only", "read_only", is_flag=True,
+              help="open the database read-only and offer only memory_view, memory_history and memory_verify")
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
+              help="stdio for one client that starts the server; http (streamable) for remote agents")
+@click.option("--host", metavar="HOST", help=f"HTTP: the address to listen on (default: {DEFAULT_HOST})")
+@click.option("--port", metavar="N", type=click.IntRange(0, 65535),
+              help=f"HTTP: the port (default: {DEFAULT_PORT}; 0 picks a free one, announced on stderr)")
+@click.option("--tokens", metavar="FILE",
+              help=f"HTTP: bearer tokens, lines `TOKEN AGENT` or a JSON object (default: ${TOKENS_ENV})")
+@lock_timeout_option
+@json_option
+def mcp(
+    db: str | None, agent: str, scope: str | None, read_only: bool, transport: str, host: str | None,
+    port: int | None, tokens: str | None, lock_timeout: float | None, as_json: bool,
+) -> int:
+    """Serve the database as an MCP server: the memory tool's six commands (memory_view, memory_create,
+    memory_str_replace, memory_insert, memory_delete, memory_rename), memory_history and memory_verify,
+    as AGENT in its home scope (or SCOPE). Over stdio until the client closes the connection; over HTTP,
+    each request authenticated by its bearer token and served as that token's agent, until SIGTERM or
+    Ctrl-C. Several servers may share one database: no edit is lost. --json: errors as one JSON object
+    on stderr (stdout is the protocol's)."""
+    given = [name for name, value in (("--host", host), ("--port", port), ("--tokens", tokens)) if value is not None]
+    if transport == "stdio" and given:
+        raise UsageError(f"{', '.join(given)}: only with --transport http")
+    table = load_tokens(tokens) if transport == "http" else {}  # before anything opens: no tokens, no server
+    try:
+        from ..tools.mcp import app
+    except ImportError as exc:
+        raise UsageError(str(exc), "MissingDependency") from None
+    with _opening(db):
+        if transport == "stdio":
+            app.serve_stdio(db, agent, scope, read_only, lock_timeout=lock_timeout)
+        else:
+            app.serve_http(
+                db, table, host=host if host is not None else DEFAULT_HOST,
+                port=port if port is not None else DEFAULT_PORT, agent=agent, scope=scope, read_only=read_only,
+                lock_timeout=lock_timeout,
+            )
+    gc.freeze()  # the process ends next: skip a final collection of the SDK's large object graph (~1 s)
+    return EXIT_OK
+
+
+def register(root: click.Group) -> None:
+    root.add_command(mcp)

@@ -1,0 +1,359 @@
+"""The MCP server: the tools of `mnemo.tools.mcp.tools` on the SDK's low-level `Server`, over stdio or
+streamable HTTP.
+
+The low-level server, not `MCPServer`: it publishes the tools' JSON schemas exactly as written and hands
+a call's arguments over untouched, so they meet the memory tool's own checks and error texts rather
+than a coercing validator's. Every call runs in a worker thread (a command may wait for the writer
+lock or an fsync), as the agent the connection belongs to: the one `serve_stdio` was given, or the
+one an HTTP request's bearer token names.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+try:
+    import anyio
+    import mcp.types as types
+except ImportError as _exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "mnemo.tools.mcp needs the MCP Python SDK (mcp>=2); install it with: pip install 'mnemo-db[mcp]'"
+    ) from _exc
+from mcp.server import Server, ServerRequestContext
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.stdio import stdio_server
+from pydantic import AnyHttpUrl
+
+from mnemo import __version__
+from mnemo.client import MnemoClient
+from mnemo.errors import Closed
+from mnemo.tools.mcp.defaults import DEFAULT_HOST, DEFAULT_PORT, default_agent, default_db_path, ensure_parent
+from mnemo.tools.mcp.tokens import TokenTable
+from mnemo.tools.mcp.tools import INSTRUCTIONS, READ_ONLY_INSTRUCTIONS, ToolSpec, call_tool, tools_for
+from mnemo.tools.server import CommandResult, MnemoMemoryToolServer
+
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "MCP_PATH",
+    "AgentServers",
+    "build_server",
+    "serve_http",
+    "serve_stdio",
+]
+
+log = logging.getLogger("mnemo.tools.mcp")
+
+SERVER_NAME = "mnemo"
+MCP_PATH = "/mcp"
+SHUTDOWN_GRACE_SECONDS = 5
+
+DbArg = str | os.PathLike[str]
+
+
+class AgentServers:
+    """One `MnemoClient` and memory-tool server per agent, opened on first use and closed by `close()`."""
+
+    def __init__(
+        self, db: DbArg, scope: str | None = None, read_only: bool = False, lock_timeout: float | None = None
+    ) -> None:
+        self._db = db
+        self._scope = scope
+        self._read_only = read_only
+        self._options: dict[str, Any] = {} if lock_timeout is None else {"lock_timeout": lock_timeout}
+        self._lock = threading.Lock()
+        self._servers: dict[str, MnemoMemoryToolServer] = {}
+        self._closed = False
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
+    def get(self, agent: str) -> MnemoMemoryToolServer:
+        with self._lock:
+            if self._closed:
+                raise Closed("the MCP server is shutting down")
+            server = self._servers.get(agent)
+            if server is None:
+                client = MnemoClient(self._db, agent, readonly=self._read_only, **self._options)
+                try:
+                    server = MnemoMemoryToolServer(client, scope=self._scope)
+                except BaseException:
+                    client.close()
+                    raise
+                self._servers[agent] = server
+            return server
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            servers = list(self._servers.values())
+            self._servers.clear()
+        for server in servers:
+            try:
+                server.client.close()
+            except Exception:
+                log.exception("closing the client of %s failed", server.client.agent_id)
+
+
+def _mcp_tool(spec: ToolSpec) -> types.Tool:
+    hints = spec.hints
+    return types.Tool(
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        input_schema=spec.input_schema,
+        annotations=types.ToolAnnotations(
+            title=spec.title,
+            read_only_hint=hints.read_only,
+            destructive_hint=hints.destructive,
+            idempotent_hint=hints.idempotent,
+            open_world_hint=hints.open_world,
+        ),
+    )
+
+
+def _tool_result(result: CommandResult) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=result.text)], is_error=result.is_error)
+
+
+def _run_call(pool: AgentServers, agent: str, name: str, arguments: dict[str, Any] | None) -> CommandResult:
+    try:
+        server = pool.get(agent)
+    except Exception as exc:
+        # The reason (a path, a damaged offset) is for the operator's log, not for a remote caller.
+        log.error("cannot open the memory store as %s: %s", agent, exc)
+        return CommandResult("Error: The memory store cannot be opened; the server's log says why", True)
+    return call_tool(server, name, arguments, read_only=pool.read_only)
+
+
+def build_server(pool: AgentServers, agent_of: Callable[[], str | None]) -> Server[Any]:
+    """The MCP server. `agent_of()` names the agent of the request being served (None: refuse it)."""
+    tools = [_mcp_tool(spec) for spec in tools_for(pool.read_only)]
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        agent = agent_of()  # here, not in the worker thread: the request's identity is a context variable
+        if agent is None:
+            return _tool_result(CommandResult("Error: Not authenticated", True))
+        result = await anyio.to_thread.run_sync(_run_call, pool, agent, params.name, params.arguments)
+        return _tool_result(result)
+
+    return Server(
+        SERVER_NAME,
+        version=__version__,
+        title="Mnemo memory",
+        instructions=READ_ONLY_INSTRUCTIONS if pool.read_only else INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call,
+    )
+
+
+def _configure_logging() -> None:
+    # stdout may be the protocol: whatever is logged goes to stderr.
+    if not logging.getLogger().handlers:
+        logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="mnemo mcp: %(levelname)s: %(message)s")
+
+
+def _resolve(db: DbArg | None, agent: str | None) -> tuple[DbArg, str]:
+    if db is None:
+        path = default_db_path()
+        ensure_parent(path)
+        db = path
+    return db, agent if agent is not None else default_agent()
+
+
+def _describe(db: DbArg) -> str:
+    return os.fspath(db) if isinstance(db, (str, Path)) else str(db)
+
+
+# -- stdio ------------------------------------------------------------------------------------------
+
+
+async def _cancel_on_signals(scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
+
+
+async def _serve_stdio(app: Server[Any]) -> None:
+    async with anyio.create_task_group() as tg:
+        if threading.current_thread() is threading.main_thread():
+            # A stop signal cancels the session, which waits for a command in progress to commit.
+            tg.start_soon(_cancel_on_signals, tg.cancel_scope)
+        async with stdio_server() as (read_stream, write_stream):
+            await app.run(read_stream, write_stream, app.create_initialization_options())
+        tg.cancel_scope.cancel()
+
+
+def serve_stdio(
+    db: DbArg | None = None,
+    agent: str | None = None,
+    scope: str | None = None,
+    read_only: bool = False,
+    announce: TextIO | None = None,
+    lock_timeout: float | None = None,
+) -> None:
+    """Serve MCP over stdin and stdout until the client closes stdin (or a SIGTERM, SIGINT or SIGHUP).
+
+    `db` defaults to `default_db_path()` and `agent` to `default_agent()`. The database is opened
+    before the protocol starts, so one that cannot be opened raises here (a `MnemoError` or `OSError`).
+    One line saying what is served goes to `announce` (stderr): stdout is the protocol's.
+    `lock_timeout` (default MnemoClient's) bounds a command's wait for another writer.
+    """
+    _configure_logging()
+    db, agent = _resolve(db, agent)
+    pool = AgentServers(db, scope=scope, read_only=read_only, lock_timeout=lock_timeout)
+    try:
+        server = pool.get(agent)
+        mode = ", read-only" if read_only else ""
+        print(
+            f"mnemo mcp: serving {_describe(db)} as agent {agent}, scope {server.scope}{mode}, over stdio",
+            file=announce or sys.stderr,
+            flush=True,
+        )
+        anyio.run(_serve_stdio, build_server(pool, lambda: agent))
+    finally:
+        pool.close()
+
+
+# -- streamable HTTP --------------------------------------------------------------------------------
+
+
+class _BearerTokens:
+    """The SDK's `TokenVerifier`: a known token authenticates its agent, as the access token's client."""
+
+    def __init__(self, table: TokenTable) -> None:
+        self._table = table
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        agent = self._table.agent_for(token)
+        if agent is None:
+            return None
+        # The token itself is not kept on the request: nothing downstream needs it, and a log line
+        # that printed the access token would then print no secret.
+        return AccessToken(token="(verified)", client_id=agent, subject=agent, scopes=[])
+
+
+def _request_agent() -> str | None:
+    token = get_access_token()
+    return None if token is None else token.client_id
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+        sock.set_inheritable(True)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+class _Stop(Exception):
+    """A stop signal arrived (re-raised by uvicorn once it has shut down gracefully)."""
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    raise _Stop(signum)
+
+
+def serve_http(
+    db: DbArg | None,
+    tokens: Mapping[str, str],
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    agent: str | None = None,
+    scope: str | None = None,
+    read_only: bool = False,
+    announce: TextIO | None = None,
+    lock_timeout: float | None = None,
+) -> None:
+    """Serve MCP over streamable HTTP at `http://host:port/mcp` until SIGTERM or SIGINT.
+
+    `tokens` maps bearer tokens to agent ids (see `mnemo.tools.mcp.tokens`); a request without a
+    known token is refused with 401, and each request acts as its token's agent, through one client per
+    agent opened on its first request. `agent` (default `default_agent()`) is the server's own
+    identity: it opens the database at start, so that a database that cannot be opened raises here,
+    and owns it if it is new. Port 0 picks a free port; the line announcing the URL says which.
+    """
+    _configure_logging()
+    import uvicorn  # the SDK depends on it; imported here so that stdio never loads it
+
+    table = TokenTable(tokens)
+    db, agent = _resolve(db, agent)
+    out = announce or sys.stderr
+    pool = AgentServers(db, scope=scope, read_only=read_only, lock_timeout=lock_timeout)
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_stop) if in_main else None
+    try:
+        pool.get(agent)
+        sock = _bind(host, port)
+        url = f"http://{_url_host(host)}:{sock.getsockname()[1]}"
+        app = build_server(pool, _request_agent).streamable_http_app(
+            streamable_http_path=MCP_PATH,
+            host=host,
+            auth=AuthSettings(issuer_url=AnyHttpUrl(url), resource_server_url=None),
+            token_verifier=_BearerTokens(table),
+        )
+        if not _is_loopback(host):
+            print(
+                f"mnemo mcp: warning: listening on {host}, beyond this machine, in plain HTTP: "
+                "put TLS in front of it (a reverse proxy) so that bearer tokens do not cross the network in clear",
+                file=out,
+            )
+        agents = ", ".join(table.agents)
+        mode = ", read-only" if read_only else ""
+        where = f"scope {scope}" if scope is not None else "each agent's home scope"
+        print(
+            f"mnemo mcp: serving {_describe(db)} at {url}{MCP_PATH} for agents {agents}, {where}{mode}",
+            file=out,
+            flush=True,
+        )
+        config = uvicorn.Config(
+            app, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS, lifespan="on"
+        )
+        try:
+            uvicorn.Server(config).run(sockets=[sock])
+        except (_Stop, KeyboardInterrupt):
+            pass
+        finally:
+            sock.close()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        pool.close()

@@ -1,0 +1,51 @@
+"""What `mnemo mcp` uses when it is given no database and no agent: one user's memory, in one place."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = [
+    "DB_NAME",
+    "DEFAULT_AGENT",
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "default_agent",
+    "default_db_path",
+    "ensure_parent",
+]
+
+DB_NAME = "memory.mnemo.db"
+DEFAULT_AGENT = "claude"
+DEFAULT_HOST = "127.0.0.1"  # HTTP listens on loopback unless told otherwise
+DEFAULT_PORT = 8765
+
+
+def default_db_path(env: Mapping[str, str] | None = None, platform: str | None = None) -> Path:
+    """The user's data directory plus `mnemo/memory.mnemo.db`.
+
+    On macOS `~/Library/Application Support`; elsewhere `$XDG_DATA_HOME` when it is set to an absolute
+    path (the XDG base directory rules ignore a relative one), else `~/.local/share`.
+    """
+    env = os.environ if env is None else env
+    platform = sys.platform if platform is None else platform
+    home = Path(env.get("HOME") or Path.home())
+    if platform == "darwin":
+        base = home / "Library" / "Application Support"
+    else:
+        xdg = env.get("XDG_DATA_HOME", "")
+        base = Path(xdg) if xdg and os.path.isabs(xdg) else home / ".local" / "share"
+    return base / "mnemo" / DB_NAME
+
+
+def ensure_parent(path: Path) -> None:
+    """Create the default database's directory (private to the user) if it does not exist yet."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
+def default_agent(env: Mapping[str, str] | None = None) -> str:
+    """`$MNEMO_AGENT` when set (even empty: then MnemoClient refuses it, never another agent), else `claude`."""
+    env = os.environ if env is None else env
+    return env.get("MNEMO_AGENT", DEFAULT_AGENT)

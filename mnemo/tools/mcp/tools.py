@@ -1,0 +1,369 @@
+"""The MCP tools: their names, schemas, descriptions and hints, and what a call of each returns.
+
+The six memory-tool commands are not reimplemented here: a call builds the command's input object from
+the arguments it was given and runs `MnemoMemoryToolServer.execute`, so an MCP client gets the text the
+memory tool returns, string for string, and bad arguments meet the memory tool's own checks (no
+coercion or validation happens before them). Two more tools read what only Mnemo has: the versions of
+a file, and the chain check. This module needs nothing of the MCP SDK.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mnemo.errors import InvalidInput, MnemoError, NotFound, PermissionDenied
+from mnemo.record import MemoryRecord, VerifyReport
+from mnemo.tools.paths import PATH_TAG_PREFIX
+from mnemo.tools.server import DEFAULT_MAX_VIEW_CHARS, CommandResult, MnemoMemoryToolServer
+
+__all__ = [
+    "INSTRUCTIONS",
+    "READ_ONLY_INSTRUCTIONS",
+    "TOOLS",
+    "ToolSpec",
+    "call_tool",
+    "format_history",
+    "format_verify",
+    "tools_for",
+]
+
+log = logging.getLogger("mnemo.tools.mcp")
+
+MAX_LISTED_PROBLEMS = 20
+MAX_HISTORY_CHARS = 100_000
+
+INSTRUCTIONS = (
+    "This server is your memory: a directory of text files under /memories that outlives the "
+    "conversation. Before doing anything else in a task, call memory_view with path \"/memories\" to "
+    "see what you recorded earlier, and read the files that bear on the task. As you work, record what "
+    "is worth keeping (progress, decisions, facts about the user and the project) with memory_create, "
+    "memory_str_replace and memory_insert: your context may be reset at any moment, and what is not in "
+    "memory is lost. Keep the directory tidy: update and rename files rather than piling up new ones, "
+    "and delete what is wrong or obsolete. Every path lives under /memories. Every change is kept as a "
+    "version (memory_history) in a hash-chained log (memory_verify); memory_delete erases a file and "
+    "all its versions for good."
+)
+
+READ_ONLY_INSTRUCTIONS = (
+    "This server is your memory, read-only: a directory of text files under /memories that outlives "
+    "the conversation. Before doing anything else in a task, call memory_view with path \"/memories\" "
+    "to see what was recorded earlier, and read the files that bear on the task. Every path lives "
+    "under /memories; memory_history shows every version of a file and memory_verify checks the "
+    "store's hash-chained log. This server cannot change memory."
+)
+
+_PATH = "A path under /memories, such as /memories or /memories/project/notes.md."
+
+
+def _string(description: str) -> dict[str, Any]:
+    return {"type": "string", "description": description}
+
+
+def _schema(properties: dict[str, dict[str, Any]], required: tuple[str, ...]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
+
+
+@dataclass(frozen=True)
+class Hints:
+    """MCP tool annotations (`readOnlyHint` and the others), in the order the protocol lists them."""
+
+    read_only: bool
+    destructive: bool
+    idempotent: bool
+    open_world: bool = False
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One MCP tool. `command` names the memory-tool command it runs; `None` for Mnemo's own tools."""
+
+    name: str
+    title: str
+    description: str
+    input_schema: dict[str, Any]
+    hints: Hints
+    command: str | None = None
+    fields: tuple[str, ...] = field(default=())
+
+    @property
+    def writes(self) -> bool:
+        return not self.hints.read_only
+
+
+# Hints, tool by tool. Only delete destroys anything: it erases every version of what it deletes.
+# create, str_replace, insert and rename change a file, but the version before stays in its history,
+# so nothing is lost (destructiveHint false). create, delete and rename are idempotent: the same call
+# again is refused (the file exists / does not exist) and changes nothing. str_replace and insert are
+# not: inserting twice inserts twice, and a replacement can match again in its own result.
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        name="memory_view",
+        title="View memory",
+        description=(
+            "Show a directory or a file of your memory. Your memory is a directory of text files under "
+            "/memories that persists across conversations; call this at the start of every task with path "
+            "\"/memories\" to see what you remembered before, then view the files that matter. A directory "
+            "shows its files and subdirectories up to 2 levels deep, with sizes; a file shows its lines, "
+            "numbered. For part of a long file, give view_range."
+        ),
+        input_schema=_schema(
+            {
+                "path": _string(_PATH),
+                "view_range": {
+                    "type": "array",
+                    "items": {"type": "integer"},
+                    "minItems": 2,
+                    "maxItems": 2,
+                    "description": "Lines to show, [start, end], numbered from 1; end -1 means to the end of the file.",
+                },
+            },
+            ("path",),
+        ),
+        hints=Hints(read_only=True, destructive=False, idempotent=True),
+        command="view",
+        fields=("path", "view_range"),
+    ),
+    ToolSpec(
+        name="memory_create",
+        title="Create a memory file",
+        description=(
+            "Create a new file in your memory with the given text. The path must lie under /memories (for "
+            "example /memories/project/notes.md); directories come into being with the files in them. Fails "
+            "if the file already exists: change an existing file with memory_str_replace or memory_insert."
+        ),
+        input_schema=_schema(
+            {"path": _string(_PATH), "file_text": _string("The whole content of the new file.")},
+            ("path", "file_text"),
+        ),
+        hints=Hints(read_only=False, destructive=False, idempotent=True),
+        command="create",
+        fields=("path", "file_text"),
+    ),
+    ToolSpec(
+        name="memory_str_replace",
+        title="Edit a memory file",
+        description=(
+            "Replace text in a memory file: old_str must occur exactly once in the file, whitespace "
+            "included, and is replaced by new_str (omit new_str to delete old_str). The result shows the "
+            "edited lines. The version before the edit stays in memory_history."
+        ),
+        input_schema=_schema(
+            {
+                "path": _string(_PATH),
+                "old_str": _string("The exact text to replace; it must occur exactly once in the file."),
+                "new_str": _string("The text to put in its place; omit it to delete old_str."),
+            },
+            ("path", "old_str"),
+        ),
+        hints=Hints(read_only=False, destructive=False, idempotent=False),
+        command="str_replace",
+        fields=("path", "old_str", "new_str"),
+    ),
+    ToolSpec(
+        name="memory_insert",
+        title="Insert into a memory file",
+        description=(
+            "Insert text into a memory file after line insert_line: 0 inserts before the first line, the "
+            "file's number of lines appends at the end. The version before stays in memory_history."
+        ),
+        input_schema=_schema(
+            {
+                "path": _string(_PATH),
+                "insert_line": {
+                    "type": "integer",
+                    "description": "The line after which to insert, numbered from 1; 0 inserts at the top.",
+                },
+                "insert_text": _string("The text to insert."),
+            },
+            ("path", "insert_line", "insert_text"),
+        ),
+        hints=Hints(read_only=False, destructive=False, idempotent=False),
+        command="insert",
+        fields=("path", "insert_line", "insert_text"),
+    ),
+    ToolSpec(
+        name="memory_delete",
+        title="Delete from memory",
+        description=(
+            "Delete a file, or a directory and every file in it, from your memory. This erases every "
+            "version of the content for good: it cannot be undone, nor recovered through memory_history. "
+            "Use it for memories that are wrong or obsolete, or that the user asked you to forget."
+        ),
+        input_schema=_schema({"path": _string(_PATH)}, ("path",)),
+        hints=Hints(read_only=False, destructive=True, idempotent=True),
+        command="delete",
+        fields=("path",),
+    ),
+    ToolSpec(
+        name="memory_rename",
+        title="Rename in memory",
+        description=(
+            "Rename or move a file or a directory within your memory. The destination must not exist yet; "
+            "both paths lie under /memories. The files keep their history."
+        ),
+        input_schema=_schema(
+            {
+                "old_path": _string("The file or directory to move, under /memories."),
+                "new_path": _string("Where to move it, under /memories; it must not exist yet."),
+            },
+            ("old_path", "new_path"),
+        ),
+        hints=Hints(read_only=False, destructive=False, idempotent=True),
+        command="rename",
+        fields=("old_path", "new_path"),
+    ),
+    ToolSpec(
+        name="memory_history",
+        title="History of a memory file",
+        description=(
+            "Show every version of a memory file, oldest first: when and by which agent each was written, "
+            "the path it had then, and its content. Use it to see what a file said before an edit or a "
+            "rename. A deleted file has no history left."
+        ),
+        input_schema=_schema({"path": _string("A file under /memories.")}, ("path",)),
+        hints=Hints(read_only=True, destructive=False, idempotent=True),
+        fields=("path",),
+    ),
+    ToolSpec(
+        name="memory_verify",
+        title="Verify the memory store",
+        description=(
+            "Check the integrity of the whole memory store: every entry of its append-only, SHA-256 "
+            "hash-chained log, every link and payload digest, every erasure. Reports the number of "
+            "entries, the head of the chain and every problem found."
+        ),
+        input_schema=_schema({}, ()),
+        hints=Hints(read_only=True, destructive=False, idempotent=True),
+    ),
+)
+
+_BY_NAME = {tool.name: tool for tool in TOOLS}
+
+
+def tools_for(read_only: bool) -> tuple[ToolSpec, ...]:
+    """The tools a server offers: a read-only server does not list the tools that write."""
+    return tuple(tool for tool in TOOLS if not (read_only and tool.writes))
+
+
+def call_tool(
+    server: MnemoMemoryToolServer, name: str, arguments: Mapping[str, Any] | None, read_only: bool = False
+) -> CommandResult:
+    """Run one tool call and return its result. Never raises."""
+    tool = _BY_NAME.get(name)
+    if tool is None or (read_only and tool.writes):
+        return CommandResult(f"Error: Unknown tool: {name}", True)
+    args: Mapping[str, Any] = arguments if arguments is not None else {}
+    if tool.command is not None:
+        # Only the command's own fields: a `command` argument cannot turn one tool into another.
+        command_input: dict[str, Any] = {"command": tool.command}
+        command_input.update((k, args[k]) for k in tool.fields if k in args)
+        return server.execute(command_input)
+    runner = _history if tool.name == "memory_history" else _verify
+    try:
+        return runner(server, args)
+    except MnemoError as exc:
+        return CommandResult(f"Error: {exc}", True)
+    except Exception as exc:
+        log.exception("%s failed", tool.name)
+        return CommandResult(f"Error: Internal error ({type(exc).__name__})", True)
+
+
+# -- memory_history ---------------------------------------------------------------------------------
+
+
+def _history(server: MnemoMemoryToolServer, args: Mapping[str, Any]) -> CommandResult:
+    path = args.get("path")
+    if path is None:
+        return CommandResult("Error: Missing required parameter `path` for tool `memory_history`", True)
+    if not isinstance(path, str):
+        return CommandResult("Error: Parameter `path` of tool `memory_history` must be a string", True)
+    # The memory tool's order: the path checks, then the permission, then the lookup.
+    try:
+        server.canonical_path(path)
+    except InvalidInput as exc:
+        return CommandResult(f"Error: {exc}", True)
+    try:
+        server.client.check_permission("read", server.scope)
+    except PermissionDenied:
+        agent = server.client.agent_id
+        return CommandResult(f"Error: Permission denied: {agent} may not read in scope {server.scope}", True)
+    try:
+        versions = server.history(path)
+    except NotFound as exc:
+        return CommandResult(f"Error: {exc}", True)
+    return CommandResult(format_history(path, versions))
+
+
+def _version_path(record: MemoryRecord) -> str:
+    for tag in record.tags:
+        if tag.startswith(PATH_TAG_PREFIX):
+            return tag[len(PATH_TAG_PREFIX) :]
+    return "?"
+
+
+def format_history(
+    path: str,
+    versions: list[MemoryRecord],
+    max_chars: int = DEFAULT_MAX_VIEW_CHARS,
+    max_total_chars: int = MAX_HISTORY_CHARS,
+) -> str:
+    """Every version of a file, oldest first: a header line for each, then its content.
+
+    A version longer than `max_chars` characters is cut there, with a note saying how much was left
+    out. The contents shown add up to at most `max_total_chars`, counted from the newest version back:
+    an older version past that budget shows only its header and its length.
+    """
+    n = len(versions)
+    budget = max_total_chars
+    bodies: list[str] = []
+    for record in reversed(versions):
+        content = record.content
+        text = content if isinstance(content, str) else content.decode("utf-8", errors="replace")
+        if len(text) > max_chars:
+            text = f"{text[:max_chars]}\n... ({len(text) - max_chars} more characters)"
+        if len(text) > budget:
+            text = f"... ({len(text)} characters left out: the newer versions fill this result)"
+        else:
+            budget -= len(text)
+        bodies.append(text)
+    out = [f"History of {path}: {n} version{'s' if n != 1 else ''}, oldest first"]
+    for record, text in zip(versions, reversed(bodies), strict=True):
+        when = record.updated_at.isoformat(timespec="seconds").replace("+00:00", "Z")
+        out.append(
+            f"--- version {record.version}, {when}, by {record.agent_id}, "
+            f"at {_version_path(record)} (seq {record.seq})"
+        )
+        out.append(text)
+    return "\n".join(out)
+
+
+# -- memory_verify ----------------------------------------------------------------------------------
+
+
+def _verify(server: MnemoMemoryToolServer, args: Mapping[str, Any]) -> CommandResult:
+    return CommandResult(format_verify(server.client.verify()))
+
+
+def format_verify(report: VerifyReport, max_problems: int = MAX_LISTED_PROBLEMS) -> str:
+    """A verification in a few lines: the verdict, the head, erasures and checkpoints, the problems."""
+    if report.ok:
+        lines = [f"OK: the chain is intact: {report.entries} entries verified"]
+    else:
+        n = len(report.problems)
+        lines = [f"FAILED: {n} problem{'s' if n != 1 else ''} in {report.entries} entries read"]
+    if report.head_seq >= 0:
+        lines.append(f"head: {report.head_seq}:{report.head_hash}")
+    lines.append(f"erased versions: {report.erased}; signed checkpoints verified: {report.checkpoints}")
+    for problem in report.problems[:max_problems]:
+        where = [f"seq {problem.seq}"] if problem.seq is not None else []
+        if problem.offset is not None:
+            where.append(f"offset {problem.offset}")
+        lines.append(f"problem [{problem.kind}] {', '.join(where) or '-'}: {problem.message}")
+    if len(report.problems) > max_problems:
+        lines.append(f"... and {len(report.problems) - max_problems} more problems (mnemo verify lists them all)")
+    lines.extend(f"note: {note}" for note in report.notes)
+    return "\n".join(lines)
+

@@ -1,0 +1,342 @@
+"""The MCP tools in process: calls map onto the memory tool exactly; history, verify, tokens, defaults."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mnemo import MemoryRecord, MnemoClient, Problem, VerifyReport
+from mnemo.errors import Closed, InvalidInput
+from mnemo.tools import MnemoMemoryToolServer
+from mnemo.tools.mcp.defaults import default_agent, default_db_path
+from mnemo.tools.mcp.tokens import TokenTable, load_tokens, parse_tokens
+from mnemo.tools.mcp.tools import TOOLS, call_tool, format_history, format_verify, tools_for
+
+AGENT = "agent-1"
+COMMAND_OF = {t.name: t.command for t in TOOLS if t.command is not None}
+
+
+def test_the_tools_and_what_read_only_leaves() -> None:
+    assert [t.name for t in tools_for(False)] == [
+        "memory_view", "memory_create", "memory_str_replace", "memory_insert", "memory_delete", "memory_rename",
+        "memory_history", "memory_verify",
+    ]
+    assert [t.name for t in tools_for(True)] == ["memory_view", "memory_history", "memory_verify"]
+    for tool in TOOLS:
+        # A command tool's schema offers exactly the memory tool's fields for that command.
+        assert tuple(tool.input_schema["properties"]) == tool.fields
+
+
+# -- call_tool is execute: property test ------------------------------------------------------------
+
+PATHS = st.sampled_from(
+    ["/memories", "/memories/a", "/memories/a/b.md", "/memories/c.txt", "/memories/../x", "/memories/%2e", "/x", ""]
+)
+VALUES = st.one_of(
+    PATHS, st.text(max_size=12), st.integers(-2, 5), st.booleans(), st.none(), st.lists(st.integers(-2, 5), max_size=3),
+    st.floats(allow_nan=False, width=16),
+)
+ARG_NAMES = st.sampled_from(
+    ["path", "file_text", "old_str", "new_str", "insert_line", "insert_text", "old_path", "new_path", "view_range",
+     "command", "junk"]
+)
+CALLS = st.lists(
+    st.tuples(st.sampled_from(sorted(COMMAND_OF)), st.dictionaries(ARG_NAMES, VALUES, max_size=4)), max_size=25
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls=CALLS)
+def test_every_call_is_the_memory_tool_command_with_the_same_arguments(calls: list[tuple[str, dict[str, Any]]]) -> None:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        MnemoClient(os.path.join(tmp, "mcp.db"), AGENT, durability="none") as a,
+        MnemoClient(os.path.join(tmp, "ref.db"), AGENT, durability="none") as b,
+    ):
+        via_mcp, reference = MnemoMemoryToolServer(a), MnemoMemoryToolServer(b)
+        for name, args in calls:
+            got = call_tool(via_mcp, name, args)
+            # The tool names the command; a `command` argument changes nothing, other keys are ignored.
+            expected = reference.execute({**{k: v for k, v in args.items() if k != "command"},
+                                          "command": COMMAND_OF[name]})
+            assert got == expected, (name, args)
+
+
+# -- read-only, unknown tools -----------------------------------------------------------------------
+
+
+def test_read_only_refuses_the_write_tools_and_writes_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    with MnemoClient(db, AGENT) as writer:
+        MnemoMemoryToolServer(writer).execute({"command": "create", "path": "/memories/a", "file_text": "a"})
+    before = db.read_bytes()
+    with MnemoClient(db, AGENT, readonly=True) as reader:
+        server = MnemoMemoryToolServer(reader)
+        for name in ("memory_create", "memory_str_replace", "memory_insert", "memory_delete", "memory_rename"):
+            result = call_tool(server, name, {"path": "/memories/a", "file_text": "b"}, read_only=True)
+            assert (result.text, result.is_error) == (f"Error: Unknown tool: {name}", True)
+        viewed = call_tool(server, "memory_view", {"path": "/memories/a"}, read_only=True)
+        assert viewed.text == "Here's the content of /memories/a with line numbers:\n     1\ta"
+    assert db.read_bytes() == before
+
+
+def test_unknown_tools_and_missing_arguments(client: MnemoClient) -> None:
+    server = MnemoMemoryToolServer(client)
+    assert call_tool(server, "memory", {"command": "view", "path": "/memories"}).text == "Error: Unknown tool: memory"
+    assert call_tool(server, "memory_view", None).text == "Error: Missing required parameter `path` for command `view`"
+    verified = call_tool(server, "memory_verify", None)
+    assert not verified.is_error and verified.text.startswith("OK: the chain is intact: 1 entries verified\n")
+
+
+# -- memory_history ---------------------------------------------------------------------------------
+
+
+def test_history_checks_in_the_memory_tools_order(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    with MnemoClient(db, "owner") as owner:
+        MnemoMemoryToolServer(owner, scope="team:x").execute(
+            {"command": "create", "path": "/memories/s.md", "file_text": "secret"}
+        )
+    with MnemoClient(db, AGENT) as outsider:
+        server = MnemoMemoryToolServer(outsider, scope="team:x")
+        # A refused path is refused before the permission check, as the memory tool does ...
+        assert call_tool(server, "memory_history", {"path": "/memories/../s.md"}).text == (
+            "Error: Path /memories/../s.md would escape /memories directory"
+        )
+        # ... and a denied agent learns nothing about what exists: the same answer for a file and for none.
+        for path in ("/memories/s.md", "/memories/none.md"):
+            result = call_tool(server, "memory_history", {"path": path})
+            denied = f"Error: Permission denied: {AGENT} may not read in scope team:x"
+            assert (result.text, result.is_error) == (denied, True)
+            view = call_tool(server, "memory_view", {"path": path})
+            assert view.text == result.text
+
+
+def test_history_follows_renames_and_ends_with_delete(client: MnemoClient) -> None:
+    server = MnemoMemoryToolServer(client)
+    for tool, args in [
+        ("memory_create", {"path": "/memories/a.md", "file_text": "1"}),
+        ("memory_rename", {"old_path": "/memories/a.md", "new_path": "/memories/d/b.md"}),
+        ("memory_insert", {"path": "/memories/d/b.md", "insert_line": 1, "insert_text": "2"}),
+    ]:
+        assert not call_tool(server, tool, args).is_error
+    text = call_tool(server, "memory_history", {"path": "/memories/d//b.md/"}).text
+    lines = text.split("\n")
+    assert lines[0] == "History of /memories/d//b.md/: 3 versions, oldest first"
+    assert [line.rsplit(" at ", 1)[1] for line in lines if line.startswith("--- ")] == [
+        "/memories/a.md (seq 1)", "/memories/d/b.md (seq 2)", "/memories/d/b.md (seq 3)",
+    ]
+    assert call_tool(server, "memory_delete", {"path": "/memories/d"}).text == "Successfully deleted /memories/d"
+    gone = call_tool(server, "memory_history", {"path": "/memories/d/b.md"})
+    assert (gone.text, gone.is_error) == ("Error: The path /memories/d/b.md does not exist", True)
+    assert call_tool(server, "memory_history", {"path": "/memories"}).text == "Error: The path /memories does not exist"
+
+
+def _record(version: int, content: str | bytes, path: str) -> MemoryRecord:
+    when = datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)
+    return MemoryRecord(
+        id="r", version=version, content=content, tags=("memorytool", f"path:{path}"), metadata={}, scope="s",
+        agent_id="ag", created_at=when, updated_at=when, seq=7 + version, hash="00",
+    )
+
+
+def test_format_history_cuts_long_versions_and_decodes_bytes() -> None:
+    text = format_history("/memories/x", [_record(1, "abcdef", "/memories/x"), _record(2, b"\xffok", "/memories/y")],
+                          max_chars=4)
+    assert text == (
+        "History of /memories/x: 2 versions, oldest first\n"
+        "--- version 1, 2025-01-02T03:04:05Z, by ag, at /memories/x (seq 8)\n"
+        "abcd\n... (2 more characters)\n"
+        "--- version 2, 2025-01-02T03:04:05Z, by ag, at /memories/y (seq 9)\n"
+        "\ufffdok"
+    )
+
+
+def test_format_history_fills_its_budget_from_the_newest_version() -> None:
+    versions = [_record(v, str(v) * 10, "/memories/x") for v in (1, 2, 3)]
+    text = format_history("/memories/x", versions, max_chars=100, max_total_chars=25)
+    assert text.split("\n")[1:] == [
+        "--- version 1, 2025-01-02T03:04:05Z, by ag, at /memories/x (seq 8)",
+        "... (10 characters left out: the newer versions fill this result)",
+        "--- version 2, 2025-01-02T03:04:05Z, by ag, at /memories/x (seq 9)",
+        "2222222222",
+        "--- version 3, 2025-01-02T03:04:05Z, by ag, at /memories/x (seq 10)",
+        "3333333333",
+    ]
+
+
+# -- memory_verify ----------------------------------------------------------------------------------
+
+
+def test_format_verify_of_a_damaged_chain() -> None:
+    problems = tuple(Problem("hash", f"bad hash {i}", seq=i, offset=100 + i) for i in range(22)) + (
+        Problem("framing", "torn tail"),
+    )
+    report = VerifyReport(ok=False, entries=40, head_seq=39, head_hash="ab" * 32, problems=problems, erased=2,
+                          checkpoints=1, notes=("index snapshot discarded",))
+    lines = format_verify(report).split("\n")
+    assert lines[:4] == [
+        "FAILED: 23 problems in 40 entries read",
+        f"head: 39:{'ab' * 32}",
+        "erased versions: 2; signed checkpoints verified: 1",
+        "problem [hash] seq 0, offset 100: bad hash 0",
+    ]
+    assert lines[-2:] == ["... and 3 more problems (mnemo verify lists them all)", "note: index snapshot discarded"]
+    assert len(lines) == 3 + 20 + 2
+    empty = VerifyReport(ok=False, entries=0, head_seq=-1, head_hash="", problems=(Problem("header", "bad magic"),))
+    assert format_verify(empty) == (
+        "FAILED: 1 problem in 0 entries read\nerased versions: 0; signed checkpoints verified: 0\n"
+        "problem [header] -: bad magic"
+    )
+
+
+# -- tokens -----------------------------------------------------------------------------------------
+
+TOKEN_A = "A" * 16
+TOKEN_B = "b-0123456789_~+/=="
+
+
+def test_parse_tokens_lines_and_json() -> None:
+    lines = f"# comment\n\n  {TOKEN_A}   agent one \n{TOKEN_B}\tb\n"
+    assert parse_tokens(lines, "f") == {TOKEN_A: "agent one", TOKEN_B: "b"}
+    assert parse_tokens(f' {{"{TOKEN_A}": "a", "{TOKEN_B}": "b"}}', "f") == {TOKEN_A: "a", TOKEN_B: "b"}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "src: no tokens"),
+        ("# only a comment\n", "src: no tokens"),
+        (f"{TOKEN_A}\n", "src: line 1: expected `token agent_id`"),
+        ("shorttoken a\n", "src: line 1: a token must be at least 16 characters long"),
+        (f"\n{TOKEN_A}é a\n", "src: line 2: a token must be letters, digits and -._~+/ (optionally ending in =)"),
+        (f"{TOKEN_A}=x a\n", "src: line 1: a token must be letters, digits and -._~+/ (optionally ending in =)"),
+        (f"{TOKEN_A} a\n{TOKEN_A} b\n", "src: line 2: this token is listed twice"),
+        (f"{TOKEN_A} a\x07b\n", "src: line 1: agent id 'a\\x07b' contains control or invalid characters"),
+        (f'{{"{TOKEN_A}": 3}}', "src: entry 1: agent id must be a non-empty string, got 3"),
+        (f'{{"{TOKEN_A}": ""}}', "src: entry 1: agent id must be a non-empty string, got ''"),
+        ("{\"x\": ", "src: not valid JSON: Expecting value at line 1, column 7"),
+        ("{} ", "src: no tokens"),
+    ],
+)
+def test_parse_tokens_refuses_bad_sources_without_echoing_a_token(text: str, message: str) -> None:
+    with pytest.raises(InvalidInput) as exc:
+        parse_tokens(text, "src")
+    assert str(exc.value) == message
+    assert TOKEN_A not in str(exc.value) and "shorttoken" not in str(exc.value)
+
+
+def test_load_tokens_from_a_file_or_the_environment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(f"{TOKEN_A} from-file\n")
+    path.chmod(0o600)
+    env = {"MNEMO_MCP_TOKENS": f"{TOKEN_B} from-env"}
+    assert load_tokens(path, env) == {TOKEN_A: "from-file"}  # the file wins
+    assert capsys.readouterr().err == ""
+    assert load_tokens(None, env) == {TOKEN_B: "from-env"}
+    needs = r"^the HTTP transport needs bearer tokens: --tokens FILE or \$MNEMO_MCP_TOKENS$"
+    with pytest.raises(InvalidInput, match=needs):
+        load_tokens(None, {})
+    with pytest.raises(InvalidInput, match=r"^the HTTP transport needs bearer tokens"):
+        load_tokens(None, {"MNEMO_MCP_TOKENS": "  \n"})
+    with pytest.raises(InvalidInput, match=r"^\$MNEMO_MCP_TOKENS: line 1: expected `token agent_id`$"):
+        load_tokens(None, {"MNEMO_MCP_TOKENS": TOKEN_B})
+    path.chmod(0o644)
+    assert load_tokens(path, {}) == {TOKEN_A: "from-file"}
+    assert capsys.readouterr().err == f"mnemo mcp: warning: the tokens file {path} is readable by other users\n"
+    with pytest.raises(InvalidInput, match=r"^cannot read the tokens file .*missing"):
+        load_tokens(tmp_path / "missing", {})
+
+
+def test_token_table_matches_whole_tokens_only() -> None:
+    table = TokenTable({TOKEN_A: "a", TOKEN_B: "b", "C" * 20: "a"})
+    assert table.agents == ["a", "b"]
+    assert table.agent_for(TOKEN_A) == "a" and table.agent_for(TOKEN_B) == "b" and table.agent_for("C" * 20) == "a"
+    for wrong in ("", TOKEN_A[:-1], TOKEN_A + "A", TOKEN_A.lower(), " " + TOKEN_A, "\udc80"):
+        assert table.agent_for(wrong) is None
+    with pytest.raises(InvalidInput):
+        TokenTable({})
+
+
+# -- defaults and the pool --------------------------------------------------------------------------
+
+
+def test_default_db_path_and_agent() -> None:
+    home = {"HOME": "/home/u"}
+    assert default_db_path(home, "linux") == Path("/home/u/.local/share/mnemo/memory.mnemo.db")
+    assert default_db_path({**home, "XDG_DATA_HOME": "/data"}, "linux") == Path("/data/mnemo/memory.mnemo.db")
+    assert default_db_path({**home, "XDG_DATA_HOME": "rel/dir"}, "linux") == Path(
+        "/home/u/.local/share/mnemo/memory.mnemo.db"
+    )
+    assert default_db_path({**home, "XDG_DATA_HOME": "/data"}, "darwin") == Path(
+        "/home/u/Library/Application Support/mnemo/memory.mnemo.db"
+    )
+    assert default_agent({}) == "claude"
+    assert default_agent({"MNEMO_AGENT": "me"}) == "me"
+    assert default_agent({"MNEMO_AGENT": ""}) == ""  # refused by MnemoClient, never replaced by another
+
+
+def test_agent_servers_open_lazily_once_and_close_all(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    from mnemo.tools.mcp.app import AgentServers, _is_loopback
+
+    pool = AgentServers(tmp_path / "m.db", scope=None)
+    a = pool.get("a")
+    assert pool.get("a") is a and a.scope == "agent:a"
+    b = pool.get("b")
+    assert b.client is not a.client and b.scope == "agent:b"
+    pool.close()
+    assert a.client.closed and b.client.closed
+    with pytest.raises(Closed):
+        pool.get("a")
+    pool.close()  # twice is fine
+    assert [_is_loopback(h) for h in ("127.0.0.1", "127.1.2.3", "::1", "localhost", "0.0.0.0", "10.0.0.1", "::")] == [
+        True, True, True, True, False, False, False,
+    ]
+
+
+def test_a_busy_store_is_an_error_result_after_the_lock_timeout(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    import time
+
+    from mnemo.tools.mcp.app import AgentServers
+
+    db = tmp_path / "m.db"
+    pool = AgentServers(db, lock_timeout=0.2)
+    try:
+        server = pool.get(AGENT)
+        with MnemoClient(db, "other") as other, other.transaction():  # another writer holds the lock
+            start = time.monotonic()
+            result = call_tool(server, "memory_create", {"path": "/memories/a", "file_text": "a"})
+            waited = time.monotonic() - start
+        busy = "Error: The memory store is busy (writer lock timeout); try again"
+        assert (result.text, result.is_error) == (busy, True)
+        assert 0.15 < waited < 5
+        assert not call_tool(server, "memory_create", {"path": "/memories/a", "file_text": "a"}).is_error
+    finally:
+        pool.close()
+
+
+def test_a_store_that_cannot_be_opened_is_an_error_result_naming_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("mcp")
+    from mnemo.tools.mcp.app import AgentServers, _run_call
+
+    pool = AgentServers(tmp_path)  # a directory: no client opens on it
+    try:
+        result = _run_call(pool, "remote", "memory_view", {"path": "/memories"})
+    finally:
+        pool.close()
+    assert (result.text, result.is_error) == (
+        "Error: The memory store cannot be opened; the server's log says why", True
+    )
+    assert str(tmp_path) not in result.text
+    assert "cannot open the memory store as remote: " in caplog.text and str(tmp_path) in caplog.text
