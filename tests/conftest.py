@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,12 +16,61 @@ ROOT = Path(__file__).resolve().parents[1]
 if importlib.util.find_spec("mnemo") is None:  # running from a checkout without an install
     sys.path.insert(0, str(ROOT))
 
+from helpers import pg  # noqa: E402
+from helpers.pg import TestDatabase  # noqa: E402
+
 AGENT = "agent-1"
+BACKENDS = ("file", "postgres")
 
 
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
+    """A file database's path: for tests of what is truly the file backend's (bytes on disk, recovery)."""
     return tmp_path / "memory.mnemo.db"
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[TestDatabase | None]:
+    """The run's own PostgreSQL database, or None when MNEMO_TEST_POSTGRES names no reachable server."""
+    server = pg.server_dsn()
+    if server is None:
+        yield None
+        return
+    try:
+        database = pg.TestDatabase(server)
+    except Exception as exc:
+        if os.environ.get(pg.REQUIRE) == "1":
+            pytest.exit(f"{pg.ENV} is set but its PostgreSQL server is unreachable: {exc}", returncode=3)
+        yield None
+        return
+    try:
+        yield database
+    finally:
+        database.drop()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def db(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh, empty database on each storage backend: a file path, or a postgresql:// URI whose
+    search_path is a schema of its own. Tests of behaviour take this one, so that they run on both."""
+    if backend == "file":
+        yield str(tmp_path / "memory.mnemo.db")
+        return
+    database = request.getfixturevalue("pg_database")
+    if database is None:
+        if os.environ.get(pg.REQUIRE) == "1":
+            pytest.fail(f"{pg.ENV} is not set: the PostgreSQL backend cannot be tested")
+        pytest.skip(f"PostgreSQL tests need {pg.ENV} (a server DSN, for example postgresql://postgres@127.0.0.1/postgres)")
+    schema, url = database.new_schema()
+    try:
+        yield url
+    finally:
+        database.drop_schema(schema)
 
 
 @pytest.fixture

@@ -1,0 +1,79 @@
+"""PostgreSQL for the tests: a database of their own on the server `MNEMO_TEST_POSTGRES` names (created
+for the run, dropped after it), and in it a fresh schema per test, so that every test starts from an
+empty Mnemo database. Without the variable, or without a reachable server, the tests that need it skip
+with the reason, unless `MNEMO_REQUIRE_POSTGRES=1` (set by .ci/run) makes that a failure."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from urllib.parse import quote
+
+ENV = "MNEMO_TEST_POSTGRES"
+REQUIRE = "MNEMO_REQUIRE_POSTGRES"
+
+
+def server_dsn() -> str | None:
+    return os.environ.get(ENV) or None
+
+
+def with_database(dsn: str, dbname: str) -> str:
+    import psycopg.conninfo
+
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    params["dbname"] = dbname
+    return psycopg.conninfo.make_conninfo("", **params)
+
+
+def uri(dsn: str, schema: str | None = None) -> str:
+    """A postgresql:// URI for MnemoClient (which selects the backend by the URI's scheme)."""
+    import psycopg.conninfo
+
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    user = params.pop("user", "")
+    password = params.pop("password", None)
+    host = params.pop("host", "")
+    port = params.pop("port", "")
+    dbname = params.pop("dbname", "")
+    auth = quote(str(user)) + (f":{quote(str(password))}" if password else "")
+    netloc = (auth + "@" if auth else "") + (str(host) if "/" not in str(host) else "") + (f":{port}" if port else "")
+    query = [f"{k}={quote(str(v))}" for k, v in params.items()]
+    if "/" in str(host):  # a socket directory
+        query.append(f"host={quote(str(host))}")
+    if schema is not None:
+        query.append("options=" + quote(f"-csearch_path={schema}"))
+    return f"postgresql://{netloc}/{dbname}" + ("?" + "&".join(query) if query else "")
+
+
+class TestDatabase:
+    """The run's own database on the server: created once, dropped at the end."""
+
+    def __init__(self, server: str) -> None:
+        import psycopg
+
+        self.server = server
+        self.name = f"mnemo_test_{os.getpid()}_{secrets.token_hex(3)}"
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{self.name}"')
+        self.dsn = with_database(server, self.name)
+
+    def new_schema(self) -> tuple[str, str]:
+        """(schema name, URI whose search_path puts it first) of a fresh, empty schema."""
+        import psycopg
+
+        name = "t_" + secrets.token_hex(6)
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{name}"')
+        return name, uri(self.dsn, name)
+
+    def drop_schema(self, name: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+    def drop(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
