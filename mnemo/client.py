@@ -25,7 +25,7 @@ from .storage.codec import (
     pack_canonical_fields,
     seal_put_payload,
 )
-from .storage.contract import Found, Payloads, Query, Rec, ScopeFilter, Storage, Version
+from .storage.contract import Found, Payloads, Progress, Query, Rec, ScopeFilter, Storage, Version
 from .validation import (
     Limits,
     canonical_metadata,
@@ -450,6 +450,25 @@ class MnemoClient:
         from .audit import export_audit
 
         return export_audit(self._store, dest, since=since, include_content=include_content)
+
+    def copy_to(self, destination: str | os.PathLike[str], progress: Progress | None = None) -> VerifyReport:
+        """Write this database, entry for entry, into a new one (a file path or a postgresql:// URI, on
+        either backend), and return the destination's verify report: its head is this one's as of the
+        copy. Payloads of forgotten records are not copied. Needs admin on `*`: the copy holds every
+        scope. The source may be written to meanwhile; the copy is a consistent prefix of its chain."""
+        self._store.refresh()
+        if not self._acl().allows(self.agent_id, "admin", "*"):
+            raise PermissionDenied(f"{self.agent_id} may not copy the database: it needs admin on *")
+        from .storage.chain_copy import chain_of, write_chain
+
+        target = os.fspath(destination)
+        last, items = chain_of(self._store)
+        write_chain(target, items, progress, last[0] + 1)
+        with MnemoClient(target, self.agent_id, readonly=True) as copy:
+            report = copy.verify()
+        if report.head_seq != last[0]:
+            raise IntegrityError(f"the copy at {target} ends at seq {report.head_seq}, not at {last[0]}")
+        return report
 
     def checkpoint(self) -> int | None:
         """Write a signed checkpoint over the current head (with a signing key) and the index snapshot.

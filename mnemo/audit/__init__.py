@@ -11,6 +11,7 @@ from .common import KeyFileError, UnreadableDatabase, UnreadableExport, format_t
 from .export import export_audit, export_line
 from .filelog import LogItem, read_log
 from .keys import generate_keypair, load_private_key, load_public_key, public_key_bytes, sign_checkpoint
+from .sources import read_chain
 from .verify_export import verify_export
 from .verify_file import ExpectedIndex, check_snapshot_file, verify_db, verify_db_and_index
 
@@ -29,6 +30,7 @@ __all__ = [
     "load_private_key",
     "load_public_key",
     "public_key_bytes",
+    "read_chain",
     "read_log",
     "sign_checkpoint",
     "verify_db",

@@ -16,7 +16,7 @@ from ..storage.codec import (
     decode_record_fields,
     unpackb,
 )
-from ..storage.contract import LogItem, Storage
+from ..storage.contract import LogItem, Storage, is_dsn
 from .common import PathArg, Progress, _json_default, format_ts, jsonable
 from .filelog import _open_db, _strict_items, _Window
 
@@ -100,6 +100,11 @@ def export_audit(
     into place. Raises IntegrityError if the chain is damaged (verify gives the full report)."""
     if not (isinstance(since, int) and since >= 0):
         raise InvalidInput("since must be a non-negative integer")
+    if isinstance(source, str) and is_dsn(source):
+        from .sources import open_readonly
+
+        with open_readonly(source) as store:
+            return export_audit(store, dest, since=since, include_content=include_content, progress=progress)
     if isinstance(source, (str, os.PathLike)):
         fd, size, name = _open_db(source)
         try:

@@ -22,6 +22,7 @@ from ..storage.codec import (
     decode_put_payload,
     unpackb,
 )
+from ..storage.contract import is_dsn
 from ..storage.file.framing import (
     ENTRY_HEADER,
     FILE_MAGIC,
@@ -676,7 +677,15 @@ def verify_db(
     `pubkey`: raw 32-byte Ed25519 key every checkpoint must be signed by (and that must sign the head).
     `expect_head`: (seq, hex hash) saved earlier; the log must still hold that entry with that hash.
     `progress(done_bytes, total_bytes)` is called as the file is read.
-    Raises UnreadableDatabase only if the file cannot be opened or read at all."""
+    Raises UnreadableDatabase only if the file cannot be opened or read at all.
+
+    `path` may also be a postgresql:// URI: the database is then checked through its backend (the same
+    checks on its rows, and its derived tables against the chain)."""
+    if isinstance(path, str) and is_dsn(path):
+        from .sources import open_readonly
+
+        with open_readonly(path) as store:
+            return store.verify(pubkey, expect_head, progress)
     return _verify_db(path, pubkey, expect_head, progress, None)
 
 

@@ -49,6 +49,7 @@ COMMAND_MODULES = (
     "log",  # log
     "demo",  # demo, chat
     "mcp",  # mcp
+    "copy",  # copy, backup, restore
 )
 
 

@@ -460,7 +460,7 @@ def lock_timeout_option(f: F) -> F:
 def default_agent(db: str) -> str:
     """The database's owner: the agent of its genesis entry, which holds admin on `*`."""
     try:
-        for item in audit.read_log(db):
+        for item in audit.read_chain(db):
             return item.entry.agent
     except IntegrityError as exc:
         raise Failure(f"{exc} (run `mnemo verify {db}` for the full report)", "IntegrityError") from None

@@ -69,7 +69,7 @@ def log(db: str, since: int, limit: int | None, agent_filter: str | None, op: st
     line (NDJSON): the audit export's fields without `entry`."""
     shown = 0
     try:
-        for item in audit.read_log(db):
+        for item in audit.read_chain(db):
             e = item.entry
             if e.seq < since or (agent_filter and e.agent != agent_filter) or (op and e.op != op):
                 continue

@@ -1,0 +1,103 @@
+"""A new PostgreSQL database written from a whole chain (mnemo.storage.chain_copy), in one transaction:
+the schema, the entries and payloads as they are (COPY), and the derived tables replayed from them. It
+appears whole or not at all, and never over an existing Mnemo database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import psycopg
+
+from ...acl import Acl
+from ...errors import InvalidInput, MnemoError
+from ..batch import ACL_OPS, Batch, apply_entry
+from ..chain_copy import ChainItem
+from ..codec import ZERO_HASH, decode_put_payload, decode_record_fields
+from ..contract import Progress, Rec
+from . import schema
+from .store import SCHEMA_LOCK, display_name, storage_error
+
+
+class _Empty:
+    acl = Acl()
+
+    def get_rec(self, rec_id: str) -> Rec | None:
+        return None
+
+
+def write_chain(dsn: str, items: Iterable[ChainItem], progress: Progress | None = None, total: int = 0) -> None:
+    name = display_name(dsn)
+    try:
+        with psycopg.connect(dsn, autocommit=False, connect_timeout=10) as conn:
+            _write(conn, name, items, progress, total)
+    except psycopg.Error as exc:
+        raise storage_error(exc, name) from None
+
+
+def _write(conn: psycopg.Connection[Any], name: str, items: Iterable[ChainItem], progress: Progress | None,
+           total: int) -> None:
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || %s))", [SCHEMA_LOCK])
+    exists = conn.execute("SELECT to_regclass('mnemo_meta') IS NOT NULL").fetchone()
+    if exists and exists[0]:
+        raise InvalidInput(f"{name} already holds a Mnemo database: a copy is written only to a new one")
+    schema.migrate(conn.execute, 0)
+    replay = Batch(_Empty(), (-1, ZERO_HASH, 0), transactional=True)
+    forgotten: set[str] = set()
+    db_id = b""
+    last = None
+    acl_seq = 0
+    done = 0
+    with conn.cursor() as cur:
+        with cur.copy("COPY mnemo_entries (seq, op, raw, hash) FROM STDIN") as entries:
+            payload_rows: list[tuple[int, bytes]] = []
+            for item in items:
+                e = item.entry
+                entries.write_row((e.seq, e.op, e.raw, e.hash))
+                tags: tuple[str, ...] = ()
+                if item.payload is not None:
+                    payload_rows.append((e.seq, item.payload))
+                    if e.op == "put":
+                        tags = decode_record_fields(decode_put_payload(item.payload)[1])[1]
+                if e.seq == 0:
+                    db_id = e.body["db_id"]
+                else:
+                    apply_entry(replay, e, e.seq, 0 if item.payload is None else len(item.payload), tags, e.seq)
+                if e.op == "forget":
+                    forgotten.update(e.body["ids"])
+                if e.op in ACL_OPS:
+                    acl_seq = e.seq
+                last = e
+                done += 1
+                if progress is not None and done % 4096 == 0:
+                    progress(done, total)
+        if last is None:
+            raise MnemoError("the source holds no entries")
+        with cur.copy("COPY mnemo_payloads (seq, payload) FROM STDIN") as payloads:
+            for row in payload_rows:
+                payloads.write_row(row)
+        live = [r for r in replay.recs.values() if r is not None]
+        with cur.copy("COPY mnemo_records (id, scope, ver) FROM STDIN") as records:
+            for r in live:
+                records.write_row((r.id, r.scope, r.latest.ver))
+        with cur.copy("COPY mnemo_versions (id, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len) "
+                      "FROM STDIN") as versions:
+            for r in live:
+                for v in r.versions:
+                    versions.write_row((r.id, v.ver, v.seq, v.ts_ns, v.agent, v.size, v.hash, v.entry_len, v.slot_len))
+        with cur.copy("COPY mnemo_tags (tag, id) FROM STDIN") as tag_rows:
+            for r in live:
+                for tag in r.tags:
+                    tag_rows.write_row((tag, r.id))
+        with cur.copy("COPY mnemo_forgotten (id) FROM STDIN") as gone:
+            for rec_id in sorted(forgotten):
+                gone.write_row((rec_id,))
+    conn.execute("INSERT INTO mnemo_meta (schema_version, db_id) VALUES (%s, %s)", [schema.SCHEMA_VERSION, db_id])
+    conn.execute("INSERT INTO mnemo_head (seq, hash, ts_ns, acl_seq) VALUES (%s, %s, %s, %s)",
+                 [last.seq, last.hash, last.ts_ns, acl_seq])
+    conn.commit()
+    if progress is not None:
+        progress(done, total or done)
+
+
+__all__ = ["write_chain"]
