@@ -69,7 +69,7 @@ class TreeState:
         cache = self.cache
         if cache is not None and self.cache_problem is None:
             try:
-                cache.append(hashes[0] if len(hashes) == 1 else b"".join(hashes), at=first_seq)
+                cache.append(hashes[0] if len(hashes) == 1 else b"".join(hashes), first_seq)
             except (StaleCache, OSError) as exc:
                 self._set_aside(str(exc))
 

@@ -169,16 +169,18 @@ class LeafCache(LeafSource):
         `at` is the seq of the first entry they belong to: below the cache's size, the leaves from `at`
         on are replaced (and any past the new ones dropped), so applying a frame twice does no harm;
         above it, StaleCache (a gap: rebuild)."""
-        if self.readonly or self._fd < 0:
-            self._check_writable()
-        if not isinstance(hashes, (bytes, bytearray, memoryview)) or len(hashes) % HASH_SIZE:
-            raise InvalidInput("leaf hashes must be given as 32 bytes each, concatenated")
-        if at == self._size:  # the next seq, as this handle knows the file: buffer it
-            self._pending += hashes
+        if at == self._size and type(hashes) is bytes and not len(hashes) % HASH_SIZE and not self.readonly \
+                and self._fd >= 0:  # the next seq, as this handle knows the file (every commit): buffer it
+            pending = self._pending
+            pending += hashes
             self._size += len(hashes) // HASH_SIZE
-            if len(self._pending) >= self.FLUSH_LEAVES * HASH_SIZE:
+            if len(pending) >= self.FLUSH_LEAVES * HASH_SIZE:
                 self.flush()
             return
+        self._check_writable()
+        if not isinstance(hashes, (bytes, bytearray, memoryview)) or len(hashes) % HASH_SIZE:
+            raise InvalidInput("leaf hashes must be given as 32 bytes each, concatenated")
+        hashes = bytes(hashes)
         size = self.refresh()
         if at is None:
             at = size

@@ -367,11 +367,20 @@ class CompactRange:
         return h
 
     def add_entries(self, entries: Iterable[bytes]) -> list[bytes]:
-        """Add the leaves of entries (their exact bytes); returns their leaf hashes."""
-        sha, push = _sha256, self._push
-        hashes = [sha(b"\x00" + e).digest() for e in entries]
-        for h in hashes:
-            push(h)
+        """Add the leaves of entries (their exact bytes); returns their leaf hashes. (The storage
+        backend calls this on every commit: it is _push inlined.)"""
+        sha, stack, n = _sha256, self._stack, self.size
+        hashes = []
+        for e in entries:
+            h = sha(b"\x00" + e).digest()
+            hashes.append(h)
+            m = n
+            while m & 1:
+                h = sha(b"\x01" + stack.pop() + h).digest()
+                m >>= 1
+            stack.append(h)
+            n += 1
+        self.size = n
         return hashes
 
     def extend(self, leaves: Iterable[bytes]) -> None:
