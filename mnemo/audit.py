@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -61,7 +62,7 @@ from .storage.framing import (
     parse_frame,
 )
 from .storage.gc_pause import gc_paused
-from .storage.logfile import read_exact
+from .storage.logfile import complete_with_damaged_length, read_exact
 from .storage.snapshot import read_erase_journal
 
 PathArg = Union[str, "os.PathLike[str]"]
@@ -485,7 +486,11 @@ def _scan(
             item = _read_frame(win, pos, lenient)
         except FrameError as exc:
             resume = _resync(win, pos + 1)
-            yield _Damage(pos, resume, exc.kind == "incomplete" and resume is None, str(exc))
+            # as the engine judges it: only a frame cut short, with nothing after it, is a torn write
+            torn = exc.kind == "incomplete" and resume is None and not complete_with_damaged_length(
+                win.fd, pos, win.size
+            )
+            yield _Damage(pos, resume, torn, str(exc))
             if resume is None:
                 return
             pos = resume
@@ -548,7 +553,7 @@ _FH, _EH, _SC = FRAME_HEADER.size, ENTRY_HEADER.size, SLOT_CRC.size
 _MIN_PUT_SLOT = _SC + 17  # a checksum, a salt and at least one byte of packed fields
 
 
-PutRow = tuple[str, str, list[str], int, int, int, str, int, bytes, int, int]
+PutRow = tuple[str, str, list[str], int, int, int, str, int, bytes, int, int, int, int]
 
 
 @dataclass
@@ -557,7 +562,8 @@ class ExpectedIndex:
     the file (`verify_db_and_index`), for `Store.index_differences` to compare with."""
 
     # id -> its latest put since the last forget naming it, as
-    # (id, scope, tags, ver, seq, ts_ns, agent, size, hash, slot offset, slot length)
+    # (id, scope, tags, ver, seq, ts_ns, agent, size, hash, slot offset, slot length, entry offset,
+    # entry length)
     live: dict[str, PutRow]
     # id -> its earlier puts since that forget, oldest first (records with more than one version)
     older: dict[str, list[PutRow]]
@@ -679,7 +685,7 @@ class _DbVerifier:
         self.signed_upto = -1
         self.keys: set[bytes] = set()
         self.head_hashes: list[bytes] = []
-        self.journal: list[tuple[int, int]] | None = None
+        self.journal: set[tuple[int, int]] | None = None
         self.pending_damage: tuple[_Damage, int] | None = None
         self.ops: dict[str, Callable[[Entry, Slot, int, _Window], None]] = {
             "genesis": self.op_genesis, "put": self.op_put, "forget": self.op_forget,
@@ -703,15 +709,25 @@ class _DbVerifier:
             self.problem("header", f"bad file header: {exc}", None, 0)
 
     def load_journal(self) -> None:
-        self.journal = read_erase_journal(self.path + ".erase")
+        regions = read_erase_journal(self.path + ".erase")
+        self.journal = None if regions is None else set(regions)
         if self.journal is not None:
             self.notes.append(
                 f"an erasure journal ({os.path.basename(self.path)}.erase) lists {len(self.journal)} "
                 "regions: an interrupted erasure the next writer completes"
             )
 
+    def leftovers(self) -> None:
+        for suffix in (".compact", ".snap.tmp", ".erase.tmp"):
+            if os.path.exists(self.path + suffix):
+                self.notes.append(
+                    f"{os.path.basename(self.path)}{suffix} is left over from a writer that crashed; it may hold "
+                    "payload bytes, and the next writer to open the database, or the next forget, removes it"
+                )
+
     def in_journal(self, slot: Slot) -> bool:
-        return any(o <= slot.offset and slot.offset + slot.length <= o + n for o, n in self.journal or ())
+        # exactly a slot: a journal never stands for anything but whole payload slots
+        return self.journal is not None and (slot.offset, slot.length) in self.journal
 
     # damage
     def damage(self, d: _Damage) -> None:
@@ -842,6 +858,7 @@ class _DbVerifier:
                 for _ in range(count):
                     rlen, slen = _ENTRY_HEADER_AT(buf, p)
                     p += _EH
+                    e_at = p
                     raw = buf[p:p + rlen]
                     p += rlen
                     # seq, the timestamp's marker, and prev: the link to the entry before
@@ -908,7 +925,8 @@ class _DbVerifier:
                         if old:
                             older.setdefault(rid, []).append(live[rid])
                         ts = _U64_AT(raw, o)[0]
-                        live[rid] = (rid, scope, tags, ver, s, ts, agent, size, h, bstart + sp, slen)
+                        live[rid] = (rid, scope, tags, ver, s, ts, agent, size, h, bstart + sp, slen,
+                                     bstart + e_at, rlen)
                     sp += slen
                     s += 1
                 if p != crc_end or sp != slot_end:
@@ -1004,7 +1022,7 @@ class _DbVerifier:
             if old:
                 index.older.setdefault(rid, []).append(index.live[rid])
             index.live[rid] = (rid, body["scope"], tags, ver, e.seq, e.ts_ns, e.agent, body["size"], e.hash,
-                               slot.offset, slot.length)
+                               slot.offset, slot.length, off + ENTRY_HEADER.size, len(e.raw))
 
     def op_forget(self, e: Entry, slot: Slot, off: int, win: _Window) -> None:
         self.seq0_check(e, off)
@@ -1150,28 +1168,31 @@ def verify_db_and_index(
     path: PathArg, *, pubkey: bytes | None = None, expect_head: tuple[int, str] | None = None
 ) -> tuple[VerifyReport, ExpectedIndex]:
     """verify_db, and, from the same pass over the file, what a client's index of it must hold (for
-    `Store.index_differences`; meaningful only when the report is ok)."""
+    `Store.index_differences`; meaningful only when the report is ok). The snapshot file is left to
+    the caller, which compares the index it serves."""
     index = ExpectedIndex({}, {}, set(), Acl())
-    report = _verify_db(path, pubkey, expect_head, None, index)
-    index.head_seq, index.entries = report.head_seq, report.entries
-    index.head_hash = bytes.fromhex(report.head_hash)
+    report = _verify_db(path, pubkey, expect_head, None, index, check_snapshot=False)
     return report, index
 
 
 def _verify_db(
     path: PathArg, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None,
-    index: ExpectedIndex | None,
+    index: ExpectedIndex | None, check_snapshot: bool = True,
 ) -> VerifyReport:
     head = _parse_expect_head(expect_head)
     if pubkey is not None and not (isinstance(pubkey, bytes) and len(pubkey) == 32):
         raise InvalidInput("pubkey must be a raw 32-byte Ed25519 public key")
     fd, size, name = _open_db(path)
+    snapshot = check_snapshot and os.path.exists(name + ".snap")
+    if snapshot and index is None:
+        index = ExpectedIndex({}, {}, set(), Acl())
     try:
         v = _DbVerifier(name, size, pubkey, head)
         v.index = index
         win = _Window(fd, size, name, progress)
         v.header(win.get(0, HEADER_SIZE))
         v.load_journal()
+        v.leftovers()
         with gc_paused():
             for item in _scan(win, lenient=True, skip=v.fast_frames):
                 if isinstance(item, _Damage):
@@ -1181,9 +1202,41 @@ def _verify_db(
         v.finish()
         if progress is not None:
             progress(win.size, win.size)
-        return v.report()
     finally:
         os.close(fd)
+    report = v.report()
+    if index is not None:
+        index.head_seq, index.entries = report.head_seq, report.entries
+        index.head_hash = bytes.fromhex(report.head_hash) if report.head_hash else ZERO_HASH
+    if snapshot and report.ok and index is not None:
+        problems, notes = check_snapshot_file(name, index)
+        if problems or notes:
+            report = dataclasses.replace(
+                report, ok=not problems, problems=report.problems + tuple(problems), notes=report.notes + tuple(notes)
+            )
+    return report
+
+
+def check_snapshot_file(path: str, expected: ExpectedIndex) -> tuple[list[Problem], list[str]]:
+    """Whether the index snapshot beside a sound log holds exactly what the log says (problems), or is
+    stale and would be ignored (notes). Opens the database as a read-only client would, from the
+    snapshot, so that what is compared is what a client would serve."""
+    from .storage.engine import Store
+
+    label = f"the index snapshot {os.path.basename(path)}.snap"
+    try:
+        store = Store(path, "", readonly=True)
+    except MnemoError as exc:
+        return [Problem("snapshot", f"{label}: the database does not open from it: {exc}")], []
+    try:
+        if store.snapshot_refused is not None:
+            return [Problem("snapshot", f"{label} ends at this log's head but was refused "
+                            f"({store.snapshot_refused}): it was altered; clients replay the log instead")], []
+        if not store.snapshot_used:
+            return [], [f"{label} is stale (clients ignore it; the next writer rewrites it)"]
+        return [Problem("snapshot", f"{d}: {label} was altered") for d in store.index_differences(expected)], []
+    finally:
+        store.close()
 
 
 # -- reading the chain strictly (export, `mnemo log`) -----------------------------------------------------

@@ -153,7 +153,7 @@ class MnemoClient:
         self._require(self._acl(), perm, scope)
 
     def _record(self, rec: Rec, version: Version, batch: Batch | None) -> MemoryRecord:
-        packed = self._store.read_packed(version, batch)
+        packed = self._store.read_packed(version, batch, rec.id, rec.scope)
         try:
             content, tags, metadata = decode_record_fields(packed)
         except Exception as exc:  # msgpack raises several unrelated types on garbage
@@ -505,6 +505,10 @@ class MnemoClient:
             Problem("index", f"{msg}: the index snapshot was altered")
             for msg in self._store.index_differences(expected)
         ]
+        refused = self._store.snapshot_refused
+        if refused is not None:
+            stale.append(Problem("snapshot", f"the index snapshot ends at this log's head but was refused ({refused}): "
+                                 "it was altered; this client replayed the log instead"))
         if stale:
             return dataclasses.replace(report, ok=False, problems=report.problems + tuple(stale))
         return report

@@ -133,3 +133,25 @@ def test_keygen_sign_and_verify_end_to_end(tmp_path: Path, capsys: pytest.Captur
         c.remember("unsigned memory")
     code, out, _err = run(capsys, "verify", str(db), "--pubkey", pub)
     assert code == 1 and "[unsigned]" in out
+
+
+def test_export_never_overwrites_the_database(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = db.read_bytes()
+    link = tmp_path / "same.db"
+    link.symlink_to(db)
+    for dest in (db, link):
+        code, out, err = run(capsys, "audit", "export", str(db), "-o", str(dest))
+        assert (code, out) == (2, "")
+        assert err == f"mnemo: error: cannot write {dest}: it is the database being exported\n"
+    assert db.read_bytes() == before
+
+
+def test_keygen_force_makes_an_existing_private_key_file_owner_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = tmp_path / "signer"
+    prefix.write_text("an old file, readable by all\n")
+    prefix.chmod(0o644)
+    assert run(capsys, "keygen", "-o", str(prefix), "--force")[0] == 0
+    assert stat.S_IMODE(prefix.stat().st_mode) == 0o600
+    assert prefix.read_bytes().startswith(b"-----BEGIN PRIVATE KEY-----")

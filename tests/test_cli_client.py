@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,13 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def ndjson(out: str) -> list[dict[str, Any]]:
+    """A stream's lines: one JSON object each."""
+    docs = [json.loads(line) for line in out.splitlines()]
+    assert all(isinstance(d, dict) for d in docs)
+    return docs
 
 
 @pytest.fixture
@@ -39,12 +47,12 @@ def test_ls(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str])
     listed = [line.split()[0] for line in out.splitlines()]
     assert sorted(listed) == sorted([ids["note"], ids["bin"], ids["other"]])
     code, out, _err = run(capsys, "ls", str(path), "--agent", "agent-2", "--json")
-    doc = json.loads(out)
+    doc = ndjson(out)
     assert code == 0 and [r["id"] for r in doc] == [ids["other"]]
     assert set(doc[0]) == {"id", "version", "scope", "tags", "size", "agent_id", "created_at", "updated_at",
                            "seq"}
     code, out, _err = run(capsys, "ls", str(path), "--tag", "note", "--json")
-    assert sorted(r["id"] for r in json.loads(out)) == sorted([ids["note"], ids["other"]])
+    assert sorted(r["id"] for r in ndjson(out)) == sorted([ids["note"], ids["other"]])
 
 
 def test_cat(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
@@ -86,7 +94,7 @@ def test_history(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[
     assert code == 0 and len(lines) == 2
     assert lines[0].startswith("v1") and "first note" in lines[0] and lines[1].startswith("v2")
     code, out, _err = run(capsys, "history", str(path), ids["note"], "--json")
-    assert [r["version"] for r in json.loads(out)] == [1, 2]
+    assert [r["version"] for r in ndjson(out)] == [1, 2]
 
 
 def test_stats(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
@@ -104,7 +112,7 @@ def test_default_agent_from_the_environment(
     path, ids = db
     monkeypatch.setenv("MNEMO_AGENT", "agent-2")
     code, out, _err = run(capsys, "ls", str(path), "--json")
-    assert [r["id"] for r in json.loads(out)] == [ids["other"]]
+    assert [r["id"] for r in ndjson(out)] == [ids["other"]]
 
 
 def test_log(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:

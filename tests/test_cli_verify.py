@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from test_audit_support import SEED, erase_slot, pubkey_hex, sample_log
 
-from mnemo import cli
-from mnemo.cli import main
+from mnemo.cli import common, main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -119,7 +118,8 @@ def test_pubkey_as_hex_or_file(db: Path, tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(capsys, )[0] == 2
+    code, out, err = run(capsys)  # bare `mnemo`: the help, exit 0
+    assert code == 0 and out.startswith("Usage: mnemo") and "verify" in out and err == ""
     assert run(capsys, "frobnicate")[0] == 2
     code, _out, err = run(capsys, "verify")
     assert code == 2 and "DB" in err
@@ -128,23 +128,36 @@ def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "audit")[0] == 2
 
 
-def test_progress_only_on_a_terminal() -> None:
-    class Tty(io.StringIO):
-        def isatty(self) -> bool:
-            return True
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
 
-    tty = Tty()
-    p = cli._Progress("verifying", tty, delay=0)
-    p(50, 100)
-    p(100, 100)
-    p.clear()
-    assert "\rverifying:  50.0% (50 B of 100 B)" in tty.getvalue()
-    assert tty.getvalue().endswith("\r")
+
+def test_progress_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(common, "PROGRESS_DELAY", 0)
+    tty = _Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    with common.progress("verifying") as bar:
+        assert bar is not None
+        bar(50, 100)
+        bar(100, 100)
+    assert "verifying" in tty.getvalue() and "100%" in tty.getvalue()
     plain = io.StringIO()
-    q = cli._Progress("verifying", plain, delay=0)
-    q(1, 2)
-    q.clear()
+    monkeypatch.setattr(sys, "stderr", plain)
+    with common.progress("verifying") as bar:
+        assert bar is None
     assert plain.getvalue() == ""
+
+
+def test_verify_draws_a_click_progress_bar_on_a_terminal(
+    db: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(common, "PROGRESS_DELAY", 0)
+    tty = _Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    code, out, _err = run(capsys, "verify", str(db))
+    assert code == 0 and out.startswith("OK: ")
+    assert "verifying" in tty.getvalue() and "[####" in tty.getvalue() and "100%" in tty.getvalue()
 
 
 def test_no_progress_when_stderr_is_not_a_terminal(db: Path, capsys: pytest.CaptureFixture[str]) -> None:

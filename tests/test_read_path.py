@@ -141,7 +141,8 @@ def test_a_slot_whose_crc_is_zero_is_read(db_path: Path, monkeypatch: pytest.Mon
 
 def test_a_slot_with_a_valid_crc_but_unreadable_fields_names_its_offset(db_path: Path) -> None:
     """Packed fields that are not msgpack, under a CRC recomputed to match (only a forger makes such a
-    slot): reads raise IntegrityError with the slot's offset, never a msgpack exception."""
+    slot): reads raise IntegrityError with the slot's offset, never a msgpack exception. (The payload no
+    longer matches the digest its chain entry commits to, which every read checks first.)"""
     import zlib
 
     with MnemoClient(db_path, AGENT, durability="none") as client:
@@ -152,7 +153,7 @@ def test_a_slot_with_a_valid_crc_but_unreadable_fields_names_its_offset(db_path:
         _overwrite(db_path, off, zlib.crc32(body).to_bytes(4, "big") + body)
         before = db_path.read_bytes()
         for read in (lambda: client.get(rec.id), lambda: client.query(tags=["g"]), lambda: client.history(rec.id)):
-            with pytest.raises(IntegrityError, match="unreadable payload") as exc:
+            with pytest.raises(IntegrityError, match="does not match the digest its chain entry commits to") as exc:
                 read()
             assert exc.value.offset == off
         assert db_path.read_bytes() == before

@@ -109,11 +109,11 @@ BAD_CALLS: list[tuple[str, Call, type[MnemoError]]] = [
 
 
 def files_of(db: Path) -> dict[str, bytes]:
-    """Every file in the db's folder but the snapshot (which only close writes) and the lock file."""
+    """Every file in the db's folder but the snapshot (which only close writes)."""
     return {
         p.name: p.read_bytes()
         for p in db.parent.iterdir()
-        if p.is_file() and not p.name.endswith((".snap", ".lock"))
+        if p.is_file() and not p.name.endswith(".snap")
     }
 
 

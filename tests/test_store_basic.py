@@ -832,7 +832,7 @@ def test_lock_timeout_when_another_writer_holds_the_lock(db_path: Path) -> None:
     with MnemoClient(db_path, AGENT, durability="fsync", lock_timeout=0.3) as c:
         rec = c.remember("before")
         before = db_path.read_bytes()
-        fd = os.open(str(db_path) + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(db_path, os.O_RDONLY)  # the writer lock is an flock on the log file itself
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             started = time.monotonic()
@@ -854,7 +854,7 @@ def test_sibling_files_are_the_documented_ones(db_path: Path) -> None:
     with MnemoClient(db_path, AGENT) as c:
         c.remember("x")
     names = {p.name for p in db_path.parent.iterdir()}
-    allowed = {db_path.name + suffix for suffix in ("", ".lock", ".snap")}
+    allowed = {db_path.name + suffix for suffix in ("", ".snap")}
     assert db_path.name in names and names <= allowed, names
 
 

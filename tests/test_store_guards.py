@@ -54,11 +54,25 @@ def test_a_resealed_snapshot_hiding_a_record_fails_verify(tmp_path: Path) -> Non
         assert ids[1] in report.problems[0].message
 
 
-def test_a_resealed_snapshot_adding_a_grant_fails_verify(tmp_path: Path) -> None:
+def test_a_resealed_snapshot_adding_a_grant_gives_no_power_and_fails_verify(tmp_path: Path) -> None:
+    """The ACL is never read from the snapshot: a grant written into it (re-sealed) makes the snapshot
+    refused, the log is replayed instead, mallory reads nothing, and both verifies name the snapshot."""
+    from mnemo.audit import verify_db
+    from mnemo.client import RecordUnavailable
+
     db = tmp_path / "g.db"
     with MnemoClient(db, "owner", durability="none") as c:
-        c.remember("x")
-    _tamper(db, lambda b: b["index"]["acl"]["grants"].__setitem__("mallory", {"*": ["admin"]}))
+        secret = c.remember("owner's secret").id
+    _tamper(db, lambda b: b["index"].__setitem__("acl", {"owner": "owner", "grants": {"mallory": {"*": ["admin"]}}}))
+    with MnemoClient(db, "mallory", durability="none", readonly=True) as m:
+        assert not m.stats()["snapshot_used"]
+        with pytest.raises(RecordUnavailable):
+            m.get(secret)
+        assert m.query() == []
+        assert m.permissions() == {"agent:mallory": ("admin", "forget", "read", "write")}
     with MnemoClient(db, "owner", durability="none", readonly=True) as c:
         report = c.verify()
-        assert not report.ok and "grants" in report.problems[0].message
+        assert not report.ok and [p.kind for p in report.problems] == ["snapshot"]
+    report = verify_db(db)
+    assert not report.ok and [p.kind for p in report.problems] == ["snapshot"]
+    assert "was refused" in report.problems[0].message

@@ -156,3 +156,25 @@ def decode_record_fields(packed: bytes | memoryview) -> tuple[str | bytes, tuple
 
 def checkpoint_message(db_id: bytes, seq: int, head: bytes) -> bytes:
     return CHECKPOINT_DOMAIN + db_id + seq.to_bytes(8, "big") + head
+
+
+def served_put_problem(
+    raw: bytes | memoryview, chain_hash: bytes, rec_id: str, ver: int, scope: str, payload: bytes | memoryview
+) -> str | None:
+    """Why `payload` may not be served as version `ver` of record `rec_id` in `scope`, or None: `raw`
+    (the entry bytes the index points at) must hash to `chain_hash`, be the put of exactly that
+    record, version and scope, and commit by its digest to exactly these payload bytes."""
+    if hashlib.sha256(raw).digest() != chain_hash:
+        return "its entry does not hash to the chain hash of that version"
+    try:
+        arr = unpackb(raw)
+        op, body = arr[4], arr[6]
+        fields = (body["id"], body["ver"], body["scope"]) if op == "put" and isinstance(body, dict) else None
+        digest = body["digest"] if fields is not None else None
+    except Exception:  # msgpack raises several unrelated types on garbage
+        return "its entry does not decode"
+    if fields != (rec_id, ver, scope):
+        return f"its entry is not the put of record {rec_id} version {ver} in scope {scope}"
+    if hashlib.sha256(payload).digest() != digest:
+        return "it does not match the digest its chain entry commits to"
+    return None

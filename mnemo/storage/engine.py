@@ -8,17 +8,30 @@ with frames other processes appended; `read_packed()` reads one payload slot fro
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+import stat
 import threading
 import time
 from array import array
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..acl import Acl
 from ..errors import Closed, DurabilityError, IntegrityError, LockTimeout, MnemoError, NotFound, ReadOnly
 from . import snapshot as snap
-from .codec import SALT_SIZE, ZERO_HASH, Entry, decode_put_payload, decode_record_fields, make_entry
+from .codec import (
+    SALT_SIZE,
+    ZERO_HASH,
+    Entry,
+    decode_put_payload,
+    decode_record_fields,
+    make_entry,
+    served_put_problem,
+)
 from .framing import (
+    ENTRY_HEADER,
+    FRAME_HEADER,
     HEADER_SIZE,
     SLOT_CRC,
     Frame,
@@ -29,17 +42,31 @@ from .framing import (
     encode_file_header,
     encode_frame,
     encode_frame_slots,
+    frame_length,
     parse_frame,
     slot_state,
 )
 from .gc_pause import gc_paused
 from .index import COLUMNS, HASH_SIZE, Index, Rec, Version
-from .logfile import FileLock, find_next_frame, fsync_dir, iter_frames, read_exact, sync, write_all
+from .logfile import (
+    LogHandle,
+    complete_with_damaged_length,
+    find_next_frame,
+    frame_holding,
+    fsync_dir,
+    iter_frames,
+    lock_log,
+    read_exact,
+    sync,
+    unlock_log,
+    write_all,
+)
 
 if TYPE_CHECKING:
     from ..audit import ExpectedIndex
 
 DURABILITY_MODES = ("fsync", "batch", "none")
+ACL_OPS = frozenset({"genesis", "grant", "revoke"})
 BATCH_INTERVAL = 0.05
 REBASE_ROWS = 10_000
 
@@ -122,9 +149,10 @@ class Batch:
 
 
 def apply_entry(
-    view: Any, entry: Entry, slot_off: int, slot_len: int, tags: tuple[str, ...]
+    view: Any, entry: Entry, slot_off: int, slot_len: int, tags: tuple[str, ...], entry_off: int = -1
 ) -> list[Rec]:
-    """Apply one entry to an Index or a Batch; returns the records a forget dropped."""
+    """Apply one entry to an Index or a Batch; returns the records a forget dropped. `entry_off` is
+    where the entry's bytes lie in the log (-1 while staged)."""
     body = entry.body
     op = entry.op
     if op == "put":
@@ -133,7 +161,8 @@ def apply_entry(
         if body["ver"] != expected:
             raise ChainError(f"put of {rec_id} version {body['ver']}, expected {expected}")
         version = Version(
-            body["ver"], entry.seq, entry.ts_ns, entry.agent, body["size"], entry.hash, slot_off, slot_len
+            body["ver"], entry.seq, entry.ts_ns, entry.agent, body["size"], entry.hash, slot_off, slot_len,
+            entry_off, len(entry.raw),
         )
         view.put(rec_id, body["scope"], tags, version)
         return []
@@ -168,6 +197,7 @@ class Store:
         self.recovery: list[str] = []
         self.use_snapshot = use_snapshot
         self.snapshot_used = False
+        self.snapshot_refused: str | None = None  # why a snapshot of this log was not loaded
         self.closed = False
         self._failed: BaseException | None = None
         self._mutex = threading.RLock()  # one writer thread at a time, held through a transaction
@@ -185,15 +215,16 @@ class Store:
         self._unerased: list[tuple[int, int]] = []
         self._batch_thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self.lock = None
-        self.fd = -1
-        self._retired_fds: list[int] = []
+        self._handle = LogHandle(-1)
+        self._retired: list[LogHandle] = []  # replaced logs still being read through (see LogHandle)
+        self._handle_lock = threading.Lock()
+        self._handle_idle = threading.Condition(self._handle_lock)
+        self._locked: LogHandle | None = None  # the handle whose file this store holds the writer lock on
         self.generation = 0
         self.index = Index()  # until _load reads the real one
         self.head_ts = 0
         try:
             t0 = time.perf_counter()
-            self.lock = None if readonly else FileLock(path + ".lock")
             with gc_paused():
                 self._open(create)
             self.open_seconds = time.perf_counter() - t0
@@ -216,12 +247,24 @@ class Store:
     def erase_path(self) -> str:
         return self.path + ".erase"
 
+    @property
+    def fd(self) -> int:
+        """The descriptor of the current log file (writes, replay; readers go through _read_at)."""
+        return self._handle.fd
+
+    @property
+    def writes_locked(self) -> bool:
+        return self._locked is not None
+
     def _open(self, create: bool) -> None:
-        if not os.path.exists(self.path) or os.path.getsize(self.path) == 0:
+        st = _stat_or_none(self.path)
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            raise MnemoError(f"cannot open the database at {self.path}: not a regular file")
+        if st is None or st.st_size == 0:
             if self.readonly or not create:
                 raise NotFound(f"no Mnemo database at {self.path}")
             self._create()
-        self.fd = os.open(self.path, os.O_RDONLY if self.readonly else os.O_RDWR)
+        self._handle = LogHandle(_open_regular(self.path, self.readonly))
         self._load()
         self._open_catch_up()
         if self.index.head_seq < 0:
@@ -229,46 +272,95 @@ class Store:
         self._synced_end = self.end
 
     def _open_catch_up(self) -> None:
-        if self.lock is not None:
-            self.lock.acquire(self.lock_timeout)
-            try:
-                # Leftovers of a crash: a compaction (the old log stands) and temp files that may hold tags.
-                for leftover in (".compact", ".snap.tmp", ".erase.tmp"):
-                    snap.remove(self.path + leftover)
-                self._catch_up(writer=True, opening=True)
-                if self._dirty_snapshot:
-                    state = self._write_snapshot()
-                    if state is not None and len(self.index.extra) >= REBASE_ROWS:
-                        # Rows replayed from the log each hold a dict entry and an id string; loaded
-                        # from the snapshot's form they share one sorted blob, half the memory.
-                        self.index = Index.from_state(self.db_id, state)
-            finally:
-                self.lock.release()
-        else:
+        if self.readonly:
             self._catch_up(writer=False)
+            return
+        self._lock(time.monotonic() + self.lock_timeout)
+        try:
+            # Leftovers of a crash: a compaction (the old log stands), temp files that may hold tags,
+            # and temp files of a creation that lost its race.
+            self._remove_leftovers()
+            for name in _creation_leftovers(self.path):
+                snap.remove(name)
+            self._catch_up(writer=True, opening=True)
+            if self._dirty_snapshot:
+                state = self._write_snapshot()
+                if state is not None and len(self.index.extra) >= REBASE_ROWS:
+                    # Rows replayed from the log each hold a dict entry and an id string; loaded
+                    # from the snapshot's form they share one sorted blob, half the memory.
+                    index = Index.from_state(self.db_id, state)
+                    index.acl = self.index.acl
+                    self.index = index
+        finally:
+            self._unlock()
+
+    def _remove_leftovers(self) -> None:
+        """Temp files a crashed writer may have left, each possibly holding payload bytes or tags:
+        removed under the writer lock (nobody else is writing them), at open and by every forget."""
+        for leftover in (".compact", ".snap.tmp", ".erase.tmp"):
+            snap.remove(self.path + leftover)
+
+    # -- the writer lock -----------------------------------------------------------------------------
+    def _lock(self, deadline: float) -> None:
+        """Take the writer lock: an flock on the log file itself. Once held, the file at the path must
+        still be the one locked; if a compaction renamed a new log over it meanwhile, follow it (after
+        checking that it continues this chain) and lock that one instead."""
+        while True:
+            handle = self._handle
+            lock_log(handle.fd, deadline, self.path)
+            st = _stat_or_none(self.path)
+            if st is not None and (st.st_ino, st.st_dev) == self._identity:
+                self._locked = handle
+                return
+            unlock_log(handle.fd)
+            if st is None:
+                raise MnemoError(f"the database file {self.path} was removed")
+            self._reload()
+
+    def _unlock(self) -> None:
+        handle, self._locked = self._locked, None
+        if handle is not None and handle.fd >= 0:
+            with contextlib.suppress(OSError):
+                unlock_log(handle.fd)
 
     def _create(self) -> None:
-        """Write header and genesis to a temp file, fsync it, and rename it into place: creation is atomic."""
-        assert self.lock is not None
-        self.lock.acquire(self.lock_timeout)
+        """Write header and genesis to a temp file, fsync it, and put it in place atomically: hard-linked
+        to the path if none exists (a creator that loses the race finds the winner's file), or renamed
+        over an empty file while holding that file's lock (others re-check after locking)."""
+        db_id = os.urandom(16)
+        genesis = make_entry(0, time.time_ns(), ZERO_HASH, "genesis", self.agent, {"db_id": db_id, "format": 1})
+        data = encode_file_header(db_id) + encode_frame([(genesis.raw, None)])
+        tmp = f"{self.path}.new{os.getpid()}-{threading.get_ident()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            if os.path.exists(self.path) and os.path.getsize(self.path) > 0:
-                return
-            db_id = os.urandom(16)
-            genesis = make_entry(0, time.time_ns(), ZERO_HASH, "genesis", self.agent,
-                                 {"db_id": db_id, "format": 1})
-            data = encode_file_header(db_id) + encode_frame([(genesis.raw, None)])
-            tmp = f"{self.path}.new{os.getpid()}"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            write_all(fd, data, 0)
+            sync(fd)
+        finally:
+            os.close(fd)
+        try:
             try:
-                write_all(fd, data, 0)
-                sync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.path)  # we hold the lock, and the path is empty or missing
+                os.link(tmp, self.path)
+            except FileExistsError:
+                self._create_over_empty(tmp)
             fsync_dir(self.path)
         finally:
-            self.lock.release()
+            snap.remove(tmp)
+
+    def _create_over_empty(self, tmp: str) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return  # removed meanwhile: the next open finds no database, or another creator's
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise MnemoError(f"cannot open the database at {self.path}: not a regular file")
+            lock_log(fd, time.monotonic() + self.lock_timeout, self.path)
+            now = _stat_or_none(self.path)
+            if now is not None and (now.st_ino, now.st_dev) == (st.st_ino, st.st_dev) and os.fstat(fd).st_size == 0:
+                os.replace(tmp, self.path)
+        finally:
+            os.close(fd)
 
     def _load(self) -> None:
         """Read the header, then take the index from a valid snapshot or start from an empty one."""
@@ -281,41 +373,31 @@ class Store:
         self.last_frame_offset = 0
         self.head_ts = 0
         self.snapshot_used = False
-        body = snap.read_snapshot(self.snap_path) if self.use_snapshot else None
-        if body is not None and self._snapshot_matches(body):
+        # An erasure journal means an erasure was cut short: the snapshot cannot be current then, so only
+        # a replay of the log (which meets every forget again) says what must be erased.
+        use = self.use_snapshot and not os.path.exists(self.erase_path)
+        body = snap.read_snapshot(self.snap_path) if use else None
+        self.snapshot_refused = None
+        if body is not None:
             try:
-                self.index = Index.from_state(self.db_id, body["index"])
-                self.end = int(body["offset"])
-                self.last_frame_offset = int(body["frame_offset"])
-                self.head_ts = int(body["head_ts"])
+                loaded = load_snapshot(self.fd, self.db_id, body)
+            except SnapshotRefused as exc:
+                loaded, self.snapshot_refused = None, str(exc)
+            if loaded is not None:
+                self.index, self.end, self.last_frame_offset, self.head_ts = loaded
                 self.snapshot_used = True
-            except Exception:  # sealed but malformed: only the log can be trusted
-                self.index = Index(self.db_id)
-                self.end, self.last_frame_offset, self.head_ts = HEADER_SIZE, 0, 0
         if not self.snapshot_used:
             # Missing, stale or damaged: the log is the truth. The next close writes a fresh snapshot.
             self._dirty_snapshot = True
-        self._inode = os.fstat(self.fd).st_ino
-
-    def _snapshot_matches(self, body: dict[str, Any]) -> bool:
-        try:
-            if body["db_id"] != self.db_id:
-                return False
-            off, start = body["offset"], body["frame_offset"]
-            if not (HEADER_SIZE <= start < off <= os.fstat(self.fd).st_size):
-                return False
-            frame = parse_frame(read_exact(self.fd, start, off - start), 0, start)
-            last = frame.entries[-1]
-            state = body["index"]
-            return bool(frame.end == off and last.seq == state["head_seq"] and last.hash == state["head_hash"])
-        except (FrameError, KeyError, TypeError):
-            return False
+        st = os.fstat(self.fd)
+        self._identity = (st.st_ino, st.st_dev)
 
     # -- catching up with the log --------------------------------------------------------------------
     def _catch_up(self, writer: bool, opening: bool = False) -> None:
         """Apply frames appended since self.end. A writer cuts a torn tail; damage raises."""
         with self._index_lock:
-            if os.stat(self.path).st_ino != self._inode:
+            st = _stat_or_none(self.path)
+            if st is not None and (st.st_ino, st.st_dev) != self._identity:
                 self._reload()
             size = os.fstat(self.fd).st_size
             if size < self.end:
@@ -324,13 +406,13 @@ class Store:
                 if opening or (writer and self._unerased):
                     self._redo_erasure()
                 return
-            journal = self._journal() if writer else None
+            journal = self._journal()
             to_check = self._unerased
             try:
                 if self._first_unsynced is not None:
                     self._foreign_after_unsynced = True
                 for frame, buf, pos in iter_frames(self.fd, self.end, size):
-                    dropped = self._apply_frame(frame, buf, pos, frame.end == size, journal)
+                    dropped = self._apply_frame(frame, buf, pos, journal, writer)
                     for rec in dropped:
                         to_check.extend((v.slot_off, v.slot_len) for v in rec.versions if v.slot_len)
                     if dropped and self.snapshot_used:
@@ -342,23 +424,29 @@ class Store:
                 self._redo_erasure()
 
     def _torn_or_damaged(self, exc: FrameError, size: int, writer: bool) -> None:
-        """A frame that cannot be read: a torn last write (cut it) or damage (raise, change nothing)."""
+        """A frame that cannot be read: a torn last write (cut it) or damage (raise, change nothing).
+
+        Only a frame that stops short of its own declared length, with nothing readable after it, is a
+        torn write: an append cut off by a crash leaves a prefix of its frame. A complete frame that
+        fails its checksum was written whole, and an fsynced one may have been acknowledged: that is
+        damage, never cut."""
+        where = f"{self.path}: damaged frame at offset {exc.offset} ({exc})"
         if exc.offset == HEADER_SIZE:
             # Creation is atomic (write, fsync, rename), so a bad genesis frame is damage, never a tear.
             raise IntegrityError(
                 f"{self.path}: the genesis frame at offset {exc.offset} is damaged ({exc})", exc.offset
             )
+        if exc.kind != "incomplete":
+            raise IntegrityError(f"{where}: a complete frame that fails its checks is damage", exc.offset)
         # Valid frames that continue the chain after it mean damage. Seqs at or below the head are
         # frames inside the torn frame's own content (a record may hold a copy of a Mnemo log).
         if find_next_frame(self.fd, exc.offset, size, min_seq=self.index.head_seq + 1) is not None:
-            raise IntegrityError(
-                f"{self.path}: damaged frame at offset {exc.offset} ({exc}); valid frames follow it", exc.offset
-            )
+            raise IntegrityError(f"{where}; valid frames follow it", exc.offset)
+        if complete_with_damaged_length(self.fd, exc.offset, size):
+            raise IntegrityError(f"{where}: the whole frame is there, with damaged length fields", exc.offset)
         if any(self.index.has(i) for i in self._erased_live):
             # Payloads are zeroed only once their forget is durable, so that forget was no torn write.
-            raise IntegrityError(
-                f"{self.path}: damaged frame at offset {exc.offset} ({exc}); it held a durable forget", exc.offset
-            )
+            raise IntegrityError(f"{where}; it held a durable forget", exc.offset)
         if not writer:
             return  # perhaps a write in progress: stop before it
         cut = size - exc.offset
@@ -367,11 +455,14 @@ class Store:
         self.recovery.append(f"cut a torn last frame at offset {exc.offset} ({cut} bytes): {exc}")
 
     def _apply_frame(
-        self, frame: Frame, buf: memoryview, pos: int, is_last: bool, journal: list[tuple[int, int]] | None
+        self, frame: Frame, buf: memoryview, pos: int, journal: set[tuple[int, int]] | None, writer: bool
     ) -> list[Rec]:
         index = self.index
-        items: list[tuple[Entry, int, int, tuple[str, ...]]] = []
+        items: list[tuple[Entry, Slot, int, tuple[str, ...]]] = []
+        entry_off = frame.offset + FRAME_HEADER.size
+        acl_frame = False
         for entry, slot in zip(frame.entries, frame.slots, strict=True):
+            entry_off += ENTRY_HEADER.size
             if (entry.seq == 0) != (entry.op == "genesis"):
                 raise IntegrityError(f"{self.path}: seq {entry.seq} is a {entry.op} entry at offset {frame.offset}",
                                      frame.offset)
@@ -386,11 +477,9 @@ class Store:
                     f"{self.path}: entry seq {entry.seq} at offset {frame.offset} does not link to the chain",
                     frame.offset,
                 )
+            acl_frame = acl_frame or entry.op in ACL_OPS
             tags: tuple[str, ...] = ()
-            if slot.state == "bad" and not _in_regions(slot.offset, journal) and not self._erasing(slot):
-                if is_last:
-                    raise FrameError("bad", f"payload slot checksum mismatch at offset {slot.offset}",
-                                     frame.offset, frame.length)
+            if slot.state == "bad" and not self._erasing(slot, journal, writer):
                 raise IntegrityError(f"{self.path}: payload slot damaged at offset {slot.offset}", slot.offset)
             if entry.op == "put":
                 if slot.state == "ok":
@@ -400,15 +489,17 @@ class Store:
                     except ChainError as exc:
                         raise IntegrityError(f"{self.path}: {exc} at offset {slot.offset}", slot.offset) from None
                 else:
+                    # erased, or (listed in the journal) part-way erased: its forget must follow
                     self._erased_live.add(entry.body["id"])
-            items.append((entry, slot.offset, slot.length, tags))
+            items.append((entry, slot, entry_off, tags))
+            entry_off += len(entry.raw)
         dropped: list[Rec] = []
         try:
-            for entry, slot_off, slot_len, tags in items:
+            for entry, slot, e_off, tags in items:
                 if entry.seq == 0:
                     index.acl.owner = entry.agent
                 else:
-                    dropped.extend(apply_entry(index, entry, slot_off, slot_len, tags))
+                    dropped.extend(apply_entry(index, entry, slot.offset, slot.length, tags, e_off))
                 if entry.op == "forget":
                     self._erased_live.difference_update(entry.body["ids"])
                 index.head_seq, index.head_hash = entry.seq, entry.hash
@@ -417,26 +508,28 @@ class Store:
         except (ChainError, KeyError, TypeError) as exc:
             raise IntegrityError(f"{self.path}: bad entry in frame at offset {frame.offset}: {exc}",
                                  frame.offset) from None
+        if acl_frame:
+            index.acl_frames.append(frame.offset)
         self.end = frame.end
         self.last_frame_offset = frame.offset
         return dropped
 
-    def _journal(self) -> list[tuple[int, int]] | None:
-        """The erasure journal's regions, if it belongs to this db; regions outside the log's frames or
-        over a live record's payload are dropped, so a stray or forged journal cannot zero real data."""
-        regions = snap.read_erase_journal(self.erase_path, self.db_id)
-        if not regions:
-            return regions
-        live = self.index.live_slot_offsets()
-        size = os.fstat(self.fd).st_size
-        return [(o, n) for o, n in regions if o > HEADER_SIZE and o + n <= size and o not in live]
+    def _journal(self) -> set[tuple[int, int]] | None:
+        """The exact payload slots (offset, length) the erasure journal names, if it belongs to this db.
 
-    def _erasing(self, slot: Slot) -> bool:
-        """A reader may meet a slot another process is zeroing right now: the journal lists it, or, if
-        the erasure has just finished, the slot now reads as all zeros."""
-        if _in_regions(slot.offset, self._journal()):
+        The journal never decides what is zeroed: erasure zeroes only slots of records that forgets in
+        the chain name (see _redo_erasure). It only lets replay tell a slot that a crash left part-way
+        zeroed from damage, and then only a slot it names exactly whose record a forget in the chain
+        names (checked by _check_erased_live): a stray or forged journal changes nothing."""
+        regions = snap.read_erase_journal(self.erase_path, self.db_id)
+        return None if regions is None else set(regions)
+
+    def _erasing(self, slot: Slot, journal: set[tuple[int, int]] | None, writer: bool) -> bool:
+        """Whether a slot that fails its checksum is being (or was being) erased: the journal names it
+        exactly, or, for a reader racing an erasure that has just finished, it now reads as all zeros."""
+        if journal is not None and (slot.offset, slot.length) in journal:
             return True
-        return not any(read_exact(self.fd, slot.offset, slot.length))
+        return not writer and not any(read_exact(self.fd, slot.offset, slot.length))
 
     def _check_erased_live(self) -> None:
         live = [i for i in self._erased_live if self.index.has(i)]
@@ -446,25 +539,109 @@ class Store:
             raise IntegrityError(f"{self.path}: payload of live record {live[0]} is erased (offset {off})", off)
         self._erased_live.clear()
 
-    def _reload(self) -> None:
-        """The log file was replaced (compaction): reopen it and rebuild the index from it. Offsets
-        change, so `generation` moves on and readers holding an old location retry."""
+    def _reload(self, adopt: LogHandle | None = None) -> None:
+        """The log file was replaced: follow it only if it provably continues this store's chain (same
+        db_id, and it holds the head this store knew, with the same hash), reopening it and rebuilding
+        the index from it. A compaction (ours, `adopt`ing the file it wrote, or another writer's) does
+        that; an older copy of the file or another database put in its place is an IntegrityError, and
+        the store stays on the file it had. Offsets change, so `generation` moves on and readers holding
+        an old location retry."""
         with self._index_lock:
-            fd = os.open(self.path, os.O_RDONLY if self.readonly else os.O_RDWR)
-            if os.fstat(fd).st_ino == os.fstat(self.fd).st_ino:
-                os.close(fd)  # another thread of this client reloaded first
-                return
-            # Other threads may be reading (or the batch syncer syncing) through the old descriptor
-            # right now: keep it open until close, so they finish on the old file instead of failing
-            # with EBADF or, worse, reading through a reused descriptor number.
-            self.generation += 1  # first: a reader that started before now retries after its read
-            self._retired_fds.append(self.fd)
-            self.fd = fd
-            with gc_paused():
-                self._load()
-            self._unerased = []  # offsets into the old file; compaction left no forgotten payloads
-            self._catch_up(writer=False)  # never let other threads see the index half rebuilt
+            if adopt is not None:
+                handle = adopt
+            else:
+                handle = LogHandle(_open_regular(self.path, self.readonly))
+                st = os.fstat(handle.fd)
+                if (st.st_ino, st.st_dev) == self._identity:
+                    os.close(handle.fd)  # another thread of this store reloaded first
+                    return
+            known = (self.index.head_seq, self.index.head_hash)
+            saved = self._state()
+            old = self._handle
+            db_id = self.db_id
+            self._handle = handle
+            try:
+                with gc_paused():
+                    self._load()
+                if self.db_id != db_id:
+                    raise IntegrityError(
+                        f"{self.path} was replaced by another database (db_id {self.db_id.hex()}, not "
+                        f"{db_id.hex()})", 0
+                    )
+                self._unerased = []  # offsets into the old file; compaction left no forgotten payloads
+                self._catch_up(writer=False)  # never let other threads see the index half rebuilt
+                self._check_continues(known)
+            except BaseException:
+                self._restore(saved, old)
+                if adopt is None:
+                    os.close(handle.fd)
+                raise
+            self.generation += 1  # a reader that started before now retries after its read
             self._synced_end = self.end  # whoever compacted fsynced the new file before renaming it
+            self._retire(old)
+
+    def _check_continues(self, known: tuple[int, bytes]) -> None:
+        seq, head = known
+        if seq < 0:
+            return  # nothing read yet (an open that met a compaction before its first catch-up)
+        if self.index.head_seq < seq:
+            raise IntegrityError(
+                f"{self.path} was replaced by a file that ends at seq {self.index.head_seq}, before the head "
+                f"this client had read (seq {seq}): an older copy, or a truncated log", None
+            )
+        if self.index.head_seq == seq:
+            found: bytes | None = self.index.head_hash
+        else:
+            frame = frame_holding(self.fd, seq, HEADER_SIZE, self.end)
+            found = None if frame is None else frame.entries[seq - frame.entries[0].seq].hash
+        if found != head:
+            raise IntegrityError(
+                f"{self.path} was replaced by a file whose entry seq {seq} is not the one this client had read "
+                "(another chain, or a rewritten log)", None
+            )
+
+    def _state(self) -> tuple[Any, ...]:
+        return (self.index, self.end, self.last_frame_offset, self.head_ts, self.snapshot_used,
+                self._dirty_snapshot, self._identity, self.db_id, self._unerased)
+
+    def _restore(self, saved: tuple[Any, ...], handle: LogHandle) -> None:
+        (self.index, self.end, self.last_frame_offset, self.head_ts, self.snapshot_used,
+         self._dirty_snapshot, self._identity, self.db_id, self._unerased) = saved
+        self._handle = handle
+
+    def _retire(self, handle: LogHandle) -> None:
+        """Stop using a replaced log's descriptor: closed now if no thread reads through it, else by the
+        last reader (see _release)."""
+        with self._handle_lock:
+            handle.retired = True
+            if handle.users:
+                self._retired.append(handle)
+                return
+        _close_handle(handle)
+
+    def _acquire_handle(self) -> LogHandle:
+        with self._handle_lock:
+            handle = self._handle
+            handle.users += 1
+            return handle
+
+    def _release(self, handle: LogHandle) -> None:
+        with self._handle_lock:
+            handle.users -= 1
+            if not (handle.retired and handle.users == 0):
+                return
+            if handle in self._retired:
+                self._retired.remove(handle)
+            self._handle_idle.notify_all()
+        _close_handle(handle)
+
+    def _drain_retired(self, timeout: float = 5.0) -> None:
+        """Wait until no thread reads through a replaced log, so that every retired descriptor is closed
+        (a forget must leave no copy of what it erased open in this process)."""
+        deadline = time.monotonic() + timeout
+        with self._handle_lock:
+            while self._retired and time.monotonic() < deadline:
+                self._handle_idle.wait(0.01)
 
     # -- compaction ----------------------------------------------------------------------------------
     def compact(self) -> dict[str, int]:
@@ -487,8 +664,12 @@ class Store:
         return {"bytes_before": before, "bytes_after": self.end, "reclaimed": before - self.end}
 
     def _rewrite(self, tmp: str) -> None:
-        """Copy the log to `tmp` without erased slots, fsync it, rename it over the log, and reload."""
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        """Copy the log to `tmp` without erased slots, fsync it, rename it over the log, and reload.
+        The new file is locked before it is renamed into place, so the writer lock never lapses: a
+        writer waiting on the old file finds, once it gets that lock, that the path names another
+        file, and moves on to wait for this one."""
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        handle = LogHandle(fd)
         try:
             out = HEADER_SIZE
             write_all(fd, encode_file_header(self.db_id), 0)
@@ -508,13 +689,23 @@ class Store:
                 write_all(fd, data, out)
                 out += len(data)
             sync(fd)
-        finally:
+            lock_log(fd, time.monotonic(), tmp)  # nobody else opens DB.compact: free at once
+        except BaseException:
             os.close(fd)
-        os.replace(tmp, self.path)
+            raise
+        old = self._handle
+        try:
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.close(fd)
+            raise
         snap.remove(self.snap_path)
-        self._reload()
+        self._unlock()
+        self._locked = handle
+        self._reload(adopt=handle)
         self._catch_up(writer=True)
         fsync_dir(self.path)
+        assert self._handle is handle and old is not handle
 
     def refresh(self) -> None:
         """Catch up with frames other processes appended. Cheap when nothing changed; never blocks."""
@@ -525,13 +716,16 @@ class Store:
 
     # -- erasure -------------------------------------------------------------------------------------
     def _redo_erasure(self) -> None:
-        """Finish any erasure a crash interrupted: the journal's regions, and slots of records that
-        forgets read from the log since we last held the lock dropped, where not yet zero."""
+        """Finish any erasure a crash interrupted: slots of records that forgets read from the log since
+        this store last held the lock dropped, where not yet zero. Only those: a journal on its own
+        never makes anything be zeroed (see _journal)."""
         journal = self._journal()
-        regions = list(journal or [])
-        for off, length in self._unerased:
-            if any(read_exact(self.fd, off, length)):
-                regions.append((off, length))
+        # A slot the journal names may read as zeros that never reached the disk: it is zeroed again,
+        # and synced, like one that still holds bytes.
+        regions = [
+            (off, length) for off, length in self._unerased
+            if (journal is not None and (off, length) in journal) or any(read_exact(self.fd, off, length))
+        ]
         self._unerased = []
         if regions:
             self._erase(regions)
@@ -540,15 +734,19 @@ class Store:
             snap.remove(self.erase_path)
 
     def _erase(self, regions: list[tuple[int, int]]) -> None:
-        """Overwrite payload slots with zeros, crash-safely: journal first, zeros, fsync, drop journal."""
+        """Overwrite payload slots with zeros, crash-safely: journal first, zeros, fsync, drop journal.
+        Then nothing else of this database may keep the erased bytes: the snapshot (it holds tags) and
+        every leftover temp file go, and every descriptor of a replaced log this process still holds
+        is closed."""
         snap.remove(self.snap_path)  # it holds tags of the forgotten records
-        snap.remove(self.snap_path + ".tmp")
+        self._remove_leftovers()
         snap.write_erase_journal(self.erase_path, self.db_id, regions)
         for off, length in regions:
             write_all(self.fd, bytes(length), off)
         sync(self.fd)
         snap.remove(self.erase_path)
         self._dirty_snapshot = True
+        self._drain_retired()
 
     # -- writing -------------------------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -591,10 +789,16 @@ class Store:
                 self._fail(exc, offset)
                 raise
             dropped: list[Rec] = []
+            entry_pos = offset + FRAME_HEADER.size + ENTRY_HEADER.size
+            acl_frame = False
             for (entry, _payload, tags), (slot_pos, slot_len) in zip(staged_list, slots, strict=True):
-                dropped.extend(apply_entry(index, entry, offset + slot_pos, slot_len, tags))
+                dropped.extend(apply_entry(index, entry, offset + slot_pos, slot_len, tags, entry_pos))
+                entry_pos += len(entry.raw) + ENTRY_HEADER.size
+                acl_frame = acl_frame or entry.op in ACL_OPS
                 index.head_seq, index.head_hash = entry.seq, entry.hash
                 index.entries += 1
+            if acl_frame:
+                index.acl_frames.append(offset)
             self.head_ts = batch.head_ts
             end = offset + len(frame_bytes)
             if self._first_unsynced is None and not forgets:
@@ -625,12 +829,12 @@ class Store:
         acknowledged. Cut them from the log, so that a reopen holds exactly what was acknowledged,
         unless another process appended after them (its fsync then covered ours: leave them)."""
         start = self._first_unsynced
-        if self.durability != "fsync" or self.lock is None or start is None or self._foreign_after_unsynced:
+        if self.durability != "fsync" or self.readonly or start is None or self._foreign_after_unsynced:
             return
         if not self._mutex.acquire(timeout=self.lock_timeout):
             return
         try:
-            self.lock.acquire(self.lock_timeout)
+            self._lock(time.monotonic() + self.lock_timeout)
             try:
                 with self._index_lock:
                     if os.fstat(self.fd).st_size == self.end:
@@ -640,7 +844,7 @@ class Store:
                         self._catch_up(writer=False)
                         self._first_unsynced = None
             finally:
-                self.lock.release()
+                self._unlock()
         except (MnemoError, OSError):
             pass  # the client refuses writes anyway; a reopen sorts out what is on disk
         finally:
@@ -662,15 +866,16 @@ class Store:
                 if self._failed is not None:
                     raise DurabilityError(f"fsync failed earlier: {self._failed}")
                 self._syncing = True
-                target, target_gen, fd = self.end, self.generation, self.fd
+                target, target_gen, handle = self.end, self.generation, self._acquire_handle()
                 self._sync_cond.release()
                 try:
-                    sync(fd)
+                    sync(handle.fd)
                 except DurabilityError as exc:
                     self._failed = exc
                     self._drop_unsynced()
                     raise
                 finally:
+                    self._release(handle)
                     self._sync_cond.acquire()
                     self._syncing = False
                     self._sync_cond.notify_all()
@@ -690,26 +895,41 @@ class Store:
                     self._sync_upto(end, gen)
 
     # -- reading -------------------------------------------------------------------------------------
-    def read_packed(self, version: Version, batch: Batch | None = None) -> bytes | memoryview:
-        """The packed record fields of one version (its payload without the salt). NotFound if its
-        slot was erased meanwhile."""
+    def read_packed(
+        self, version: Version, batch: Batch | None = None, rec_id: str = "", scope: str = ""
+    ) -> bytes | memoryview:
+        """The packed record fields of one version (its payload without the salt), checked against the
+        chain: the entry it is served as must be the one the index names (same chain hash) and a put of
+        this record, version and scope, and the payload must match the digest that entry commits to. So
+        a payload rewritten in the file, even with its checksum recomputed, is never served. NotFound if
+        its slot was erased meanwhile."""
         if version.slot_off < 0:
             if batch is None or version.seq not in batch.payloads:
                 raise NotFound("staged version is not visible outside its transaction")
             return decode_put_payload(batch.payloads[version.seq])[1]
-        offset, length = version.slot_off, version.slot_len
-        data = os.pread(self.fd, length, offset)
-        if len(data) < length:  # a short read: at the end of the file, or interrupted
-            data = read_exact(self.fd, offset, length)
-        view = memoryview(data)  # slices of a view copy nothing
-        state = slot_state(view) if len(data) == length and length >= SLOT_CRC.size else "bad"
+        e_off, e_len, offset, length = version.entry_off, version.entry_len, version.slot_off, version.slot_len
+        handle = self._acquire_handle()
+        try:
+            if e_off + e_len == offset:  # one entry in its frame: the entry's bytes end where its slot starts
+                data = _pread(handle.fd, e_len + length, e_off)
+                raw, slot = data[:e_len], data[e_len:]
+            else:
+                slot = _pread(handle.fd, length, offset)
+                raw = _pread(handle.fd, e_len, e_off) if e_off >= 0 else memoryview(b"")
+        finally:
+            self._release(handle)
+        state = slot_state(slot) if len(slot) == length and length >= SLOT_CRC.size else "bad"
         if state == "erased":
             raise NotFound("the record was forgotten")
         if state != "ok":
             raise IntegrityError(f"{self.path}: payload slot damaged at offset {offset}", offset)
-        if len(view) < SLOT_CRC.size + SALT_SIZE + 1:
+        if len(slot) < SLOT_CRC.size + SALT_SIZE + 1:
             raise IntegrityError(f"{self.path}: unreadable payload at offset {offset}: too short", offset)
-        return view[SLOT_CRC.size + SALT_SIZE :]
+        payload = slot[SLOT_CRC.size :]
+        why = served_put_problem(raw, version.hash, rec_id, version.ver, scope, payload)
+        if why is not None:
+            raise IntegrityError(f"{self.path}: the payload at offset {offset} is not served: {why}", offset)
+        return payload[SALT_SIZE:]
 
     # -- snapshots, closing --------------------------------------------------------------------------
     def _write_snapshot(self) -> dict[str, Any] | None:
@@ -727,8 +947,8 @@ class Store:
         try:
             snap.write_snapshot(self.snap_path, body)
             self._dirty_snapshot = False
-        except OSError:
-            return None  # a snapshot only speeds up the next open
+        except (OSError, DurabilityError):
+            return None  # a snapshot only speeds up the next open: a full disk must not stop one
         return state
 
     def index_differences(self, expected: ExpectedIndex | None = None) -> list[str]:
@@ -778,22 +998,18 @@ class Store:
             self._close_files()
 
     def _close_files(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-        for fd in self._retired_fds:
-            os.close(fd)
-        self._retired_fds = []
-        if self.lock is not None:
-            self.lock.close()
-            self.lock = None
+        self._unlock()
+        handles, self._retired = [self._handle, *self._retired], []
+        self._handle = LogHandle(-1)
+        for handle in handles:
+            _close_handle(handle)
 
 
 class _Writing:
     """Store.writing's context. A class rather than a generator: every write enters one, and a plain
     __enter__/__exit__ pair costs a fraction of contextlib's machinery."""
 
-    __slots__ = ("store", "transactional", "batch", "lock")
+    __slots__ = ("store", "transactional", "batch")
 
     def __init__(self, store: Store, transactional: bool) -> None:
         self.store = store
@@ -806,23 +1022,21 @@ class _Writing:
         if outer is not None:
             return outer
         store.check_writable()
-        lock = store.lock
-        assert lock is not None
+        deadline = time.monotonic() + store.lock_timeout
         if not store._mutex.acquire(timeout=store.lock_timeout):
             raise LockTimeout(f"another thread held the writer lock for over {store.lock_timeout} s")
         try:
-            lock.acquire(store.lock_timeout)
+            store._lock(deadline)
             try:
                 store._check_open()
                 store._catch_up(writer=True)
                 batch = Batch(store, self.transactional)
             except BaseException:
-                lock.release()
+                store._unlock()
                 raise
         except BaseException:
             store._mutex.release()
             raise
-        self.lock = lock
         store._local.batch = self.batch = batch
         return batch
 
@@ -839,7 +1053,7 @@ class _Writing:
                     end = store._commit(batch)
                     generation = store.generation
             finally:
-                self.lock.release()
+                store._unlock()
         finally:
             store._mutex.release()
         if end and store.durability == "fsync":
@@ -892,7 +1106,10 @@ def _same_records(index: Index, expected: ExpectedIndex) -> bool:
             and [tagsets[c] for c in column("tagset")] == [tuple(t) for t in logged(2)]
             and all(
                 column(name) == array(COLUMNS[name], logged(k))
-                for name, k in (("ver", 3), ("seq", 4), ("ts", 5), ("size", 7), ("slot_off", 9), ("slot_len", 10))
+                for name, k in (
+                    ("ver", 3), ("seq", 4), ("ts", 5), ("size", 7), ("slot_off", 9), ("slot_len", 10),
+                    ("entry_off", 11), ("entry_len", 12),
+                )
             )
             and hashes == b"".join(logged(8))
             and {index.id_at(row): [tuple(v) for v in versions] for row, versions in index.older.items()}
@@ -931,10 +1148,6 @@ def _record_differences(index: Index, expected: ExpectedIndex) -> list[str]:
     return out + [f"record {rec_id} differs between the index and the log" for rec_id in sorted(differ)]
 
 
-def _in_regions(offset: int, regions: list[tuple[int, int]] | None) -> bool:
-    return bool(regions) and any(o == offset for o, _n in regions or ())
-
-
 def _tags_of(payload: bytes) -> tuple[str, ...]:
     try:
         _salt, packed = decode_put_payload(payload)
@@ -943,4 +1156,136 @@ def _tags_of(payload: bytes) -> tuple[str, ...]:
         raise ChainError(f"unreadable put payload: {exc}") from None
 
 
-__all__ = ["DURABILITY_MODES", "Batch", "Store"]
+def _stat_or_none(path: str) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
+
+
+def _open_regular(path: str, readonly: bool) -> int:
+    """Open the log, refusing anything but a regular file without ever blocking on one (a FIFO)."""
+    fd = os.open(path, (os.O_RDONLY if readonly else os.O_RDWR) | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise MnemoError(f"cannot open the database at {path}: not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _close_handle(handle: LogHandle) -> None:
+    if handle.fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(handle.fd)
+        handle.fd = -1
+
+
+def _creation_leftovers(path: str) -> list[str]:
+    """Temp files of creations whose process is gone (they hold a genesis entry and nothing else); a
+    running creator's file is left alone, whatever its state."""
+    out = []
+    for name in glob.glob(glob.escape(path) + ".new*"):
+        pid = name[len(path) + 4 :].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            out.append(name)
+        except OSError:
+            pass  # alive, but not ours to signal
+    return out
+
+
+def _pread(fd: int, length: int, offset: int) -> memoryview:
+    data = os.pread(fd, length, offset)
+    if len(data) < length:  # a short read: at the end of the file, or interrupted
+        data = read_exact(fd, offset, length)
+    return memoryview(data)  # slices of a view copy nothing
+
+
+class SnapshotRefused(ValueError):
+    """A snapshot that belongs to the log (it ends at the log's frame with its head hash) but cannot be
+    loaded as it stands: malformed, or forged. The log is replayed instead, and verify reports it."""
+
+
+def load_snapshot(fd: int, db_id: bytes, body: dict[str, Any]) -> tuple[Index, int, int, int] | None:
+    """(index, end offset, last frame offset, head ts) of a snapshot that belongs to the log open as
+    `fd` and ends at one of its frames; None when it is stale (of another db, or not ending at a frame
+    of this log with the head it names); SnapshotRefused when it ends there but cannot be loaded.
+
+    The ACL is never taken from the snapshot: it is rebuilt from the genesis, grant and revoke entries
+    of the log itself, at the frame offsets the snapshot lists (a listed offset that is not such a
+    frame refuses the snapshot). What else it holds is trusted only as far as `verify` checks it
+    against the log, and reads check each payload against its chain entry (Store.read_packed)."""
+    try:
+        if body["db_id"] != db_id:
+            return None
+        off, start = int(body["offset"]), int(body["frame_offset"])
+        if not (HEADER_SIZE <= start < off <= os.fstat(fd).st_size):
+            return None
+        frame = parse_frame(read_exact(fd, start, off - start), 0, start)
+        last = frame.entries[-1]
+        state = body["index"]
+        if not (frame.end == off and last.seq == state["head_seq"] and last.hash == state["head_hash"]):
+            return None
+    except (FrameError, KeyError, TypeError, ValueError, OverflowError):
+        return None
+    try:
+        index = Index.from_state(db_id, state)
+        index.acl = acl_from_frames(fd, index.acl_frames, off)
+        return index, off, start, int(body["head_ts"])
+    except (FrameError, ChainError, KeyError, TypeError, ValueError, IndexError, UnicodeError, OverflowError) as exc:
+        raise SnapshotRefused(str(exc) or type(exc).__name__) from None
+
+
+def acl_from_frames(fd: int, offsets: Iterable[int], end: int) -> Acl:
+    """The ACL replayed from the genesis, grant and revoke entries of the frames at `offsets` (in
+    order, the first being the genesis frame). Raises ChainError if any is not such a frame."""
+    acl = Acl()
+    last_seq = -1
+    first = True
+    for off in offsets:
+        if not (HEADER_SIZE <= off < end) or (first and off != HEADER_SIZE):
+            raise ChainError(f"no ACL frame at offset {off}")
+        total = frame_length(read_exact(fd, off, FRAME_HEADER.size), 0, off)
+        if off + total > end:
+            raise ChainError(f"the ACL frame at offset {off} runs past the snapshot's end")
+        frame = parse_frame(read_exact(fd, off, total), 0, off)
+        if frame.entries[0].seq <= last_seq or (first and frame.entries[0].op != "genesis"):
+            raise ChainError(f"the ACL frame at offset {off} is out of order")
+        if not any(entry.op in ACL_OPS for entry in frame.entries):
+            raise ChainError(f"the frame at offset {off} holds no genesis, grant or revoke entry")
+        for entry in frame.entries:
+            body = entry.body
+            if entry.op == "genesis":
+                if entry.seq != 0:
+                    raise ChainError("genesis after seq 0")
+                acl.owner = entry.agent
+            elif entry.op == "grant":
+                acl.grant(_name(body["principal"]), _name(body["scope"]), _perms(body["perms"]))
+            elif entry.op == "revoke":
+                acl.revoke(_name(body["principal"]), _name(body["scope"]), _perms(body["perms"]))
+        last_seq = frame.entries[-1].seq
+        first = False
+    if first:
+        raise ChainError("the snapshot lists no genesis frame")
+    return acl
+
+
+def _name(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ChainError("an ACL entry names a non-string")
+    return value
+
+
+def _perms(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise ChainError("an ACL entry's perms are not a list of strings")
+    return value
+
+
+__all__ = ["ACL_OPS", "DURABILITY_MODES", "Batch", "SnapshotRefused", "Store", "acl_from_frames", "load_snapshot"]

@@ -34,6 +34,8 @@ class Version(NamedTuple):
     hash: bytes
     slot_off: int  # -1 while staged in an open transaction
     slot_len: int
+    entry_off: int = -1  # where the put's entry bytes lie in the log (-1 while staged)
+    entry_len: int = 0
 
 
 class Rec(NamedTuple):
@@ -52,8 +54,14 @@ class Rec(NamedTuple):
 # Column name -> array typecode. "I" is 4 bytes and "q" 8 on every platform CPython supports.
 COLUMNS = {
     "scope": "I", "tagset": "I", "agent": "I", "ver": "I", "slot_len": "I",
-    "seq": "q", "ts": "q", "size": "q", "slot_off": "q",
+    "seq": "q", "ts": "q", "size": "q", "slot_off": "q", "entry_off": "q", "entry_len": "I",
 }
+SNAPSHOT_LAYOUT = 3
+STATE_KEYS = frozenset({
+    "layout", "byteorder", "rows", "id_blob", "id_width", "ids", "columns", "hashes", "older", "scopes",
+    "agents", "tagset_tags", "tagset_lens", "tagset_refs", "posting_tags", "posting_lens", "posting_rows",
+    "forgotten", "acl_frames", "head_seq", "head_hash", "entries",
+})
 
 
 class _Interned:
@@ -194,6 +202,9 @@ class Index:
         self.postings: dict[str, array[int]] = {}  # tag -> rows (may hold stale rows, see _unpost)
         self.stale_tags: dict[str, int] = {}  # tag -> rows its posting names that no longer hold it
         self.sorted_tags: list[str] = []
+        # Offsets of the log frames that hold genesis, grant or revoke entries: a snapshot lists them
+        # instead of holding the ACL, which is rebuilt from those entries of the log itself.
+        self.acl_frames = array("q")
 
     def __len__(self) -> int:
         return self.live
@@ -238,6 +249,7 @@ class Index:
             latest = Version(
                 c["ver"][row], c["seq"][row], c["ts"][row], self.agents.values[c["agent"][row]], c["size"][row],
                 bytes(self.hashes[h : h + HASH_SIZE]), c["slot_off"][row], c["slot_len"][row],
+                c["entry_off"][row], c["entry_len"][row],
             )
             older = self.older.get(row)
             return Rec(rec_id, self.scopes.values[c["scope"][row]], tags, older + (latest,) if older else (latest,))
@@ -306,6 +318,8 @@ class Index:
             c["ts"].append(version.ts_ns)
             c["size"].append(version.size)
             c["slot_off"].append(version.slot_off)
+            c["entry_off"].append(version.entry_off)
+            c["entry_len"].append(version.entry_len)
             self.hashes += version.hash
             return
         prev = self.rec_at(row)
@@ -327,6 +341,8 @@ class Index:
         c["ts"][row] = version.ts_ns
         c["size"][row] = version.size
         c["slot_off"][row] = version.slot_off
+        c["entry_off"][row] = version.entry_off
+        c["entry_len"][row] = version.entry_len
         self.hashes[row * HASH_SIZE : (row + 1) * HASH_SIZE] = version.hash
 
     def drop(self, rec_id: str) -> Rec | None:
@@ -571,7 +587,7 @@ class Index:
         for tag in posting_tags:
             posting_rows.extend(postings[tag])
         return {
-            "layout": 2,
+            "layout": SNAPSHOT_LAYOUT,
             "byteorder": sys.byteorder,
             "rows": len(order),
             "id_blob": sorted_ids.blob if sorted_ids is not None else b"",
@@ -589,7 +605,7 @@ class Index:
             "posting_lens": array("I", map(len, map(postings.__getitem__, posting_tags))).tobytes(),
             "posting_rows": posting_rows.tobytes(),
             "forgotten": sorted(self.forgotten),
-            "acl": self.acl.to_state(),
+            "acl_frames": self.acl_frames.tobytes(),
             "head_seq": self.head_seq,
             "head_hash": self.head_hash,
             "entries": self.entries,
@@ -599,9 +615,11 @@ class Index:
     def from_state(cls, db_id: bytes, state: dict[str, Any]) -> Index:
         """Rebuild an index from to_state()'s data. Raises (ValueError, KeyError, TypeError,
         IndexError, UnicodeError) on anything inconsistent, so a malformed snapshot is never half used."""
-        if state["layout"] != 2 or state["byteorder"] != sys.byteorder:
+        if state["layout"] != SNAPSHOT_LAYOUT or state["byteorder"] != sys.byteorder:
             raise ValueError("snapshot of another layout or byte order")
-        index = cls(db_id, Acl.from_state(state["acl"]))
+        if state.keys() != STATE_KEYS:
+            raise ValueError("snapshot state has missing or unknown fields")
+        index = cls(db_id)  # its ACL is rebuilt from the log's entries (engine.load_snapshot)
         n = state["rows"]
         if state["id_width"]:
             index.base = SortedIds(bytes(state["id_blob"]), state["id_width"])
@@ -661,6 +679,7 @@ class Index:
         if len(postings) != len(tags):
             raise ValueError("snapshot posting tags repeat")
         index.forgotten = set(state["forgotten"])
+        index.acl_frames.frombytes(state["acl_frames"])
         index.head_seq = state["head_seq"]
         index.head_hash = state["head_hash"]
         index.entries = state["entries"]

@@ -8,11 +8,13 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import struct
 import time
+import zlib
 from collections.abc import Iterator
 
 from ..errors import DurabilityError, LockTimeout
-from .framing import FRAME_HEADER, Frame, FrameError, frame_length, parse_frame
+from .framing import ENTRY_HEADER, FRAME_END, FRAME_HEADER, TRAILER, Frame, FrameError, frame_length, parse_frame
 
 CHUNK = 4 << 20
 
@@ -60,39 +62,45 @@ def read_exact(fd: int, offset: int, length: int) -> bytes:
     return b"".join(chunks)
 
 
-class FileLock:
-    """An exclusive flock on a sidecar file. flock locks belong to the open file description, so two
-    clients in one process exclude each other as two processes do (lockf would not)."""
+def lock_log(fd: int, deadline: float, what: str) -> None:
+    """Take an exclusive flock on the log file open as `fd`, waiting until `deadline` (monotonic).
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.held = False
+    The lock is on the log itself, not on a sidecar an operator could delete or replace: flock locks
+    belong to the open file description, so two stores of one process exclude each other as two
+    processes do (lockf would not), and the lock lives exactly as long as the file it guards. A
+    caller must check, once it holds the lock, that `fd` is still the file at the database's path
+    (a compaction renames a new log over it)."""
+    delay = 0.0005
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise
+        now = time.monotonic()
+        if now >= deadline:
+            raise LockTimeout(f"could not take the writer lock on {what} in time: another writer holds it")
+        time.sleep(min(delay, max(deadline - now, 0.0)))
+        delay = min(delay * 2, 0.02)
 
-    def acquire(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        delay = 0.0005
-        while True:
-            try:
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self.held = True
-                return
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    raise
-            if time.monotonic() >= deadline:
-                raise LockTimeout(f"could not take the writer lock on {self.path} within {timeout} s")
-            time.sleep(delay)
-            delay = min(delay * 2, 0.02)
 
-    def release(self) -> None:
-        if self.held:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            self.held = False
+def unlock_log(fd: int) -> None:
+    fcntl.flock(fd, fcntl.LOCK_UN)
 
-    def close(self) -> None:
-        self.release()
-        os.close(self.fd)
+
+class LogHandle:
+    """One open descriptor of a log file, shared by a store's threads. A compaction replaces the log
+    with a new file: the old handle is then retired, and closed as soon as no thread is reading
+    through it, so that a process never keeps an unlinked copy of the log (holding payloads that are
+    forgotten later) beyond the reads in flight."""
+
+    __slots__ = ("fd", "users", "retired")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.users = 0
+        self.retired = False
 
 
 def iter_frames(fd: int, start: int, end: int) -> Iterator[tuple[Frame, memoryview, int]]:
@@ -152,3 +160,58 @@ def find_next_frame(fd: int, start: int, end: int, min_seq: int = 0) -> int | No
             break
         offset += len(data) - len(FRAME_MAGIC) + 1
     return None
+
+
+def frame_holding(fd: int, seq: int, start: int, end: int) -> Frame | None:
+    """The frame in [start, end) that holds entry `seq`, found by walking frame headers only (a frame's
+    header gives its first seq, count and length): one pass over the file without decoding entries.
+    None if no frame holds it or the walk meets a frame it cannot read."""
+    offset = start
+    buf = b""
+    base = offset
+    while offset + FRAME_HEADER.size <= end:
+        rel = offset - base
+        if rel + FRAME_HEADER.size > len(buf):
+            buf, base = read_exact(fd, offset, min(CHUNK, end - offset)), offset
+            rel = 0
+            if len(buf) < FRAME_HEADER.size:
+                return None
+        try:
+            total = frame_length(buf, rel, offset)
+        except FrameError:
+            return None
+        _magic, count, first, _elen, _plen = FRAME_HEADER.unpack_from(buf, rel)
+        if first <= seq < first + count:
+            try:
+                return parse_frame(read_exact(fd, offset, total), 0, offset)
+            except FrameError:
+                return None
+        if first > seq:
+            return None
+        offset += total
+    return None
+
+
+def complete_with_damaged_length(fd: int, offset: int, size: int) -> bool:
+    """Whether the bytes from `offset` to the end of the file are one whole frame whose length fields
+    alone were damaged. Such a frame claims to run past the end of the file, as a torn write does;
+    but a torn write leaves a prefix of its frame, whereas these bytes walk, entry header by entry
+    header, to a trailer whose checksum holds once the header carries the lengths walked."""
+    data = read_exact(fd, offset, size - offset)
+    if len(data) < FRAME_HEADER.size + TRAILER.size or data[-len(FRAME_END):] != FRAME_END:
+        return False
+    magic, count, first, _elen, _plen = FRAME_HEADER.unpack_from(data, 0)
+    p, slots = FRAME_HEADER.size, 0
+    limit = len(data) - TRAILER.size
+    for _ in range(count):
+        if p + ENTRY_HEADER.size > limit:
+            return False
+        rlen, slen = ENTRY_HEADER.unpack_from(data, p)
+        p += ENTRY_HEADER.size + rlen
+        slots += slen
+    elen = p - FRAME_HEADER.size
+    if p + slots != limit:
+        return False
+    head = FRAME_HEADER.pack(magic, count, first, elen, slots)
+    (crc,) = struct.unpack_from(">I", data, limit)
+    return bool(crc == zlib.crc32(data[FRAME_HEADER.size:p], zlib.crc32(head)))

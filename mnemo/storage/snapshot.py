@@ -43,12 +43,16 @@ def write_atomic(path: str, data: bytes, durable: bool = True) -> None:
     tmp = f"{path}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        write_all(fd, data, 0)  # retries short writes
-        if durable:
-            sync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            write_all(fd, data, 0)  # retries short writes
+            if durable:
+                sync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        remove(tmp)  # a part-written copy may hold tags: never leave it behind (a full disk, say)
+        raise
     if durable:
         fsync_dir(path)
 

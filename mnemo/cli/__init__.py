@@ -1,0 +1,104 @@
+"""The `mnemo` command: a thin shell over the library, one library call per command (click).
+
+Adding commands: write a module in this package with a function `register(root: click.Group) -> None`
+that adds them (`root.add_command(cmd)`; to extend a group another module made, such as `audit`:
+`common.subgroup(root, "audit").add_command(cmd)`), and name the module in COMMAND_MODULES below: one
+line. Build commands from `common`: `db_argument`, `agent_option`, `lock_timeout_option` (every command
+that writes), `json_option` (every command), `open_client`, the output helpers (`echo`, `emit_json`,
+`emit_ndjson` for anything that streams, `timestamp`), `progress` for long work, and raise
+`common.UsageError` (exit 2) or `common.Failure` (exit 1), or let the library's errors through:
+`common.describe_error` gives every error its exit code and message, in one place. Give each command a
+short example in its epilog (`common.examples`) and a row in the README's command table
+(tests/test_cli_conventions.py and tests/test_cli_docs.py check them).
+
+Exit codes: 0 fine; 1 problems found; 2 a usage error or a file that cannot be used at all.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+import click
+
+from .common import (
+    CONTEXT_SETTINGS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    EXIT_USAGE,
+    PROG,
+    State,
+    describe_error,
+    examples,
+    json_requested,
+    show_error,
+    state,
+)
+
+__all__ = ["EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "cli", "main"]
+
+# The modules whose commands make up `mnemo`, in this order (a module extending another's group, as
+# `audit`, comes after it).
+COMMAND_MODULES = (
+    "verify",  # verify
+    "audit",  # audit export, audit verify
+    "keys",  # keygen
+    "records",  # ls, cat, history, stats, compact
+    "log",  # log
+    "demo",  # demo, chat
+)
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("mnemo-db")
+    except Exception:
+        return "unknown"
+
+
+@click.group(
+    PROG, invoke_without_command=True, context_settings=CONTEXT_SETTINGS,
+    epilog=examples("mnemo verify memory.mnemo.db", "mnemo ls memory.mnemo.db --agent agent-1 --json",
+                    "mnemo COMMAND --help")
+    + "\n\nExit codes: 0 fine; 1 problems found; 2 usage error or a file that cannot be read at all.",
+)
+@click.version_option(_version(), "--version", prog_name=PROG, message="%(prog)s %(version)s")
+@click.pass_context
+def cli(ctx: click.Context) -> int:
+    """Mnemo: an embedded, append-only, hash-chained memory store for AI agents."""
+    if ctx.invoked_subcommand is None:  # bare `mnemo`: the help, and no error
+        state().out.write(ctx.get_help() + "\n")
+    return EXIT_OK
+
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"{__name__}.{_name}").register(cli)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `mnemo` with these arguments (default: sys.argv[1:]) and return its exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    run = State(json_requested(args))
+    try:
+        result = cli.main(args, prog_name=PROG, standalone_mode=False, obj=run)
+    except SystemExit as exc:  # click exits by itself on a closed pipe it meets
+        return exc.code if isinstance(exc.code, int) else EXIT_PROBLEMS
+    except click.exceptions.Abort:  # click's form of KeyboardInterrupt
+        sys.stderr.write("interrupted\n")
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        sys.stderr.write("\ninterrupted\n")
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        report = describe_error(exc)
+        if report is None:
+            raise
+        run.out.flush()
+        show_error(report, run.json)
+        return report.exit_code
+    run.out.flush()
+    return result if isinstance(result, int) else EXIT_OK

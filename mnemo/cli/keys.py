@@ -1,0 +1,55 @@
+"""`mnemo keygen`: an Ed25519 key pair for signed checkpoints."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from .. import audit
+from .common import CONTEXT_SETTINGS, EXIT_OK, UsageError, check_output_file, echo, emit_json, examples, json_option
+
+
+@click.command(
+    "keygen", context_settings=CONTEXT_SETTINGS,
+    short_help="make an Ed25519 key pair for signed checkpoints",
+    epilog=examples(
+        "mnemo keygen -o signer      # signer (private, mode 0600) and signer.pub",
+        "mnemo keygen -o signer --force --json",
+    ),
+)
+@click.option("-o", "--output", "prefix", metavar="PREFIX", default="mnemo-key", show_default=True,
+              help="write the private key to PREFIX, the public key to PREFIX.pub")
+@click.option("--force", is_flag=True, help="overwrite existing key files")
+@json_option
+def keygen(prefix: str, force: bool, as_json: bool) -> int:
+    """Make an Ed25519 key pair: give the private key to MnemoClient(signing_key=...), which then writes
+    signed checkpoints, and the public key to `mnemo verify --pubkey`."""
+    private_path, public_path = prefix, prefix + ".pub"
+    for path in (private_path, public_path):
+        check_output_file(path)
+    if not force:
+        for path in (private_path, public_path):
+            if os.path.exists(path):
+                raise UsageError(f"{path} exists; pass --force to overwrite it")
+    pem, pub = audit.generate_keypair()
+    try:
+        fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o600)  # an existing file keeps its mode through O_CREAT: narrow it
+            f.write(pem)
+        with open(public_path, "w", encoding="ascii") as f:
+            f.write(pub.hex() + "\n")
+    except OSError as exc:
+        raise UsageError(f"cannot write the key files: {exc.strerror or exc}") from None
+    if as_json:
+        emit_json({"private_key_file": private_path, "public_key_file": public_path, "public_key": pub.hex()})
+    else:
+        echo(f"private key: {private_path} (keep it secret; give it to MnemoClient(signing_key=...))")
+        echo(f"public key:  {public_path} (give it to `mnemo verify --pubkey`)")
+        echo(pub.hex())
+    return EXIT_OK
+
+
+def register(root: click.Group) -> None:
+    root.add_command(keygen)

@@ -1,0 +1,93 @@
+"""`mnemo log DB`: the chain itself, read straight from the log file."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from .. import audit
+from ..errors import IntegrityError
+from .common import (
+    CONTEXT_SETTINGS,
+    EXIT_OK,
+    Failure,
+    db_argument,
+    echo,
+    emit_ndjson,
+    examples,
+    json_option,
+    output,
+    timestamp,
+    valid_agent,
+)
+
+OPS = ("genesis", "put", "forget", "grant", "revoke", "checkpoint")
+
+
+def summary(op: str, body: dict[str, Any]) -> str:
+    """One line on what an entry did; entries hold no content, only ids, scopes and digests."""
+    try:
+        if op == "genesis":
+            return f"db_id {body['db_id'].hex()} format {body['format']}"
+        if op == "put":
+            return f"{body['id']} v{body['ver']} scope {body['scope']} {body['size']} bytes"
+        if op == "forget":
+            return "forget " + ", ".join(str(i) for i in body["ids"])
+        if op in ("grant", "revoke"):
+            return f"{body['principal']} {','.join(body['perms']) or '-'} on {body['scope']}"
+        if op == "checkpoint":
+            return f"signs seq {body['seq']} {body['head'].hex()[:12]} key {body['key'].hex()[:12]}"
+    except (KeyError, AttributeError, TypeError):
+        pass
+    return json.dumps(audit.jsonable(body), default=str)
+
+
+def _agent_filter(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    return None if value is None else valid_agent(value, "--agent")
+
+
+@click.command(
+    "log", context_settings=CONTEXT_SETTINGS,
+    short_help="the chain itself, read from the file: seq, time, op, agent, hash",
+    epilog=examples(
+        "mnemo log memory.mnemo.db --since 100 --limit 20",
+        "mnemo log memory.mnemo.db --op forget --agent agent-1 --json   # NDJSON: one entry a line",
+    ),
+)
+@db_argument()
+@click.option("--since", metavar="SEQ", type=click.IntRange(min=0), default=0, help="first seq to show")
+@click.option("--limit", metavar="N", type=click.IntRange(min=0), help="at most this many entries")
+@click.option("--agent", "agent_filter", metavar="AGENT", callback=_agent_filter,
+              help="only entries written by this agent")
+@click.option("--op", type=click.Choice(OPS), help="only entries of this kind")
+@json_option
+def log(db: str, since: int, limit: int | None, agent_filter: str | None, op: str | None, as_json: bool) -> int:
+    """The chain read straight from the log file: seq, time, op, agent, hash and what the entry did.
+    Entries hold no content, only ids, scopes and digests. With --json, one JSON object per entry and
+    line (NDJSON): the audit export's fields without `entry`."""
+    shown = 0
+    try:
+        for item in audit.read_log(db):
+            e = item.entry
+            if e.seq < since or (agent_filter and e.agent != agent_filter) or (op and e.op != op):
+                continue
+            if limit is not None and shown >= limit:
+                break
+            shown += 1
+            if as_json:
+                line = audit.export_line(e)
+                del line["entry"]
+                emit_ndjson(line)
+            else:
+                echo(f"{e.seq:>7}  {timestamp(e.ts_ns)}  {e.op:<10}  {e.agent:<16}  {e.hash.hex()[:12]}  "
+                     f"{summary(e.op, e.body)}")
+    except IntegrityError as exc:
+        output().flush()
+        raise Failure(str(exc), "IntegrityError") from None
+    return EXIT_OK
+
+
+def register(root: click.Group) -> None:
+    root.add_command(log)

@@ -1,0 +1,197 @@
+"""`mnemo ls`, `cat`, `history`, `stats`, `compact`: the records, read (or compacted) as an agent through
+MnemoClient, so every ACL check applies."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import click
+
+from .. import audit
+from ..record import MemoryRecord, RecordInfo
+from .common import (
+    CONTEXT_SETTINGS,
+    EXIT_OK,
+    Failure,
+    agent_option,
+    db_argument,
+    echo,
+    emit_json,
+    emit_ndjson,
+    examples,
+    json_option,
+    lock_timeout_option,
+    open_client,
+    output,
+    timestamp,
+)
+
+
+def record_json(rec: MemoryRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": rec.id, "version": rec.version}
+    if isinstance(rec.content, bytes):
+        out["content_b64"] = base64.b64encode(rec.content).decode("ascii")
+    else:
+        out["content"] = rec.content
+    out.update({
+        "tags": list(rec.tags), "metadata": audit.jsonable(rec.metadata), "scope": rec.scope,
+        "agent_id": rec.agent_id, "created_at": timestamp(rec.created_at), "updated_at": timestamp(rec.updated_at),
+        "seq": rec.seq, "hash": rec.hash,
+    })
+    return out
+
+
+def info_json(info: RecordInfo) -> dict[str, Any]:
+    return {
+        "id": info.id, "version": info.version, "scope": info.scope, "tags": list(info.tags),
+        "size": info.size, "agent_id": info.agent_id, "created_at": timestamp(info.created_at),
+        "updated_at": timestamp(info.updated_at), "seq": info.seq,
+    }
+
+
+@click.command(
+    "ls", context_settings=CONTEXT_SETTINGS,
+    short_help="list the records the agent may read",
+    epilog=examples(
+        "mnemo ls memory.mnemo.db --agent agent-1 --tag prefs",
+        "mnemo ls memory.mnemo.db --scope 'team:*' --limit 20 --json   # NDJSON: one record a line",
+    ),
+)
+@db_argument()
+@agent_option
+@click.option("--tag", "tags", metavar="TAG", multiple=True, help="only records with this tag (repeatable)")
+@click.option("--any-tag", "any_tags", metavar="TAG", multiple=True,
+              help="records with any of these (repeatable)")
+@click.option("--prefix", metavar="TAG_PREFIX", help="only records with a tag starting with this")
+@click.option("--scope", metavar="SCOPE", help="only records in this scope (or `prefix*` pattern)")
+@click.option("--limit", metavar="N", type=click.IntRange(min=0), help="at most this many records")
+@json_option
+def ls(db: str, agent: str | None, tags: tuple[str, ...], any_tags: tuple[str, ...], prefix: str | None,
+       scope: str | None, limit: int | None, as_json: bool) -> int:
+    """List the latest version of every record the agent may read: id, version, scope, size, time, tags.
+    With --json, one JSON object per record and line (NDJSON)."""
+    with open_client(db, agent) as client:
+        infos = client.list_records(tags=list(tags), any_tags=list(any_tags), tag_prefix=prefix, scope=scope,
+                                    limit=limit)
+    for i in infos:
+        if as_json:
+            emit_ndjson(info_json(i))
+        else:
+            echo(f"{i.id}  v{i.version:<3} {i.scope:<20} {i.size:>8}  {timestamp(i.updated_at)}  "
+                 f"{' '.join(i.tags)}")
+    return EXIT_OK
+
+
+@click.command(
+    "cat", context_settings=CONTEXT_SETTINGS,
+    short_help="print a record's content",
+    epilog=examples(
+        "mnemo cat memory.mnemo.db 01a2337d34a371e8aaa945bc92f8585f",
+        "mnemo cat memory.mnemo.db 01a2337d34a371e8aaa945bc92f8585f --version 1 --json",
+    ),
+)
+@db_argument()
+@click.argument("rec_id", metavar="ID")
+@click.option("--version", metavar="N", type=click.IntRange(min=0), help="this version instead of the latest")
+@agent_option
+@json_option
+def cat(db: str, rec_id: str, version: int | None, agent: str | None, as_json: bool) -> int:
+    """Print a record's content (binary content as raw bytes); with --json, the record with its fields,
+    binary content as `content_b64`."""
+    with open_client(db, agent) as client:
+        if version is None:
+            rec = client.get(rec_id)
+        else:
+            versions = [r for r in client.history(rec_id) if r.version == version]
+            if not versions:
+                raise Failure(f"record {rec_id!r} has no version {version}", "NotFound")
+            rec = versions[0]
+    if as_json:
+        emit_json(record_json(rec))
+    elif isinstance(rec.content, bytes):
+        out = output()
+        out.flush()
+        out.write_bytes(rec.content)
+    else:
+        output().write(rec.content)
+        if rec.content and not rec.content.endswith("\n"):
+            output().write("\n")
+    return EXIT_OK
+
+
+@click.command(
+    "history", context_settings=CONTEXT_SETTINGS,
+    short_help="every version of a record, oldest first",
+    epilog=examples(
+        "mnemo history memory.mnemo.db 01a2337d34a371e8aaa945bc92f8585f",
+        "mnemo history memory.mnemo.db 01a2337d34a371e8aaa945bc92f8585f --json   # NDJSON: one version a line",
+    ),
+)
+@db_argument()
+@click.argument("rec_id", metavar="ID")
+@agent_option
+@json_option
+def history(db: str, rec_id: str, agent: str | None, as_json: bool) -> int:
+    """Every version of a record, oldest first; with --json, one JSON object per version and line (NDJSON)."""
+    with open_client(db, agent) as client:
+        versions = client.history(rec_id)
+    for r in versions:
+        if as_json:
+            emit_ndjson(record_json(r))
+            continue
+        if isinstance(r.content, bytes):
+            preview = f"<{len(r.content)} bytes>"
+        else:
+            preview = r.content.replace("\n", " ")
+            preview = preview if len(preview) <= 60 else preview[:57] + "..."
+        echo(f"v{r.version:<3} seq {r.seq:<6} {timestamp(r.updated_at)}  {r.agent_id:<14} "
+             f"[{' '.join(r.tags)}]  {preview}")
+    return EXIT_OK
+
+
+@click.command(
+    "stats", context_settings=CONTEXT_SETTINGS,
+    short_help="counts and sizes",
+    epilog=examples("mnemo stats memory.mnemo.db", "mnemo stats memory.mnemo.db --agent agent-1 --json"),
+)
+@db_argument()
+@agent_option
+@json_option
+def stats(db: str, agent: str | None, as_json: bool) -> int:
+    """Counts and sizes: entries, head, records, versions and tags the agent may read, log bytes."""
+    with open_client(db, agent) as client:
+        counts = client.stats()
+    if as_json:
+        emit_json(counts)
+    else:
+        width = max((len(k) for k in counts), default=0)
+        for key, value in counts.items():
+            echo(f"{key:<{width}}  {value}")
+    return EXIT_OK
+
+
+@click.command(
+    "compact", context_settings=CONTEXT_SETTINGS,
+    short_help="rewrite the log without the bytes of erased payloads",
+    epilog=examples("mnemo compact memory.mnemo.db", "mnemo compact memory.mnemo.db --lock-timeout 30 --json"),
+)
+@db_argument()
+@agent_option
+@lock_timeout_option
+@json_option
+def compact(db: str, agent: str | None, lock_timeout: float | None, as_json: bool) -> int:
+    """Rewrite the log without the bytes of erased payloads (needs admin on `*`); prints the sizes before
+    and after."""
+    with open_client(db, agent, readonly=False, lock_timeout=lock_timeout) as client:
+        result = client.compact()
+    if as_json:
+        emit_json(result)
+    else:
+        echo("compacted " + ", ".join(f"{k} {v}" for k, v in result.items()))
+    return EXIT_OK
+
+
+def register(root: click.Group) -> None:
+    for command in (ls, cat, history, stats, compact):
+        root.add_command(command)
