@@ -21,7 +21,7 @@ from typing import Any
 from ..storage.codec import EntryDecodeError, decode_entry
 from .errors import Finding, UnreadableInput
 from .keys import KeyLike
-from .note import _DECIMAL, b64, b64_strict, parse_checkpoint, verify_checkpoint_note
+from .note import DECIMAL, b64, b64_strict, parse_checkpoint, verify_checkpoint_note
 from .tree import HASH_SIZE, leaf_hash, verify_inclusion
 
 BUNDLE_HEADER = "c2sp.org/tlog-proof@v1"
@@ -78,7 +78,7 @@ def _parse_text(text: str, found: list[Finding]) -> _Parsed:
         found.append(Finding("bundle", "no extra line: a Mnemo bundle carries the entry's bytes"))
     if pos < len(proof) and proof[pos].startswith("index "):
         number = proof[pos][len("index "):]
-        if _DECIMAL.fullmatch(number) and int(number) < 1 << 63:
+        if DECIMAL.fullmatch(number) and int(number) < 1 << 63:
             out.index = int(number)
         else:
             found.append(Finding("bundle", f"the index {number!r} is not a decimal number without leading zeros"))

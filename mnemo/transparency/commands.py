@@ -33,7 +33,7 @@ from .cosign import cosign
 from .errors import Finding, Rejected, UnreadableInput, UsageError
 from .extends import ExtendsReport, log_extends
 from .keys import KeyLike, VerifierKey, load_signing_key, load_verifier_key, vkey
-from .log import _header_db_id, read_tree
+from .log import header_db_id, read_tree
 from .note import MalformedNote, b64, check_origin, default_origin, parse_checkpoint, sign_checkpoint_note
 
 
@@ -49,6 +49,11 @@ def _verifier(key: KeyLike) -> VerifierKey:
         return load_verifier_key(key)
     except KeyFileError as exc:
         raise UnreadableInput(f"unreadable public key: {exc}") from None
+
+
+def public_key(key: KeyLike) -> bytes:
+    """The raw public key of anything `--pubkey` takes, a vkey included; UnreadableInput (exit 2)."""
+    return _verifier(key).public_key
 
 
 def _origin(origin: str | None, db_id: bytes) -> str:
@@ -119,7 +124,7 @@ def checkpoint(db: PathArg, key: PrivateKeyLike, origin: str | None = None) -> C
 def vkey_of(db: PathArg, key: PrivateKeyLike, origin: str | None = None) -> str:
     """The vkey of the log key (`mnemo checkpoint DB --key K --vkey`): name = origin, type 0x01."""
     sk = _signing_key(key)
-    name = _origin(origin, _header_db_id(os.fspath(db)))
+    name = _origin(origin, header_db_id(os.fspath(db)))
     return vkey(name, public_key_bytes(sk))
 
 
@@ -289,6 +294,7 @@ __all__ = [
     "cosign_checkpoint",
     "prove_range",
     "prove_seq",
+    "public_key",
     "read_text_file",
     "verify_checkpoint",
     "vkey_of",

@@ -41,7 +41,7 @@ class LogTree:
         return self.leaves.root(size)
 
 
-def _header_db_id(path: str) -> bytes:
+def header_db_id(path: str) -> bytes:
     try:
         with open(path, "rb") as f:
             data = f.read(HEADER_SIZE)
@@ -70,7 +70,7 @@ def read_tree(db_path: PathArg, keep: Iterable[int] = ()) -> LogTree:
         header_id = None
         for item in read_log(path):
             if header_id is None:
-                header_id = _header_db_id(path)
+                header_id = header_db_id(path)
             e = item.entry
             if e.seq != expected:
                 raise DamagedLog(f"{path}: entry seq {e.seq} at offset {item.offset} follows seq {expected - 1}: "

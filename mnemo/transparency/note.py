@@ -25,7 +25,7 @@ SIGNATURE_PREFIX = "\u2014 "  # em dash, space
 MAX_SIGNATURES = 256  # C2SP asks verifiers to accept at least 16
 MAX_NOTE_BYTES = 1 << 20
 DEFAULT_ORIGIN_PREFIX = "mnemo.local/"
-_DECIMAL = re.compile(r"0|[1-9][0-9]{0,19}")
+DECIMAL = re.compile(r"0|[1-9][0-9]{0,19}")
 
 
 class MalformedNote(TransparencyError):
@@ -157,7 +157,7 @@ def parse_checkpoint_text(text: str) -> Checkpoint:
     if empty is not None:
         raise MalformedNote(f"line {empty} of the checkpoint is empty")
     origin, size_text, root_text = lines[:3]
-    if not _DECIMAL.fullmatch(size_text) or int(size_text) >= 1 << 63:
+    if not DECIMAL.fullmatch(size_text) or int(size_text) >= 1 << 63:
         raise MalformedNote(f"the tree size {size_text!r} is not a decimal number without leading zeros")
     try:
         root = b64_strict(root_text)
