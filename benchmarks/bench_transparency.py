@@ -1,12 +1,15 @@
 """What the transparency tree costs: on every `remember`, and for proofs over a million entries.
 
     python benchmarks/bench_transparency.py [--records N] [--reps R] [--entries M] [--dir DIR]
+    (defaults: N = 500 records per block, R = 20 pairs of blocks, M = 1,000,000)
 
-1. `remember`, one at a time, `durability="none"` (so that CPU, not the disk, is measured), on a fresh
-   database, with and without the work a storage backend does per committed frame once the tree is
-   wired in: `TreeState.add` (the leaf hash H(0x00 || entry), a CompactRange append, a LeafCache append,
-   written to DB.leaves every 2,048 leaves), called from a wrapped `Store._commit`. Both variants run
-   interleaved, R times; medians of process CPU time per record.
+1. `remember`, one at a time, `durability="none"` (so that CPU, not the disk, is measured), with and
+   without the work a storage backend does per committed frame once the tree is wired in:
+   `TreeState.add` (the leaf hash H(0x00 || entry), a CompactRange append, a LeafCache append, written to
+   DB.leaves every 2,048 leaves), called from a wrapped `Store._commit`. One client runs R pairs of blocks
+   of N records, alternately with and without (each first every other time): process CPU time per
+   record, the medians, and the median difference within a pair. `TreeState.add` is also timed alone,
+   on 20,000 one-entry frames.
 2. Over M synthetic leaves (default 1,000,000; SHA-256 of the index, not real entries: the tree only ever
    sees 32-byte leaf hashes), in a LeafCache file: filling the cache, the first proof (which hashes the
    whole tree once and keeps its subtrees), then checked inclusion and consistency proofs from
@@ -17,7 +20,6 @@ Prints a Markdown table.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import os
 import random
@@ -43,64 +45,57 @@ CONTENT = ("The user prefers concise answers with metric units and ISO dates; th
            "morning and asked the assistant to remember the names of the services that page them at night. ") * 2
 
 
-def _remember_cpu(directory: Path, n: int, with_tree: bool, tag: str) -> float:
-    """CPU seconds per remember over n records on a fresh database."""
-    db = directory / f"{tag}.db"
+def bench_remember(directory: Path, n: int, reps: int) -> list[tuple[str, str]]:
+    """One client, `reps` pairs of blocks of n remembers, alternately with and without TreeState.add in
+    the commit path (the first of each pair swapped every other time); CPU time per record per block."""
+    db = directory / "remember.db"
     original = Store._commit
     client = MnemoClient(db, "bench", durability="none")
-    tree: TreeState | None = None
+    tree = TreeState(db, client._store.db_id)
+    tree.add([read_tree(db, keep=[0]).entries[0]], 0)  # the genesis, written at creation
+    on = [False]
+
+    def commit(self: Store, batch: Batch) -> int:
+        end = original(self, batch)
+        if on[0]:
+            staged = batch.staged
+            tree.add([s.entry.raw for s in staged], tree.size)  # (a tree of the timed commits only)
+        return end
+
+    Store._commit = commit  # type: ignore[method-assign]
+    samples: dict[bool, list[float]] = {False: [], True: []}
     try:
-        if with_tree:
-            tree = TreeState(db, client._store.db_id)
-            tree.add([read_tree(db, keep=[0]).entries[0]], 0)  # the genesis, written at creation
-            t = tree
-
-            def commit(self: Store, batch: Batch) -> int:
-                end = original(self, batch)
-                staged = batch.staged
-                t.add([s.entry.raw for s in staged], staged[0].entry.seq)
-                return end
-
-            Store._commit = commit  # type: ignore[method-assign]
-        for i in range(20):  # warm-up
+        for i in range(50):  # warm-up
             client.remember(f"warm {i}", tags=["w"])
-        t0 = time.process_time()
-        for i in range(n):
-            client.remember(CONTENT, tags=[f"k{i % 7}", f"t{i % 50}"], metadata={"i": i, "src": "bench"})
-        cpu = time.process_time() - t0
-        if tree is not None:
-            assert tree.size == client._store.index.head_seq + 1 and tree.cache_ok
+        k = 0
+        for r in range(reps):
+            for with_tree in (r % 2 == 1, r % 2 == 0):
+                on[0] = with_tree
+                t0 = time.process_time()
+                for _ in range(n):
+                    k += 1
+                    client.remember(CONTENT, tags=[f"k{k % 7}", f"t{k % 50}"], metadata={"i": k, "src": "bench"})
+                samples[with_tree].append((time.process_time() - t0) / n)
     finally:
         Store._commit = original  # type: ignore[method-assign]
         client.close()
-        if tree is not None:
-            tree.close()
-    for suffix in ("", ".snap", ".lock", ".leaves"):
-        with contextlib.suppress(OSError):
-            os.unlink(str(db) + suffix)
-    return cpu / n
-
-
-def bench_remember(directory: Path, n: int, reps: int) -> list[tuple[str, str]]:
-    without, with_tree = [], []
-    for r in range(reps):
-        without.append(_remember_cpu(directory, n, False, f"plain{r}"))
-        with_tree.append(_remember_cpu(directory, n, True, f"tree{r}"))
-    a, b = statistics.median(without), statistics.median(with_tree)
-    # the tree work alone, on entry-sized byte strings, one frame of one entry at a time
+        tree.close()
+    a, b = statistics.median(samples[False]), statistics.median(samples[True])
+    pairs = statistics.median(y - x for x, y in zip(samples[False], samples[True], strict=True))
+    # TreeState.add alone, on entry-sized byte strings, one frame of one entry at a time
     raws = [os.urandom(170) for _ in range(20_000)]
-    tree = TreeState(directory / "alone.db", bytes(16))
+    alone_tree = TreeState(directory / "alone.db", bytes(16))
     t0 = time.process_time()
     for i, raw in enumerate(raws):
-        tree.add([raw], i)
+        alone_tree.add([raw], i)
     alone = (time.process_time() - t0) / len(raws)
-    tree.close()
+    alone_tree.close()
     return [
-        ("remember, CPU per record, without the tree", f"{a * 1e6:.1f} µs"),
-        ("remember, CPU per record, with leaf hash + compact range + cache append", f"{b * 1e6:.1f} µs"),
-        ("difference (median of medians)", f"{(b - a) * 1e6:+.1f} µs ({(b - a) / a * 100:+.1f}%)"),
-        ("TreeState.add alone, per one-entry frame (leaf hash, range, cache)", f"{alone * 1e6:.2f} µs "
-         f"({alone / a * 100:.1f}% of a remember)"),
+        (f"remember, CPU per record, without the tree (median of {reps} blocks of {n})", f"{a * 1e6:.1f} µs"),
+        (f"remember, CPU per record, with TreeState.add per commit (median of {reps} blocks)", f"{b * 1e6:.1f} µs"),
+        ("difference, median over adjacent pairs of blocks", f"{pairs * 1e6:+.1f} µs ({pairs / a * 100:+.1f}%)"),
+        ("TreeState.add alone, per one-entry frame (leaf hash, range, cache)",
+         f"{alone * 1e6:.2f} µs ({alone / a * 100:.1f}% of a remember)"),
     ]
 
 
@@ -121,7 +116,12 @@ def bench_million(directory: Path, m: int, seed: int = 1) -> list[tuple[str, str
     with LeafCache.open(path, bytes(16)) as cache:
         blob = b"".join(leaves)
         step = 1000
-        t = _time(lambda: [cache.append(blob[i * 32:(i + step) * 32], at=i) for i in range(0, m, step)])
+
+        def fill() -> None:
+            for i in range(0, m, step):
+                cache.append(blob[i * 32:(i + step) * 32], at=i)
+
+        t = _time(fill)
         size_mb = os.path.getsize(path) / 1e6
         rows.append((f"cache: {m:,} leaves appended in frames of {step:,}", f"{t:.2f} s ({size_mb:.0f} MB)"))
         head = cr.head()
@@ -173,8 +173,8 @@ def bench_million(directory: Path, m: int, seed: int = 1) -> list[tuple[str, str
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--records", type=int, default=3000)
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--records", type=int, default=500)
+    ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--entries", type=int, default=1_000_000)
     ap.add_argument("--dir", default=None)
     args = ap.parse_args(argv)

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import struct
+import tempfile
 import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from mnemo import MnemoClient
 from mnemo.errors import InvalidInput
@@ -388,3 +393,72 @@ def test_tree_state_drops_leaves_past_the_log(tmp_path: Path) -> None:
     assert check is not None and check.ok and check.extra == 3
     assert state.cache is not None and len(state.cache) == tree.size
     state.close()
+
+
+# -- the cache as a state machine -----------------------------------------------------------------------
+
+
+class CacheMachine(RuleBasedStateMachine):
+    """Appends at any seq (the next, an earlier one, a gap), truncation, flushes and reopening, against a
+    plain list: the cache always reads back as the list, and its tree is the list's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = tempfile.mkdtemp()
+        self.path = os.path.join(self.dir, "c.leaves")
+        self.cache = LeafCache.open(self.path, DB_ID)
+        self.model: list[bytes] = []
+        self.counter = 0
+
+    def fresh(self, n: int) -> list[bytes]:
+        self.counter += n
+        return hashes(n, self.counter.to_bytes(4, "big"))
+
+    @rule(n=st.integers(1, 40))
+    def append_next(self, n: int) -> None:
+        new = self.fresh(n)
+        self.cache.append(cat(new), at=len(self.model))
+        self.model += new
+
+    @rule(back=st.integers(0, 50), n=st.integers(1, 10))
+    def append_earlier(self, back: int, n: int) -> None:
+        at = max(0, len(self.model) - back)
+        new = self.fresh(n)
+        self.cache.append(cat(new), at=at)
+        self.model = self.model[:at] + new
+
+    @rule(gap=st.integers(1, 5))
+    def append_past_a_gap(self, gap: int) -> None:
+        with pytest.raises(StaleCache):
+            self.cache.append(cat(self.fresh(1)), at=len(self.model) + gap)
+
+    @rule(keep=st.integers(0, 60))
+    def truncate(self, keep: int) -> None:
+        self.cache.truncate(keep)
+        self.model = self.model[:keep]
+
+    @rule()
+    def flush(self) -> None:
+        self.cache.flush()
+
+    @rule()
+    def reopen(self) -> None:
+        self.cache.close()
+        self.cache = LeafCache.open(self.path, DB_ID)
+
+    @invariant()
+    def reads_back_as_the_model(self) -> None:
+        assert len(self.cache) == len(self.model)
+        assert self.cache.read(0, len(self.model)) == cat(self.model)
+        if self.model:
+            assert self.cache.root() == HashList(self.model).root()
+            m = len(self.model)
+            assert self.cache.inclusion_path(m // 2, m) == HashList(self.model).inclusion_path(m // 2, m)
+
+    def teardown(self) -> None:
+        self.cache.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+CacheMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+test_cache_state_machine = CacheMachine.TestCase
