@@ -85,7 +85,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_group_without_its_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "audit")
     assert code == 2 and out == ""
-    assert "Missing command (export, verify)." in err
+    assert "Missing command (export, verify, verify-consistency, verify-proof)." in err
 
 
 @pytest.mark.parametrize("path", list(leaf_commands(cli)), ids=" ".join)

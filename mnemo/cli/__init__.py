@@ -47,6 +47,7 @@ COMMAND_MODULES = (
     "keys",  # keygen
     "records",  # ls, cat, history, stats, compact
     "log",  # log
+    "transparency",  # checkpoint, prove, cosign, audit verify-proof, audit verify-consistency, verify --checkpoint
     "demo",  # demo, chat
     "mcp",  # mcp
     "copy",  # copy, backup, restore
