@@ -34,7 +34,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mnemo import MnemoClient  # noqa: E402
-from mnemo.storage.engine import Batch, Store  # noqa: E402
+from mnemo.storage.batch import Batch  # noqa: E402
+from mnemo.storage.file.store import FileStore as Store  # noqa: E402
 from mnemo.transparency.backend import TreeState  # noqa: E402
 from mnemo.transparency.leaves import LeafCache  # noqa: E402
 from mnemo.transparency.log import read_tree  # noqa: E402

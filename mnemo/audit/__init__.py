@@ -7,7 +7,17 @@ erasures and checkpoint signatures, and reports every problem it finds with its 
 SHA-256, msgpack and Ed25519. docs/FORMAT.md (§5) spells out both algorithms.
 """
 
-from .common import KeyFileError, UnreadableDatabase, UnreadableExport, format_ts, jsonable
+from .common import (
+    KeyFileError,
+    PathArg,
+    PrivateKeyLike,
+    Progress,
+    PublicKeyLike,
+    UnreadableDatabase,
+    UnreadableExport,
+    format_ts,
+    jsonable,
+)
 from .export import export_audit, export_line
 from .filelog import LogItem, read_log
 from .keys import generate_keypair, load_private_key, load_public_key, public_key_bytes, sign_checkpoint
@@ -19,6 +29,10 @@ __all__ = [
     "ExpectedIndex",
     "KeyFileError",
     "LogItem",
+    "PathArg",
+    "PrivateKeyLike",
+    "Progress",
+    "PublicKeyLike",
     "UnreadableDatabase",
     "UnreadableExport",
     "check_snapshot_file",

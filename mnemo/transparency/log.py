@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..audit import PathArg, UnreadableDatabase, read_log
 from ..errors import IntegrityError
 from ..storage.codec import ZERO_HASH
-from ..storage.framing import HEADER_SIZE, HeaderError, decode_file_header
+from ..storage.file.framing import HEADER_SIZE, HeaderError, decode_file_header
 from .errors import DamagedLog, UnreadableInput
 from .note import default_origin
 from .tree import HashList
