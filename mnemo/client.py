@@ -8,7 +8,7 @@ import dataclasses
 import os
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from .acl import PERMISSIONS, Acl, home_scope, scope_matches, validate_pattern
 from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
@@ -46,6 +46,14 @@ class RecordUnavailable(NotFound, PermissionDenied):
 
 def _unavailable(rec_id: str) -> RecordUnavailable:
     return RecordUnavailable(f"no record {rec_id!r} that you may read")
+
+
+class ScopeUsage(NamedTuple):
+    """What the live records with one tag hold in one scope (see MnemoClient.scope_usage)."""
+
+    records: int
+    latest_bytes: int  # the sizes of their latest versions
+    version_bytes: int  # the sizes of all their versions, the latest included
 
 
 class MnemoClient:
@@ -486,6 +494,64 @@ class MnemoClient:
                 created_at=created, updated_at=updated, seq=latest.seq,
             ))
         return infos
+
+    # -- what a writer checks its writes against, readable or not ------------------------------------
+    def scope_has(self, scope: str, tags: Iterable[str] = (), tag_prefix: str | None = None) -> bool:
+        """Whether a live record in exactly `scope` has every tag in `tags` and one starting with
+        `tag_prefix`, whether or not this agent may read it. Needs `write` in `scope`: a writer must not
+        write beside what it cannot see (a second memory-tool file at one path), so this reveals to it
+        that such a record exists, and nothing else. The index alone answers: the candidates are the
+        records holding `tag_prefix` (if given), else the first tag, so put the rarest tag first."""
+        return bool(self._scope_recs(scope, tags, tag_prefix, limit=1))
+
+    def scope_usage(self, scope: str, tag: str) -> ScopeUsage:
+        """How many live records in exactly `scope` hold `tag`, and their bytes (latest versions, and all
+        versions), whether or not this agent may read them; for quotas. Needs `write` in `scope`. The
+        index alone answers, in one pass over the records holding `tag` in any scope."""
+        recs = self._scope_recs(scope, (tag,), None, limit=None)
+        latest = sum(r.versions[-1].size for r in recs)
+        every = sum(v.size for r in recs for v in r.versions)
+        return ScopeUsage(len(recs), latest, every)
+
+    def _scope_recs(
+        self, scope: str, tags: Iterable[str], tag_prefix: str | None, limit: int | None
+    ) -> list[Rec]:
+        check_scope(scope)
+        given = list(tags) if isinstance(tags, Iterable) and not isinstance(tags, (str, bytes)) else tags
+        wanted = check_tags(given, self.limits)
+        if tag_prefix is not None and not isinstance(tag_prefix, str):
+            raise InvalidInput("tag_prefix must be a string or None")
+        if not wanted and tag_prefix is None:
+            raise InvalidInput("a tag or a tag_prefix must select the records")
+        assert isinstance(given, list)
+        narrow = (given[0],) if tag_prefix is None else ()  # the caller's first tag, not the sorted first
+        self._store.refresh()
+        view = self._view()
+        self._require(view.acl, "write", scope)
+        need = frozenset(wanted)
+
+        def matches(rec: Rec) -> bool:
+            return (
+                rec.scope == scope
+                and need.issubset(rec.tags)
+                and (tag_prefix is None or any(t.startswith(tag_prefix) for t in rec.tags))
+            )
+
+        base = self._store.index
+        overlay = view.recs if isinstance(view, Batch) else {}
+        out: list[Rec] = []
+        with self._store._index_lock:
+            rows = base.candidate_rows(narrow, (), tag_prefix)
+            for rec_id, row in base.rows_in_scopes(rows, lambda s: s == scope):
+                if rec_id in overlay:
+                    continue  # this transaction changed it: the overlay below has its state
+                rec = base.rec_at(row, rec_id)
+                if matches(rec):
+                    out.append(rec)
+                    if limit is not None and len(out) >= limit:
+                        return out
+            out.extend(r for r in overlay.values() if r is not None and matches(r))
+        return out if limit is None else out[:limit]
 
     # -- audit -----------------------------------------------------------------------------------------
     def verify(self, pubkey: bytes | str | None = None, expect_head: tuple[int, str] | None = None) -> VerifyReport:
