@@ -310,3 +310,96 @@ def test_quota_checks_read_the_index_only(client: MnemoClient, monkeypatch: pyte
     usage = client.scope_usage("agent:agent-1", "memorytool")
     assert usage.records == 301
     assert usage.latest_bytes == usage.version_bytes == sum(len(f"file {i}") for i in range(300)) + 1
+
+
+# -- the usage a server remembers between its own writes ---------------------------------------------
+
+
+def test_a_run_of_writes_scans_once(client: MnemoClient, db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = MnemoMemoryToolServer(client, max_files=3)
+    scans = {"n": 0}
+    scope_usage = client.scope_usage
+
+    def counting(*args: Any) -> Any:
+        scans["n"] += 1
+        return scope_usage(*args)
+
+    monkeypatch.setattr(client, "scope_usage", counting)
+    ok(server, command="create", path="/memories/a", file_text="a")
+    for i in range(10):
+        ok(server, command="insert", path="/memories/a", insert_line=0, insert_text=str(i))
+        ok(server, command="view", path="/memories/a")
+    ok(server, command="rename", old_path="/memories/a", new_path="/memories/b")
+    ok(server, command="create", path="/memories/c", file_text="c")
+    assert scans["n"] == 1
+    # someone else's write moves the head: the next check reads the index again, and counts it
+    with MnemoClient(db, "agent-1", durability="none") as other:
+        other.remember("theirs", tags=("memorytool", "path:/memories/theirs"))
+    refused(
+        server, client, db, FILES.format(action="create /memories/d", n=3, limit=3),
+        command="create", path="/memories/d", file_text="d",
+    )
+    assert scans["n"] == 2
+    # a delete is not carried over: the next write reads the index again
+    ok(server, command="delete", path="/memories/theirs")
+    ok(server, command="create", path="/memories/d", file_text="d")
+    assert scans["n"] == 3
+
+
+def test_a_failed_write_is_not_counted(client: MnemoClient, db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = MnemoMemoryToolServer(client, max_total_bytes=10)
+    ok(server, command="create", path="/memories/a", file_text="12345")
+    real_remember = client.remember
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("disk went away")
+
+    monkeypatch.setattr(client, "remember", failing)
+    assert server.execute({"command": "create", "path": "/memories/b", "file_text": "1234"}).is_error
+    monkeypatch.setattr(client, "remember", real_remember)
+    refused(
+        server, client, db, BYTES.format(action="create /memories/b", new=11, limit=10, now=5),
+        command="create", path="/memories/b", file_text="123456",
+    )
+
+
+def test_the_remembered_usage_is_always_the_indexs(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Whatever commands run, and whoever else writes, the usage a server holds for the current head
+    is what a fresh read of the index gives."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    names = st.sampled_from(["/memories/a", "/memories/b", "/memories/d/c", "/memories/d", "/memories/x"])
+    text = st.text(alphabet="ab\né", max_size=30)
+    commands = st.one_of(
+        st.builds(lambda p, t: {"command": "create", "path": p, "file_text": t}, names, text),
+        st.builds(lambda p, o, n: {"command": "str_replace", "path": p, "old_str": o, "new_str": n},
+                  names, st.sampled_from(["a", "b", "é"]), text),
+        st.builds(lambda p, t: {"command": "insert", "path": p, "insert_line": 0, "insert_text": t}, names, text),
+        st.builds(lambda o, n: {"command": "rename", "old_path": o, "new_path": n}, names, names),
+        st.builds(lambda p: {"command": "delete", "path": p}, names),
+        st.builds(lambda p: {"command": "view", "path": p}, names),
+        st.just("someone else writes"),
+    )
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(commands, min_size=1, max_size=25), st.booleans())
+    def check(sequence: list[Any], overwrite: bool) -> None:
+        path = str(tmp_path_factory.mktemp("usage") / DB)
+        with MnemoClient(path, "agent-1", durability="none") as c, MnemoClient(path, "agent-1") as other:
+            server = MnemoMemoryToolServer(
+                c, create_overwrites=overwrite, max_files=4, max_total_bytes=60, max_history_bytes=150
+            )
+            for n, command in enumerate(sequence):
+                if command == "someone else writes":
+                    other.remember(f"other {n}", tags=("memorytool", f"path:/memories/o{n}"))
+                    continue
+                server.execute(command)
+                remembered = server._usage_at
+                if remembered is not None and remembered[0] == c.head:
+                    fresh = c.scope_usage(c.home_scope, "memorytool")
+                    assert (remembered[1].files, remembered[1].live_bytes, remembered[1].history_bytes) == (
+                        fresh.records, fresh.latest_bytes, fresh.version_bytes
+                    ), command
+
+    check()

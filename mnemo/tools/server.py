@@ -9,9 +9,10 @@ of a whole directory is all or nothing, and two processes editing one file never
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from mnemo.errors import InvalidInput, LockTimeout, MnemoError, NotFound, PermissionDenied, ReadOnly
@@ -168,6 +169,9 @@ class MnemoMemoryToolServer:
             max_total_bytes=max_total_bytes,
             max_history_bytes=max_history_bytes,
         )
+        # The scope's usage and the log head it holds for; a write by anyone moves the head.
+        self._usage_at: tuple[tuple[int, str], Usage] | None = None
+        self._planned: tuple[tuple[int, str], Usage] | None = None
 
     # -- public API ---------------------------------------------------------------------------------
 
@@ -321,9 +325,16 @@ class MnemoMemoryToolServer:
                 return ancestor
         return None
 
-    def _usage(self) -> Usage:
+    def _usage(self, head: tuple[int, str]) -> Usage:
+        """The scope's usage as of `head`: remembered from this server's last write if nothing was
+        written since, else read from the index (one pass over the memory-tool records)."""
+        cached = self._usage_at
+        if cached is not None and cached[0] == head:
+            return cached[1]
         found = self._client.scope_usage(self._scope, MEMORY_TAG)
-        return Usage(found.records, found.latest_bytes, found.version_bytes)
+        usage = Usage(found.records, found.latest_bytes, found.version_bytes)
+        self._usage_at = (head, usage)
+        return usage
 
     def _check_quotas(
         self,
@@ -333,9 +344,35 @@ class MnemoMemoryToolServer:
         history_delta: int = 0,
         versioned: Sequence[tuple[str, int]] = (),
     ) -> None:
-        text = refusal(self._quotas, self._usage, action, new_files, live_delta, history_delta, versioned)
+        """Refuse the write if a quota forbids it; else note its change of usage for `_writing`."""
+        head = self._client.head  # inside the command's transaction: the log as it stands, locked
+        usage = functools.partial(self._usage, head)
+        text = refusal(self._quotas, usage, action, new_files, live_delta, history_delta, versioned)
         if text is not None:
             raise _Refusal(text)
+        self._planned = (head, Usage(new_files, live_delta, history_delta))
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A command's transaction. After it commits, the usage remembered for the head before it (if
+        any) is carried over, with the change the command made, to the head it left."""
+        with self._client.transaction():
+            self._planned = None
+            yield
+            planned, self._planned = self._planned, None
+            after = self._client.head if planned is not None else None  # the head this commit will leave
+        cached = self._usage_at
+        if planned is None or after is None or cached is None or cached[0] != planned[0]:
+            return
+        now, change = cached[1], planned[1]
+        self._usage_at = (
+            after,
+            Usage(
+                now.files + change.files,
+                now.live_bytes + change.live_bytes,
+                now.history_bytes + change.history_bytes,
+            ),
+        )
 
     def _read(self, info: RecordInfo) -> tuple[str, int]:
         record = self._client.get(info.id)
@@ -363,8 +400,8 @@ class MnemoMemoryToolServer:
             agent = self._client.agent_id
             raise _Refusal(f"Error: Permission denied: {agent} may not {perm} in scope {self._scope}") from None
 
-    def _transaction(self, writes: bool) -> AbstractContextManager[object]:
-        if not writes and getattr(self._client, "readonly", False):
+    def _reading(self) -> AbstractContextManager[object]:
+        if getattr(self._client, "readonly", False):
             return nullcontext()
         return self._client.transaction()
 
@@ -397,7 +434,7 @@ class MnemoMemoryToolServer:
 
     def _view(self, path: str, view_range: list[int] | None) -> CommandResult:
         canonical = self._canonical(path)
-        with self._transaction(writes=False):
+        with self._reading():
             self._permit("read")
             info = self._file(canonical)
             if info is not None:
@@ -411,7 +448,7 @@ class MnemoMemoryToolServer:
     def _create(self, path: str, file_text: str) -> CommandResult:
         canonical = self._canonical(path)
         size = _utf8_size(file_text)
-        with self._transaction(writes=True):
+        with self._writing():
             self._permit("write")
             existing = self._file(canonical)
             if existing is not None:
@@ -438,7 +475,7 @@ class MnemoMemoryToolServer:
 
     def _str_replace(self, path: str, old_str: str, new_str: str) -> CommandResult:
         canonical = self._canonical(path)
-        with self._transaction(writes=True):
+        with self._writing():
             self._permit("write")
             info = self._file(canonical)
             if info is None:
@@ -470,7 +507,7 @@ class MnemoMemoryToolServer:
 
     def _insert(self, path: str, insert_line: int, text: str) -> CommandResult:
         canonical = self._canonical(path)
-        with self._transaction(writes=True):
+        with self._writing():
             self._permit("write")
             info = self._file(canonical)
             if info is None:
@@ -492,7 +529,7 @@ class MnemoMemoryToolServer:
 
     def _delete(self, path: str) -> CommandResult:
         canonical = self._canonical(path)
-        with self._transaction(writes=True):
+        with self._writing():
             self._permit("forget")
             if canonical == self._root:
                 raise _Refusal(f"Error: Cannot delete the {self._root} directory itself")
@@ -506,7 +543,7 @@ class MnemoMemoryToolServer:
     def _rename(self, old_path: str, new_path: str) -> CommandResult:
         old = self._canonical(old_path)
         new = self._canonical(new_path)
-        with self._transaction(writes=True):
+        with self._writing():
             self._permit("write")
             if old == self._root:
                 raise _Refusal(f"Error: Cannot rename the {self._root} directory itself")
@@ -536,7 +573,7 @@ class MnemoMemoryToolServer:
         return CommandResult(f"Successfully renamed {old_path} to {new_path}")
 
     def _clear_all(self) -> CommandResult:
-        with self._transaction(writes=True):
+        with self._writing():
             self._permit("forget")
             self._permit("read")  # the store forgets only what its caller may read
             ids = [info.id for info, _ in self._files_beneath(self._root)]
