@@ -307,3 +307,58 @@ def test_adapters_raise_nothing_but_tool_errors(client: MnemoClient) -> None:
     with pytest.raises(ToolError) as info:
         tool.execute(RaisingToDict())
     assert info.value.content == "Error: Invalid input: the object could not be read"
+
+
+def test_an_error_whose_text_cannot_be_made(client: MnemoClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mnemo.errors import IntegrityError
+
+    class Unprintable(IntegrityError):
+        __str__ = boom  # type: ignore[assignment]
+
+    server = MnemoMemoryToolServer(client)
+    server.execute({"command": "create", "path": "/memories/f", "file_text": "x"})
+
+    def damaged(*args: object) -> Any:
+        raise Unprintable("x", 0)
+
+    monkeypatch.setattr(client, "get", damaged)
+    assert server.execute({"command": "view", "path": "/memories/f"}) == CommandResult("Error: Internal error", True)
+
+    class Strange(Exception):
+        pass
+
+    def strange(*args: object) -> Any:
+        raise Strange()
+
+    monkeypatch.setattr(client, "get", strange)
+    assert server.execute({"command": "view", "path": "/memories/f"}) == CommandResult(
+        "Error: Internal error (Strange)", True
+    )
+
+
+def test_a_server_subclass_that_raises(client: MnemoClient) -> None:
+    """`handle` and the adapters guard even an `execute` that a subclass made raise."""
+
+    class Raising(MnemoMemoryToolServer):
+        def execute(self, tool_input: object) -> CommandResult:
+            raise Boom("subclass")
+
+        def clear_all(self) -> CommandResult:
+            raise Boom("subclass")
+
+    server = Raising(client)
+    assert server.handle(block({"command": "view", "path": "/memories"})) == error("toolu_1", "Error: Internal error")
+    pytest.importorskip("anthropic")
+    from anthropic.lib.tools import ToolError
+
+    from mnemo.tools.anthropic import AsyncMnemoMemoryTool, MnemoMemoryTool
+
+    for call in (
+        lambda: MnemoMemoryTool(server).call({"command": "view", "path": "/memories"}),
+        lambda: MnemoMemoryTool(server).clear_all_memory(),
+        lambda: asyncio.run(AsyncMnemoMemoryTool(server).call({"command": "view", "path": "/memories"})),
+        lambda: asyncio.run(AsyncMnemoMemoryTool(server).clear_all_memory()),
+    ):
+        with pytest.raises(ToolError) as info:
+            call()
+        assert info.value.content == "Error: Internal error"

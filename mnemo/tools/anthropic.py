@@ -18,7 +18,9 @@ never imports it.
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 try:
@@ -30,7 +32,7 @@ except ImportError as _exc:  # pragma: no cover - exercised only without the ext
         "install it with: pip install 'mnemo-db[anthropic-memory-tool]'"
     ) from _exc
 
-from mnemo.tools.server import CommandResult, MnemoMemoryToolServer
+from mnemo.tools.server import INTERNAL_ERROR, CommandResult, MnemoMemoryToolServer
 
 if TYPE_CHECKING:
     from anthropic.types.beta import (
@@ -47,6 +49,8 @@ if TYPE_CHECKING:
     from mnemo.client import MnemoClient
 
 __all__ = ["AsyncMnemoMemoryTool", "MnemoMemoryTool"]
+
+log = logging.getLogger("mnemo.tools")
 
 
 def _server(target: MnemoMemoryToolServer | MnemoClient, options: dict[str, Any]) -> MnemoMemoryToolServer:
@@ -70,6 +74,15 @@ def _command_input(command: object) -> object:
     except Exception:
         return _UNREADABLE
     return command
+
+
+def _run_guarded(run: Callable[[], CommandResult]) -> CommandResult:
+    """`run()`, or the internal-error result should it raise (a server subclass's `execute` may)."""
+    try:
+        return run()
+    except Exception:
+        log.exception("memory tool server failed")
+        return CommandResult(INTERNAL_ERROR, True)
 
 
 def _outcome(result: CommandResult) -> str:
@@ -104,7 +117,7 @@ class MnemoMemoryTool(BetaAbstractMemoryTool):
     def _execute(self, input: object) -> CommandResult:
         if input is _UNREADABLE:
             return _UNREADABLE
-        return self.server.execute(input)
+        return _run_guarded(lambda: self.server.execute(input))
 
     def execute(self, command: BetaMemoryTool20250818Command) -> str:
         """Run one SDK command (or any input object) through the server; never reads `command.command`
@@ -120,7 +133,7 @@ class MnemoMemoryTool(BetaAbstractMemoryTool):
         and the chain keeps one `forget` entry naming them. Needs `forget` and `read` in the scope;
         returns `All memory cleared`, or raises `ToolError` with the `Error: ...` text."""
         with self._lock:
-            return _outcome(self.server.clear_all())
+            return _outcome(_run_guarded(self.server.clear_all))
 
     def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
         return self._run(command)
@@ -159,11 +172,11 @@ class AsyncMnemoMemoryTool(BetaAsyncAbstractMemoryTool):
         if input is _UNREADABLE:
             return _UNREADABLE
         with self._lock:
-            return self.server.execute(input)
+            return _run_guarded(lambda: self.server.execute(input))
 
     def _clear_locked(self) -> CommandResult:
         with self._lock:
-            return self.server.clear_all()
+            return _run_guarded(self.server.clear_all)
 
     async def call(self, input: object) -> str:
         """Run one tool_use input exactly as `MnemoMemoryToolServer.execute` does, off the event loop."""

@@ -206,13 +206,14 @@ class MnemoMemoryToolServer:
     def handle(self, tool_use: object) -> dict[str, Any]:
         """Run one `tool_use` block and return its `tool_result` block. Never raises (an exception that
         is no `Exception`, such as KeyboardInterrupt, is not caught)."""
+        tool_use_id = ""
         try:
-            tool_use_id, tool_input, error = read_block(tool_use, self._echo)
+            tool_use_id, tool_input, error = read_block(tool_use, self._echo)  # never raises
             result = error if error is not None else self.execute(tool_input)
             return self.result_block(tool_use_id, result)
-        except Exception:
+        except Exception:  # an `execute` of a subclass may raise
             log.exception("memory tool block failed")
-            return {"type": "tool_result", "tool_use_id": "", "content": INTERNAL_ERROR, "is_error": True}
+            return {"type": "tool_result", "tool_use_id": tool_use_id, "content": INTERNAL_ERROR, "is_error": True}
 
     @staticmethod
     def result_block(tool_use_id: str, result: CommandResult) -> dict[str, Any]:
@@ -258,25 +259,33 @@ class MnemoMemoryToolServer:
     def _guarded(self, run: Callable[[], CommandResult]) -> CommandResult:
         """`run()`'s result, every store error as its error result, and the text within `max_view_chars`."""
         try:
-            result = run()
-        except _Refusal as refusal_:
-            result = CommandResult(refusal_.text, True)
-        except NotFound as exc:
-            result = CommandResult(f"Error: {exc}", True)
-        except PermissionDenied as exc:
-            result = CommandResult(f"Error: Permission denied: {exc}", True)
-        except LockTimeout:
-            result = CommandResult("Error: The memory store is busy (writer lock timeout); try again", True)
-        except ReadOnly:
-            result = CommandResult("Error: The memory store is read-only", True)
-        except MnemoError as exc:
-            result = CommandResult(f"Error: {exc}", True)
-        except Exception as exc:
-            log.exception("memory tool command failed")
-            result = CommandResult(f"{INTERNAL_ERROR} ({_TYPE_NAME.__get__(type(exc))})", True)
+            result = self._mapped(run)
+        except Exception:  # an error whose own text could not be made
+            log.exception("memory tool error text failed")
+            result = CommandResult(INTERNAL_ERROR, True)
         if len(result.text) > self._max_view_chars:
             return CommandResult(cut_to(result.text, self._max_view_chars), result.is_error)
         return result
+
+    @staticmethod
+    def _mapped(run: Callable[[], CommandResult]) -> CommandResult:
+        try:
+            return run()
+        except _Refusal as refusal_:
+            return CommandResult(refusal_.text, True)
+        except NotFound as exc:
+            return CommandResult(f"Error: {exc}", True)
+        except PermissionDenied as exc:
+            return CommandResult(f"Error: Permission denied: {exc}", True)
+        except LockTimeout:
+            return CommandResult("Error: The memory store is busy (writer lock timeout); try again", True)
+        except ReadOnly:
+            return CommandResult("Error: The memory store is read-only", True)
+        except MnemoError as exc:
+            return CommandResult(f"Error: {exc}", True)
+        except Exception as exc:
+            log.exception("memory tool command failed")
+            return CommandResult(f"{INTERNAL_ERROR} ({_TYPE_NAME.__get__(type(exc))})", True)
 
     # -- store access -------------------------------------------------------------------------------
 
