@@ -21,9 +21,9 @@ FILE_HEADER = "Here's the content of {} with line numbers:\n"
 DIR_HEADER = "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
 EDITED = "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n"
 CUT_NOTE = (
-    "... (showing lines {a}-{a} of {n}, line {a} cut after {c} of {length} characters; a result holds at most "
-    "{limit} characters: split long lines with str_replace to read them whole, and use view_range to see "
-    "other lines)"
+    "... (showing lines {start}-{start} of {n}, line {start} cut after {c} of {length} characters; "
+    "a result holds at most {limit} characters: split long lines with str_replace to read them whole, "
+    "and use view_range to see other lines)"
 )
 LISTING_NOTE = "... (showing {k} of {m} entries; to list what a subdirectory holds, view its path)"
 ECHO = 7488  # (16,000 - 1,024) // 2: what one echoed value may take by default
@@ -57,8 +57,8 @@ def test_a_one_line_file_of_1_mib(server: MnemoMemoryToolServer) -> None:
     line = "".join(chr(ord("a") + i % 26) for i in range(1 << 20))
     assert not run(server, command="create", path="/memories/blob", file_text=line).is_error
     head = FILE_HEADER.format("/memories/blob") + "     1\t"
-    c = 16_000 - len(head) - 1 - len(CUT_NOTE.format(a=1, n=1, c=10**4, length=1 << 20, limit=16_000))
-    expected = head + line[:c] + "\n" + CUT_NOTE.format(a=1, n=1, c=c, length=1 << 20, limit=16_000)
+    c = 16_000 - len(head) - 1 - len(CUT_NOTE.format(start=1, n=1, c=10**4, length=1 << 20, limit=16_000))
+    expected = head + line[:c] + "\n" + CUT_NOTE.format(start=1, n=1, c=c, length=1 << 20, limit=16_000)
     assert len(expected) == 16_000
     for view_range in (None, [1, 1], [1, -1], [-7, 3]):
         extra = {} if view_range is None else {"view_range": view_range}
@@ -77,7 +77,7 @@ def test_a_long_line_among_short_ones(server: MnemoMemoryToolServer) -> None:
     text = run(server, command="view", path="/memories/mixed", view_range=[2, -1]).text
     head = FILE_HEADER.format("/memories/mixed") + "     2\t"
     c = len(text.split("\n")[1]) - 7
-    assert text == head + "L" * c + "\n" + CUT_NOTE.format(a=2, n=4, c=c, length=50_000, limit=16_000)
+    assert text == head + "L" * c + "\n" + CUT_NOTE.format(start=2, n=4, c=c, length=50_000, limit=16_000)
     assert run(server, command="view", path="/memories/mixed", view_range=[3, 4]).text == (
         FILE_HEADER.format("/memories/mixed") + "     3\tthird\n     4\tfourth"
     )

@@ -31,14 +31,14 @@ MAX_LINES = 999_999
 MAX_OCCURRENCES_SHOWN = 100
 FILE_HEADER = "Here's the content of {} with line numbers:\n"
 DIR_HEADER = "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
-LINES_NOTE = "... (showing lines {a}-{b} of {n}; use view_range to see the rest)"
+LINES_NOTE = "... (showing lines {start}-{b} of {n}; use view_range to see the rest)"
 CUT_LINE_NOTE = (
-    "... (showing lines {a}-{a} of {n}, line {a} cut after {c} of {length} characters; "
+    "... (showing lines {start}-{start} of {n}, line {start} cut after {c} of {length} characters; "
     "a result holds at most {limit} characters: split long lines with str_replace to read them whole, "
     "and use view_range to see other lines)"
 )
 LISTING_NOTE = "... (showing {k} of {m} entries; to list what a subdirectory holds, view its path)"
-ECHO_MARK = "[... {} more characters]"
+ECHO_MARK = "[... {m} more characters]"
 MORE_OCCURRENCES = f", ... (over {MAX_OCCURRENCES_SHOWN} occurrences)"
 # room for a snippet line's number and tab (7), newline (1) and echo mark (at most 29 for 1 MiB)
 SNIPPET_SLACK = 40
@@ -56,7 +56,7 @@ def echo(text: str, limit: int | None) -> str:
     """`text` as a message quotes it: whole up to `limit` characters, else cut after them with a mark."""
     if limit is None or len(text) <= limit:
         return text
-    return text[:limit] + ECHO_MARK.format(len(text) - limit)
+    return text[:limit] + ECHO_MARK.format(m=len(text) - limit)
 
 
 def cut_to(text: str, limit: int) -> str:
@@ -64,10 +64,10 @@ def cut_to(text: str, limit: int) -> str:
     mark after it, makes at most `limit`."""
     if len(text) <= limit:
         return text
-    keep = max(0, limit - len(ECHO_MARK.format(len(text))))
-    while keep < len(text) and keep + 1 + len(ECHO_MARK.format(len(text) - keep - 1)) <= limit:
+    keep = max(0, limit - len(ECHO_MARK.format(m=len(text))))
+    while keep < len(text) and keep + 1 + len(ECHO_MARK.format(m=len(text) - keep - 1)) <= limit:
         keep += 1  # the rest's count may have fewer digits than the whole length's
-    return text[:keep] + ECHO_MARK.format(len(text) - keep)
+    return text[:keep] + ECHO_MARK.format(m=len(text) - keep)
 
 
 def format_size(n: int) -> str:
@@ -101,19 +101,19 @@ def numbered_lines(prefix: str, lines: Sequence[str], first: int, total: int, ma
     shown = 0
     for n, line in enumerate(lines, first):
         piece = (1 if shown else 0) + max(6, len(str(n))) + 1 + len(line)
-        note = LINES_NOTE.format(a=first, b=n, n=total)
+        note = LINES_NOTE.format(start=first, b=n, n=total)
         if length + piece + 1 + len(note) > max_chars:
             break
         length += piece
         shown += 1
     if shown:
-        note = LINES_NOTE.format(a=first, b=first + shown - 1, n=total)
+        note = LINES_NOTE.format(start=first, b=first + shown - 1, n=total)
         return prefix + _numbered(lines[:shown], first) + "\n" + note
     line = lines[0]
     head = prefix + f"{first:>6}\t"
 
     def note_for(c: int) -> str:
-        return CUT_LINE_NOTE.format(a=first, n=total, c=c, length=len(line), limit=max_chars)
+        return CUT_LINE_NOTE.format(start=first, n=total, c=c, length=len(line), limit=max_chars)
 
     c = max(0, max_chars - len(head) - 1 - len(note_for(len(line))))
     while c < len(line) and len(head) + c + 1 + 1 + len(note_for(c + 1)) <= max_chars:
