@@ -8,7 +8,7 @@ import contextlib
 import os
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from .acl import PERMISSIONS, Acl, home_scope, validate_pattern
 from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
@@ -47,6 +47,14 @@ class RecordUnavailable(NotFound, PermissionDenied):
 
 def _unavailable(rec_id: str) -> RecordUnavailable:
     return RecordUnavailable(f"no record {rec_id!r} that you may read")
+
+
+class ScopeUsage(NamedTuple):
+    """What the live records with one tag hold in one scope (see MnemoClient.scope_usage)."""
+
+    records: int
+    latest_bytes: int  # the sizes of their latest versions
+    version_bytes: int  # the sizes of all their versions, the latest included
 
 
 class MnemoClient:
@@ -430,6 +438,42 @@ class MnemoClient:
                 created_at=created, updated_at=updated, seq=latest.seq,
             ))
         return infos
+
+    # -- what a writer checks its writes against, readable or not ------------------------------------
+    def scope_has(self, scope: str, tags: Iterable[str] = (), tag_prefix: str | None = None) -> bool:
+        """Whether a live record in exactly `scope` has every tag in `tags` and one starting with
+        `tag_prefix`, whether or not this agent may read it. Needs `write` in `scope`: a writer must not
+        write beside what it cannot see (a second memory-tool file at one path), so this reveals to it
+        that such a record exists, and nothing else. The index alone answers: the candidates are the
+        records holding `tag_prefix` (if given), else the first tag, so put the rarest tag first."""
+        return bool(self._scope_recs(scope, tags, tag_prefix, limit=1))
+
+    def scope_usage(self, scope: str, tag: str) -> ScopeUsage:
+        """How many live records in exactly `scope` hold `tag`, and their bytes (latest versions, and all
+        versions), whether or not this agent may read them; for quotas. Needs `write` in `scope`. The
+        backend answers from its index (no content is read)."""
+        check_scope(scope)
+        wanted = check_tags([tag], self.limits)
+        self._store.refresh()
+        self._require(self._acl(), "write", scope)
+        usage = self._store.usage(scope, wanted[0])
+        return ScopeUsage(usage.records, usage.live_bytes, usage.version_bytes)
+
+    def _scope_recs(
+        self, scope: str, tags: Iterable[str], tag_prefix: str | None, limit: int | None
+    ) -> list[Rec]:
+        check_scope(scope)
+        given = list(tags) if isinstance(tags, Iterable) and not isinstance(tags, (str, bytes)) else tags
+        wanted = check_tags(given, self.limits)
+        if tag_prefix is not None and not isinstance(tag_prefix, str):
+            raise InvalidInput("tag_prefix must be a string or None")
+        if not wanted and tag_prefix is None:
+            raise InvalidInput("a tag or a tag_prefix must select the records")
+        self._store.refresh()
+        self._require(self._acl(), "write", scope)
+        # every record of exactly this scope, readable by this agent or not
+        scopes = ScopeFilter(True, requested=scope)
+        return [f.rec for f in self._store.select(Query(wanted, (), tag_prefix, limit), scopes, payloads=False)]
 
     # -- audit -----------------------------------------------------------------------------------------
     def verify(self, pubkey: bytes | str | None = None, expect_head: tuple[int, str] | None = None) -> VerifyReport:

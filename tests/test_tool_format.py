@@ -302,28 +302,42 @@ def test_file_view_line_limit() -> None:
 
 
 def test_file_view_truncation() -> None:
-    lines = [f"line {i:03d}" for i in range(1, 101)]  # 8 characters each
+    lines = [f"line {i:03d}" for i in range(1, 101)]  # 8 characters each, 15 numbered
     content = "\n".join(lines)
-    # 5 lines joined = 5*8 + 4 = 44 characters
-    r = format_file_view("/memories/f", content, None, 44)
-    expected = (
-        FILE_HEADER.format("/memories/f")
-        + "\n".join(f"{n:>6}\tline {n:03d}" for n in range(1, 6))
-        + "\n... (showing lines 1-5 of 100; use view_range to see the rest)"
+    header = FILE_HEADER.format("/memories/f")  # 53 characters
+    note = "\n... (showing lines 1-5 of 100; use view_range to see the rest)"  # 63
+    # the whole result is measured: header + 5 numbered lines (5*15 + 4) + note = 195
+    expected = header + "\n".join(f"{n:>6}\tline {n:03d}" for n in range(1, 6)) + note
+    assert len(expected) == 195
+    assert format_file_view("/memories/f", content, None, 195) == CommandResult(expected)
+    assert format_file_view("/memories/f", content, None, 210).text == expected  # a 6th line needs 211
+    assert "lines 1-6 of 100" in format_file_view("/memories/f", content, None, 211).text
+    # exactly at the limit: no note
+    whole = format_file_view("/memories/f", content, None, None).text
+    assert format_file_view("/memories/f", content, None, len(whole)).text == whole
+    assert "showing" in format_file_view("/memories/f", content, None, len(whole) - 1).text
+    # a view_range is cut the same way, its note naming where it starts (two characters longer here)
+    assert "lines 50-53 of 100" in format_file_view("/memories/f", content, [50, 90], 196).text
+    ranged = format_file_view("/memories/f", content, [50, 90], 197).text
+    assert ranged == header + "\n".join(f"{n:>6}\tline {n:03d}" for n in range(50, 55)) + (
+        "\n... (showing lines 50-54 of 100; use view_range to see the rest)"
     )
-    assert r == CommandResult(expected)
-    assert format_file_view("/memories/f", content, None, 52).text.endswith(
-        "(showing lines 1-5 of 100; use view_range to see the rest)"
+
+
+def test_file_view_cuts_a_line_too_long_to_show() -> None:
+    header = FILE_HEADER.format("/memories/f")
+    long_line = "x" * 5000
+    text = format_file_view("/memories/f", long_line + "\nshort", None, 400).text
+    note = (
+        "... (showing lines 1-1 of 2, line 1 cut after {} of 5000 characters; a result holds at most 400 "
+        "characters: split long lines with str_replace to read them whole, and use view_range to see other lines)"
     )
-    assert "lines 1-6 of" in format_file_view("/memories/f", content, None, 53).text
-    # a first line longer than the limit is still shown, alone
-    r = format_file_view("/memories/f", "x" * 50 + "\nshort", None, 10)
-    assert r.text == FILE_HEADER.format("/memories/f") + "     1\t" + "x" * 50 + (
-        "\n... (showing lines 1-1 of 2; use view_range to see the rest)"
-    )
-    # exactly at the limit: no truncation; with a view_range: never truncated
-    assert "showing" not in format_file_view("/memories/f", content, None, len(content)).text
-    assert "showing" not in format_file_view("/memories/f", content, [1, -1], 10).text
+    assert len(text) == 400
+    c = 400 - len(header) - 7 - 1 - len(note.format(100))
+    assert text == header + "     1\t" + "x" * c + "\n" + note.format(c)
+    # view_range [1, 1] of a single huge line is cut too; [2, 2] shows the short line whole
+    assert format_file_view("/memories/f", long_line + "\nshort", [1, 1], 400).text == text
+    assert format_file_view("/memories/f", long_line + "\nshort", [2, 2], 400).text == header + "     2\tshort"
 
 
 # -- str_replace and insert helpers ------------------------------------------------------------------

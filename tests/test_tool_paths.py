@@ -1,7 +1,10 @@
-"""Memory-tool paths (spec §4): canonical form, and a traversal corpus that must never get out."""
+"""Memory-tool paths (docs/MEMORY_TOOL.md §4): canonical form, a traversal corpus that must never get
+out, look-alike characters, and NFC."""
 
 from __future__ import annotations
 
+import sys
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +39,6 @@ from mnemo.tools.paths import PathError, ancestors, canonicalize, check_root, is
         ("/memories/%2", "/memories/%2"),
         ("/memories/%u002e%u002e", "/memories/%u002e%u002e"),
         ("/memories/ａ／ｂ", "/memories/ａ／ｂ"),
-        ("/memories/\u200b..", "/memories/\u200b.."),
         ("/memories/notes file.md", "/memories/notes file.md"),
     ],
 )
@@ -145,6 +147,8 @@ ATTACKS: list[tuple[str, str]] = [
     ("/memories/\ud800", INVALID),
     ("/memories/\udfff.txt", INVALID),
     ("/memories/a\udc2e\udc2e", INVALID),
+    # invisible and bidirectional format characters (category Cf)
+    ("/memories/\u200b..", INVALID),
     # overlong paths and segments
     ("/memories" + "/abcd" * 204, INVALID),
     ("/memories/" + "a" * 2000, INVALID),
@@ -183,7 +187,6 @@ LITERALS: list[tuple[str, str]] = [
     ("/memories/\u29f5..\u29f5x", "/memories/\u29f5..\u29f5x"),  # reverse solidus operator
     ("/memories/\ufe68..", "/memories/\ufe68.."),  # small reverse solidus
     ("/memories/\uff3c..", "/memories/\uff3c.."),  # fullwidth reverse solidus
-    ("/memories/\u200b..", "/memories/\u200b.."),  # zero width space before ..
     ("/memories/...", "/memories/..."),
     ("/memories/.. ", "/memories/.. "),
     ("/memories/%u002e%u002e", "/memories/%u002e%u002e"),
@@ -278,3 +281,104 @@ def test_custom_root_confines(client: MnemoClient) -> None:
     assert r.text == "Error: Cannot rename the /notes directory itself"
     r = server.execute({"command": "view", "path": "/notes/../memories"})
     assert r.text == "Error: Path /notes/../memories would escape /notes directory"
+
+
+# -- look-alike paths: invisible and bidirectional characters, and NFC ---------------------------------
+
+FORMAT_CHARACTERS = [chr(cp) for cp in range(sys.maxunicode + 1) if unicodedata.category(chr(cp)) == "Cf"]
+
+
+def test_every_format_character_is_refused() -> None:
+    named = ["\u200b", "\ufeff", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u00ad", "\u200d", "\u061c"]
+    assert set(named) <= set(FORMAT_CHARACTERS) and len(FORMAT_CHARACTERS) > 150
+    for ch in FORMAT_CHARACTERS:
+        for path in (f"/memories/{ch}", f"/memories/a{ch}b.md", f"/memories/{ch}/x", f"/memories/a/b.md{ch}"):
+            with pytest.raises(PathError) as info:
+                canonicalize(path)
+            assert info.value.text == f"Invalid path: {path!r}"
+
+
+def test_look_alike_paths_are_refused_and_nothing_is_written(client: MnemoClient) -> None:
+    server = MnemoMemoryToolServer(client)
+    assert not server.execute({"command": "create", "path": "/memories/notes.md", "file_text": "real"}).is_error
+    before = _store_state(client)
+    for path in [
+        "/memories/notes\u200b.md",  # zero width space
+        "/memories/\ufeffnotes.md",  # byte order mark
+        "/memories/notes\u202edm.txt",  # right-to-left override: displays as notes.txt.md
+        "/memories/\u2066notes.md\u2069",  # isolates
+        "/memories/no\u00adtes.md",  # soft hyphen
+        "/memories/\U000e0041notes.md",  # a tag character
+    ]:
+        for tool_input in _inputs(path):
+            result = server.execute(tool_input)
+            assert result == type(result)(f"Error: Invalid path: {path!r}", True), tool_input
+    assert _store_state(client) == before
+
+
+def test_check_root_refuses_format_characters_and_other_forms() -> None:
+    for bad in ["/memo\u200bries", "/caf\u0065\u0301"]:
+        with pytest.raises(ValueError):
+            check_root(bad)
+    assert check_root("/caf\u00e9") == "/caf\u00e9"
+
+
+def test_nfc_forms_are_one_file(client: MnemoClient) -> None:
+    server = MnemoMemoryToolServer(client)
+    decomposed, composed = "/memories/cafe\u0301/me\u0301nu.md", "/memories/caf\u00e9/m\u00e9nu.md"
+    assert server.canonical_path(decomposed) == composed
+    created = server.execute({"command": "create", "path": decomposed, "file_text": "soup"})
+    assert created.text == f"File created successfully at: {decomposed}"  # echoed as sent
+    assert server.execute({"command": "create", "path": composed, "file_text": "x"}).text == (
+        f"Error: File {composed} already exists"
+    )
+    assert server.execute({"command": "view", "path": composed}).text == (
+        f"Here's the content of {composed} with line numbers:\n     1\tsoup"
+    )
+    listing = server.execute({"command": "view", "path": "/memories/cafe\u0301"}).text.split("\n")
+    assert listing[0].endswith("deep in /memories/cafe\u0301, excluding hidden items and node_modules:")
+    assert listing[1:] == ["4B\t/memories/caf\u00e9", "4B\t/memories/caf\u00e9/m\u00e9nu.md"]  # stored NFC
+    assert [t for i in client.list_records() for t in i.tags if t.startswith("path:")] == ["path:" + composed]
+    # the Kelvin sign's NFC form is the letter K
+    assert server.execute({"command": "create", "path": "/memories/\u212a", "file_text": "k"}).is_error is False
+    assert server.execute({"command": "view", "path": "/memories/K"}).text.endswith("\tk")
+    assert server.execute({"command": "rename", "old_path": "/memories/K", "new_path": composed}).text == (
+        f"Error: The destination {composed} already exists"
+    )
+    assert server.execute({"command": "delete", "path": "/memories/caf\u00e9"}).text == (
+        "Successfully deleted /memories/caf\u00e9"
+    )
+    assert server.execute({"command": "view", "path": decomposed}).is_error
+
+
+def test_checks_run_on_the_path_as_sent_and_on_its_nfc_form() -> None:
+    # U+0958 has no composed form: NFC writes it as two characters of 3 bytes each
+    qa = "\u0958"
+    assert unicodedata.normalize("NFC", qa) == "\u0915\u093c"
+    # passes as sent, refused in NFC: a segment of 85 * 3 = 255 bytes becomes 510
+    path = "/memories/" + qa * 85
+    assert len(path.encode()) - len("/memories/") == 255
+    with pytest.raises(PathError) as info:
+        canonicalize(path)
+    assert info.value.text == f"Invalid path: {path!r}"  # the path as sent
+    # passes as sent, refused in NFC: 583 characters become 1,143, over the 1,024 limit (each segment's
+    # 240 bytes in NFC are within 255, so the length alone refuses it)
+    long_path = "/memories" + ("/" + qa * 40) * 14
+    assert len(long_path) == 583 and len(unicodedata.normalize("NFC", long_path)) == 1143
+    assert len(unicodedata.normalize("NFC", qa * 40).encode()) == 240
+    with pytest.raises(PathError):
+        canonicalize(long_path)
+    # and U+1D160 triples its UTF-8 bytes: 63 * 4 = 252 bytes as sent, 756 in NFC
+    with pytest.raises(PathError):
+        canonicalize("/memories/" + "\U0001d160" * 63)
+    # refused as sent, although NFC would pass: decomposed é is two characters and three bytes
+    for refused_as_sent in ("/memories/" + "e\u0301" * 100, "/memories" + ("/" + "e\u0301" * 60) * 9):
+        composed = unicodedata.normalize("NFC", refused_as_sent)
+        assert canonicalize(composed) == composed
+        with pytest.raises(PathError) as info:
+            canonicalize(refused_as_sent)
+        assert info.value.text == f"Invalid path: {refused_as_sent!r}"
+    # traversal is checked on both forms too (no NFC form adds `.`, `/`, `%` or `\\`, so it is found as sent)
+    with pytest.raises(PathError) as info:
+        canonicalize("/memories/cafe\u0301/../x")
+    assert info.value.text == "Path /memories/cafe\u0301/../x would escape /memories directory"

@@ -352,3 +352,56 @@ def test_adapter_without_the_sdk_says_what_is_missing() -> None:
     assert len(lines) == 2
     for line in lines:
         assert "pip install 'mnemo-db[anthropic-memory-tool]'" in line
+
+
+# -- clear_all_memory -------------------------------------------------------------------------------------
+
+
+def test_clear_all_memory_forgets_every_file_in_one_commit(client: MnemoClient, tmp_path: Path) -> None:
+    from helpers.frames import read_entries, read_frames
+
+    tool = MnemoMemoryTool(client)
+    for path in ("/memories/a.md", "/memories/d/e/f.md", "/memories/.hidden/h", "/memories/node_modules/n.js"):
+        tool.call({"command": "create", "path": path, "file_text": f"CLEAR-ME {path}"})
+    other_scope = MnemoMemoryToolServer(client, scope="team:kept")
+    other_root = MnemoMemoryToolServer(client, root="/notes")
+    other_scope.execute({"command": "create", "path": "/memories/a.md", "file_text": "KEPT-SCOPE"})
+    other_root.execute({"command": "create", "path": "/notes/a.md", "file_text": "KEPT-ROOT"})
+    db = client.path
+    frames = len(read_frames(db))
+    assert tool.clear_all_memory() == "All memory cleared"
+    assert len(read_frames(db)) == frames + 1  # one atomic commit
+    forgets = [e for e in read_entries(db) if e.op == "forget"]
+    assert len(forgets) == 1 and len(forgets[0].body["ids"]) == 4
+    assert tool.call({"command": "view", "path": "/memories"}) == ROOT_HEADER.format("/memories") + "\n0B\t/memories"
+    blob = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    assert b"CLEAR-ME" not in blob  # erased from every file of the database, not only hidden
+    assert b"KEPT-SCOPE" in blob and b"KEPT-ROOT" in blob
+    assert client.verify().ok
+    # nothing left: still cleared, and nothing written
+    assert tool.clear_all_memory() == "All memory cleared"
+    assert len(read_frames(db)) == frames + 1
+
+
+def test_clear_all_memory_async_and_refusals(client: MnemoClient) -> None:
+    tool = AsyncMnemoMemoryTool(client)
+
+    async def go() -> str:
+        await tool.call({"command": "create", "path": "/memories/x.md", "file_text": "x"})
+        return await tool.clear_all_memory()
+
+    assert asyncio.run(go()) == "All memory cleared"
+    assert client.list_records(tags=("memorytool",)) == []
+    client.remember("x", tags=("memorytool", "path:/memories/x.md"))
+    with MnemoClient(client.path, "agent-2", durability="none") as other:
+        shared = MnemoMemoryTool(other, scope=client.home_scope)
+        with pytest.raises(ToolError) as info:
+            shared.clear_all_memory()
+        assert info.value.content == "Error: Permission denied: agent-2 may not forget in scope agent:agent-1"
+        client.grant("agent-2", client.home_scope, ["forget"])
+        with pytest.raises(ToolError) as info:
+            shared.clear_all_memory()
+        assert info.value.content == "Error: Permission denied: agent-2 may not read in scope agent:agent-1"
+        client.grant("agent-2", client.home_scope, ["read"])
+        assert shared.clear_all_memory() == "All memory cleared"
+    assert client.list_records(tags=("memorytool",)) == []

@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 from mnemo import MnemoClient
 from mnemo.errors import InvalidInput, LockTimeout, NotFound
 from mnemo.tools import CommandResult, MnemoMemoryToolServer
+from mnemo.tools.server import format_size
+from mnemo.validation import Limits
 
 ROOT_HEADER = "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
 FILE_HEADER = "Here's the content of {} with line numbers:"
@@ -135,6 +137,48 @@ def test_constructor_checks(client: MnemoClient) -> None:
             MnemoMemoryToolServer(client, **kwargs)
 
 
+def test_settings_the_client_cannot_honour_are_refused(db: str) -> None:
+    """A server promising more than its client stores would answer with the client's messages."""
+    small = Limits(max_content_bytes=1000, max_tag_chars=300)
+    with MnemoClient(db, "agent-1", durability="none", limits=small) as c:
+        with pytest.raises(InvalidInput) as info:
+            MnemoMemoryToolServer(c)
+        assert str(info.value) == (
+            "max_file_bytes (1048576) is over the client's content limit (client.limits.max_content_bytes = 1000):"
+            " such a file could not be stored"
+        )
+        with pytest.raises(InvalidInput) as info:
+            MnemoMemoryToolServer(c, max_file_bytes=1000)
+        assert str(info.value) == (
+            "max_path_length (1024) does not fit in a path tag: the client's tag limit "
+            "(client.limits.max_tag_chars = 300) allows paths of at most 295 characters"
+        )
+        server = MnemoMemoryToolServer(c, max_file_bytes=1000, max_path_length=295)
+        # an oversize file gets the contract's text, not the client's
+        assert run(server, command="create", path="/memories/a", file_text="x" * 1001) == bad(
+            "Error: File /memories/a would be 1001 bytes, over the limit of 1000 bytes"
+        )
+        fits = "/memories" + "/abcd" * 57  # 294 characters
+        assert run(server, command="create", path=fits, file_text="x").is_error is False
+        too_long = fits + "/a"
+        assert run(server, command="create", path=too_long, file_text="x") == bad(f"Error: Invalid path: {too_long!r}")
+    with MnemoClient(db, "agent-1", durability="none") as c:
+        for kwargs in ({"scope": "team:*"}, {"scope": ""}, {"scope": 5}, {"root": "/" + "r" * 1023}):
+            with pytest.raises(InvalidInput):
+                MnemoMemoryToolServer(c, **kwargs)
+
+
+def test_clear_all_on_the_server(client: MnemoClient, db: str) -> None:
+    server = MnemoMemoryToolServer(client)
+    run(server, command="create", path="/memories/a", file_text="a")
+    client.close()
+    with MnemoClient(db, "agent-1", readonly=True) as ro:
+        assert MnemoMemoryToolServer(ro).clear_all() == bad("Error: The memory store is read-only")
+    with MnemoClient(db, "agent-1", durability="none") as rw:
+        assert MnemoMemoryToolServer(rw).clear_all() == ok("All memory cleared")
+        assert tagged_paths(rw) == []
+
+
 # -- view ----------------------------------------------------------------------------------------------
 
 
@@ -202,13 +246,16 @@ def test_view_file_and_missing(server: MnemoMemoryToolServer) -> None:
 
 
 def test_view_long_file_is_cut(client: MnemoClient) -> None:
-    server = MnemoMemoryToolServer(client, max_view_chars=20)
-    run(server, command="create", path="/memories/long", file_text="aaaa\nbbbb\ncccc\ndddd\neeee\n")
-    assert run(server, command="view", path="/memories/long") == ok(
-        FILE_HEADER.format("/memories/long")
-        + "\n     1\taaaa\n     2\tbbbb\n     3\tcccc\n     4\tdddd"
-        + "\n... (showing lines 1-4 of 6; use view_range to see the rest)"
-    )
+    server = MnemoMemoryToolServer(client, max_view_chars=1100, max_path_length=30)
+    # 40 lines of 40 characters: each numbered line is 47 characters
+    run(server, command="create", path="/memories/long", file_text="".join(f"{i:040d}\n" for i in range(40)))
+    header = FILE_HEADER.format("/memories/long") + "\n"
+    note = "... (showing lines 1-{} of 41; use view_range to see the rest)"
+    # the header (56), k lines (48k - 1) and the note (1 + 62) must fit in 1,100 characters: k = 20
+    shown = "\n".join(f"{n:>6}\t{n - 1:040d}" for n in range(1, 21))
+    result = run(server, command="view", path="/memories/long")
+    assert result == ok(header + shown + "\n" + note.format(20))
+    assert len(result.text) <= 1100 < len(result.text) + 48
 
 
 def test_view_of_a_large_directory_reads_no_content(
@@ -228,10 +275,14 @@ def test_view_of_a_large_directory_reads_no_content(
     result = run(server, command="view", path="/memories/big")
     assert not result.is_error
     lines = result.text.split("\n")
-    assert len(lines) == 10_002
     assert lines[1] == f"{sum(len(f'memory {i}') for i in range(10_000)) / 1024:.1f}K\t/memories/big"
     assert lines[2] == "8B\t/memories/big/f00000.md"
-    assert lines[-1] == "11B\t/memories/big/f09999.md"
+    # cut at whole lines within max_view_chars, with the listing note
+    assert len(result.text) <= 16_000
+    shown = len(lines) - 3
+    assert lines[-2] == f"{format_size(len(f'memory {shown - 1}'))}\t/memories/big/f{shown - 1:05d}.md"
+    assert lines[-1] == f"... (showing {shown} of 10000 entries; to list what a subdirectory holds, view its path)"
+    assert len(result.text) + len(lines[-2]) + 1 > 16_000
 
 
 def test_view_binary_record_is_decoded(client: MnemoClient, server: MnemoMemoryToolServer) -> None:
@@ -302,8 +353,12 @@ def test_str_replace(client: MnemoClient, server: MnemoMemoryToolServer) -> None
     assert run(server, command="str_replace", path="/memories/none", old_str="a", new_str="b") == bad(
         "Error: " + MISSING.format("/memories/none")
     )
+    # a directory is not a file (the reference's text, with the `Error: ` prefix)
     assert run(server, command="str_replace", path="/memories/dir", old_str="a", new_str="b") == bad(
-        "Error: " + MISSING.format("/memories/dir")
+        "Error: The path /memories/dir is not a file."
+    )
+    assert run(server, command="str_replace", path="/memories", old_str="a", new_str="b") == bad(
+        "Error: The path /memories is not a file."
     )
     assert run(server, command="str_replace", path="/memories/s.txt", old_str="", new_str="b") == bad(
         "Error: `old_str` must not be empty"
@@ -349,7 +404,10 @@ def test_insert(client: MnemoClient, server: MnemoMemoryToolServer) -> None:
         "Error: The path /memories/none does not exist"
     )
     assert run(server, command="insert", path="/memories/d", insert_line=0, insert_text="x") == bad(
-        "Error: The path /memories/d does not exist"
+        "Error: The path /memories/d is not a file."
+    )
+    assert run(server, command="insert", path="/memories/", insert_line=0, insert_text="x") == bad(
+        "Error: The path /memories/ is not a file."
     )
     assert run(server, command="insert", path="/memories/i.txt", insert_line=3, insert_text="x") == bad(
         "Error: Invalid `insert_line` parameter: 3. It should be within the range of lines of the file: [0, 2]"

@@ -10,13 +10,17 @@ runner = anthropic.Anthropic().beta.messages.tool_runner(
 ```
 
 Success results are the same text `MnemoMemoryToolServer.handle` returns; an error result raises
-`anthropic.lib.tools.ToolError(text)`, which the tool runner sends back with `is_error: true`.
-This module needs the `anthropic-memory-tool` extra; `import mnemo` never imports it.
+`anthropic.lib.tools.ToolError(text)`, which the tool runner sends back with `is_error: true`. Nothing
+else is ever raised, whatever object a method is given. `clear_all_memory()` forgets every file of
+the server's memory at once. This module needs the `anthropic-memory-tool` extra; `import mnemo`
+never imports it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 try:
@@ -28,11 +32,12 @@ except ImportError as _exc:  # pragma: no cover - exercised only without the ext
         "install it with: pip install 'mnemo-db[anthropic-memory-tool]'"
     ) from _exc
 
-from mnemo.tools.server import CommandResult, MnemoMemoryToolServer
+from mnemo.tools.server import INTERNAL_ERROR, CommandResult, MnemoMemoryToolServer
 
 if TYPE_CHECKING:
     from anthropic.types.beta import (
         BetaCacheControlEphemeralParam,
+        BetaMemoryTool20250818Command,
         BetaMemoryTool20250818CreateCommand,
         BetaMemoryTool20250818DeleteCommand,
         BetaMemoryTool20250818InsertCommand,
@@ -45,6 +50,8 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncMnemoMemoryTool", "MnemoMemoryTool"]
 
+log = logging.getLogger("mnemo.tools")
+
 
 def _server(target: MnemoMemoryToolServer | MnemoClient, options: dict[str, Any]) -> MnemoMemoryToolServer:
     if isinstance(target, MnemoMemoryToolServer):
@@ -54,11 +61,28 @@ def _server(target: MnemoMemoryToolServer | MnemoClient, options: dict[str, Any]
     return MnemoMemoryToolServer(target, **options)
 
 
-def _command_input(command: Any) -> object:
-    to_dict = getattr(command, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
+_UNREADABLE = CommandResult("Error: Invalid input: the object could not be read", True)
+
+
+def _command_input(command: object) -> object:
+    """The input object of an SDK command (its `to_dict()`), or `command` itself; `_UNREADABLE` if
+    reading it raises."""
+    try:
+        to_dict = getattr(command, "to_dict", None)
+        if callable(to_dict):
+            return to_dict()
+    except Exception:
+        return _UNREADABLE
     return command
+
+
+def _run_guarded(run: Callable[[], CommandResult]) -> CommandResult:
+    """`run()`, or the internal-error result should it raise (a server subclass's `execute` may)."""
+    try:
+        return run()
+    except Exception:
+        log.exception("memory tool server failed")
+        return CommandResult(INTERNAL_ERROR, True)
 
 
 def _outcome(result: CommandResult) -> str:
@@ -88,10 +112,28 @@ class MnemoMemoryTool(BetaAbstractMemoryTool):
     def call(self, input: object) -> str:
         """Run one tool_use input exactly as `MnemoMemoryToolServer.execute` does."""
         with self._lock:
-            return _outcome(self.server.execute(input))
+            return _outcome(self._execute(input))
 
-    def _run(self, command: Any) -> str:
+    def _execute(self, input: object) -> CommandResult:
+        if input is _UNREADABLE:
+            return _UNREADABLE
+        return _run_guarded(lambda: self.server.execute(input))
+
+    def execute(self, command: BetaMemoryTool20250818Command) -> str:
+        """Run one SDK command (or any input object) through the server; never reads `command.command`
+        itself, so a malformed object is an error result too."""
+        return self._run(command)
+
+    def _run(self, command: object) -> str:
         return self.call(_command_input(command))
+
+    def clear_all_memory(self) -> str:
+        """Forget every memory-tool file under the server's root in its scope, in one atomic commit:
+        their content, tags and every version are erased from the database files (not only hidden),
+        and the chain keeps one `forget` entry naming them. Needs `forget` and `read` in the scope;
+        returns `All memory cleared`, or raises `ToolError` with the `Error: ...` text."""
+        with self._lock:
+            return _outcome(_run_guarded(self.server.clear_all))
 
     def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
         return self._run(command)
@@ -127,15 +169,31 @@ class AsyncMnemoMemoryTool(BetaAsyncAbstractMemoryTool):
         self._lock = threading.Lock()
 
     def _execute_locked(self, input: object) -> CommandResult:
+        if input is _UNREADABLE:
+            return _UNREADABLE
         with self._lock:
-            return self.server.execute(input)
+            return _run_guarded(lambda: self.server.execute(input))
+
+    def _clear_locked(self) -> CommandResult:
+        with self._lock:
+            return _run_guarded(self.server.clear_all)
 
     async def call(self, input: object) -> str:
         """Run one tool_use input exactly as `MnemoMemoryToolServer.execute` does, off the event loop."""
         return _outcome(await run_sync(self._execute_locked, input))
 
-    async def _run(self, command: Any) -> str:
+    async def execute(self, command: BetaMemoryTool20250818Command) -> str:
+        """Run one SDK command (or any input object) through the server, as `MnemoMemoryTool.execute`."""
+        return await self._run(command)
+
+    async def _run(self, command: object) -> str:
         return await self.call(_command_input(command))
+
+    async def clear_all_memory(self) -> str:
+        """Forget every memory-tool file under the server's root in its scope, in one atomic commit
+        (erased from the database files, not only hidden), off the event loop; see
+        `MnemoMemoryTool.clear_all_memory`."""
+        return _outcome(await run_sync(self._clear_locked))
 
     async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
         return await self._run(command)

@@ -1,13 +1,17 @@
-"""Memory-tool paths: confinement to the root and canonical form (spec/memory-tool.md §4).
+"""Memory-tool paths: confinement to the root and canonical form (docs/MEMORY_TOOL.md §4).
 
 Every check here runs on the path exactly as the model sent it, before any normalisation, so that
-nothing a later step does (joining, stripping, decoding) can turn a refused path into an accepted one.
+nothing a later step does (joining, stripping, decoding) can turn a refused path into an accepted one;
+and then again on its NFC form, the form that is stored and compared, since composing characters can
+change a path's length.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+
+from mnemo.tools.text import echo
 
 __all__ = [
     "DEFAULT_MAX_PATH_LENGTH",
@@ -28,7 +32,9 @@ MAX_SEGMENT_BYTES = 255
 PATH_TAG_PREFIX = "path:"
 
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
-_REFUSED_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
+# controls, format characters (invisible and bidirectional ones: U+200B, U+202E, U+FEFF, ...),
+# lone surrogates, line and paragraph separators
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 class PathError(Exception):
@@ -53,28 +59,47 @@ def check_root(root: str) -> str:
     if "\\" in stripped or _PERCENT_ESCAPE.search(stripped):
         raise ValueError(f"root must not hold backslashes or percent-escapes, got: {root!r}")
     if any(unicodedata.category(ch) in _REFUSED_CATEGORIES for ch in stripped):
-        raise ValueError(f"root must not hold control or separator characters, got: {root!r}")
+        raise ValueError(f"root must not hold control, format or separator characters, got: {root!r}")
+    if unicodedata.normalize("NFC", stripped) != stripped:
+        raise ValueError(f"root must be in Unicode normal form NFC, got: {root!r}")
     return stripped
 
 
-def canonicalize(path: str, root: str = DEFAULT_ROOT, max_path_length: int = DEFAULT_MAX_PATH_LENGTH) -> str:
+def canonicalize(
+    path: str,
+    root: str = DEFAULT_ROOT,
+    max_path_length: int = DEFAULT_MAX_PATH_LENGTH,
+    echo_limit: int | None = None,
+) -> str:
     """Return the canonical form of `path`, or raise `PathError` with the tool's error text.
 
-    `root` must already be canonical (see `check_root`). The checks run in the spec's order:
-    the root prefix, then traversal (a `..` segment, a percent-escape, a backslash), then invalid
-    characters and lengths; only then are `//`, `.` segments and a trailing `/` normalised away.
+    `root` must already be canonical (see `check_root`). The checks run in the contract's order: the
+    root prefix, then traversal (a `..` segment, a percent-escape, a backslash), then invalid
+    characters and lengths; first on the path as sent, then on its NFC form. Only then are `//`, `.`
+    segments and a trailing `/` normalised away. Messages echo the path as sent, cut after
+    `echo_limit` characters (see `text.echo`).
     """
-    if path != root and not path.startswith(root + "/"):
-        raise PathError(f"Path must start with {root}, got: {path}")
-    if "\\" in path or _PERCENT_ESCAPE.search(path) is not None or ".." in path.split("/"):
-        raise PathError(f"Path {path} would escape {root} directory")
-    if len(path) > max_path_length or any(unicodedata.category(ch) in _REFUSED_CATEGORIES for ch in path):
-        raise PathError(f"Invalid path: {path!r}")
-    segments = [segment for segment in path[len(root) :].split("/") if segment not in ("", ".")]
-    for segment in segments:
-        if len(segment.encode("utf-8")) > MAX_SEGMENT_BYTES:
-            raise PathError(f"Invalid path: {path!r}")
+    _check(path, path, root, max_path_length, echo_limit)
+    composed = unicodedata.normalize("NFC", path)
+    if composed != path:
+        _check(composed, path, root, max_path_length, echo_limit)
+    segments = [segment for segment in composed[len(root) :].split("/") if segment not in ("", ".")]
     return root + "".join("/" + segment for segment in segments)
+
+
+def _check(candidate: str, sent: str, root: str, max_path_length: int, echo_limit: int | None) -> None:
+    """Raise `PathError` (naming the path as `sent`) unless `candidate` passes every rule of §4."""
+    if candidate != root and not candidate.startswith(root + "/"):
+        raise PathError(f"Path must start with {root}, got: {echo(sent, echo_limit)}")
+    if "\\" in candidate or _PERCENT_ESCAPE.search(candidate) is not None or ".." in candidate.split("/"):
+        raise PathError(f"Path {echo(sent, echo_limit)} would escape {root} directory")
+    # the length first: a path too long is refused without a pass over its characters
+    if (
+        len(candidate) > max_path_length
+        or any(unicodedata.category(ch) in _REFUSED_CATEGORIES for ch in candidate)
+        or any(len(segment.encode("utf-8")) > MAX_SEGMENT_BYTES for segment in candidate.split("/"))
+    ):
+        raise PathError(f"Invalid path: {echo(repr(sent), echo_limit)}")
 
 
 def is_within(path: str, directory: str) -> bool:

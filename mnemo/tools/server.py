@@ -1,6 +1,6 @@
 """`MnemoMemoryToolServer`: Anthropic's client-side memory tool (`memory_20250818`) served from Mnemo.
 
-The contract is spec/memory-tool.md, string for string. Every file is one live record tagged
+The contract is docs/MEMORY_TOOL.md, string for string. Every file is one live record tagged
 `memorytool` and `path:{canonical path}` in the server's scope; directories are implicit. Every
 command runs inside one `client.transaction()` (a view on a read-only client reads without one), so
 its reads and writes happen under the writer lock and its writes commit as one frame: a rename or delete
@@ -9,13 +9,14 @@ of a whole directory is all or nothing, and two processes editing one file never
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any
 
 from mnemo.errors import InvalidInput, LockTimeout, MnemoError, NotFound, PermissionDenied, ReadOnly
+from mnemo.tools.inputs import read_block, validate_input
 from mnemo.tools.paths import (
     DEFAULT_MAX_PATH_LENGTH,
     DEFAULT_ROOT,
@@ -27,6 +28,20 @@ from mnemo.tools.paths import (
     is_within,
     path_tag,
 )
+from mnemo.tools.quotas import Quotas, Usage, refusal
+from mnemo.tools.text import (
+    CommandResult,
+    cut_to,
+    echo,
+    format_directory_view,
+    format_file_view,
+    format_size,
+    insert_text,
+    occurrence_lines,
+    occurrence_list,
+    replace_snippet,
+)
+from mnemo.validation import check_scope
 
 if TYPE_CHECKING:
     from mnemo.client import MnemoClient
@@ -53,31 +68,14 @@ TOOL_TYPE = "memory_20250818"
 TOOL_NAME = "memory"
 MEMORY_TAG = "memorytool"
 MANAGED_AGENTS_BETA = "managed-agents-2026-04-01"
-MAX_LINES = 999_999
 DEFAULT_MAX_FILE_BYTES = 1 << 20
 DEFAULT_MAX_VIEW_CHARS = 16_000
-
-_Kind = Literal["str", "int", "range"]
-_TYPE_NAMES: dict[_Kind, str] = {"str": "a string", "int": "an integer", "range": "a list of two integers"}
-
-# command -> fields in the spec's table order: (name, kind, required)
-_FIELDS: dict[str, tuple[tuple[str, _Kind, bool], ...]] = {
-    "view": (("path", "str", True), ("view_range", "range", False)),
-    "create": (("path", "str", True), ("file_text", "str", True)),
-    "str_replace": (("path", "str", True), ("old_str", "str", True), ("new_str", "str", False)),
-    "insert": (("path", "str", True), ("insert_line", "int", True), ("insert_text", "str", True)),
-    "delete": (("path", "str", True),),
-    "rename": (("old_path", "str", True), ("new_path", "str", True)),
-}
-_PATH_FIELDS = frozenset({"path", "old_path", "new_path"})
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """The outcome of one memory-tool command: the result text, and whether it is an error result."""
-
-    text: str
-    is_error: bool = False
+# Room a result needs beside the two values it may echo (docs/MEMORY_TOOL.md §3).
+RESULT_OVERHEAD_CHARS = 1024
+EDITED = "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n"
+CLEARED = "All memory cleared"
+INTERNAL_ERROR = "Error: Internal error"
+_TYPE_NAME = type.__dict__["__name__"]  # a class's own name, whatever its metaclass claims
 
 
 class _Refusal(Exception):
@@ -88,203 +86,14 @@ class _Refusal(Exception):
         self.text = text
 
 
-# ---------------------------------------------------------------------------------------------------
-# Pure helpers: input checks and the exact text formats of the contract.
-# ---------------------------------------------------------------------------------------------------
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _has_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def validate_input(tool_input: object) -> tuple[str, dict[str, Any]] | CommandResult:
-    """Check a tool_use input as the spec's §2 orders. Returns `(command, fields)` or an error result.
-
-    `fields` holds every field of the command that was given (fields sent as `null` are absent), with
-    `view_range` as a list.
-    """
-    if not isinstance(tool_input, Mapping):
-        return CommandResult("Error: Invalid input: expected an object", True)
-    command = tool_input.get("command")
-    if not isinstance(command, str):
-        return CommandResult("Error: Missing required parameter `command`", True)
-    spec = _FIELDS.get(command)
-    if spec is None:
-        return CommandResult(f"Error: Unknown command: {command}", True)
-    fields: dict[str, Any] = {}
-    for name, kind, required in spec:
-        value = tool_input.get(name)
-        if value is None:
-            if required:
-                return CommandResult(f"Error: Missing required parameter `{name}` for command `{command}`", True)
-            continue
-        type_error = CommandResult(
-            f"Error: Parameter `{name}` of command `{command}` must be {_TYPE_NAMES[kind]}", True
-        )
-        if kind == "str":
-            if not isinstance(value, str):
-                return type_error
-            if name not in _PATH_FIELDS and _has_surrogate(value):
-                return CommandResult(
-                    f"Error: Parameter `{name}` of command `{command}` must be valid Unicode text"
-                    " (it holds an unpaired surrogate)",
-                    True,
-                )
-        elif kind == "int":
-            if not _is_int(value):
-                return type_error
-        else:
-            if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(_is_int(v) for v in value):
-                return type_error
-            value = [int(value[0]), int(value[1])]
-        fields[name] = value
-    return command, fields
-
-
-def format_size(n: int) -> str:
-    """Human-readable size exactly as the memory tool prints it (`0B`, `1023B`, `1K`, `1.5K`, `1.2M`)."""
-    if n == 0:
-        return "0B"
-    i = min((n.bit_length() - 1) // 10, 3)
-    unit = "BKMG"[i]
-    s = n / 1024**i
-    if s == int(s):
-        return f"{int(s)}{unit}"
-    return f"{s:.1f}{unit}"
-
-
-def _numbered(lines: Sequence[str], first: int) -> str:
-    return "\n".join(f"{n:>6}\t{line}" for n, line in enumerate(lines, first))
-
-
-def _hidden(name: str) -> bool:
-    return name.startswith(".") or name == "node_modules"
-
-
-def format_directory_view(sent_path: str, directory: str, files: Sequence[tuple[str, int]]) -> str:
-    """The `view` text of a directory.
-
-    `directory` is the canonical directory; `files` holds `(canonical path, size in bytes)` of every
-    file beneath it at any depth (hidden ones included: they count toward directory sizes).
-    """
-    # (name, is_dir) -> size, for the children, and per child directory for the grandchildren
-    level1: dict[tuple[str, bool], int] = {}
-    level2: dict[str, dict[tuple[str, bool], int]] = {}
-    total = 0
-    cut = len(directory) + 1
-    for path, size in files:
-        total += size
-        parts = path[cut:].split("/")
-        key1 = (parts[0], len(parts) > 1)
-        level1[key1] = level1.get(key1, 0) + size
-        if len(parts) > 1:
-            below = level2.setdefault(parts[0], {})
-            key2 = (parts[1], len(parts) > 2)
-            below[key2] = below.get(key2, 0) + size
-    out = [
-        "Here're the files and directories up to 2 levels deep in "
-        f"{sent_path}, excluding hidden items and node_modules:",
-        f"{format_size(total)}\t{directory}",
-    ]
-    for name, is_dir in sorted(level1):
-        if _hidden(name):
-            continue
-        size = level1[(name, is_dir)]
-        if not is_dir:
-            out.append(f"{format_size(size)}\t{directory}/{name}")
-            continue
-        out.append(f"{format_size(size)}\t{directory}/{name}/")
-        below = level2.get(name, {})
-        for sub, sub_is_dir in sorted(below):
-            if _hidden(sub):
-                continue
-            suffix = "/" if sub_is_dir else ""
-            out.append(f"{format_size(below[(sub, sub_is_dir)])}\t{directory}/{name}/{sub}{suffix}")
-    return "\n".join(out)
-
-
-def format_file_view(
-    sent_path: str, content: str, view_range: Sequence[int] | None, max_view_chars: int
-) -> CommandResult:
-    """The `view` result of a file (spec §5), including the `view_range` and long-file rules."""
-    if view_range is not None and view_range[1] < -1:
-        return CommandResult(f"Error: Invalid `view_range`: {list(view_range)}", True)
-    lines = content.split("\n")
-    n = len(lines)
-    if n > MAX_LINES:
-        return CommandResult(f"File {sent_path} exceeds maximum line limit of 999,999 lines.", True)
-    header = f"Here's the content of {sent_path} with line numbers:\n"
-    if view_range is not None:
-        start = max(1, view_range[0])
-        end = n if view_range[1] == -1 else min(view_range[1], n)
-        shown = lines[start - 1 : end] if start <= end else []
-        return CommandResult(header + _numbered(shown, start))
-    if len(content) <= max_view_chars:
-        return CommandResult(header + _numbered(lines, 1))
-    k = 1
-    length = len(lines[0])
-    while k < n and length + 1 + len(lines[k]) <= max_view_chars:
-        length += 1 + len(lines[k])
-        k += 1
-    note = f"... (showing lines 1-{k} of {n}; use view_range to see the rest)"
-    return CommandResult(header + _numbered(lines[:k], 1) + "\n" + note)
-
-
-def occurrence_lines(content: str, old_str: str) -> list[int]:
-    """1-based line of every start position of `old_str` in `content`, overlapping starts included."""
-    out: list[int] = []
-    line = 1
-    counted_to = 0
-    start = 0
-    while True:
-        pos = content.find(old_str, start)
-        if pos == -1:
-            return out
-        line += content.count("\n", counted_to, pos)
-        counted_to = pos
-        out.append(line)
-        start = pos + 1
-
-
-def replace_snippet(new_content: str, changed_line_index: int) -> str:
-    """Lines around an edit, numbered: from two lines before the change to three after its first line."""
-    new_lines = new_content.split("\n")
-    first = max(0, changed_line_index - 2) + 1
-    last = min(len(new_lines), changed_line_index + 3)
-    return _numbered(new_lines[first - 1 : last], first)
-
-
-def insert_text(content: str, insert_line: int, text: str) -> str | int:
-    """Content after inserting `text` after line `insert_line`; or the line count when out of range."""
-    lines = content.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    if insert_line < 0 or insert_line > len(lines):
-        return len(lines)
-    lines.insert(insert_line, text.rstrip("\n"))
-    new_content = "\n".join(lines)
-    if not new_content.endswith("\n"):
-        new_content += "\n"
-    return new_content
-
-
 def _as_text(content: str | bytes) -> str:
     if isinstance(content, bytes):
         return content.decode("utf-8", errors="replace")
     return content
 
 
-# ---------------------------------------------------------------------------------------------------
-# The server
-# ---------------------------------------------------------------------------------------------------
+def _utf8_size(text: str) -> int:
+    return len(text.encode("utf-8"))
 
 
 class MnemoMemoryToolServer:
@@ -292,7 +101,10 @@ class MnemoMemoryToolServer:
 
     `handle(tool_use)` takes a `tool_use` block (a dict or an SDK content block) and returns the
     `tool_result` block to send back; it never raises. `execute(input)` runs one command's input and
-    returns a `CommandResult`; the SDK adapter in `mnemo.tools.anthropic` is built on it.
+    returns a `CommandResult`; the SDK adapter in `mnemo.tools.anthropic` is built on it. Every result
+    text is at most `max_view_chars` characters. The quotas (`max_files`, `max_total_bytes`,
+    `max_history_bytes`, `max_versions_per_file`; `None` disables one) bound what the scope's files
+    hold; docs/MEMORY_TOOL.md §10 says what each costs and refuses.
     """
 
     def __init__(
@@ -305,27 +117,61 @@ class MnemoMemoryToolServer:
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         max_view_chars: int = DEFAULT_MAX_VIEW_CHARS,
         max_path_length: int = DEFAULT_MAX_PATH_LENGTH,
+        *,
+        max_files: int | None = Quotas.max_files,
+        max_total_bytes: int | None = Quotas.max_total_bytes,
+        max_history_bytes: int | None = Quotas.max_history_bytes,
+        max_versions_per_file: int | None = Quotas.max_versions_per_file,
     ) -> None:
         for name, value in (
             ("max_file_bytes", max_file_bytes),
             ("max_view_chars", max_view_chars),
             ("max_path_length", max_path_length),
         ):
-            if not _is_int(value) or value < 1:
+            if type(value) is not int or value < 1:
                 raise InvalidInput(f"{name} must be a positive integer, got {value!r}")
         try:
             self._root = check_root(root)
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
+        if len(self._root) >= max_path_length:
+            raise InvalidInput(f"root {root!r} leaves no room below max_path_length ({max_path_length})")
+        limits = client.limits
+        if max_file_bytes > limits.max_content_bytes:
+            raise InvalidInput(
+                f"max_file_bytes ({max_file_bytes}) is over the client's content limit "
+                f"(client.limits.max_content_bytes = {limits.max_content_bytes}): such a file could not be stored"
+            )
+        if max_path_length + len(PATH_TAG_PREFIX) > limits.max_tag_chars:
+            raise InvalidInput(
+                f"max_path_length ({max_path_length}) does not fit in a path tag: the client's tag limit "
+                f"(client.limits.max_tag_chars = {limits.max_tag_chars}) allows paths of at most "
+                f"{limits.max_tag_chars - len(PATH_TAG_PREFIX)} characters"
+            )
+        least = 2 * max_path_length + RESULT_OVERHEAD_CHARS
+        if max_view_chars < least:
+            raise InvalidInput(
+                f"max_view_chars must be at least 2 * max_path_length + {RESULT_OVERHEAD_CHARS} = {least}"
+                f" (a result may echo two paths), got {max_view_chars}"
+            )
         self._client = client
-        self._scope = scope if scope is not None else client.home_scope
-        if not isinstance(self._scope, str) or not self._scope:
-            raise InvalidInput(f"scope must be a non-empty string, got {scope!r}")
+        self._scope = check_scope(client.home_scope if scope is None else scope)
         self._managed_agents_beta = bool(managed_agents_beta)
         self._create_overwrites = bool(create_overwrites)
         self._max_file_bytes = max_file_bytes
         self._max_view_chars = max_view_chars
         self._max_path_length = max_path_length
+        # Each echoed value gets half of what the fixed text leaves, so that two always fit.
+        self._echo = (max_view_chars - RESULT_OVERHEAD_CHARS) // 2
+        self._quotas = Quotas(
+            max_versions_per_file=max_versions_per_file,
+            max_files=max_files,
+            max_total_bytes=max_total_bytes,
+            max_history_bytes=max_history_bytes,
+        )
+        # The scope's usage and the log head it holds for; a write by anyone moves the head.
+        self._usage_at: tuple[tuple[int, str], Usage] | None = None
+        self._planned: tuple[tuple[int, str], Usage] | None = None
 
     # -- public API ---------------------------------------------------------------------------------
 
@@ -341,6 +187,14 @@ class MnemoMemoryToolServer:
     def scope(self) -> str:
         return self._scope
 
+    @property
+    def quotas(self) -> Quotas:
+        return self._quotas
+
+    @property
+    def max_view_chars(self) -> int:
+        return self._max_view_chars
+
     def tool_schema(self) -> dict[str, Any]:
         """The tool definition to send in `tools=[...]`."""
         return {"type": TOOL_TYPE, "name": TOOL_NAME}
@@ -350,19 +204,16 @@ class MnemoMemoryToolServer:
         return MANAGED_AGENTS_BETA if self._managed_agents_beta else None
 
     def handle(self, tool_use: object) -> dict[str, Any]:
-        """Run one `tool_use` block and return its `tool_result` block. Never raises."""
-        if isinstance(tool_use, Mapping):
-            raw_id: object = tool_use.get("id")
-            name: object = tool_use.get("name")
-            tool_input: object = tool_use.get("input")
-        else:
-            raw_id = getattr(tool_use, "id", None)
-            name = getattr(tool_use, "name", None)
-            tool_input = getattr(tool_use, "input", None)
-        tool_use_id = raw_id if isinstance(raw_id, str) else ("" if raw_id is None else str(raw_id))
-        if name != TOOL_NAME:
-            return self.result_block(tool_use_id, CommandResult(f"Error: Unknown tool: {name}", True))
-        return self.result_block(tool_use_id, self.execute(tool_input))
+        """Run one `tool_use` block and return its `tool_result` block. Never raises (an exception that
+        is no `Exception`, such as KeyboardInterrupt, is not caught)."""
+        tool_use_id = ""
+        try:
+            tool_use_id, tool_input, error = read_block(tool_use, self._echo)  # never raises
+            result = error if error is not None else self.execute(tool_input)
+            return self.result_block(tool_use_id, result)
+        except Exception:  # an `execute` of a subclass may raise
+            log.exception("memory tool block failed")
+            return {"type": "tool_result", "tool_use_id": tool_use_id, "content": INTERNAL_ERROR, "is_error": True}
 
     @staticmethod
     def result_block(tool_use_id: str, result: CommandResult) -> dict[str, Any]:
@@ -374,14 +225,54 @@ class MnemoMemoryToolServer:
 
     def execute(self, tool_input: object) -> CommandResult:
         """Run one command given as the tool_use `input` object. Never raises."""
-        try:
-            checked = validate_input(tool_input)
+
+        def run() -> CommandResult:
+            checked = validate_input(tool_input, self._echo)
             if isinstance(checked, CommandResult):
                 return checked
             command, fields = checked
             return self._dispatch(command, fields)
-        except _Refusal as refusal:
-            return CommandResult(refusal.text, True)
+
+        return self._guarded(run)
+
+    def clear_all(self) -> CommandResult:
+        """Forget every file under the root in the server's scope, in one atomic commit (their content is
+        erased, not hidden). Needs `forget` and `read` in the scope. Never raises."""
+        return self._guarded(self._clear_all)
+
+    def history(self, path: str) -> list[MemoryRecord]:
+        """Every version of the file at `path`, oldest first (versions from before a rename included)."""
+        info = self._file(self.canonical_path(path))
+        if info is None:
+            raise NotFound(f"The path {path} does not exist")
+        return self._client.history(info.id)
+
+    def canonical_path(self, path: str) -> str:
+        """The canonical form of `path`; `InvalidInput` (with the tool's error text) if it is refused."""
+        try:
+            return canonicalize(path, self._root, self._max_path_length, self._echo)
+        except PathError as exc:
+            raise InvalidInput(exc.text) from None
+
+    # -- results ------------------------------------------------------------------------------------
+
+    def _guarded(self, run: Callable[[], CommandResult]) -> CommandResult:
+        """`run()`'s result, every store error as its error result, and the text within `max_view_chars`."""
+        try:
+            result = self._mapped(run)
+        except Exception:  # an error whose own text could not be made
+            log.exception("memory tool error text failed")
+            result = CommandResult(INTERNAL_ERROR, True)
+        if len(result.text) > self._max_view_chars:
+            return CommandResult(cut_to(result.text, self._max_view_chars), result.is_error)
+        return result
+
+    @staticmethod
+    def _mapped(run: Callable[[], CommandResult]) -> CommandResult:
+        try:
+            return run()
+        except _Refusal as refusal_:
+            return CommandResult(refusal_.text, True)
         except NotFound as exc:
             return CommandResult(f"Error: {exc}", True)
         except PermissionDenied as exc:
@@ -394,65 +285,103 @@ class MnemoMemoryToolServer:
             return CommandResult(f"Error: {exc}", True)
         except Exception as exc:
             log.exception("memory tool command failed")
-            return CommandResult(f"Error: Internal error ({type(exc).__name__})", True)
-
-    def history(self, path: str) -> list[MemoryRecord]:
-        """Every version of the file at `path`, oldest first (versions from before a rename included)."""
-        info = self._file(self.canonical_path(path))
-        if info is None:
-            raise NotFound(f"The path {path} does not exist")
-        return self._client.history(info.id)
-
-    def canonical_path(self, path: str) -> str:
-        """The canonical form of `path`; `InvalidInput` (with the tool's error text) if it is refused."""
-        try:
-            return canonicalize(path, self._root, self._max_path_length)
-        except PathError as exc:
-            raise InvalidInput(exc.text) from None
+            return CommandResult(f"{INTERNAL_ERROR} ({_TYPE_NAME.__get__(type(exc))})", True)
 
     # -- store access -------------------------------------------------------------------------------
 
     def _file(self, canonical: str) -> RecordInfo | None:
-        """The live file record at `canonical`, if any."""
+        """The live file record at `canonical` that this agent may read, if any."""
         if canonical == self._root:
             return None
-        found = self._client.list_records(tags=(MEMORY_TAG, path_tag(canonical)), scope=self._scope)
+        # The path tag alone narrows to a handful of records; the memory-tool tag is checked on those.
+        found = [
+            info
+            for info in self._client.list_records(tags=(path_tag(canonical),), scope=self._scope)
+            if MEMORY_TAG in info.tags
+        ]
         if not found:
             return None
         return max(found, key=lambda info: info.seq)
 
-    def _beneath(self, directory: str, limit: int | None = None) -> list[RecordInfo]:
-        """The file records strictly beneath `directory` (index only, no content read)."""
-        return self._client.list_records(
-            tags=(MEMORY_TAG,), tag_prefix=path_tag(directory) + "/", scope=self._scope, limit=limit
-        )
+    def _files_beneath(self, directory: str) -> Iterator[tuple[RecordInfo, str]]:
+        """The readable file records strictly beneath `directory`, with their paths (no content read)."""
+        prefix = path_tag(directory) + "/"
+        for info in self._client.list_records(tag_prefix=prefix, scope=self._scope):
+            if MEMORY_TAG not in info.tags:
+                continue
+            for tag in info.tags:
+                if tag.startswith(prefix):
+                    yield info, tag[len(PATH_TAG_PREFIX) :]
+                    break
 
     def _is_dir(self, canonical: str) -> bool:
-        return canonical == self._root or bool(self._beneath(canonical, limit=1))
+        """Whether a readable file lies beneath `canonical` (the root always counts)."""
+        return canonical == self._root or next(self._files_beneath(canonical), None) is not None
 
-    def _exists(self, canonical: str) -> bool:
-        return self._file(canonical) is not None or self._is_dir(canonical)
+    def _taken(self, canonical: str) -> bool:
+        """Whether a file or a directory is at `canonical`, counting files this agent cannot read."""
+        client, scope = self._client, self._scope
+        return (
+            canonical == self._root
+            or client.scope_has(scope, (path_tag(canonical), MEMORY_TAG))
+            or client.scope_has(scope, (MEMORY_TAG,), tag_prefix=path_tag(canonical) + "/")
+        )
 
     def _file_under(self, canonical: str) -> str | None:
-        """The ancestor of `canonical` that is a file, if one is."""
+        """The ancestor of `canonical` that is a file, counting files this agent cannot read."""
         for ancestor in ancestors(canonical, self._root):
-            if self._file(ancestor) is not None:
+            if self._client.scope_has(self._scope, (path_tag(ancestor), MEMORY_TAG)):
                 return ancestor
         return None
 
-    @staticmethod
-    def _path_of(info: RecordInfo, directory: str) -> str | None:
-        prefix = path_tag(directory) + "/"
-        for tag in info.tags:
-            if tag.startswith(prefix):
-                return tag[len(PATH_TAG_PREFIX) :]
-        return None
+    def _usage(self, head: tuple[int, str]) -> Usage:
+        """The scope's usage as of `head`: remembered from this server's last write if nothing was
+        written since, else read from the index (one pass over the memory-tool records)."""
+        cached = self._usage_at
+        if cached is not None and cached[0] == head:
+            return cached[1]
+        found = self._client.scope_usage(self._scope, MEMORY_TAG)
+        usage = Usage(found.records, found.latest_bytes, found.version_bytes)
+        self._usage_at = (head, usage)
+        return usage
 
-    def _files_beneath(self, directory: str) -> Iterator[tuple[RecordInfo, str]]:
-        for info in self._beneath(directory):
-            path = self._path_of(info, directory)
-            if path is not None:
-                yield info, path
+    def _check_quotas(
+        self,
+        action: str,
+        new_files: int = 0,
+        live_delta: int = 0,
+        history_delta: int = 0,
+        versioned: Sequence[tuple[str, int]] = (),
+    ) -> None:
+        """Refuse the write if a quota forbids it; else note its change of usage for `_writing`."""
+        head = self._client.head  # inside the command's transaction: the log as it stands, locked
+        usage = functools.partial(self._usage, head)
+        text = refusal(self._quotas, usage, action, new_files, live_delta, history_delta, versioned)
+        if text is not None:
+            raise _Refusal(text)
+        self._planned = (head, Usage(new_files, live_delta, history_delta))
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A command's transaction. After it commits, the usage remembered for the head before it (if
+        any) is carried over, with the change the command made, to the head it left."""
+        with self._client.transaction():
+            self._planned = None
+            yield
+            planned, self._planned = self._planned, None
+            after = self._client.head if planned is not None else None  # the head this commit will leave
+        cached = self._usage_at
+        if planned is None or after is None or cached is None or cached[0] != planned[0]:
+            return
+        now, change = cached[1], planned[1]
+        self._usage_at = (
+            after,
+            Usage(
+                now.files + change.files,
+                now.live_bytes + change.live_bytes,
+                now.history_bytes + change.history_bytes,
+            ),
+        )
 
     def _read(self, info: RecordInfo) -> tuple[str, int]:
         record = self._client.get(info.id)
@@ -469,7 +398,7 @@ class MnemoMemoryToolServer:
 
     def _canonical(self, path: str) -> str:
         try:
-            return canonicalize(path, self._root, self._max_path_length)
+            return canonicalize(path, self._root, self._max_path_length, self._echo)
         except PathError as exc:
             raise _Refusal(f"Error: {exc.text}") from None
 
@@ -480,13 +409,12 @@ class MnemoMemoryToolServer:
             agent = self._client.agent_id
             raise _Refusal(f"Error: Permission denied: {agent} may not {perm} in scope {self._scope}") from None
 
-    def _transaction(self, writes: bool) -> AbstractContextManager[object]:
-        if not writes and getattr(self._client, "readonly", False):
+    def _reading(self) -> AbstractContextManager[object]:
+        if getattr(self._client, "readonly", False):
             return nullcontext()
         return self._client.transaction()
 
-    def _check_size(self, sent_path: str, content: str) -> None:
-        size = len(content.encode("utf-8"))
+    def _check_size(self, sent_path: str, size: int) -> None:
         if size > self._max_file_bytes:
             raise _Refusal(
                 f"Error: File {sent_path} would be {size} bytes, over the limit of {self._max_file_bytes} bytes"
@@ -505,11 +433,17 @@ class MnemoMemoryToolServer:
             return self._delete(fields["path"])
         return self._rename(fields["old_path"], fields["new_path"])
 
+    def _not_a_file(self, path: str, canonical: str, missing: str) -> _Refusal:
+        """The refusal of an edit of something that is no readable file: a directory, or nothing."""
+        if self._is_dir(canonical):
+            return _Refusal(f"Error: The path {path} is not a file.")
+        return _Refusal(missing)
+
     # -- the six commands ---------------------------------------------------------------------------
 
     def _view(self, path: str, view_range: list[int] | None) -> CommandResult:
         canonical = self._canonical(path)
-        with self._transaction(writes=False):
+        with self._reading():
             self._permit("read")
             info = self._file(canonical)
             if info is not None:
@@ -518,62 +452,75 @@ class MnemoMemoryToolServer:
             files = [(p, info.size) for info, p in self._files_beneath(canonical)]
             if not files and canonical != self._root:
                 raise _Refusal(f"The path {path} does not exist. Please provide a valid path.")
-            return CommandResult(format_directory_view(path, canonical, files))
+            return CommandResult(format_directory_view(path, canonical, files, self._max_view_chars))
 
     def _create(self, path: str, file_text: str) -> CommandResult:
         canonical = self._canonical(path)
-        with self._transaction(writes=True):
+        size = _utf8_size(file_text)
+        with self._writing():
             self._permit("write")
             existing = self._file(canonical)
             if existing is not None:
                 if not self._create_overwrites:
                     raise _Refusal(f"Error: File {path} already exists")
-                self._check_size(path, file_text)
+                self._check_size(path, size)
+                self._check_quotas(
+                    f"create {path}",
+                    live_delta=size - existing.size,
+                    history_delta=size,
+                    versioned=[(canonical, existing.version)],
+                )
                 self._client.update(existing.id, content=file_text, expected_version=existing.version)
                 return CommandResult(f"File created successfully at: {path}")
-            if self._is_dir(canonical):
+            if self._taken(canonical):
                 raise _Refusal(f"Error: File {path} already exists")
             blocker = self._file_under(canonical)
             if blocker is not None:
                 raise _Refusal(f"Error: Cannot create {path}: {blocker} is a file")
-            self._check_size(path, file_text)
+            self._check_size(path, size)
+            self._check_quotas(f"create {path}", new_files=1, live_delta=size, history_delta=size)
             self._client.remember(file_text, tags=(MEMORY_TAG, path_tag(canonical)), scope=self._scope)
         return CommandResult(f"File created successfully at: {path}")
 
     def _str_replace(self, path: str, old_str: str, new_str: str) -> CommandResult:
         canonical = self._canonical(path)
-        with self._transaction(writes=True):
+        with self._writing():
             self._permit("write")
             info = self._file(canonical)
             if info is None:
-                raise _Refusal(f"Error: The path {path} does not exist. Please provide a valid path.")
+                raise self._not_a_file(
+                    path, canonical, f"Error: The path {path} does not exist. Please provide a valid path."
+                )
             if old_str == "":
                 raise _Refusal("Error: `old_str` must not be empty")
             content, version = self._read(info)
             pos = content.find(old_str)
+            quoted = echo(old_str, self._echo)
             if pos == -1:
-                raise _Refusal(f"No replacement was performed, old_str `{old_str}` did not appear verbatim in {path}.")
+                raise _Refusal(f"No replacement was performed, old_str `{quoted}` did not appear verbatim in {path}.")
             if content.find(old_str, pos + len(old_str)) != -1:
-                lines = ", ".join(map(str, occurrence_lines(content, old_str)))
+                lines = occurrence_list(content, old_str)
                 raise _Refusal(
-                    f"No replacement was performed. Multiple occurrences of old_str `{old_str}` in lines: "
+                    f"No replacement was performed. Multiple occurrences of old_str `{quoted}` in lines: "
                     f"{lines}. Please ensure it is unique"
                 )
             new_content = content[:pos] + new_str + content[pos + len(old_str) :]
-            self._check_size(path, new_content)
+            size = _utf8_size(new_content)
+            self._check_size(path, size)
+            self._check_quotas(
+                f"edit {path}", live_delta=size - info.size, history_delta=size, versioned=[(canonical, version)]
+            )
             self._client.update(info.id, content=new_content, expected_version=version)
-        snippet = replace_snippet(new_content, content.count("\n", 0, pos))
-        return CommandResult(
-            "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n" + snippet
-        )
+        snippet = replace_snippet(new_content, content.count("\n", 0, pos), EDITED, self._max_view_chars)
+        return CommandResult(snippet)
 
     def _insert(self, path: str, insert_line: int, text: str) -> CommandResult:
         canonical = self._canonical(path)
-        with self._transaction(writes=True):
+        with self._writing():
             self._permit("write")
             info = self._file(canonical)
             if info is None:
-                raise _Refusal(f"Error: The path {path} does not exist")
+                raise self._not_a_file(path, canonical, f"Error: The path {path} does not exist")
             content, version = self._read(info)
             new_content = insert_text(content, insert_line, text)
             if isinstance(new_content, int):
@@ -581,13 +528,17 @@ class MnemoMemoryToolServer:
                     f"Error: Invalid `insert_line` parameter: {insert_line}. It should be within the range "
                     f"of lines of the file: [0, {new_content}]"
                 )
-            self._check_size(path, new_content)
+            size = _utf8_size(new_content)
+            self._check_size(path, size)
+            self._check_quotas(
+                f"edit {path}", live_delta=size - info.size, history_delta=size, versioned=[(canonical, version)]
+            )
             self._client.update(info.id, content=new_content, expected_version=version)
         return CommandResult(f"The file {path} has been edited.")
 
     def _delete(self, path: str) -> CommandResult:
         canonical = self._canonical(path)
-        with self._transaction(writes=True):
+        with self._writing():
             self._permit("forget")
             if canonical == self._root:
                 raise _Refusal(f"Error: Cannot delete the {self._root} directory itself")
@@ -601,18 +552,18 @@ class MnemoMemoryToolServer:
     def _rename(self, old_path: str, new_path: str) -> CommandResult:
         old = self._canonical(old_path)
         new = self._canonical(new_path)
-        with self._transaction(writes=True):
+        with self._writing():
             self._permit("write")
             if old == self._root:
                 raise _Refusal(f"Error: Cannot rename the {self._root} directory itself")
-            if self._exists(new):
+            if self._taken(new):
                 raise _Refusal(f"Error: The destination {new_path} already exists")
             source = self._file(old)
-            moves: list[tuple[RecordInfo, str]]
+            moves: list[tuple[RecordInfo, str, str]]  # (record, its path, its new path)
             if source is not None:
-                moves = [(source, new)]
+                moves = [(source, old, new)]
             else:
-                moves = [(info, new + p[len(old) :]) for info, p in self._files_beneath(old)]
+                moves = [(info, p, new + p[len(old) :]) for info, p in self._files_beneath(old)]
                 if not moves:
                     raise _Refusal(f"Error: The path {old_path} does not exist")
             if is_within(new, old):
@@ -620,6 +571,21 @@ class MnemoMemoryToolServer:
             blocker = self._file_under(new)
             if blocker is not None:
                 raise _Refusal(f"Error: Cannot create {new_path}: {blocker} is a file")
-            for info, target in moves:
+            # A move is a new version of each file, its content written again.
+            self._check_quotas(
+                f"rename {old_path}",
+                history_delta=sum(info.size for info, _, _ in moves),
+                versioned=[(p, info.version) for info, p, _ in moves],
+            )
+            for info, _, target in moves:
                 self._client.update(info.id, tags=self._retag(info.tags, target), expected_version=info.version)
         return CommandResult(f"Successfully renamed {old_path} to {new_path}")
+
+    def _clear_all(self) -> CommandResult:
+        with self._writing():
+            self._permit("forget")
+            self._permit("read")  # the store forgets only what its caller may read
+            ids = [info.id for info, _ in self._files_beneath(self._root)]
+            if ids:
+                self._client.forget(ids, reason="memory tool: clear all memory")
+        return CommandResult(CLEARED)

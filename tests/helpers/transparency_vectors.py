@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mnemo.storage.file.framing import encode_file_header, encode_frame
-
 from mnemo.audit import load_private_key, public_key_bytes
 from mnemo.storage.codec import encode_forget_payload, encode_put_payload
+from mnemo.storage.file.framing import encode_file_header, encode_frame
 
 VECTORS = json.loads((Path(__file__).resolve().parents[1] / "data" / "chain-vectors.json").read_text())["vectors"]
 ENTRIES = [bytes.fromhex(v["entry_hex"]) for v in VECTORS]
