@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import IO, Any
 
-from .acl import PERMISSIONS, Acl, home_scope, scope_matches, validate_pattern
+from .acl import PERMISSIONS, Acl, check_agent_id, check_name, check_pattern, home_scope, scope_matches
 from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
 from .ids import new_id, random_bytes
 from .record import MemoryRecord, Problem, RecordInfo, VerifyReport, make_memory_record, ns_to_datetime
@@ -32,9 +32,7 @@ from .validation import (
     check_ids,
     check_metadata,
     check_metadata_size,
-    check_name,
     check_optional_str,
-    check_scope,
     check_tags,
 )
 
@@ -63,7 +61,7 @@ class MnemoClient:
         checkpoint_every: int | None = None,
         limits: Limits | None = None,
     ) -> None:
-        check_name(agent_id, "agent_id")
+        check_agent_id(agent_id, "agent_id")
         if not isinstance(durability, str) or durability not in ("fsync", "batch", "none"):
             raise InvalidInput(f"durability must be 'fsync', 'batch' or 'none', got {durability!r}")
         if not isinstance(lock_timeout, (int, float)) or lock_timeout < 0:
@@ -149,6 +147,7 @@ class MnemoClient:
         """Raise PermissionDenied unless this agent holds `perm` in `scope` (as the memory tool needs)."""
         if perm not in PERMISSIONS:
             raise InvalidInput(f"unknown permission {perm!r}; expected one of {', '.join(PERMISSIONS)}")
+        check_name(scope, "scope")
         self._store.refresh()
         self._require(self._acl(), perm, scope)
 
@@ -216,7 +215,7 @@ class MnemoClient:
         meta = canonical_metadata(metadata)
         packed = pack_canonical_fields(content, tag_tuple, meta)
         check_metadata_size(meta, self.limits, packed)
-        scope = self.home_scope if scope is None else check_scope(scope)
+        scope = self.home_scope if scope is None else check_name(scope, "scope")
         prepared = seal_put_payload(random_bytes(SALT_SIZE), packed)  # hashing needs no lock
         with store.writing() as batch:  # inside a transaction: its open batch, committed at its end
             self._require(batch.acl, "write", scope)
@@ -312,9 +311,9 @@ class MnemoClient:
     def grant(self, principal: str, scope: str, perms: Iterable[str]) -> None:
         """Give `principal` permissions on a scope or `prefix*` pattern; needs admin covering it."""
         self._store.check_writable()
-        check_name(principal, "principal")
+        check_agent_id(principal, "principal")
         perm_list = self._check_perms(perms)
-        self._check_pattern(scope)
+        check_pattern(scope, "scope")
         with self._writing() as batch:
             if not batch.acl.may_administer(self.agent_id, scope):
                 raise PermissionDenied(f"{self.agent_id} may not admin in scope {scope}")
@@ -323,8 +322,8 @@ class MnemoClient:
     def revoke(self, principal: str, scope: str, perms: Iterable[str] | None = None) -> None:
         """Withdraw permissions granted on exactly this scope pattern (all of them when perms is None)."""
         self._store.check_writable()
-        check_name(principal, "principal")
-        self._check_pattern(scope)
+        check_agent_id(principal, "principal")
+        check_pattern(scope, "scope")
         perm_list = None if perms is None else self._check_perms(perms)
         with self._writing() as batch:
             if not batch.acl.may_administer(self.agent_id, scope):
@@ -337,10 +336,11 @@ class MnemoClient:
 
     def permissions(self, agent_id: str | None = None) -> dict[str, tuple[str, ...]]:
         """Every scope pattern the agent (default: this one) holds permissions on, and which."""
+        if agent_id is not None:
+            check_agent_id(agent_id, "agent_id")
         self._store.refresh()
         acl = self._acl()
         if agent_id is not None and agent_id != self.agent_id:
-            check_name(agent_id, "agent_id")
             if not acl.allows(self.agent_id, "admin", "*"):
                 raise PermissionDenied(f"{self.agent_id} may not see another agent's permissions: it needs admin on *")
             return acl.effective(agent_id)
@@ -355,14 +355,6 @@ class MnemoClient:
         if bad or not out:
             raise InvalidInput(f"perms must be a non-empty subset of {', '.join(PERMISSIONS)}, got {perms!r}")
         return out
-
-    @staticmethod
-    def _check_pattern(scope: str) -> None:
-        check_name(scope, "scope")
-        try:
-            validate_pattern(scope)
-        except ValueError as exc:
-            raise InvalidInput(str(exc)) from None
 
     # -- reads ---------------------------------------------------------------------------------------
     def get(self, rec_id: str) -> MemoryRecord:
@@ -407,7 +399,7 @@ class MnemoClient:
         if tag_prefix is not None and not isinstance(tag_prefix, str):
             raise InvalidInput("tag_prefix must be a string or None")
         if scope is not None:
-            check_name(scope, "scope")
+            check_pattern(scope, "scope")  # exact, or a `prefix*` pattern
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise InvalidInput("limit must be a non-negative int or None")
         base = self._store.index
@@ -512,7 +504,7 @@ class MnemoClient:
     def export_audit(
         self, dest: str | os.PathLike[str] | IO[str], since: int = 0, include_content: bool = False
     ) -> int:
-        """Write the chain as JSON Lines (DESIGN.md §7). Needs admin on `*`: the chain names the ids and
+        """Write the chain as JSON Lines (docs/FORMAT.md §5.2). Needs admin on `*`: the chain names the ids and
         scopes of every record, readable by the caller or not."""
         self._store.refresh()
         if not self._acl().allows(self.agent_id, "admin", "*"):

@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from mnemo.acl import check_name
 from mnemo.errors import InvalidInput, LockTimeout, MnemoError, NotFound, PermissionDenied, ReadOnly
 from mnemo.tools.paths import (
     DEFAULT_MAX_PATH_LENGTH,
@@ -318,9 +319,7 @@ class MnemoMemoryToolServer:
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
         self._client = client
-        self._scope = scope if scope is not None else client.home_scope
-        if not isinstance(self._scope, str) or not self._scope:
-            raise InvalidInput(f"scope must be a non-empty string, got {scope!r}")
+        self._scope = client.home_scope if scope is None else check_name(scope, "scope")  # exact, never a pattern
         self._managed_agents_beta = bool(managed_agents_beta)
         self._create_overwrites = bool(create_overwrites)
         self._max_file_bytes = max_file_bytes
