@@ -115,8 +115,11 @@ class MnemoClient:
 
     @property
     def head(self) -> tuple[int, str]:
+        """(seq, hex hash) of the chain's last entry, to keep for `verify(expect_head=...)`. Needs admin
+        on `*`: the head counts every entry, in scopes this agent cannot read too."""
         self._store.refresh()
         view = self._view()
+        self._require_everything(view.acl, "see the chain's head")
         return view.head_seq, view.head_hash.hex()
 
     # -- internals ---------------------------------------------------------------------------------
@@ -142,6 +145,11 @@ class MnemoClient:
     def _require(self, acl: Acl, perm: str, scope: str) -> None:
         if not acl.allows(self.agent_id, perm, scope):
             raise PermissionDenied(f"{self.agent_id} may not {perm} in scope {scope}")
+
+    def _require_everything(self, acl: Acl, what: str) -> None:
+        """For what describes the whole chain, every scope in it: admin on `*`."""
+        if not acl.allows(self.agent_id, "admin", "*"):
+            raise PermissionDenied(f"{self.agent_id} may not {what}: it needs admin on *")
 
     def check_permission(self, perm: str, scope: str) -> None:
         """Raise PermissionDenied unless this agent holds `perm` in `scope` (as the memory tool needs)."""
@@ -482,8 +490,10 @@ class MnemoClient:
     # -- audit -----------------------------------------------------------------------------------------
     def verify(self, pubkey: bytes | str | None = None, expect_head: tuple[int, str] | None = None) -> VerifyReport:
         """Check the whole log file: framing, every hash and link, payload digests, erasures, signatures.
-        Returns every problem found."""
+        Returns every problem found. Needs admin on `*`: the report describes the whole chain (its entry
+        count, head, erasures, and problems by seq and offset), in scopes this agent cannot read too."""
         self._store.refresh()
+        self._require_everything(self._acl(), "verify the chain")
         from .audit import verify_db_and_index
 
         # One pass over the file checks it and gathers what the index must hold.
@@ -541,31 +551,34 @@ class MnemoClient:
         return self._store.compact()
 
     def stats(self) -> dict[str, Any]:
-        """Counts and sizes, for humans and monitoring."""
+        """Counts and sizes, for humans and monitoring. Counts cover only what this agent may read; the
+        figures of the whole log (entries, head, log_bytes) are None unless it holds admin on `*`, since
+        they change with every write in every scope."""
         store = self._store
         if store.closed:
             raise Closed("the client is closed")
         store.refresh()
         index = store.index
         with store._index_lock:
-            # Counts cover only what this agent may read, so they do not reveal other scopes.
-            if index.acl.allows(self.agent_id, "admin", "*"):
+            everything = index.acl.allows(self.agent_id, "admin", "*")
+            if everything:
                 records, versions, tags = index.counts()
             else:
                 visible = self._select(index, (), (), None, None, None)
                 records, versions = len(visible), sum(len(r.versions) for r in visible)
                 tags = len({t for r in visible for t in r.tags})
+            entries, head_seq, head_hash, log_bytes = index.entries, index.head_seq, index.head_hash, store.end
         return {
             "path": store.path,
             "db_id": store.db_id.hex(),
             "agent_id": self.agent_id,
-            "entries": index.entries,
-            "head_seq": index.head_seq,
-            "head_hash": index.head_hash.hex(),
+            "entries": entries if everything else None,
+            "head_seq": head_seq if everything else None,
+            "head_hash": head_hash.hex() if everything else None,
             "records": records,
             "versions": versions,
             "tags": tags,
-            "log_bytes": store.end,
+            "log_bytes": log_bytes if everything else None,
             "durability": store.durability,
             "readonly": store.readonly,
             "snapshot_used": store.snapshot_used,
