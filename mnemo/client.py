@@ -42,6 +42,9 @@ class RecordUnavailable(NotFound, PermissionDenied):
     the caller cannot read, so that nothing leaks whether it exists; catch NotFound or PermissionDenied."""
 
 
+_NO_SCOPE = ""  # not a valid scope, so no record is in it
+
+
 def _unavailable(rec_id: str) -> RecordUnavailable:
     return RecordUnavailable(f"no record {rec_id!r} that you may read")
 
@@ -137,10 +140,34 @@ class MnemoClient:
             return view.get_rec(rec_id)
 
     def _readable(self, view: Index | Batch, rec_id: Any) -> Rec:
-        rec = self._rec(view, rec_id)
-        if rec is None or not view.acl.allows(self.agent_id, "read", rec.scope):
-            raise _unavailable(rec_id)
-        return rec
+        """The record, if this agent may read it. A missing id and one this agent may not read take the
+        same steps, so that timing does not tell them apart: one index lookup, one scope read from the
+        index, the ACL asked about a scope (one no record has, for a missing id), the same error built.
+        Only a readable record is built."""
+        if not isinstance(rec_id, str):
+            raise InvalidInput(f"a record id must be a string, got {type(rec_id).__name__}")
+        staged = view.recs if isinstance(view, Batch) else None
+        index = view.base if isinstance(view, Batch) else view
+        row: int | None = None
+        rec: Rec | None = None
+        with self._store._index_lock:  # the index changes rows in place: never read one half-written
+            if staged is not None and rec_id in staged:  # written (or forgotten) in this transaction
+                rec = staged[rec_id]
+                scope = _NO_SCOPE if rec is None else rec.scope
+            else:
+                row = index.row_of(rec_id)
+                # A scope is read either way: for a missing id, that of a row the id's hash picks (rows
+                # below the live count exist), then set aside. The same steps on both paths.
+                live = len(index)
+                probe = hash(rec_id) % live if live else 0
+                scope = index.scope_at(probe if row is None else row) if live else _NO_SCOPE
+                scope = _NO_SCOPE if row is None else scope
+            readable = view.acl.allows(self.agent_id, "read", scope)
+            if readable and row is not None:
+                return index.rec_at(row, rec_id)
+        if readable and rec is not None:
+            return rec
+        raise _unavailable(rec_id)
 
     def _require(self, acl: Acl, perm: str, scope: str) -> None:
         if not acl.allows(self.agent_id, perm, scope):
