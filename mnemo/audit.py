@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import struct
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -506,20 +507,48 @@ def _entry_offsets(frame: Frame) -> list[int]:
 
 
 
-def _open_db(path: PathArg) -> tuple[int, int, str]:
-    name = os.fspath(path)
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _not_regular(name: str, mode: int) -> str:
+    kind = next((what for test, what in _FILE_KINDS if test(mode)), "not a regular file")
+    if os.path.islink(name):
+        kind = f"a symbolic link to {kind}"
+    return f"cannot read {name}: it is {kind}, not a regular file"
+
+
+def _open_regular(name: str, error: type[MnemoError]) -> tuple[int, int]:
+    """(fd, size) of a regular file opened for reading; anything else is refused at once, never waited
+    on. A stat first spares devices an open; the open is non-blocking (a FIFO without a writer would
+    block it) and the fstat of what was opened settles it, whatever was swapped in between."""
     try:
-        fd = os.open(name, os.O_RDONLY)
+        st = os.stat(name)
+        if not stat.S_ISREG(st.st_mode):
+            raise error(_not_regular(name, st.st_mode))
+        fd = os.open(name, _OPEN_FLAGS)
     except OSError as exc:
-        raise UnreadableDatabase(f"cannot open {name}: {exc.strerror or exc}") from None
+        raise error(f"cannot open {name}: {exc.strerror or exc}") from None
     try:
         st = os.fstat(fd)
-        if not os.path.isfile(name) or (st.st_mode & 0o170000) != 0o100000:
-            raise UnreadableDatabase(f"cannot read {name}: not a regular file")
+        if not stat.S_ISREG(st.st_mode):
+            raise error(_not_regular(name, st.st_mode))
     except BaseException:
         os.close(fd)
         raise
-    return fd, st.st_size, name
+    return fd, st.st_size
+
+
+def _open_db(path: PathArg) -> tuple[int, int, str]:
+    name = os.fspath(path)
+    fd, size = _open_regular(name, UnreadableDatabase)
+    return fd, size, name
 
 
 # -- verify_db -------------------------------------------------------------------------------------------
@@ -703,7 +732,14 @@ class _DbVerifier:
             self.problem("header", f"bad file header: {exc}", None, 0)
 
     def load_journal(self) -> None:
-        self.journal = read_erase_journal(self.path + ".erase")
+        journal = self.path + ".erase"
+        with contextlib.suppress(OSError):
+            mode = os.stat(journal).st_mode
+            if not stat.S_ISREG(mode):  # never opened: a FIFO would block the read
+                self.journal = []  # read as a damaged journal is: it lists nothing
+                self.notes.append(_not_regular(journal, mode) + ": not read as an erasure journal")
+                return
+        self.journal = read_erase_journal(journal)
         if self.journal is not None:
             self.notes.append(
                 f"an erasure journal ({os.path.basename(self.path)}.erase) lists {len(self.journal)} "
@@ -1601,14 +1637,8 @@ def verify_export(
     v = _ExportVerifier(pubkey)
     if isinstance(file, (str, os.PathLike)):
         name = os.fspath(file)
-        try:
-            f: IO[Any] = open(name, "rb")  # noqa: SIM115 - closed below
-            total = os.fstat(f.fileno()).st_size
-        except OSError as exc:
-            raise UnreadableExport(f"cannot open {name}: {exc.strerror or exc}") from None
-        if os.path.isdir(name):
-            f.close()
-            raise UnreadableExport(f"cannot read {name}: it is a directory")
+        fd, total = _open_regular(name, UnreadableExport)
+        f: IO[Any] = os.fdopen(fd, "rb")
     else:
         name, f, total = getattr(file, "name", "<stream>"), file, 0
     try:
