@@ -11,6 +11,7 @@ accents) and words mixing the letters of several scripts (a Cyrillic `а` inside
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from typing import Any
 
@@ -65,6 +66,7 @@ def _mixed_scripts(value: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1024)  # the same few names come back on every call; checking Unicode is slow
 def _problem(value: str, prefix: bool) -> str | None:
     """What is wrong with `value` as a name (as the start of one when `prefix`), or None."""
     if value.isascii():  # the usual case: only controls, `*` and spacing can be wrong
