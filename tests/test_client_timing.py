@@ -86,6 +86,7 @@ class Setup:
     bob: MnemoClient
     existing: list[str]
     missing: list[str]
+    where: str
 
 
 @pytest.fixture(params=[
@@ -109,7 +110,7 @@ def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
     taken = set(before) | set(existing)
     missing = [_neighbour(rec_id, taken) for rec_id in existing]
     try:
-        yield Setup(bob, existing, missing)
+        yield Setup(bob, existing, missing, where)
     finally:
         bob.close()
         alice.close()
@@ -127,10 +128,12 @@ def test_unreadable_and_missing_ids_take_the_same_time(setup: Setup) -> None:
 
 @pytest.mark.soak
 def test_unreadable_and_missing_ids_take_the_same_time_strictly(setup: Setup) -> None:
-    """Many more trials, the medians within 3%. What is left (a fraction of a microsecond, when the
-    index finds an id written since its snapshot: the README's threat model) keeps the pairs from an
-    even split."""
+    """Many more trials; the medians within 3%. For records loaded from the snapshot both lookups walk
+    the same sorted ids, and a pair's slower call is the existing id about half the time. For records
+    written since, the index finds an id a fraction of a microsecond slower than it misses one (the
+    README's threat model says so), which skews the pairs, though not the medians."""
     timings = measure(setup.bob, setup.existing, setup.missing, trials=40000)
     ratio, slower = timings.ratio(), timings.slower_is_existing()
     assert 0.97 < ratio < 1.03, f"medians differ: ratio {ratio:.3f}"
-    assert slower < 0.7, f"the slower of a pair is the existing id {slower:.1%} of the time"
+    bound = 0.6 if setup.where == "from-snapshot" else 0.75
+    assert slower < bound, f"the slower of a pair is the existing id {slower:.1%} of the time"
