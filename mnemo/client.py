@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import IO, Any, NamedTuple
 
-from .acl import PERMISSIONS, Acl, home_scope, validate_pattern
+from .acl import PERMISSIONS, Acl, check_agent_id, check_name, check_pattern, home_scope
 from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
 from .ids import new_id, random_bytes
 from .record import MemoryRecord, RecordInfo, VerifyReport, make_memory_record, ns_to_datetime
@@ -33,9 +33,7 @@ from .validation import (
     check_ids,
     check_metadata,
     check_metadata_size,
-    check_name,
     check_optional_str,
-    check_scope,
     check_tags,
 )
 
@@ -43,6 +41,8 @@ from .validation import (
 class RecordUnavailable(NotFound, PermissionDenied):
     """No record the caller may read has this id. Raised alike for a missing id and for one in a scope
     the caller cannot read, so that nothing leaks whether it exists; catch NotFound or PermissionDenied."""
+
+
 
 
 def _unavailable(rec_id: str) -> RecordUnavailable:
@@ -72,7 +72,7 @@ class MnemoClient:
         checkpoint_every: int | None = None,
         limits: Limits | None = None,
     ) -> None:
-        check_name(agent_id, "agent_id")
+        check_agent_id(agent_id, "agent_id")
         if not isinstance(durability, str) or durability not in ("fsync", "batch", "none"):
             raise InvalidInput(f"durability must be 'fsync', 'batch' or 'none', got {durability!r}")
         if not isinstance(lock_timeout, (int, float)) or lock_timeout < 0:
@@ -126,7 +126,16 @@ class MnemoClient:
 
     @property
     def head(self) -> tuple[int, str]:
+        """(seq, hex hash) of the chain's last entry, to keep for `verify(expect_head=...)`. Needs admin
+        on `*`: the head counts every entry, in scopes this agent cannot read too."""
         self._store.refresh()
+        self._require_everything(self._acl(), "see the chain's head")
+        seq, head = self._store.head()
+        return seq, head.hex()
+
+    def _chain_head(self) -> tuple[int, str]:
+        """The head without the admin check of `head`, for this process's own caches (the memory-tool
+        server keys its quota usage on it): never to be shown to the agent."""
         seq, head = self._store.head()
         return seq, head.hex()
 
@@ -151,10 +160,16 @@ class MnemoClient:
         if not acl.allows(self.agent_id, perm, scope):
             raise PermissionDenied(f"{self.agent_id} may not {perm} in scope {scope}")
 
+    def _require_everything(self, acl: Acl, what: str) -> None:
+        """For what describes the whole chain, every scope in it: admin on `*`."""
+        if not acl.allows(self.agent_id, "admin", "*"):
+            raise PermissionDenied(f"{self.agent_id} may not {what}: it needs admin on *")
+
     def check_permission(self, perm: str, scope: str) -> None:
         """Raise PermissionDenied unless this agent holds `perm` in `scope` (as the memory tool needs)."""
         if perm not in PERMISSIONS:
             raise InvalidInput(f"unknown permission {perm!r}; expected one of {', '.join(PERMISSIONS)}")
+        check_name(scope, "scope")
         self._store.refresh()
         self._require(self._acl(), perm, scope)
 
@@ -223,7 +238,7 @@ class MnemoClient:
         meta = canonical_metadata(metadata)
         packed = pack_canonical_fields(content, tag_tuple, meta)
         check_metadata_size(meta, self.limits, packed)
-        scope = self.home_scope if scope is None else check_scope(scope)
+        scope = self.home_scope if scope is None else check_name(scope, "scope")
         prepared = seal_put_payload(random_bytes(SALT_SIZE), packed)  # hashing needs no lock
         with store.writing() as batch:  # inside a transaction: its open batch, committed at its end
             self._require(batch.acl, "write", scope)
@@ -323,9 +338,9 @@ class MnemoClient:
     def grant(self, principal: str, scope: str, perms: Iterable[str]) -> None:
         """Give `principal` permissions on a scope or `prefix*` pattern; needs admin covering it."""
         self._store.check_writable()
-        check_name(principal, "principal")
+        check_agent_id(principal, "principal")
         perm_list = self._check_perms(perms)
-        self._check_pattern(scope)
+        check_pattern(scope, "scope")
         with self._writing() as batch:
             if not batch.acl.may_administer(self.agent_id, scope):
                 raise PermissionDenied(f"{self.agent_id} may not admin in scope {scope}")
@@ -334,8 +349,8 @@ class MnemoClient:
     def revoke(self, principal: str, scope: str, perms: Iterable[str] | None = None) -> None:
         """Withdraw permissions granted on exactly this scope pattern (all of them when perms is None)."""
         self._store.check_writable()
-        check_name(principal, "principal")
-        self._check_pattern(scope)
+        check_agent_id(principal, "principal")
+        check_pattern(scope, "scope")
         perm_list = None if perms is None else self._check_perms(perms)
         with self._writing() as batch:
             if not batch.acl.may_administer(self.agent_id, scope):
@@ -348,10 +363,11 @@ class MnemoClient:
 
     def permissions(self, agent_id: str | None = None) -> dict[str, tuple[str, ...]]:
         """Every scope pattern the agent (default: this one) holds permissions on, and which."""
+        if agent_id is not None:
+            check_agent_id(agent_id, "agent_id")
         self._store.refresh()
         acl = self._acl()
         if agent_id is not None and agent_id != self.agent_id:
-            check_name(agent_id, "agent_id")
             if not acl.allows(self.agent_id, "admin", "*"):
                 raise PermissionDenied(f"{self.agent_id} may not see another agent's permissions: it needs admin on *")
             return acl.effective(agent_id)
@@ -366,14 +382,6 @@ class MnemoClient:
         if bad or not out:
             raise InvalidInput(f"perms must be a non-empty subset of {', '.join(PERMISSIONS)}, got {perms!r}")
         return out
-
-    @staticmethod
-    def _check_pattern(scope: str) -> None:
-        check_name(scope, "scope")
-        try:
-            validate_pattern(scope)
-        except ValueError as exc:
-            raise InvalidInput(str(exc)) from None
 
     # -- reads ---------------------------------------------------------------------------------------
     def get(self, rec_id: str) -> MemoryRecord:
@@ -398,7 +406,7 @@ class MnemoClient:
         if tag_prefix is not None and not isinstance(tag_prefix, str):
             raise InvalidInput("tag_prefix must be a string or None")
         if scope is not None:
-            check_name(scope, "scope")
+            check_pattern(scope, "scope")  # exact, or a `prefix*` pattern
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise InvalidInput("limit must be a non-negative int or None")
         return Query(all_tags, some_tags, tag_prefix, limit), self._scopes(scope)
@@ -452,7 +460,7 @@ class MnemoClient:
         """How many live records in exactly `scope` hold `tag`, and their bytes (latest versions, and all
         versions), whether or not this agent may read them; for quotas. Needs `write` in `scope`. The
         backend answers from its index (no content is read)."""
-        check_scope(scope)
+        check_name(scope, "scope")
         wanted = check_tags([tag], self.limits)
         self._store.refresh()
         self._require(self._acl(), "write", scope)
@@ -462,7 +470,7 @@ class MnemoClient:
     def _scope_recs(
         self, scope: str, tags: Iterable[str], tag_prefix: str | None, limit: int | None
     ) -> list[Rec]:
-        check_scope(scope)
+        check_name(scope, "scope")
         given = list(tags) if isinstance(tags, Iterable) and not isinstance(tags, (str, bytes)) else tags
         wanted = check_tags(given, self.limits)
         if tag_prefix is not None and not isinstance(tag_prefix, str):
@@ -479,14 +487,16 @@ class MnemoClient:
     def verify(self, pubkey: bytes | str | None = None, expect_head: tuple[int, str] | None = None) -> VerifyReport:
         """Check the whole database: every hash and link, payload digests, erasures, signatures, and that
         what the backend serves from (indexes, tables) is exactly what the chain says. Returns every
-        problem found."""
+        problem found. Needs admin on `*`: the report describes the whole chain (its entry count, head,
+        erasures, and problems by seq), in scopes this agent cannot read too."""
         self._store.refresh()
+        self._require_everything(self._acl(), "verify the chain")
         return self._store.verify(_pubkey_bytes(pubkey), expect_head)
 
     def export_audit(
         self, dest: str | os.PathLike[str] | IO[str], since: int = 0, include_content: bool = False
     ) -> int:
-        """Write the chain as JSON Lines (DESIGN.md §7). Needs admin on `*`: the chain names the ids and
+        """Write the chain as JSON Lines (docs/FORMAT.md §5.2). Needs admin on `*`: the chain names the ids and
         scopes of every record, readable by the caller or not."""
         self._store.refresh()
         if not self._acl().allows(self.agent_id, "admin", "*"):
@@ -542,25 +552,31 @@ class MnemoClient:
         return self._store.compact()
 
     def stats(self) -> dict[str, Any]:
-        """Counts and sizes, for humans and monitoring."""
+        """Counts and sizes, for humans and monitoring. Counts cover only what this agent may read; the
+        figures of the whole log (entries, head, log_bytes) are None unless it holds admin on `*`, since
+        they change with every write in every scope."""
         store = self._store
         if store.closed:
             raise Closed("the client is closed")
         store.refresh()
         # Counts cover only what this agent may read, so they do not reveal other scopes.
+        everything = self._acl().allows(self.agent_id, "admin", "*")
         records, versions, tags = store.counts(self._scopes())
         seq, head = store.head()
+        info = store.info()
+        log_bytes = info.pop("log_bytes", None)
         return {
             "path": store.path,
             "db_id": store.db_id.hex(),
             "agent_id": self.agent_id,
-            "entries": seq + 1,
-            "head_seq": seq,
-            "head_hash": head.hex(),
+            "entries": seq + 1 if everything else None,
+            "head_seq": seq if everything else None,
+            "head_hash": head.hex() if everything else None,
             "records": records,
             "versions": versions,
             "tags": tags,
-            **store.info(),
+            "log_bytes": log_bytes if everything else None,
+            **info,
             "durability": store.durability,
             "readonly": store.readonly,
             "recovery": list(store.recovery),

@@ -1,10 +1,10 @@
 """Checks on everything a caller passes in: types, limits, JSON-compatibility. Each failure is an
-InvalidInput naming the argument, raised before anything is written."""
+InvalidInput naming the argument, raised before anything is written. Names (agent ids, principals,
+scopes, patterns) have their one rule in acl/names.py."""
 
 from __future__ import annotations
 
 import math
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -17,31 +17,13 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 @dataclass(frozen=True)
 class Limits:
-    """Configurable bounds on what one record may hold (DESIGN.md §9)."""
+    """Configurable bounds on what one record may hold."""
 
     max_content_bytes: int = 1 << 20
     max_tag_chars: int = 2048
     max_tags: int = 256
     max_metadata_bytes: int = 64 << 10
     max_id_chars: int = 256
-
-
-def check_name(value: Any, what: str, limit: int = 256) -> str:
-    """Agent ids, principals and scopes: non-empty text of printable characters."""
-    if not isinstance(value, str) or not value:
-        raise InvalidInput(f"{what} must be a non-empty string, got {value!r}")
-    if len(value) > limit:
-        raise InvalidInput(f"{what} is {len(value)} characters, over the limit of {limit}")
-    if any(unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") for ch in value):
-        raise InvalidInput(f"{what} {value!r} contains control or invalid characters")
-    return value
-
-
-def check_scope(value: Any, what: str = "scope") -> str:
-    check_name(value, what)
-    if "*" in value:
-        raise InvalidInput(f"{what} {value!r} must not contain `*` (patterns are for grants)")
-    return str(value)
 
 
 def check_content(content: Any, limits: Limits) -> tuple[str | bytes, int]:

@@ -38,6 +38,9 @@ perm_sets = st.one_of(
 )
 tags = st.sampled_from(TAGS)
 scope_filters = st.sampled_from((None,) + PATTERNS)
+# names an attacker would pick: pattern syntax, look-alikes of it and of other agents' names
+bad_names = st.sampled_from(("*", "bo*", "agent:*", "agent:an*", "an\u2217", "\uff41nn", "\u0430nn", "ann ",
+                             "an\u200bn"))
 
 
 def home(agent: str) -> str:
@@ -379,6 +382,23 @@ class AclMachine(RuleBasedStateMachine):
         else:
             with self.denied(PermissionDenied):
                 c.check_permission(perm, scope)
+
+    @rule(agent=agents, name=bad_names, op=st.sampled_from(("grant", "revoke", "permissions", "remember",
+                                                           "check", "open")))
+    def pattern_named(self, agent: str, name: str, op: str) -> None:
+        """A name with pattern syntax, or one that reads as another name, is refused whatever the state,
+        even for the owner, and changes nothing."""
+        c = self.clients[agent]
+        calls: dict[str, Callable[[], object]] = {
+            "grant": lambda: c.grant(name, home(agent), ["read"]),
+            "revoke": lambda: c.revoke(name, home(agent)),
+            "permissions": lambda: c.permissions(name),
+            "remember": lambda: c.remember("x", scope=name),
+            "check": lambda: c.check_permission("read", name),
+            "open": lambda: MnemoClient(self.path, name, durability="none"),
+        }
+        with self.denied(InvalidInput):
+            calls[op]()
 
     # -- whole-db operations -----------------------------------------------------------------------------
     @rule(agent=agents)

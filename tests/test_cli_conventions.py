@@ -221,7 +221,7 @@ def test_empty_or_invalid_agent_is_a_usage_error(
         code, out, err = run(capsys, command[0], str(path), *command[1:], "--agent", "")
         assert (code, out) == (2, "") and err == "mnemo: error: --agent: agent must be a non-empty string, got ''\n"
         code, _out, err = run(capsys, command[0], str(path), *command[1:], "--agent", "bad\nagent")
-        assert code == 2 and "control or invalid characters" in err
+        assert code == 2 and "contains the control character U+000A" in err
     code, _out, err = run(capsys, "log", str(path), "--agent", "")
     assert code == 2 and "--agent: agent must be a non-empty string" in err
     monkeypatch.setenv("MNEMO_AGENT", "")

@@ -251,7 +251,7 @@ def test_history_and_verify(tmp_path: Path) -> None:
 
     results = run_async(body)
     history, old_path, verify, _, gone, verify_after = results[3:]
-    with MnemoClient(db, "auditor", readonly=True) as reader:
+    with MnemoClient(db, AGENT, readonly=True) as reader:  # the owner: the head is for admins on *
         head_seq, head_hash = reader.head
     lines = history[0].split("\n")
     assert history[1] is False

@@ -219,7 +219,7 @@ def test_parse_tokens_lines_and_json() -> None:
         (f"\n{TOKEN_A}é a\n", "src: line 2: a token must be letters, digits and -._~+/ (optionally ending in =)"),
         (f"{TOKEN_A}=x a\n", "src: line 1: a token must be letters, digits and -._~+/ (optionally ending in =)"),
         (f"{TOKEN_A} a\n{TOKEN_A} b\n", "src: line 2: this token is listed twice"),
-        (f"{TOKEN_A} a\x07b\n", "src: line 1: agent id 'a\\x07b' contains control or invalid characters"),
+        (f"{TOKEN_A} a\x07b\n", "src: line 1: agent id 'a\\x07b' contains the control character U+0007 (unnamed)"),
         (f'{{"{TOKEN_A}": 3}}', "src: entry 1: agent id must be a non-empty string, got 3"),
         (f'{{"{TOKEN_A}": ""}}', "src: entry 1: agent id must be a non-empty string, got ''"),
         ("{\"x\": ", "src: not valid JSON: Expecting value at line 1, column 7"),

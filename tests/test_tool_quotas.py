@@ -41,7 +41,7 @@ def ok(server: MnemoMemoryToolServer, **tool_input: Any) -> None:
 def state(client: MnemoClient, db: str) -> tuple[Any, ...]:
     """Everything a refused command must leave as it was: the head, the records, the log's size."""
     records = [(i.id, i.version, i.tags, i.size) for i in client.list_records()]
-    return client.head, records, os.path.getsize(db)
+    return client._chain_head(), records, os.path.getsize(db)
 
 
 def refused(server: MnemoMemoryToolServer, client: MnemoClient, db: str, text: str, **tool_input: Any) -> None:
@@ -396,7 +396,7 @@ def test_the_remembered_usage_is_always_the_indexs(tmp_path_factory: pytest.Temp
                     continue
                 server.execute(command)
                 remembered = server._usage_at
-                if remembered is not None and remembered[0] == c.head:
+                if remembered is not None and remembered[0] == c._chain_head():
                     fresh = c.scope_usage(c.home_scope, "memorytool")
                     assert (remembered[1].files, remembered[1].live_bytes, remembered[1].history_bytes) == (
                         fresh.records, fresh.latest_bytes, fresh.version_bytes

@@ -9,30 +9,32 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from .names import PATTERN_CHAR, check_pattern, home_scope, is_pattern
+
 PERMISSIONS = ("admin", "forget", "read", "write")
 
 
-def home_scope(agent_id: str) -> str:
-    return f"agent:{agent_id}"
-
-
 def validate_pattern(pattern: str) -> None:
-    """A grant's scope is an exact scope or a prefix pattern ending in a single trailing `*`."""
-    if not isinstance(pattern, str) or not pattern:
-        raise ValueError("a scope must be a non-empty string")
-    if "*" in pattern[:-1]:
-        raise ValueError(f"scope pattern {pattern!r} may only have `*` at its end")
+    """A grant's scope is an exact scope or a prefix pattern ending in a single trailing `*`
+    (names.check_pattern; InvalidInput, a ValueError, when it is not)."""
+    check_pattern(pattern)
+
+
+def _home(agent: str) -> str | None:
+    """The agent's home scope; none for an empty id or one with pattern syntax (only a hand-made log
+    holds one), so that a home scope is always exact."""
+    return None if not agent or PATTERN_CHAR in agent else home_scope(agent)
 
 
 def scope_matches(pattern: str, scope: str) -> bool:
-    if pattern.endswith("*"):
+    if is_pattern(pattern):
         return scope.startswith(pattern[:-1])
     return pattern == scope
 
 
 def pattern_covers(outer: str, inner: str) -> bool:
     """Whether every scope `inner` matches is also matched by `outer`."""
-    if not outer.endswith("*"):
+    if not is_pattern(outer):
         return outer == inner
     return inner.startswith(outer[:-1])
 
@@ -67,8 +69,9 @@ class Acl:
         return tuple(sorted(self.grants.get(principal, {}).get(pattern, ())))
 
     # -- the check -----------------------------------------------------------------------------------
+    # Principals are looked up as keys and home scopes compared whole: neither is ever a pattern.
     def allows(self, agent: str, perm: str, scope: str) -> bool:
-        if scope == home_scope(agent) or agent == self.owner:
+        if scope == _home(agent) or (agent == self.owner and agent):
             return True
         for pattern, perms in self.grants.get(agent, {}).items():
             if (perm in perms or "admin" in perms) and scope_matches(pattern, scope):
@@ -77,21 +80,22 @@ class Acl:
 
     def may_administer(self, agent: str, pattern: str) -> bool:
         """Whether `agent` may grant or revoke on `pattern`: admin on a pattern that covers it."""
-        if agent == self.owner or pattern == home_scope(agent):
-            return True
+        if (agent == self.owner and agent) or pattern == _home(agent):
+            return True  # a home scope has no `*`, so this never hands out a pattern
         return any(
             "admin" in perms and pattern_covers(p, pattern) for p, perms in self.grants.get(agent, {}).items()
         )
 
     def readable_filter(self, agent: str) -> tuple[bool, set[str], tuple[str, ...]]:
         """(everything, exact scopes, prefixes) the agent may read: a fast filter for queries."""
-        if agent == self.owner:
+        if agent == self.owner and agent:
             return True, set(), ()
-        exact = {home_scope(agent)}
+        home = _home(agent)
+        exact = set() if home is None else {home}
         prefixes: list[str] = []
         for pattern, perms in self.grants.get(agent, {}).items():
             if "read" in perms or "admin" in perms:
-                if pattern.endswith("*"):
+                if is_pattern(pattern):
                     prefixes.append(pattern[:-1])
                 else:
                     exact.add(pattern)
@@ -99,8 +103,9 @@ class Acl:
 
     def effective(self, agent: str) -> dict[str, tuple[str, ...]]:
         """Every scope pattern the agent holds something on, with the permissions held there."""
-        out: dict[str, tuple[str, ...]] = {home_scope(agent): PERMISSIONS}
-        if agent == self.owner:
+        home = _home(agent)
+        out: dict[str, tuple[str, ...]] = {} if home is None else {home: PERMISSIONS}
+        if agent == self.owner and agent:
             out["*"] = PERMISSIONS
         for pattern, perms in self.grants.get(agent, {}).items():
             full = set(PERMISSIONS) if "admin" in perms else perms

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import stat
 import struct
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ..errors import IntegrityError
+from ..errors import IntegrityError, MnemoError
 from ..storage.codec import (
     Entry,
 )
@@ -196,20 +197,48 @@ def _entry_offsets(frame: Frame) -> list[int]:
 
 
 
-def _open_db(path: PathArg) -> tuple[int, int, str]:
-    name = os.fspath(path)
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def not_regular(name: str, mode: int) -> str:
+    kind = next((what for test, what in _FILE_KINDS if test(mode)), "not a regular file")
+    if os.path.islink(name):
+        kind = f"a symbolic link to {kind}"
+    return f"cannot read {name}: it is {kind}, not a regular file"
+
+
+def open_regular(name: str, error: type[MnemoError]) -> tuple[int, int]:
+    """(fd, size) of a regular file opened for reading; anything else is refused at once, never waited
+    on. A stat first spares devices an open; the open is non-blocking (a FIFO without a writer would
+    block it) and the fstat of what was opened settles it, whatever was swapped in between."""
     try:
-        fd = os.open(name, os.O_RDONLY)
+        st = os.stat(name)
+        if not stat.S_ISREG(st.st_mode):
+            raise error(not_regular(name, st.st_mode))
+        fd = os.open(name, _OPEN_FLAGS)
     except OSError as exc:
-        raise UnreadableDatabase(f"cannot open {name}: {exc.strerror or exc}") from None
+        raise error(f"cannot open {name}: {exc.strerror or exc}") from None
     try:
         st = os.fstat(fd)
-        if not os.path.isfile(name) or (st.st_mode & 0o170000) != 0o100000:
-            raise UnreadableDatabase(f"cannot read {name}: not a regular file")
+        if not stat.S_ISREG(st.st_mode):
+            raise error(not_regular(name, st.st_mode))
     except BaseException:
         os.close(fd)
         raise
-    return fd, st.st_size, name
+    return fd, st.st_size
+
+
+def _open_db(path: PathArg) -> tuple[int, int, str]:
+    name = os.fspath(path)
+    fd, size = open_regular(name, UnreadableDatabase)
+    return fd, size, name
 
 
 # -- reading the chain strictly (export, `mnemo log`) -----------------------------------------------------

@@ -18,6 +18,7 @@ from ..storage.codec import (
     decode_entry,
 )
 from .common import PathArg, Progress, UnreadableExport, _body_problem, _packed_problems, _short, format_ts, jsonable
+from .filelog import open_regular
 from .keys import _checkpoint_findings
 
 # -- verify_export ---------------------------------------------------------------------------------------
@@ -266,14 +267,8 @@ def verify_export(
     v = _ExportVerifier(pubkey)
     if isinstance(file, (str, os.PathLike)):
         name = os.fspath(file)
-        try:
-            f: IO[Any] = open(name, "rb")  # noqa: SIM115 - closed below
-            total = os.fstat(f.fileno()).st_size
-        except OSError as exc:
-            raise UnreadableExport(f"cannot open {name}: {exc.strerror or exc}") from None
-        if os.path.isdir(name):
-            f.close()
-            raise UnreadableExport(f"cannot read {name}: it is a directory")
+        fd, total = open_regular(name, UnreadableExport)
+        f: IO[Any] = os.fdopen(fd, "rb")
     else:
         name, f, total = getattr(file, "name", "<stream>"), file, 0
     try:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
+import stat
 import struct
 import zlib
 from collections.abc import Callable
@@ -41,7 +43,7 @@ from ..storage.file.framing import (
 from ..storage.file.snapshot import read_erase_journal
 from ..storage.gc_pause import gc_paused
 from .common import PathArg, Progress, _body_problem, _packed_problems, _short
-from .filelog import _BIG_FRAME, _Damage, _entry_offsets, _open_db, _scan, _Window
+from .filelog import _BIG_FRAME, _Damage, _entry_offsets, _open_db, _scan, _Window, not_regular
 from .keys import _checkpoint_findings
 
 # -- verify_db -------------------------------------------------------------------------------------------
@@ -226,7 +228,14 @@ class _DbVerifier:
             self.problem("header", f"bad file header: {exc}", None, 0)
 
     def load_journal(self) -> None:
-        regions = read_erase_journal(self.path + ".erase")
+        journal = self.path + ".erase"
+        with contextlib.suppress(OSError):
+            mode = os.stat(journal).st_mode
+            if not stat.S_ISREG(mode):  # never opened: a FIFO would block the read
+                self.journal = set()  # read as a damaged journal is: it lists nothing
+                self.notes.append(not_regular(journal, mode) + ": not read as an erasure journal")
+                return
+        regions = read_erase_journal(journal)
         self.journal = None if regions is None else set(regions)
         if self.journal is not None:
             self.notes.append(

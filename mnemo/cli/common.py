@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 import click
 
 from .. import audit
+from ..acl import check_agent_id
 from ..errors import IntegrityError, InvalidInput, MnemoError, NotFound, PermissionDenied
 from ..storage.file.framing import FILE_MAGIC
-from ..validation import check_name
 
 if TYPE_CHECKING:
     from click._termui_impl import ProgressBar
@@ -406,9 +406,9 @@ def load_pubkey(key: str | None) -> bytes | None:
 
 
 def valid_agent(value: str, what: str) -> str:
-    """An agent id, checked by the library's own rule (mnemo.validation.check_name)."""
+    """An agent id, checked by the library's own rule (mnemo.acl.check_agent_id)."""
     try:
-        return check_name(value, "agent")
+        return check_agent_id(value, "agent")
     except InvalidInput as exc:
         raise UsageError(f"{what}: {exc}", "UsageError") from None
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
+from mnemo.acl import check_name
 from mnemo.errors import InvalidInput, LockTimeout, MnemoError, NotFound, PermissionDenied, ReadOnly
 from mnemo.tools.inputs import read_block, validate_input
 from mnemo.tools.paths import (
@@ -41,7 +42,6 @@ from mnemo.tools.text import (
     occurrence_list,
     replace_snippet,
 )
-from mnemo.validation import check_scope
 
 if TYPE_CHECKING:
     from mnemo.client import MnemoClient
@@ -155,7 +155,7 @@ class MnemoMemoryToolServer:
                 f" (a result may echo two paths), got {max_view_chars}"
             )
         self._client = client
-        self._scope = check_scope(client.home_scope if scope is None else scope)
+        self._scope = client.home_scope if scope is None else check_name(scope, "scope")  # exact, never a pattern
         self._managed_agents_beta = bool(managed_agents_beta)
         self._create_overwrites = bool(create_overwrites)
         self._max_file_bytes = max_file_bytes
@@ -354,7 +354,7 @@ class MnemoMemoryToolServer:
         versioned: Sequence[tuple[str, int]] = (),
     ) -> None:
         """Refuse the write if a quota forbids it; else note its change of usage for `_writing`."""
-        head = self._client.head  # inside the command's transaction: the log as it stands, locked
+        head = self._client._chain_head()  # inside the command's transaction: the log as it stands, locked
         usage = functools.partial(self._usage, head)
         text = refusal(self._quotas, usage, action, new_files, live_delta, history_delta, versioned)
         if text is not None:
@@ -369,7 +369,7 @@ class MnemoMemoryToolServer:
             self._planned = None
             yield
             planned, self._planned = self._planned, None
-            after = self._client.head if planned is not None else None  # the head this commit will leave
+            after = self._client._chain_head() if planned is not None else None  # the head this commit leaves
         cached = self._usage_at
         if planned is None or after is None or cached is None or cached[0] != planned[0]:
             return

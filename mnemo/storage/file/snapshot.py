@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import hmac
 import os
+import stat
 import struct
 from typing import Any
 
@@ -119,14 +120,30 @@ def write_snapshot(path: str, body: dict[str, Any]) -> None:
     write_atomic(path, encode_snapshot(body), durable=False)
 
 
-def read_snapshot(path: str) -> dict[str, Any] | None:
-    """The snapshot body, or None when it is missing, damaged or of another version."""
+def _read_regular(path: str) -> bytes | None:
+    """The bytes of a sidecar, or None if it is missing or not a regular file (never blocking on a FIFO:
+    the open is non-blocking, and what was opened is checked)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
-    return decode_snapshot(data)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_snapshot(path: str) -> dict[str, Any] | None:
+    """The snapshot body, or None when it is missing, damaged, not a regular file or of another version."""
+    data = _read_regular(path)
+    return None if data is None else decode_snapshot(data)
 
 
 def write_erase_journal(path: str, db_id: bytes, regions: list[tuple[int, int]]) -> None:
@@ -136,11 +153,11 @@ def write_erase_journal(path: str, db_id: bytes, regions: list[tuple[int, int]])
 def read_erase_journal(path: str, db_id: bytes | None = None) -> list[tuple[int, int]] | None:
     """Regions of an interrupted erasure; None if there is no journal. A damaged journal, or one of
     another database (when db_id is given), is empty."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
+    data = _read_regular(path)
+    if data is None:
+        return []  # there, but unreadable or not a regular file: read as a damaged journal is
     inner = _unseal(ERASE_MAGIC, data)
     if inner is None:
         return []

@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from ...record import VerifyReport
 
 DURABILITY_MODES = ("fsync", "batch", "none")
+_NO_SCOPE = ""  # not a valid scope, so no record is in it (and no filter admits it)
 BATCH_INTERVAL = 0.05
 REBASE_ROWS = 10_000
 
@@ -841,12 +842,10 @@ class FileStore:
         batch = self.current_batch()
         for _attempt in range(5):
             with self._index_lock:  # the index changes rows in place: never read one half-written
-                rec = (batch if batch is not None else self.index).get_rec(rec_id)
-                admitted = rec is not None and scopes.admits(rec.scope)
+                rec = self._admitted(rec_id, scopes, batch)
                 generation = self.generation
-            if not admitted or payloads == "none":
-                return Found(rec) if admitted and rec is not None else None
-            assert rec is not None
+            if rec is None or payloads == "none":
+                return None if rec is None else Found(rec)
             versions = rec.versions if payloads == "all" else (rec.latest,)
             try:
                 packed = tuple(self._packed(rec, v, batch) for v in versions)
@@ -854,7 +853,7 @@ class FileStore:
                 if self.generation == generation:
                     self.refresh()  # forgotten (erased) by another process meanwhile?
                     with self._index_lock:
-                        now = (batch if batch is not None else self.index).get_rec(rec_id)
+                        now = self._admitted(rec_id, scopes, batch)
                     if self.generation == generation and now == rec:
                         raise
                 continue
@@ -862,6 +861,27 @@ class FileStore:
                 return Found(rec, packed)
             self.refresh()  # compacted meanwhile: the offsets read may be the old file's
         return None
+
+    def _admitted(self, rec_id: str, scopes: ScopeFilter, batch: Batch | None) -> Rec | None:
+        """The record if `scopes` admits it. A missing id and one not admitted take the same steps, so
+        that timing does not tell them apart: one index lookup, one scope read from the index (for a
+        missing id, that of a row the id's hash picks, then set aside), the filter asked about a scope
+        (one no record has, for a missing id). Only an admitted record is built."""
+        index = self.index
+        row: int | None = None
+        rec: Rec | None = None
+        if batch is not None and rec_id in batch.recs:  # written (or forgotten) in this transaction
+            rec = batch.recs[rec_id]
+            scope = _NO_SCOPE if rec is None else rec.scope
+        else:
+            row = index.row_of(rec_id)
+            live = len(index)
+            probe = hash(rec_id) % live if live else 0
+            scope = index.scope_at(probe if row is None else row) if live else _NO_SCOPE
+            scope = _NO_SCOPE if row is None else scope
+        if not scopes.admits(scope):
+            return None
+        return index.rec_at(row, rec_id) if row is not None else rec
 
     def select(self, query: Query, scopes: ScopeFilter, payloads: bool = True) -> list[Found]:
         batch = self.current_batch()

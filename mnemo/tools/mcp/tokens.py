@@ -16,8 +16,8 @@ import stat
 import sys
 from collections.abc import Mapping
 
+from mnemo.acl import check_agent_id
 from mnemo.errors import InvalidInput
-from mnemo.validation import check_name
 
 __all__ = ["MIN_TOKEN_LENGTH", "TOKENS_ENV", "TokenTable", "load_tokens", "parse_tokens"]
 
@@ -35,7 +35,7 @@ def _check_pair(token: object, agent: object, where: str, seen: dict[str, str]) 
     if token in seen:
         raise InvalidInput(f"{where}: this token is listed twice")
     try:
-        seen[token] = check_name(agent, "agent id")
+        seen[token] = check_agent_id(agent, "agent id")
     except InvalidInput as exc:
         raise InvalidInput(f"{where}: {exc}") from None
 
