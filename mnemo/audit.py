@@ -3,7 +3,7 @@
 `verify_db` reads the log file itself, in chunks, never as a client and never writing: it checks the
 header, the framing, every hash and link, sequence numbers, genesis, payload digests and slot checksums,
 erasures and checkpoint signatures, and reports every problem it finds with its seq and byte offset.
-`export_audit` writes the chain as JSON Lines (DESIGN.md §7) and `verify_export` checks such a file with
+`export_audit` writes the chain as JSON Lines (docs/FORMAT.md §5.2) and `verify_export` checks such a file with
 nothing but SHA-256, msgpack and Ed25519. docs/FORMAT.md ("Verification") spells out both algorithms.
 """
 
@@ -1154,7 +1154,7 @@ def verify_db(
     expect_head: tuple[int, str] | None = None,
     progress: Progress | None = None,
 ) -> VerifyReport:
-    """Check a database log file completely and report every problem found (DESIGN.md §7).
+    """Check a database log file completely and report every problem found (docs/FORMAT.md §5.1).
 
     Reads the file in chunks, without opening it as a client, without locks and without writing.
     `pubkey`: raw 32-byte Ed25519 key every checkpoint must be signed by (and that must sign the head).
@@ -1352,7 +1352,7 @@ def export_audit(
     include_content: bool = False,
     progress: Progress | None = None,
 ) -> int:
-    """Write the chain from seq `since` on as JSON Lines (DESIGN.md §7); returns the number of lines.
+    """Write the chain from seq `since` on as JSON Lines (docs/FORMAT.md §5.2); returns the number of lines.
 
     Versions of forgotten records are marked `"erased": true` with `"forgotten_by": {seq, agent, ts}`
     and never carry a payload. A path `dest` is written to a temporary file and renamed into place.
@@ -1646,7 +1646,7 @@ def verify_export(
     pubkey: bytes | None = None,
     progress: Progress | None = None,
 ) -> VerifyReport:
-    """Check an audit export offline (DESIGN.md §7), reporting every problem with its seq and the byte
+    """Check an audit export offline (docs/FORMAT.md §5.2), reporting every problem with its seq and the byte
     offset of its line. An export that starts after seq 0 is anchored at its first line.
     Raises UnreadableExport only if the file cannot be opened or read at all."""
     if pubkey is not None and not (isinstance(pubkey, bytes) and len(pubkey) == 32):

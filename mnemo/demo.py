@@ -276,7 +276,7 @@ def run_chat(
 
         from mnemo.tools.anthropic import MnemoMemoryTool
     except ImportError:
-        out.write("mnemo chat needs the Anthropic SDK: pip install 'mnemo-db[anthropic-memory-tool]'\n")
+        out.write("mnemo chat needs the Anthropic SDK: pip install 'mnemo-chain[anthropic-memory-tool]'\n")
         return 2
     db_path = db_path or env.get("MNEMO_CHAT_DB") or "memory.mnemo.db"
     model = model or env.get("MNEMO_CHAT_MODEL") or DEFAULT_CHAT_MODEL

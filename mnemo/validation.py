@@ -17,7 +17,7 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 @dataclass(frozen=True)
 class Limits:
-    """Configurable bounds on what one record may hold (DESIGN.md §9)."""
+    """Configurable bounds on what one record may hold (README.md, "Limits")."""
 
     max_content_bytes: int = 1 << 20
     max_tag_chars: int = 2048

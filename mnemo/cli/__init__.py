@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import click
 
+from .. import __version__
 from .common import (
     CONTEXT_SETTINGS,
     EXIT_INTERRUPTED,
@@ -51,22 +52,13 @@ COMMAND_MODULES = (
 )
 
 
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("mnemo-db")
-    except Exception:
-        return "unknown"
-
-
 @click.group(
     PROG, invoke_without_command=True, context_settings=CONTEXT_SETTINGS,
     epilog=examples("mnemo verify memory.mnemo.db", "mnemo ls memory.mnemo.db --agent agent-1 --json",
                     "mnemo COMMAND --help")
     + "\n\nExit codes: 0 fine; 1 problems found; 2 usage error or a file that cannot be read at all.",
 )
-@click.version_option(_version(), "--version", prog_name=PROG, message="%(prog)s %(version)s")
+@click.version_option(__version__, "--version", prog_name=PROG, message="%(prog)s %(version)s")
 @click.pass_context
 def cli(ctx: click.Context) -> int:
     """Mnemo: an embedded, append-only, hash-chained memory store for AI agents."""
