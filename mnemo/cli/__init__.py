@@ -48,6 +48,7 @@ COMMAND_MODULES = (
     "keys",  # keygen
     "records",  # ls, cat, history, stats, compact
     "log",  # log
+    "operators",  # forget, grant, revoke, permissions
     "demo",  # demo, chat
 )
 
