@@ -49,6 +49,7 @@ COMMAND_MODULES = (
     "records",  # ls, cat, history, stats, compact
     "log",  # log
     "operators",  # forget, grant, revoke, permissions
+    "salvage",  # salvage
     "demo",  # demo, chat
 )
 
