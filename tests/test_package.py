@@ -66,7 +66,7 @@ def test_one_version() -> None:
 
 
 def _shipped_texts() -> list[Path]:
-    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    files = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
     files += sorted((ROOT / "mnemo").rglob("*.py")) + sorted((ROOT / "examples").glob("*.py"))
     return files
 
