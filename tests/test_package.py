@@ -7,6 +7,7 @@ import email
 import importlib
 import importlib.metadata
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -105,9 +106,14 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
         setuptools_version = "0"
     if int(setuptools_version.split(".")[0]) < 77:
         pytest.skip(f"building the wheel needs setuptools>=77 (the `test` extra), found {setuptools_version}")
+    # built from a copy of what a source distribution holds, so that the checkout gets no build/ folder
+    source = tmp_path_factory.mktemp("source")
+    shutil.copytree(ROOT / "mnemo", source / "mnemo", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
     out = tmp_path_factory.mktemp("wheel")
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
         capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr
