@@ -1,6 +1,6 @@
 """Drive `mnemo mcp` with the MCP SDK's own client, as Claude Code or Claude Desktop does.
 
-    pip install 'mnemo-db[mcp]'
+    pip install 'mnemo-chain[mcp]'
     python examples/mcp_client.py [DB]      # default: memory.mnemo.db in a fresh temporary folder
 
 It starts `mnemo mcp` over stdio, lists the tools, remembers something, edits it, reads it back with

@@ -1,7 +1,22 @@
-"""Mnemo: an embedded, append-only, hash-chained memory store for AI agents."""
+"""Mnemo: an embedded, append-only, hash-chained memory store for AI agents.
 
-from .client import MnemoClient, RecordUnavailable
-from .errors import (
+Installed as the distribution `mnemo-chain`; runs on Linux and macOS.
+"""
+
+import sys as _sys
+
+# The one source of the version: packaging reads it (pyproject.toml) and `mnemo --version` prints it.
+__version__ = "0.1.0"
+
+if _sys.platform == "win32":  # before anything imports fcntl, for a message that says why
+    raise ImportError(
+        "Mnemo does not support Windows: its log needs POSIX advisory file locks (flock), which keep "
+        "one writer at a time, and positional reads (os.pread), which let readers share the file "
+        "without a lock. Use it on Linux or macOS (on Windows, inside WSL)."
+    )
+
+from .client import MnemoClient, RecordUnavailable  # noqa: E402
+from .errors import (  # noqa: E402
     Closed,
     Conflict,
     DurabilityError,
@@ -14,10 +29,8 @@ from .errors import (
     ReadOnly,
     StorageError,
 )
-from .record import MemoryRecord, Problem, RecordInfo, VerifyReport
-from .validation import Limits
-
-__version__ = "0.1.0"
+from .record import MemoryRecord, Problem, RecordInfo, VerifyReport  # noqa: E402
+from .validation import Limits  # noqa: E402
 
 __all__ = [
     "Closed",

@@ -85,6 +85,7 @@ class MnemoClient:
         self._signing_key = _load_signing_key(signing_key) if signing_key is not None else None
         self._checkpoint_every = checkpoint_every
         self._since_checkpoint = 0
+        self._last_entry: tuple[int, str] | None = None
         self._store: Storage = open_storage(
             os.fspath(db_path), agent_id, readonly=readonly, durability=durability, lock_timeout=lock_timeout
         )
@@ -210,7 +211,20 @@ class MnemoClient:
     def _writing(self, transactional: bool = False) -> Iterator[Batch]:
         with self._store.writing(transactional) as batch:
             yield batch
+        self._committed(batch)
         self._checkpoint_if_due()
+
+    def _committed(self, batch: Batch) -> None:
+        """Note the last entry of a batch that has just committed (not one still open: a transaction's)."""
+        if batch.staged and self._store.current_batch() is None:
+            last = batch.staged[-1].entry
+            self._last_entry = (last.seq, last.hash.hex())
+
+    @property
+    def last_entry(self) -> tuple[int, str] | None:
+        """(seq, hex hash) of the last chain entry this client committed, or None: for the CLI and logs
+        to name the entry a write made (unlike `head`, it tells nothing of other agents' writes)."""
+        return self._last_entry
 
     def _checkpoint_if_due(self) -> None:
         """After a write outside a transaction: a signed checkpoint every `checkpoint_every` entries."""
@@ -243,6 +257,7 @@ class MnemoClient:
         with store.writing() as batch:  # inside a transaction: its open batch, committed at its end
             self._require(batch.acl, "write", scope)
             record = self._stage_put(batch, new_id(), 1, scope, content, size, tag_tuple, meta, prepared)
+        self._committed(batch)
         self._checkpoint_if_due()
         return record
 
@@ -283,6 +298,7 @@ class MnemoClient:
                 batch, rec.id, current + 1, rec.scope, body_content, size, new_tags, new_meta,
                 created_ns=rec.versions[0].ts_ns,
             )
+        self._committed(batch)
         self._checkpoint_if_due()
         return record
 

@@ -11,15 +11,19 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 import shutil
+import struct
 import sys
 import tempfile
 import textwrap
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mnemo.client import MnemoClient
+from mnemo.errors import MnemoError
 from mnemo.tools.server import CommandResult, MnemoMemoryToolServer
 
 if TYPE_CHECKING:
@@ -29,7 +33,6 @@ __all__ = ["DEFAULT_CHAT_MODEL", "run_chat", "run_demo"]
 
 DEFAULT_CHAT_MODEL = "claude-sonnet-5-5"
 DEMO_AGENT = "demo-agent"
-_WIDTH = 100
 
 
 @dataclass
@@ -124,39 +127,72 @@ def _describe_call(tool_input: Mapping[str, Any]) -> str:
     return f"memory.{command} {detail}"
 
 
-def _indent(text: str, prefix: str = "      ") -> str:
-    return textwrap.indent(text.replace("\t", "  "), prefix, lambda _line: True)
+_MAX_WIDTH = 100
+_MIN_WIDTH = 40
+PROFILE = "/memories/people/ana/profile.md"
+_ATTACK = (b"trains over planes", b"planes over trains")  # same length: only bytes change, none move
 
 
-def _say(out: TextIO, who: str, text: str) -> None:
-    wrapped = textwrap.fill(text, width=_WIDTH, initial_indent=f"{who}: ", subsequent_indent=" " * (len(who) + 2))
-    out.write(wrapped + "\n")
+def terminal_width() -> int:
+    """The width to wrap to: the terminal's (or $COLUMNS), at most 100 columns for prose."""
+    return max(_MIN_WIDTH, min(_MAX_WIDTH, shutil.get_terminal_size((_MAX_WIDTH, 24)).columns))
+
+
+class _Page:
+    """The demo's output, each paragraph wrapped to one width."""
+
+    def __init__(self, out: TextIO, width: int) -> None:
+        self.out, self.width = out, width
+
+    def line(self, text: str = "", indent: str = "", hang: str = "") -> None:
+        """One paragraph; continuation lines hang under `indent + hang`. Long words (paths, hashes) are
+        kept whole rather than cut."""
+        if not text:
+            self.out.write(indent.rstrip() + "\n")
+            return
+        wrapped = textwrap.fill(text.replace("\t", "  "), width=self.width, initial_indent=indent,
+                                subsequent_indent=" " * len(indent) + hang, break_long_words=False,
+                                break_on_hyphens=False, drop_whitespace=True)
+        self.out.write(wrapped + "\n")
+
+    def raw(self, text: str) -> None:
+        """A line of data (JSON) that wrapping would break: written as it is."""
+        self.out.write(text + "\n")
+
+    def say(self, who: str, text: str) -> None:
+        self.line(text, indent=f"{who}: ", hang="")
+
+    def result(self, result: Mapping[str, Any] | CommandResult) -> None:
+        if isinstance(result, CommandResult):
+            text, is_error = result.text, result.is_error
+        else:
+            text, is_error = str(result.get("content", "")), bool(result.get("is_error", False))
+        lines = text.split("\n")
+        self.line(lines[0], indent="  ! " if is_error else "  = ")
+        for rest in lines[1:]:
+            self.line(rest, indent="      ", hang="  ")
 
 
 def _show_result(out: TextIO, result: Mapping[str, Any] | CommandResult) -> None:
-    if isinstance(result, CommandResult):
-        text, is_error = result.text, result.is_error
-    else:
-        text, is_error = str(result.get("content", "")), bool(result.get("is_error", False))
-    marker = "  ! " if is_error else "  = "
-    lines = text.split("\n")
-    out.write(marker + lines[0].replace("\t", "  ") + "\n")
-    if len(lines) > 1:
-        out.write(_indent("\n".join(lines[1:])) + "\n")
+    _Page(out, terminal_width()).result(result)
 
 
-def _play(out: TextIO, server: MnemoMemoryToolServer, turns: list[_Turn], first_id: int) -> int:
+def _say(out: TextIO, who: str, text: str) -> None:
+    _Page(out, terminal_width()).say(who, text)
+
+
+def _play(page: _Page, server: MnemoMemoryToolServer, turns: list[_Turn], first_id: int) -> int:
     n = first_id
     for turn in turns:
         if turn.user is not None:
-            _say(out, "User", turn.user)
+            page.say("User", turn.user)
         for call in turn.calls:
             n += 1
-            out.write(f"  > {_describe_call(call)}\n")
+            page.line(_describe_call(call), indent="  > ", hang="  ")
             block = server.handle({"type": "tool_use", "id": f"toolu_demo_{n:02d}", "name": "memory", "input": call})
-            _show_result(out, block)
-        _say(out, "Claude", turn.reply)
-        out.write("\n")
+            page.result(block)
+        page.say("Claude", turn.reply)
+        page.line()
     return n
 
 
@@ -171,62 +207,143 @@ def _count_in_files(db_path: str, needle: bytes) -> int:
     return found
 
 
-def _audit_excerpt(out: TextIO, db_path: str, lines: int = 4) -> None:
+def _audit_excerpt(page: _Page, db_path: str, lines: int = 4) -> None:
     from mnemo.audit import export_audit
 
     buffer = io.StringIO()
     total = export_audit(db_path, buffer, since=0, include_content=False)
     rows = buffer.getvalue().splitlines()
     shown = rows[:2] + (["..."] if len(rows) > lines else []) + rows[max(2, len(rows) - (lines - 2)) :]
-    out.write(f"Audit export (JSON Lines, {total} entries, no content; long fields shortened):\n")
+    page.line(f"Audit export (JSON Lines, {total} entries, no content; long fields shortened):")
     for row in shown:
         if row == "...":
-            out.write("  ...\n")
+            page.raw("  ...")
             continue
         entry = json.loads(row)
         for key in ("prev", "hash"):
             entry[key] = entry[key][:16] + "…"
         entry["entry"] = entry["entry"][:12] + "…"
-        out.write("  " + json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n")
+        page.raw("  " + json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
 
 
-def run_demo(out: TextIO, db_dir: str | None = None) -> int:
-    """Play the scripted memory-tool conversation on a fresh database and print it. 0 if the chain checks."""
+def _tamper(copy: str, record_id: str) -> int:
+    """Change the latest version of the profile in `copy` as someone who knows the format would: the
+    words in the payload, then the slot's CRC-32 so that the cheap checksum still holds. Returns the
+    offset of the changed slot."""
+    from mnemo.audit import read_log
+
+    slot = payload = None
+    for item in read_log(copy, payloads=True):
+        e = item.entry
+        if e.op == "put" and e.body.get("id") == record_id and item.payload is not None:
+            slot, payload = item.slot, item.payload
+    if slot is None or payload is None or _ATTACK[0] not in payload:
+        raise RuntimeError("the profile's payload is not where the demo expects it")
+    changed = payload.replace(_ATTACK[0], _ATTACK[1], 1)
+    with open(copy, "r+b") as f:
+        f.seek(slot.offset)
+        f.write(struct.pack(">I", zlib.crc32(changed)) + changed)
+    return slot.offset
+
+
+def _attack(page: _Page, db_path: str, copy: str, record_id: str) -> bool:
+    """The chain catching a changed byte, on a copy of the database. True if it was caught."""
+    from mnemo.audit import verify_db
+    from mnemo.cli.verify import report_lines
+
+    shutil.copyfile(db_path, copy)  # the log alone: a snapshot is rebuilt from it
+    offset = _tamper(copy, record_id)
+    page.line("--- an attacker edits the profile (on a copy of the database) ---")
+    page.line(f"In {copy}, the latest version of {PROFILE} now says {_ATTACK[1].decode()!r} instead of "
+              f"{_ATTACK[0].decode()!r}: bytes changed in place at offset {offset}, and the payload's CRC-32 "
+              "recomputed to match, as someone who knows the format would do.")
+    page.raw(f"$ mnemo verify {shlex.quote(copy)}")
+    report = verify_db(copy)
+    for text in report_lines(report, copy):
+        stripped = text.lstrip(" ")
+        page.line(stripped, indent=" " * (len(text) - len(stripped)), hang="    ")
+    try:
+        with MnemoClient(copy, DEMO_AGENT, readonly=True) as client:
+            client.get(record_id)
+        served = "the client served the changed version"
+    except MnemoError as exc:
+        served = f"the client refuses it: {type(exc).__name__}: {exc}"
+    page.line(f"A client reading that record from the copy: {served}.")
+    page.line()
+    return not report.ok and any(p.kind == "payload" for p in report.problems) and "refuses" in served
+
+
+def _next_steps(page: _Page, db_path: str, copy: str, kept: bool) -> None:
+    db, tampered = shlex.quote(db_path), shlex.quote(copy)
+    if kept:
+        page.line(f"The database is kept in {db_path} (the attacker's copy beside it, in {copy}).")
+        page.line("Next steps, to look at what it stored:")
+        commands = [f"mnemo ls {db}", f"mnemo cat {db} {PROFILE}", f"mnemo history {db} {PROFILE}",
+                    f"mnemo log {db}", f"mnemo verify {db}", f"mnemo verify {tampered}"]
+    else:
+        page.line("The database was in a temporary folder, removed now.")
+        page.line("Next steps, to keep it and look at what it stored, give the demo a folder:")
+        db = "mnemo-demo/demo.mnemo.db"
+        commands = ["mnemo demo --dir mnemo-demo", f"mnemo ls {db}", f"mnemo cat {db} {PROFILE}",
+                    f"mnemo log {db}", f"mnemo verify {db}"]
+    for command in commands:
+        page.raw(f"  {command}")
+
+
+def run_demo(out: TextIO, db_dir: str | None = None, width: int | None = None) -> int:
+    """Play the scripted memory-tool conversation on a fresh database and print it, then show the chain
+    catching a changed byte on a copy. In `db_dir` (created if missing) the database is kept, else it
+    lives in a temporary folder. 0 if every check came out as it should; 2 if `db_dir` cannot be used."""
+    page = _Page(out, width if width is not None else terminal_width())
+    if db_dir is not None:
+        if os.path.exists(db_dir) and not os.path.isdir(db_dir):
+            out.write(f"mnemo demo: {db_dir} is not a directory\n")
+            return 2
+        os.makedirs(db_dir, exist_ok=True)
     workdir = tempfile.mkdtemp(prefix="mnemo-demo-") if db_dir is None else db_dir
     db_path = os.path.join(workdir, "demo.mnemo.db")
-    if db_dir is not None and os.path.exists(db_path):
-        out.write(f"mnemo demo: {db_path} already exists; give an empty directory\n")
-        return 2
+    copy = os.path.join(workdir, "tampered.mnemo.db")
+    if db_dir is not None:
+        for path in (db_path, copy):
+            if os.path.exists(path):
+                out.write(f"mnemo demo: {path} already exists; give an empty directory\n")
+                return 2
     try:
         with MnemoClient(db_path, DEMO_AGENT) as client:
             server = MnemoMemoryToolServer(client)
-            out.write("Mnemo memory-tool demo (scripted, offline: no API key, no network)\n")
-            out.write(f"database: {db_path}   agent: {DEMO_AGENT}   scope: {server.scope}\n")
-            out.write(f"tool definition: {json.dumps(server.tool_schema())}\n\n")
-            out.write("--- conversation 1 ---\n")
-            n = _play(out, server, _session_one(), 0)
-            out.write("--- conversation 2 (a new chat: only the memory carries over) ---\n")
-            _play(out, server, _session_two(), n)
+            page.line("Mnemo memory-tool demo (scripted, offline: no API key, no network)")
+            page.line(f"database: {db_path}   agent: {DEMO_AGENT}   scope: {server.scope}")
+            page.line(f"tool definition: {json.dumps(server.tool_schema())}")
+            page.line()
+            page.line("--- conversation 1 ---")
+            n = _play(page, server, _session_one(), 0)
+            page.line("--- conversation 2 (a new chat: only the memory carries over) ---")
+            _play(page, server, _session_two(), n)
 
-            history = server.history("/memories/people/ana/profile.md")
-            out.write("History of /memories/people/ana/profile.md (one record, every version kept):\n")
+            history = server.history(PROFILE)
+            page.line(f"History of {PROFILE} (one record, every version kept):")
             for record in history:
                 path = next((t[5:] for t in record.tags if t.startswith("path:")), "?")
-                out.write(f"  v{record.version}  seq {record.seq}  {path}  hash {record.hash[:16]}…\n")
+                page.line(f"v{record.version}  seq {record.seq}  {path}  hash {record.hash[:16]}…", indent="  ")
             leftover = _count_in_files(db_path, b"Lisbon")
-            out.write(f"Bytes of the forgotten trip ('Lisbon') left in the database files: {leftover}\n\n")
+            page.line(f"Bytes of the forgotten trip ('Lisbon') left in the database files: {leftover}")
+            page.line()
 
             report = client.verify()
             status = "OK" if report.ok else "FAILED"
-            out.write(
+            page.line(
                 f"Chain check: {status}: {report.entries} entries, head seq {report.head_seq}, "
                 f"head hash {report.head_hash[:16]}…, {report.erased} erased payloads, "
-                f"{len(report.problems)} problems\n"
+                f"{len(report.problems)} problems"
             )
             for problem in report.problems:
-                out.write(f"  problem: {problem.kind}: {problem.message}\n")
-        _audit_excerpt(out, db_path)
-        return 0 if report.ok and leftover == 0 else 1
+                page.line(f"problem: {problem.kind}: {problem.message}", indent="  ")
+            profile_id = history[-1].id
+        _audit_excerpt(page, db_path)
+        page.line()
+        caught = _attack(page, db_path, copy, profile_id)
+        _next_steps(page, db_path, copy, kept=db_dir is not None)
+        return 0 if report.ok and leftover == 0 and caught else 1
     finally:
         if db_dir is None:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -276,7 +393,7 @@ def run_chat(
 
         from mnemo.tools.anthropic import MnemoMemoryTool
     except ImportError:
-        out.write("mnemo chat needs the Anthropic SDK: pip install 'mnemo-db[anthropic-memory-tool]'\n")
+        out.write("mnemo chat needs the Anthropic SDK: pip install 'mnemo-chain[anthropic-memory-tool]'\n")
         return 2
     db_path = db_path or env.get("MNEMO_CHAT_DB") or "memory.mnemo.db"
     model = model or env.get("MNEMO_CHAT_MODEL") or DEFAULT_CHAT_MODEL

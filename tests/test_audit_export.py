@@ -1,4 +1,4 @@
-"""export_audit and verify_export (DESIGN.md §7), and the standalone examples/verify_export.py."""
+"""export_audit and verify_export (docs/FORMAT.md §5.2), and the standalone examples/verify_export.py."""
 
 from __future__ import annotations
 

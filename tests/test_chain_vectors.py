@@ -1,4 +1,4 @@
-"""The chain contract's test vectors (tests/data/chain-vectors.json, from DESIGN.md §3), byte for byte."""
+"""The chain contract's test vectors (tests/data/chain-vectors.json; the chain of docs/FORMAT.md §1), byte for byte."""
 
 from __future__ import annotations
 

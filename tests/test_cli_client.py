@@ -166,8 +166,8 @@ def test_demo_and_chat_call_the_demo_module(
     fake = types.ModuleType("mnemo.demo")
     calls: list[str] = []
 
-    def run_demo(out: object) -> None:
-        calls.append("demo")
+    def run_demo(out: object, db_dir: str | None) -> None:
+        calls.append(f"demo in {db_dir}")
         print("demo ran", file=out)  # type: ignore[call-overload]
 
     def run_chat() -> int:
@@ -178,8 +178,9 @@ def test_demo_and_chat_call_the_demo_module(
     fake.run_chat = run_chat  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "mnemo.demo", fake)
     assert run(capsys, "demo") == (0, "demo ran\n", "")
+    assert run(capsys, "demo", "--dir", "kept")[0] == 0
     assert run(capsys, "chat")[0] == 3
-    assert calls == ["demo", "chat"]
+    assert calls == ["demo in None", "demo in kept", "chat"]
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

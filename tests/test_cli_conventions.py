@@ -18,6 +18,7 @@ import pytest
 from helpers.procs import subprocess_env
 from test_audit_support import sample_log
 
+import mnemo
 from mnemo import MnemoClient
 from mnemo.cli import cli, main
 
@@ -79,7 +80,9 @@ def test_bare_mnemo_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(capsys, "--version") == (0, f"mnemo {version('mnemo-db')}\n", "")
+    # mnemo.__version__ is the one source: the command prints it, and the installed metadata holds it
+    assert run(capsys, "--version") == (0, f"mnemo {mnemo.__version__}\n", "")
+    assert version("mnemo-chain") == mnemo.__version__
 
 
 def test_a_group_without_its_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -32,7 +32,8 @@ def test_demo_transcript_chain_check_and_audit(tmp_path: Path) -> None:
         "Audit export (JSON Lines, ",
     ]:
         assert expected in text, expected
-    audit_lines = [line.strip() for line in text.split("Audit export")[1].splitlines()[1:] if line.strip() != "..."]
+    excerpt = text.split("Audit export")[1].split("\n\n")[0]  # the attack on a copy follows it
+    audit_lines = [line.strip() for line in excerpt.splitlines()[1:] if line.strip() != "..."]
     assert len(audit_lines) == 4
     entries = [json.loads(line) for line in audit_lines]
     assert entries[0]["op"] == "genesis"

@@ -351,7 +351,7 @@ def test_adapter_without_the_sdk_says_what_is_missing() -> None:
     lines = result.stdout.strip().split("\n")
     assert len(lines) == 2
     for line in lines:
-        assert "pip install 'mnemo-db[anthropic-memory-tool]'" in line
+        assert "pip install 'mnemo-chain[anthropic-memory-tool]'" in line
 
 
 # -- clear_all_memory -------------------------------------------------------------------------------------

@@ -259,7 +259,7 @@ def verify_export(
     pubkey: bytes | None = None,
     progress: Progress | None = None,
 ) -> VerifyReport:
-    """Check an audit export offline (DESIGN.md §7), reporting every problem with its seq and the byte
+    """Check an audit export offline (docs/FORMAT.md §5.2), reporting every problem with its seq and the byte
     offset of its line. An export that starts after seq 0 is anchored at its first line.
     Raises UnreadableExport only if the file cannot be opened or read at all."""
     if pubkey is not None and not (isinstance(pubkey, bytes) and len(pubkey) == 32):

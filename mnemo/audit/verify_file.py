@@ -680,7 +680,7 @@ def verify_db(
     expect_head: tuple[int, str] | None = None,
     progress: Progress | None = None,
 ) -> VerifyReport:
-    """Check a database log file completely and report every problem found (DESIGN.md §7).
+    """Check a database log file completely and report every problem found (docs/FORMAT.md §5.1).
 
     Reads the file in chunks, without opening it as a client, without locks and without writing.
     `pubkey`: raw 32-byte Ed25519 key every checkpoint must be signed by (and that must sign the head).

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import click
 
+from .. import __version__
 from .common import (
     CONTEXT_SETTINGS,
     EXIT_INTERRUPTED,
@@ -48,19 +49,12 @@ COMMAND_MODULES = (
     "records",  # ls, cat, history, stats, compact
     "log",  # log
     "transparency",  # checkpoint, prove, cosign, audit verify-proof, audit verify-consistency, verify --checkpoint
+    "operators",  # forget, grant, revoke, permissions
+    "salvage",  # salvage
     "demo",  # demo, chat
     "mcp",  # mcp
     "copy",  # copy, backup, restore
 )
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("mnemo-db")
-    except Exception:
-        return "unknown"
 
 
 @click.group(
@@ -69,7 +63,7 @@ def _version() -> str:
                     "mnemo COMMAND --help")
     + "\n\nExit codes: 0 fine; 1 problems found; 2 usage error or a file that cannot be read at all.",
 )
-@click.version_option(_version(), "--version", prog_name=PROG, message="%(prog)s %(version)s")
+@click.version_option(__version__, "--version", prog_name=PROG, message="%(prog)s %(version)s")
 @click.pass_context
 def cli(ctx: click.Context) -> int:
     """Mnemo: an embedded, append-only, hash-chained memory store for AI agents."""

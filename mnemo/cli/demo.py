@@ -26,13 +26,18 @@ def _demo_module() -> ModuleType:
 @click.command(
     "demo", context_settings=CONTEXT_SETTINGS,
     short_help="a scripted, offline memory-tool conversation on a fresh local db",
-    epilog=examples("mnemo demo", "mnemo demo | less"),
+    epilog=examples("mnemo demo", "mnemo demo --dir mnemo-demo   # keeps mnemo-demo/demo.mnemo.db",
+                    "mnemo demo | less"),
 )
-def demo() -> int:
-    """Play a scripted memory-tool conversation (no network, no API key) on a fresh database in a
-    temporary folder, and print the transcript, the chain check and an excerpt of the audit export.
-    No --json: the output is a transcript for people."""
-    result = _demo_module().run_demo(cast(TextIO, output()))
+@click.option("--dir", "db_dir", metavar="DIR",
+              help="keep the database in DIR (created if missing; it must not hold a demo already), "
+                   "rather than in a temporary folder removed at the end")
+def demo(db_dir: str | None) -> int:
+    """Play a scripted memory-tool conversation (no network, no API key) on a fresh database, and print
+    the transcript, the chain check, an excerpt of the audit export, the chain catching a byte an
+    attacker changed on a copy, and the commands to look at what it stored. The text is wrapped to the
+    terminal's width. No --json: the output is a transcript for people."""
+    result = _demo_module().run_demo(cast(TextIO, output()), db_dir=db_dir)
     return result if isinstance(result, int) else EXIT_OK
 
 

@@ -9,11 +9,14 @@ from typing import Any
 import click
 
 from .. import audit
+from ..client import MnemoClient
 from ..record import MemoryRecord, RecordInfo
+from . import memory_paths
 from .common import (
     CONTEXT_SETTINGS,
     EXIT_OK,
     Failure,
+    UsageError,
     agent_option,
     db_argument,
     echo,
@@ -83,23 +86,39 @@ def ls(db: str, agent: str | None, tags: tuple[str, ...], any_tags: tuple[str, .
     return EXIT_OK
 
 
+_SCOPE_HELP = "for a memory-tool PATH: the memory tool's scope (default: the agent's home)"
+
+
+def _record_id(client: MnemoClient, arg: str, scope: str | None) -> str:
+    """A record id as given, or the id of the memory-tool file a `/memories/...` path names."""
+    if memory_paths.is_path(arg):
+        return memory_paths.resolve_file(client, arg, scope).id
+    if scope is not None:
+        raise UsageError("--scope goes with a memory-tool PATH, not with a record ID")
+    return arg
+
+
 @click.command(
     "cat", context_settings=CONTEXT_SETTINGS,
-    short_help="print a record's content",
+    short_help="print a record's content (by id or memory-tool path)",
     epilog=examples(
         "mnemo cat memory.mnemo.db 01a2337d34a371e8aaa945bc92f8585f",
+        "mnemo cat memory.mnemo.db /memories/people/ana/profile.md --agent demo-agent",
         "mnemo cat memory.mnemo.db 01a2337d34a371e8aaa945bc92f8585f --version 1 --json",
     ),
 )
 @db_argument()
-@click.argument("rec_id", metavar="ID")
+@click.argument("rec_id", metavar="ID|PATH")
 @click.option("--version", metavar="N", type=click.IntRange(min=0), help="this version instead of the latest")
+@click.option("--scope", metavar="SCOPE", help=_SCOPE_HELP)
 @agent_option
 @json_option
-def cat(db: str, rec_id: str, version: int | None, agent: str | None, as_json: bool) -> int:
+def cat(db: str, rec_id: str, version: int | None, scope: str | None, agent: str | None, as_json: bool) -> int:
     """Print a record's content (binary content as raw bytes); with --json, the record with its fields,
-    binary content as `content_b64`."""
+    binary content as `content_b64`. The record is an ID, or a memory-tool PATH (`/memories/...`): the
+    file the memory tool keeps there in the agent's home scope, or in --scope."""
     with open_client(db, agent) as client:
+        rec_id = _record_id(client, rec_id, scope)
         if version is None:
             rec = client.get(rec_id)
         else:
@@ -122,20 +141,23 @@ def cat(db: str, rec_id: str, version: int | None, agent: str | None, as_json: b
 
 @click.command(
     "history", context_settings=CONTEXT_SETTINGS,
-    short_help="every version of a record, oldest first",
+    short_help="every version of a record, oldest first (by id or memory-tool path)",
     epilog=examples(
         "mnemo history memory.mnemo.db 01a2337d34a371e8aaa945bc92f8585f",
+        "mnemo history memory.mnemo.db /memories/people/ana/profile.md",
         "mnemo history memory.mnemo.db 01a2337d34a371e8aaa945bc92f8585f --json   # NDJSON: one version a line",
     ),
 )
 @db_argument()
-@click.argument("rec_id", metavar="ID")
+@click.argument("rec_id", metavar="ID|PATH")
+@click.option("--scope", metavar="SCOPE", help=_SCOPE_HELP)
 @agent_option
 @json_option
-def history(db: str, rec_id: str, agent: str | None, as_json: bool) -> int:
-    """Every version of a record, oldest first; with --json, one JSON object per version and line (NDJSON)."""
+def history(db: str, rec_id: str, scope: str | None, agent: str | None, as_json: bool) -> int:
+    """Every version of a record, oldest first; with --json, one JSON object per version and line (NDJSON).
+    The record is an ID, or a memory-tool PATH (`/memories/...`), as for `mnemo cat`."""
     with open_client(db, agent) as client:
-        versions = client.history(rec_id)
+        versions = client.history(_record_id(client, rec_id, scope))
     for r in versions:
         if as_json:
             emit_ndjson(record_json(r))

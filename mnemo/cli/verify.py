@@ -36,25 +36,30 @@ def _expect_head(_ctx: click.Context, _param: click.Parameter, value: str | None
     return seq, hexhash
 
 
-def write_report(report: VerifyReport, what: str) -> None:
+def report_lines(report: VerifyReport, what: str) -> list[str]:
     """A verification report for people: the verdict, the head, then every problem with where it is."""
     if report.ok:
-        echo(f"OK: {what}: {report.entries} entries, chain intact")
+        lines = [f"OK: {what}: {report.entries} entries, chain intact"]
     else:
         n = len(report.problems)
-        echo(f"FAILED: {what}: {n} problem{'s' if n != 1 else ''} in {report.entries} entries read")
+        lines = [f"FAILED: {what}: {n} problem{'s' if n != 1 else ''} in {report.entries} entries read"]
     if report.head_seq >= 0:
-        echo(f"head: {report.head_seq}:{report.head_hash}")
-    echo(f"erased versions: {report.erased}; checkpoints verified: {report.checkpoints}")
+        lines.append(f"head: {report.head_seq}:{report.head_hash}")
+    lines.append(f"erased versions: {report.erased}; checkpoints verified: {report.checkpoints}")
     for p in report.problems:
         where = []
         if p.seq is not None:
             where.append(f"seq {p.seq}")
         if p.offset is not None:
             where.append(f"offset {p.offset}")
-        echo(f"  problem [{p.kind}] {', '.join(where) or '-'}: {p.message}")
-    for note in report.notes:
-        echo(f"  note: {note}")
+        lines.append(f"  problem [{p.kind}] {', '.join(where) or '-'}: {p.message}")
+    lines += [f"  note: {note}" for note in report.notes]
+    return lines
+
+
+def write_report(report: VerifyReport, what: str) -> None:
+    for line in report_lines(report, what):
+        echo(line)
 
 
 def finish_report(report: VerifyReport, what: str, as_json: bool) -> int:

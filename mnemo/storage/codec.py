@@ -1,4 +1,4 @@
-"""The hashed chain encoding (DESIGN.md §3): canonical msgpack entries, payloads and their digests.
+"""The hashed chain encoding (docs/FORMAT.md §1): canonical msgpack entries, payloads and their digests.
 
 Every byte this module produces is part of the contract; tests/test_chain_vectors.py pins it.
 """

@@ -29,7 +29,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "mnemo.tools.anthropic needs the Anthropic SDK (anthropic>=0.69); "
-        "install it with: pip install 'mnemo-db[anthropic-memory-tool]'"
+        "install it with: pip install 'mnemo-chain[anthropic-memory-tool]'"
     ) from _exc
 
 from mnemo.tools.server import INTERNAL_ERROR, CommandResult, MnemoMemoryToolServer

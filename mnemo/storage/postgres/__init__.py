@@ -9,7 +9,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     from ...errors import StorageError
 
     raise StorageError(
-        "a postgresql:// database needs psycopg 3: pip install 'mnemo-db[postgres]'"
+        "a postgresql:// database needs psycopg 3: pip install 'mnemo-chain[postgres]'"
     ) from exc
 
 from .store import PostgresStore, application_dsn, display_name, open_postgres

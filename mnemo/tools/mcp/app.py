@@ -26,7 +26,7 @@ try:
     import mcp.types as types
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        "mnemo.tools.mcp needs the MCP Python SDK (mcp>=2); install it with: pip install 'mnemo-db[mcp]'"
+        "mnemo.tools.mcp needs the MCP Python SDK (mcp>=2); install it with: pip install 'mnemo-chain[mcp]'"
     ) from _exc
 from mcp.server import Server, ServerRequestContext
 from mcp.server.auth.middleware.auth_context import get_access_token
