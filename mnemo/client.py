@@ -5,6 +5,7 @@ files or tables itself."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Iterable, Iterator
 from datetime import datetime
@@ -134,6 +135,13 @@ class MnemoClient:
         seq, head = self._store.head()
         return seq, head.hex()
 
+    def tree_head(self) -> tuple[int, bytes]:
+        """(size, root) of the Merkle tree over the chain's entries (docs/TRANSPARENCY.md): what a
+        checkpoint note signs. Needs admin on `*`, as `head` does."""
+        self._store.refresh()
+        self._require_everything(self._acl(), "see the chain's tree head")
+        return self._store.tree_head()
+
     def _chain_head(self) -> tuple[int, str]:
         """The head without the admin check of `head`, for this process's own caches (the memory-tool
         server keys its quota usage on it): never to be shown to the agent."""
@@ -198,7 +206,7 @@ class MnemoClient:
         digest, payload = prepared or _prepare_payload(content, tags, metadata)
         # Keys in sorted order, scalar values: the entry needs no canonicalising pass.
         body = {"digest": digest, "id": rec_id, "scope": scope, "size": size, "ver": ver}
-        entry = batch.stage("put", self.agent_id, body, payload, tags, trusted=True)
+        entry = batch.stage("put", self.agent_id, body, payload, tags, trusted=True, new_record=ver == 1)
         self._since_checkpoint += 1
         updated = ns_to_datetime(entry.ts_ns)
         return make_memory_record(
@@ -254,9 +262,16 @@ class MnemoClient:
         check_metadata_size(meta, self.limits, packed)
         scope = self.home_scope if scope is None else check_name(scope, "scope")
         prepared = seal_put_payload(random_bytes(SALT_SIZE), packed)  # hashing needs no lock
-        with store.writing() as batch:  # inside a transaction: its open batch, committed at its end
+        # blind: a new record depends on nothing but the ACL, so a backend may build it without the
+        # writer lock, and build it again on a newer head (its seq and hash are then the final ones)
+        with store.writing(blind=True) as batch:  # inside a transaction: its open batch, committed at its end
             self._require(batch.acl, "write", scope)
             record = self._stage_put(batch, new_id(), 1, scope, content, size, tag_tuple, meta, prepared)
+        if store.current_batch() is None:
+            entry = batch.staged[-1].entry
+            if entry.seq != record.seq:
+                at = ns_to_datetime(entry.ts_ns)
+                record = dataclasses.replace(record, seq=entry.seq, hash=entry.hash.hex(), created_at=at, updated_at=at)
         self._committed(batch)
         self._checkpoint_if_due()
         return record
@@ -551,9 +566,10 @@ class MnemoClient:
             key = self._signing_key
             with self._store.writing() as batch:
                 db_id = self._store.db_id
-                sig = key.sign(checkpoint_message(db_id, batch.head_seq, batch.head_hash))
+                head_seq, head_hash = self._store.head()  # what it signs: the entry just before it
+                sig = key.sign(checkpoint_message(db_id, head_seq, head_hash))
                 pub = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
-                body = {"db_id": db_id, "head": batch.head_hash, "key": pub, "seq": batch.head_seq, "sig": sig}
+                body = {"db_id": db_id, "head": head_hash, "key": pub, "seq": head_seq, "sig": sig}
                 seq = batch.stage("checkpoint", self.agent_id, body).seq
             self._since_checkpoint = 0
         if self._store.current_batch() is None:

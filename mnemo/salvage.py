@@ -462,7 +462,7 @@ def _temporary_db(new: str) -> Iterator[str]:
     try:
         yield tmp
     finally:
-        for suffix in ("", ".snap", ".snap.tmp", ".erase", ".erase.tmp", ".compact"):
+        for suffix in ("", ".snap", ".snap.tmp", ".erase", ".erase.tmp", ".compact", ".leaves"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp + suffix)
 

@@ -17,7 +17,7 @@ if importlib.util.find_spec("mnemo") is None:  # running from a checkout without
     sys.path.insert(0, str(ROOT))
 
 from helpers import pg  # noqa: E402
-from helpers.pg import TestDatabase  # noqa: E402
+from helpers.pg import PgDatabase  # noqa: E402
 
 AGENT = "agent-1"
 BACKENDS = ("file", "postgres")
@@ -30,14 +30,14 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def pg_database() -> Iterator[TestDatabase | None]:
+def pg_database() -> Iterator[PgDatabase | None]:
     """The run's own PostgreSQL database, or None when MNEMO_TEST_POSTGRES names no reachable server."""
     server = pg.server_dsn()
     if server is None:
         yield None
         return
     try:
-        database = pg.TestDatabase(server)
+        database = pg.PgDatabase(server)
     except Exception as exc:
         if os.environ.get(pg.REQUIRE) == "1":
             pytest.exit(f"{pg.ENV} is set but its PostgreSQL server is unreachable: {exc}", returncode=3)

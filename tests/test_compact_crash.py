@@ -93,7 +93,7 @@ def check_db(t: Template, folder: Path, label: str) -> None:
         log = db.read_bytes()
         assert log in (t.old_log, t.new_log), f"{label}: the log is neither the old nor the compacted one"
         names = {p.name for p in folder.iterdir()}
-        assert names <= {DB, DB + ".snap"}, f"{label}: leftover files {names}"
+        assert names <= {DB, DB + ".snap", DB + ".leaves"}, f"{label}: leftover files {names}"
 
         report = c.verify()
         assert report.ok, (label, report.problems)

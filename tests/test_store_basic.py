@@ -854,7 +854,7 @@ def test_sibling_files_are_the_documented_ones(db_path: Path) -> None:
     with MnemoClient(db_path, AGENT) as c:
         c.remember("x")
     names = {p.name for p in db_path.parent.iterdir()}
-    allowed = {db_path.name + suffix for suffix in ("", ".snap")}
+    allowed = {db_path.name + suffix for suffix in ("", ".snap", ".leaves")}
     assert db_path.name in names and names <= allowed, names
 
 

@@ -74,4 +74,4 @@ def test_deleting_a_directory_of_1000_files_is_one_commit_and_erases_all(tmp_pat
     blob = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
     assert b"MARKER-" not in blob and b"/memories/big/f" not in blob
     assert b"KEEP-ME" in blob
-    assert sorted(os.listdir(tmp_path)) == ["big.db", "big.db.snap"]
+    assert sorted(os.listdir(tmp_path)) == ["big.db", "big.db.leaves", "big.db.snap"]

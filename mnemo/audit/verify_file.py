@@ -11,6 +11,7 @@ import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import msgpack
 
@@ -91,6 +92,7 @@ class ExpectedIndex:
     head_seq: int = -1
     head_hash: bytes = ZERO_HASH
     entries: int = 0
+    tree: tuple[int, bytes] | None = None  # (size, root) of the Merkle tree over the entries
 
 
 class _NotFast(Exception):
@@ -197,6 +199,7 @@ class _DbVerifier:
         self.id_head, self.id_len = b"\x00", 0
         self.tails: dict[bytes, tuple[str, int, int]] = {}
         self.index: ExpectedIndex | None = None  # gathered for a client's verify(), when asked
+        self.tree: Any = None  # the CompactRange of the tree over the entries, when the index is gathered
         self.erased = 0
         self.awaiting = 0
         self.interrupted = 0
@@ -301,6 +304,8 @@ class _DbVerifier:
 
     def entry(self, e: Entry, slot: Slot, off: int, win: _Window) -> None:
         self.entries += 1
+        if self.tree is not None:
+            self.tree.append_entry(e.raw)
         last_hash = self.last_hash
         exp = self.next_seq
         before = self.last_seq if last_hash is not None else "?"
@@ -345,7 +350,7 @@ class _DbVerifier:
             return pos
         want = self.expect_head[0] if self.expect_head is not None else -1
         end = win.size
-        versions, tails, index = self.versions, self.tails, self.index
+        versions, tails, index, tree = self.versions, self.tails, self.index, self.tree
         live, older = (index.live, index.older) if index is not None else ({}, {})
         put_head, id_head, id_len, agent = self.put_head, self.id_head, self.id_len, self.agent
         n_put_head, n_id_head = len(put_head), len(id_head)
@@ -380,6 +385,7 @@ class _DbVerifier:
             p, sp = rel + _FH, crc_end
             s, h = seq, last
             rids: list[str] = []
+            raws: list[bytes] = []
             try:
                 for _ in range(count):
                     rlen, slen = _ENTRY_HEADER_AT(buf, p)
@@ -447,6 +453,7 @@ class _DbVerifier:
                     h = sha256(raw).digest()
                     versions[rid] = ver
                     rids.append(rid)
+                    raws.append(raw)
                     if index is not None:
                         if old:
                             older.setdefault(rid, []).append(live[rid])
@@ -475,6 +482,8 @@ class _DbVerifier:
             seq, last = s, h
             entries += count
             pos += total
+            if tree is not None:
+                tree.add_entries(raws)
         if pos != start:
             self.next_seq, self.last_seq, self.last_hash, self.entries = seq, seq - 1, last, entries
         self.put_head, self.id_head, self.id_len, self.agent = put_head, id_head, id_len, agent
@@ -723,6 +732,10 @@ def _verify_db(
     try:
         v = _DbVerifier(name, size, pubkey, head)
         v.index = index
+        if index is not None:
+            from ..transparency.tree import CompactRange  # here: that package imports this one
+
+            v.tree = CompactRange()
         win = _Window(fd, size, name, progress)
         v.header(win.get(0, HEADER_SIZE))
         v.load_journal()
@@ -741,6 +754,9 @@ def _verify_db(
     report = v.report()
     if index is not None:
         index.head_seq, index.entries = report.head_seq, report.entries
+        if v.tree is not None:
+            tree_head = v.tree.head()
+            index.tree = (tree_head.size, tree_head.root)
         index.head_hash = bytes.fromhex(report.head_hash) if report.head_hash else ZERO_HASH
     if snapshot and report.ok and index is not None:
         problems, notes = check_snapshot_file(name, index)
@@ -768,6 +784,10 @@ def check_snapshot_file(path: str, expected: ExpectedIndex) -> tuple[list[Proble
                             f"({store.snapshot_refused}): it was altered; clients replay the log instead")], []
         if not store.snapshot_used:
             return [], [f"{label} is stale (clients ignore it; the next writer rewrites it)"]
-        return [Problem("snapshot", f"{d}: {label} was altered") for d in store.index_differences(expected)], []
+        problems = [Problem("snapshot", f"{d}: {label} was altered") for d in store.index_differences(expected)]
+        if expected.tree is not None and store.tree_head() != expected.tree:
+            problems.append(Problem("snapshot", f"the Merkle tree state in {label} is not the tree over the log's "
+                                    "entries: it was altered"))
+        return problems, []
     finally:
         store.close()

@@ -55,7 +55,8 @@ class Batch:
         return self.base.get_rec(rec_id)
 
     def next_ver(self, rec_id: str) -> int:
-        prev = self.get_rec(rec_id)
+        hint = self._looked_up  # a record stage() was told is new needs no look-up
+        prev = hint[1] if hint is not None and hint[0] == rec_id else self.get_rec(rec_id)
         self._looked_up = (rec_id, prev)  # apply_entry puts right after: spare it a second lookup
         return 1 if prev is None else prev.latest.ver + 1
 
@@ -81,13 +82,17 @@ class Batch:
 
     def stage(
         self, op: str, agent: str, body: dict[str, Any], payload: bytes | None = None,
-        tags: tuple[str, ...] = (), trusted: bool = False,
+        tags: tuple[str, ...] = (), trusted: bool = False, new_record: bool = False,
     ) -> Entry:
         """Append one entry to the batch (seq, prev and time assigned now) and apply it to the overlay.
-        `trusted`: the body's maps are already in sorted key order, so canonicalising can be skipped."""
+        `trusted`: the body's maps are already in sorted key order, so canonicalising can be skipped.
+        `new_record`: a put of an id just made, which no record has (its version is 1 without a look-up;
+        the commit still refuses an id that exists)."""
         ts = max(time.time_ns(), self.head_ts)
         entry = make_entry(self.head_seq + 1, ts, self.head_hash, op, agent, body, trusted)
         if self.transactional:
+            if new_record:
+                self._looked_up = (body["id"], None)
             apply_entry(self, entry, -1, 0 if payload is None else len(payload) + 4, tags)
             if payload is not None:  # what reads of the overlay's staged versions return
                 self.payloads[entry.seq] = payload

@@ -144,6 +144,10 @@ class Storage(Protocol):
     def head(self) -> tuple[int, bytes]:
         """(seq, hash) of the last entry, as of this thread's open batch if it has one."""
 
+    def tree_head(self) -> tuple[int, bytes]:
+        """(size, root) of the RFC 6962 Merkle tree over every entry (docs/TRANSPARENCY.md §1), kept up
+        to date as entries are committed or read, without re-reading the chain."""
+
     def acl(self) -> Acl:
         """The ACL replayed from the chain, as of this thread's open batch if it has one. Callers
         treat it as read-only."""
@@ -151,10 +155,12 @@ class Storage(Protocol):
     def check_writable(self) -> None:
         """Raise Closed, ReadOnly or DurabilityError if a write could not be accepted."""
 
-    def writing(self, transactional: bool = False) -> AbstractContextManager[Batch]:
+    def writing(self, transactional: bool = False, blind: bool = False) -> AbstractContextManager[Batch]:
         """Hold the writer lock, caught up, and commit what the body stages as one atomic unit (nothing
         if it raises). Nested inside this thread's open batch it yields that batch and commits nothing.
-        `transactional`: the body reads its own staged writes back."""
+        `transactional`: the body reads its own staged writes back. `blind`: the body stages only puts
+        of new records and reads nothing but the ACL, so a backend may build the batch without holding
+        the lock and build it again if another writer came first (PostgreSQL does)."""
 
     def current_batch(self) -> Batch | None:
         """This thread's open batch, if any."""

@@ -67,6 +67,11 @@ class TreeState:
             raise StaleCache(f"a frame at seq {first_seq} does not follow the tree of {self.range.size} entries")
         hashes = self.range.add_entries(entries)
         cache = self.cache
+        if cache is not None and self.cache_problem is None and cache.readonly:
+            # A reader keeps the cache as the writers leave it: usable as long as it covers the tree.
+            if len(cache) < self.range.size:
+                self._set_aside(f"the cache holds {len(cache)} leaves, the log {self.range.size}")
+            return
         if cache is not None and self.cache_problem is None:
             try:
                 cache.append(hashes[0] if len(hashes) == 1 else b"".join(hashes), first_seq)

@@ -10,9 +10,10 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..audit import PathArg, UnreadableDatabase, read_log
+from ..audit import PathArg, UnreadableDatabase, read_chain
 from ..errors import IntegrityError
 from ..storage.codec import ZERO_HASH
+from ..storage.contract import is_dsn
 from ..storage.file.framing import HEADER_SIZE, HeaderError, decode_file_header
 from .errors import DamagedLog, UnreadableInput
 from .note import default_origin
@@ -42,6 +43,14 @@ class LogTree:
 
 
 def header_db_id(path: str) -> bytes:
+    """The db_id a database names: its file header's, or, on PostgreSQL, its genesis entry's."""
+    if is_dsn(path):
+        for item in read_chain(path):
+            db_id = item.entry.body.get("db_id")
+            if item.entry.op == "genesis" and isinstance(db_id, bytes):
+                return db_id
+            break
+        raise DamagedLog(f"{path}: the chain does not start with a genesis entry", None)
     try:
         with open(path, "rb") as f:
             data = f.read(HEADER_SIZE)
@@ -68,23 +77,24 @@ def read_tree(db_path: PathArg, keep: Iterable[int] = ()) -> LogTree:
     db_id: bytes | None = None
     try:
         header_id = None
-        for item in read_log(path):
+        for item in read_chain(path):
             if header_id is None:
-                header_id = header_db_id(path)
+                header_id = item.entry.body.get("db_id") if is_dsn(path) else header_db_id(path)
             e = item.entry
+            item_offset = item.where
             if e.seq != expected:
-                raise DamagedLog(f"{path}: entry seq {e.seq} at offset {item.offset} follows seq {expected - 1}: "
-                                 "the seqs are not contiguous", item.offset)
+                raise DamagedLog(f"{path}: entry seq {e.seq} at offset {item_offset} follows seq {expected - 1}: "
+                                 "the seqs are not contiguous", item_offset)
             if e.prev != prev:
-                raise DamagedLog(f"{path}: the prev of seq {e.seq} (offset {item.offset}) is not the hash of the "
-                                 "entry before it", item.offset)
+                raise DamagedLog(f"{path}: the prev of seq {e.seq} (offset {item_offset}) is not the hash of the "
+                                 "entry before it", item_offset)
             if (e.seq == 0) != (e.op == "genesis"):
                 what = f"seq 0 is a {e.op} entry" if e.seq == 0 else f"seq {e.seq} is a genesis entry"
-                raise DamagedLog(f"{path}: {what}: the genesis comes first, and only there", item.offset)
+                raise DamagedLog(f"{path}: {what}: the genesis comes first, and only there", item_offset)
             if e.seq == 0:
                 found = e.body.get("db_id")
                 if found != header_id:
-                    raise DamagedLog(f"{path}: the genesis names another database than the file header", item.offset)
+                    raise DamagedLog(f"{path}: the genesis names another database than the file header", item_offset)
                 db_id = header_id
             data += sha(b"\x00" + e.raw).digest()
             if e.seq in wanted:

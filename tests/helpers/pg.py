@@ -45,7 +45,7 @@ def uri(dsn: str, schema: str | None = None) -> str:
     return f"postgresql://{netloc}/{dbname}" + ("?" + "&".join(query) if query else "")
 
 
-class TestDatabase:
+class PgDatabase:
     """The run's own database on the server: created once, dropped at the end."""
 
     def __init__(self, server: str) -> None:

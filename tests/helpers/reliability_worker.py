@@ -49,7 +49,12 @@ class Worker:
     def __init__(self, client: MnemoClient, agent: str, counters: list[str]) -> None:
         self.c = client
         self.agent = agent
-        self.tool = MnemoMemoryToolServer(client, scope=SCOPE)
+        # Views show whole files (they grow past the default max_view_chars), and no quota refuses an
+        # edit: this run is about concurrent edits losing nothing, not about the tool's bounds.
+        self.tool = MnemoMemoryToolServer(
+            client, scope=SCOPE, max_view_chars=1 << 24, max_files=None, max_total_bytes=None,
+            max_history_bytes=None, max_versions_per_file=None,
+        )
         self.counters = counters
         self.lock = threading.Lock()
         self.acks = Acks()

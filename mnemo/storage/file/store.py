@@ -117,6 +117,7 @@ class FileStore:
         self._locked: LogHandle | None = None  # the handle whose file this store holds the writer lock on
         self.generation = 0
         self.index = Index()  # until _load reads the real one
+        self.tree: Any = None  # the TreeState of the Merkle tree over the entries (mnemo.transparency)
         self.head_ts = 0
         try:
             t0 = time.perf_counter()
@@ -257,8 +258,12 @@ class FileStore:
         finally:
             os.close(fd)
 
-    def _load(self) -> None:
-        """Read the header, then take the index from a valid snapshot or start from an empty one."""
+    def _load(self, keep_tree: bool = False) -> None:
+        """Read the header, then take the index from a valid snapshot or start from an empty one.
+        `keep_tree`: leave the previous tree open (a reload may have to go back to it)."""
+        if self.tree is not None and not keep_tree:
+            self.tree.close()
+            self.tree = None
         try:
             self.db_id = decode_file_header(read_exact(self.fd, 0, HEADER_SIZE))
         except HeaderError as exc:
@@ -278,14 +283,39 @@ class FileStore:
                 loaded = load_snapshot(self.fd, self.db_id, body)
             except SnapshotRefused as exc:
                 loaded, self.snapshot_refused = None, str(exc)
-            if loaded is not None:
+            size = _saved_tree_size(body) if loaded is not None else None
+            if loaded is not None and size is not None and size == loaded[0].entries:
                 self.index, self.end, self.last_frame_offset, self.head_ts = loaded
                 self.snapshot_used = True
+            elif loaded is not None:
+                self.snapshot_refused = "its Merkle tree state is missing or does not match its index"
+        self._open_tree(body["tree"] if self.snapshot_used and body is not None else None)
         if not self.snapshot_used:
             # Missing, stale or damaged: the log is the truth. The next close writes a fresh snapshot.
             self._dirty_snapshot = True
         st = os.fstat(self.fd)
         self._identity = (st.st_ino, st.st_dev)
+
+    def _open_tree(self, saved: bytes | None) -> None:
+        """The tree as of the index just loaded: from the snapshot's compact range, or empty for a replay
+        from seq 0 (which adds every entry). The leaf-hash cache DB.leaves beside the log is opened with
+        it, and set aside (then rebuilt by a writer) if it does not match."""
+        from ...transparency.backend import TreeState  # here: the package imports the audit package
+
+        self.tree = TreeState(self.path, self.db_id, saved=saved, readonly=self.readonly)
+
+    def _grow_tree(self, entries: list[bytes], first_seq: int) -> None:
+        assert self.tree is not None
+        try:
+            self.tree.add(entries, first_seq)
+        except MnemoError as exc:  # StaleCache: the tree and the index disagree; only a bug gets here
+            raise IntegrityError(f"{self.path}: the Merkle tree does not follow the log: {exc}") from None
+
+    def tree_head(self) -> tuple[int, bytes]:
+        with self._index_lock:
+            assert self.tree is not None
+            head = self.tree.head()
+            return head.size, head.root
 
     # -- catching up with the log --------------------------------------------------------------------
     def _catch_up(self, writer: bool, opening: bool = False) -> None:
@@ -405,6 +435,7 @@ class FileStore:
                                  frame.offset) from None
         if acl_frame:
             index.acl_frames.append(frame.offset)
+        self._grow_tree([e.raw for e in frame.entries], frame.entries[0].seq)
         self.end = frame.end
         self.last_frame_offset = frame.offset
         return dropped
@@ -457,7 +488,7 @@ class FileStore:
             self._handle = handle
             try:
                 with gc_paused():
-                    self._load()
+                    self._load(keep_tree=True)
                 if self.db_id != db_id:
                     raise IntegrityError(
                         f"{self.path} was replaced by another database (db_id {self.db_id.hex()}, not "
@@ -474,6 +505,9 @@ class FileStore:
             self.generation += 1  # a reader that started before now retries after its read
             self._synced_end = self.end  # whoever compacted fsynced the new file before renaming it
             self._retire(old)
+            old_tree = saved[-1]
+            if old_tree is not None and old_tree is not self.tree:
+                old_tree.close()
 
     def _check_continues(self, known: tuple[int, bytes]) -> None:
         seq, head = known
@@ -497,11 +531,14 @@ class FileStore:
 
     def _state(self) -> tuple[Any, ...]:
         return (self.index, self.end, self.last_frame_offset, self.head_ts, self.snapshot_used,
-                self._dirty_snapshot, self._identity, self.db_id, self._unerased)
+                self._dirty_snapshot, self._identity, self.db_id, self._unerased, self.tree)
 
     def _restore(self, saved: tuple[Any, ...], handle: LogHandle) -> None:
         (self.index, self.end, self.last_frame_offset, self.head_ts, self.snapshot_used,
-         self._dirty_snapshot, self._identity, self.db_id, self._unerased) = saved
+         self._dirty_snapshot, self._identity, self.db_id, self._unerased, tree) = saved
+        if self.tree is not None and self.tree is not tree:
+            self.tree.close()  # the one opened for the file that was refused
+        self.tree = tree
         self._handle = handle
 
     def _retire(self, handle: LogHandle) -> None:
@@ -659,10 +696,11 @@ class FileStore:
         batch: Batch | None = getattr(self._local, "batch", None)
         return batch
 
-    def writing(self, transactional: bool = False) -> _Writing:
+    def writing(self, transactional: bool = False, blind: bool = False) -> _Writing:
         """A context that holds the writer lock, caught up with the log, and commits what its body
         stages as one frame (nothing, if the body raises). Inside this thread's open batch it yields
-        that batch and commits nothing. `transactional`: the body reads its own staged writes (see Batch)."""
+        that batch and commits nothing. `transactional`: the body reads its own staged writes (see Batch).
+        `blind` changes nothing here: the writer lock is local and held only while the body runs."""
         return _Writing(self, transactional)
 
     def _commit(self, batch: Batch) -> int:
@@ -694,6 +732,7 @@ class FileStore:
                 index.entries += 1
             if acl_frame:
                 index.acl_frames.append(offset)
+            self._grow_tree([s.entry.raw for s in staged_list], staged_list[0].entry.seq)
             self.head_ts = batch.head_ts
             end = offset + len(frame_bytes)
             if self._first_unsynced is None and not forgets:
@@ -985,13 +1024,16 @@ class FileStore:
         if self.readonly or self.last_frame_offset == 0:
             return None
         state = self.index.to_state()
+        assert self.tree is not None
         body = {
             "db_id": self.db_id,
             "offset": self.end,
             "frame_offset": self.last_frame_offset,
             "head_ts": self.head_ts,
             "index": state,
+            "tree": self.tree.to_bytes(),
         }
+        self.tree.flush()
         try:
             snap.write_snapshot(self.snap_path, body)
             self._dirty_snapshot = False
@@ -1046,6 +1088,9 @@ class FileStore:
             self._close_files()
 
     def _close_files(self) -> None:
+        if self.tree is not None:
+            self.tree.close()
+            self.tree = None
         self._unlock()
         handles, self._retired = [self._handle, *self._retired], []
         self._handle = LogHandle(-1)
@@ -1203,6 +1248,16 @@ def _tags_of(payload: bytes) -> tuple[str, ...]:
         return decode_record_fields(packed)[1]
     except Exception as exc:
         raise ChainError(f"unreadable put payload: {exc}") from None
+
+
+def _saved_tree_size(body: dict[str, Any]) -> int | None:
+    """The tree size a snapshot's compact range is of, or None if it holds none that is well-formed."""
+    from ...transparency.tree import CompactRange
+
+    try:
+        return CompactRange.from_bytes(body["tree"]).size
+    except Exception:  # missing, or not a compact range: the snapshot cannot be continued from
+        return None
 
 
 def _stat_or_none(path: str) -> os.stat_result | None:

@@ -12,6 +12,6 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "a postgresql:// database needs psycopg 3: pip install 'mnemo-chain[postgres]'"
     ) from exc
 
-from .store import PostgresStore, application_dsn, display_name, open_postgres
+from .store import PostgresStore, application_dsn, display_name, grant_application_role, open_postgres
 
-__all__ = ["PostgresStore", "application_dsn", "display_name", "open_postgres"]
+__all__ = ["PostgresStore", "application_dsn", "display_name", "grant_application_role", "open_postgres"]

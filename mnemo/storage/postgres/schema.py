@@ -76,7 +76,13 @@ _V2 = """
 ALTER TABLE mnemo_payloads ALTER COLUMN payload SET STORAGE EXTERNAL;
 ALTER TABLE mnemo_payloads ALTER COLUMN payload SET STATISTICS 0;
 ALTER TABLE mnemo_tags ALTER COLUMN tag SET STATISTICS 0;
-ALTER TABLE mnemo_tags ALTER COLUMN id SET STATISTICS 0;
+
+-- Saved compact ranges of the Merkle tree over the entries (docs/TRANSPARENCY.md §7), so that a client
+-- continues the tree from the latest one instead of reading every entry. A cache: verify checks each.
+CREATE TABLE mnemo_tree (
+    size bigint PRIMARY KEY,
+    range bytea NOT NULL
+);
 
 CREATE FUNCTION mnemo_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -93,6 +99,76 @@ CREATE TRIGGER mnemo_payloads_no_update BEFORE UPDATE ON mnemo_payloads
     FOR EACH ROW EXECUTE FUNCTION mnemo_refuse_change();
 CREATE TRIGGER mnemo_payloads_no_truncate BEFORE TRUNCATE ON mnemo_payloads
     FOR EACH STATEMENT EXECUTE FUNCTION mnemo_refuse_change();
+
+-- One commit in one call (one round trip while the head row is locked): the entries and payloads as
+-- they are, and what they change of the derived tables, computed by the client from the chain. It runs
+-- with its caller's privileges (SECURITY INVOKER), so it can do nothing the caller could not.
+CREATE FUNCTION mnemo_commit(
+    e_seq bigint[], e_op text[], e_raw bytea[], e_hash bytea[],
+    p_seq bigint[], p_payload bytea[],
+    stale text[], forgotten text[],
+    new_id text[], new_scope text[], new_ver integer[],
+    up_id text[], up_scope text[], up_ver integer[],
+    v_id text[], v_ver integer[], v_seq bigint[], v_ts bigint[], v_agent text[], v_size bigint[],
+    v_hash bytea[], v_elen integer[], v_plen integer[],
+    retag text[], t_tag text[], t_id text[],
+    head_seq bigint, head_hash bytea, head_ts bigint, head_acl bigint
+) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO mnemo_entries (seq, op, raw, hash) SELECT * FROM unnest(e_seq, e_op, e_raw, e_hash);
+    INSERT INTO mnemo_payloads (seq, payload) SELECT * FROM unnest(p_seq, p_payload);
+    IF cardinality(stale) > 0 THEN
+        -- the erasure: in the transaction that commits the forget entry naming them
+        DELETE FROM mnemo_payloads WHERE seq IN (SELECT seq FROM mnemo_versions WHERE id = ANY(stale));
+        DELETE FROM mnemo_tags WHERE id = ANY(stale);
+        DELETE FROM mnemo_versions WHERE id = ANY(stale);
+        DELETE FROM mnemo_records WHERE id = ANY(stale);
+    END IF;
+    INSERT INTO mnemo_forgotten (id) SELECT DISTINCT unnest(forgotten) ON CONFLICT DO NOTHING;
+    INSERT INTO mnemo_records (id, scope, ver) SELECT * FROM unnest(new_id, new_scope, new_ver);
+    INSERT INTO mnemo_records (id, scope, ver) SELECT * FROM unnest(up_id, up_scope, up_ver)
+        ON CONFLICT (id) DO UPDATE SET scope = EXCLUDED.scope, ver = EXCLUDED.ver;
+    INSERT INTO mnemo_versions (id, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len)
+        SELECT * FROM unnest(v_id, v_ver, v_seq, v_ts, v_agent, v_size, v_hash, v_elen, v_plen);
+    IF cardinality(retag) > 0 THEN
+        DELETE FROM mnemo_tags WHERE id = ANY(retag);
+    END IF;
+    INSERT INTO mnemo_tags (tag, id) SELECT * FROM unnest(t_tag, t_id);
+    UPDATE mnemo_head SET seq = head_seq, hash = head_hash, ts_ns = head_ts,
+        acl_seq = greatest(acl_seq, head_acl);
+END;
+$$;
+
+-- An append made without holding the head row while it was built (new records' puts, which depend on
+-- nothing but the ACL): applied only if the head, and the last ACL entry, are still the ones it was built
+-- on; otherwise nothing is written and the head found is returned, for the caller to build again on.
+-- The head row is locked only for the length of this call.
+CREATE FUNCTION mnemo_append(
+    want_seq bigint, want_hash bytea, want_acl bigint,
+    e_seq bigint[], e_op text[], e_raw bytea[], e_hash bytea[],
+    p_seq bigint[], p_payload bytea[],
+    new_id text[], new_scope text[], new_ver integer[],
+    v_id text[], v_ver integer[], v_seq bigint[], v_ts bigint[], v_agent text[], v_size bigint[],
+    v_hash bytea[], v_elen integer[], v_plen integer[],
+    t_tag text[], t_id text[],
+    head_seq bigint, head_hash bytea, head_ts bigint
+) RETURNS TABLE (o_applied boolean, o_seq bigint, o_hash bytea, o_ts bigint, o_acl bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    h mnemo_head%ROWTYPE;
+BEGIN
+    SELECT * INTO h FROM mnemo_head FOR UPDATE;
+    IF h.seq <> want_seq OR h.hash <> want_hash OR h.acl_seq <> want_acl THEN
+        RETURN QUERY SELECT false, h.seq, h.hash, h.ts_ns, h.acl_seq;
+        RETURN;
+    END IF;
+    PERFORM mnemo_commit(e_seq, e_op, e_raw, e_hash, p_seq, p_payload, '{}', '{}',
+        new_id, new_scope, new_ver, '{}', '{}', '{}',
+        v_id, v_ver, v_seq, v_ts, v_agent, v_size, v_hash, v_elen, v_plen,
+        '{}', t_tag, t_id, head_seq, head_hash, head_ts, -1);
+    RETURN QUERY SELECT true, head_seq, head_hash, head_ts, h.acl_seq;
+END;
+$$;
 """
 
 # MIGRATIONS[n] brings a schema of version n to version n + 1.
@@ -100,7 +176,7 @@ MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2}
 
 TABLES = (
     "mnemo_meta", "mnemo_head", "mnemo_entries", "mnemo_payloads", "mnemo_records", "mnemo_versions",
-    "mnemo_tags", "mnemo_forgotten",
+    "mnemo_tags", "mnemo_forgotten", "mnemo_tree",
 )
 
 # What the application role of a database may do (grant_application_role): append to the chain and
@@ -115,6 +191,7 @@ APPLICATION_PRIVILEGES = {
     "mnemo_versions": "SELECT, INSERT, DELETE",
     "mnemo_tags": "SELECT, INSERT, DELETE",
     "mnemo_forgotten": "SELECT, INSERT",
+    "mnemo_tree": "SELECT, INSERT",
 }
 
 

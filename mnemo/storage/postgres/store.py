@@ -33,6 +33,7 @@ from ...errors import (
     LockTimeout,
     MnemoError,
     NotFound,
+    PermissionDenied,
     ReadOnly,
     StorageError,
 )
@@ -44,10 +45,22 @@ from . import schema
 
 DURABILITY_MODES = ("fsync", "batch", "none")
 BATCH_INTERVAL = 0.05
+TREE_SAVE_EVERY = 1024  # entries between saved compact ranges of the tree
 SCHEMA_LOCK = "mnemo.schema"  # advisory lock key text: creators and migrators of one schema take turns
 
 _VERSION_COLUMNS = "v.ver, v.seq, v.ts_ns, v.agent, v.size, v.hash, v.entry_len, v.payload_len"
 _TAGS = "(SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{}') FROM mnemo_tags t WHERE t.id = r.id)"
+_APPEND = (
+    "SELECT * FROM mnemo_append(%s, %s, %s, %s::bigint[], %s::text[], %s::bytea[], %s::bytea[], %s::bigint[], "
+    "%s::bytea[], %s::text[], %s::text[], %s::integer[], %s::text[], %s::integer[], %s::bigint[], %s::bigint[], "
+    "%s::text[], %s::bigint[], %s::bytea[], %s::integer[], %s::integer[], %s::text[], %s::text[], %s, %s, %s)"
+)
+_COMMIT = (
+    "SELECT mnemo_commit(%s::bigint[], %s::text[], %s::bytea[], %s::bytea[], %s::bigint[], %s::bytea[], "
+    "%s::text[], %s::text[], %s::text[], %s::text[], %s::integer[], %s::text[], %s::text[], %s::integer[], "
+    "%s::text[], %s::integer[], %s::bigint[], %s::bigint[], %s::text[], %s::bigint[], %s::bytea[], "
+    "%s::integer[], %s::integer[], %s::text[], %s::text[], %s::text[], %s, %s, %s, %s)"
+)
 
 
 def display_name(dsn: str) -> str:
@@ -115,10 +128,12 @@ def _version(row: tuple[Any, ...]) -> Version:
 class _View:
     """What a batch reads through to: the committed state, on the writer's connection, under the lock."""
 
-    def __init__(self, store: PostgresStore, conn: psycopg.Connection[Any], acl: Acl) -> None:
+    def __init__(self, store: PostgresStore, conn: psycopg.Connection[Any] | None, acl: Acl,
+                 acl_seq: int = -1) -> None:
         self.store = store
-        self.conn = conn
+        self.conn = conn  # None: a blind batch, built without the head row (see PostgresStore._append)
         self._acl = acl
+        self.acl_seq = acl_seq  # the last ACL entry of the ACL the batch's checks used
         self.known: dict[str, Rec | None] = {}  # prefetched records (commit replay)
 
     @property
@@ -128,7 +143,7 @@ class _View:
     def get_rec(self, rec_id: str) -> Rec | None:
         if rec_id in self.known:
             return self.known[rec_id]
-        return self.store._recs(self.conn, [rec_id]).get(rec_id)
+        return self.store._recs(self.store._batch_conn(), [rec_id]).get(rec_id)
 
     def prefetch(self, ids: list[str]) -> None:
         missing = [i for i in ids if i not in self.known]
@@ -165,6 +180,9 @@ class PostgresStore:
         self._acl = Acl()
         self._acl_upto = -1  # the seq of the last ACL entry _acl has applied
         self._head: tuple[int, bytes, int] = (-1, ZERO_HASH, 0)
+        self._tree: Any = None  # the CompactRange of the tree as far as this store has read (tree_head)
+        self._tree_saved = 0
+        self._tree_lock = threading.Lock()
         self._write: psycopg.Connection[Any] | None = None
         self._sync: psycopg.Connection[Any] | None = None
         self._stop = threading.Event()
@@ -313,12 +331,51 @@ class PostgresStore:
     def head(self) -> tuple[int, bytes]:
         batch = self.current_batch()
         if batch is not None:
+            self._batch_conn()  # the head is state: a blind batch that asks for it locks first
             return batch.head_seq, batch.head_hash
         return self._head[0], self._head[1]
 
     def acl(self) -> Acl:
         batch = self.current_batch()
         return batch.acl if batch is not None else self._acl
+
+    def tree_head(self) -> tuple[int, bytes]:
+        """The tree over the entries up to the head: continued from the compact range this store last
+        held, or from the latest one saved in mnemo_tree (checked as it is used: a saved range that
+        does not continue into the entries read after it is dropped and the tree read from seq 0)."""
+        from ...transparency.tree import CompactRange
+
+        seq, _head = self.head()
+        with self._tree_lock:
+            compact = self._tree
+            if compact is None:
+                rows = self._fetch("SELECT size, range FROM mnemo_tree WHERE size <= %s ORDER BY size DESC LIMIT 1",
+                                   [seq + 1], self._batch_conn())
+                try:
+                    compact = CompactRange.from_bytes(bytes(rows[0][1])) if rows else CompactRange()
+                    if rows and compact.size != rows[0][0]:
+                        raise ValueError("a saved range of another size")
+                except Exception:  # a saved range that is not one: the entries are the truth
+                    compact = CompactRange()
+            if compact.size < seq + 1:
+                raws = self._fetch("SELECT raw FROM mnemo_entries WHERE seq >= %s AND seq <= %s ORDER BY seq",
+                                   [compact.size, seq], self._batch_conn())
+                compact.add_entries(bytes(r[0]) for r in raws)
+            if compact.size != seq + 1:
+                raise IntegrityError(f"{self.path}: the entries up to seq {seq} are not all there")
+            self._tree = compact
+            head = compact.head()
+            return head.size, head.root
+
+    def _save_tree(self) -> None:
+        """Save the compact range this store holds, if it is far enough ahead of the saved ones."""
+        compact = self._tree
+        if compact is None or compact.size - self._tree_saved < TREE_SAVE_EVERY or self.readonly:
+            return
+        with contextlib.suppress(MnemoError):
+            self._fetch("INSERT INTO mnemo_tree (size, range) VALUES (%s, %s) ON CONFLICT DO NOTHING "
+                        "RETURNING size", [compact.size, compact.to_bytes()])
+            self._tree_saved = compact.size
 
     def _check_open(self) -> None:
         if self.closed:
@@ -336,7 +393,16 @@ class PostgresStore:
         return batch
 
     def _batch_conn(self) -> psycopg.Connection[Any] | None:
-        return self._write if self.current_batch() is not None else None
+        """The connection reads of this thread's batch go through: the writer's, in its transaction. A
+        blind batch that turns out to read takes the head row first, as any other would have."""
+        batch = self.current_batch()
+        if batch is None:
+            return None
+        view = batch.base
+        assert isinstance(view, _View)
+        if view.conn is None:
+            self._lock_blind(batch)
+        return self._write
 
     # -- the contract: reads ---------------------------------------------------------------------------
     def _recs(self, conn: psycopg.Connection[Any] | None, ids: list[str]) -> dict[str, Rec]:
@@ -428,10 +494,20 @@ class PostgresStore:
         batch = self.current_batch()
         conn = self._batch_conn()
         overlay = batch.recs if batch is not None else {}
-        joins = "".join(
-            f" JOIN mnemo_tags t{i} ON t{i}.id = r.id AND t{i}.tag = %s" for i in range(len(query.tags))
-        )
-        params: list[Any] = list(query.tags)
+        # With tags, the first one's index drives: its rows come in id order (the key is (tag, id)), and
+        # each finds its record, versions, entry and payload by key (LATERAL: never a scan of a table,
+        # whatever the planner guesses of tags, on which it keeps no statistics).
+        params: list[Any] = []
+        if query.tags:
+            others = "".join(
+                f" AND EXISTS (SELECT 1 FROM mnemo_tags t{i} WHERE t{i}.tag = %s AND t{i}.id = t0.id)"
+                for i in range(1, len(query.tags))
+            )
+            candidates = f"(SELECT t0.id FROM mnemo_tags t0 WHERE t0.tag = %s{others} ORDER BY t0.id) c"
+            params += [query.tags[0], *query.tags[1:]]
+            source = f"{candidates} CROSS JOIN LATERAL (SELECT * FROM mnemo_records x WHERE x.id = c.id) r"
+        else:
+            source = "mnemo_records r"
         where, scope_params = _scope_sql(scopes)
         conds = [where]
         params += scope_params
@@ -445,15 +521,16 @@ class PostgresStore:
             conds.append("NOT (r.id = ANY(%s::text[]))")
             params.append(list(overlay))
         limit = "" if query.limit is None else f" LIMIT {int(query.limit)}"
-        want = "v.ver = h.ver" if payloads else "false"
+        loaded = (
+            "CASE WHEN v.ver = h.ver THEN (SELECT e.raw FROM mnemo_entries e WHERE e.seq = v.seq) END, "
+            "CASE WHEN v.ver = h.ver THEN (SELECT p.payload FROM mnemo_payloads p WHERE p.seq = v.seq) END"
+        ) if payloads else "NULL, NULL"
         rows = self._fetch(
-            f"WITH h AS (SELECT r.id, r.scope, r.ver FROM mnemo_records r{joins} WHERE {' AND '.join(conds)} "
+            f"WITH h AS MATERIALIZED (SELECT r.id, r.scope, r.ver FROM {source} WHERE {' AND '.join(conds)} "
             f"ORDER BY r.id{limit}) "
             f"SELECT h.id, h.scope, (SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{{}}') FROM mnemo_tags t "
-            f"WHERE t.id = h.id), {_VERSION_COLUMNS}, CASE WHEN {want} THEN e.raw END, "
-            f"CASE WHEN {want} THEN p.payload END FROM h JOIN mnemo_versions v ON v.id = h.id "
-            f"LEFT JOIN mnemo_entries e ON e.seq = v.seq AND {want} "
-            f"LEFT JOIN mnemo_payloads p ON p.seq = v.seq AND {want} ORDER BY h.id, v.ver",
+            f"WHERE t.id = h.id), {_VERSION_COLUMNS}, {loaded} "
+            "FROM h CROSS JOIN LATERAL (SELECT * FROM mnemo_versions w WHERE w.id = h.id) v ORDER BY h.id, v.ver",
             params, conn,
         )
         out = [self._found(rec, loaded, "latest" if payloads else "none", batch)
@@ -552,6 +629,16 @@ class PostgresStore:
         size = "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0) FROM unnest(%s::text[]) t"
         tables = ["mnemo_payloads", "mnemo_tags", "mnemo_versions", "mnemo_records"]
         before = int(self._fetch(size, [tables])[0][0])
+        owned = self._fetch(
+            "SELECT bool_and(pg_has_role(current_user, c.relowner, 'USAGE')) FROM pg_class c "
+            "WHERE c.oid = ANY(ARRAY[to_regclass('mnemo_payloads'), to_regclass('mnemo_tags')])"
+        )
+        if not (owned and owned[0][0]):
+            # VACUUM would skip the tables with a warning only: the erased bytes would stay in their files
+            raise StorageError(
+                f"compacting {self.path} rewrites its tables (VACUUM FULL), which only their owner may do: "
+                "run it with the owner's connection (see docs/POSTGRES.md)"
+            )
         with self._read_lock:
             try:
                 conn = self._reads()
@@ -565,7 +652,8 @@ class PostgresStore:
         return {"bytes_before": before, "bytes_after": after, "reclaimed": before - after}
 
     def persist(self) -> None:
-        """Nothing to save: the tables are the index."""
+        """The tables are the index; what is saved is the tree's compact range (mnemo_tree)."""
+        self._save_tree()
 
     def info(self) -> dict[str, Any]:
         rows = self._fetch(
@@ -578,26 +666,42 @@ class PostgresStore:
                 "table_bytes": int(size), "open_seconds": self.open_seconds}
 
     # -- writing -------------------------------------------------------------------------------------
-    def writing(self, transactional: bool = False) -> _Writing:
-        return _Writing(self, transactional)
+    def writing(self, transactional: bool = False, blind: bool = False) -> _Writing:
+        return _Writing(self, transactional, blind)
 
     def _writer(self) -> psycopg.Connection[Any]:
+        """The writer's connection. Its session settings are made once: how long to wait for the head
+        row, and commits that release it as soon as their record is written (the flush comes after, in
+        _flush: see the module docstring)."""
         if self._write is None or self._write.broken or self._write.closed:
             if self._write is not None:
                 with contextlib.suppress(psycopg.Error):
                     self._write.close()
-            self._write = self._connect(autocommit=False)
+            conn = self._connect(autocommit=True)
+            try:
+                conn.execute(f"SET lock_timeout = {max(1, int(self.lock_timeout * 1000))}")
+                conn.execute("SET synchronous_commit = off")
+            except psycopg.Error as exc:
+                conn.close()
+                raise storage_error(exc, self.path) from None
+            conn.autocommit = False
+            self._write = conn
         return self._write
 
     def _begin(self, transactional: bool) -> Batch:
         """Start the writer's transaction and lock the head row: from here to the commit, this is the
-        only writer of the database."""
-        conn = self._writer()
+        only writer of the database. A connection found lost here (the server restarted, or killed it
+        while idle) is replaced once: nothing was done on it yet."""
         try:
-            conn.execute(f"SET LOCAL lock_timeout = {max(1, int(self.lock_timeout * 1000))}")
-            # The head row is released as soon as the commit record is written; _flush (fsync), the
-            # batch flusher or the server's WAL writer makes it durable after that (module docstring).
-            conn.execute("SET LOCAL synchronous_commit = off")
+            return self._begin_on(self._writer(), transactional)
+        except StorageError:
+            if self._write is None or not self._write.broken:
+                raise
+        self._write = None
+        return self._begin_on(self._writer(), transactional)
+
+    def _begin_on(self, conn: psycopg.Connection[Any], transactional: bool) -> Batch:
+        try:
             row = conn.execute("SELECT seq, hash, ts_ns, acl_seq FROM mnemo_head FOR UPDATE").fetchone()
             if row is None:
                 raise IntegrityError(f"{self.path}: mnemo_head holds no row")
@@ -608,7 +712,82 @@ class PostgresStore:
             if isinstance(exc, psycopg.Error):
                 raise storage_error(exc, self.path) from None
             raise
-        return Batch(_View(self, conn, self._acl), self._head, transactional)
+        return Batch(_View(self, conn, self._acl, self._acl_upto), self._head, transactional)
+
+    def _blind(self) -> Batch:
+        """A batch built on the head this store last saw, without the head row: see _append."""
+        return Batch(_View(self, None, self._acl, self._acl_upto), self._head, False)
+
+    def _lock_blind(self, batch: Batch) -> None:
+        """A blind batch that reads state after all: take the head row now, and build what it staged
+        again on the head found (its entries are new records' puts, valid on any head)."""
+        view = batch.base
+        assert isinstance(view, _View)
+        locked = self._begin(transactional=False)
+        assert isinstance(locked.base, _View)
+        view.conn, view._acl, view.acl_seq = locked.base.conn, locked.base._acl, locked.base.acl_seq
+        self._restage(batch, (locked.head_seq, locked.head_hash, locked.head_ts))
+
+    def _restage(self, batch: Batch, head: tuple[int, bytes, int]) -> None:
+        """Build the batch's entries again on `head` (new seqs, prev and times; the same ops, agents,
+        bodies and payloads)."""
+        staged = batch.staged
+        batch.staged = []
+        batch.head_seq, batch.head_hash, batch.head_ts = head
+        for s in staged:
+            batch.stage(s.entry.op, s.entry.agent, s.entry.body, s.payload, s.tags, trusted=True)
+
+    def _append(self, batch: Batch) -> int:
+        """Commit a blind batch (only new records' puts, whose validity depends on nothing but the ACL)
+        without having held the head row while it was built: mnemo_append applies it in one call if the
+        head and the last ACL entry are still those it was built on. Otherwise it is built again on the
+        head found (the ACL checked again, if a grant or revoke came), and tried again; after a few tries,
+        the head row is taken as for any batch. The row is locked only for the length of each call."""
+        view = batch.base
+        assert isinstance(view, _View)
+        for _attempt in range(8):
+            if view.conn is not None:
+                break
+            first = batch.staged[0].entry
+            want = (first.seq - 1, first.prev, view.acl_seq)
+            conn = self._writer()
+            try:
+                conn.autocommit = True
+                row = conn.execute(_APPEND, [*want, *_append_columns(batch)]).fetchone()
+            except psycopg.Error as exc:
+                if not conn.broken:
+                    raise storage_error(exc, self.path) from None
+                # The connection went with the call in flight: did it land? If not, the batch is blind,
+                # so trying it again (on a new connection, a newer head) is safe.
+                if not self._committed(first):
+                    continue
+                row = (True, batch.head_seq, batch.head_hash, batch.head_ts, view.acl_seq)
+            finally:
+                if self._write is not None and not self._write.closed:
+                    with contextlib.suppress(psycopg.Error):
+                        self._write.autocommit = False
+            assert row is not None
+            applied, seq, head, ts, acl_seq = row
+            if applied:
+                self._head = (batch.head_seq, batch.head_hash, batch.head_ts)
+                with self._flush_lock:
+                    self._commits += 1
+                    return self._commits
+            if acl_seq != view.acl_seq:
+                self._load_acl(acl_seq, None)
+                view._acl, view.acl_seq = self._acl, acl_seq
+                for s in batch.staged:
+                    if not view._acl.allows(s.entry.agent, "write", s.entry.body["scope"]):
+                        raise PermissionDenied(
+                            f"{s.entry.agent} may not write in scope {s.entry.body['scope']}"
+                        )
+            self._restage(batch, (seq, bytes(head), ts))
+        if view.conn is None:
+            self._lock_blind(batch)
+            for s in batch.staged:
+                if not view._acl.allows(s.entry.agent, "write", s.entry.body["scope"]):
+                    raise PermissionDenied(f"{s.entry.agent} may not write in scope {s.entry.body['scope']}")
+        return self._commit(batch)
 
     def _commit(self, batch: Batch) -> int:
         """Write the batch's entries and what they change of the derived tables, and commit (without
@@ -617,10 +796,14 @@ class PostgresStore:
         assert conn is not None and isinstance(batch.base, _View)
         staged = batch.staged
         view = batch.base
-        # Replay the batch onto the committed state, to learn what each record ends as.
-        ids = {s.entry.body["id"] for s in staged if s.entry.op == "put"}
+        # Replay the batch onto the committed state, to learn what each record ends as. Records a put
+        # makes (version 1) need no look-up: the insert refuses an id that exists.
+        ids = {s.entry.body["id"] for s in staged if s.entry.op == "put" and s.entry.body["ver"] > 1}
         ids.update(i for s in staged if s.entry.op == "forget" for i in s.entry.body["ids"])
         view.prefetch(sorted(ids))
+        for s in staged:
+            if s.entry.op == "put" and s.entry.body["ver"] == 1:
+                view.known.setdefault(s.entry.body["id"], None)
         final = Batch(view, (-1, ZERO_HASH, 0), True)
         forgotten: list[str] = []
         for s in staged:
@@ -630,7 +813,6 @@ class PostgresStore:
                 forgotten.extend(e.body["ids"])
         first = staged[0].entry.seq
         live_seqs = {v.seq for r in final.recs.values() if r is not None for v in r.versions}
-        entries = [(s.entry.seq, s.entry.op, s.entry.raw, s.entry.hash) for s in staged]
         payloads = [
             (s.entry.seq, s.payload) for s in staged
             if s.payload is not None and (s.entry.op != "put" or s.entry.seq in live_seqs)
@@ -640,57 +822,41 @@ class PostgresStore:
             rec_id for rec_id, r in final.recs.items()
             if view.known.get(rec_id) is not None and (r is None or r.versions[0].seq >= first)
         ]
-        new_versions: list[tuple[Any, ...]] = []
+        new_recs: list[tuple[str, str, int]] = []
         upserts: list[tuple[str, str, int]] = []
+        versions: list[Version] = []
+        version_ids: list[str] = []
         tag_rows: list[tuple[str, str]] = []
         retag: list[str] = []
         for rec_id, rec in final.recs.items():
             if rec is None:
                 continue
             before = None if rec_id in stale else view.known.get(rec_id)
-            upserts.append((rec_id, rec.scope, rec.latest.ver))
-            new_versions.extend(
-                (rec_id, v.ver, v.seq, v.ts_ns, v.agent, v.size, v.hash, v.entry_len, v.slot_len)
-                for v in rec.versions if v.seq >= first
-            )
+            (upserts if before is not None else new_recs).append((rec_id, rec.scope, rec.latest.ver))
+            fresh = [v for v in rec.versions if v.seq >= first]
+            versions.extend(fresh)
+            version_ids.extend([rec_id] * len(fresh))
             if before is None or before.tags != rec.tags:
-                retag.append(rec_id)
+                if before is not None:
+                    retag.append(rec_id)
                 tag_rows.extend((tag, rec_id) for tag in rec.tags)
         acl_seqs = [s.entry.seq for s in staged if s.entry.op in ACL_OPS]
         last = staged[-1].entry
+        columns = (
+            [s.entry.seq for s in staged], [s.entry.op for s in staged], [s.entry.raw for s in staged],
+            [s.entry.hash for s in staged],
+            [p[0] for p in payloads], [p[1] for p in payloads],
+            stale, forgotten,
+            [r[0] for r in new_recs], [r[1] for r in new_recs], [r[2] for r in new_recs],
+            [r[0] for r in upserts], [r[1] for r in upserts], [r[2] for r in upserts],
+            version_ids, [v.ver for v in versions], [v.seq for v in versions], [v.ts_ns for v in versions],
+            [v.agent for v in versions], [v.size for v in versions], [v.hash for v in versions],
+            [v.entry_len for v in versions], [v.slot_len for v in versions],
+            retag, [t[0] for t in tag_rows], [t[1] for t in tag_rows],
+            last.seq, last.hash, batch.head_ts, max(acl_seqs, default=-1),
+        )
         try:
-            with conn.pipeline(), conn.cursor() as cur:
-                cur.executemany("INSERT INTO mnemo_entries (seq, op, raw, hash) VALUES (%s, %s, %s, %s)", entries)
-                if payloads:
-                    cur.executemany("INSERT INTO mnemo_payloads (seq, payload) VALUES (%s, %s)", payloads)
-                if stale:
-                    # the erasure: in the transaction that commits the forget entry naming them
-                    cur.execute("DELETE FROM mnemo_payloads WHERE seq IN (SELECT seq FROM mnemo_versions "
-                                "WHERE id = ANY(%s::text[]))", [stale])
-                    cur.execute("DELETE FROM mnemo_tags WHERE id = ANY(%s::text[])", [stale])
-                    cur.execute("DELETE FROM mnemo_versions WHERE id = ANY(%s::text[])", [stale])
-                    cur.execute("DELETE FROM mnemo_records WHERE id = ANY(%s::text[])", [stale])
-                if forgotten:
-                    cur.execute("INSERT INTO mnemo_forgotten (id) SELECT unnest(%s::text[]) ON CONFLICT DO NOTHING",
-                                [forgotten])
-                if upserts:
-                    cur.executemany(
-                        "INSERT INTO mnemo_records (id, scope, ver) VALUES (%s, %s, %s) ON CONFLICT (id) DO UPDATE "
-                        "SET scope = EXCLUDED.scope, ver = EXCLUDED.ver", upserts,
-                    )
-                if new_versions:
-                    cur.executemany(
-                        "INSERT INTO mnemo_versions (id, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", new_versions,
-                    )
-                if retag:
-                    cur.execute("DELETE FROM mnemo_tags WHERE id = ANY(%s::text[])", [retag])
-                if tag_rows:
-                    cur.executemany("INSERT INTO mnemo_tags (tag, id) VALUES (%s, %s)", tag_rows)
-                cur.execute(
-                    "UPDATE mnemo_head SET seq = %s, hash = %s, ts_ns = %s, acl_seq = greatest(acl_seq, %s)",
-                    [last.seq, last.hash, batch.head_ts, max(acl_seqs, default=-1)],
-                )
+            conn.execute(_COMMIT, columns)
         except psycopg.Error as exc:
             with contextlib.suppress(psycopg.Error):
                 conn.rollback()
@@ -698,6 +864,8 @@ class PostgresStore:
         try:
             conn.commit()
         except psycopg.OperationalError as exc:
+            if not conn.broken:
+                raise storage_error(exc, self.path) from None
             # The commit was sent and the connection went: did it land? Ask, once the head row is free.
             if not self._committed(staged[0].entry):
                 raise StorageError(
@@ -719,12 +887,13 @@ class PostgresStore:
         self._write = None
         conn = self._writer()
         try:
-            conn.execute(f"SET LOCAL lock_timeout = {max(1, int(self.lock_timeout * 1000))}")
             conn.execute("SELECT 1 FROM mnemo_head FOR UPDATE")
             row = conn.execute("SELECT hash FROM mnemo_entries WHERE seq = %s", [first.seq]).fetchone()
-            conn.rollback()
         except psycopg.Error as exc:
             raise storage_error(exc, self.path) from None
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                conn.rollback()
         return row is not None and bytes(row[0]) == first.hash
 
     def _flush(self, ticket: int) -> None:
@@ -735,14 +904,20 @@ class PostgresStore:
             if self._flushed >= ticket:
                 return
             target = self._commits
-            try:
-                if self._sync is None or self._sync.broken or self._sync.closed:
-                    self._sync = self._connect(autocommit=True)
-                self._sync.execute("SET synchronous_commit = on")
-                self._sync.execute("SELECT pg_current_xact_id()")
-            except psycopg.Error as exc:
-                self._failed = exc
-                raise DurabilityError(f"could not make a commit durable on {self.path}: {_first_line(exc)}") from None
+            for attempt in (0, 1):  # a connection found lost (killed while idle) is replaced once
+                try:
+                    if self._sync is None or self._sync.broken or self._sync.closed:
+                        self._sync = self._connect(autocommit=True)
+                        self._sync.execute("SET synchronous_commit = on")
+                    self._sync.execute("SELECT pg_current_xact_id()")
+                    break
+                except psycopg.Error as exc:
+                    if attempt == 0 and self._sync is not None and self._sync.broken:
+                        continue
+                    self._failed = exc
+                    raise DurabilityError(
+                        f"could not make a commit durable on {self.path}: {_first_line(exc)}"
+                    ) from None
             self._flushed = max(self._flushed, target)
 
     def _batch_flusher(self) -> None:
@@ -762,6 +937,8 @@ class PostgresStore:
             if self._failed is None and not self.readonly and self.durability != "none" and self._commits:
                 with contextlib.suppress(MnemoError):
                     self._flush(self._commits)
+            if self._failed is None:
+                self._save_tree()
         finally:
             self.closed = True
             self._close_connections()
@@ -774,13 +951,15 @@ class PostgresStore:
 
 
 class _Writing:
-    """PostgresStore.writing's context: the writer's transaction, the head row locked, one Batch."""
+    """PostgresStore.writing's context: the writer's transaction, the head row locked, one Batch; or,
+    for a blind batch, a Batch built on the last head seen and appended in one call (_append)."""
 
-    __slots__ = ("store", "transactional", "batch")
+    __slots__ = ("store", "transactional", "blind", "batch")
 
-    def __init__(self, store: PostgresStore, transactional: bool) -> None:
+    def __init__(self, store: PostgresStore, transactional: bool, blind: bool) -> None:
         self.store = store
         self.transactional = transactional
+        self.blind = blind and not transactional
         self.batch: Batch | None = None
 
     def __enter__(self) -> Batch:
@@ -792,7 +971,7 @@ class _Writing:
         if not store._mutex.acquire(timeout=store.lock_timeout):
             raise LockTimeout(f"another thread held the writer lock for over {store.lock_timeout} s")
         try:
-            batch = store._begin(self.transactional)
+            batch = store._blind() if self.blind else store._begin(self.transactional)
         except BaseException:
             store._mutex.release()
             raise
@@ -808,7 +987,9 @@ class _Writing:
         ticket = 0
         try:
             if exc_type is None and batch.staged:
-                ticket = store._commit(batch)
+                view = batch.base
+                assert isinstance(view, _View)
+                ticket = store._append(batch) if view.conn is None else store._commit(batch)
             elif store._write is not None:
                 with contextlib.suppress(psycopg.Error):
                     store._write.rollback()
@@ -818,10 +999,51 @@ class _Writing:
             store._flush(ticket)
 
 
+def _append_columns(batch: Batch) -> list[Any]:
+    """mnemo_append's arrays for a blind batch: its entries, payloads, and the new records' rows."""
+    staged = batch.staged
+    puts = [s for s in staged if s.entry.op == "put"]
+    assert len(puts) == len(staged) and all(s.entry.body["ver"] == 1 for s in puts), "a blind batch holds new puts"
+    bodies = [s.entry.body for s in puts]
+    return [
+        [s.entry.seq for s in staged], [s.entry.op for s in staged], [s.entry.raw for s in staged],
+        [s.entry.hash for s in staged],
+        [s.entry.seq for s in staged if s.payload is not None], [s.payload for s in staged if s.payload is not None],
+        [b["id"] for b in bodies], [b["scope"] for b in bodies], [1] * len(bodies),
+        [b["id"] for b in bodies], [1] * len(bodies), [s.entry.seq for s in puts], [s.entry.ts_ns for s in puts],
+        [s.entry.agent for s in puts], [b["size"] for b in bodies], [s.entry.hash for s in puts],
+        [len(s.entry.raw) for s in puts], [0 if s.payload is None else len(s.payload) for s in puts],
+        [tag for s in puts for tag in s.tags], [s.entry.body["id"] for s in puts for _tag in s.tags],
+        batch.head_seq, batch.head_hash, batch.head_ts,
+    ]
+
+
 def open_postgres(
     dsn: str, agent: str, *, readonly: bool = False, durability: str = "fsync", lock_timeout: float = 10.0
 ) -> PostgresStore:
     return PostgresStore(dsn, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout)
+
+
+def grant_application_role(dsn: str, role: str) -> None:
+    """Give `role` exactly what an application needs of the Mnemo database in the first schema of
+    `dsn`'s search_path (schema.APPLICATION_PRIVILEGES): append entries, erase payloads, keep the derived
+    tables. Run it as the tables' owner. The role can then neither update nor delete an entry, nor
+    disable a trigger or alter a table; compaction (VACUUM FULL) stays the owner's."""
+    from psycopg import sql
+
+    name = display_name(dsn)
+    try:
+        with psycopg.connect(dsn, autocommit=False, connect_timeout=10) as conn:
+            row = conn.execute("SELECT current_schema()").fetchone()
+            if row is None or row[0] is None:
+                raise StorageError(f"{name}: the first schema of the search_path does not exist")
+            conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(row[0]), sql.Identifier(role)))
+            for table, privileges in schema.APPLICATION_PRIVILEGES.items():
+                conn.execute(sql.SQL("GRANT {} ON {} TO {}").format(
+                    sql.SQL(privileges), sql.Identifier(table), sql.Identifier(role)))
+            conn.commit()
+    except psycopg.Error as exc:
+        raise storage_error(exc, name) from None
 
 
 def application_dsn(dsn: str, user: str, password: str | None = None) -> str:
@@ -835,4 +1057,6 @@ def application_dsn(dsn: str, user: str, password: str | None = None) -> str:
     return make_conninfo("", **params)
 
 
-__all__ = ["PostgresStore", "application_dsn", "display_name", "open_postgres", "storage_error"]
+__all__ = [
+    "PostgresStore", "application_dsn", "display_name", "grant_application_role", "open_postgres", "storage_error",
+]

@@ -20,6 +20,7 @@ from ...acl import Acl
 from ...audit.verify_file import ExpectedIndex, _DbVerifier, _parse_expect_head
 from ...errors import InvalidInput
 from ...record import Problem, VerifyReport
+from ...transparency.tree import CompactRange
 from ..codec import EntryDecodeError, decode_entry
 from ..contract import Progress
 from ..file.framing import SLOT_CRC, Slot
@@ -61,6 +62,10 @@ def verify_postgres(
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         total = conn.execute("SELECT count(*) FROM mnemo_entries").fetchone()
         n_rows = int(total[0]) if total else 0
+        # the saved compact ranges of the tree, each checked against the tree over the entries up to it
+        saved = {int(size): bytes(data) for size, data in conn.execute("SELECT size, range FROM mnemo_tree")}
+        tree = CompactRange() if saved else None
+        tree_problems: list[Problem] = []
         with conn.cursor(name="mnemo_verify") as cur:
             cur.itersize = 2000
             cur.execute(
@@ -69,11 +74,19 @@ def verify_postgres(
             )
             for done, (seq, op, raw, stored_hash, payload) in enumerate(cur, 1):
                 _row(v, window, seq, op, bytes(raw), bytes(stored_hash), None if payload is None else bytes(payload))
+                if tree is not None:
+                    tree.append_entry(bytes(raw))
+                    if tree.size in saved and saved.pop(tree.size) != tree.to_bytes():
+                        tree_problems.append(Problem("tables", f"the tree state saved at size {tree.size} "
+                                                     "(mnemo_tree) is not the tree over the entries"))
                 if progress is not None and done % 4096 == 0:
                     progress(done, n_rows)
         v.finish()
         report = v.report()
         problems = list(report.problems)
+        problems += tree_problems
+        problems += [Problem("tables", f"mnemo_tree saves a tree of {size} entries, more than the chain holds")
+                     for size in sorted(saved)]
         if report.ok:
             expected.head_seq, expected.entries = report.head_seq, report.entries
             problems += _table_problems(conn, expected, report)

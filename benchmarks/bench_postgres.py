@@ -1,0 +1,259 @@
+"""PostgreSQL benchmark: Mnemo on PostgreSQL beside a plain PostgreSQL schema holding the same data, in
+one run, on one server.
+
+The plain baseline is what an application would write without Mnemo: a records table and an indexed tag
+table, one transaction per insert, `synchronous_commit = on` (every commit waits for its WAL flush).
+Mnemo runs with durability="fsync" (a write returns once its commit is flushed). Measured, as rates
+(higher is better) with the ratio Mnemo / baseline:
+
+- remember: one writer, then 1, 4 and 16 writer processes at once (total records per second);
+- query(tags=[one tag]) with 100 hits among N records, against a SELECT through the tag index;
+- the memory tool's mixed workload (benchmarks/bench_memory_tool.py) on PostgreSQL and on a log file.
+
+Usage: python benchmarks/bench_postgres.py --dsn postgresql://postgres@127.0.0.1:5432/postgres [--quick]
+The script creates a database of its own on that server and drops it at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import random
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import psycopg  # noqa: E402
+from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
+
+from mnemo import MnemoClient  # noqa: E402
+
+TEXT = ("The user prefers concise answers with metric units and ISO dates; they work on a distributed "
+        "storage engine and asked the assistant to remember the names of three services. ") * 3
+PLAIN = """
+CREATE TABLE plain_records (id text PRIMARY KEY, scope text NOT NULL, content text NOT NULL,
+                            metadata jsonb NOT NULL, created_ns bigint NOT NULL);
+CREATE TABLE plain_tags (tag text NOT NULL, id text NOT NULL, PRIMARY KEY (tag, id));
+"""
+
+
+def with_db(dsn: str, dbname: str, schema: str | None = None) -> str:
+    params = conninfo_to_dict(dsn)
+    params["dbname"] = dbname
+    if schema is not None:
+        params["options"] = f"-csearch_path={schema}"
+    return make_conninfo("", **params)
+
+
+def as_uri(conninfo: str) -> str:
+    p = conninfo_to_dict(conninfo)
+    auth = f"{p.get('user', '')}@" if p.get("user") else ""
+    opts = p.get("options")
+    query = f"?options={opts.replace(' ', '%20').replace('=', '%3D')}" if opts else ""
+    return f"postgresql://{auth}{p.get('host', '127.0.0.1')}:{p.get('port', 5432)}/{p['dbname']}{query}"
+
+
+# -- one writer's work (run in a process of its own for the multi-writer runs) ---------------------------
+
+
+def mnemo_writer(url: str, agent: str, n: int, start: Any, out: Any) -> None:
+    with MnemoClient(url, agent, durability="fsync") as c:
+        c.remember("warm-up", tags=["warm"])
+        start.wait()
+        t0 = time.perf_counter()
+        for i in range(n):
+            c.remember(TEXT, tags=["bench", f"t{i % 50}"], metadata={"i": i})
+        out.put(time.perf_counter() - t0)
+
+
+def plain_writer(conninfo: str, agent: str, n: int, start: Any, out: Any) -> None:
+    with psycopg.connect(conninfo, autocommit=False) as conn:
+        conn.execute("SET synchronous_commit = on")
+        conn.commit()
+        start.wait()
+        t0 = time.perf_counter()
+        for i in range(n):
+            rid = secrets.token_hex(16)
+            with conn.cursor() as cur:
+                cur.execute("INSERT INTO plain_records VALUES (%s, %s, %s, %s, %s)",
+                            [rid, f"agent:{agent}", TEXT, json.dumps({"i": i}), time.time_ns()])
+                cur.executemany("INSERT INTO plain_tags VALUES (%s, %s)", [("bench", rid), (f"t{i % 50}", rid)])
+            conn.commit()
+        out.put(time.perf_counter() - t0)
+
+
+def run_writers(target: Callable[..., None], where: str, writers: int, per: int) -> float:
+    """Records per second of `writers` processes writing `per` records each, started together."""
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=target, args=(where, f"w{k}", per, start, out)) for k in range(writers)]
+    for p in procs:
+        p.start()
+    time.sleep(1.0 + 0.1 * writers)  # let every process connect and warm up
+    t0 = time.perf_counter()
+    start.set()
+    for _ in procs:
+        out.get(timeout=600)
+    elapsed = time.perf_counter() - t0
+    for p in procs:
+        p.join()
+    return writers * per / elapsed
+
+
+# -- the suite ---------------------------------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, server: str, quick: bool) -> None:
+        self.server = server
+        self.quick = quick
+        self.dbname = f"mnemo_bench_{os.getpid()}"
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.dbname}"')
+            conn.execute(f'CREATE DATABASE "{self.dbname}"')
+        self.n = 0
+
+    def fresh(self) -> tuple[str, str]:
+        """(Mnemo URI, plain conninfo) of two fresh schemas."""
+        self.n += 1
+        mnemo_schema, plain_schema = f"m{self.n}", f"p{self.n}"
+        with psycopg.connect(with_db(self.server, self.dbname), autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {mnemo_schema}")
+            conn.execute(f"CREATE SCHEMA {plain_schema}")
+        plain = with_db(self.server, self.dbname, plain_schema)
+        with psycopg.connect(plain, autocommit=True) as conn:
+            conn.execute(PLAIN)
+        return as_uri(with_db(self.server, self.dbname, mnemo_schema)), plain
+
+    def close(self) -> None:
+        with psycopg.connect(self.server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.dbname}" WITH (FORCE)')
+
+    def remember(self, writers: int, reps: int) -> dict[str, Any]:
+        per = (150 if self.quick else 400) // max(1, writers // 4)
+        ours, theirs = [], []
+        for _ in range(reps):
+            url, plain = self.fresh()
+            MnemoClient(url, "owner").close()
+            ours.append(run_writers(mnemo_writer, url, writers, per))
+            theirs.append(run_writers(plain_writer, plain, writers, per))
+        return _result(f"remember, {writers} writer process{'es' if writers > 1 else ''}", ours, theirs, "records/s")
+
+    def query(self, reps: int) -> dict[str, Any]:
+        n = 20_000 if self.quick else 100_000
+        url, plain = self.fresh()
+        hot, step = 100, n // 100  # every step-th record holds the tag: 100 hits
+        with MnemoClient(url, "owner", durability="none") as c:
+            for start in range(0, n, 1000):
+                with c.transaction():
+                    for i in range(start, min(n, start + 1000)):
+                        c.remember(TEXT, tags=["hot" if i % step == 0 else f"t{i % 97}"], metadata={"i": i})
+        with psycopg.connect(plain, autocommit=False) as conn, conn.cursor() as cur:
+            rows = [(secrets.token_hex(16), i) for i in range(n)]
+            with cur.copy("COPY plain_records FROM STDIN") as copy:
+                for rid, i in rows:
+                    copy.write_row((rid, "agent:owner", TEXT, json.dumps({"i": i}), time.time_ns()))
+            with cur.copy("COPY plain_tags FROM STDIN") as copy:
+                for rid, i in rows:
+                    copy.write_row(("hot" if i % step == 0 else f"t{i % 97}", rid))
+            conn.commit()
+            conn.execute("ANALYZE plain_records")
+            conn.execute("ANALYZE plain_tags")
+            conn.commit()
+        queries = 200 if self.quick else 500
+        ours, theirs = [], []
+        with MnemoClient(url, "owner") as c, psycopg.connect(plain, autocommit=True) as conn:
+            assert len(c.query(tags=["hot"])) == hot
+            sql = ("SELECT r.id, r.scope, r.content, r.metadata, r.created_ns FROM plain_records r "
+                   "JOIN plain_tags t ON t.id = r.id WHERE t.tag = %s ORDER BY r.id")
+            assert len(conn.execute(sql, ["hot"]).fetchall()) == hot
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                for _ in range(queries):
+                    c.query(tags=["hot"])
+                ours.append(queries / (time.perf_counter() - t0))
+                t0 = time.perf_counter()
+                for _ in range(queries):
+                    conn.execute(sql, ["hot"]).fetchall()
+                theirs.append(queries / (time.perf_counter() - t0))
+        return _result(f"query(tags=[one tag]), {hot} hits among {n:,} records", ours, theirs, "queries/s")
+
+    def memory_tool(self, reps: int) -> dict[str, Any]:
+        from bench_memory_tool import MIX, Workload
+
+        from mnemo.tools.anthropic import MnemoMemoryTool
+
+        ops = 300 if self.quick else 1000
+        pg_rates, file_rates = [], []
+        for rep in range(reps):
+            url, _plain = self.fresh()
+            with tempfile.TemporaryDirectory() as tmp, MnemoClient(url, "owner") as pgc, \
+                    MnemoClient(os.path.join(tmp, "m.db"), "owner") as fc:
+                systems = [Workload("pg", MnemoMemoryTool(pgc), random.Random(rep)),
+                           Workload("file", MnemoMemoryTool(fc), random.Random(rep))]
+                plan = random.Random(rep).choices(list(MIX), weights=list(MIX.values()), k=ops)
+                for system in systems:
+                    system.seed(40)
+                for system, rates in zip(systems, (pg_rates, file_rates), strict=True):
+                    t0 = time.perf_counter()
+                    for command in plan:
+                        system.op(command)()
+                    rates.append(ops / (time.perf_counter() - t0))
+        return _result("memory tool, mixed workload: PostgreSQL vs the log file", pg_rates, file_rates, "ops/s")
+
+
+def _result(name: str, ours: list[float], theirs: list[float], unit: str) -> dict[str, Any]:
+    m, b = statistics.median(ours), statistics.median(theirs)
+    return {"workload": name, "unit": unit, "mnemo": m, "baseline": b, "ratio": m / b,
+            "mnemo_samples": ours, "baseline_samples": theirs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dsn", default=os.environ.get("MNEMO_TEST_POSTGRES", "postgresql://postgres@127.0.0.1/postgres"))
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--reps", type=int, default=None)
+    parser.add_argument("--only", choices=["remember", "query", "memory"], action="append")
+    parser.add_argument("--json", metavar="FILE")
+    args = parser.parse_args(argv)
+    reps = args.reps or (2 if args.quick else 3)
+    bench = Bench(args.dsn, args.quick)
+    results = []
+    try:
+        only = set(args.only or ["remember", "query", "memory"])
+        if "remember" in only:
+            for writers in (1, 4, 16):
+                results.append(bench.remember(writers, reps))
+                print(_row(results[-1]), file=sys.stderr, flush=True)
+        if "query" in only:
+            results.append(bench.query(reps))
+            print(_row(results[-1]), file=sys.stderr, flush=True)
+        if "memory" in only:
+            results.append(bench.memory_tool(reps))
+            print(_row(results[-1]), file=sys.stderr, flush=True)
+    finally:
+        bench.close()
+    print("| workload | Mnemo | baseline | ratio |\n|---|---|---|---|")
+    for r in results:
+        print(_row(r))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+def _row(r: dict[str, Any]) -> str:
+    return f"| {r['workload']} | {r['mnemo']:,.0f} {r['unit']} | {r['baseline']:,.0f} | {r['ratio']:.2f}x |"
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    raise SystemExit(main())

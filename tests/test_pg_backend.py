@@ -1,0 +1,539 @@
+"""What is truly the PostgreSQL backend's own: the same chain bytes as the file, one order across
+processes, append-only enforced by the database, erasure out of the data directory, faults of the
+connection, schema versions, and a role that cannot rewrite history. (Behaviour shared with the file
+backend is tested once for both, through the `db` fixture.)"""
+
+from __future__ import annotations
+
+import glob
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from helpers.frames import check_chain
+from helpers.pg import PgDatabase, uri
+from helpers.procs import start_writer
+from test_chain_vectors import VECTORS, vector_log
+
+from mnemo import MnemoClient, StorageError
+from mnemo.audit import load_private_key, public_key_bytes, read_chain, verify_db
+from mnemo.errors import IntegrityError, LockTimeout, NotFound, PermissionDenied
+from mnemo.storage.postgres import grant_application_role
+from mnemo.storage.postgres import schema as pg_schema
+from mnemo.storage.postgres import store as pg_store
+
+OWNER = "owner"
+
+
+class Schema:
+    """A fresh schema of the run's database: its URI for MnemoClient, and SQL on it for the test."""
+
+    def __init__(self, database: PgDatabase) -> None:
+        self.database = database
+        self.name, self.url = database.new_schema()
+
+    def connect(self, autocommit: bool = True, **kwargs: Any) -> psycopg.Connection[Any]:
+        return psycopg.connect(self.database.dsn, autocommit=autocommit, options=f"-csearch_path={self.name}", **kwargs)
+
+    def sql(self, query: str, params: Any = None) -> list[Any]:
+        with self.connect() as conn:
+            cur = conn.execute(query, params)
+            return cur.fetchall() if cur.description else []
+
+
+@pytest.fixture
+def pg(pg_database: PgDatabase | None) -> Iterator[Schema]:
+    if pg_database is None:
+        if os.environ.get("MNEMO_REQUIRE_POSTGRES") == "1":
+            pytest.fail("MNEMO_TEST_POSTGRES is not set: the PostgreSQL backend cannot be tested")
+        pytest.skip("PostgreSQL tests need MNEMO_TEST_POSTGRES (a server DSN)")
+    schema = Schema(pg_database)
+    try:
+        yield schema
+    finally:
+        pg_database.drop_schema(schema.name)
+
+
+def raws(db: str) -> list[bytes]:
+    return [item.entry.raw for item in read_chain(db)]
+
+
+# -- the same chain ----------------------------------------------------------------------------------------
+
+
+def test_the_chain_vectors_pass_on_postgresql(pg: Schema, tmp_path: Path) -> None:
+    """The contract's vector chain, copied into PostgreSQL: the same bytes, hashes and head, and it
+    verifies there (the put forgotten in the vectors is copied without its payload)."""
+    src = tmp_path / "vectors.db"
+    src.write_bytes(vector_log())
+    with MnemoClient(src, "owner", readonly=True) as c:
+        report = c.copy_to(pg.url)
+    assert (report.ok, report.head_seq, report.head_hash) == (True, 4, VECTORS[-1]["hash"])
+    assert raws(pg.url) == [bytes.fromhex(v["entry_hex"]) for v in VECTORS]
+    key = public_key_bytes(load_private_key(b"\x42" * 32))
+    report = verify_db(pg.url, pubkey=key, expect_head=(4, VECTORS[-1]["hash"]))
+    assert report.ok and report.checkpoints == 1 and report.erased == 1
+    assert pg.sql("SELECT count(*) FROM mnemo_payloads p JOIN mnemo_entries e USING (seq) WHERE e.op = 'put'") == [(0,)]
+
+
+def test_copy_in_both_directions_keeps_every_entry_and_every_erasure(pg: Schema, tmp_path: Path) -> None:
+    src = tmp_path / "a.db"
+    with MnemoClient(src, OWNER, durability="none") as c:
+        ids = [c.remember(f"record {i}", tags=["t", f"n{i}"], metadata={"i": i}).id for i in range(30)]
+        c.update(ids[0], content="version two")
+        c.grant("bob", "team:*", ["read"])
+        c.forget(ids[3:6], reason="asked")
+        with c.transaction():
+            c.remember("in a transaction", scope="team:x")
+        head = c.head
+        assert c.copy_to(pg.url).head_hash == head[1]
+    back = tmp_path / "b.db"
+    with MnemoClient(pg.url, OWNER) as p:
+        assert p.head == head
+        assert [r.content for r in p.history(ids[0])] == ["record 0", "version two"]
+        assert {r.id for r in p.query(tags=["t"])} == set(ids) - set(ids[3:6])
+        assert p.verify().ok
+        assert p.copy_to(back).head_hash == head[1]
+    assert raws(str(src)) == raws(pg.url) == raws(str(back))
+    assert b"record 4" not in back.read_bytes()
+    assert pg.sql("SELECT count(*) FROM mnemo_payloads WHERE payload::text LIKE '%record 4%'") == [(0,)]
+
+
+def test_copy_refuses_a_destination_that_exists(pg: Schema, tmp_path: Path) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        c.remember("there already")
+    src = tmp_path / "s.db"
+    with MnemoClient(src, OWNER, durability="none") as c:
+        c.remember("x")
+        before = raws(pg.url)
+        with pytest.raises(Exception, match="already holds a Mnemo database"):
+            c.copy_to(pg.url)
+    assert raws(pg.url) == before
+
+
+# -- many writers, one order ---------------------------------------------------------------------------------
+
+
+def _release(procs: list[Any]) -> None:
+    for p in procs:
+        assert p.stdout.readline() == "READY\n", p.stderr.read()
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+
+
+def test_writers_in_four_processes_make_one_gap_free_chain(pg: Schema) -> None:
+    MnemoClient(pg.url, OWNER).close()
+    n = 120
+    procs = [start_writer("bulk", pg.url, f"w{k}", "--durability", "fsync", "--tag", f"w{k}", "--count", str(n))
+             for k in range(4)]
+    try:
+        _release(procs)
+        acked = []
+        for p in procs:
+            out, err = p.communicate(timeout=300)
+            assert p.returncode == 0, err
+            acked += [line for line in out.splitlines()[1:]]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    entries = [item.entry for item in read_chain(pg.url)]
+    check_chain(entries)
+    puts = [e.body["id"] for e in entries if e.op == "put"]
+    assert sorted(puts) == sorted(acked) and len(puts) == 4 * n
+    assert len({e.agent for e in entries[1:]}) == 4
+    assert verify_db(pg.url).ok
+
+
+def test_no_update_is_lost_between_processes(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        rec = c.remember("0")
+        c.grant("w0", c.home_scope, ["read", "write"])
+        c.grant("w1", c.home_scope, ["read", "write"])
+    per = 40
+    procs = [start_writer("counter", pg.url, f"w{k}", "--id", rec.id, "--count", str(per)) for k in range(2)]
+    try:
+        _release(procs)
+        for p in procs:
+            out, err = p.communicate(timeout=300)
+            assert p.returncode == 0, err
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    with MnemoClient(pg.url, OWNER) as c:
+        assert c.get(rec.id).content == str(2 * per)
+        assert [r.version for r in c.history(rec.id)] == list(range(1, 2 * per + 2))
+
+
+def test_a_writer_holding_the_head_row_makes_others_time_out(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        rec = c.remember("before")
+    with pg.connect(autocommit=False) as holder, MnemoClient(pg.url, OWNER, lock_timeout=0.3) as c:
+        holder.execute("SELECT 1 FROM mnemo_head FOR UPDATE")
+        started = time.monotonic()
+        with pytest.raises(LockTimeout):
+            c.remember("blocked")
+        assert 0.25 <= time.monotonic() - started < 5
+        assert c.get(rec.id).content == "before"  # readers never wait for the writer lock
+        holder.rollback()
+        assert c.remember("after").seq == rec.seq + 1
+
+
+def test_readers_never_block_writers(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        for i in range(50):
+            c.remember(f"r{i}")
+        chain = c._store.log()  # a read in progress, holding its snapshot
+        next(chain)
+        started = time.monotonic()
+        c.remember("written while a read is open")
+        assert time.monotonic() - started < 5
+        assert sum(1 for _ in chain) == 50  # the reader sees its snapshot: not the write after it
+        chain.close()
+
+
+# -- append-only, by the database too ------------------------------------------------------------------------
+
+
+def test_the_schema_refuses_to_change_or_remove_entries(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        c.remember("history")
+    before = raws(pg.url)
+    for statement in ("UPDATE mnemo_entries SET raw = raw || '\\x00'::bytea WHERE seq = 1",
+                      "DELETE FROM mnemo_entries WHERE seq = 1",
+                      "TRUNCATE mnemo_entries CASCADE",
+                      "UPDATE mnemo_payloads SET payload = '\\x00'::bytea",
+                      "TRUNCATE mnemo_payloads"):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
+            pg.sql(statement)
+    assert raws(pg.url) == before
+
+
+def test_an_application_role_can_write_and_forget_but_not_rewrite(pg: Schema) -> None:
+    role = f"mnemo_app_{secrets.token_hex(4)}"
+    pg.sql(f'CREATE ROLE "{role}" LOGIN')
+    try:
+        with MnemoClient(pg.url, OWNER) as c:
+            c.grant("agent-1", "team:x", ["read"])  # an entry, so ACL replay is exercised
+        grant_application_role(pg.url, role)
+        app = uri(pg_store.application_dsn(pg.database.dsn, role), pg.name)
+        with MnemoClient(app, OWNER) as c:  # the database's owner agent, through the application role
+            rec = c.remember("written by the application role", tags=["app"])
+            c.update(rec.id, content="and updated")
+            assert c.query(tags=["app"])[0].content == "and updated"
+            assert c.forget(rec.id) == 1
+            with pytest.raises(StorageError, match="only their owner may do"):
+                c.compact()  # VACUUM FULL is the tables' owner's
+        with psycopg.connect(pg_store.application_dsn(pg.database.dsn, role), autocommit=True,
+                             options=f"-csearch_path={pg.name}") as conn:
+            for statement in ("UPDATE mnemo_entries SET op = op", "DELETE FROM mnemo_entries",
+                              "ALTER TABLE mnemo_entries DISABLE TRIGGER USER",
+                              "UPDATE mnemo_meta SET schema_version = 1"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    conn.execute(statement)
+        with MnemoClient(pg.url, OWNER) as c:
+            assert c.verify().ok
+    finally:
+        pg.sql(f'DROP OWNED BY "{role}"')
+        pg.sql(f'DROP ROLE IF EXISTS "{role}"')
+
+
+def test_verify_finds_an_entry_a_superuser_edited_with_the_triggers_off(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        c.remember("the original")
+        c.remember("and after it")
+    with pg.connect() as conn:
+        conn.execute("ALTER TABLE mnemo_entries DISABLE TRIGGER USER")
+        raw = bytes(conn.execute("SELECT raw FROM mnemo_entries WHERE seq = 1").fetchone()[0])
+        forged = raw.replace(b"agent:owner", b"agent:ownex")
+        conn.execute("UPDATE mnemo_entries SET raw = %s WHERE seq = 1", [forged])
+        conn.execute("ALTER TABLE mnemo_entries ENABLE TRIGGER USER")
+    report = verify_db(pg.url)
+    kinds = {p.kind for p in report.problems}
+    assert not report.ok and {"hash-column", "link"} <= kinds, report.problems
+    assert any(p.seq == 1 for p in report.problems)
+
+
+def test_verify_finds_derived_tables_that_disagree_with_the_chain(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        rec = c.remember("mine", tags=["t"])
+        other = c.remember("kept")
+        c.forget(other.id)
+    pg.sql("UPDATE mnemo_records SET scope = 'agent:mallory' WHERE id = %s", [rec.id])
+    pg.sql("INSERT INTO mnemo_tags (tag, id) VALUES ('injected', %s)", [rec.id])
+    report = verify_db(pg.url)
+    messages = [p.message for p in report.problems if p.kind == "tables"]
+    assert any(rec.id in m and "scope" in m for m in messages), messages
+    assert any("injected" in m for m in messages), messages
+    with MnemoClient(pg.url, "mallory") as m, pytest.raises(IntegrityError, match="not the put of record"):
+        m.get(rec.id)  # the entry it would be served as says agent:owner: mallory reads nothing
+
+
+# -- forget erases, in the server's files too ----------------------------------------------------------------
+
+
+def _data_directory(pg: Schema) -> Path | None:
+    (row,) = pg.sql("SELECT current_setting('data_directory')")
+    path = Path(row[0]) / "base"
+    try:
+        return path if any(path.iterdir()) else None
+    except OSError:
+        return None
+
+
+def _files_holding(base: Path, needle: bytes) -> list[str]:
+    found = []
+    for name in glob.glob(str(base / "**" / "*"), recursive=True):
+        try:
+            with open(name, "rb") as f:
+                if needle in f.read():
+                    found.append(name)
+        except OSError:
+            continue
+    return found
+
+
+def test_forget_then_compact_leaves_nothing_under_base(pg: Schema) -> None:
+    base = _data_directory(pg)
+    if base is None:
+        pytest.skip("the server's data directory is not readable by this user")
+    secret = f"SECRET-{secrets.token_hex(8)}".encode()
+    big = secret + b"-" + os.urandom(6000).hex().encode()  # TOASTed
+    with MnemoClient(pg.url, OWNER) as c:
+        small = c.remember(secret.decode() + " small", tags=[f"tag-{secret.decode()}"])
+        large = c.remember(big.decode(), tags=["big"])
+        kept = c.remember("kept")
+        pg.sql("CHECKPOINT")
+        assert _files_holding(base, secret), "the test would prove nothing: the content is not on disk"
+        c.forget([small.id, large.id])
+        c.compact()
+        pg.sql("CHECKPOINT")
+        assert _files_holding(base, secret) == []
+        assert c.get(kept.id).content == "kept" and c.verify().ok
+
+
+# -- faults ---------------------------------------------------------------------------------------------------
+
+
+def _kill_at_commit(monkeypatch: pytest.MonkeyPatch, store: Any, land: bool) -> None:
+    """The next commit's connection is killed by the server: before the commit is sent (land=False) or
+    after it landed, before the answer came back (land=True). Writes go through update(), which holds
+    the head row and commits at the end (a remember's blind append is one call: see the next tests)."""
+    conn = store._writer()
+    real = conn.commit
+
+    def commit() -> None:
+        pid = conn.info.backend_pid
+        if land:
+            real()
+        with psycopg.connect(store._dsn, autocommit=True) as killer:
+            killer.execute("SELECT pg_terminate_backend(%s)", [pid])
+        time.sleep(0.05)
+        conn.execute("SELECT 1")  # raises: the server closed the connection
+        raise AssertionError("the connection survived")
+
+    monkeypatch.setattr(conn, "commit", commit)
+
+
+def _kill_at_append(monkeypatch: pytest.MonkeyPatch, store: Any, land: bool) -> None:
+    """The next blind append's connection is killed: before the call reaches the server, or after it
+    ran, before its answer came back."""
+    conn = store._writer()
+    real = conn.execute
+    state = {"done": False}
+
+    def execute(query: Any, params: Any = None, **kw: Any) -> Any:
+        if state["done"] or "mnemo_append" not in str(query):
+            return real(query, params, **kw)
+        state["done"] = True
+        pid = conn.info.backend_pid
+        if land:
+            real(query, params, **kw)
+        with psycopg.connect(store._dsn, autocommit=True) as killer:
+            killer.execute("SELECT pg_terminate_backend(%s)", [pid])
+        time.sleep(0.05)
+        return real("SELECT 1")  # raises: the server closed the connection
+
+    monkeypatch.setattr(conn, "execute", execute)
+
+
+def test_a_commit_killed_before_it_landed_writes_nothing_and_says_so(
+    pg: Schema, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        rec = c.remember("before")
+        head = c.head
+        _kill_at_commit(monkeypatch, c._store, land=False)
+        with pytest.raises(StorageError, match="did not land and nothing was written: it is safe to retry"):
+            c.update(rec.id, content="lost with the connection")
+        assert c.head == head
+        again = c.update(rec.id, content="a retry")  # a fresh connection; exactly one entry more
+        assert (again.seq, again.version) == (head[0] + 1, 2)
+        assert c.verify().ok
+
+
+def test_a_commit_that_landed_before_the_connection_died_is_reported_done(
+    pg: Schema, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        rec = c.remember("before")
+        _kill_at_commit(monkeypatch, c._store, land=True)
+        updated = c.update(rec.id, content="landed")  # no error: it is in the chain, once
+        assert c.get(rec.id).content == "landed" and updated.version == 2
+        assert [e.entry.op for e in read_chain(pg.url)].count("put") == 2
+        assert c.verify().ok
+
+
+@pytest.mark.parametrize("land", [False, True])
+def test_a_blind_append_whose_connection_died_is_in_the_chain_exactly_once(
+    pg: Schema, monkeypatch: pytest.MonkeyPatch, land: bool
+) -> None:
+    """A remember is one call; if its connection dies with the call in flight, the client asks whether it
+    landed and, if not, tries it again: either way the record is in the chain once, and the call succeeds."""
+    with MnemoClient(pg.url, OWNER) as c:
+        c.remember("before")
+        _kill_at_append(monkeypatch, c._store, land)
+        rec = c.remember("once")
+        assert c.get(rec.id).content == "once" and rec.seq == 2
+        assert [e.entry.body.get("id") for e in read_chain(pg.url)].count(rec.id) == 1
+        assert c.verify().ok
+
+
+def test_killed_connections_are_replaced(pg: Schema) -> None:
+    """What a restarted server does to a client: every connection it had is gone. The next read and
+    the next write reconnect."""
+    with MnemoClient(pg.url, OWNER) as c:
+        rec = c.remember("before")
+        c.remember("warms the writer connection")
+        pg.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+               "AND pid <> pg_backend_pid()")
+        time.sleep(0.1)
+        assert c.get(rec.id).content == "before"
+        assert c.remember("after").seq == rec.seq + 2
+        assert c.verify().ok
+
+
+def test_an_unreachable_server_is_a_clear_error() -> None:
+    with pytest.raises(StorageError, match="unreachable"):
+        MnemoClient("postgresql://nobody@127.0.0.1:1/none", OWNER)
+
+
+def test_a_missing_database_is_a_clear_error(pg: Schema) -> None:
+    missing = uri(pg.database.dsn.replace(pg.database.name, "mnemo_no_such_db"))
+    with pytest.raises(StorageError, match="mnemo_no_such_db"):
+        MnemoClient(missing, OWNER)
+    with pytest.raises(NotFound, match="no Mnemo database"):
+        MnemoClient(pg.url, OWNER, readonly=True)
+
+
+# -- the schema's versions ---------------------------------------------------------------------------------
+
+
+def test_a_newer_schema_is_refused(pg: Schema) -> None:
+    MnemoClient(pg.url, OWNER).close()
+    pg.sql("UPDATE mnemo_meta SET schema_version = %s", [pg_schema.SCHEMA_VERSION + 1])
+    for readonly in (False, True):
+        with pytest.raises(StorageError, match="newer than this version of Mnemo understands"):
+            MnemoClient(pg.url, OWNER, readonly=readonly)
+
+
+def test_an_older_schema_is_migrated_by_a_writer_and_refused_by_a_reader(pg: Schema) -> None:
+    """A database made at schema version 1 (the tables, without version 2's triggers and settings)."""
+    from mnemo.storage.codec import ZERO_HASH, make_entry
+
+    genesis = make_entry(0, time.time_ns(), ZERO_HASH, "genesis", OWNER, {"db_id": b"\x07" * 16, "format": 1})
+    with pg.connect(autocommit=False) as conn:
+        conn.execute(pg_schema.MIGRATIONS[0])
+        conn.execute("INSERT INTO mnemo_meta (schema_version, db_id) VALUES (1, %s)", [b"\x07" * 16])
+        conn.execute("INSERT INTO mnemo_entries VALUES (0, 'genesis', %s, %s)", [genesis.raw, genesis.hash])
+        conn.execute("INSERT INTO mnemo_head VALUES (true, 0, %s, %s, 0)", [genesis.hash, genesis.ts_ns])
+        conn.commit()
+    pg.sql("UPDATE mnemo_entries SET op = op")  # no trigger yet
+    with pytest.raises(StorageError, match="open it once as a writer to migrate"):
+        MnemoClient(pg.url, OWNER, readonly=True)
+    with MnemoClient(pg.url, OWNER) as c:
+        assert c.recovery == [f"migrated the schema from version 1 to {pg_schema.SCHEMA_VERSION}"]
+        c.remember("after the migration")
+        assert c.verify().ok
+    assert pg.sql("SELECT schema_version FROM mnemo_meta") == [(pg_schema.SCHEMA_VERSION,)]
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        pg.sql("UPDATE mnemo_entries SET op = op")
+
+
+def test_two_creators_at_once_make_one_database(pg: Schema) -> None:
+    errors: list[BaseException] = []
+    heads: list[tuple[int, str]] = []
+
+    def create() -> None:
+        try:
+            with MnemoClient(pg.url, OWNER) as c:
+                heads.append(c.head)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=create) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(set(heads)) == 1 and heads[0][0] == 0
+
+
+def test_non_admins_see_neither_head_nor_verify(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        c.remember("owner's")
+    with MnemoClient(pg.url, "bob") as b:
+        with pytest.raises(PermissionDenied):
+            b.head  # noqa: B018
+        assert b.stats()["head_seq"] is None and b.stats()["records"] == 0
+
+
+def test_the_cli_works_on_a_dsn(pg: Schema, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from mnemo.cli import main
+
+    with MnemoClient(pg.url, OWNER) as c:
+        rec = c.remember("through the cli", tags=["cli"])
+    assert main(["verify", pg.url]) == 0
+    assert main(["ls", pg.url, "--json"]) == 0
+    assert main(["cat", pg.url, rec.id]) == 0
+    assert main(["log", pg.url, "--limit", "1"]) == 0
+    dest = tmp_path / "copy.db"
+    assert main(["copy", pg.url, str(dest)]) == 0
+    out = capsys.readouterr().out
+    assert "through the cli" in out and rec.id in out
+    assert raws(str(dest)) == raws(pg.url)
+
+
+def test_the_tree_head_is_the_same_on_both_backends_and_saved_states_are_checked(pg: Schema, tmp_path: Path) -> None:
+    from mnemo.storage.postgres.store import TREE_SAVE_EVERY
+    from mnemo.transparency import read_tree
+
+    src = tmp_path / "t.db"
+    with MnemoClient(src, OWNER, durability="none") as c:
+        with c.transaction():
+            for i in range(TREE_SAVE_EVERY + 10):
+                c.remember(f"r{i}")
+        c.copy_to(pg.url)
+        head = c.tree_head()
+    with MnemoClient(pg.url, OWNER) as p:
+        assert p.tree_head() == head
+        p.remember("one more")
+        assert p.tree_head()[0] == head[0] + 1
+    auditor = read_tree(str(src))  # the auditor's tree, from the file's bytes
+    assert (auditor.size, auditor.root()) == head
+    saved = pg.sql("SELECT size FROM mnemo_tree")
+    assert saved and saved[0][0] == head[0] + 1  # saved on close
+    assert verify_db(pg.url).ok
+    pg.sql("UPDATE mnemo_tree SET range = %s", [b"\x00" * 8 + b"\x01"])
+    report = verify_db(pg.url)
+    assert not report.ok and any("mnemo_tree" in p.message for p in report.problems)
+    with MnemoClient(pg.url, OWNER) as p:  # a saved state that is no compact range is not used
+        assert p.tree_head()[0] == head[0] + 1
