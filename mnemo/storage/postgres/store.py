@@ -174,8 +174,9 @@ class PostgresStore:
         self._mutex = threading.RLock()  # one writer thread of this process at a time
         self._read_lock = threading.RLock()
         self._local = threading.local()
-        self._flush_lock = threading.Lock()
-        self._commits = 0  # commits this process made that may still wait for a flush
+        self._flush_lock = threading.Lock()  # held while flushing: waiters meanwhile share the next flush
+        self._ticket_lock = threading.Lock()  # numbers commits; never held while flushing, so that
+        self._commits = 0  # commits go on during a flush (this process's commits so far)
         self._flushed = 0
         self._acl = Acl()
         self._acl_upto = -1  # the seq of the last ACL entry _acl has applied
@@ -770,9 +771,7 @@ class PostgresStore:
             applied, seq, head, ts, acl_seq = row
             if applied:
                 self._head = (batch.head_seq, batch.head_hash, batch.head_ts)
-                with self._flush_lock:
-                    self._commits += 1
-                    return self._commits
+                return self._ticket()
             if acl_seq != view.acl_seq:
                 self._load_acl(acl_seq, None)
                 view._acl, view.acl_seq = self._acl, acl_seq
@@ -877,7 +876,11 @@ class PostgresStore:
         self._head = (last.seq, last.hash, batch.head_ts)
         if acl_seqs:
             self._acl, self._acl_upto = final.acl, max(acl_seqs)
-        with self._flush_lock:
+        return self._ticket()
+
+    def _ticket(self) -> int:
+        """The number of the commit just made, for _flush."""
+        with self._ticket_lock:
             self._commits += 1
             return self._commits
 
@@ -903,7 +906,8 @@ class PostgresStore:
         with self._flush_lock:
             if self._flushed >= ticket:
                 return
-            target = self._commits
+            with self._ticket_lock:
+                target = self._commits
             for attempt in (0, 1):  # a connection found lost (killed while idle) is replaced once
                 try:
                     if self._sync is None or self._sync.broken or self._sync.closed:
