@@ -74,10 +74,11 @@ def db(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator
 
 
 @pytest.fixture
-def client(db_path: Path) -> Iterator[MnemoClient]:
+def client(db: str) -> Iterator[MnemoClient]:
+    """A client of a fresh database on each backend."""
     from mnemo import MnemoClient
 
-    c = MnemoClient(db_path, AGENT, durability="none")
+    c = MnemoClient(db, AGENT, durability="none")
     try:
         yield c
     finally:

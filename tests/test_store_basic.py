@@ -1,4 +1,5 @@
-"""Everyday behaviour of MnemoClient, checked against what the API promises and what lands on disk."""
+"""Everyday behaviour of MnemoClient, checked against what the API promises and what the backend
+holds, on both backends (the `db` fixture); what lands on disk is checked on the file backend."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.frames import check_chain, frame_spans, read_entries, read_frames
+from helpers.backends import entries, is_pg, payload, snapshot
+from helpers.frames import check_chain, frame_spans, read_frames
 
 from mnemo import MemoryRecord, MnemoClient
 from mnemo.errors import Closed, Conflict, DurabilityError, LockTimeout, MnemoError, NotFound
@@ -52,30 +53,19 @@ def payload_of(path: Path, seq: int) -> bytes | None:
     raise AssertionError(f"no entry with seq {seq} in the log")
 
 
-@pytest.fixture
-def fsync_client(db_path: Path) -> Iterator[MnemoClient]:
-    c = MnemoClient(db_path, AGENT, durability="fsync")
-    try:
-        yield c
-    finally:
-        c.close()
-
-
 # -- a new database, on disk -------------------------------------------------------------------------
 
 
-def test_new_db_has_header_and_genesis(db_path: Path) -> None:
-    with MnemoClient(str(db_path), AGENT, durability="fsync") as c:
-        data = db_path.read_bytes()
-        db_id = decode_file_header(data[:HEADER_SIZE])
-        assert c.db_id == db_id.hex()
-        assert c.path is not None and Path(c.path) == db_path
-        frames = read_frames(db_path)
-        assert len(frames) == 1 and len(frames[0].entries) == 1
-        genesis = frames[0].entries[0]
+def test_new_db_has_genesis(db: str) -> None:
+    with MnemoClient(db, AGENT, durability="fsync") as c:
+        chain = entries(db)
+        assert len(chain) == 1
+        genesis = chain[0]
+        db_id = bytes.fromhex(c.db_id)
+        assert len(db_id) == 16
         assert (genesis.seq, genesis.op, genesis.agent, genesis.prev) == (0, "genesis", AGENT, ZERO_HASH)
         assert genesis.body == {"db_id": db_id, "format": 1}
-        assert frames[0].slots[0].state == "none"
+        assert payload(db, 0) is None
         assert c.head == (0, genesis.hash.hex())
         assert c.recovery == []
         report = c.verify()
@@ -84,41 +74,63 @@ def test_new_db_has_header_and_genesis(db_path: Path) -> None:
         assert (report.entries, report.head_seq, report.head_hash) == (1, 0, genesis.hash.hex())
 
 
-def test_remember_appends_exactly_one_frame_with_the_right_bytes(client: MnemoClient, db_path: Path) -> None:
-    before = db_path.read_bytes()
+def test_a_new_file_db_has_header_and_genesis_frame(db_path: Path) -> None:
+    with MnemoClient(str(db_path), AGENT, durability="fsync") as c:
+        data = db_path.read_bytes()
+        db_id = decode_file_header(data[:HEADER_SIZE])
+        assert c.db_id == db_id.hex()
+        assert c.path is not None and Path(c.path) == db_path
+        frames = read_frames(db_path)
+        assert len(frames) == 1 and len(frames[0].entries) == 1
+        genesis = frames[0].entries[0]
+        assert genesis.body == {"db_id": db_id, "format": 1}
+        assert frames[0].slots[0].state == "none"
+
+
+def test_remember_appends_exactly_one_frame(db_path: Path) -> None:
+    with MnemoClient(db_path, AGENT, durability="none") as client:
+        before = db_path.read_bytes()
+        rec = client.remember("hello wörld", tags=["b", "a"])
+        after = db_path.read_bytes()
+        assert after[: len(before)] == before, "the log was not only appended to"
+        frames = read_frames(db_path)
+        last = frames[-1]
+        assert last.offset == len(before) and last.end == len(after)
+        assert [e.seq for e in last.entries] == [rec.seq]
+        assert payload_of(db_path, rec.seq) == payload(db_path, rec.seq)
+
+
+def test_remember_appends_exactly_one_entry_with_the_right_bytes(client: MnemoClient, db: str) -> None:
+    before = entries(db)
     metadata = {"z": 1, "a": {"y": [1, "two", None, True, 2.5], "b": "c"}}
     rec = client.remember("hello wörld", tags=["b", "a"], metadata=metadata)
-    after = db_path.read_bytes()
-    assert after[: len(before)] == before, "the log was not only appended to"
-    frames = read_frames(db_path)
-    last = frames[-1]
-    assert last.offset == len(before) and last.end == len(after)
-    assert len(last.entries) == 1
-    e = last.entries[0]
+    chain = entries(db)
+    assert chain[: len(before)] == before and len(chain) == len(before) + 1
+    e = chain[-1]
     assert (e.seq, e.op, e.agent) == (rec.seq, "put", AGENT)
-    assert e.prev == frames[-2].entries[-1].hash
+    assert e.prev == before[-1].hash
     assert e.hash.hex() == rec.hash == hashlib.sha256(e.raw).hexdigest()
     assert set(e.body) == {"digest", "id", "scope", "size", "ver"}
     assert (e.body["id"], e.body["ver"], e.body["scope"]) == (rec.id, 1, HOME)
     assert e.body["size"] == len("hello wörld".encode())
-    payload = payload_of(db_path, rec.seq)
-    assert payload is not None
-    salt, packed = decode_put_payload(payload)
+    stored = payload(db, rec.seq)
+    assert stored is not None
+    salt, packed = decode_put_payload(stored)
     assert packed == pack_record_fields("hello wörld", ["a", "b"], metadata)
     assert e.body["digest"] == payload_digest(salt, packed)
     assert decode_record_fields(packed) == ("hello wörld", ("a", "b"), metadata)
     assert client.head == (rec.seq, rec.hash)
 
 
-def test_binary_content_is_packed_as_bin(client: MnemoClient, db_path: Path) -> None:
+def test_binary_content_is_packed_as_bin(client: MnemoClient, db: str) -> None:
     blob = bytes(range(256)) * 3
     rec = client.remember(blob, tags=["bin"])
-    payload = payload_of(db_path, rec.seq)
-    assert payload is not None
-    _salt, packed = decode_put_payload(payload)
+    stored = payload(db, rec.seq)
+    assert stored is not None
+    _salt, packed = decode_put_payload(stored)
     content, _tags, _meta = decode_record_fields(packed)
     assert content == blob and isinstance(content, bytes)
-    assert read_entries(db_path)[-1].body["size"] == len(blob)
+    assert entries(db)[-1].body["size"] == len(blob)
 
 
 # -- records ---------------------------------------------------------------------------------------
@@ -128,14 +140,14 @@ def test_binary_content_is_packed_as_bin(client: MnemoClient, db_path: Path) -> 
     "content",
     ["plain", "", "ünïcødé ✓ \U0001f600", "line\nbreaks\x00nul", b"", b"\x00\xffbinary", bytes(range(256))],
 )
-def test_round_trip_str_and_bytes(client: MnemoClient, db_path: Path, content: str | bytes) -> None:
+def test_round_trip_str_and_bytes(client: MnemoClient, db: str, content: str | bytes) -> None:
     rec = client.remember(content, tags=["t"], metadata={"k": "v"})
     assert rec.content == content and type(rec.content) is type(content)
     got = client.get(rec.id)
     assert got == rec
     assert type(got.content) is type(content)
     client.close()
-    with MnemoClient(db_path, AGENT, durability="none") as again:
+    with MnemoClient(db, AGENT, durability="none") as again:
         reopened = again.get(rec.id)
         assert reopened == rec and type(reopened.content) is type(content)
 
@@ -172,13 +184,13 @@ def test_explicit_scope(client: MnemoClient) -> None:
     assert client.get(rec.id).scope == "team:x"
 
 
-def test_ids_unique_and_time_ordered(client: MnemoClient, db_path: Path) -> None:
+def test_ids_unique_and_time_ordered(client: MnemoClient, db: str) -> None:
     ids = [client.remember(f"r{i}").id for i in range(300)]
     assert len(set(ids)) == 300
     assert ids == sorted(ids), "ids do not sort in creation order"
     client.close()
     time.sleep(0.002)
-    with MnemoClient(db_path, AGENT, durability="none") as again:
+    with MnemoClient(db, AGENT, durability="none") as again:
         later = again.remember("after reopen").id
     assert later > ids[-1]
 
@@ -208,22 +220,22 @@ def test_versions_and_history(client: MnemoClient) -> None:
     assert client.query() == [r5]
 
 
-def test_update_expected_version(client: MnemoClient, db_path: Path) -> None:
+def test_update_expected_version(client: MnemoClient, db: str) -> None:
     r1 = client.remember("one")
     r2 = client.update(r1.id, content="two", expected_version=1)
     assert r2.version == 2
-    before = db_path.read_bytes()
+    before = snapshot(db)
     for wrong in (1, 3, 0, 99):
         with pytest.raises(Conflict) as exc:
             client.update(r1.id, content="lost", expected_version=wrong)
         assert str(exc.value)
-    assert db_path.read_bytes() == before
+    assert snapshot(db) == before
     assert client.get(r1.id) == r2
     assert client.update(r1.id, content="three", expected_version=2).version == 3
 
 
-def test_update_keeps_scope_and_records_writer(db_path: Path) -> None:
-    with MnemoClient(db_path, AGENT, durability="none") as c:
+def test_update_keeps_scope_and_records_writer(db: str) -> None:
+    with MnemoClient(db, AGENT, durability="none") as c:
         r1 = c.remember("x", scope="team:x")
         r2 = c.update(r1.id, content="y")
         assert r2.scope == "team:x" and r2.agent_id == AGENT
@@ -312,7 +324,7 @@ def test_query_after_update_follows_new_tags(client: MnemoClient, corpus: list[M
 # -- forgetting ------------------------------------------------------------------------------------
 
 
-def test_forget_one(client: MnemoClient, corpus: list[MemoryRecord], db_path: Path) -> None:
+def test_forget_one(client: MnemoClient, corpus: list[MemoryRecord], db: str) -> None:
     target = corpus[0]
     client.update(target.id, content="v2")
     assert client.forget(target.id, reason="asked to") == 1
@@ -327,45 +339,42 @@ def test_forget_one(client: MnemoClient, corpus: list[MemoryRecord], db_path: Pa
     assert target.id not in [r.id for r in client.query()]
     assert target.id not in [i.id for i in client.list_records()]
     assert client.query(tags=["a"]) == [corpus[4]]
-    entry = read_entries(db_path)[-1]
+    entry = entries(db)[-1]
     assert entry.op == "forget" and entry.agent == AGENT
     assert entry.body == {"ids": [target.id]}
-    payload = payload_of(db_path, entry.seq)
-    assert payload is not None and unpackb(payload) == {"reason": "asked to"}
+    stored = payload(db, entry.seq)
+    assert stored is not None and unpackb(stored) == {"reason": "asked to"}
     assert client.verify().ok
 
 
-def test_forget_many_in_one_entry(client: MnemoClient, corpus: list[MemoryRecord], db_path: Path) -> None:
+def test_forget_many_in_one_entry(client: MnemoClient, corpus: list[MemoryRecord], db: str) -> None:
     ids = [corpus[1].id, corpus[3].id, corpus[5].id]
-    frames_before = len(read_frames(db_path))
+    before = len(entries(db))
     assert client.forget(ids) == 3
-    frames = read_frames(db_path)
-    assert len(frames) == frames_before + 1
-    assert [e.op for e in frames[-1].entries] == ["forget"]
-    assert sorted(frames[-1].entries[0].body["ids"]) == sorted(ids)
+    chain = entries(db)
+    assert [e.op for e in chain[before:]] == ["forget"]
+    assert sorted(chain[-1].body["ids"]) == sorted(ids)
     assert client.query() == [corpus[0], corpus[2], corpus[4]]
 
 
-def test_forget_with_an_unknown_id_forgets_nothing(
-    client: MnemoClient, corpus: list[MemoryRecord], db_path: Path
-) -> None:
-    before = db_path.read_bytes()
+def test_forget_with_an_unknown_id_forgets_nothing(client: MnemoClient, corpus: list[MemoryRecord], db: str) -> None:
+    before = snapshot(db)
     with pytest.raises(NotFound):
         client.forget([corpus[0].id, "no-such-id"])
-    assert db_path.read_bytes() == before
+    assert snapshot(db) == before
     assert client.get(corpus[0].id) == corpus[0]
 
 
-def test_forget_where(client: MnemoClient, corpus: list[MemoryRecord], db_path: Path) -> None:
+def test_forget_where(client: MnemoClient, corpus: list[MemoryRecord], db: str) -> None:
     assert client.forget_where(tags=["b"], reason="cleanup") == 2
     assert [r.id for r in client.query()] == [corpus[i].id for i in (2, 3, 4, 5)]
     assert client.forget_where(tag_prefix="path:/notes/") == 2
     assert [r.id for r in client.query()] == [corpus[4].id, corpus[5].id]
     assert client.forget_where(scope="team:x") == 1
     assert client.query() == [corpus[5]]
-    before = db_path.read_bytes()
+    before = snapshot(db)
     assert client.forget_where(tags=["b"]) == 0
-    assert db_path.read_bytes() == before, "a forget_where that matched nothing wrote to the log"
+    assert snapshot(db) == before, "a forget_where that matched nothing wrote to the database"
     assert client.verify().ok
 
 
@@ -377,10 +386,11 @@ def test_forget_where_combines_filters(client: MnemoClient, corpus: list[MemoryR
 # -- transactions ----------------------------------------------------------------------------------
 
 
-def test_transaction_commits_one_frame(client: MnemoClient, db_path: Path) -> None:
+def test_transaction_commits_at_once(client: MnemoClient, db: str) -> None:
     old = client.remember("old", tags=["o"])
     gone = client.remember("gone", tags=["g"])
-    frames_before = len(read_frames(db_path))
+    before = len(entries(db))
+    frames_before = 0 if is_pg(db) else len(read_frames(db))
     with client.transaction():
         a = client.remember("a", tags=["tx"])
         assert client.get(a.id) == a
@@ -393,24 +403,26 @@ def test_transaction_commits_one_frame(client: MnemoClient, db_path: Path) -> No
             client.get(gone.id)
         assert client.query(tags=["tx"]) == [a2, b]
         assert client.history(a.id) == [a, a2]
-    frames = read_frames(db_path)
-    assert len(frames) == frames_before + 1
-    last = frames[-1]
-    assert [e.op for e in last.entries] == ["put", "put", "put", "put", "forget"]
-    assert [e.seq for e in last.entries] == [a.seq, a2.seq, o2.seq, b.seq, b.seq + 1]
-    assert client.head == (b.seq + 1, last.entries[-1].hash.hex())
+        assert len(entries(db)) == before, "a transaction's entries were visible before it committed"
+    committed = entries(db)[before:]
+    if not is_pg(db):  # on the file backend, one commit is one frame
+        frames = read_frames(db)
+        assert len(frames) == frames_before + 1 and list(frames[-1].entries) == committed
+    assert [e.op for e in committed] == ["put", "put", "put", "put", "forget"]
+    assert [e.seq for e in committed] == [a.seq, a2.seq, o2.seq, b.seq, b.seq + 1]
+    assert client.head == (b.seq + 1, committed[-1].hash.hex())
     assert client.get(a.id) == a2 and client.get(old.id) == o2 and client.get(b.id) == b
     assert client.history(a.id) == [a, a2]
     with pytest.raises(NotFound):
         client.get(gone.id)
-    check_chain(read_entries(db_path))
+    check_chain(entries(db))
     assert client.verify().ok
 
 
-def test_transaction_abort_writes_nothing(client: MnemoClient, db_path: Path) -> None:
+def test_transaction_abort_writes_nothing(client: MnemoClient, db: str) -> None:
     keep = client.remember("keep", tags=["k"])
     spare = client.remember("spare")
-    before = db_path.read_bytes()
+    before = snapshot(db)
     head = client.head
 
     class Boom(Exception):
@@ -422,7 +434,7 @@ def test_transaction_abort_writes_nothing(client: MnemoClient, db_path: Path) ->
         client.forget(spare.id)
         assert [r.id for r in client.query(tags=["k"])] == [keep.id, new.id]
         raise Boom
-    assert db_path.read_bytes() == before
+    assert snapshot(db) == before
     assert client.head == head
     with pytest.raises(NotFound):
         client.get(new.id)
@@ -431,34 +443,34 @@ def test_transaction_abort_writes_nothing(client: MnemoClient, db_path: Path) ->
     assert client.query(tags=["k"]) == [keep]
     after = client.remember("after")
     assert after.seq == head[0] + 1
-    check_chain(read_entries(db_path))
+    check_chain(entries(db))
 
 
-def test_transaction_aborted_by_a_mnemo_error(client: MnemoClient, db_path: Path) -> None:
+def test_transaction_aborted_by_a_mnemo_error(client: MnemoClient, db: str) -> None:
     r = client.remember("r")
-    before = db_path.read_bytes()
+    before = snapshot(db)
     with pytest.raises(Conflict), client.transaction():
         client.remember("first")
         client.update(r.id, content="x", expected_version=7)
-    assert db_path.read_bytes() == before
+    assert snapshot(db) == before
     assert client.query() == [r]
 
 
-def test_empty_transaction_writes_nothing(client: MnemoClient, db_path: Path) -> None:
+def test_empty_transaction_writes_nothing(client: MnemoClient, db: str) -> None:
     client.remember("r")
-    before = db_path.read_bytes()
+    before = snapshot(db)
     with client.transaction():
         pass
-    assert db_path.read_bytes() == before
+    assert snapshot(db) == before
 
 
-def test_transaction_invisible_to_others_until_commit(client: MnemoClient, db_path: Path) -> None:
-    with MnemoClient(db_path, AGENT, readonly=True) as reader, client.transaction():
+def test_transaction_invisible_to_others_until_commit(client: MnemoClient, db: str) -> None:
+    with MnemoClient(db, AGENT, readonly=True) as reader, client.transaction():
         r = client.remember("pending")
         with pytest.raises(NotFound):
             reader.get(r.id)
         assert reader.query() == []
-    with MnemoClient(db_path, AGENT, readonly=True) as reader:
+    with MnemoClient(db, AGENT, readonly=True) as reader:
         assert reader.get(r.id) == r
 
 
@@ -479,8 +491,8 @@ def test_stats_is_a_dict(client: MnemoClient, corpus: list[MemoryRecord]) -> Non
     assert isinstance(stats, dict) and stats
 
 
-def test_context_manager_and_close(db_path: Path) -> None:
-    with MnemoClient(db_path, AGENT) as c:
+def test_context_manager_and_close(db: str) -> None:
+    with MnemoClient(db, AGENT) as c:
         rec = c.remember("x")
     with pytest.raises(Closed):
         c.get(rec.id)
@@ -492,7 +504,7 @@ def test_context_manager_and_close(db_path: Path) -> None:
 # -- persistence and snapshots ---------------------------------------------------------------------
 
 
-def build_db(path: Path, n: int = 40) -> dict[str, MemoryRecord]:
+def build_db(path: Path | str, n: int = 40) -> dict[str, MemoryRecord]:
     with MnemoClient(path, AGENT, durability="none") as c:
         ids = [c.remember(f"content {i}", tags=[f"t{i % 5}", "all"], metadata={"i": i}).id for i in range(n)]
         for rid in ids[::3]:
@@ -508,9 +520,10 @@ def state_of(c: MnemoClient) -> tuple[dict[str, MemoryRecord], dict[str, list[Me
 
 
 def reopen_state(
-    path: Path, snapshot_used: bool | None = None
+    path: Path | str, snapshot_used: bool | None = None
 ) -> tuple[dict[str, MemoryRecord], dict[str, list[MemoryRecord]], Any]:
-    """Open, read everything, close. Only notes about the snapshot may appear in the recovery list."""
+    """Open, read everything, close. Only notes about the snapshot (of a file database) may appear in
+    the recovery list."""
     with MnemoClient(path, AGENT, durability="none") as c:
         assert all("snapshot" in note for note in c.recovery), c.recovery
         if snapshot_used is not None:
@@ -525,7 +538,14 @@ def snap_path(db: Path) -> Path:
     return Path(str(db) + ".snap")
 
 
-def test_persistence_across_reopen(db_path: Path) -> None:
+def test_persistence_across_reopen(db: str) -> None:
+    records = build_db(db)
+    first = reopen_state(db)
+    assert first[0] == records
+    assert reopen_state(db) == first
+
+
+def test_persistence_across_reopen_with_and_without_the_snapshot(db_path: Path) -> None:
     records = build_db(db_path)
     state = reopen_state(db_path, snapshot_used=True)
     assert state[0] == records
@@ -646,10 +666,8 @@ def test_snapshot_ahead_of_the_log_is_discarded(db_path: Path) -> None:
 # -- several clients, durability, threads ----------------------------------------------------------
 
 
-def test_two_clients_in_one_process_see_each_others_writes(db_path: Path) -> None:
-    with MnemoClient(db_path, AGENT, durability="none") as c1, MnemoClient(
-        db_path, AGENT, durability="none"
-    ) as c2:
+def test_two_clients_in_one_process_see_each_others_writes(db: str) -> None:
+    with MnemoClient(db, AGENT, durability="none") as c1, MnemoClient(db, AGENT, durability="none") as c2:
         r = c1.remember("from c1", tags=["shared"])
         assert c2.get(r.id) == r
         r2 = c2.update(r.id, content="from c2")
@@ -663,32 +681,46 @@ def test_two_clients_in_one_process_see_each_others_writes(db_path: Path) -> Non
             c2.get(s.id)
         assert c2.query(tags=["shared"]) == [r2]
         assert c1.head == c2.head
-    check_chain(read_entries(db_path))
+    check_chain(entries(db))
 
 
 @pytest.mark.parametrize("durability", ["fsync", "batch", "none"])
-def test_durability_modes(db_path: Path, durability: str) -> None:
-    with MnemoClient(db_path, AGENT, durability=durability) as c, MnemoClient(
-        db_path, AGENT, readonly=True
-    ) as reader:
+def test_durability_modes(db: str, durability: str) -> None:
+    with MnemoClient(db, AGENT, durability=durability) as c, MnemoClient(db, AGENT, readonly=True) as reader:
         recs = []
         for i in range(30):
             recs.append(c.remember(f"r{i}", tags=[f"t{i % 3}"]))
             assert reader.get(recs[-1].id) == recs[-1]
         recs[0] = c.update(recs[0].id, content="changed")
         expected = c.query()
-    with MnemoClient(db_path, AGENT, durability=durability) as again:
+    with MnemoClient(db, AGENT, durability=durability) as again:
         assert again.query() == expected
         assert again.verify().ok
-    check_chain(read_entries(db_path))
+    check_chain(entries(db))
 
 
 @pytest.fixture
-def fsync_calls(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Times at which the storage layer asked the OS to flush the log to disk."""
+def fsync_calls(db: str, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Times at which the storage layer made its writes durable: asked the OS to flush the log to disk,
+    or (PostgreSQL) waited for the server to flush the WAL of its commits."""
+    calls: list[float] = []
+    if is_pg(db):
+        from mnemo.storage.postgres.store import PostgresStore
+
+        real_flush = PostgresStore._flush
+        serial = threading.Lock()  # _flush runs under the store's own flush lock: this adds no waits
+
+        def flush_spy(self: PostgresStore, ticket: int) -> None:
+            with serial:
+                before = self._flushed
+                real_flush(self, ticket)
+                if self._flushed > before:  # a flush was made, not shared with one before it
+                    calls.append(time.monotonic())
+
+        monkeypatch.setattr(PostgresStore, "_flush", flush_spy)
+        return calls
     from mnemo.storage.file import logfile
 
-    calls: list[float] = []
     real = logfile._sync
 
     def spy(fd: int) -> None:
@@ -699,24 +731,24 @@ def fsync_calls(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return calls
 
 
-def test_fsync_mode_syncs_before_returning(db_path: Path, fsync_calls: list[float]) -> None:
-    with MnemoClient(db_path, AGENT, durability="fsync") as c:
+def test_fsync_mode_syncs_before_returning(db: str, fsync_calls: list[float]) -> None:
+    with MnemoClient(db, AGENT, durability="fsync") as c:
         for i in range(5):
             before = len(fsync_calls)
             c.remember(f"r{i}")
             assert len(fsync_calls) > before, "remember returned before an fsync"
 
 
-def test_none_mode_leaves_syncing_to_the_os(db_path: Path, fsync_calls: list[float]) -> None:
-    with MnemoClient(db_path, AGENT, durability="none") as c:
+def test_none_mode_leaves_syncing_to_the_os(db: str, fsync_calls: list[float]) -> None:
+    with MnemoClient(db, AGENT, durability="none") as c:
         before = len(fsync_calls)
         for i in range(20):
             c.update(c.remember(f"r{i}").id, content="x")
         assert len(fsync_calls) == before
 
 
-def test_batch_mode_syncs_within_50ms(db_path: Path, fsync_calls: list[float]) -> None:
-    with MnemoClient(db_path, AGENT, durability="batch") as c:
+def test_batch_mode_syncs_within_50ms(db: str, fsync_calls: list[float]) -> None:
+    with MnemoClient(db, AGENT, durability="batch") as c:
         for i in range(3):
             time.sleep(0.12)
             before = len(fsync_calls)
@@ -730,11 +762,11 @@ def test_batch_mode_syncs_within_50ms(db_path: Path, fsync_calls: list[float]) -
             assert fsync_calls[before] - written < 0.2
 
 
-def test_threads_share_one_client(db_path: Path, fsync_calls: list[float]) -> None:
+def test_threads_share_one_client(db: str, fsync_calls: list[float]) -> None:
     n_threads, per_thread = 8, 50
     results: list[list[MemoryRecord]] = [[] for _ in range(n_threads)]
     errors: list[BaseException] = []
-    with MnemoClient(db_path, AGENT, durability="fsync") as c:
+    with MnemoClient(db, AGENT, durability="fsync") as c:
         barrier = threading.Barrier(n_threads)
 
         def work(k: int) -> None:
@@ -762,20 +794,20 @@ def test_threads_share_one_client(db_path: Path, fsync_calls: list[float]) -> No
             assert [r.content for r in rs] == [f"{k}:{i}" for i in range(per_thread)]
             assert c.query(tags=[f"th{k}"]) == sorted(rs, key=lambda r: r.id)
         assert c.verify().ok
-    entries = read_entries(db_path)
-    check_chain(entries)
-    assert len(entries) == 1 + n_threads * per_thread
+    chain = entries(db)
+    check_chain(chain)
+    assert len(chain) == 1 + n_threads * per_thread
 
 
-def test_threads_with_a_client_each(db_path: Path) -> None:
-    MnemoClient(db_path, AGENT).close()
+def test_threads_with_a_client_each(db: str) -> None:
+    MnemoClient(db, AGENT).close()
     n_threads, per_thread = 4, 50
     errors: list[BaseException] = []
     barrier = threading.Barrier(n_threads)
 
     def work(k: int) -> None:
         try:
-            with MnemoClient(db_path, f"agent-{k}", durability="none") as c:
+            with MnemoClient(db, f"agent-{k}", durability="none") as c:
                 barrier.wait()
                 for i in range(per_thread):
                     c.remember(f"{k}:{i}", tags=[f"th{k}"])
@@ -788,22 +820,22 @@ def test_threads_with_a_client_each(db_path: Path) -> None:
     for t in threads:
         t.join(60)
     assert not errors, errors
-    entries = read_entries(db_path)
-    check_chain(entries)
-    assert len(entries) == 1 + n_threads * per_thread
-    with MnemoClient(db_path, AGENT) as c:
+    chain = entries(db)
+    check_chain(chain)
+    assert len(chain) == 1 + n_threads * per_thread
+    with MnemoClient(db, AGENT) as c:
         for k in range(n_threads):
             assert [r.content for r in c.query(tags=[f"th{k}"])] == [f"{k}:{i}" for i in range(per_thread)]
         assert c.verify().ok
 
 
-def test_no_lost_updates_between_threads(db_path: Path) -> None:
-    with MnemoClient(db_path, AGENT, durability="none") as c:
+def test_no_lost_updates_between_threads(db: str) -> None:
+    with MnemoClient(db, AGENT, durability="none") as c:
         counter = c.remember("0")
         conflicts = [0]
 
         def bump(times: int) -> None:
-            with MnemoClient(db_path, AGENT, durability="none") as mine:
+            with MnemoClient(db, AGENT, durability="none") as mine:
                 done = 0
                 while done < times:
                     cur = mine.get(counter.id)
@@ -858,14 +890,15 @@ def test_sibling_files_are_the_documented_ones(db_path: Path) -> None:
     assert db_path.name in names and names <= allowed, names
 
 
-def test_opening_does_not_write_to_a_clean_log(db_path: Path) -> None:
-    build_db(db_path)
-    before = db_path.read_bytes()
-    with MnemoClient(db_path, AGENT) as c:
+def test_opening_does_not_write_to_a_clean_database(db: str) -> None:
+    build_db(db)
+    before = snapshot(db)
+    with MnemoClient(db, AGENT) as c:
         c.query()
         c.verify()
-    assert db_path.read_bytes() == before
-    assert frame_spans(before)[-1][1] == len(before)
+    assert snapshot(db) == before
+    if not is_pg(db):
+        assert frame_spans(before)[-1][1] == len(before)
 
 
 # -- write and fsync failures ----------------------------------------------------------------------

@@ -1,0 +1,48 @@
+"""What a behaviour test asks of a database, whichever backend holds it (the `db` fixture: a file path
+or a postgresql:// URI): its entries, an entry's payload, and everything it holds, to show that a
+refused operation changed nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mnemo.audit import read_chain
+from mnemo.storage.codec import Entry
+
+# The tables a write changes; mnemo_tree is a cache of the Merkle tree (as the file's .leaves is),
+# saved when a client closes, and not part of what a write changes.
+PG_TABLES = (
+    "mnemo_meta", "mnemo_head", "mnemo_entries", "mnemo_payloads", "mnemo_records", "mnemo_versions",
+    "mnemo_tags", "mnemo_forgotten",
+)
+
+
+def is_pg(db: str | Path) -> bool:
+    return str(db).startswith(("postgresql://", "postgres://"))
+
+
+def entries(db: str | Path) -> list[Entry]:
+    """Every entry of the chain, in order."""
+    return [item.entry for item in read_chain(str(db))]
+
+
+def payload(db: str | Path, seq: int) -> bytes | None:
+    """The payload stored for the entry with this seq (None when it has none or it was erased)."""
+    for item in read_chain(str(db), payloads=True):
+        if item.entry.seq == seq:
+            return item.payload if item.state == "ok" else None
+    raise AssertionError(f"no entry with seq {seq} in the chain")
+
+
+def snapshot(db: str | Path) -> Any:
+    """Everything the database holds: the log's bytes, or the rows of every table (sorted)."""
+    if not is_pg(db):
+        return Path(db).read_bytes()
+    import psycopg
+
+    with psycopg.connect(str(db), autocommit=True) as conn:
+        return {
+            table: sorted((tuple(row) for row in conn.execute(f"SELECT * FROM {table}").fetchall()), key=repr)
+            for table in PG_TABLES
+        }
