@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,22 +56,39 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def db(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh, empty database on each storage backend: a file path, or a postgresql:// URI whose
-    search_path is a schema of its own. Tests of behaviour take this one, so that they run on both."""
+def new_db(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[[], str]]:
+    """Makes fresh, empty databases on each storage backend, as many as a test needs (a hypothesis
+    state machine takes one per example): file paths, or postgresql:// URIs whose search_path is a
+    schema of their own. All are removed when the test ends."""
     if backend == "file":
-        yield str(tmp_path / "memory.mnemo.db")
+        count = itertools.count()
+        yield lambda: str(tmp_path / f"memory-{next(count)}.mnemo.db")
         return
     database = request.getfixturevalue("pg_database")
     if database is None:
         if os.environ.get(pg.REQUIRE) == "1":
             pytest.fail(f"{pg.ENV} is not set: the PostgreSQL backend cannot be tested")
         pytest.skip(f"PostgreSQL tests need {pg.ENV} (a server DSN, for example postgresql://postgres@127.0.0.1/postgres)")
-    schema, url = database.new_schema()
+    schemas: list[str] = []
+
+    def make() -> str:
+        schema, url = database.new_schema()
+        schemas.append(schema)
+        return url
+
     try:
-        yield url
+        yield make
     finally:
-        database.drop_schema(schema)
+        database.drop_schemas(schemas)
+
+
+@pytest.fixture
+def db(backend: str, tmp_path: Path, new_db: Callable[[], str]) -> str:
+    """A fresh, empty database on each storage backend: a file path, or a postgresql:// URI whose
+    search_path is a schema of its own. Tests of behaviour take this one, so that they run on both."""
+    if backend == "file":
+        return str(tmp_path / "memory.mnemo.db")
+    return new_db()
 
 
 @pytest.fixture
