@@ -1,4 +1,5 @@
-"""Bad input: every refusal is a clear MnemoError, and the database is exactly as it was."""
+"""Bad input: every refusal is a clear MnemoError, and the database is exactly as it was, on both
+backends; what only a file can be given (a path that is no log, a folder) on the file backend."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.backends import is_empty, is_pg, state
 
 from mnemo import MemoryRecord, MnemoClient
 from mnemo.errors import Closed, Conflict, IntegrityError, InvalidInput, MnemoError, NotFound, ReadOnly
@@ -108,18 +110,9 @@ BAD_CALLS: list[tuple[str, Call, type[MnemoError]]] = [
 ]
 
 
-def files_of(db: Path) -> dict[str, bytes]:
-    """Every file in the db's folder but the snapshot (which only close writes)."""
-    return {
-        p.name: p.read_bytes()
-        for p in db.parent.iterdir()
-        if p.is_file() and not p.name.endswith(".snap")
-    }
-
-
 @pytest.fixture
-def setup(db_path: Path) -> Iterator[tuple[MnemoClient, MemoryRecord]]:
-    c = MnemoClient(db_path, AGENT, durability="fsync", lock_timeout=2.0)
+def setup(db: str) -> Iterator[tuple[MnemoClient, MemoryRecord]]:
+    c = MnemoClient(db, AGENT, durability="fsync", lock_timeout=2.0)
     rec = c.remember("existing", tags=["t"], metadata={"k": 1})
     try:
         yield c, rec
@@ -129,10 +122,10 @@ def setup(db_path: Path) -> Iterator[tuple[MnemoClient, MemoryRecord]]:
 
 @pytest.mark.parametrize(("call", "error"), [pytest.param(f, e, id=name) for name, f, e in BAD_CALLS])
 def test_bad_input_is_refused_and_changes_nothing(
-    setup: tuple[MnemoClient, MemoryRecord], db_path: Path, call: Call, error: type[MnemoError]
+    setup: tuple[MnemoClient, MemoryRecord], db: str, call: Call, error: type[MnemoError]
 ) -> None:
     c, rec = setup
-    before = files_of(db_path)
+    before = state(db)
     head = c.head
     with pytest.raises(MnemoError) as exc:
         call(c, rec)
@@ -140,22 +133,22 @@ def test_bad_input_is_refused_and_changes_nothing(
     assert str(exc.value).strip(), "the error has no message"
     if isinstance(exc.value, InvalidInput):
         assert isinstance(exc.value, ValueError)
-    assert files_of(db_path) == before, "a refused call changed the database"
+    assert state(db) == before, "a refused call changed the database"
     assert c.head == head
     # the client, and the writer lock, are still usable
     assert c.get(rec.id) == rec
-    with MnemoClient(db_path, AGENT, durability="none", lock_timeout=1.0) as other:
+    with MnemoClient(db, AGENT, durability="none", lock_timeout=1.0) as other:
         assert other.remember("next").seq == head[0] + 1
     assert c.remember("and again").seq == head[0] + 2
 
 
-def test_bad_input_inside_a_transaction_aborts_it(setup: tuple[MnemoClient, MemoryRecord], db_path: Path) -> None:
+def test_bad_input_inside_a_transaction_aborts_it(setup: tuple[MnemoClient, MemoryRecord], db: str) -> None:
     c, rec = setup
-    before = files_of(db_path)
+    before = state(db)
     with pytest.raises(InvalidInput), c.transaction():
         c.remember("fine")
         c.remember(b"x" * (MIB + 1))
-    assert files_of(db_path) == before
+    assert state(db) == before
     assert c.query() == [rec]
 
 
@@ -201,19 +194,22 @@ def test_limits_at_their_edge_are_accepted(setup: tuple[MnemoClient, MemoryRecor
     ],
     ids=lambda kw: "-".join(f"{k}={v!r}" for k, v in kw.items()),
 )
-def test_bad_constructor_arguments(tmp_path: Path, kwargs: dict[str, Any]) -> None:
+def test_bad_constructor_arguments(db: str, kwargs: dict[str, Any]) -> None:
     args: dict[str, Any] = {"agent_id": AGENT, **kwargs}
-    db = tmp_path / "new.db"
     with pytest.raises(InvalidInput) as exc:
         MnemoClient(db, **args)
     assert str(exc.value)
-    assert list(tmp_path.iterdir()) == [], "a refused open created files"
+    assert is_empty(db), "a refused open created the database"
+    if not is_pg(db):
+        assert list(Path(db).parent.iterdir()) == [], "a refused open created files"
 
 
-def test_readonly_open_of_a_missing_db_creates_nothing(tmp_path: Path) -> None:
+def test_readonly_open_of_a_missing_db_creates_nothing(db: str) -> None:
     with pytest.raises(MnemoError):
-        MnemoClient(tmp_path / "missing.db", AGENT, readonly=True)
-    assert list(tmp_path.iterdir()) == []
+        MnemoClient(db, AGENT, readonly=True)
+    assert is_empty(db)
+    if not is_pg(db):
+        assert list(Path(db).parent.iterdir()) == []
 
 
 @pytest.mark.parametrize("readonly", [False, True])
@@ -262,35 +258,36 @@ READS: list[tuple[str, Call]] = [
 
 
 @pytest.mark.parametrize(("call"), [pytest.param(f, id=n) for n, f in WRITES + READS])
-def test_a_closed_client_refuses_everything(db_path: Path, call: Call) -> None:
-    c = MnemoClient(db_path, AGENT)
+def test_a_closed_client_refuses_everything(db: str, call: Call) -> None:
+    c = MnemoClient(db, AGENT)
     rec = c.remember("x", tags=["t"])
     c.close()
-    before = files_of(db_path)
+    before = state(db)
     with pytest.raises(Closed) as exc:
         call(c, rec)
     assert str(exc.value)
-    assert files_of(db_path) == before
+    assert state(db) == before
 
 
 @pytest.mark.parametrize(("call"), [pytest.param(f, id=n) for n, f in WRITES])
-def test_a_readonly_client_refuses_writes(db_path: Path, call: Call) -> None:
-    with MnemoClient(db_path, AGENT) as w:
+def test_a_readonly_client_refuses_writes(db: str, call: Call) -> None:
+    with MnemoClient(db, AGENT) as w:
         rec = w.remember("x", tags=["t"])
-    before = files_of(db_path)
-    snap = Path(str(db_path) + ".snap").read_bytes()
-    with MnemoClient(db_path, AGENT, readonly=True) as r:
+    before = state(db)
+    snap = None if is_pg(db) else Path(db + ".snap").read_bytes()
+    with MnemoClient(db, AGENT, readonly=True) as r:
         with pytest.raises(ReadOnly) as exc:
             call(r, rec)
         assert str(exc.value)
         assert r.get(rec.id) == rec
-    assert files_of(db_path) == before
-    assert Path(str(db_path) + ".snap").read_bytes() == snap
+    assert state(db) == before
+    if snap is not None:
+        assert Path(db + ".snap").read_bytes() == snap
 
 
-def test_a_transaction_on_a_readonly_client_is_refused_at_the_start(db_path: Path) -> None:
-    MnemoClient(db_path, AGENT).close()
+def test_a_transaction_on_a_readonly_client_is_refused_at_the_start(db: str) -> None:
+    MnemoClient(db, AGENT).close()
     entered = False
-    with MnemoClient(db_path, AGENT, readonly=True) as r, pytest.raises(ReadOnly), r.transaction():
+    with MnemoClient(db, AGENT, readonly=True) as r, pytest.raises(ReadOnly), r.transaction():
         entered = True
     assert not entered

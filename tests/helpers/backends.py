@@ -46,3 +46,24 @@ def snapshot(db: str | Path) -> Any:
             table: sorted((tuple(row) for row in conn.execute(f"SELECT * FROM {table}").fetchall()), key=repr)
             for table in PG_TABLES
         }
+
+
+def is_empty(db: str | Path) -> bool:
+    """Whether nothing was created at `db`: no file, or no table in the URI's schema."""
+    if not is_pg(db):
+        return not Path(db).exists()
+    import psycopg
+
+    with psycopg.connect(str(db), autocommit=True) as conn:
+        sql = "SELECT count(*) FROM pg_class WHERE relnamespace = current_schema()::regnamespace"
+        row = conn.execute(sql).fetchone()
+    return row is not None and row[0] == 0
+
+
+def state(db: str | Path) -> Any:
+    """What a refused call must leave as it was: every file of the database's folder but the snapshot
+    (which only close writes), or every table's rows."""
+    if is_pg(db):
+        return snapshot(db)
+    folder = Path(db).parent
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and not p.name.endswith(".snap")}
