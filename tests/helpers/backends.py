@@ -67,3 +67,23 @@ def state(db: str | Path) -> Any:
         return snapshot(db)
     folder = Path(db).parent
     return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and not p.name.endswith(".snap")}
+
+
+def stored(db: str | Path) -> dict[str, bytes]:
+    """Where the database keeps bytes, by name, for searching them: every file under the file
+    database's folder (the log and every sidecar), or every table's values (text as UTF-8)."""
+    if not is_pg(db):
+        folder = Path(db).parent
+        return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    import psycopg
+
+    out: dict[str, bytes] = {}
+    with psycopg.connect(str(db), autocommit=True) as conn:
+        for table in (*PG_TABLES, "mnemo_tree"):
+            parts: list[bytes] = []
+            for row in conn.execute(f"SELECT * FROM {table}").fetchall():
+                for value in row:
+                    for v in value if isinstance(value, list) else [value]:
+                        parts.append(bytes(v) if isinstance(v, (bytes, memoryview)) else str(v).encode())
+            out[table] = b"\x00".join(parts)
+    return out
