@@ -1,6 +1,7 @@
 """The read path's shortcuts give exactly what the plain code gave: make_memory_record builds the same
 MemoryRecord as its constructor, ns_to_datetime the same datetime, and read_packed still tells an
-erased slot (NotFound) from a damaged one (IntegrityError with the slot's offset)."""
+erased slot (NotFound) from a damaged one (IntegrityError with the slot's offset). Reads of what was
+written, and of a damaged payload, on both backends."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from helpers.backends import is_pg
 
 from mnemo import MemoryRecord, MnemoClient
 from mnemo.errors import IntegrityError, NotFound
@@ -65,8 +67,8 @@ def test_ns_to_datetime_is_the_plain_conversion() -> None:
         assert got == want and got.tzinfo is want.tzinfo and got.microsecond == (ts // 1000) % 1_000_000, ts
 
 
-def test_records_read_back_are_what_was_written(db_path: Path) -> None:
-    with MnemoClient(db_path, AGENT, durability="none") as client:
+def test_records_read_back_are_what_was_written(db: str) -> None:
+    with MnemoClient(db, AGENT, durability="none") as client:
         first = client.remember("one", tags=["t"], metadata={"b": 1, "a": [2]})
         second = client.update(first.id, content="two")
         other = client.remember(b"\x00bytes", tags=["t", "u"])
@@ -81,6 +83,38 @@ def test_records_read_back_are_what_was_written(db_path: Path) -> None:
         assert infos[first.id].created_at == first.created_at
         assert infos[first.id].updated_at == second.updated_at
         assert infos[other.id].created_at == infos[other.id].updated_at == other.created_at
+
+
+def _damage_payload(db: str, client: MnemoClient, rec_id: str) -> None:
+    """Flip the last byte of the latest payload of `rec_id`, where the backend keeps it (on PostgreSQL,
+    as a superuser who turned the triggers off would)."""
+    if not is_pg(db):
+        off, length = _slot(client, rec_id)
+        _overwrite(Path(db), off + length - 1, bytes([Path(db).read_bytes()[off + length - 1] ^ 0x01]))
+        return
+    import psycopg
+
+    seq = client.get(rec_id).seq
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")  # no user triggers
+        conn.execute("UPDATE mnemo_payloads SET payload = overlay(payload placing "
+                     "set_byte('\\x00'::bytea, 0, get_byte(payload, length(payload) - 1) # 1) "
+                     "from length(payload)) WHERE seq = %s", [seq])
+
+
+def test_a_damaged_payload_is_an_integrity_error_on_every_read(db: str) -> None:
+    with MnemoClient(db, AGENT, durability="none") as client:
+        damaged = client.remember("to be damaged", tags=["d"])
+        client.update(damaged.id, content="to be damaged, version 2")
+        fine = client.remember("untouched", tags=["d", "f"])
+        _damage_payload(db, client, damaged.id)
+        reads = (lambda: client.get(damaged.id), lambda: client.query(tags=["d"]), lambda: client.history(damaged.id))
+        for read in reads:
+            with pytest.raises(IntegrityError):
+                read()
+        assert client.get(fine.id) == fine
+        assert client.query(tags=["f"]) == [fine]
+        assert not client.verify().ok
 
 
 def _slot(client: MnemoClient, rec_id: str) -> tuple[int, int]:
