@@ -663,8 +663,9 @@ class PostgresStore:
             [list(schema.TABLES)],
         )
         server, version, size = rows[0]
+        # the tables' size is the whole database's, as the log file's is: stats() shows it to admins only
         return {"backend": "postgresql", "server_version": server, "schema_version": version,
-                "table_bytes": int(size), "open_seconds": self.open_seconds}
+                "log_bytes": int(size), "open_seconds": self.open_seconds}
 
     # -- writing -------------------------------------------------------------------------------------
     def writing(self, transactional: bool = False, blind: bool = False) -> _Writing:
