@@ -4,9 +4,9 @@ verify(), nothing that changes when someone else writes in a scope it cannot rea
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from helpers.backends import stored
 
 from mnemo import MnemoClient
 from mnemo.errors import PermissionDenied
@@ -15,13 +15,8 @@ Agents = tuple[MnemoClient, MnemoClient, MnemoClient]
 GLOBAL = ("entries", "head_seq", "head_hash", "log_bytes")
 
 
-def files(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
-
-
 @pytest.fixture
-def agents(tmp_path: Path) -> Iterator[Agents]:
-    db = tmp_path / "disclosure.db"
+def agents(db: str) -> Iterator[Agents]:
     with MnemoClient(db, "owner", durability="none") as owner, \
             MnemoClient(db, "alice", durability="none") as alice, \
             MnemoClient(db, "bob", durability="none") as bob:
@@ -60,11 +55,11 @@ def test_the_global_figures_are_for_admins_on_everything(agents: Agents) -> None
     assert {k: bob_view[k] for k in GLOBAL} == {k: v for k, v in owner.stats().items() if k in GLOBAL}
 
 
-def test_head_and_verify_need_admin_on_everything(agents: Agents, tmp_path: Path) -> None:
+def test_head_and_verify_need_admin_on_everything(agents: Agents, db: str) -> None:
     owner, alice, bob = agents
     alice.remember("a")
     owner.grant("alice", "agent:*", ["admin", "read"])
-    before = files(tmp_path)
+    before = stored(db)
     for agent in (alice, bob):
         who = agent.agent_id
         with pytest.raises(PermissionDenied, match=rf"^{who} may not see the chain's head: it needs admin on \*$"):
@@ -73,7 +68,7 @@ def test_head_and_verify_need_admin_on_everything(agents: Agents, tmp_path: Path
             agent.verify()
         with pytest.raises(PermissionDenied):
             agent.verify(expect_head=(0, "00" * 32))  # nor probe a guessed head through it
-    assert files(tmp_path) == before
+    assert stored(db) == before
     seq, head_hash = owner.head
     report = owner.verify(expect_head=(seq, head_hash))
     assert report.ok and report.head_seq == seq

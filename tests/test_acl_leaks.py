@@ -4,7 +4,6 @@ other agents' grants, or the error for an id that exists elsewhere."""
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import pytest
 
@@ -12,8 +11,7 @@ from mnemo import MnemoClient, NotFound, PermissionDenied, RecordUnavailable
 
 
 @pytest.fixture
-def clients(tmp_path: Path):  # type: ignore[no-untyped-def]
-    db = tmp_path / "leaks.db"
+def clients(db: str):  # type: ignore[no-untyped-def]
     owner = MnemoClient(db, "owner", durability="none")
     alice = MnemoClient(db, "alice", durability="none")
     bob = MnemoClient(db, "bob", durability="none")
