@@ -1,7 +1,7 @@
 """Names are never patterns. An agent id, a principal or an exact scope holding `*` (or anything else
 that could be read as another name) is refused at every entry of the library, with a clear error and
 the database untouched; a home scope is always exact; and the ACL never reads a principal or a home
-scope as a pattern, even from a hand-made log."""
+scope as a pattern, even from a hand-made log. On both backends (the hand-made log on the file's)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.backends import is_empty, stored
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_audit_support import LogBuilder
@@ -91,27 +92,23 @@ BAD_PATTERNS: list[tuple[Any, str]] = [
 GOOD_PATTERNS = ["*", "team:*", "agent:*", "team *", "team:a", "x" * (MAX_NAME_CHARS - 1) + "*", "x" * MAX_NAME_CHARS]
 
 
-def files(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
-
-
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[tuple[Path, MnemoClient, MnemoClient]]:
-    path = tmp_path / "names.db"
+def names_db(db: str) -> Iterator[tuple[str, MnemoClient, MnemoClient]]:
+    path = db
     with MnemoClient(path, "owner", durability="none") as owner, MnemoClient(path, "me", durability="none") as me:
         owner.remember("owner's", scope="team:a")
         me.remember("mine")
         yield path, owner, me
 
 
-def refused(folder: Path, call: Callable[[], object], *words: str) -> InvalidInput:
-    """The call raises InvalidInput naming every word, and no file of the database changes."""
-    before = files(folder)
+def refused(db: str, call: Callable[[], object], *words: str) -> InvalidInput:
+    """The call raises InvalidInput naming every word, and no file (no table) of the database changes."""
+    before = stored(db)
     with pytest.raises(InvalidInput) as exc:
         call()
     for word in words:
         assert word in str(exc.value), f"{word!r} not in {exc.value}"
-    assert files(folder) == before, "a refused call changed the database"
+    assert stored(db) == before, "a refused call changed the database"
     return exc.value
 
 
@@ -182,49 +179,47 @@ def test_an_accepted_name_is_exact_and_its_home_is_a_name(name: str) -> None:
 
 
 @pytest.mark.parametrize(("name", "why"), BAD_NAMES, ids=repr)
-def test_every_entry_refuses_a_bad_name(db: tuple[Path, MnemoClient, MnemoClient], name: Any, why: str) -> None:
-    path, owner, me = db
-    folder = path.parent
-    refused(folder, lambda: MnemoClient(path, name, durability="none"), "agent_id", why)
+def test_every_entry_refuses_a_bad_name(names_db: tuple[str, MnemoClient, MnemoClient], name: Any, why: str) -> None:
+    path, owner, me = names_db
+    refused(path, lambda: MnemoClient(path, name, durability="none"), "agent_id", why)
     for client in (owner, me):  # the owner holds admin on *: its grants are refused as surely
-        refused(folder, lambda c=client: c.grant(name, "agent:me", ["read"]), "principal", why)
-        refused(folder, lambda c=client: c.revoke(name, "agent:me"), "principal", why)
-        refused(folder, lambda c=client: c.check_permission("read", name), "scope", why)
+        refused(path, lambda c=client: c.grant(name, "agent:me", ["read"]), "principal", why)
+        refused(path, lambda c=client: c.revoke(name, "agent:me"), "principal", why)
+        refused(path, lambda c=client: c.check_permission("read", name), "scope", why)
         if name is None:
             continue  # (where None means the default: this agent, its home scope, no filter)
-        refused(folder, lambda c=client: c.permissions(name), "agent_id", why)
-        refused(folder, lambda c=client: c.remember("x", scope=name), "scope", why)
-        refused(folder, lambda c=client: MnemoMemoryToolServer(c, scope=name), "scope", why)
+        refused(path, lambda c=client: c.permissions(name), "agent_id", why)
+        refused(path, lambda c=client: c.remember("x", scope=name), "scope", why)
+        refused(path, lambda c=client: MnemoMemoryToolServer(c, scope=name), "scope", why)
         if not (isinstance(name, str) and name.endswith("*") and "*" not in name[:-1]):
             # (a trailing `*` makes a valid pattern of a valid prefix: grants and filters take those)
-            refused(folder, lambda c=client: c.grant("bob", name, ["read"]), "scope", why)
-            refused(folder, lambda c=client: c.revoke("bob", name), "scope", why)
-            refused(folder, lambda c=client: c.query(scope=name), "scope", why)
-            refused(folder, lambda c=client: c.list_records(scope=name), "scope", why)
-            refused(folder, lambda c=client: c.forget_where(scope=name), "scope", why)
+            refused(path, lambda c=client: c.grant("bob", name, ["read"]), "scope", why)
+            refused(path, lambda c=client: c.revoke("bob", name), "scope", why)
+            refused(path, lambda c=client: c.query(scope=name), "scope", why)
+            refused(path, lambda c=client: c.list_records(scope=name), "scope", why)
+            refused(path, lambda c=client: c.forget_where(scope=name), "scope", why)
 
 
-def test_a_new_database_is_not_created_for_a_bad_agent_id(tmp_path: Path) -> None:
+def test_a_new_database_is_not_created_for_a_bad_agent_id(db: str) -> None:
     for name in ("*", "al*", " owner", "own\u0435r"):
         with pytest.raises(InvalidInput):
-            MnemoClient(tmp_path / "new.db", name)
-        assert list(tmp_path.iterdir()) == []
+            MnemoClient(db, name)
+        assert is_empty(db)
 
 
 @pytest.mark.parametrize(("pattern", "why"), BAD_PATTERNS, ids=repr)
 def test_grants_and_filters_refuse_a_bad_pattern(
-    db: tuple[Path, MnemoClient, MnemoClient], pattern: Any, why: str
+    names_db: tuple[str, MnemoClient, MnemoClient], pattern: Any, why: str
 ) -> None:
-    path, owner, _me = db
-    folder = path.parent
-    refused(folder, lambda: owner.grant("bob", pattern, ["read"]), "scope", why)
-    refused(folder, lambda: owner.revoke("bob", pattern), "scope", why)
-    refused(folder, lambda: owner.query(scope=pattern), "scope", why)
-    refused(folder, lambda: owner.forget_where(scope=pattern), "scope", why)
+    path, owner, _me = names_db
+    refused(path, lambda: owner.grant("bob", pattern, ["read"]), "scope", why)
+    refused(path, lambda: owner.revoke("bob", pattern), "scope", why)
+    refused(path, lambda: owner.query(scope=pattern), "scope", why)
+    refused(path, lambda: owner.forget_where(scope=pattern), "scope", why)
 
 
-def test_names_at_their_limits_work_end_to_end(tmp_path: Path) -> None:
-    path = tmp_path / "limits.db"
+def test_names_at_their_limits_work_end_to_end(db: str) -> None:
+    path = db
     longest = "a" * MAX_AGENT_ID_CHARS
     with MnemoClient(path, "owner", durability="none") as owner, MnemoClient(path, longest, durability="none") as c:
         assert len(c.home_scope) == MAX_NAME_CHARS
@@ -244,31 +239,30 @@ def test_names_at_their_limits_work_end_to_end(tmp_path: Path) -> None:
 # -- the attack: an agent named like a pattern ------------------------------------------------------------
 
 
-def test_an_agent_named_like_a_pattern_cannot_open_let_alone_read_others(tmp_path: Path) -> None:
-    path = tmp_path / "attack.db"
+def test_an_agent_named_like_a_pattern_cannot_open_let_alone_read_others(db: str) -> None:
+    path = db
     with MnemoClient(path, "owner", durability="none") as owner, \
             MnemoClient(path, "alice", durability="none") as alice:
         secret = alice.remember("alice's secret")
         owner.remember("owner's", scope="team:a")
-        before = files(tmp_path)
+        before = stored(db)
         for attacker in ("*", "al*", "a*", "agent:*"):
             with pytest.raises(InvalidInput, match="pattern character"):
                 MnemoClient(path, attacker, durability="none")
-        assert files(tmp_path) == before
+        assert stored(db) == before
         assert alice.get(secret.id).content == "alice's secret"
 
 
-def test_admin_on_a_home_scope_never_yields_a_pattern(db: tuple[Path, MnemoClient, MnemoClient]) -> None:
-    path, owner, me = db
-    folder = path.parent
+def test_admin_on_a_home_scope_never_yields_a_pattern(names_db: tuple[str, MnemoClient, MnemoClient]) -> None:
+    path, owner, me = names_db
     me.grant("bob", "agent:me", ["read"])  # its own home, exactly: allowed
     for pattern in ("agent:me*", "agent:m*", "agent:*", "*"):
-        before = files(folder)
+        before = stored(path)
         with pytest.raises(PermissionDenied, match=r"^me may not admin in scope "):
             me.grant("me", pattern, ["read"])
         with pytest.raises(PermissionDenied):
             me.grant("bob", pattern, ["admin"])
-        assert files(folder) == before
+        assert stored(path) == before
     assert me.permissions() == {"agent:me": ("admin", "forget", "read", "write")}
     # ... unless it holds admin on a pattern covering it
     owner.grant("me", "agent:me*", ["admin"])
@@ -324,11 +318,10 @@ def test_a_hand_made_log_with_pattern_names_grants_nothing_to_real_agents(tmp_pa
 # -- transactions: grants and revokes inside, and the checks after them ------------------------------------
 
 
-def test_a_revoke_inside_a_transaction_binds_the_rest_of_it(db: tuple[Path, MnemoClient, MnemoClient]) -> None:
-    path, owner, me = db
-    folder = path.parent
+def test_a_revoke_inside_a_transaction_binds_the_rest_of_it(names_db: tuple[str, MnemoClient, MnemoClient]) -> None:
+    path, owner, me = names_db
     owner.grant("me", "team:*", ["admin"])
-    before = files(folder)
+    before = stored(path)
     with pytest.raises(PermissionDenied, match="me may not admin in scope team:b"), me.transaction():
         me.remember("in team:a", scope="team:a")
         me.revoke("me", "team:*")
@@ -336,22 +329,21 @@ def test_a_revoke_inside_a_transaction_binds_the_rest_of_it(db: tuple[Path, Mnem
             me.check_permission("write", "team:a")
         assert me.permissions() == {"agent:me": ("admin", "forget", "read", "write")}
         me.grant("bob", "team:b", ["read"])  # no longer allowed: the whole transaction is undone
-    assert files(folder) == before
+    assert stored(path) == before
     assert me.permissions()["team:*"] == ("admin", "forget", "read", "write")
     me.check_permission("write", "team:a")
 
 
 def test_a_grant_inside_a_transaction_is_seen_by_it_and_undone_with_it(
-    db: tuple[Path, MnemoClient, MnemoClient],
+    names_db: tuple[str, MnemoClient, MnemoClient],
 ) -> None:
-    path, owner, me = db
-    folder = path.parent
-    before = files(folder)
+    path, owner, me = names_db
+    before = stored(path)
     with pytest.raises(RuntimeError), owner.transaction():
         owner.grant("me", "team:*", ["admin"])
         assert owner.permissions("me")["team:*"] == ("admin", "forget", "read", "write")
         raise RuntimeError("abandon")
-    assert files(folder) == before
+    assert stored(path) == before
     assert "team:*" not in owner.permissions("me")
     with pytest.raises(PermissionDenied):
         me.check_permission("read", "team:a")
@@ -366,19 +358,18 @@ def test_a_grant_inside_a_transaction_is_seen_by_it_and_undone_with_it(
 
 
 def test_bad_names_inside_a_transaction_are_refused_like_outside(
-    db: tuple[Path, MnemoClient, MnemoClient],
+    names_db: tuple[str, MnemoClient, MnemoClient],
 ) -> None:
-    path, owner, me = db
-    folder = path.parent
-    before = files(folder)
+    path, owner, me = names_db
+    before = stored(path)
     with pytest.raises(InvalidInput), me.transaction():
         me.remember("staged")
         me.grant("al*", "agent:me", ["read"])
-    assert files(folder) == before
+    assert stored(path) == before
     with pytest.raises(PermissionDenied), me.transaction():
         me.grant("bob", "agent:me", ["read"])
         me.grant("me", "agent:me*", ["read"])  # its home, widened to a pattern: refused in here too
-    assert files(folder) == before
+    assert stored(path) == before
     with me.transaction():  # refusals caught inside stage nothing; the rest commits
         for call in (
             lambda: me.grant("*", "agent:me", ["read"]),
@@ -392,8 +383,8 @@ def test_bad_names_inside_a_transaction_are_refused_like_outside(
     assert owner.permissions("bob") == {"agent:bob": ("admin", "forget", "read", "write"), "agent:me": ("read",)}
 
 
-def test_a_memory_tool_server_works_in_an_exact_scope(db: tuple[Path, MnemoClient, MnemoClient]) -> None:
-    _path, owner, me = db
+def test_a_memory_tool_server_works_in_an_exact_scope(names_db: tuple[str, MnemoClient, MnemoClient]) -> None:
+    _path, owner, me = names_db
     assert MnemoMemoryToolServer(me).scope == "agent:me"
     assert MnemoMemoryToolServer(owner, scope="team:a").scope == "team:a"
     for scope in ("team:*", "*", "agent:m*", "team:\u2217", " team:a"):

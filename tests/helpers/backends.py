@@ -22,6 +22,25 @@ def is_pg(db: str | Path) -> bool:
     return str(db).startswith(("postgresql://", "postgres://"))
 
 
+_last: list[Any] = []  # (url, connection) of the last database read: tests compare states often
+
+
+def _connection(db: str | Path) -> Any:
+    """A connection to the database `db` names, kept until another database is asked for (one at a
+    time, so that a run's many schemas do not hold as many connections)."""
+    import psycopg
+
+    if _last:
+        url, conn = _last[0]
+        if url == str(db) and not conn.closed and not conn.broken:
+            return conn
+        conn.close()
+        _last.clear()
+    conn = psycopg.connect(str(db), autocommit=True)
+    _last.append((str(db), conn))
+    return conn
+
+
 def entries(db: str | Path) -> list[Entry]:
     """Every entry of the chain, in order."""
     return [item.entry for item in read_chain(str(db))]
@@ -39,24 +58,19 @@ def snapshot(db: str | Path) -> Any:
     """Everything the database holds: the log's bytes, or the rows of every table (sorted)."""
     if not is_pg(db):
         return Path(db).read_bytes()
-    import psycopg
-
-    with psycopg.connect(str(db), autocommit=True) as conn:
-        return {
-            table: sorted((tuple(row) for row in conn.execute(f"SELECT * FROM {table}").fetchall()), key=repr)
-            for table in PG_TABLES
-        }
+    conn = _connection(db)
+    return {
+        table: sorted((tuple(row) for row in conn.execute(f"SELECT * FROM {table}").fetchall()), key=repr)
+        for table in PG_TABLES
+    }
 
 
 def is_empty(db: str | Path) -> bool:
     """Whether nothing was created at `db`: no file, or no table in the URI's schema."""
     if not is_pg(db):
         return not Path(db).exists()
-    import psycopg
-
-    with psycopg.connect(str(db), autocommit=True) as conn:
-        sql = "SELECT count(*) FROM pg_class WHERE relnamespace = current_schema()::regnamespace"
-        row = conn.execute(sql).fetchone()
+    sql = "SELECT count(*) FROM pg_class WHERE relnamespace = current_schema()::regnamespace"
+    row = _connection(db).execute(sql).fetchone()
     return row is not None and row[0] == 0
 
 
@@ -75,15 +89,13 @@ def stored(db: str | Path) -> dict[str, bytes]:
     if not is_pg(db):
         folder = Path(db).parent
         return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-    import psycopg
-
     out: dict[str, bytes] = {}
-    with psycopg.connect(str(db), autocommit=True) as conn:
-        for table in (*PG_TABLES, "mnemo_tree"):
-            parts: list[bytes] = []
-            for row in conn.execute(f"SELECT * FROM {table}").fetchall():
-                for value in row:
-                    for v in value if isinstance(value, list) else [value]:
-                        parts.append(bytes(v) if isinstance(v, (bytes, memoryview)) else str(v).encode())
-            out[table] = b"\x00".join(parts)
+    conn = _connection(db)
+    for table in (*PG_TABLES, "mnemo_tree"):
+        parts: list[bytes] = []
+        for row in sorted(conn.execute(f"SELECT * FROM {table}").fetchall(), key=repr):
+            for value in row:
+                for v in value if isinstance(value, list) else [value]:
+                    parts.append(bytes(v) if isinstance(v, (bytes, memoryview)) else str(v).encode())
+        out[table] = b"\x00".join(parts)
     return out
