@@ -264,9 +264,19 @@ class MnemoClient:
         prepared = seal_put_payload(random_bytes(SALT_SIZE), packed)  # hashing needs no lock
         # blind: a new record depends on nothing but the ACL, so a backend may build it without the
         # writer lock, and build it again on a newer head (its seq and hash are then the final ones)
-        with store.writing(blind=True) as batch:  # inside a transaction: its open batch, committed at its end
-            self._require(batch.acl, "write", scope)
-            record = self._stage_put(batch, new_id(), 1, scope, content, size, tag_tuple, meta, prepared)
+        blind = True
+        while True:
+            try:
+                with store.writing(blind=blind) as batch:  # in a transaction: its open batch, committed at its end
+                    self._require(batch.acl, "write", scope)
+                    record = self._stage_put(batch, new_id(), 1, scope, content, size, tag_tuple, meta, prepared)
+                break
+            except PermissionDenied:
+                # A blind batch holds the ACL as of the last head this client saw, which may predate a
+                # grant: a refusal stands only once checked again under the writer lock, caught up.
+                if not blind or store.current_batch() is not None:
+                    raise
+                blind = False
         if store.current_batch() is None:
             entry = batch.staged[-1].entry
             if entry.seq != record.seq:
