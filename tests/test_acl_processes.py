@@ -1,5 +1,5 @@
 """Two agents in two processes on one db: each sees only its own memories; a grant made in one process
-is honoured by the other on its next call, without reopening, and so is a revoke."""
+is honoured by the other on its next call, without reopening, and so is a revoke. On both backends."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.backends import snapshot
 from helpers.procs import subprocess_env
 
-from mnemo import MnemoClient
+from mnemo import MnemoClient, PermissionDenied
 
 OWNER = "root"
 
@@ -55,7 +55,7 @@ client.close()
 class Agent:
     """A client living in its own process, driven one command at a time."""
 
-    def __init__(self, db: Path, agent_id: str) -> None:
+    def __init__(self, db: str, agent_id: str) -> None:
         self.agent_id = agent_id
         self.proc = subprocess.Popen(
             [sys.executable, "-c", AGENT_LOOP, str(db), agent_id],
@@ -102,8 +102,7 @@ class Agent:
 
 
 @pytest.fixture
-def agents(tmp_path: Path) -> Iterator[tuple[Path, Agent, Agent]]:
-    db = tmp_path / "shared.mnemo.db"
+def agents(db: str) -> Iterator[tuple[str, Agent, Agent]]:
     MnemoClient(db, OWNER, durability="none").close()  # root owns the db; alice and bob do not
     alice = Agent(db, "alice")
     try:
@@ -122,7 +121,7 @@ def agents(tmp_path: Path) -> Iterator[tuple[Path, Agent, Agent]]:
                 a.proc.wait()
 
 
-def test_each_agent_sees_only_its_own(agents: tuple[Path, Agent, Agent]) -> None:
+def test_each_agent_sees_only_its_own(agents: tuple[str, Agent, Agent]) -> None:
     _db, alice, bob = agents
     a_id = alice.call("remember", content="alice-1", tags=["t"])
     b_id = bob.call("remember", content="bob-1", tags=["t"])
@@ -138,7 +137,7 @@ def test_each_agent_sees_only_its_own(agents: tuple[Path, Agent, Agent]) -> None
     assert alice.call("query") == ["alice-1"]
 
 
-def test_grant_and_revoke_take_effect_in_the_other_process(agents: tuple[Path, Agent, Agent]) -> None:
+def test_grant_and_revoke_take_effect_in_the_other_process(agents: tuple[str, Agent, Agent]) -> None:
     _db, alice, bob = agents
     a_id = alice.call("remember", content="alice-1")
     bob.call("remember", content="bob-1")
@@ -164,7 +163,7 @@ def test_grant_and_revoke_take_effect_in_the_other_process(agents: tuple[Path, A
     assert alice.call("query") == ["alice-1 (edited by bob)", "alice-2"]
 
 
-def test_owner_grants_a_team_scope_across_processes(agents: tuple[Path, Agent, Agent]) -> None:
+def test_owner_grants_a_team_scope_across_processes(agents: tuple[str, Agent, Agent]) -> None:
     db, alice, bob = agents
     with MnemoClient(db, OWNER, durability="none") as root:  # a third process-level client, open throughout
         assert alice.fails("remember", content="team note", scope="team:a")[0] == "PermissionDenied"
@@ -185,4 +184,21 @@ def test_owner_grants_a_team_scope_across_processes(agents: tuple[Path, Agent, A
         root.revoke("alice", "team:a")
         assert alice.call("query") == []
         assert alice.fails("remember", content="again", scope="team:a")[0] == "PermissionDenied"
+        assert [r.content for r in root.query(scope="team:a")] == ["team note"]
+
+
+def test_a_grant_by_another_client_is_honoured_by_the_next_remember(db: str) -> None:
+    """A new record's write may be built on the last head its client saw (PostgreSQL's blind appends):
+    a refusal stands only if the ACL as of now refuses too, and a revoke binds at once as well."""
+    with MnemoClient(db, OWNER, durability="none") as root, MnemoClient(db, "alice", durability="none") as alice:
+        alice.remember("seen the head")
+        with pytest.raises(PermissionDenied):
+            alice.remember("too early", scope="team:a")
+        root.grant("alice", "team:a", ["write"])
+        assert alice.remember("team note", scope="team:a").scope == "team:a"
+        root.revoke("alice", "team:a")
+        before = snapshot(db)
+        with pytest.raises(PermissionDenied, match="^alice may not write in scope team:a$"):
+            alice.remember("revoked", scope="team:a")
+        assert snapshot(db) == before
         assert [r.content for r in root.query(scope="team:a")] == ["team note"]
