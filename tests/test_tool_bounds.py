@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,8 +29,8 @@ ECHO = 7488  # (16,000 - 1,024) // 2: what one echoed value may take by default
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Iterator[MnemoClient]:
-    with MnemoClient(str(tmp_path / "bounds.mnemo.db"), "agent-1", durability="none") as c:
+def client(db: str) -> Iterator[MnemoClient]:
+    with MnemoClient(db, "agent-1", durability="none") as c:
         yield c
 
 

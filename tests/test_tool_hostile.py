@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -93,8 +92,8 @@ class CollidingKey:
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Iterator[MnemoClient]:
-    with MnemoClient(str(tmp_path / "hostile.mnemo.db"), "agent-1", durability="none") as c:
+def client(db: str) -> Iterator[MnemoClient]:
+    with MnemoClient(db, "agent-1", durability="none") as c:
         yield c
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 import unicodedata
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -208,8 +207,8 @@ def test_canonicalize_refuses(path: str, template: str) -> None:
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Iterator[MnemoClient]:
-    with MnemoClient(str(tmp_path / "paths.mnemo.db"), "agent-1", durability="none") as c:
+def client(db: str) -> Iterator[MnemoClient]:
+    with MnemoClient(db, "agent-1", durability="none") as c:
         yield c
 
 

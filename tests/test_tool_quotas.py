@@ -1,26 +1,20 @@
 """Per-scope quotas of the memory tool (docs/MEMORY_TOOL.md §10): each refusal's exact text, nothing
-written when refused, what frees room, files the caller cannot read counted, and what the checks cost."""
+written when refused, what frees room, files the caller cannot read counted, and what the checks cost.
+On both backends."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.backends import state as db_state
 
 from mnemo import MnemoClient
 from mnemo.errors import InvalidInput
 from mnemo.tools import CommandResult, MnemoMemoryToolServer
 from mnemo.tools.quotas import Quotas
-
-DB = "quota.mnemo.db"
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> str:
-    return str(tmp_path / DB)
 
 
 @pytest.fixture
@@ -39,9 +33,9 @@ def ok(server: MnemoMemoryToolServer, **tool_input: Any) -> None:
 
 
 def state(client: MnemoClient, db: str) -> tuple[Any, ...]:
-    """Everything a refused command must leave as it was: the head, the records, the log's size."""
+    """Everything a refused command must leave as it was: the head, the records, what the database holds."""
     records = [(i.id, i.version, i.tags, i.size) for i in client.list_records()]
-    return client._chain_head(), records, os.path.getsize(db)
+    return client._chain_head(), records, db_state(db)
 
 
 def refused(server: MnemoMemoryToolServer, client: MnemoClient, db: str, text: str, **tool_input: Any) -> None:
@@ -281,8 +275,14 @@ def test_write_only_agent_cannot_bypass_quotas(client: MnemoClient, db: str) -> 
 # -- what the checks cost --------------------------------------------------------------------------------
 
 
-def test_quota_checks_read_the_index_only(client: MnemoClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A create with every quota on reads no content, and builds records only of the scope's files."""
+def test_quota_checks_read_the_index_only(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A create with every quota on reads no content, and builds records only of the scope's files (of
+    the file backend's index; PostgreSQL's usage is one query of the tables)."""
+    with MnemoClient(db_path, "agent-1", durability="none") as client:
+        quota_checks_read_the_index_only(client, monkeypatch)
+
+
+def quota_checks_read_the_index_only(client: MnemoClient, monkeypatch: pytest.MonkeyPatch) -> None:
     with client.transaction():
         for i in range(300):
             client.remember(f"file {i}", tags=("memorytool", f"path:/memories/f{i}"))
@@ -363,7 +363,7 @@ def test_a_failed_write_is_not_counted(client: MnemoClient, db: str, monkeypatch
     )
 
 
-def test_the_remembered_usage_is_always_the_indexs(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_the_remembered_usage_is_always_the_indexs(backend: str, new_db: Callable[[], str]) -> None:
     """Whatever commands run, and whoever else writes, the usage a server holds for the current head
     is what a fresh read of the index gives."""
     from hypothesis import HealthCheck, given, settings
@@ -382,10 +382,10 @@ def test_the_remembered_usage_is_always_the_indexs(tmp_path_factory: pytest.Temp
         st.just("someone else writes"),
     )
 
-    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=60 if backend == "file" else 20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(st.lists(commands, min_size=1, max_size=25), st.booleans())
     def check(sequence: list[Any], overwrite: bool) -> None:
-        path = str(tmp_path_factory.mktemp("usage") / DB)
+        path = new_db()
         with MnemoClient(path, "agent-1", durability="none") as c, MnemoClient(path, "agent-1") as other:
             server = MnemoMemoryToolServer(
                 c, create_overwrites=overwrite, max_files=4, max_total_bytes=60, max_history_bytes=150

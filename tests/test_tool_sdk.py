@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.backends import commits, entries, stored
 
 from mnemo import MnemoClient
 from mnemo.tools import MnemoMemoryToolServer
@@ -33,8 +34,8 @@ REPO = str(Path(__file__).resolve().parents[1])
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Iterator[MnemoClient]:
-    with MnemoClient(str(tmp_path / "sdk.mnemo.db"), "agent-1", durability="none") as c:
+def client(db: str) -> Iterator[MnemoClient]:
+    with MnemoClient(db, "agent-1", durability="none") as c:
         yield c
 
 
@@ -357,9 +358,7 @@ def test_adapter_without_the_sdk_says_what_is_missing() -> None:
 # -- clear_all_memory -------------------------------------------------------------------------------------
 
 
-def test_clear_all_memory_forgets_every_file_in_one_commit(client: MnemoClient, tmp_path: Path) -> None:
-    from helpers.frames import read_entries, read_frames
-
+def test_clear_all_memory_forgets_every_file_in_one_commit(client: MnemoClient, db: str) -> None:
     tool = MnemoMemoryTool(client)
     for path in ("/memories/a.md", "/memories/d/e/f.md", "/memories/.hidden/h", "/memories/node_modules/n.js"):
         tool.call({"command": "create", "path": path, "file_text": f"CLEAR-ME {path}"})
@@ -367,23 +366,22 @@ def test_clear_all_memory_forgets_every_file_in_one_commit(client: MnemoClient, 
     other_root = MnemoMemoryToolServer(client, root="/notes")
     other_scope.execute({"command": "create", "path": "/memories/a.md", "file_text": "KEPT-SCOPE"})
     other_root.execute({"command": "create", "path": "/notes/a.md", "file_text": "KEPT-ROOT"})
-    db = client.path
-    frames = len(read_frames(db))
+    frames = commits(db)
     assert tool.clear_all_memory() == "All memory cleared"
-    assert len(read_frames(db)) == frames + 1  # one atomic commit
-    forgets = [e for e in read_entries(db) if e.op == "forget"]
+    assert commits(db) == frames + 1  # one atomic commit
+    forgets = [e for e in entries(db) if e.op == "forget"]
     assert len(forgets) == 1 and len(forgets[0].body["ids"]) == 4
     assert tool.call({"command": "view", "path": "/memories"}) == ROOT_HEADER.format("/memories") + "\n0B\t/memories"
-    blob = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
-    assert b"CLEAR-ME" not in blob  # erased from every file of the database, not only hidden
+    blob = b"".join(stored(db).values())
+    assert b"CLEAR-ME" not in blob  # erased from every file (table) of the database, not only hidden
     assert b"KEPT-SCOPE" in blob and b"KEPT-ROOT" in blob
     assert client.verify().ok
     # nothing left: still cleared, and nothing written
     assert tool.clear_all_memory() == "All memory cleared"
-    assert len(read_frames(db)) == frames + 1
+    assert commits(db) == frames + 1
 
 
-def test_clear_all_memory_async_and_refusals(client: MnemoClient) -> None:
+def test_clear_all_memory_async_and_refusals(client: MnemoClient, db: str) -> None:
     tool = AsyncMnemoMemoryTool(client)
 
     async def go() -> str:
@@ -393,7 +391,7 @@ def test_clear_all_memory_async_and_refusals(client: MnemoClient) -> None:
     assert asyncio.run(go()) == "All memory cleared"
     assert client.list_records(tags=("memorytool",)) == []
     client.remember("x", tags=("memorytool", "path:/memories/x.md"))
-    with MnemoClient(client.path, "agent-2", durability="none") as other:
+    with MnemoClient(db, "agent-2", durability="none") as other:
         shared = MnemoMemoryTool(other, scope=client.home_scope)
         with pytest.raises(ToolError) as info:
             shared.clear_all_memory()

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from helpers.backends import commits, is_pg, payload_reader, snapshot, stored
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,11 +27,6 @@ ROOT_HEADER = "Here're the files and directories up to 2 levels deep in {}, excl
 FILE_HEADER = "Here's the content of {} with line numbers:"
 MISSING = "The path {} does not exist. Please provide a valid path."
 EDITED = "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n"
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> str:
-    return str(tmp_path / "tool.mnemo.db")
 
 
 @pytest.fixture
@@ -56,9 +52,12 @@ def bad(text: str) -> CommandResult:
     return CommandResult(text, True)
 
 
-def count_frames(db_path: str) -> int:
-    """Frames in the log, read as docs/FORMAT.md lays them out."""
-    with open(db_path, "rb") as f:
+def count_frames(db: str) -> int:
+    """Commits that wrote entries: on the file backend, frames in the log, read as docs/FORMAT.md lays
+    them out."""
+    if is_pg(db):
+        return commits(db)
+    with open(db, "rb") as f:
         data = f.read()
     assert data[:8] == b"MNEMOLOG"
     offset, frames = 32, 0
@@ -259,7 +258,7 @@ def test_view_long_file_is_cut(client: MnemoClient) -> None:
 
 
 def test_view_of_a_large_directory_reads_no_content(
-    client: MnemoClient, server: MnemoMemoryToolServer, monkeypatch: pytest.MonkeyPatch
+    client: MnemoClient, server: MnemoMemoryToolServer, db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with client.transaction():
         for i in range(10_000):
@@ -269,7 +268,7 @@ def test_view_of_a_large_directory_reads_no_content(
     def no_content(*args: object, **kwargs: object) -> Any:
         raise AssertionError("a directory view read content")
 
-    monkeypatch.setattr(store, "read_packed", no_content)
+    monkeypatch.setattr(store, payload_reader(db), no_content)
     for name in ("get", "query", "history"):
         monkeypatch.setattr(client, name, no_content)
     result = run(server, command="view", path="/memories/big")
@@ -448,10 +447,9 @@ def test_delete(client: MnemoClient, server: MnemoMemoryToolServer, db: str) -> 
     assert client.head[0] == head + 1  # one forget entry names all 50 records
     assert tagged_paths(client) == ["/memories/keep"]
     assert run(server, command="view", path="/memories/d") == bad(MISSING.format("/memories/d"))
-    # forgetting erased the content: no file of the database holds it
-    for name in os.listdir(os.path.dirname(db)):
-        with open(os.path.join(os.path.dirname(db), name), "rb") as f:
-            assert marker.encode() not in f.read(), name
+    # forgetting erased the content: no file (no table) of the database holds it
+    for name, data in stored(db).items():
+        assert marker.encode() not in data, name
     assert client.verify().ok
 
 
@@ -534,7 +532,7 @@ def test_failed_directory_rename_writes_nothing(
     for i in range(10):
         run(server, command="create", path=f"/memories/src/f{i}", file_text=str(i))
     before = tagged_paths(client)
-    head, size = client.head, os.path.getsize(db)
+    head, size = client.head, snapshot(db)
     real_update = client.update
     calls = {"n": 0}
 
@@ -549,7 +547,7 @@ def test_failed_directory_rename_writes_nothing(
     assert result == bad("Error: Internal error (OSError)")
     assert tagged_paths(client) == before
     assert client.head == head
-    assert os.path.getsize(db) == size
+    assert snapshot(db) == size
 
 
 def test_lock_timeout_is_an_error_result(client: MnemoClient, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,23 +4,17 @@ file; and the two client methods that let a writer see that (`scope_has`, `scope
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.backends import payload_reader, snapshot
 
 from mnemo import MnemoClient
 from mnemo.errors import InvalidInput, PermissionDenied
 from mnemo.tools import CommandResult, MnemoMemoryToolServer
 
 TEAM = "team:research"
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> str:
-    return str(tmp_path / "shared.mnemo.db")
 
 
 @pytest.fixture
@@ -40,7 +34,7 @@ def test_a_write_only_agent_cannot_create_beside_what_it_cannot_see(owner: Mnemo
     owner.grant("agent-2", TEAM, ["write"])
     with MnemoClient(db, "agent-2", durability="none") as c2:
         writer = MnemoMemoryToolServer(c2, scope=TEAM, create_overwrites=True)
-        head, size = owner.head, os.path.getsize(db)
+        head, size = owner.head, snapshot(db)
         for tool_input, text in [
             ({"command": "create", "path": "/memories/plan.md", "file_text": "mine"},
              "Error: File /memories/plan.md already exists"),
@@ -61,7 +55,7 @@ def test_a_write_only_agent_cannot_create_beside_what_it_cannot_see(owner: Mnemo
              f"Error: Permission denied: agent-2 may not read in scope {TEAM}"),
         ]:
             assert writer.execute(tool_input) == CommandResult(text, True), tool_input
-        assert (owner.head, os.path.getsize(db)) == (head, size)
+        assert (owner.head, snapshot(db)) == (head, size)
         # a new path it may create
         assert writer.execute({"command": "create", "path": "/memories/new.md", "file_text": "n"}).is_error is False
     assert listing(team) == [
@@ -119,7 +113,9 @@ def test_scope_has_and_scope_usage(owner: MnemoClient, db: str) -> None:
                 bad()
 
 
-def test_scope_methods_see_their_own_transaction(owner: MnemoClient, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_scope_methods_see_their_own_transaction(
+    owner: MnemoClient, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = owner.home_scope
     kept = owner.remember("keep", tags=("memorytool", "path:/memories/keep"))
     gone = owner.remember("gone", tags=("memorytool", "path:/memories/gone"))
@@ -131,7 +127,7 @@ def test_scope_methods_see_their_own_transaction(owner: MnemoClient, monkeypatch
         owner.remember("staged", tags=("memorytool", "path:/memories/staged"))
         owner.update(kept.id, content="kept longer")
         owner.forget([gone.id])
-        monkeypatch.setattr(owner._store, "read_packed", no_content)
+        monkeypatch.setattr(owner._store, payload_reader(db), no_content)
         assert owner.scope_has(home, ("path:/memories/staged", "memorytool"))
         assert not owner.scope_has(home, ("path:/memories/gone",))
         usage = owner.scope_usage(home, "memorytool")

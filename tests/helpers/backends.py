@@ -99,3 +99,24 @@ def stored(db: str | Path) -> dict[str, bytes]:
                     parts.append(bytes(v) if isinstance(v, (bytes, memoryview)) else str(v).encode())
         out[table] = b"\x00".join(parts)
     return out
+
+
+def commits(db: str | Path) -> int:
+    """How many commits wrote entries: the log's frames, or the transactions that inserted rows of
+    mnemo_entries (rows inserted by one transaction share its xmin)."""
+    if not is_pg(db):
+        from helpers.frames import read_frames
+
+        return len(read_frames(db))
+    row = _connection(db).execute("SELECT count(DISTINCT xmin::text) FROM mnemo_entries").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+# What serves a stored payload's bytes to a read, by backend: a test that a command reads no content
+# makes it raise.
+PAYLOAD_READERS = {"file": "read_packed", "postgres": "_checked"}
+
+
+def payload_reader(db: str | Path) -> str:
+    return PAYLOAD_READERS["postgres" if is_pg(db) else "file"]
