@@ -4,7 +4,7 @@ say what was left out and how to see it: huge lines, huge listings, long snippet
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -238,31 +238,35 @@ PATHS = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(
-    st.lists(
-        st.one_of(
-            st.builds(lambda p, t: {"command": "create", "path": p, "file_text": t}, PATHS, HUGE),
-            st.builds(lambda p, r: {"command": "view", "path": p, "view_range": r}, PATHS,
-                      st.one_of(st.none(), st.lists(st.integers(-2, 3), min_size=2, max_size=2))),
-            st.builds(lambda p, o, n: {"command": "str_replace", "path": p, "old_str": o, "new_str": n},
-                      PATHS, HUGE, HUGE),
-            st.builds(lambda p, t: {"command": "insert", "path": p, "insert_line": 0, "insert_text": t}, PATHS, HUGE),
-            st.builds(lambda o, n: {"command": "rename", "old_path": o, "new_path": n}, PATHS, PATHS),
-            st.builds(lambda p: {"command": "delete", "path": p}, PATHS),
-            st.builds(lambda c: {"command": c}, HUGE),
-        ),
-        min_size=1,
-        max_size=8,
-    )
+SEQUENCES = st.lists(
+    st.one_of(
+        st.builds(lambda p, t: {"command": "create", "path": p, "file_text": t}, PATHS, HUGE),
+        st.builds(lambda p, r: {"command": "view", "path": p, "view_range": r}, PATHS,
+                  st.one_of(st.none(), st.lists(st.integers(-2, 3), min_size=2, max_size=2))),
+        st.builds(lambda p, o, n: {"command": "str_replace", "path": p, "old_str": o, "new_str": n},
+                  PATHS, HUGE, HUGE),
+        st.builds(lambda p, t: {"command": "insert", "path": p, "insert_line": 0, "insert_text": t}, PATHS, HUGE),
+        st.builds(lambda o, n: {"command": "rename", "old_path": o, "new_path": n}, PATHS, PATHS),
+        st.builds(lambda p: {"command": "delete", "path": p}, PATHS),
+        st.builds(lambda c: {"command": c}, HUGE),
+    ),
+    min_size=1,
+    max_size=8,
 )
-def test_every_result_fits_at_the_smallest_setting(
-    tmp_path_factory: pytest.TempPathFactory, sequence: list[Any]
-) -> None:
-    with MnemoClient(str(tmp_path_factory.mktemp("fit") / "f.db"), "agent-1", durability="none") as c:
-        server = MnemoMemoryToolServer(c, max_path_length=64, max_view_chars=2 * 64 + 1024)
-        server.execute({"command": "create", "path": "/memories/d/seed", "file_text": "seed\n" * 400})
-        for tool_input in sequence:
-            result = server.execute(tool_input)
-            assert len(result.text) <= 2 * 64 + 1024, (tool_input, result.text[:200])
-            assert not result.text.startswith("Error: Internal error"), result
+
+
+def test_every_result_fits_at_the_smallest_setting(backend: str, new_db: Callable[[], str]) -> None:
+    # fewer examples on PostgreSQL: the bounds are the memory-tool server's, whichever backend
+    @settings(max_examples=150 if backend == "file" else 30, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(SEQUENCES)
+    def check(sequence: list[Any]) -> None:
+        with MnemoClient(new_db(), "agent-1", durability="none") as c:
+            server = MnemoMemoryToolServer(c, max_path_length=64, max_view_chars=2 * 64 + 1024)
+            server.execute({"command": "create", "path": "/memories/d/seed", "file_text": "seed\n" * 400})
+            for tool_input in sequence:
+                result = server.execute(tool_input)
+                assert len(result.text) <= 2 * 64 + 1024, (tool_input, result.text[:200])
+                assert not result.text.startswith("Error: Internal error"), result
+
+    check()
