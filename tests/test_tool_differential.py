@@ -40,6 +40,7 @@ import os
 import re
 import tempfile
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -330,10 +331,12 @@ def prune_empty_dirs(root: str) -> None:
 
 
 class Pair:
-    def __init__(self, workdir: str, max_view_chars: int) -> None:
+    """The reference in `workdir`, and Mnemo's server on the database `db` (either backend)."""
+
+    def __init__(self, workdir: str, max_view_chars: int, db: str) -> None:
         self.ref = BetaLocalFilesystemMemoryTool(base_path=os.path.join(workdir, "ref"))
         self.ref_root = os.path.join(workdir, "ref", "memories")
-        self.client = MnemoClient(os.path.join(workdir, "m.mnemo.db"), "agent-1", durability="none")
+        self.client = MnemoClient(db, "agent-1", durability="none")
         self.max_view_chars = max_view_chars
         self.server = MnemoMemoryToolServer(
             self.client, max_view_chars=max_view_chars, max_path_length=MAX_PATH_LENGTH
@@ -470,20 +473,29 @@ class Pair:
         assert self.ref_state() == self.mnemo_state(), command
 
 
-@settings(
-    max_examples=int(os.environ.get("MNEMO_DIFF_EXAMPLES", "60")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-@given(st.lists(commands(), min_size=1, max_size=14), st.sampled_from([16_000, SMALL_VIEW]))
-def test_differential_against_reference(sequence: list[dict[str, Any]], max_view_chars: int) -> None:
-    with tempfile.TemporaryDirectory() as workdir:
-        pair = Pair(workdir, max_view_chars)
-        try:
-            for command in sequence:
-                pair.step(command)
-        finally:
-            pair.close()
+def diff_settings(backend: str) -> settings:
+    # The same sequences on both; a quarter as many on PostgreSQL (each example costs a schema)
+    examples = int(os.environ.get("MNEMO_DIFF_EXAMPLES", "60"))
+    return settings(
+        max_examples=examples if backend == "file" else max(1, examples // 4),
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+
+
+def test_differential_against_reference(backend: str, new_db: Callable[[], str]) -> None:
+    @diff_settings(backend)
+    @given(st.lists(commands(), min_size=1, max_size=14), st.sampled_from([16_000, SMALL_VIEW]))
+    def check(sequence: list[dict[str, Any]], max_view_chars: int) -> None:
+        with tempfile.TemporaryDirectory() as workdir:
+            pair = Pair(workdir, max_view_chars, new_db())
+            try:
+                for command in sequence:
+                    pair.step(command)
+            finally:
+                pair.close()
+
+    check()
 
 
 def long_file_commands() -> st.SearchStrategy[list[dict[str, Any]]]:
@@ -510,23 +522,22 @@ def long_file_commands() -> st.SearchStrategy[list[dict[str, Any]]]:
     )
 
 
-@settings(
-    max_examples=int(os.environ.get("MNEMO_DIFF_EXAMPLES", "60")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-@given(long_file_commands())
-def test_differential_long_files(sequence: list[dict[str, Any]]) -> None:
-    with tempfile.TemporaryDirectory() as workdir:
-        pair = Pair(workdir, SMALL_VIEW)
-        try:
-            for command in sequence:
-                pair.step(command)
-        finally:
-            pair.close()
+def test_differential_long_files(backend: str, new_db: Callable[[], str]) -> None:
+    @diff_settings(backend)
+    @given(long_file_commands())
+    def check(sequence: list[dict[str, Any]]) -> None:
+        with tempfile.TemporaryDirectory() as workdir:
+            pair = Pair(workdir, SMALL_VIEW, new_db())
+            try:
+                for command in sequence:
+                    pair.step(command)
+            finally:
+                pair.close()
+
+    check()
 
 
-def test_differential_fixed_story() -> None:
+def test_differential_fixed_story(db: str) -> None:
     """A hand-written sequence that visits every normalisation at least once."""
     story: list[dict[str, Any]] = [
         {"command": "view", "path": "/memories"},
@@ -575,7 +586,7 @@ def test_differential_fixed_story() -> None:
         {"command": "view", "path": "/memories"},
     ]
     with tempfile.TemporaryDirectory() as workdir:
-        pair = Pair(workdir, max_view_chars=SMALL_VIEW)
+        pair = Pair(workdir, SMALL_VIEW, db)
         try:
             for command in story:
                 pair.step(command)
@@ -583,10 +594,10 @@ def test_differential_fixed_story() -> None:
             pair.close()
 
 
-def test_differential_listing_cut_at_whole_lines() -> None:
+def test_differential_listing_cut_at_whole_lines(db: str) -> None:
     """A listing over `max_view_chars` is the reference's listing cut at whole lines, plus the note."""
     with tempfile.TemporaryDirectory() as workdir:
-        pair = Pair(workdir, max_view_chars=SMALL_VIEW)
+        pair = Pair(workdir, SMALL_VIEW, db)
         try:
             for i in range(200):  # seeded on both sides without comparing states after each
                 create = {"command": "create", "path": f"/memories/d{i % 4}/file-{i:03d}.md", "file_text": "x" * i}
