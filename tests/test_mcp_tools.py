@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.backends import snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -52,31 +52,32 @@ CALLS = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(calls=CALLS)
-def test_every_call_is_the_memory_tool_command_with_the_same_arguments(calls: list[tuple[str, dict[str, Any]]]) -> None:
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        MnemoClient(os.path.join(tmp, "mcp.db"), AGENT, durability="none") as a,
-        MnemoClient(os.path.join(tmp, "ref.db"), AGENT, durability="none") as b,
-    ):
-        via_mcp, reference = MnemoMemoryToolServer(a), MnemoMemoryToolServer(b)
-        for name, args in calls:
-            got = call_tool(via_mcp, name, args)
-            # The tool names the command; a `command` argument changes nothing, other keys are ignored.
-            expected = reference.execute({**{k: v for k, v in args.items() if k != "command"},
-                                          "command": COMMAND_OF[name]})
-            assert got == expected, (name, args)
+def test_every_call_is_the_memory_tool_command_with_the_same_arguments(backend: str, new_db: Callable[[], str]) -> None:
+    @settings(max_examples=40 if backend == "file" else 10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(calls=CALLS)
+    def check(calls: list[tuple[str, dict[str, Any]]]) -> None:
+        with (
+            MnemoClient(new_db(), AGENT, durability="none") as a,
+            MnemoClient(new_db(), AGENT, durability="none") as b,
+        ):
+            via_mcp, reference = MnemoMemoryToolServer(a), MnemoMemoryToolServer(b)
+            for name, args in calls:
+                got = call_tool(via_mcp, name, args)
+                # The tool names the command; a `command` argument changes nothing, other keys are ignored.
+                expected = reference.execute({**{k: v for k, v in args.items() if k != "command"},
+                                              "command": COMMAND_OF[name]})
+                assert got == expected, (name, args)
+
+    check()
 
 
 # -- read-only, unknown tools -----------------------------------------------------------------------
 
 
-def test_read_only_refuses_the_write_tools_and_writes_nothing(tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
+def test_read_only_refuses_the_write_tools_and_writes_nothing(db: str) -> None:
     with MnemoClient(db, AGENT) as writer:
         MnemoMemoryToolServer(writer).execute({"command": "create", "path": "/memories/a", "file_text": "a"})
-    before = db.read_bytes()
+    before = snapshot(db)
     with MnemoClient(db, AGENT, readonly=True) as reader:
         server = MnemoMemoryToolServer(reader)
         for name in ("memory_create", "memory_str_replace", "memory_insert", "memory_delete", "memory_rename"):
@@ -84,7 +85,7 @@ def test_read_only_refuses_the_write_tools_and_writes_nothing(tmp_path: Path) ->
             assert (result.text, result.is_error) == (f"Error: Unknown tool: {name}", True)
         viewed = call_tool(server, "memory_view", {"path": "/memories/a"}, read_only=True)
         assert viewed.text == "Here's the content of /memories/a with line numbers:\n     1\ta"
-    assert db.read_bytes() == before
+    assert snapshot(db) == before
 
 
 def test_unknown_tools_and_missing_arguments(client: MnemoClient) -> None:
@@ -98,8 +99,7 @@ def test_unknown_tools_and_missing_arguments(client: MnemoClient) -> None:
 # -- memory_history ---------------------------------------------------------------------------------
 
 
-def test_history_checks_in_the_memory_tools_order(tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
+def test_history_checks_in_the_memory_tools_order(db: str) -> None:
     with MnemoClient(db, "owner") as owner:
         MnemoMemoryToolServer(owner, scope="team:x").execute(
             {"command": "create", "path": "/memories/s.md", "file_text": "secret"}
@@ -283,11 +283,11 @@ def test_default_db_path_and_agent() -> None:
     assert default_agent({"MNEMO_AGENT": ""}) == ""  # refused by MnemoClient, never replaced by another
 
 
-def test_agent_servers_open_lazily_once_and_close_all(tmp_path: Path) -> None:
+def test_agent_servers_open_lazily_once_and_close_all(db: str) -> None:
     pytest.importorskip("mcp")
     from mnemo.tools.mcp.app import AgentServers, _is_loopback
 
-    pool = AgentServers(tmp_path / "m.db", scope=None)
+    pool = AgentServers(db, scope=None)
     a = pool.get("a")
     assert pool.get("a") is a and a.scope == "agent:a"
     b = pool.get("b")
@@ -302,13 +302,12 @@ def test_agent_servers_open_lazily_once_and_close_all(tmp_path: Path) -> None:
     ]
 
 
-def test_a_busy_store_is_an_error_result_after_the_lock_timeout(tmp_path: Path) -> None:
+def test_a_busy_store_is_an_error_result_after_the_lock_timeout(db: str) -> None:
     pytest.importorskip("mcp")
     import time
 
     from mnemo.tools.mcp.app import AgentServers
 
-    db = tmp_path / "m.db"
     pool = AgentServers(db, lock_timeout=0.2)
     try:
         server = pool.get(AGENT)

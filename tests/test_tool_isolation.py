@@ -1,5 +1,6 @@
 """Agent B's memory-tool server cannot view, edit, rename into or delete agent A's files, whatever
-paths it sends; and deleting a directory of 1,000 files is one commit that erases every one of them."""
+paths it sends; and deleting a directory of 1,000 files is one commit that erases every one of them.
+On both backends."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from helpers.frames import read_entries, read_frames
+from helpers.backends import commits, entries, is_pg, stored
 
 from mnemo import MnemoClient
 from mnemo.tools import MnemoMemoryToolServer
@@ -23,8 +24,7 @@ PATHS = [
 ]
 
 
-def test_another_agents_server_reaches_nothing_of_a(tmp_path: Path) -> None:
-    db = tmp_path / "iso.db"
+def test_another_agents_server_reaches_nothing_of_a(db: str) -> None:
     with MnemoClient(db, "owner", durability="none"):
         pass  # the owner (admin on *) is someone else: a and b are plain agents
     with MnemoClient(db, "a", durability="none") as a, MnemoClient(db, "b", durability="none") as b:
@@ -54,8 +54,7 @@ def test_another_agents_server_reaches_nothing_of_a(tmp_path: Path) -> None:
         assert not any(r.scope == "agent:a" for r in b.query())
 
 
-def test_deleting_a_directory_of_1000_files_is_one_commit_and_erases_all(tmp_path: Path) -> None:
-    db = tmp_path / "big.db"
+def test_deleting_a_directory_of_1000_files_is_one_commit_and_erases_all(db: str) -> None:
     with MnemoClient(db, "a", durability="none") as c:
         server = MnemoMemoryToolServer(c, max_files=None)  # quotas: tests/test_tool_quotas.py
         with c.transaction():  # set up quickly; the delete below is what is measured
@@ -63,15 +62,16 @@ def test_deleting_a_directory_of_1000_files_is_one_commit_and_erases_all(tmp_pat
                 server.execute({"command": "create", "path": f"/memories/big/f{i:04}.md",
                                 "file_text": f"MARKER-{i:04}-CONTENT"})
         server.execute({"command": "create", "path": "/memories/keep.md", "file_text": "KEEP-ME"})
-        frames_before = len(read_frames(db))
+        before = commits(db)
         result = server.execute({"command": "delete", "path": "/memories/big"})
         assert result.text == "Successfully deleted /memories/big" and not result.is_error
-        frames = read_frames(db)
-        assert len(frames) == frames_before + 1  # one commit
-        forget = [e for e in read_entries(db) if e.op == "forget"]
+        assert commits(db) == before + 1  # one commit
+        forget = [e for e in entries(db) if e.op == "forget"]
         assert len(forget) == 1 and len(forget[0].body["ids"]) == 1000
         assert c.verify().ok
-    blob = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    blob = b"".join(stored(db).values())
     assert b"MARKER-" not in blob and b"/memories/big/f" not in blob
     assert b"KEEP-ME" in blob
-    assert sorted(os.listdir(tmp_path)) == ["big.db", "big.db.leaves", "big.db.snap"]
+    if not is_pg(db):
+        name = Path(db).name
+        assert sorted(os.listdir(Path(db).parent)) == [name, name + ".leaves", name + ".snap"]
