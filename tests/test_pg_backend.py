@@ -537,3 +537,42 @@ def test_the_tree_head_is_the_same_on_both_backends_and_saved_states_are_checked
     assert not report.ok and any("mnemo_tree" in p.message for p in report.problems)
     with MnemoClient(pg.url, OWNER) as p:  # a saved state that is no compact range is not used
         assert p.tree_head()[0] == head[0] + 1
+
+
+def test_mnemo_mcp_and_the_cli_never_print_a_dsns_password(pg: Schema, capsys: pytest.CaptureFixture[str]) -> None:
+    """The DSN names the database in what `mnemo mcp` announces on stderr and in every CLI message,
+    with its password left out (the server trusts this connection, so any password opens it)."""
+    import subprocess
+    import sys
+
+    from helpers.procs import subprocess_env
+
+    from mnemo.cli import main
+
+    secret = "s3cret-" + secrets.token_hex(4)
+    assert pg.url.startswith("postgresql://postgres@")
+    url = pg.url.replace("postgresql://postgres@", f"postgresql://postgres:{secret}@", 1)
+    env = {k: v for k, v in subprocess_env().items() if k not in ("MNEMO_AGENT", "MNEMO_MCP_TOKENS")}
+    proc = subprocess.run([sys.executable, "-m", "mnemo", "mcp", "--db", url, "--agent", "a"],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert secret not in proc.stderr + proc.stdout
+    assert "mnemo mcp: serving postgresql://postgres@" in proc.stderr
+    missing = url.replace(pg.database.name, pg.database.name + "_missing")
+    for argv in (["mcp", "--db", missing, "--agent", "a"], ["ls", missing], ["verify", missing]):
+        code = main(argv)
+        out, err = capsys.readouterr()
+        assert code != 0 and err, argv
+        assert secret not in out + err, (argv, err)
+
+
+def test_a_dsn_is_shown_without_its_password() -> None:
+    from mnemo.storage.contract import shown_name
+
+    assert shown_name("postgresql://u:pw@h:5/d?options=-csearch_path%3Ds&password=pw2&sslmode=require") == (
+        "postgresql://u@h:5/d?options=-csearch_path%3Ds&sslmode=require"
+    )
+    assert shown_name("postgres://u:p%40ss@h1:5,h2:6/d") == "postgres://u@h1:5,h2:6/d"
+    assert shown_name("postgresql:///d?host=/run/pg&PASSWORD=x") == "postgresql:///d?host=/run/pg"
+    assert shown_name("postgres://h/d") == "postgres://h/d"
+    assert shown_name("/tmp/x:y@z.db") == "/tmp/x:y@z.db"  # a file path is shown as given

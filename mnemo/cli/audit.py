@@ -10,6 +10,7 @@ import click
 
 from .. import audit as audit_lib
 from ..errors import IntegrityError
+from ..storage.contract import shown_name
 from .common import (
     CONTEXT_SETTINGS,
     EXIT_OK,
@@ -70,7 +71,7 @@ def export(db: str, dest: str | None, since: int, include_content: bool, as_json
         with progress("exporting", enabled=shows_bar) as bar:
             n = audit_lib.export_audit(db, target, since=since, include_content=include_content, progress=bar)
     except IntegrityError as exc:
-        raise Failure(f"cannot export {db}: {exc}", "IntegrityError") from None
+        raise Failure(f"cannot export {shown_name(db)}: {exc}", "IntegrityError") from None
     except OSError as exc:
         if to_stdout:
             raise

@@ -28,6 +28,7 @@ import click
 from .. import audit
 from ..acl import check_agent_id
 from ..errors import IntegrityError, InvalidInput, MnemoError, NotFound, PermissionDenied
+from ..storage.contract import shown_name
 from ..storage.file.framing import FILE_MAGIC
 
 if TYPE_CHECKING:
@@ -463,8 +464,8 @@ def default_agent(db: str) -> str:
         for item in audit.read_chain(db):
             return item.entry.agent
     except IntegrityError as exc:
-        raise Failure(f"{exc} (run `mnemo verify {db}` for the full report)", "IntegrityError") from None
-    raise Failure(f"{db} holds no genesis entry; pass --agent")
+        raise Failure(f"{exc} (run `mnemo verify {shown_name(db)}` for the full report)", "IntegrityError") from None
+    raise Failure(f"{shown_name(db)} holds no genesis entry; pass --agent")
 
 
 @contextlib.contextmanager
@@ -479,11 +480,11 @@ def open_client(
     try:
         client = MnemoClient(db, agent, readonly=readonly, **options)
     except IntegrityError as exc:
-        raise Failure(f"{exc} (run `mnemo verify {db}` for the full report)", "IntegrityError") from None
+        raise Failure(f"{exc} (run `mnemo verify {shown_name(db)}` for the full report)", "IntegrityError") from None
     except NotFound as exc:
-        raise UsageError(f"cannot open {db}: {exc}", "NotAMnemoDatabase") from None
+        raise UsageError(f"cannot open {shown_name(db)}: {exc}", "NotAMnemoDatabase") from None
     except OSError as exc:
-        raise UsageError(f"cannot open {db}: {exc.strerror or exc}", "UnreadableFile") from None
+        raise UsageError(f"cannot open {shown_name(db)}: {exc.strerror or exc}", "UnreadableFile") from None
     try:
         yield client
     finally:

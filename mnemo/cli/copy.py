@@ -8,6 +8,7 @@ import os
 import click
 
 from ..record import VerifyReport
+from ..storage.contract import shown_name
 from .common import (
     CONTEXT_SETTINGS,
     EXIT_OK,
@@ -36,14 +37,14 @@ def _copy(source: str, target: str, agent: str | None, as_json: bool, verb: str)
     with open_client(source, agent) as client, progress(verb) as bar:
         report: VerifyReport = client.copy_to(target, progress=bar)
     if as_json:
-        emit_json({"source": source, "destination": target, "entries": report.entries,
+        emit_json({"source": shown_name(source), "destination": shown_name(target), "entries": report.entries,
                    "head_seq": report.head_seq, "head_hash": report.head_hash, "ok": report.ok,
                    "problems": [p.to_json() for p in report.problems]})
     else:
-        echo(f"{verb} {report.entries} entries from {source} to {target}")
+        echo(f"{verb} {report.entries} entries from {shown_name(source)} to {shown_name(target)}")
         echo(f"head: {report.head_seq}:{report.head_hash}")
         echo(f"{'OK' if report.ok else 'FAILED'}: the copy verifies" + ("" if report.ok else f" with "
-             f"{len(report.problems)} problems (run `mnemo verify {target}`)"))
+             f"{len(report.problems)} problems (run `mnemo verify {shown_name(target)}`)"))
     return EXIT_OK if report.ok else EXIT_PROBLEMS
 
 

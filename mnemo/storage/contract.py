@@ -206,6 +206,22 @@ def is_dsn(path: str) -> bool:
     return path.startswith(("postgresql://", "postgres://"))
 
 
+def shown_name(db: str) -> str:
+    """How messages name a database: a file path as given; a connection URI without its password
+    (in the user part or a `password=` parameter), the rest kept, so that schemas stay apart."""
+    if not is_dsn(db):
+        return db
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(db)
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, hosts = netloc.rsplit("@", 1)
+        netloc = user.split(":", 1)[0] + "@" + hosts
+    query = "&".join(p for p in parts.query.split("&") if p.split("=", 1)[0].lower() != "password")
+    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+
+
 __all__ = [
     "ALL_SCOPES",
     "Found",
@@ -219,4 +235,5 @@ __all__ = [
     "Usage",
     "Version",
     "is_dsn",
+    "shown_name",
 ]

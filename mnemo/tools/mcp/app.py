@@ -38,6 +38,7 @@ from pydantic import AnyHttpUrl
 from mnemo import __version__
 from mnemo.client import MnemoClient
 from mnemo.errors import Closed
+from mnemo.storage.contract import shown_name
 from mnemo.tools.mcp.defaults import DEFAULT_HOST, DEFAULT_PORT, default_agent, default_db_path, ensure_parent
 from mnemo.tools.mcp.tokens import TokenTable
 from mnemo.tools.mcp.tools import INSTRUCTIONS, READ_ONLY_INSTRUCTIONS, ToolSpec, call_tool, tools_for
@@ -179,7 +180,7 @@ def _resolve(db: DbArg | None, agent: str | None) -> tuple[DbArg, str]:
 
 
 def _describe(db: DbArg) -> str:
-    return os.fspath(db) if isinstance(db, (str, Path)) else str(db)
+    return shown_name(os.fspath(db) if isinstance(db, (str, Path)) else str(db))  # a DSN's password hidden
 
 
 # -- stdio ------------------------------------------------------------------------------------------
