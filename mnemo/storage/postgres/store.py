@@ -629,7 +629,6 @@ class PostgresStore:
         self.check_writable()
         size = "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0) FROM unnest(%s::text[]) t"
         tables = ["mnemo_payloads", "mnemo_tags", "mnemo_versions", "mnemo_records"]
-        before = int(self._fetch(size, [tables])[0][0])
         owned = self._fetch(
             "SELECT bool_and(pg_has_role(current_user, c.relowner, 'USAGE')) FROM pg_class c "
             "WHERE c.oid = ANY(ARRAY[to_regclass('mnemo_payloads'), to_regclass('mnemo_tags')])"
@@ -640,16 +639,30 @@ class PostgresStore:
                 f"compacting {self.path} rewrites its tables (VACUUM FULL), which only their owner may do: "
                 "run it with the owner's connection (see docs/POSTGRES.md)"
             )
-        with self._read_lock:
+        # A writer, as on the file: this process's writer lock and the head row are held throughout (on
+        # the writer's connection: VACUUM cannot run inside a transaction), so that every commit is
+        # either wholly before the compaction or after it.
+        if not self._mutex.acquire(timeout=self.lock_timeout):
+            raise LockTimeout(f"another thread held the writer lock for over {self.lock_timeout} s")
+        try:
+            writer = self._begin(transactional=False).base
             try:
-                conn = self._reads()
-                conn.execute(f"SET lock_timeout = {int(self.lock_timeout * 1000)}")
-                for table in tables[:2]:
-                    conn.execute(f"VACUUM (FULL) {table}")
-                conn.execute("RESET lock_timeout")
+                before = int(self._fetch(size, [tables])[0][0])
+                with self._read_lock:
+                    conn = self._reads()
+                    conn.execute(f"SET lock_timeout = {int(self.lock_timeout * 1000)}")
+                    for table in tables[:2]:
+                        conn.execute(f"VACUUM (FULL) {table}")
+                    conn.execute("RESET lock_timeout")
+                after = int(self._fetch(size, [tables])[0][0])
             except psycopg.Error as exc:
                 raise storage_error(exc, self.path) from None
-        after = int(self._fetch(size, [tables])[0][0])
+            finally:
+                assert isinstance(writer, _View) and writer.conn is not None
+                with contextlib.suppress(psycopg.Error):
+                    writer.conn.rollback()
+        finally:
+            self._mutex.release()
         return {"bytes_before": before, "bytes_after": after, "reclaimed": before - after}
 
     def persist(self) -> None:
