@@ -474,6 +474,58 @@ def test_transaction_invisible_to_others_until_commit(client: MnemoClient, db: s
         assert reader.get(r.id) == r
 
 
+def test_reads_inside_a_transaction_see_what_others_committed_before_it_and_its_own_writes(db: str) -> None:
+    with MnemoClient(db, AGENT, durability="none") as c1, MnemoClient(db, AGENT, durability="none") as c2:
+        r = c1.remember("a", tags=["t"])
+        gone = c1.remember("g", tags=["t"])
+        c2.update(r.id, content="b", tags=["u"])  # c1 has not read since
+        c2.forget(gone.id)
+        extra = c2.remember("x", tags=["u"])
+        with c1.transaction():
+            assert [x.content for x in c1.query(tags=["u"])] == ["b", "x"]
+            assert c1.query(tags=["t"]) == [] and c1.get(r.id).content == "b"
+            with pytest.raises(NotFound):
+                c1.get(gone.id)
+            assert c1.stats()["records"] == 2
+            c1.update(r.id, content="c", tags=["t"])
+            mine = c1.remember("m", tags=["u"])
+            assert [x.content for x in c1.query(tags=["t"])] == ["c"]
+            assert [x.id for x in c1.query(tags=["u"])] == [extra.id, mine.id]
+            assert [x.id for x in c1.query(tag_prefix="", limit=2)] == [r.id, extra.id]
+            assert [v.content for v in c1.history(r.id)] == ["a", "b", "c"]
+        assert [x.content for x in c2.query()] == ["c", "x", "m"]
+
+
+def test_compact_waits_for_the_writer_lock(db: str) -> None:
+    """compact() is a writer: it starts once a transaction in progress has committed."""
+    with MnemoClient(db, AGENT, durability="none", lock_timeout=10) as c:
+        keep = c.remember("kept")
+        doomed = c.remember("FORGET-ME-" + os.urandom(4).hex())
+        began = threading.Event()
+        committed: list[float] = []
+
+        def write_slowly() -> None:
+            with c.transaction():  # it reads nothing: on PostgreSQL it holds the head row and no table lock
+                c.remember("during")
+                began.set()
+                time.sleep(0.5)
+            committed.append(time.monotonic())
+
+        c.forget(doomed.id)
+        t = threading.Thread(target=write_slowly)
+        t.start()
+        try:
+            assert began.wait(10)
+            c.compact()
+            compacted = time.monotonic()
+        finally:
+            t.join(30)
+        assert committed and committed[0] <= compacted
+        with pytest.raises(NotFound):
+            c.get(doomed.id)
+        assert c.get(keep.id) == keep and c.verify().ok
+
+
 # -- verify, stats, close --------------------------------------------------------------------------
 
 

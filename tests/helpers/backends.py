@@ -33,7 +33,11 @@ def _connection(db: str | Path) -> Any:
     if _last:
         url, conn = _last[0]
         if url == str(db) and not conn.closed and not conn.broken:
-            return conn
+            try:
+                conn.execute("SELECT 1")  # a test may have terminated the server's connections
+                return conn
+            except psycopg.OperationalError:
+                pass
         conn.close()
         _last.clear()
     conn = psycopg.connect(str(db), autocommit=True)

@@ -63,9 +63,15 @@ class PgDatabase:
     def _sql(self, statement: str) -> None:
         import psycopg
 
-        if self._admin is None or self._admin.closed or self._admin.broken:
-            self._admin = psycopg.connect(self.dsn, autocommit=True)
-        self._admin.execute(statement)
+        for attempt in (0, 1):  # a test may have terminated every connection to the database
+            if self._admin is None or self._admin.closed or self._admin.broken:
+                self._admin = psycopg.connect(self.dsn, autocommit=True)
+            try:
+                self._admin.execute(statement)
+                return
+            except psycopg.OperationalError:
+                if attempt or not self._admin.broken:
+                    raise
 
     def new_schema(self) -> tuple[str, str]:
         """(schema name, URI whose search_path puts it first) of a fresh, empty schema."""
