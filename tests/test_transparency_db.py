@@ -1,6 +1,7 @@
 """Transparency over a database file: the tree read as an auditor (and a damaged log refused), one library
 function per command with its exit codes, "the log extends a checkpoint kept elsewhere", proofs that
-survive erasure, and examples/verify_proof.py run against what the library makes."""
+survive erasure, and examples/verify_proof.py run against what the library makes. On both backends (the
+vector chain copied into PostgreSQL); damage to a log's bytes on the file backend."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from helpers.backends import is_pg, snapshot, stored
 from helpers.transparency_vectors import (
     BUNDLE_1,
     CONSISTENCY_3_5_DISPLAY,
@@ -45,8 +48,19 @@ OTHER_PUB = public_key_bytes(load_private_key(OTHER))
 
 
 @pytest.fixture
-def vdb(tmp_path: Path) -> Path:
+def vfile(tmp_path: Path) -> Path:
+    """The vector chain in a log file."""
     return write_vector_db(tmp_path / "vectors.db")
+
+
+@pytest.fixture
+def vdb(db: str, vfile: Path) -> Any:
+    """The vector chain on each backend: the log file, or its copy (entry for entry) in PostgreSQL."""
+    if not is_pg(db):
+        return vfile
+    with MnemoClient(vfile, "owner", readonly=True) as c:
+        assert c.copy_to(db).ok
+    return db
 
 
 def test_read_tree_of_the_vector_log(vdb: Path) -> None:
@@ -100,7 +114,8 @@ def test_a_damaged_log_is_refused(tmp_path: Path, data, message: str) -> None:  
         commands.prove_range(db, 1)
 
 
-def test_a_changed_byte_inside_the_log_is_refused(vdb: Path) -> None:
+def test_a_changed_byte_inside_the_log_is_refused(vfile: Path) -> None:
+    vdb = vfile
     data = bytearray(vdb.read_bytes())
     at = data.find(b"bob")
     data[at] ^= 1  # inside the grant's entry bytes: its frame's checksum no longer holds
@@ -109,7 +124,8 @@ def test_a_changed_byte_inside_the_log_is_refused(vdb: Path) -> None:
         commands.checkpoint(vdb, SEED)
 
 
-def test_a_torn_last_frame_is_left_out(vdb: Path) -> None:
+def test_a_torn_last_frame_is_left_out(vfile: Path) -> None:
+    vdb = vfile
     data = vdb.read_bytes()
     vdb.write_bytes(data[:-10])  # a write in progress, or cut by a crash
     assert read_tree(vdb).size == 4
@@ -145,7 +161,7 @@ def test_checkpoint_command(vdb: Path) -> None:
 
 
 def test_checkpoint_command_refusals(vdb: Path, tmp_path: Path) -> None:
-    before = vdb.read_bytes()
+    before = snapshot(vdb)
     for origin in ("", "has space", "a+b"):
         with pytest.raises(UsageError) as info:
             commands.checkpoint(vdb, SEED, origin=origin)
@@ -155,7 +171,7 @@ def test_checkpoint_command_refusals(vdb: Path, tmp_path: Path) -> None:
         with pytest.raises(UnreadableInput) as info2:
             commands.checkpoint(vdb, key)
         assert info2.value.exit_code == 2
-    assert vdb.read_bytes() == before  # an auditor's read: nothing written
+    assert snapshot(vdb) == before  # an auditor's read: nothing written
 
 
 def test_prove_seq_command(vdb: Path) -> None:
@@ -196,10 +212,14 @@ def test_prove_seq_refusals(vdb: Path) -> None:
         with pytest.raises(exc) as info:
             commands.prove_seq(vdb, **kw)  # type: ignore[arg-type]
         assert code(info) == exit_code, kw
+
+
+
+def test_a_checkpoint_larger_than_the_log_is_refused(vfile: Path) -> None:
     bigger = sign_note_of(5)
-    vdb.write_bytes(vdb.read_bytes()[:-10])  # the log is now 4 entries: the size-5 checkpoint is not of it
+    vfile.write_bytes(vfile.read_bytes()[:-10])  # the log is now 4 entries: the size-5 checkpoint is not of it
     with pytest.raises(Rejected, match="covers 5 entries, the log holds 4"):
-        commands.prove_seq(vdb, 1, checkpoint=bigger)
+        commands.prove_seq(vfile, 1, checkpoint=bigger)
 
 
 def test_prove_range_command(vdb: Path) -> None:
@@ -214,7 +234,7 @@ def test_prove_range_command(vdb: Path) -> None:
         assert code(info) == 2  # type: ignore[arg-type]
 
 
-def test_audit_verify_proof_command(vdb: Path, tmp_path: Path) -> None:
+def test_audit_verify_proof_command(tmp_path: Path) -> None:
     f = tmp_path / "b.tlog-proof"
     f.write_text(BUNDLE_1)
     assert commands.audit_verify_proof(f, PUBKEY.hex()).ok
@@ -292,7 +312,7 @@ def test_a_log_cut_back_to_an_earlier_signed_checkpoint_is_found(tmp_path: Path)
                       f"{tree.size}: it was cut back (or the checkpoint is of another database)")]
 
 
-def test_a_log_rewritten_below_the_checkpoint_is_found(vdb: Path, tmp_path: Path) -> None:
+def test_a_log_rewritten_below_the_checkpoint_is_found(tmp_path: Path) -> None:
     ops = [(v["op"], {k: bytes.fromhex(x) if k in ("db_id", "digest", "head", "key", "sig") else x
                       for k, x in v["body"].items()}) for v in VECTORS]
     ops[2] = ("grant", {"perms": ["read", "write"], "principal": "bob", "scope": "agent:agent-1"})  # rewritten
@@ -317,10 +337,13 @@ def test_log_extends_reports_every_finding(vdb: Path) -> None:
     assert [p.kind for p in report.problems] == ["origin"]
     report = log_extends(vdb, "garbage", PUBKEY)
     assert [p.kind for p in report.problems] == ["note"]
-    data = bytearray(vdb.read_bytes())
+
+
+def test_log_extends_reports_a_damaged_log(vfile: Path) -> None:
+    data = bytearray(vfile.read_bytes())
     data[data.find(b"bob")] ^= 1
-    vdb.write_bytes(bytes(data))
-    report = log_extends(vdb, NOTE_5, PUBKEY)
+    vfile.write_bytes(bytes(data))
+    report = log_extends(vfile, NOTE_5, PUBKEY)
     assert [p.kind for p in report.problems] == ["log"] and report.log_size is None
     assert report.to_json()["ok"] is False
 
@@ -328,8 +351,7 @@ def test_log_extends_reports_every_finding(vdb: Path) -> None:
 # -- erasure leaves every proof intact --------------------------------------------------------------------
 
 
-def test_forget_and_compact_leave_checkpoints_and_proofs_intact(tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
+def test_forget_and_compact_leave_checkpoints_and_proofs_intact(db: str) -> None:
     with MnemoClient(db, "agent-1", durability="none", signing_key=SEED) as client:
         keep = client.remember("stays", tags=["a"])
         secret = client.remember("the secret to forget", tags=["private"], metadata={"k": "v"})
@@ -340,7 +362,7 @@ def test_forget_and_compact_leave_checkpoints_and_proofs_intact(tmp_path: Path) 
     with MnemoClient(db, "agent-1", durability="none", signing_key=SEED) as client:
         client.forget(secret.id, reason="asked")
         client.compact()
-    assert b"the secret to forget" not in db.read_bytes()
+    assert not any(b"the secret to forget" in data for data in stored(db).values())
     # the old note and bundle still verify, and the log still extends the note
     assert verify_checkpoint_note(note_before, PUBKEY).ok
     assert verify_bundle(bundle_before, PUBKEY).ok
