@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 import pytest
+from helpers.backends import snapshot
 from helpers.procs import subprocess_env
 from test_audit_support import sample_log
 
@@ -47,8 +48,8 @@ def error_object(err: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    path = tmp_path / "memory.mnemo.db"
+def cli_db(db: str) -> tuple[str, dict[str, str]]:
+    path = db
     with MnemoClient(path, "owner", durability="none") as owner:
         first = owner.remember("first note", tags=["note"])
         owner.update(first.id, content="first note, edited")
@@ -117,8 +118,8 @@ def test_every_command_but_demo_and_chat_takes_json() -> None:
 # -- --json: documents, streams, errors -------------------------------------------------------------------
 
 
-def test_streams_are_ndjson(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
-    path, ids = db
+def test_streams_are_ndjson(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, ids = cli_db
     code, out, _err = run(capsys, "ls", str(path), "--json")
     assert code == 0 and sorted(d["id"] for d in ndjson(out)) == sorted([ids["first"], ids["second"]])
     code, out, _err = run(capsys, "log", str(path), "--json")
@@ -131,8 +132,8 @@ def test_streams_are_ndjson(db: tuple[Path, dict[str, str]], capsys: pytest.Capt
     assert code == 0 and [d["seq"] for d in ndjson(out)] == list(range(6))
 
 
-def test_one_timestamp_format(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
-    path, ids = db
+def test_one_timestamp_format(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, ids = cli_db
     stamps: list[str] = []
     for d in ndjson(run(capsys, "ls", str(path), "--json")[1]):
         stamps += [d["created_at"], d["updated_at"]]
@@ -174,9 +175,9 @@ def test_unreadable_file_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[s
                                      "type": "UnreadableFile", "exit_code": 2}, command
 
 
-def test_damaged_db_as_json(db: tuple[Path, dict[str, str]], tmp_path: Path,
+def test_damaged_db_as_json(cli_db: tuple[str, dict[str, str]], tmp_path: Path,
                             capsys: pytest.CaptureFixture[str]) -> None:
-    path, ids = db
+    path, ids = cli_db
     _b, built = sample_log()
     built.data[built.frame_spans[2][0] + 40] ^= 1  # a frame in the middle: its checksum fails
     damaged = built.write(tmp_path / "damaged.db")
@@ -200,11 +201,11 @@ def test_damaged_db_as_json(db: tuple[Path, dict[str, str]], tmp_path: Path,
     ["cat", "{db}", "no-such-id"], ["compact", "{db}", "--agent", "nobody"], ["keygen", "-o", "{db}"],
     ["ls", "{db}", "--agent", ""], ["log", "{db}", "--op", "frobnicate"],
 ])
-def test_json_keeps_the_exit_code(argv: list[str], db: tuple[Path, dict[str, str]], tmp_path: Path,
+def test_json_keeps_the_exit_code(argv: list[str], cli_db: tuple[str, dict[str, str]], tmp_path: Path,
                                   capsys: pytest.CaptureFixture[str]) -> None:
     text = tmp_path / "notes.txt"
     text.write_text("not a database\n")
-    names = {"db": str(db[0]), "missing": str(tmp_path / "missing"), "text": str(text)}
+    names = {"db": str(cli_db[0]), "missing": str(tmp_path / "missing"), "text": str(text)}
     args = [a.format(**names) for a in argv]
     code, out, err = run(capsys, *args)
     code_json, out_json, err_json = run(capsys, *args, "--json")
@@ -216,10 +217,10 @@ def test_json_keeps_the_exit_code(argv: list[str], db: tuple[Path, dict[str, str
 
 
 def test_empty_or_invalid_agent_is_a_usage_error(
-    db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path, _ids = db
-    before = path.read_bytes()
+    path, _ids = cli_db
+    before = snapshot(path)
     for command in (["ls"], ["stats"], ["cat", "x"], ["history", "x"], ["compact"]):
         code, out, err = run(capsys, command[0], str(path), *command[1:], "--agent", "")
         assert (code, out) == (2, "") and err == "mnemo: error: --agent: agent must be a non-empty string, got ''\n"
@@ -232,7 +233,7 @@ def test_empty_or_invalid_agent_is_a_usage_error(
         code, out, err = run(capsys, command[0], str(path))
         assert (code, out) == (2, "")
         assert err == "mnemo: error: $MNEMO_AGENT: agent must be a non-empty string, got ''\n"
-    assert path.read_bytes() == before
+    assert snapshot(path) == before
     code, out, _err = run(capsys, "ls", str(path), "--agent", "owner")  # --agent wins over the environment
     assert code == 0 and len(out.splitlines()) == 2
 
@@ -268,13 +269,13 @@ with MnemoClient(sys.argv[1], "owner", durability="none") as c, c.transaction():
 """
 
 
-def test_lock_timeout(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
-    path, ids = db
+def test_lock_timeout(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, ids = cli_db
     holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(path)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, env=subprocess_env())
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "LOCKED\n"
-        before = path.read_bytes()
+        before = snapshot(path)
         started = time.monotonic()
         code, out, err = run(capsys, "compact", str(path), "--lock-timeout", "0.2")
         waited = time.monotonic() - started
@@ -282,7 +283,7 @@ def test_lock_timeout(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFix
         assert 0.2 <= waited < 1.5
         code, _out, err = run(capsys, "compact", str(path), "--lock-timeout", "0", "--json")
         assert code == 1 and error_object(err)["type"] == "LockTimeout"
-        assert path.read_bytes() == before
+        assert snapshot(path) == before
     finally:
         assert holder.stdin is not None
         holder.stdin.write("\n")
@@ -294,11 +295,11 @@ def test_lock_timeout(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFix
 
 
 @pytest.mark.parametrize("value", ["-1", "nan", "inf", "soon", ""])
-def test_lock_timeout_must_be_seconds(value: str, db: tuple[Path, dict[str, str]],
+def test_lock_timeout_must_be_seconds(value: str, cli_db: tuple[str, dict[str, str]],
                                       capsys: pytest.CaptureFixture[str]) -> None:
-    path, _ids = db
-    before = path.read_bytes()
+    path, _ids = cli_db
+    before = snapshot(path)
     code, out, err = run(capsys, "compact", str(path), "--lock-timeout", value)
     assert (code, out) == (2, "") and "Invalid value for '--lock-timeout'" in err
     assert "finite, non-negative number of seconds" in err
-    assert path.read_bytes() == before
+    assert snapshot(path) == before

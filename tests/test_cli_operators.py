@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.backends import entries, state, stored
 from helpers.procs import subprocess_env
 
 from mnemo import MnemoClient, audit
@@ -30,20 +31,20 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def last_entry(db: Path) -> Any:
-    return list(audit.read_log(db))[-1].entry
+def last_entry(db: str) -> Any:
+    return entries(db)[-1]
 
 
-def files(db: Path) -> dict[str, bytes]:
-    """Every file of the database, to show a refusal changed nothing."""
-    return {p.name: p.read_bytes() for p in sorted(db.parent.iterdir()) if p.name.startswith(db.name)}
+def files(db: str) -> Any:
+    """Every file (every table) of the database, to show a refusal changed nothing."""
+    return state(db)
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+def cli_db(db: str) -> tuple[str, dict[str, str]]:
     """owner's database: notes tagged `trip` (one in bob's home, which owner reads too), memory-tool files
     in agent-1's home and in team:x, and grants: agent-1 may read and write team:x, bob may read it."""
-    path = tmp_path / "ops.mnemo.db"
+    path = db
     ids: dict[str, str] = {}
     with MnemoClient(path, "owner", durability="none") as owner:
         ids["trip1"] = owner.remember("Lisbon in June", tags=["trip"]).id
@@ -71,8 +72,8 @@ def db(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 # -- forget by id -------------------------------------------------------------------------------------------
 
 
-def test_forget_by_id(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
-    path, ids = db
+def test_forget_by_id(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, ids = cli_db
     code, out, err = run(capsys, "forget", str(path), ids["trip1"], ids["trip2"], "--reason", "user asked")
     entry = last_entry(path)
     assert (code, err) == (0, "")
@@ -83,11 +84,11 @@ def test_forget_by_id(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFix
     with MnemoClient(path, "owner", readonly=True) as c:
         assert [r.id for r in c.query(tags=["trip"])] == [ids["bob_trip"]]
         assert c.verify().ok
-    assert b"Lisbon in June" not in b"".join(files(path).values())  # erased from every file
+    assert b"Lisbon in June" not in b"".join(stored(path).values())  # erased from every file (table)
 
 
-def test_forget_by_id_json(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
-    path, ids = db
+def test_forget_by_id_json(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, ids = cli_db
     code, out, err = run(capsys, "forget", str(path), ids["other"], "--json")
     entry = last_entry(path)
     assert (code, err) == (0, "")
@@ -95,8 +96,8 @@ def test_forget_by_id_json(db: tuple[Path, dict[str, str]], capsys: pytest.Captu
                                "entry": {"seq": entry.seq, "hash": entry.hash.hex()}}
 
 
-def test_forget_refusals_change_nothing(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
-    path, ids = db
+def test_forget_refusals_change_nothing(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, ids = cli_db
     before = files(path)
     missing = "0" * 32
     assert run(capsys, "forget", str(path), ids["trip1"], missing) == (
@@ -123,9 +124,9 @@ def test_forget_refusals_change_nothing(db: tuple[Path, dict[str, str]], capsys:
     (["--path", "/memories/x", "--scope", "team:*", "--yes"],
      "--scope 'team:*' contains `*`, the pattern character: a name is never a pattern"),
 ])
-def test_forget_usage_errors(argv: list[str], message: str, db: tuple[Path, dict[str, str]],
+def test_forget_usage_errors(argv: list[str], message: str, cli_db: tuple[str, dict[str, str]],
                              capsys: pytest.CaptureFixture[str]) -> None:
-    path, ids = db
+    path, ids = cli_db
     before = files(path)
     args = [a.format(**ids) for a in argv]
     assert run(capsys, "forget", str(path), *args) == (2, "", f"mnemo: error: {message}\n")
@@ -138,8 +139,8 @@ def test_forget_usage_errors(argv: list[str], message: str, db: tuple[Path, dict
 # -- forget by tag and by path ------------------------------------------------------------------------------
 
 
-def test_forget_by_tag_with_yes(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
-    path, ids = db
+def test_forget_by_tag_with_yes(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, ids = cli_db
     code, out, err = run(capsys, "forget", str(path), "--tag", "trip", "--agent", "bob", "--yes", "--json")
     entry = last_entry(path)
     assert (code, err) == (0, "")
@@ -156,8 +157,8 @@ def test_forget_by_tag_with_yes(db: tuple[Path, dict[str, str]], capsys: pytest.
         1, "", "mnemo: nothing to forget: no record owner may read has tag 'misc' in scope team:*\n")
 
 
-def test_forget_by_path(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
-    path, ids = db
+def test_forget_by_path(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, ids = cli_db
     lisbon, porto = ids["agent:agent-1:/memories/trips/lisbon.md"], ids["agent:agent-1:/memories/trips/porto.md"]
     code, out, err = run(capsys, "forget", str(path), "--path", "/memories/trips/", "--agent", "agent-1", "--yes")
     entry = last_entry(path)
@@ -181,9 +182,9 @@ def test_forget_by_path(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureF
 
 
 def test_forget_by_tag_or_path_needs_yes_without_a_terminal(
-    db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]
+    cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path, _ids = db
+    path, _ids = cli_db
     before = files(path)
     assert run(capsys, "forget", str(path), "--tag", "trip") == (
         2, "", "mnemo: error: forgetting every record owner may read with tag 'trip' (3 records) needs --yes "
@@ -208,9 +209,9 @@ def terminal(monkeypatch: pytest.MonkeyPatch) -> Any:
     return answer
 
 
-def test_forget_asks_on_a_terminal(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str],
+def test_forget_asks_on_a_terminal(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str],
                                    terminal: Any) -> None:
-    path, ids = db
+    path, ids = cli_db
     before = files(path)
     terminal("n\n")
     code, out, err = run(capsys, "forget", str(path), "--tag", "train")
@@ -231,10 +232,10 @@ def test_forget_asks_on_a_terminal(db: tuple[Path, dict[str, str]], capsys: pyte
 
 
 def test_forget_refuses_when_the_selection_changed_while_asking(
-    db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
     terminal: Any,
 ) -> None:
-    path, ids = db
+    path, ids = cli_db
     import click
 
     def confirm_while_another_writer_adds(*_args: Any, **_kwargs: Any) -> bool:
@@ -244,18 +245,18 @@ def test_forget_refuses_when_the_selection_changed_while_asking(
 
     terminal("y\n")
     monkeypatch.setattr(click, "confirm", confirm_while_another_writer_adds)
-    entries = len(list(audit.read_log(path)))
+    before = len(entries(path))
     code, out, err = run(capsys, "forget", str(path), "--tag", "train")
     assert (code, out) == (1, "") and err.endswith(
         "mnemo: the selection changed while you answered (another writer); nothing forgotten: run the command "
         "again\n")
     with MnemoClient(path, "owner", readonly=True) as c:
         assert len(c.query(tags=["train"])) == 2 and c.get(ids["trip2"]).content == "night train via Madrid"
-    assert len(list(audit.read_log(path))) == entries + 1 and last_entry(path).op == "put"  # only the other's
+    assert len(entries(path)) == before + 1 and last_entry(path).op == "put"  # only the other's
 
 
-def test_forget_on_a_real_terminal(db: tuple[Path, dict[str, str]]) -> None:
-    path, ids = db
+def test_forget_on_a_real_terminal(cli_db: tuple[str, dict[str, str]]) -> None:
+    path, ids = cli_db
     master, slave = pty.openpty()
     try:
         child = subprocess.Popen([sys.executable, "-m", "mnemo", "forget", str(path), "--tag", "train"],
@@ -275,8 +276,8 @@ def test_forget_on_a_real_terminal(db: tuple[Path, dict[str, str]]) -> None:
 # -- grant, revoke, permissions -----------------------------------------------------------------------------
 
 
-def test_grant_revoke_permissions(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
-    path, _ids = db
+def test_grant_revoke_permissions(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, _ids = cli_db
     code, out, err = run(capsys, "grant", str(path), "agent-2", "team:research*", "write", "read", "read")
     entry = last_entry(path)
     assert (code, err) == (0, "")
@@ -306,8 +307,8 @@ def test_grant_revoke_permissions(db: tuple[Path, dict[str, str]], capsys: pytes
         assert c.verify().ok
 
 
-def test_the_acl_decides(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
-    path, _ids = db
+def test_the_acl_decides(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, _ids = cli_db
     before = files(path)
     assert run(capsys, "grant", str(path), "mallory", "team:x", "admin", "--agent", "bob") == (
         1, "", "mnemo: bob may not admin in scope team:x\n")
@@ -333,16 +334,16 @@ def test_the_acl_decides(db: tuple[Path, dict[str, str]], capsys: pytest.Capture
     (["grant", "{db}", "agent-2", "team:*x", "read"],
      "mnemo: error: scope 'team:*x' contains `*`, the pattern character: a name is never a pattern\n"),
 ])
-def test_grant_and_revoke_bad_arguments(argv: list[str], message: str, db: tuple[Path, dict[str, str]],
+def test_grant_and_revoke_bad_arguments(argv: list[str], message: str, cli_db: tuple[str, dict[str, str]],
                                         capsys: pytest.CaptureFixture[str]) -> None:
-    path, _ids = db
+    path, _ids = cli_db
     before = files(path)
     assert run(capsys, *[a.format(db=path) for a in argv]) == (2, "", message)
     assert files(path) == before
 
 
-def test_grant_perm_names_are_checked(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
-    path, _ids = db
+def test_grant_perm_names_are_checked(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, _ids = cli_db
     before = files(path)
     code, out, err = run(capsys, "grant", str(path), "agent-2", "team:x", "root")
     assert (code, out) == (2, "") and "Invalid value for 'PERM...': 'root' is not one of" in err
@@ -360,9 +361,9 @@ with MnemoClient(sys.argv[1], "owner", durability="none") as c, c.transaction():
 """
 
 
-def test_writes_wait_for_the_lock_at_most_lock_timeout(db: tuple[Path, dict[str, str]],
+def test_writes_wait_for_the_lock_at_most_lock_timeout(cli_db: tuple[str, dict[str, str]],
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    path, ids = db
+    path, ids = cli_db
     holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(path)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, env=subprocess_env())
     try:
@@ -385,8 +386,8 @@ def test_writes_wait_for_the_lock_at_most_lock_timeout(db: tuple[Path, dict[str,
 # -- cat and history by memory-tool path -------------------------------------------------------------------
 
 
-def test_cat_and_history_by_path(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
-    path, ids = db
+def test_cat_and_history_by_path(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, ids = cli_db
     assert run(capsys, "cat", str(path), "/memories/trips/lisbon.md", "--agent", "agent-1") == (0, "June\n", "")
     assert run(capsys, "cat", str(path), "/memories//trips/./lisbon.md", "--agent", "agent-1") == (0, "June\n", "")
     team = ["--scope", "team:x", "--agent", "bob"]
@@ -400,8 +401,8 @@ def test_cat_and_history_by_path(db: tuple[Path, dict[str, str]], capsys: pytest
         "the team's Lisbon\n", "the whole team's Lisbon\n"]
 
 
-def test_cat_by_path_refusals(db: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
-    path, ids = db
+def test_cat_by_path_refusals(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, ids = cli_db
     # bob's home holds no such file, and agent-1's home is not his to read: the same answer for both
     for argv in (["--agent", "bob"], ["--agent", "bob", "--scope", "agent:agent-1"]):
         scope = "agent:agent-1" if "--scope" in argv else "agent:bob"
