@@ -1,13 +1,11 @@
 """Signed checkpoints written by the client: on checkpoint(), every N entries, and on close; checked by
-verify with the right key, and refused with another."""
+verify with the right key, and refused with another. On both backends."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from helpers.frames import read_entries
+from helpers.backends import entries as read_entries
 
 from mnemo import MnemoClient
 from mnemo.audit import verify_db
@@ -20,12 +18,11 @@ def _pub(seed: bytes) -> bytes:
     return Ed25519PrivateKey.from_private_bytes(seed).public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
 
 
-def checkpoints(db: Path) -> list[int]:
+def checkpoints(db: str) -> list[int]:
     return [e.seq for e in read_entries(db) if e.op == "checkpoint"]
 
 
-def test_checkpoint_every_n_entries_and_on_close(tmp_path: Path) -> None:
-    db = tmp_path / "c.db"
+def test_checkpoint_every_n_entries_and_on_close(db: str) -> None:
     with MnemoClient(db, "owner", durability="none", signing_key=SEED, checkpoint_every=10) as c:
         for i in range(25):
             c.remember(f"r{i}")
@@ -40,8 +37,7 @@ def test_checkpoint_every_n_entries_and_on_close(tmp_path: Path) -> None:
     assert report.checkpoints == 4
 
 
-def test_checkpoint_body_signs_the_entry_before_it(tmp_path: Path) -> None:
-    db = tmp_path / "c.db"
+def test_checkpoint_body_signs_the_entry_before_it(db: str) -> None:
     with MnemoClient(db, "owner", durability="none", signing_key=SEED) as c:
         c.remember("x")
         seq = c.checkpoint()
@@ -54,8 +50,7 @@ def test_checkpoint_body_signs_the_entry_before_it(tmp_path: Path) -> None:
     Ed25519PrivateKey.from_private_bytes(SEED).public_key().verify(cp.body["sig"], message)
 
 
-def test_verify_with_another_key_fails_and_without_a_key_passes(tmp_path: Path) -> None:
-    db = tmp_path / "c.db"
+def test_verify_with_another_key_fails_and_without_a_key_passes(db: str) -> None:
     with MnemoClient(db, "owner", durability="none", signing_key=SEED) as c:
         c.remember("x")
     assert verify_db(db).ok
@@ -64,8 +59,7 @@ def test_verify_with_another_key_fails_and_without_a_key_passes(tmp_path: Path) 
     assert {p.kind for p in report.problems} >= {"unsigned"}
 
 
-def test_no_signing_key_writes_no_checkpoint(tmp_path: Path) -> None:
-    db = tmp_path / "c.db"
+def test_no_signing_key_writes_no_checkpoint(db: str) -> None:
     with MnemoClient(db, "owner", durability="none") as c:
         c.remember("x")
         assert c.checkpoint() is None

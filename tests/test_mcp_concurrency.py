@@ -3,8 +3,6 @@ driven by its own MCP client, editing one file at the same time. No edit may be 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import anyio
 import pytest
 
@@ -19,8 +17,7 @@ PATH = "/memories/shared.md"
 EDITS = 12  # per server: as many str_replace as insert
 
 
-def test_two_servers_editing_one_file_lose_no_update(tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
+def test_two_servers_editing_one_file_lose_no_update(db: str) -> None:
     initial = "".join(f"[{side}{i:02d}]\n" for side in "ab" for i in range(EDITS))
     with MnemoClient(db, AGENT) as client:
         created = MnemoMemoryToolServer(client).execute({"command": "create", "path": PATH, "file_text": initial})
