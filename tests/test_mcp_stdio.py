@@ -7,6 +7,7 @@ flag, with `MnemoMemoryToolServer.handle()` running the same sequence on a secon
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,12 @@ import pytest
 
 pytest.importorskip("mcp")
 
+from helpers.backends import snapshot, state  # noqa: E402
+
 from mnemo import MnemoClient  # noqa: E402
+from mnemo.storage.contract import shown_name  # noqa: E402
 from mnemo.tools import MnemoMemoryToolServer  # noqa: E402
-from tests.helpers.mcp_procs import db_files, run_async, stdio_session, text_of  # noqa: E402
+from tests.helpers.mcp_procs import run_async, stdio_session, text_of  # noqa: E402
 
 AGENT = "agent-1"
 
@@ -109,8 +113,10 @@ def reference_input(tool: str, args: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in args.items() if k != "command"}, "command": COMMANDS[tool]}
 
 
-def test_tools_their_schemas_and_every_result_match_the_memory_tool(tmp_path: Path) -> None:
-    db, reference_db = tmp_path / "mcp.db", tmp_path / "reference.db"
+def test_tools_their_schemas_and_every_result_match_the_memory_tool(
+    db: str, new_db: Callable[[], str], tmp_path: Path
+) -> None:
+    reference_db = new_db()
 
     async def body() -> tuple[Any, list[Any], list[tuple[str, bool]]]:
         with (tmp_path / "stderr.txt").open("w") as errlog:
@@ -155,7 +161,7 @@ def test_tools_their_schemas_and_every_result_match_the_memory_tool(tmp_path: Pa
     assert "for good" in (by_name["memory_delete"].description or "")
     # What is served is said on stderr, never on stdout (the protocol's: a stray line would break it).
     stderr = (tmp_path / "stderr.txt").read_text()
-    assert f"mnemo mcp: serving {db} as agent {AGENT}, scope agent:{AGENT}, over stdio\n" in stderr
+    assert f"mnemo mcp: serving {shown_name(db)} as agent {AGENT}, scope agent:{AGENT}, over stdio\n" in stderr
 
     # Every result, text and error flag, is what the memory tool answers to the same sequence.
     expected = []
@@ -179,11 +185,10 @@ def test_tools_their_schemas_and_every_result_match_the_memory_tool(tmp_path: Pa
         assert sorted((r.tags, r.content) for r in a.query()) == sorted((r.tags, r.content) for r in b.query())
 
 
-def test_traversal_and_bad_input_change_nothing(tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
+def test_traversal_and_bad_input_change_nothing(db: str) -> None:
     with MnemoClient(db, AGENT) as client:
         MnemoMemoryToolServer(client).execute({"command": "create", "path": "/memories/a.txt", "file_text": "a\n"})
-    before = db.read_bytes()
+    before = snapshot(db)
     attacks: list[tuple[str, dict[str, Any]]] = [
         ("memory_create", {"path": "/memories/../../tmp/x", "file_text": "x"}),
         ("memory_create", {"path": "/memories/%2e%2e/x", "file_text": "x"}),
@@ -225,11 +230,10 @@ def test_traversal_and_bad_input_change_nothing(tmp_path: Path) -> None:
         "Error: Missing required parameter `path` for tool `memory_history`",
         "Error: Unknown tool: memory_nonexistent",
     ]
-    assert db.read_bytes() == before
+    assert snapshot(db) == before
 
 
-def test_history_and_verify(tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
+def test_history_and_verify(db: str) -> None:
 
     async def body() -> list[tuple[str, bool]]:
         out = []
@@ -278,11 +282,10 @@ def test_history_and_verify(tmp_path: Path) -> None:
     )
 
 
-def test_read_only_lists_no_write_tool_and_refuses_them(tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
+def test_read_only_lists_no_write_tool_and_refuses_them(db: str) -> None:
     with MnemoClient(db, AGENT) as client:
         MnemoMemoryToolServer(client).execute({"command": "create", "path": "/memories/a.txt", "file_text": "kept\n"})
-    before = db_files(db)
+    before = state(db)
 
     async def body() -> tuple[Any, list[str], list[tuple[str, bool]]]:
         async with stdio_session("--db", str(db), "--agent", AGENT, "--read-only") as session:
@@ -316,11 +319,10 @@ def test_read_only_lists_no_write_tool_and_refuses_them(tmp_path: Path) -> None:
     assert results[5] == ("Here's the content of /memories/a.txt with line numbers:\n     1\tkept\n     2\t", False)
     assert results[6][0].startswith("History of /memories/a.txt: 1 version, oldest first\n")
     assert results[7][0].startswith("OK: the chain is intact: 2 entries verified\n")
-    assert db_files(db) == before
+    assert state(db) == before
 
 
-def test_scope_and_its_permission_errors(tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
+def test_scope_and_its_permission_errors(db: str) -> None:
     with MnemoClient(db, "owner") as owner:
         owner.grant(AGENT, "team:notes", ["read"])
 
