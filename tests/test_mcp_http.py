@@ -5,6 +5,7 @@ Only on 127.0.0.1, on a port the server picks itself (`--port 0`) and announces 
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ pytest.importorskip("mcp")
 import httpx2  # noqa: E402
 
 from mnemo import MnemoClient  # noqa: E402
+from mnemo.storage.contract import shown_name  # noqa: E402
 from tests.helpers.mcp_procs import (  # noqa: E402
     TIMEOUT,
     http_server,
@@ -53,8 +55,7 @@ def post(url: str, token: str | None, body: dict[str, Any] = INITIALIZE) -> http
     return httpx2.post(url, json=body, headers=headers, timeout=TIMEOUT)
 
 
-def test_no_token_or_a_wrong_one_is_refused_with_401(tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
+def test_no_token_or_a_wrong_one_is_refused_with_401(db: str) -> None:
     env = {"MNEMO_MCP_TOKENS": f'{{"{ALICE}": "alice", "{BOB}": "bob"}}'}  # JSON, from the environment
     with http_server("--db", str(db), "--agent", OWNER, env=env) as (url, _, stderr):
         with MnemoClient(db, OWNER, readonly=True) as reader:
@@ -91,8 +92,7 @@ def test_no_token_or_a_wrong_one_is_refused_with_401(tmp_path: Path) -> None:
     assert "wrong-token" not in stderr.text
 
 
-def test_two_tokens_are_two_agents_with_separate_memories(tmp_path: Path, tokens_file: Path) -> None:
-    db = tmp_path / "m.db"
+def test_two_tokens_are_two_agents_with_separate_memories(db: str, tokens_file: Path) -> None:
 
     async def body(url: str) -> list[str]:
         out = []
@@ -112,7 +112,8 @@ def test_two_tokens_are_two_agents_with_separate_memories(tmp_path: Path, tokens
         return out
 
     with http_server("--db", str(db), "--agent", OWNER, "--tokens", str(tokens_file)) as (url, proc, stderr):
-        stderr.wait_for(f"mnemo mcp: serving {db} at {url} for agents alice, bob the builder, each agent's home scope$")
+        stderr.wait_for(f"mnemo mcp: serving {re.escape(shown_name(db))} at {url} for agents alice, bob the builder, "
+                        "each agent's home scope$")
         results = run_async(body, url)
     assert results == [
         "File created successfully at: /memories/plan.md",
