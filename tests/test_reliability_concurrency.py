@@ -3,6 +3,7 @@ memory-tool edits of the same few files, and reads, for 5 s (30 s in tests/soak)
 
 No lost update, no duplicate or missing seq, every acknowledged write is in the chain where it was
 acknowledged, the chain verifies. Plus the races between compaction and the same client's other threads.
+On both backends.
 """
 
 from __future__ import annotations
@@ -11,15 +12,14 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 
 from helpers.reliability_concurrency import run
 
 from mnemo import MnemoClient
 
 
-def test_processes_and_threads_lose_no_update(tmp_path: Path) -> None:
-    figures = run(tmp_path, processes=4, threads=8, seconds=5.0, seed=1)
+def test_processes_and_threads_lose_no_update(db: str) -> None:
+    figures = run(db, processes=4, threads=8, seconds=5.0, seed=1)
     print("\n" + figures.summary())
     assert figures.remembers and figures.increments and figures.edits and figures.reads
     assert figures.refused == 0
@@ -52,20 +52,20 @@ def race_compaction(c: MnemoClient, other: Callable[[], object], seconds: float 
     return errors
 
 
-def test_compaction_beside_a_writer_thread(tmp_path: Path) -> None:
-    with MnemoClient(tmp_path / "m.db", "a", durability="fsync") as c:
+def test_compaction_beside_a_writer_thread(db: str) -> None:
+    with MnemoClient(db, "a", durability="fsync") as c:
         assert race_compaction(c, lambda: c.remember("x")) == []
         assert c.verify().ok
 
 
-def test_compaction_beside_a_reader_thread(tmp_path: Path) -> None:
-    with MnemoClient(tmp_path / "m.db", "a", durability="none") as c:
+def test_compaction_beside_a_reader_thread(db: str) -> None:
+    with MnemoClient(db, "a", durability="none") as c:
         rid = c.remember("kept").id
         assert race_compaction(c, lambda: c.get(rid)) == []
 
 
-def test_compaction_with_batch_durability(tmp_path: Path) -> None:
-    with MnemoClient(tmp_path / "m.db", "a", durability="batch") as c:
+def test_compaction_with_batch_durability(db: str) -> None:
+    with MnemoClient(db, "a", durability="batch") as c:
         deadline = time.monotonic() + 4.0
         n = 0
         while time.monotonic() < deadline:

@@ -21,7 +21,7 @@ from typing import Any
 from helpers.reliability_crash import TESTS, child_env
 from helpers.reliability_worker import COUNTERS, FILES, SCOPE, file_path
 from mnemo import MnemoClient
-from mnemo.audit import read_log
+from mnemo.audit import read_chain
 from mnemo.tools.server import MnemoMemoryToolServer
 
 OWNER = "owner"
@@ -50,7 +50,7 @@ class Figures:
         )
 
 
-def setup(db: Path, agents: list[str]) -> None:
+def setup(db: str | Path, agents: list[str]) -> None:
     with MnemoClient(db, OWNER) as c:
         for agent in agents:
             c.grant(agent, SCOPE, ["read", "write"])
@@ -63,8 +63,8 @@ def setup(db: Path, agents: list[str]) -> None:
             assert not block.get("is_error"), block
 
 
-def run(directory: Path, processes: int, threads: int, seconds: float, seed: int) -> Figures:
-    db = directory / "shared.mnemo.db"
+def run(db: str | Path, processes: int, threads: int, seconds: float, seed: int) -> Figures:
+    """The workers on the database `db` (a new one: a file path or a postgresql:// URI)."""
     agents = [f"w{p}" for p in range(processes)]
     setup(db, agents)
     procs = [
@@ -109,7 +109,7 @@ def run(directory: Path, processes: int, threads: int, seconds: float, seed: int
     )  # fmt: skip
 
 
-def check(db: Path, results: list[dict[str, Any]]) -> int:
+def check(db: str | Path, results: list[dict[str, Any]]) -> int:
     tokens = [t for r in results for t in r["tokens"]]
     increments = [i for r in results for i in r["increments"]]
     edits = [e for r in results for e in r["edits"]]
@@ -137,7 +137,7 @@ def check(db: Path, results: list[dict[str, Any]]) -> int:
         report = c.verify()
         assert report.ok, report.problems
     # the chain: seqs 0..n-1, and each acknowledged write is the entry at the seq it was given
-    log = list(read_log(db))
+    log = list(read_chain(str(db)))
     assert [item.entry.seq for item in log] == list(range(len(log))), "seq gap or duplicate"
     acked = [(w["seq"], w["hash"]) for w in tokens + increments]
     assert len({s for s, _ in acked}) == len(acked), "two acknowledged writes were given one seq"

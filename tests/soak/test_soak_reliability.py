@@ -30,7 +30,7 @@ def test_soak_crash_matrix(tmp_path: Path, record_figure: Record) -> None:
 
 
 def test_soak_concurrency(tmp_path: Path, record_figure: Record) -> None:
-    figures = run_concurrency(tmp_path, processes=4, threads=8, seconds=30.0, seed=2026)
+    figures = run_concurrency(tmp_path / "shared.mnemo.db", processes=4, threads=8, seconds=30.0, seed=2026)
     record_figure(figures.summary())
     assert figures.refused == 0
 
