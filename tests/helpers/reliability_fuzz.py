@@ -160,10 +160,14 @@ class _Capture(logging.Handler):
         self.records.append(record)
 
 
-def fuzz_handle(base: Path, examples: int, derandomize: bool, timeout: float = 10.0) -> FuzzCount:
-    """Run handle() on `examples` generated tool_use blocks against one db; check every result."""
+def fuzz_handle(
+    base: Path, examples: int, derandomize: bool, timeout: float = 10.0, db: str | None = None
+) -> FuzzCount:
+    """Run handle() on `examples` generated tool_use blocks against one db (`db`, else a file in
+    base/db); check every result, and that nothing is written under `base` outside base/db."""
     dbdir = base / "db"
     dbdir.mkdir()
+    db = db or str(dbdir / "m.mnemo.db")
     cwd = base / "cwd"
     cwd.mkdir()
     memories_existed = os.path.exists("/memories")
@@ -172,7 +176,7 @@ def fuzz_handle(base: Path, examples: int, derandomize: bool, timeout: float = 1
     logging.getLogger("mnemo").addHandler(capture)
     old_cwd = os.getcwd()
     os.chdir(cwd)
-    client = MnemoClient(dbdir / "m.mnemo.db", OWNER, durability="none")
+    client = MnemoClient(db, OWNER, durability="none")
     server = MnemoMemoryToolServer(client)
     for path, text in (("/memories/notes.md", "one\ntwo\nthree\n"), ("/memories/dir/a.md", "END\n"),
                        ("/memories/dir/sub/b.md", "b\n")):
@@ -215,7 +219,7 @@ def fuzz_handle(base: Path, examples: int, derandomize: bool, timeout: float = 1
         report = client.verify()
         assert report.ok, report.problems
         client.close()
-        with MnemoClient(dbdir / "m.mnemo.db", OWNER) as again:
+        with MnemoClient(db, OWNER) as again:
             assert again.verify().ok
     finally:
         client.close()
