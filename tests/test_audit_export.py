@@ -1,4 +1,5 @@
-"""export_audit and verify_export (docs/FORMAT.md §5.2), and the standalone examples/verify_export.py."""
+"""export_audit and verify_export (docs/FORMAT.md §5.2), and the standalone examples/verify_export.py; the
+exports of the sample log on both backends (copied into PostgreSQL), of damaged logs on the file."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 import msgpack
 import pytest
+from helpers.backends import onto
 from test_audit_support import SEED, LogBuilder, erase_slot, fix_frame_crc, pubkey_hex, sample_log
 
 from mnemo.audit import UnreadableExport, export_audit, format_ts, verify_db, verify_export
@@ -57,10 +59,11 @@ def run_example(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
+def db(db: str, tmp_path: Path) -> Any:
+    """The sample log (r1 forgotten and erased) on each backend: the file, or its copy in PostgreSQL."""
     b, built = sample_log(checkpoint=True)
     erase_slot(built.data, built, next(e.seq for e in built.entries if e.body.get("id") == "r1"))
-    return built.write(tmp_path / "memory.mnemo.db")
+    return onto(db, built.write(tmp_path / "memory.mnemo.db"))
 
 
 def test_export_lines_follow_the_contract(db: Path) -> None:

@@ -124,3 +124,17 @@ PAYLOAD_READERS = {"file": "read_packed", "postgres": "_checked"}
 
 def payload_reader(db: str | Path) -> str:
     return PAYLOAD_READERS["postgres" if is_pg(db) else "file"]
+
+
+def onto(db: str | Path, source: str | Path) -> str:
+    """The file database `source` on the backend of `db`: the file itself, or (PostgreSQL) its copy,
+    entry for entry, into the empty database `db`."""
+    if not is_pg(db):
+        return str(source)
+    from mnemo import MnemoClient
+
+    owner = entries(source)[0].agent  # the copy needs admin on *: the owner's
+    with MnemoClient(source, owner, readonly=True) as c:
+        report = c.copy_to(str(db))
+    assert report.ok, report.problems
+    return str(db)
