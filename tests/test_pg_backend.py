@@ -558,6 +558,11 @@ def test_mnemo_mcp_and_the_cli_never_print_a_dsns_password(pg: Schema, capsys: p
     assert proc.returncode == 0, proc.stderr
     assert secret not in proc.stderr + proc.stdout
     assert "mnemo mcp: serving postgresql://postgres@" in proc.stderr
+    for argv in (["verify", url], ["verify", url, "--json"], ["stats", url], ["ls", url, "--json"]):
+        code = main(argv)
+        out, err = capsys.readouterr()
+        assert code == 0, (argv, err)
+        assert secret not in out + err, (argv, out)
     missing = url.replace(pg.database.name, pg.database.name + "_missing")
     for argv in (["mcp", "--db", missing, "--agent", "a"], ["ls", missing], ["verify", missing]):
         code = main(argv)

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from .. import audit
+from ..storage.contract import shown_name
 from ..transparency import commands as tc
 from ..transparency.errors import Finding, Rejected, TransparencyError
 from ..transparency.extends import ExtendsReport
@@ -315,10 +316,10 @@ def _with_checkpoint(original: Callable[..., Any]) -> Callable[..., Any]:
         with _library_errors():
             extends = tc.verify_checkpoint(db, checkpoint, key, origin)
         if as_json:
-            emit_json({"file": db, **report.to_json(), "ok": report.ok and extends.ok,
+            emit_json({"file": shown_name(db), **report.to_json(), "ok": report.ok and extends.ok,
                        "checkpoint": {"file": checkpoint, **extends.to_json()}})
         else:
-            write_report(report, db)
+            write_report(report, shown_name(db))
             _extends_lines(extends, checkpoint)
         return EXIT_OK if report.ok and extends.ok else EXIT_PROBLEMS
 

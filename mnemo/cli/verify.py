@@ -6,6 +6,7 @@ import click
 
 from .. import audit
 from ..record import VerifyReport
+from ..storage.contract import shown_name
 from .common import (
     CONTEXT_SETTINGS,
     EXIT_OK,
@@ -97,7 +98,7 @@ def verify(db: str, pubkey: str | None, expect_head: tuple[int, str] | None, as_
     key = load_pubkey(pubkey)
     with progress("verifying") as bar:
         report = audit.verify_db(db, pubkey=key, expect_head=expect_head, progress=bar)
-    return finish_report(report, db, as_json)
+    return finish_report(report, shown_name(db), as_json)
 
 
 def register(root: click.Group) -> None:
