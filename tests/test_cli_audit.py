@@ -6,17 +6,28 @@ import io
 import json
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
+from helpers.backends import onto
 from test_audit_support import erase_slot, pubkey_hex, sample_log
 
 from mnemo.cli import main
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
+def db(db: str, tmp_path: Path) -> Any:
+    """The sample log on each backend: the file, or its copy in PostgreSQL."""
     _b, built = sample_log(checkpoint=True)
     erase_slot(built.data, built, 3)  # r1, forgotten at seq 11
+    return onto(db, built.write(tmp_path / "memory.mnemo.db"))
+
+
+@pytest.fixture
+def log_file(tmp_path: Path) -> Path:
+    """The sample log in a file."""
+    _b, built = sample_log(checkpoint=True)
+    erase_slot(built.data, built, 3)
     return built.write(tmp_path / "memory.mnemo.db")
 
 
@@ -135,7 +146,10 @@ def test_keygen_sign_and_verify_end_to_end(tmp_path: Path, capsys: pytest.Captur
     assert code == 1 and "[unsigned]" in out
 
 
-def test_export_never_overwrites_the_database(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_never_overwrites_the_database(
+    log_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = log_file
     before = db.read_bytes()
     link = tmp_path / "same.db"
     link.symlink_to(db)

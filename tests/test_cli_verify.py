@@ -8,8 +8,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from helpers.backends import onto
 from test_audit_support import SEED, erase_slot, pubkey_hex, sample_log
 
 from mnemo.cli import common, main
@@ -18,7 +20,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
+def db(db: str, tmp_path: Path) -> Any:
+    """The sample log on each backend: the file, or its copy in PostgreSQL."""
+    _b, built = sample_log(checkpoint=True)
+    return onto(db, built.write(tmp_path / "memory.mnemo.db"))
+
+
+@pytest.fixture
+def log_file(tmp_path: Path) -> Path:
+    """The sample log in a file."""
     _b, built = sample_log(checkpoint=True)
     return built.write(tmp_path / "memory.mnemo.db")
 
@@ -165,7 +175,8 @@ def test_no_progress_when_stderr_is_not_a_terminal(db: Path, capsys: pytest.Capt
     assert err == ""
 
 
-def test_python_dash_m(db: Path, tmp_path: Path) -> None:
+def test_python_dash_m(log_file: Path, tmp_path: Path) -> None:
+    db = log_file
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
 
     def mnemo(*args: str) -> subprocess.CompletedProcess[str]:
