@@ -1,5 +1,5 @@
 """Guards against accidents and quiet tampering: an empty forget_where, and a re-sealed snapshot that
-hides a record or a grant from the index."""
+hides a record or a grant from the index (the file backend's)."""
 
 from __future__ import annotations
 
@@ -7,22 +7,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.backends import snapshot
 
 from mnemo import InvalidInput, MnemoClient
 from mnemo.storage.file import snapshot as snap
 from mnemo.storage.file.index import Index
 
 
-def test_forget_where_without_a_filter_is_refused(tmp_path: Path) -> None:
-    db = tmp_path / "g.db"
+def test_forget_where_without_a_filter_is_refused(db: str) -> None:
     with MnemoClient(db, "a", durability="none") as c:
         c.remember("keep me", tags=["t"])
-        before = db.read_bytes()
+        before = snapshot(db)
         with pytest.raises(InvalidInput, match="needs tags"):
             c.forget_where()
         with pytest.raises(InvalidInput):
             c.forget_where(tags=[])
-        assert db.read_bytes() == before
+        assert snapshot(db) == before
         assert c.forget_where(scope=c.home_scope) == 1
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+from helpers.backends import onto
 from helpers.transparency_vectors import (
     BUNDLE_1,
     CONSISTENCY_3_5_DISPLAY,
@@ -39,8 +41,9 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str
 
 
 @pytest.fixture
-def files(tmp_path: Path) -> dict[str, Path]:
-    db = write_vector_db(tmp_path / "vectors.db")
+def files(db: str, tmp_path: Path) -> dict[str, Any]:
+    """The vector chain on each backend (copied into PostgreSQL), and the keys and notes of the tests."""
+    db = onto(db, write_vector_db(tmp_path / "vectors.db"))
     key = tmp_path / "log.key"
     key.write_bytes(SEED.hex().encode() + b"\n")  # what signing_key takes: the seed's hex
     pub = tmp_path / "log.pub"
@@ -81,6 +84,12 @@ def test_checkpoint_refusals(files: dict[str, Path], capsys: pytest.CaptureFixtu
     assert (code, out) == (2, "") and "No such file or directory" in err
     (files["dir"] / "text").write_text("hello")
     assert run(capsys, "checkpoint", files["dir"] / "text", "--key", key)[0] == 2  # not a Mnemo database
+
+
+def test_checkpoint_of_a_damaged_log_signs_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = write_vector_db(tmp_path / "vectors.db")
+    key = tmp_path / "log.key"
+    key.write_bytes(SEED.hex().encode() + b"\n")
     data = bytearray(db.read_bytes())
     data[data.find(b"bob")] ^= 1
     db.write_bytes(bytes(data))
