@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.backends import is_empty, stored
+from helpers.backends import is_empty, onto, stored
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_audit_support import LogBuilder
@@ -295,13 +295,13 @@ def test_the_acl_never_treats_a_principal_or_home_scope_as_a_pattern() -> None:
     assert Acl("").readable_filter("") == (False, set(), ())
 
 
-def test_a_hand_made_log_with_pattern_names_grants_nothing_to_real_agents(tmp_path: Path) -> None:
+def test_a_hand_made_log_with_pattern_names_grants_nothing_to_real_agents(db: str, tmp_path: Path) -> None:
     b = LogBuilder(owner="owner")
     b.put("alice", "r-alice", "alice's secret")
     b.put("al*", "r-star", "in a scope named like a pattern", scope="agent:al*")
     b.grant("al*", "al*", "agent:al*", ["admin", "read"])  # a self-grant no client could write
     b.grant("al*", "alice", "agent:al*", ["read"])
-    path = b.build().write(tmp_path / "forged.db")
+    path = onto(db, b.build().write(tmp_path / "forged.db"))  # on PostgreSQL: copied, entry for entry
     with MnemoClient(path, "alice", durability="none") as alice, MnemoClient(path, "al", durability="none") as al:
         # alice holds a grant on the pattern `agent:al*` (forged or not, a grant is a grant) ...
         assert {r.id for r in alice.list_records()} == {"r-alice", "r-star"}
