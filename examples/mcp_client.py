@@ -2,6 +2,7 @@
 
     pip install 'mnemo-chain[mcp]'
     python examples/mcp_client.py [DB]      # default: memory.mnemo.db in a fresh temporary folder
+                                            # (DB: a file path or a postgresql:// URI)
 
 It starts `mnemo mcp` over stdio, lists the tools, remembers something, edits it, reads it back with
 its history, checks the chain, and stops the server by closing the connection.
@@ -18,9 +19,9 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 
-async def main(db: Path) -> None:
+async def main(db: str) -> None:
     server = StdioServerParameters(
-        command=sys.executable, args=["-m", "mnemo", "mcp", "--db", str(db), "--agent", "example"]
+        command=sys.executable, args=["-m", "mnemo", "mcp", "--db", db, "--agent", "example"]
     )
     async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
@@ -42,4 +43,4 @@ async def main(db: Path) -> None:
 
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
-        anyio.run(main, Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tmp) / "memory.mnemo.db")
+        anyio.run(main, sys.argv[1] if len(sys.argv) > 1 else str(Path(tmp) / "memory.mnemo.db"))
