@@ -1,4 +1,5 @@
-"""examples/mcp_client.py runs as documented: the SDK's client drives `mnemo mcp` over stdio."""
+"""examples/mcp_client.py runs as documented: the SDK's client drives `mnemo mcp` over stdio, on a
+database of either backend."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ import pytest
 
 pytest.importorskip("mcp")
 
+from mnemo.storage.contract import shown_name  # noqa: E402
 from tests.helpers.mcp_procs import server_env  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "mcp_client.py"
 
 
-def test_the_mcp_client_example(tmp_path: Path) -> None:
-    db = tmp_path / "memory.mnemo.db"
+def test_the_mcp_client_example(db: str) -> None:
     proc = subprocess.run(
         [sys.executable, str(EXAMPLE), str(db)], stdin=subprocess.DEVNULL, capture_output=True, text=True,
         timeout=60, env=server_env(),
@@ -33,4 +34,4 @@ def test_the_mcp_client_example(tmp_path: Path) -> None:
     assert "History of /memories/user.md: 2 versions, oldest first\n" in out
     assert "[error]\nError: Path /memories/../etc/passwd would escape /memories directory\n" in out
     assert "OK: the chain is intact: 3 entries verified\n" in out
-    assert f"mnemo mcp: serving {db} as agent example, scope agent:example, over stdio" in proc.stderr
+    assert f"mnemo mcp: serving {shown_name(db)} as agent example, scope agent:example, over stdio" in proc.stderr
