@@ -45,6 +45,7 @@ from . import schema
 
 DURABILITY_MODES = ("fsync", "batch", "none")
 BATCH_INTERVAL = 0.05
+FLUSH_WAIT = 0.005  # how long a flush may wait for this process's writes in progress, to cover them too
 TREE_SAVE_EVERY = 1024  # entries between saved compact ranges of the tree
 SCHEMA_LOCK = "mnemo.schema"  # advisory lock key text: creators and migrators of one schema take turns
 
@@ -177,6 +178,8 @@ class PostgresStore:
         self._flush_lock = threading.Lock()  # held while flushing: waiters meanwhile share the next flush
         self._ticket_lock = threading.Lock()  # numbers commits; never held while flushing, so that
         self._commits = 0  # commits go on during a flush (this process's commits so far)
+        self._writes = threading.Condition(threading.Lock())  # notified as each write in progress ends
+        self._writing = 0  # threads of this process between writing()'s start and their commit
         self._flushed = 0
         self._acl = Acl()
         self._acl_upto = -1  # the seq of the last ACL entry _acl has applied
@@ -916,10 +919,16 @@ class PostgresStore:
     def _flush(self, ticket: int) -> None:
         """Return once commit number `ticket` of this process is durable: commit, with
         synchronous_commit = on, a transaction that writes only its own commit record; its flush covers
-        every commit before it. Threads waiting here meanwhile share one flush."""
+        every commit before it. Threads waiting here meanwhile share one flush, and so do the writes
+        other threads have in progress: the flush waits for them (FLUSH_WAIT at most), as commits are
+        made one at a time and each takes about as long as a flush."""
         with self._flush_lock:
             if self._flushed >= ticket:
                 return
+            deadline = time.monotonic() + FLUSH_WAIT
+            with self._writes:
+                while self._writing and (left := deadline - time.monotonic()) > 0:
+                    self._writes.wait(left)
             with self._ticket_lock:
                 target = self._commits
             for attempt in (0, 1):  # a connection found lost (killed while idle) is replaced once
@@ -937,6 +946,15 @@ class PostgresStore:
                         f"could not make a commit durable on {self.path}: {_first_line(exc)}"
                     ) from None
             self._flushed = max(self._flushed, target)
+
+    def _write_starts(self) -> None:
+        with self._writes:
+            self._writing += 1
+
+    def _write_ends(self) -> None:
+        with self._writes:
+            self._writing -= 1
+            self._writes.notify_all()
 
     def _batch_flusher(self) -> None:
         while not self._stop.wait(BATCH_INTERVAL):
@@ -986,12 +1004,17 @@ class _Writing:
         if outer is not None:
             return outer
         store.check_writable()
-        if not store._mutex.acquire(timeout=store.lock_timeout):
-            raise LockTimeout(f"another thread held the writer lock for over {store.lock_timeout} s")
+        store._write_starts()
         try:
-            batch = store._blind() if self.blind else store._begin(self.transactional)
+            if not store._mutex.acquire(timeout=store.lock_timeout):
+                raise LockTimeout(f"another thread held the writer lock for over {store.lock_timeout} s")
+            try:
+                batch = store._blind() if self.blind else store._begin(self.transactional)
+            except BaseException:
+                store._mutex.release()
+                raise
         except BaseException:
-            store._mutex.release()
+            store._write_ends()
             raise
         store._local.batch = self.batch = batch
         return batch
@@ -1013,6 +1036,7 @@ class _Writing:
                     store._write.rollback()
         finally:
             store._mutex.release()
+            store._write_ends()
         if ticket and store.durability == "fsync":
             store._flush(ticket)
 
