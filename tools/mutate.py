@@ -95,12 +95,16 @@ def _skipped_nodes(tree: ast.Module) -> set[int]:
                     mark(arg.annotation)
         elif isinstance(node, ast.AnnAssign):
             mark(node.annotation)
-        elif isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
-            mark(node)
-        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__"
-                                                  for t in node.targets):
+        elif _never_mutated(node):
             mark(node)
     return skip
+
+
+def _never_mutated(node: ast.AST) -> bool:
+    """An `if TYPE_CHECKING:` block or the `__all__` list."""
+    if isinstance(node, ast.If):
+        return ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+    return isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
 
 
 def _sites(node: ast.AST) -> Iterator[tuple[str, str, int]]:
