@@ -239,12 +239,17 @@ class Sandbox:
                     "__pycache__", "*.pyc", ".hypothesis", "results", "*.egg-info"))
             elif src.exists():
                 shutil.copy2(src, self.dir / name)
+        # A failing hypothesis test would spend its time shrinking: a mutant needs only the failure.
+        (self.dir / "_mutation_plugin.py").write_text(
+            "from hypothesis import Phase, settings\n"
+            "settings.register_profile('mutation', phases=[Phase.explicit, Phase.reuse, Phase.generate])\n"
+            "settings.load_profile('mutation')\n", encoding="utf-8")
         self.env = dict(os.environ, PYTHONPATH=str(self.dir), PYTHONDONTWRITEBYTECODE="1")
 
     def run(self, tests: list[str], extra: list[str], timeout: float) -> tuple[str, float]:
         """('passed' | 'failed' | 'timeout', seconds) for one run of the test selection."""
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--no-header",
-               "-W", "ignore", *extra, *tests]
+               "-p", "_mutation_plugin", "-W", "ignore", *extra, *tests]
         start = time.monotonic()
         proc = subprocess.Popen(cmd, cwd=self.dir, env=self.env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
@@ -254,6 +259,10 @@ class Sandbox:
             os.killpg(proc.pid, signal.SIGKILL)  # the run's own process group: its test servers too
             proc.wait()
             return "timeout", time.monotonic() - start
+        except BaseException:  # interrupted: leave no test run behind
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
         return ("passed" if code == 0 else "failed"), time.monotonic() - start
 
     def write(self, relpath: str, text: str) -> None:
