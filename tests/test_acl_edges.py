@@ -162,3 +162,17 @@ def test_the_acl_answers_with_booleans() -> None:
     assert acl.allows("bob", "read", "team:a") is True and acl.allows("bob", "read", "team") is False
     assert acl.allows("bob", "write", "team:a") is False and acl.allows("", "read", "agent:") is False
     assert acl.may_administer("bob", "team:a") is False and acl.may_administer("owner", "team:a") is True
+
+
+def test_the_acl_state_round_trips_as_plain_sorted_data() -> None:
+    acl = Acl("owner")
+    acl.grant("bob", "team:*", ["write", "read"])
+    acl.grant("carol", "agent:bob", ["forget"])
+    state_ = acl.to_state()
+    assert state_ == {"owner": "owner", "grants": {"bob": {"team:*": ["read", "write"]},
+                                                   "carol": {"agent:bob": ["forget"]}}}
+    again = Acl.from_state(state_)
+    assert (again.owner, again.grants) == (acl.owner, acl.grants)
+    copy = acl.copy()
+    copy.revoke("bob", "team:*", ["write"])
+    assert acl.held("bob", "team:*") == ("read", "write") and copy.held("bob", "team:*") == ("read",)
