@@ -4,6 +4,7 @@ refused call leaves the database as it was. On both backends."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,15 @@ def default(db: str) -> Iterator[tuple[MnemoClient, str]]:
 def test_the_default_limits_are_the_documented_ones() -> None:
     assert Limits() == Limits(max_content_bytes=1 << 20, max_tag_chars=2048, max_tags=256,
                               max_metadata_bytes=64 << 10, max_id_chars=256)
+
+
+def test_a_client_s_limits_cannot_be_changed_under_it(db: str) -> None:
+    with MnemoClient(db, AGENT, durability="none", limits=SMALL) as c:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            c.limits.max_content_bytes = 1 << 30  # type: ignore[misc]
+        with pytest.raises(InvalidInput, match="^content is 11 bytes, over the limit of 10 bytes$"):
+            c.remember("x" * 11)
+    assert hash(SMALL) == hash(Limits(10, 5, 3, 64))
 
 
 # -- content ---------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
     python tools/mutate.py acl.names                 # mutate one target against its test selection
     python tools/mutate.py acl.names paths --max 80  # several targets, at most 80 mutants each
     python tools/mutate.py mnemo/validation.py --tests tests/test_store_badinput.py
+    python tools/mutate.py acl.names --rerun before.txt   # only the survivors a report lists
 
 Each mutant is one of the operator classes below, applied to a copy of the source tree in a scratch
 directory (the checkout is never written), and judged by running the target's tests in a subprocess
@@ -310,8 +311,15 @@ class Outcome:
     seconds: float
 
 
+def survivors_of(report: Path) -> set[str]:
+    """The keys (`file:line:col kind detail`) a report lists as survivors."""
+    marker = "SURVIVED "
+    return {line.strip()[len(marker):] for line in report.read_text(encoding="utf-8").splitlines()
+            if line.strip().startswith(marker)}
+
+
 def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: set[int] | None,
-               log: Callable[[str], None]) -> tuple[list[Outcome], float, list[str]]:
+               log: Callable[[str], None], keys: set[str] | None = None) -> tuple[list[Outcome], float, list[str]]:
     base, seconds = box.run(target.tests, target.extra, timeout=1800)
     if base != "passed":
         raise SystemExit(f"{target.name}: the test selection does not pass unmutated ({base}); fix that first")
@@ -324,6 +332,8 @@ def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: s
         chosen = sample(find_mutants(original), target.max)
         if only is not None:
             chosen = [m for m in chosen if m.line in only]
+        if keys is not None:
+            chosen = [m for m in chosen if f"{relpath}:{m.key}" in keys]
         try:
             for n, mutant in enumerate(chosen, 1):
                 key = f"{relpath}:{mutant.key}"
@@ -373,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tests", nargs="+", help="the test selection (default: the target's)")
     parser.add_argument("--max", type=int, help="at most this many mutants per file (even sample)")
     parser.add_argument("--line", type=int, action="append", help="only the mutants on this line")
+    parser.add_argument("--rerun", type=Path, metavar="REPORT",
+                        help="only the mutants a report (--report) lists as survivors")
     parser.add_argument("--list", action="store_true", help="list the targets and their mutant counts")
     parser.add_argument("--report", type=Path, help="also write the summary to this file")
     parser.add_argument("--quiet", action="store_true", help="no per-mutant progress on stderr")
@@ -410,7 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     survivors = 0
     try:
         for t in chosen:
-            outcomes, base, _ = run_target(t, box, equivalent, set(args.line) if args.line else None, log)
+            outcomes, base, _ = run_target(t, box, equivalent, set(args.line) if args.line else None, log,
+                                           survivors_of(args.rerun) if args.rerun else None)
             lines = summarize(t, outcomes, base)
             survivors += sum(o.result == "survived" for o in outcomes)
             print("\n".join(lines), flush=True)
