@@ -319,7 +319,8 @@ def survivors_of(report: Path) -> set[str]:
 
 
 def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: set[int] | None,
-               log: Callable[[str], None], keys: set[str] | None = None) -> tuple[list[Outcome], float, list[str]]:
+               log: Callable[[str], None], keys: set[str] | None = None, from_line: int = 0
+               ) -> tuple[list[Outcome], float, list[str]]:
     base, seconds = box.run(target.tests, target.extra, timeout=1800)
     if base != "passed":
         raise SystemExit(f"{target.name}: the test selection does not pass unmutated ({base}); fix that first")
@@ -334,6 +335,7 @@ def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: s
             chosen = [m for m in chosen if m.line in only]
         if keys is not None:
             chosen = [m for m in chosen if f"{relpath}:{m.key}" in keys]
+        chosen = [m for m in chosen if m.line >= from_line]
         try:
             for n, mutant in enumerate(chosen, 1):
                 key = f"{relpath}:{mutant.key}"
@@ -383,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tests", nargs="+", help="the test selection (default: the target's)")
     parser.add_argument("--max", type=int, help="at most this many mutants per file (even sample)")
     parser.add_argument("--line", type=int, action="append", help="only the mutants on this line")
+    parser.add_argument("--from-line", type=int, default=0, help="only the mutants on this line or after it")
     parser.add_argument("--rerun", type=Path, metavar="REPORT",
                         help="only the mutants a report (--report) lists as survivors")
     parser.add_argument("--list", action="store_true", help="list the targets and their mutant counts")
@@ -416,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet:
             print(text, file=sys.stderr, flush=True)
 
+    # A background job ignores SIGINT: make SIGTERM unwind too, so the scratch copy is removed.
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
     box = Sandbox()
     report: list[str] = [f"# mutation run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
                          f"command: python tools/mutate.py {' '.join(argv if argv is not None else sys.argv[1:])}"]
@@ -423,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for t in chosen:
             outcomes, base, _ = run_target(t, box, equivalent, set(args.line) if args.line else None, log,
-                                           survivors_of(args.rerun) if args.rerun else None)
+                                           survivors_of(args.rerun) if args.rerun else None, args.from_line)
             lines = summarize(t, outcomes, base)
             survivors += sum(o.result == "survived" for o in outcomes)
             print("\n".join(lines), flush=True)
