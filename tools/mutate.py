@@ -113,7 +113,8 @@ def _sites(node: ast.AST) -> Iterator[tuple[str, str, int]]:
     if isinstance(node, ast.Compare):
         for i, op in enumerate(node.ops):
             swapped = _CMP_SWAP[type(op)]
-            yield "cmp", f"{_CMP_TEXT[type(op)]} -> {_CMP_TEXT[swapped]}", i
+            which = f" (comparison {i + 1} of {len(node.ops)})" if len(node.ops) > 1 else ""
+            yield "cmp", f"{_CMP_TEXT[type(op)]} -> {_CMP_TEXT[swapped]}{which}", i
     elif isinstance(node, ast.Constant):
         value = node.value
         if isinstance(value, bool):
