@@ -1,0 +1,192 @@
+"""The log's raw file access (storage/file/logfile.py) under the system's answers a healthy disk rarely
+gives: short writes and reads are carried on, a write that makes no progress or fails and an fsync that
+fails are DurabilityError, a lock held elsewhere is LockTimeout once the deadline passes; and the scans
+recovery relies on (the next valid frame, the frame holding a seq, a whole frame with damaged length
+fields) find exactly what FORMAT.md says they must."""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers.frames import frame_spans, read_frames
+
+from mnemo import MnemoClient
+from mnemo.errors import DurabilityError, LockTimeout
+from mnemo.storage.file import logfile
+from mnemo.storage.file.logfile import (
+    complete_with_damaged_length,
+    find_next_frame,
+    frame_holding,
+    lock_log,
+    read_exact,
+    sync,
+    unlock_log,
+    write_all,
+)
+
+
+@pytest.fixture
+def fd(tmp_path: Path) -> Iterator[int]:
+    descriptor = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        yield descriptor
+    finally:
+        os.close(descriptor)
+
+
+def test_short_writes_are_carried_on_until_every_byte_is_written(fd: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = os.pwrite
+    calls: list[int] = []
+
+    def one_byte(f: int, data: bytes | memoryview, offset: int) -> int:
+        calls.append(offset)
+        return real(f, bytes(data[:1]), offset)
+
+    monkeypatch.setattr(os, "pwrite", one_byte)
+    write_all(fd, b"hello", 3)
+    monkeypatch.undo()
+    assert calls == [3, 4, 5, 6, 7]
+    assert read_exact(fd, 0, 100) == b"\x00\x00\x00hello"
+
+
+def test_a_write_that_makes_no_progress_is_a_durability_error(fd: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "pwrite", lambda f, data, offset: 0)
+    with pytest.raises(DurabilityError, match="^write made no progress at offset 7$"):
+        write_all(fd, b"abc", 7)
+
+
+def test_a_failed_write_or_fsync_is_a_durability_error(fd: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(*_args: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", fail)
+    with pytest.raises(DurabilityError, match=r"^write failed at offset 9: \[Errno 28\] No space left on device$"):
+        write_all(fd, b"abc", 9)
+    monkeypatch.setattr(logfile, "_sync", fail)
+    with pytest.raises(DurabilityError, match=r"^fsync failed: \[Errno 28\] No space left on device$"):
+        sync(fd)
+    write_all(fd, b"", 0)  # nothing to write: no call at all
+
+
+def test_short_reads_are_carried_on_and_a_read_stops_at_the_end_of_the_file(fd: int,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    os.pwrite(fd, b"0123456789", 0)
+    real = os.pread
+    monkeypatch.setattr(os, "pread", lambda f, n, offset: real(f, min(n, 3), offset))
+    assert read_exact(fd, 1, 8) == b"12345678"
+    assert read_exact(fd, 6, 100) == b"6789"
+    assert read_exact(fd, 10, 5) == b""
+    assert read_exact(fd, 2, 0) == b""
+
+
+def test_the_writer_lock_waits_until_its_deadline(tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    path.write_bytes(b"x")
+    a, b = os.open(path, os.O_RDWR), os.open(path, os.O_RDWR)
+    try:
+        lock_log(a, time.monotonic() + 1, "the log")
+        start = time.monotonic()
+        with pytest.raises(LockTimeout, match="^could not take the writer lock on the log in time: another writer"):
+            lock_log(b, start + 0.2, "the log")
+        assert time.monotonic() - start >= 0.2
+        with pytest.raises(LockTimeout):
+            lock_log(b, time.monotonic(), "the log")  # a deadline already past: one try
+        unlock_log(a)
+        lock_log(b, time.monotonic(), "the log")  # free: taken at once, even with no time left
+    finally:
+        os.close(a)
+        os.close(b)
+    with pytest.raises(OSError) as exc:
+        lock_log(a, time.monotonic() + 1, "the log")  # closed: an error other than "held", raised as it is
+    assert exc.value.errno == errno.EBADF
+
+
+# -- the scans recovery relies on -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    path = tmp_path / "db"
+    with MnemoClient(path, "owner", durability="none") as c:
+        for i in range(5):
+            c.remember(f"record {i} " * (i + 1))
+    return path
+
+
+def test_the_next_valid_frame_is_found_after_a_damaged_one(log: Path) -> None:
+    data = log.read_bytes()
+    spans = frame_spans(data)
+    frames = read_frames(log)
+    fd = os.open(log, os.O_RDONLY)
+    try:
+        start = spans[2][0]
+        assert find_next_frame(fd, start, len(data)) == spans[3][0]
+        assert find_next_frame(fd, start - 1, len(data)) == start
+        assert find_next_frame(fd, start, len(data), min_seq=frames[3].entries[0].seq) == spans[3][0]
+        assert find_next_frame(fd, start, len(data), min_seq=frames[-1].entries[0].seq) == spans[-1][0]
+        assert find_next_frame(fd, start, len(data), min_seq=frames[-1].entries[0].seq + 1) is None
+        assert find_next_frame(fd, spans[-1][0], len(data)) is None
+        assert find_next_frame(fd, start, spans[3][1]) == spans[3][0]
+        assert find_next_frame(fd, start, spans[3][1] - 1) is None  # the next frame does not fit in the range
+    finally:
+        os.close(fd)
+
+
+def test_the_frame_holding_a_seq_is_found_by_its_header(log: Path) -> None:
+    data = log.read_bytes()
+    frames = read_frames(log)
+    fd = os.open(log, os.O_RDONLY)
+    try:
+        for frame in frames:
+            for e in frame.entries:
+                found = frame_holding(fd, e.seq, 32, len(data))
+                assert found is not None and found.offset == frame.offset and found.entries == frame.entries
+        assert frame_holding(fd, frames[-1].entries[-1].seq + 1, 32, len(data)) is None
+        last = frames[-1]
+        assert frame_holding(fd, last.entries[0].seq, 32, last.offset) is None  # past the range
+        assert frame_holding(fd, last.entries[0].seq, 32, last.offset + 23) is None  # not even its header
+    finally:
+        os.close(fd)
+    broken = bytearray(data)
+    broken[frames[2].offset] ^= 0xFF  # the magic of the third frame: the walk stops there
+    log.write_bytes(bytes(broken))
+    fd = os.open(log, os.O_RDONLY)
+    try:
+        assert frame_holding(fd, frames[1].entries[0].seq, 32, len(data)) is not None
+        assert frame_holding(fd, frames[3].entries[0].seq, 32, len(data)) is None
+    finally:
+        os.close(fd)
+
+
+def test_a_whole_frame_with_damaged_length_fields_is_told_from_a_torn_one(log: Path) -> None:
+    data = log.read_bytes()
+    start, end = frame_spans(data)[-1]
+    fd = os.open(log, os.O_RDWR)
+    try:
+        assert complete_with_damaged_length(fd, start, len(data))  # its own lengths are right too
+        for field, value in ((16, 0xFFFF), (20, 0xFFFF), (16, 0)):
+            os.pwrite(fd, struct.pack(">I", value), start + field)
+            assert complete_with_damaged_length(fd, start, len(data)), (field, value)
+            os.pwrite(fd, data[start + field:start + field + 4], start + field)
+        os.ftruncate(fd, end - 1)  # a torn write: a prefix of the frame
+        assert not complete_with_damaged_length(fd, start, end - 1)
+        os.ftruncate(fd, start + 31)
+        assert not complete_with_damaged_length(fd, start, start + 31)
+        os.ftruncate(fd, len(data))
+        os.pwrite(fd, data[start:end], start)
+        os.pwrite(fd, struct.pack(">I", 5), start + 4)  # count: more entries than the frame holds
+        assert not complete_with_damaged_length(fd, start, len(data))
+        os.pwrite(fd, data[start + 4:start + 8], start + 4)
+        os.pwrite(fd, bytes([data[end - 8] ^ 1]), end - 8)  # a bit of the checksum
+        assert not complete_with_damaged_length(fd, start, len(data))
+        os.pwrite(fd, data[end - 8:end - 7], end - 8)
+        os.pwrite(fd, b"MNFX", end - 4)
+        assert not complete_with_damaged_length(fd, start, len(data))
+    finally:
+        os.close(fd)

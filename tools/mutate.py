@@ -1,0 +1,445 @@
+"""Mutation testing: change one small thing in a module, run the tests that exercise it, see if they notice.
+
+    python tools/mutate.py --list                    # the targets (tools/mutation/targets.json)
+    python tools/mutate.py acl.names                 # mutate one target against its test selection
+    python tools/mutate.py acl.names paths --max 80  # several targets, at most 80 mutants each
+    python tools/mutate.py mnemo/validation.py --tests tests/test_store_badinput.py
+    python tools/mutate.py acl.names --rerun before.txt   # only the survivors a report lists
+
+Each mutant is one of the operator classes below, applied to a copy of the source tree in a scratch
+directory (the checkout is never written), and judged by running the target's tests in a subprocess
+(`pytest -x`, with a timeout) against that copy: a failing or timed-out run kills it. The kill rate counts
+only mutants not listed as equivalent in tools/mutation/equivalent.txt (`file:line:col kind detail | why`).
+Where a module has more mutants than `--max`, an even sample over the file is taken (every k-th, in
+source order), so a rerun picks the same ones. The summary, and each survivor with its file:line and the
+mutation, go to stdout; `--report FILE` also writes them, with the exact test selection, to a file.
+
+Operators: `cmp` (< and <=, > and >=, == and !=, in and not in, is and is not, each into the other),
+`const` (an int ±1, True and False swapped, a bytes constant's last byte changed), `raise` (a raise
+replaced by `pass`), `boolop` (and/or swapped), `not` (an if/while/ternary condition negated, a `not`
+removed), `return` (the value of a return replaced by None), `slice` (a slice bound that is not a literal
+moved by ±1), `arith` (+ and - swapped). A line ending in `# pragma: no mutate` is left alone, and so are
+`if TYPE_CHECKING:` blocks, `__all__` and annotations.
+
+Not part of the default test run: it runs the selected tests once per mutant, so a target takes minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HERE = ROOT / "tools" / "mutation"
+TARGETS = HERE / "targets.json"
+EQUIVALENT = HERE / "equivalent.txt"
+# What the scratch copy holds: the package, its tests and whatever the tests read from the checkout.
+COPIED = ("mnemo", "tests", "docs", "examples", "benchmarks", "tools", "pyproject.toml", "README.md",
+          "CHANGELOG.md", "LICENSE")
+NO_MUTATE = "pragma: no mutate"
+
+_CMP_SWAP: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is,
+}
+_CMP_TEXT: dict[type[ast.cmpop], str] = {
+    ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
+    ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not",
+}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One mutation site: the `index`-th node of a walk, and what is done to it."""
+
+    index: int  # position of the node in ast.walk order
+    line: int
+    col: int
+    kind: str
+    detail: str
+    variant: int = 0  # which of the node's mutations (e.g. +1 or -1)
+
+    @property
+    def key(self) -> str:
+        return f"{self.line}:{self.col} {self.kind} {self.detail}"
+
+
+# -- finding the sites --------------------------------------------------------------------------------------
+
+
+def _skipped_nodes(tree: ast.Module) -> set[int]:
+    """ids of nodes never mutated: annotations, TYPE_CHECKING blocks, __all__, docstrings."""
+    skip: set[int] = set()
+
+    def mark(node: ast.AST | None) -> None:
+        if node is not None:
+            skip.update(id(n) for n in ast.walk(node))
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            mark(node.returns)
+            for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
+                        node.args.vararg, node.args.kwarg]:
+                if arg is not None:
+                    mark(arg.annotation)
+        elif isinstance(node, ast.AnnAssign):
+            mark(node.annotation)
+        elif _never_mutated(node):
+            mark(node)
+    return skip
+
+
+def _never_mutated(node: ast.AST) -> bool:
+    """An `if TYPE_CHECKING:` block or the `__all__` list."""
+    if isinstance(node, ast.If):
+        return ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+    return isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+
+
+def _sites(node: ast.AST) -> Iterator[tuple[str, str, int]]:
+    """(kind, detail, variant) for every mutation of this one node."""
+    if isinstance(node, ast.Compare):
+        for i, op in enumerate(node.ops):
+            swapped = _CMP_SWAP[type(op)]
+            which = f" (comparison {i + 1} of {len(node.ops)})" if len(node.ops) > 1 else ""
+            yield "cmp", f"{_CMP_TEXT[type(op)]} -> {_CMP_TEXT[swapped]}{which}", i
+    elif isinstance(node, ast.Constant):
+        value = node.value
+        if isinstance(value, bool):
+            yield "const", f"{value} -> {not value}", 0
+        elif isinstance(value, int):
+            yield "const", f"{value} -> {value + 1}", 1
+            yield "const", f"{value} -> {value - 1}", -1
+        elif isinstance(value, bytes) and value:
+            yield "const", f"{value!r} -> last byte changed", 0
+    elif isinstance(node, ast.Raise):
+        yield "raise", "raise -> pass", 0
+    elif isinstance(node, ast.BoolOp):
+        yield "boolop", "and -> or" if isinstance(node.op, ast.And) else "or -> and", 0
+    elif isinstance(node, (ast.If, ast.While, ast.IfExp)):
+        if not (isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not)):  # removing it does that
+            yield "not", f"{type(node).__name__.lower()} condition negated", 0
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        yield "not", "`not` removed", 0
+    elif isinstance(node, ast.Return) and node.value is not None and not (
+            isinstance(node.value, ast.Constant) and node.value.value is None):
+        yield "return", "return value -> None", 0
+    elif isinstance(node, ast.Slice):
+        for name in ("lower", "upper"):
+            bound = getattr(node, name)
+            if bound is not None and not isinstance(bound, (ast.Constant, ast.UnaryOp)):
+                yield "slice", f"{name} bound +1", 1 if name == "lower" else 2
+                yield "slice", f"{name} bound -1", -1 if name == "lower" else -2
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        yield "arith", "+ -> -" if isinstance(node.op, ast.Add) else "- -> +", 0
+
+
+def find_mutants(source: str) -> list[Mutant]:
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    skip = _skipped_nodes(tree)
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    out: list[Mutant] = []
+    for index, node in enumerate(ast.walk(tree)):
+        if id(node) in skip or id(node) in docstrings or not hasattr(node, "lineno"):
+            continue
+        if NO_MUTATE in lines[node.lineno - 1]:
+            continue
+        for kind, detail, variant in _sites(node):
+            out.append(Mutant(index, node.lineno, node.col_offset, kind, detail, variant))
+    return sorted(out, key=lambda m: (m.line, m.col, m.kind, m.variant))
+
+
+# -- applying one --------------------------------------------------------------------------------------------
+
+
+def _plus(expr: ast.expr, delta: int) -> ast.expr:
+    op: ast.operator = ast.Add() if delta > 0 else ast.Sub()
+    return ast.BinOp(left=expr, op=op, right=ast.Constant(abs(delta)))
+
+
+def _mutate_node(node: ast.AST, mutant: Mutant) -> ast.AST:
+    if isinstance(node, ast.Compare):
+        ops = list(node.ops)
+        ops[mutant.variant] = _CMP_SWAP[type(ops[mutant.variant])]()
+        node.ops = ops
+    elif isinstance(node, ast.Constant):
+        value = node.value
+        if isinstance(value, bool):
+            node.value = not value
+        elif isinstance(value, int):
+            node.value = value + mutant.variant
+        elif isinstance(value, bytes):
+            node.value = value[:-1] + bytes([(value[-1] + 1) % 256])
+    elif isinstance(node, ast.Raise):
+        return ast.Pass()
+    elif isinstance(node, ast.BoolOp):
+        node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+    elif isinstance(node, (ast.If, ast.While, ast.IfExp)):
+        node.test = ast.UnaryOp(op=ast.Not(), operand=node.test)
+    elif isinstance(node, ast.UnaryOp):
+        return node.operand
+    elif isinstance(node, ast.Return):
+        node.value = ast.Constant(None)
+    elif isinstance(node, ast.Slice):
+        name = "lower" if abs(mutant.variant) == 1 else "upper"
+        setattr(node, name, _plus(getattr(node, name), 1 if mutant.variant > 0 else -1))
+    elif isinstance(node, ast.BinOp):
+        node.op = ast.Sub() if isinstance(node.op, ast.Add) else ast.Add()
+    return node
+
+
+def apply(source: str, mutant: Mutant) -> str:
+    """The module's source with `mutant` applied (unparsed: comments and layout are not kept)."""
+    tree = ast.parse(source)
+    target = next(node for i, node in enumerate(ast.walk(tree)) if i == mutant.index)
+
+    class Swap(ast.NodeTransformer):
+        def visit(self, node: ast.AST) -> ast.AST:
+            if node is target:
+                return _mutate_node(copy.copy(node), mutant)
+            return super().visit(node)
+
+    mutated = ast.fix_missing_locations(Swap().visit(tree))
+    return ast.unparse(mutated) + "\n"
+
+
+def sample(mutants: list[Mutant], limit: int | None) -> list[Mutant]:
+    """At most `limit` mutants spread evenly over the file (every k-th in source order)."""
+    if limit is None or len(mutants) <= limit:
+        return mutants
+    step = len(mutants) / limit
+    return [mutants[int(i * step)] for i in range(limit)]
+
+
+# -- running the tests ---------------------------------------------------------------------------------------
+
+
+class Sandbox:
+    """A scratch copy of the checkout the tests run against; one mutated file at a time."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="mnemo-mutate-"))
+        for name in COPIED:
+            src = ROOT / name
+            if src.is_dir():
+                shutil.copytree(src, self.dir / name, ignore=shutil.ignore_patterns(
+                    "__pycache__", "*.pyc", ".hypothesis", "results", "*.egg-info"))
+            elif src.exists():
+                shutil.copy2(src, self.dir / name)
+        # A failing hypothesis test would spend its time shrinking: a mutant needs only the failure.
+        (self.dir / "_mutation_plugin.py").write_text(
+            "from hypothesis import Phase, settings\n"
+            "settings.register_profile('mutation', phases=[Phase.explicit, Phase.reuse, Phase.generate])\n"
+            "settings.load_profile('mutation')\n", encoding="utf-8")
+        self.env = dict(os.environ, PYTHONPATH=str(self.dir), PYTHONDONTWRITEBYTECODE="1")
+
+    def run(self, tests: list[str], extra: list[str], timeout: float) -> tuple[str, float]:
+        """('passed' | 'failed' | 'timeout', seconds) for one run of the test selection."""
+        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--no-header",
+               "-p", "_mutation_plugin", "-W", "ignore", *extra, *tests]
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd, cwd=self.dir, env=self.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the run's own process group: its test servers too
+            proc.wait()
+            return "timeout", time.monotonic() - start
+        except BaseException:  # interrupted: leave no test run behind
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        return ("passed" if code == 0 else "failed"), time.monotonic() - start
+
+    def write(self, relpath: str, text: str) -> None:
+        (self.dir / relpath).write_text(text, encoding="utf-8")
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# -- targets, equivalents, the report ------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    name: str
+    files: list[str]
+    tests: list[str]
+    extra: list[str]
+    max: int | None
+
+
+def load_targets() -> dict[str, Target]:
+    raw = json.loads(TARGETS.read_text(encoding="utf-8"))
+    return {name: Target(name, t["files"], t["tests"], t.get("pytest_args", []), t.get("max"))
+            for name, t in raw.items() if not name.startswith("_")}
+
+
+def load_equivalent() -> dict[str, str]:
+    """{"file:line:col kind detail": why} from equivalent.txt."""
+    out: dict[str, str] = {}
+    for raw in EQUIVALENT.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, _, why = line.partition(" | ")
+        out[key.strip()] = why.strip()
+    return out
+
+
+@dataclass
+class Outcome:
+    file: str
+    mutant: Mutant
+    result: str  # killed, timeout, survived, equivalent, invalid
+    seconds: float
+
+
+def survivors_of(report: Path) -> set[str]:
+    """The keys (`file:line:col kind detail`) a report lists as survivors."""
+    marker = "SURVIVED "
+    return {line.strip()[len(marker):] for line in report.read_text(encoding="utf-8").splitlines()
+            if line.strip().startswith(marker)}
+
+
+def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: set[int] | None,
+               log: Callable[[str], None], keys: set[str] | None = None, from_line: int = 0
+               ) -> tuple[list[Outcome], float, list[str]]:
+    base, seconds = box.run(target.tests, target.extra, timeout=1800)
+    if base != "passed":
+        raise SystemExit(f"{target.name}: the test selection does not pass unmutated ({base}); fix that first")
+    timeout = max(30.0, 4 * seconds)
+    log(f"{target.name}: unmutated run {seconds:.1f}s, timeout per mutant {timeout:.0f}s")
+    outcomes: list[Outcome] = []
+    used: list[str] = []
+    for relpath in target.files:
+        original = (ROOT / relpath).read_text(encoding="utf-8")
+        chosen = sample(find_mutants(original), target.max)
+        if only is not None:
+            chosen = [m for m in chosen if m.line in only]
+        if keys is not None:
+            chosen = [m for m in chosen if f"{relpath}:{m.key}" in keys]
+        chosen = [m for m in chosen if m.line >= from_line]
+        try:
+            for n, mutant in enumerate(chosen, 1):
+                key = f"{relpath}:{mutant.key}"
+                if key in equivalent:
+                    used.append(key)
+                    outcomes.append(Outcome(relpath, mutant, "equivalent", 0.0))
+                    continue
+                text = apply(original, mutant)
+                try:
+                    compile(text, relpath, "exec")
+                except SyntaxError:
+                    outcomes.append(Outcome(relpath, mutant, "invalid", 0.0))
+                    continue
+                box.write(relpath, text)
+                result, took = box.run(target.tests, target.extra, timeout)
+                verdict = {"passed": "survived", "failed": "killed", "timeout": "timeout"}[result]
+                outcomes.append(Outcome(relpath, mutant, verdict, took))
+                log(f"  [{n}/{len(chosen)}] {relpath}:{mutant.line} {mutant.kind} {mutant.detail}: {verdict}"
+                    f" ({took:.1f}s)")
+        finally:
+            box.write(relpath, original)
+    return outcomes, seconds, used
+
+
+def summarize(target: Target, outcomes: list[Outcome], base_seconds: float) -> list[str]:
+    count = {k: sum(o.result == k for o in outcomes) for k in
+             ("killed", "timeout", "survived", "equivalent", "invalid")}
+    judged = count["killed"] + count["timeout"] + count["survived"]
+    rate = 100.0 * (count["killed"] + count["timeout"]) / judged if judged else 100.0
+    lines = [
+        f"## {target.name}: {rate:.1f}% killed of {judged} non-equivalent mutants",
+        f"files: {' '.join(target.files)}",
+        f"tests: {' '.join(target.tests)} {' '.join(target.extra)}".rstrip(),
+        f"mutants {len(outcomes)} (max {target.max} per file), killed {count['killed']}, timeout "
+        f"{count['timeout']}, survived {count['survived']}, equivalent {count['equivalent']}, "
+        f"invalid {count['invalid']}; unmutated run {base_seconds:.1f}s",
+    ]
+    for o in outcomes:
+        if o.result == "survived":
+            lines.append(f"  SURVIVED {o.file}:{o.mutant.key}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("targets", nargs="*", help="target names from targets.json, or module paths")
+    parser.add_argument("--tests", nargs="+", help="the test selection (default: the target's)")
+    parser.add_argument("--max", type=int, help="at most this many mutants per file (even sample)")
+    parser.add_argument("--line", type=int, action="append", help="only the mutants on this line")
+    parser.add_argument("--from-line", type=int, default=0, help="only the mutants on this line or after it")
+    parser.add_argument("--rerun", type=Path, metavar="REPORT",
+                        help="only the mutants a report (--report) lists as survivors")
+    parser.add_argument("--list", action="store_true", help="list the targets and their mutant counts")
+    parser.add_argument("--report", type=Path, help="also write the summary to this file")
+    parser.add_argument("--quiet", action="store_true", help="no per-mutant progress on stderr")
+    args = parser.parse_args(argv)
+    targets = load_targets()
+    if args.list or not args.targets:
+        for t in targets.values():
+            total = sum(len(find_mutants((ROOT / f).read_text(encoding="utf-8"))) for f in t.files)
+            print(f"{t.name:22} {total:4} mutants (max {t.max} per file)  {' '.join(t.files)}")
+        return 0
+    chosen: list[Target] = []
+    for name in args.targets:
+        if name in targets:
+            t = targets[name]
+        elif (ROOT / name).is_file():
+            t = Target(name, [name], [], [], None)
+        else:
+            parser.error(f"no target or file named {name!r}")
+        if args.tests:
+            t.tests = args.tests
+        if args.max is not None:
+            t.max = args.max
+        if not t.tests:
+            parser.error(f"{name}: no test selection (give --tests)")
+        chosen.append(t)
+    equivalent = load_equivalent()
+
+    def log(text: str) -> None:
+        if not args.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    # A background job ignores SIGINT: make SIGTERM unwind too, so the scratch copy is removed.
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
+    box = Sandbox()
+    report: list[str] = [f"# mutation run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+                         f"command: python tools/mutate.py {' '.join(argv if argv is not None else sys.argv[1:])}"]
+    survivors = 0
+    try:
+        for t in chosen:
+            outcomes, base, _ = run_target(t, box, equivalent, set(args.line) if args.line else None, log,
+                                           survivors_of(args.rerun) if args.rerun else None, args.from_line)
+            lines = summarize(t, outcomes, base)
+            survivors += sum(o.result == "survived" for o in outcomes)
+            print("\n".join(lines), flush=True)
+            report.extend(lines)
+    finally:
+        box.close()
+    if args.report:
+        args.report.write_text("\n".join(report) + "\n", encoding="utf-8")
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
