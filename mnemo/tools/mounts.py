@@ -216,8 +216,10 @@ class MountedCommands:
         )
 
     def _file_under(self, tree: _Tree, mount: Mount, path: str) -> str | None:
+        """The ancestor of `path` in `mount` that is a file of its scope, seen or not: a file where a
+        directory holding a mount point now is still keeps a directory from being made beneath it."""
         for ancestor in ancestors(path, self._root):
-            if not is_within(ancestor, mount.point) or ancestor == mount.point or ancestor in tree.held:
+            if not is_within(ancestor, mount.point) or ancestor == mount.point:
                 continue
             if self._client.scope_has(mount.scope, (path_tag(tree.stored(mount, ancestor)), MEMORY_TAG)):
                 return ancestor
