@@ -337,3 +337,12 @@ def test_moves_across_mounts_lose_no_edit_of_another_process(admin: MnemoClient,
     lines = [line.split("\t", 1)[1] for line in content.split("\n")[1:]]
     assert sorted(lines) == sorted([*done[:-1], "start", ""])
     assert len(files_of(admin)) == 1  # one file, in one scope
+
+
+def test_docs_state_the_texts_of_mounts() -> None:
+    from mnemo.tools import mounts
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "MOUNTS.md").read_text(encoding="utf-8")
+    for verb, path in (("delete", "{path}"), ("rename", "{old_path}")):
+        assert mounts.FIXED_TEXT.format(verb=verb, point="{mount point}") in doc
+        assert mounts.HOLDS_TEXT.format(verb=verb, path=path, point="{mount point}") in doc

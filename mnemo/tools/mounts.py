@@ -40,9 +40,12 @@ if TYPE_CHECKING:
     from mnemo.record import MemoryRecord, RecordInfo
     from mnemo.tools.server import MnemoMemoryToolServer
 
-__all__ = ["Mount", "MountedCommands", "check_mounts"]
+__all__ = ["FIXED_TEXT", "HOLDS_TEXT", "Mount", "MountedCommands", "check_mounts"]
 
 MEMORY_TAG = "memorytool"
+# delete and rename of a mount point, or of a directory above one (docs/MOUNTS.md §5)
+FIXED_TEXT = "Error: Cannot {verb} the {point} directory itself"
+HOLDS_TEXT = "Error: Cannot {verb} {path}: it holds the mount point {point}"
 
 
 @dataclass(frozen=True)
@@ -434,9 +437,9 @@ class MountedCommands:
     def _fixed(self, tree: _Tree, mount: Mount, canonical: str, sent: str, verb: str) -> None:
         """Refuse to delete or rename the root, a mount point, or a directory that holds one."""
         if canonical == self._root or canonical == mount.point:
-            raise _Refusal(f"Error: Cannot {verb} the {canonical} directory itself")
+            raise _Refusal(FIXED_TEXT.format(verb=verb, point=canonical))
         if canonical in tree.held:
-            raise _Refusal(f"Error: Cannot {verb} {sent}: it holds the mount point {tree.held[canonical]}")
+            raise _Refusal(HOLDS_TEXT.format(verb=verb, path=sent, point=tree.held[canonical]))
 
     def _delete(self, path: str) -> CommandResult:
         canonical = self._canonical(path)
