@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mnemo import MnemoClient
 from mnemo.errors import InvalidInput
@@ -346,3 +349,57 @@ def test_docs_state_the_texts_of_mounts() -> None:
     for verb, path in (("delete", "{path}"), ("rename", "{old_path}")):
         assert mounts.FIXED_TEXT.format(verb=verb, point="{mount point}") in doc
         assert mounts.HOLDS_TEXT.format(verb=verb, path=path, point="{mount point}") in doc
+
+
+# -- what an unreadable mount holds never shows ---------------------------------------------------------
+
+_SEGMENTS = st.sampled_from(("s", "t", "a.md", "b"))
+_PATHS = st.lists(_SEGMENTS, max_size=3).map(lambda parts: "/".join(["/memories", *parts]))
+_TEXTS = st.sampled_from(("x\n", "one two\n", ""))
+_COMMANDS = st.one_of(
+    st.builds(lambda p: {"command": "view", "path": p}, _PATHS),
+    st.builds(lambda p, t: {"command": "create", "path": p, "file_text": t}, _PATHS, _TEXTS),
+    st.builds(lambda p: {"command": "str_replace", "path": p, "old_str": "x", "new_str": "y"}, _PATHS),
+    st.builds(lambda p: {"command": "insert", "path": p, "insert_line": 0, "insert_text": "i"}, _PATHS),
+    st.builds(lambda p: {"command": "delete", "path": p}, _PATHS),
+    st.builds(lambda a, b: {"command": "rename", "old_path": a, "new_path": b}, _PATHS, _PATHS),
+)
+_SECRETS = st.lists(st.tuples(_PATHS.filter(lambda p: p != "/memories"), st.sampled_from(("SECRET", "S" * 3000))),
+                    max_size=5)
+
+
+@given(
+    perms=st.sets(st.sampled_from(("write", "forget"))),
+    secrets=_SECRETS,
+    commands=st.lists(_COMMANDS, max_size=25),
+)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_no_command_tells_anything_of_an_unreadable_mount(
+    tmp_path: Path, perms: set[str], secrets: list[tuple[str, str]], commands: list[dict[str, Any]]
+) -> None:
+    """Three databases: the secret scope mounted and full, mounted and empty, not mounted at all. The
+    agent, which may not read it (whatever else it may do there), gets the same result from each."""
+    base = Path(tempfile.mkdtemp(dir=tmp_path))
+    servers = []
+    clients = []
+    for name, fill, mounts in (("full", True, {"/memories/s": "team:secret"}),
+                               ("empty", False, {"/memories/s": "team:secret"}), ("none", False, None)):
+        db = str(base / f"{name}.mnemo.db")
+        with MnemoClient(db, "admin", durability="none") as admin:
+            if perms:
+                admin.grant("me", "team:secret", sorted(perms))
+            if fill:
+                secret = MnemoMemoryToolServer(admin, scope="team:secret")
+                for path, text in secrets:
+                    secret.execute({"command": "create", "path": path, "file_text": text})
+        client = open_client(db, "me")
+        clients.append(client)
+        servers.append(MnemoMemoryToolServer(client, mounts=mounts) if mounts else MnemoMemoryToolServer(client))
+    try:
+        for tool_input in commands:
+            full, empty, none = (server.execute(tool_input) for server in servers)
+            assert full == empty == none, tool_input
+            assert "SECRET" not in full.text and "SSS" not in full.text and "secret" not in full.text
+    finally:
+        for client in clients:
+            client.close()
