@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("mcp")
 
 from mnemo import MnemoClient  # noqa: E402
-from mnemo.tools import MnemoMemoryToolServer  # noqa: E402
+from mnemo.tools import CommandResult, MnemoMemoryToolServer  # noqa: E402
 from mnemo.tools.mcp.tools import call_tool  # noqa: E402
 from tests.helpers.mcp_procs import run_async, stdio_session, text_of  # noqa: E402
 
@@ -88,3 +88,31 @@ def test_mcp_with_mounts_answers_as_the_mounted_server(tmp_path: Path) -> None:
         "31B\t/memories", "8B\t/memories/org/", "8B\t/memories/org/rules.md", "23B\t/memories/team/",
         "9B\t/memories/team/plan.md", "14B\t/memories/team/todo.md",
     ]
+
+
+def test_every_agent_of_a_server_gets_the_mounts_beside_its_own_memory(tmp_path: Path) -> None:
+    from mnemo.tools.mcp.app import AgentServers
+
+    db = tmp_path / "m.db"
+    prepare(db)
+    pool = AgentServers(db, mounts={"/memories/team": TEAM}, read_only=True)
+    try:
+        first, second = pool.get(AGENT), pool.get("agent-2")
+        assert first.mounts == {"/memories": f"agent:{AGENT}", "/memories/team": TEAM}
+        assert second.mounts == {"/memories": "agent:agent-2", "/memories/team": TEAM}
+        # a read-only database lists across the mounts, and refuses writes with its own text
+        assert call_tool(first, "memory_view", {"path": "/memories"}).text.split("\n")[1:] == [
+            "0B\t/memories", "0B\t/memories/team/"
+        ]
+        # agent-2 holds no grant on the team's scope: the mount is not there for it
+        assert call_tool(second, "memory_view", {"path": "/memories/team"}) == CommandResult(
+            "The path /memories/team does not exist. Please provide a valid path.", True
+        )
+        assert call_tool(first, "memory_create", {"path": "/memories/team/x", "file_text": "x"}).text == (
+            "Error: Unknown tool: memory_create"
+        )
+        assert first.execute({"command": "create", "path": "/memories/team/x", "file_text": "x"}).text == (
+            "Error: The memory store is read-only"
+        )
+    finally:
+        pool.close()
