@@ -108,7 +108,7 @@ def test_every_agent_of_a_server_gets_the_mounts_beside_its_own_memory(tmp_path:
         assert call_tool(second, "memory_view", {"path": "/memories/team"}) == CommandResult(
             "The path /memories/team does not exist. Please provide a valid path.", True
         )
-        assert call_tool(first, "memory_create", {"path": "/memories/team/x", "file_text": "x"}).text == (
+        assert call_tool(first, "memory_create", {"path": "/memories/team/x", "file_text": "x"}, True).text == (
             "Error: Unknown tool: memory_create"
         )
         assert first.execute({"command": "create", "path": "/memories/team/x", "file_text": "x"}).text == (
