@@ -73,8 +73,6 @@ class _Side:
 def run(config: Config) -> list[Result]:
     files, ops, views = (150, 200, 50) if config.quick else (600, 600, 100)
     workdir = tempfile.mkdtemp(prefix="mounts-", dir=config.workdir)
-    quotas = {"max_files": None, "max_total_bytes": None, "max_history_bytes": None,
-              "max_versions_per_file": None}
     try:
         single_db, mounted_db = os.path.join(workdir, "single.mnemo.db"), os.path.join(workdir, "mounted.mnemo.db")
         with MnemoClient(mounted_db, "owner", durability="none") as owner:
@@ -83,8 +81,8 @@ def run(config: Config) -> list[Result]:
         MnemoClient(single_db, "owner", durability="none").close()
         with (MnemoClient(single_db, AGENT, durability="none") as a,
               MnemoClient(mounted_db, AGENT, durability="none") as b):
-            single = _Side(MnemoMemoryToolServer(a, **quotas), files)  # type: ignore[arg-type]
-            mounted = _Side(MnemoMemoryToolServer(b, mounts=MOUNTS, **quotas), files)  # type: ignore[arg-type]
+            single = _Side(MnemoMemoryToolServer(a, max_files=None), files)
+            mounted = _Side(MnemoMemoryToolServer(b, mounts=MOUNTS, max_files=None), files)
 
             def timer(fn: Callable[[int], None], n: int) -> Callable[[], float]:
                 return lambda: timed(lambda: fn(n))

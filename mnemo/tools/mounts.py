@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mnemo.acl import check_name
 from mnemo.errors import InvalidInput, NotFound, PermissionDenied
@@ -293,25 +293,25 @@ class MountedCommands:
 
     # -- commands ---------------------------------------------------------------------------------
 
-    def run(self, command: str, fields: Mapping[str, object]) -> CommandResult:
+    def run(self, command: str, fields: dict[str, Any]) -> CommandResult:
+        """One command whose input passed the checks of docs/MEMORY_TOOL.md §2."""
         try:
             return self._dispatch(command, fields)
         except _Refusal as refused:
             return CommandResult(refused.text, True)
 
-    def _dispatch(self, command: str, fields: Mapping[str, object]) -> CommandResult:
-        f = dict(fields)
+    def _dispatch(self, command: str, f: dict[str, Any]) -> CommandResult:
         if command == "view":
-            return self._view(f["path"], f.get("view_range"))  # type: ignore[arg-type]
+            return self._view(f["path"], f.get("view_range"))
         if command == "create":
-            return self._create(f["path"], f["file_text"])  # type: ignore[arg-type]
+            return self._create(f["path"], f["file_text"])
         if command == "str_replace":
-            return self._str_replace(f["path"], f["old_str"], f.get("new_str", ""))  # type: ignore[arg-type]
+            return self._str_replace(f["path"], f["old_str"], f.get("new_str", ""))
         if command == "insert":
-            return self._insert(f["path"], f["insert_line"], f["insert_text"])  # type: ignore[arg-type]
+            return self._insert(f["path"], f["insert_line"], f["insert_text"])
         if command == "delete":
-            return self._delete(f["path"])  # type: ignore[arg-type]
-        return self._rename(f["old_path"], f["new_path"])  # type: ignore[arg-type]
+            return self._delete(f["path"])
+        return self._rename(f["old_path"], f["new_path"])
 
     def _canonical(self, path: str) -> str:
         try:
@@ -503,12 +503,11 @@ class MountedCommands:
         return CommandResult(f"Successfully renamed {old_path} to {new_path}")
 
     def history(self, path: str) -> list[MemoryRecord]:
-        canonical = self._canonical_or_raise(path)
+        """Every version of the file that serves `path`; `InvalidInput` for a refused path, `NotFound`
+        when no file is there for this agent."""
+        canonical = self._server.canonical_path(path)
         tree = self._tree()
         info = self._file(tree, tree.owner(canonical), canonical)
         if info is None:
             raise NotFound(f"The path {path} does not exist")
         return self._client.history(info.id)
-
-    def _canonical_or_raise(self, path: str) -> str:
-        return self._server.canonical_path(path)
