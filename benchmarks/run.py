@@ -69,6 +69,7 @@ EXTERNAL: dict[str, External] = {
         _memory_tool_results,
     ),
     "verify_extra": External("benchmarks.bench_verify", lambda cfg, out: None if cfg.quick else []),
+    "mounts": External("benchmarks.bench_mounts", lambda cfg, out: None),
 }
 
 # Printed reports of stand-alone external scripts, by workload name.

@@ -2,7 +2,8 @@
 
 `run_demo` plays a scripted conversation (no network, no API key) whose tool calls go through
 `MnemoMemoryToolServer.handle` exactly as Claude's would, prints it as a transcript, then checks the
-chain and shows an excerpt of the audit export. `run_chat` holds a real conversation with Claude
+chain and shows an excerpt of the audit export, the chain catching a changed byte, and two agents
+sharing a team folder through mounts (one of them read-only). `run_chat` holds a real conversation with Claude
 through the Anthropic SDK's tool runner, with its memory in a local Mnemo database.
 """
 
@@ -196,6 +197,53 @@ def _play(page: _Page, server: MnemoMemoryToolServer, turns: list[_Turn], first_
     return n
 
 
+TEAM_SCOPE = "team:trips"
+TEAM_MOUNTS = {"/memories/team": TEAM_SCOPE}
+# (agent, tool input): the assistant may read, write and forget in the team's folder; the concierge only read
+_TEAM_CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("assistant", {"command": "create", "path": "/memories/team/lisbon.md",
+                   "file_text": "# Lisbon, June\n- two travellers\n- trains, no flights\n"}),
+    ("assistant", {"command": "create", "path": "/memories/notes.md", "file_text": "Ana prefers window seats.\n"}),
+    ("assistant", {"command": "view", "path": "/memories"}),
+    ("concierge", {"command": "view", "path": "/memories"}),
+    ("concierge", {"command": "str_replace", "path": "/memories/team/lisbon.md", "old_str": "June",
+                   "new_str": "July"}),
+    ("concierge", {"command": "create", "path": "/memories/hotels.md", "file_text": "- Alfama, near the tram\n"}),
+    ("concierge", {"command": "rename", "old_path": "/memories/hotels.md", "new_path": "/memories/team/hotels.md"}),
+    ("assistant", {"command": "rename", "old_path": "/memories/notes.md", "new_path": "/memories/team/notes.md"}),
+    ("concierge", {"command": "view", "path": "/memories/team"}),
+]
+
+
+def _shared_folder(page: _Page, db_path: str) -> bool:
+    """Two agents sharing a team folder through mounts, one of them read-only. True if the chain is intact
+    and the read-only agent's edits were refused."""
+    page.line("--- a shared team folder: two agents, one of them read-only ---")
+    with MnemoClient(db_path, DEMO_AGENT) as owner:
+        owner.grant("assistant", TEAM_SCOPE, ["read", "write", "forget"])
+        owner.grant("concierge", TEAM_SCOPE, ["read"])
+        page.line(f"database: {db_path}; {TEAM_SCOPE} is mounted at /memories/team for both agents, beside each "
+                  "one's own memory at /memories. The assistant may read, write and forget there; the concierge "
+                  "may only read.")
+        refused = 0
+        with MnemoClient(db_path, "assistant") as a, MnemoClient(db_path, "concierge") as c:
+            servers = {"assistant": MnemoMemoryToolServer(a, mounts=TEAM_MOUNTS),
+                       "concierge": MnemoMemoryToolServer(c, mounts=TEAM_MOUNTS)}
+            for n, (agent, call) in enumerate(_TEAM_CALLS):
+                page.line(f"{agent}: {_describe_call(call)}", indent="  > ", hang="  ")
+                block = servers[agent].handle({"type": "tool_use", "id": f"toolu_team_{n:02d}", "name": "memory",
+                                               "input": call})
+                page.result(block)
+                refused += agent == "concierge" and "Permission denied" in str(block["content"])
+        page.line("The move of notes.md into the team's folder was one commit: a put in the team's scope and the "
+                  "erasure of the assistant's own copy, all or nothing.")
+        report = owner.verify()
+        page.line(f"Chain check of {os.path.basename(db_path)}: {'OK' if report.ok else 'FAILED'}: "
+                  f"{report.entries} entries")
+        page.line()
+    return report.ok and refused == 2
+
+
 def _count_in_files(db_path: str, needle: bytes) -> int:
     directory = os.path.dirname(os.path.abspath(db_path))
     base = os.path.basename(db_path)
@@ -303,8 +351,9 @@ def run_demo(out: TextIO, db_dir: str | None = None, width: int | None = None) -
     workdir = tempfile.mkdtemp(prefix="mnemo-demo-") if db_dir is None else db_dir
     db_path = os.path.join(workdir, "demo.mnemo.db")
     copy = os.path.join(workdir, "tampered.mnemo.db")
+    team_db = os.path.join(workdir, "team.mnemo.db")
     if db_dir is not None:
-        for path in (db_path, copy):
+        for path in (db_path, copy, team_db):
             if os.path.exists(path):
                 out.write(f"mnemo demo: {path} already exists; give an empty directory\n")
                 return 2
@@ -342,8 +391,9 @@ def run_demo(out: TextIO, db_dir: str | None = None, width: int | None = None) -
         _audit_excerpt(page, db_path)
         page.line()
         caught = _attack(page, db_path, copy, profile_id)
+        shared = _shared_folder(page, team_db)
         _next_steps(page, db_path, copy, kept=db_dir is not None)
-        return 0 if report.ok and leftover == 0 and caught else 1
+        return 0 if report.ok and leftover == 0 and caught and shared else 1
     finally:
         if db_dir is None:
             shutil.rmtree(workdir, ignore_errors=True)

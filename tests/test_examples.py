@@ -83,6 +83,17 @@ def test_shared_scope() -> None:
     ]
 
 
+def test_shared_folder() -> None:
+    assert run_example("shared_folder.py") == [
+        "researcher: Successfully renamed /memories/draft.md to /memories/team/cache.md",
+        "researcher sees: /memories, /memories/team/, /memories/team/cache.md",
+        "reviewer sees: /memories, /memories/team/, /memories/team/cache.md",
+        "reviewer writes: Error: Permission denied: reviewer may not write in scope team:research",
+        "after the revoke, reviewer sees: /memories",
+        "and reads: The path /memories/team/cache.md does not exist. Please provide a valid path.",
+    ]
+
+
 def test_erasure_on_request() -> None:
     assert run_example("erasure_on_request.py") == [
         "before: 3 copies of ana@example.com in the database files",

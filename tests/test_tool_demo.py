@@ -126,3 +126,33 @@ def test_chat_through_the_tool_runner(tmp_path: Path) -> None:
     assert requests[0]["tools"] == [{"type": "memory_20250818", "name": "memory"}]
     with MnemoClient(db, "chat", readonly=True) as client:
         assert [r.content for r in client.query(tags=("path:/memories/likes.md",))] == ["tea\n"]
+
+
+def test_demo_two_agents_share_a_team_folder(tmp_path: Path) -> None:
+    out = io.StringIO()
+    assert run_demo(out, db_dir=str(tmp_path), width=100) == 0
+    shared = out.getvalue().split("--- a shared team folder: two agents, one of them read-only ---\n", 1)[1]
+    shared = shared.split("\n\n", 1)[0]
+    for expected in [
+        "  > assistant: memory.create /memories/team/lisbon.md\n"
+        "  = File created successfully at: /memories/team/lisbon.md\n",
+        # the concierge sees the team's folder, not the assistant's own notes
+        "  > concierge: memory.view /memories\n  = Here're the files and directories up to 2 levels deep in /memories,",
+        "      53B  /memories\n      53B  /memories/team/\n      53B  /memories/team/lisbon.md\n  > concierge",
+        '  > concierge: memory.str_replace /memories/team/lisbon.md "June" -> "July"\n'
+        "  ! Error: Permission denied: concierge may not write in scope team:trips\n",
+        "  > concierge: memory.rename /memories/hotels.md -> /memories/team/hotels.md\n"
+        "  ! Error: Permission denied: concierge may not write in scope team:trips\n",
+        "  = Successfully renamed /memories/notes.md to /memories/team/notes.md\n",
+        "      79B  /memories/team\n      53B  /memories/team/lisbon.md\n      26B  /memories/team/notes.md\n",
+        "Chain check of team.mnemo.db: OK: 8 entries",
+    ]:
+        assert expected in shared, expected
+    with MnemoClient(str(tmp_path / "team.mnemo.db"), "demo-agent", readonly=True) as owner:
+        stored = sorted((r.scope, r.tags, r.content) for r in owner.query(tags=("memorytool",)))
+    assert stored == [
+        ("agent:concierge", ("memorytool", "path:/memories/hotels.md"), "- Alfama, near the tram\n"),
+        ("team:trips", ("memorytool", "path:/memories/lisbon.md"),
+         "# Lisbon, June\n- two travellers\n- trains, no flights\n"),
+        ("team:trips", ("memorytool", "path:/memories/notes.md"), "Ana prefers window seats.\n"),
+    ]

@@ -34,6 +34,21 @@ def _agent(_ctx: click.Context, _param: click.Parameter, value: str | None) -> s
     return DEFAULT_AGENT
 
 
+def _mounts(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, str] | None:
+    """`--mount POINT=SCOPE`, repeatable, as a mount table (checked again, fully, by the server)."""
+    if not values:
+        return None
+    table: dict[str, str] = {}
+    for value in values:
+        point, sep, scope = value.partition("=")
+        if not sep or not point or not scope:
+            raise UsageError(f"--mount {value}: expected POINT=SCOPE, such as /memories/team=team:research")
+        if point.rstrip("/") in table:
+            raise UsageError(f"--mount {value}: {point} is mounted twice")
+        table[point.rstrip("/") or point] = scope
+    return table
+
+
 @contextlib.contextmanager
 def _opening(db: str | None) -> Iterator[None]:
     """The library's errors on opening the database, worded as every command words them."""
@@ -53,6 +68,7 @@ def _opening(db: str | None) -> Iterator[None]:
         "mnemo mcp --db ~/memory.mnemo.db --agent claude-code",
         "claude mcp add mnemo -- mnemo mcp --db ~/memory.mnemo.db --agent claude-code",
         "mnemo mcp --read-only --scope team:notes",
+        "mnemo mcp --mount /memories/team=team:research --mount /memories/org=org:handbook",
         "mnemo mcp --transport http --port 8765 --tokens ~/.config/mnemo/tokens   # lines: TOKEN AGENT",
     ),
 )
@@ -63,6 +79,9 @@ def _opening(db: str | None) -> Iterator[None]:
               help=f"serve as this agent (default: $MNEMO_AGENT, else {DEFAULT_AGENT}); over HTTP, the server's "
                    "own agent, which opens the database (and owns it if it is new)")
 @click.option("--scope", metavar="SCOPE", help="serve this scope (default: each agent's home, agent:AGENT)")
+@click.option("--mount", "mounts", metavar="POINT=SCOPE", multiple=True, callback=_mounts,
+              help="also serve SCOPE at POINT, such as /memories/team=team:research (repeatable; "
+                   "docs/MOUNTS.md); a mount the agent may not read is not shown")
 @click.option("--read-only", "read_only", is_flag=True,
               help="open the database read-only and offer only memory_view, memory_history and memory_verify")
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
@@ -75,15 +94,16 @@ def _opening(db: str | None) -> Iterator[None]:
 @lock_timeout_option
 @json_option
 def mcp(
-    db: str | None, agent: str, scope: str | None, read_only: bool, transport: str, host: str | None,
+    db: str | None, agent: str, scope: str | None, mounts: dict[str, str] | None, read_only: bool, transport: str,
+    host: str | None,
     port: int | None, tokens: str | None, lock_timeout: float | None, as_json: bool,
 ) -> int:
     """Serve the database as an MCP server: the memory tool's six commands (memory_view, memory_create,
     memory_str_replace, memory_insert, memory_delete, memory_rename), memory_history and memory_verify,
-    as AGENT in its home scope (or SCOPE). Over stdio until the client closes the connection; over HTTP,
-    each request authenticated by its bearer token and served as that token's agent, until SIGTERM or
-    Ctrl-C. Several servers may share one database: no edit is lost. --json: errors as one JSON object
-    on stderr (stdout is the protocol's)."""
+    as AGENT in its home scope (or SCOPE), with each --mount's scope at its mount point. Over stdio until
+    the client closes the connection; over HTTP, each request authenticated by its bearer token and served
+    as that token's agent, until SIGTERM or Ctrl-C. Several servers may share one database: no edit is
+    lost. --json: errors as one JSON object on stderr (stdout is the protocol's)."""
     given = [name for name, value in (("--host", host), ("--port", port), ("--tokens", tokens)) if value is not None]
     if transport == "stdio" and given:
         raise UsageError(f"{', '.join(given)}: only with --transport http")
@@ -94,12 +114,12 @@ def mcp(
         raise UsageError(str(exc), "MissingDependency") from None
     with _opening(db):
         if transport == "stdio":
-            app.serve_stdio(db, agent, scope, read_only, lock_timeout=lock_timeout)
+            app.serve_stdio(db, agent, scope, read_only, lock_timeout=lock_timeout, mounts=mounts)
         else:
             app.serve_http(
                 db, table, host=host if host is not None else DEFAULT_HOST,
                 port=port if port is not None else DEFAULT_PORT, agent=agent, scope=scope, read_only=read_only,
-                lock_timeout=lock_timeout,
+                lock_timeout=lock_timeout, mounts=mounts,
             )
     gc.freeze()  # the process ends next: skip a final collection of the SDK's large object graph (~1 s)
     return EXIT_OK

@@ -5,6 +5,8 @@ from mnemo import MnemoClient
 from mnemo.tools.anthropic import MnemoMemoryTool
 
 tool = MnemoMemoryTool(MnemoClient("memory.mnemo.db", agent_id="agent-1"))
+# or a shared team folder beside the agent's own memory (docs/MOUNTS.md):
+tool = MnemoMemoryTool(client, mounts={"/memories/team": "team:research"})
 runner = anthropic.Anthropic().beta.messages.tool_runner(
     model=..., max_tokens=..., messages=[...], tools=[tool])
 ```
@@ -95,7 +97,8 @@ class MnemoMemoryTool(BetaAbstractMemoryTool):
     """A `BetaAbstractMemoryTool` whose files are Mnemo records (see `MnemoMemoryToolServer`).
 
     Pass a `MnemoMemoryToolServer`, or a `MnemoClient` plus the server's keyword options
-    (`root=`, `scope=`, `create_overwrites=`, ...).
+    (`root=`, `scope=`, `mounts=`, `create_overwrites=`, ...). With `mounts={"/memories/team":
+    "team:research"}` the model sees several scopes in one tree (docs/MOUNTS.md).
     """
 
     def __init__(

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from mnemo.acl import check_name
 from mnemo.errors import InvalidInput, LockTimeout, MnemoError, NotFound, PermissionDenied, ReadOnly
 from mnemo.tools.inputs import read_block, validate_input
+from mnemo.tools.mounts import MountedCommands, check_mounts
 from mnemo.tools.paths import (
     DEFAULT_MAX_PATH_LENGTH,
     DEFAULT_ROOT,
@@ -31,6 +32,7 @@ from mnemo.tools.paths import (
 )
 from mnemo.tools.quotas import Quotas, Usage, refusal
 from mnemo.tools.text import (
+    EDITED,
     CommandResult,
     cut_to,
     echo,
@@ -72,7 +74,6 @@ DEFAULT_MAX_FILE_BYTES = 1 << 20
 DEFAULT_MAX_VIEW_CHARS = 16_000
 # Room a result needs beside the two values it may echo (docs/MEMORY_TOOL.md §3).
 RESULT_OVERHEAD_CHARS = 1024
-EDITED = "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n"
 CLEARED = "All memory cleared"
 INTERNAL_ERROR = "Error: Internal error"
 _TYPE_NAME = type.__dict__["__name__"]  # a class's own name, whatever its metaclass claims
@@ -122,6 +123,7 @@ class MnemoMemoryToolServer:
         max_total_bytes: int | None = Quotas.max_total_bytes,
         max_history_bytes: int | None = Quotas.max_history_bytes,
         max_versions_per_file: int | None = Quotas.max_versions_per_file,
+        mounts: Mapping[str, str] | None = None,
     ) -> None:
         for name, value in (
             ("max_file_bytes", max_file_bytes),
@@ -156,6 +158,12 @@ class MnemoMemoryToolServer:
             )
         self._client = client
         self._scope = client.home_scope if scope is None else check_name(scope, "scope")  # exact, never a pattern
+        self._mounted: MountedCommands | None = None
+        if mounts is not None:
+            given = None if scope is None else self._scope
+            table = check_mounts(mounts, self._root, given, client.home_scope, max_path_length)
+            self._scope = table[-1].scope  # the root's
+            self._mounted = MountedCommands(self, table)
         self._managed_agents_beta = bool(managed_agents_beta)
         self._create_overwrites = bool(create_overwrites)
         self._max_file_bytes = max_file_bytes
@@ -190,6 +198,36 @@ class MnemoMemoryToolServer:
     @property
     def quotas(self) -> Quotas:
         return self._quotas
+
+    @property
+    def mounts(self) -> dict[str, str]:
+        """Mount point -> scope, the root's included (`{root: scope}` for a single-scope server)."""
+        return {self._root: self._scope} if self._mounted is None else self._mounted.mounts
+
+    @property
+    def create_overwrites(self) -> bool:
+        return self._create_overwrites
+
+    @property
+    def max_file_bytes(self) -> int:
+        return self._max_file_bytes
+
+    @property
+    def echo_limit(self) -> int:
+        """How many characters of a value the model sent a message quotes whole (docs/MEMORY_TOOL.md §3.1)."""
+        return self._echo
+
+    def scope_of(self, path: str) -> str:
+        """The scope that serves `path` for this agent now: the server's, or with mounts the scope of the
+        longest mount point above it that the agent may read. `InvalidInput` for a refused path."""
+        canonical = self.canonical_path(path)
+        return self._scope if self._mounted is None else self._mounted.scope_of(canonical)
+
+    def version_path(self, record: MemoryRecord) -> str:
+        """The path a version of a file had, as this server lists it."""
+        if self._mounted is not None:
+            return self._mounted.version_path(record)
+        return next((t[len(PATH_TAG_PREFIX) :] for t in record.tags if t.startswith(PATH_TAG_PREFIX)), "?")
 
     @property
     def max_view_chars(self) -> int:
@@ -241,7 +279,10 @@ class MnemoMemoryToolServer:
         return self._guarded(self._clear_all)
 
     def history(self, path: str) -> list[MemoryRecord]:
-        """Every version of the file at `path`, oldest first (versions from before a rename included)."""
+        """Every version of the file at `path`, oldest first (versions from before a rename included;
+        a move across mounts starts a new record)."""
+        if self._mounted is not None:
+            return self._mounted.history(path)
         info = self._file(self.canonical_path(path))
         if info is None:
             raise NotFound(f"The path {path} does not exist")
@@ -421,6 +462,8 @@ class MnemoMemoryToolServer:
             )
 
     def _dispatch(self, command: str, fields: dict[str, Any]) -> CommandResult:
+        if self._mounted is not None:
+            return self._mounted.run(command, fields)
         if command == "view":
             return self._view(fields["path"], fields.get("view_range"))
         if command == "create":

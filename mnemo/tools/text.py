@@ -29,6 +29,7 @@ __all__ = [
 
 MAX_LINES = 999_999
 MAX_OCCURRENCES_SHOWN = 100
+EDITED = "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n"
 FILE_HEADER = "Here's the content of {} with line numbers:\n"
 DIR_HEADER = "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
 LINES_NOTE = "... (showing lines {start}-{b} of {n}; use view_range to see the rest)"
@@ -122,13 +123,19 @@ def numbered_lines(prefix: str, lines: Sequence[str], first: int, total: int, ma
 
 
 def format_directory_view(
-    sent_path: str, directory: str, files: Sequence[tuple[str, int]], max_chars: int | None = None
+    sent_path: str,
+    directory: str,
+    files: Sequence[tuple[str, int]],
+    max_chars: int | None = None,
+    directories: Sequence[str] = (),
 ) -> str:
     """The `view` text of a directory.
 
     `directory` is the canonical directory; `files` holds `(canonical path, size in bytes)` of every
-    file beneath it at any depth (hidden ones included: they count toward directory sizes). Over
-    `max_chars`, the listing keeps the most whole entry lines that fit and ends with `LISTING_NOTE`.
+    file beneath it at any depth (hidden ones included: they count toward directory sizes);
+    `directories` the canonical paths beneath it of directories that exist with no file in them (mount
+    points). Over `max_chars`, the listing keeps the most whole entry lines that fit and ends with
+    `LISTING_NOTE`.
     """
     # (name, is_dir) -> size, for the children, and per child directory for the grandchildren
     level1: dict[tuple[str, bool], int] = {}
@@ -144,6 +151,11 @@ def format_directory_view(
             below = level2.setdefault(parts[0], {})
             key2 = (parts[1], len(parts) > 2)
             below[key2] = below.get(key2, 0) + size
+    for path in directories:
+        parts = path[cut:].split("/")
+        level1.setdefault((parts[0], True), 0)
+        if len(parts) > 1:
+            level2.setdefault(parts[0], {}).setdefault((parts[1], True), 0)
     head = DIR_HEADER.format(sent_path) + "\n" + f"{format_size(total)}\t{directory}"
     entries: list[str] = []
     for name, is_dir in sorted(level1):

@@ -67,10 +67,16 @@ class AgentServers:
     """One `MnemoClient` and memory-tool server per agent, opened on first use and closed by `close()`."""
 
     def __init__(
-        self, db: DbArg, scope: str | None = None, read_only: bool = False, lock_timeout: float | None = None
+        self,
+        db: DbArg,
+        scope: str | None = None,
+        read_only: bool = False,
+        lock_timeout: float | None = None,
+        mounts: Mapping[str, str] | None = None,
     ) -> None:
         self._db = db
         self._scope = scope
+        self._mounts = None if mounts is None else dict(mounts)
         self._read_only = read_only
         self._options: dict[str, Any] = {} if lock_timeout is None else {"lock_timeout": lock_timeout}
         self._lock = threading.Lock()
@@ -89,7 +95,7 @@ class AgentServers:
             if server is None:
                 client = MnemoClient(self._db, agent, readonly=self._read_only, **self._options)
                 try:
-                    server = MnemoMemoryToolServer(client, scope=self._scope)
+                    server = MnemoMemoryToolServer(client, scope=self._scope, mounts=self._mounts)
                 except BaseException:
                     client.close()
                     raise
@@ -183,6 +189,12 @@ def _describe(db: DbArg) -> str:
     return shown_name(os.fspath(db) if isinstance(db, (str, Path)) else str(db))  # a DSN's password hidden
 
 
+def _mounted(mounts: Mapping[str, str] | None) -> str:
+    if not mounts:
+        return ""
+    return ", mounts " + " ".join(f"{point}={scope}" for point, scope in sorted(mounts.items()))
+
+
 # -- stdio ------------------------------------------------------------------------------------------
 
 
@@ -210,22 +222,25 @@ def serve_stdio(
     read_only: bool = False,
     announce: TextIO | None = None,
     lock_timeout: float | None = None,
+    mounts: Mapping[str, str] | None = None,
 ) -> None:
     """Serve MCP over stdin and stdout until the client closes stdin (or a SIGTERM, SIGINT or SIGHUP).
 
     `db` defaults to `default_db_path()` and `agent` to `default_agent()`. The database is opened
     before the protocol starts, so one that cannot be opened raises here (a `MnemoError` or `OSError`).
     One line saying what is served goes to `announce` (stderr): stdout is the protocol's.
-    `lock_timeout` (default MnemoClient's) bounds a command's wait for another writer.
+    `lock_timeout` (default MnemoClient's) bounds a command's wait for another writer. `mounts` (mount
+    point -> scope, docs/MOUNTS.md) serves several scopes in one tree, the root's in `scope`.
     """
     _configure_logging()
     db, agent = _resolve(db, agent)
-    pool = AgentServers(db, scope=scope, read_only=read_only, lock_timeout=lock_timeout)
+    pool = AgentServers(db, scope=scope, read_only=read_only, lock_timeout=lock_timeout, mounts=mounts)
     try:
         server = pool.get(agent)
         mode = ", read-only" if read_only else ""
         print(
-            f"mnemo mcp: serving {_describe(db)} as agent {agent}, scope {server.scope}{mode}, over stdio",
+            f"mnemo mcp: serving {_describe(db)} as agent {agent}, scope {server.scope}{_mounted(mounts)}{mode}, "
+            "over stdio",
             file=announce or sys.stderr,
             flush=True,
         )
@@ -303,6 +318,7 @@ def serve_http(
     read_only: bool = False,
     announce: TextIO | None = None,
     lock_timeout: float | None = None,
+    mounts: Mapping[str, str] | None = None,
 ) -> None:
     """Serve MCP over streamable HTTP at `http://host:port/mcp` until SIGTERM or SIGINT.
 
@@ -311,6 +327,7 @@ def serve_http(
     agent opened on its first request. `agent` (default `default_agent()`) is the server's own
     identity: it opens the database at start, so that a database that cannot be opened raises here,
     and owns it if it is new. Port 0 picks a free port; the line announcing the URL says which.
+    `mounts` (docs/MOUNTS.md) are the same for every agent; the root's scope is `scope`, else each agent's home.
     """
     _configure_logging()
     import uvicorn  # the SDK depends on it; imported here so that stdio never loads it
@@ -318,7 +335,7 @@ def serve_http(
     table = TokenTable(tokens)
     db, agent = _resolve(db, agent)
     out = announce or sys.stderr
-    pool = AgentServers(db, scope=scope, read_only=read_only, lock_timeout=lock_timeout)
+    pool = AgentServers(db, scope=scope, read_only=read_only, lock_timeout=lock_timeout, mounts=mounts)
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_stop) if in_main else None
     try:
@@ -341,7 +358,8 @@ def serve_http(
         mode = ", read-only" if read_only else ""
         where = f"scope {scope}" if scope is not None else "each agent's home scope"
         print(
-            f"mnemo mcp: serving {_describe(db)} at {url}{MCP_PATH} for agents {agents}, {where}{mode}",
+            f"mnemo mcp: serving {_describe(db)} at {url}{MCP_PATH} for agents {agents}, {where}{_mounted(mounts)}"
+            f"{mode}",
             file=out,
             flush=True,
         )

@@ -10,7 +10,7 @@ a file, and the chain check. This module needs nothing of the MCP SDK.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -282,19 +282,19 @@ def _history(server: MnemoMemoryToolServer, args: Mapping[str, Any]) -> CommandR
         return CommandResult("Error: Parameter `path` of tool `memory_history` must be a string", True)
     # The memory tool's order: the path checks, then the permission, then the lookup.
     try:
-        server.canonical_path(path)
+        scope = server.scope_of(path)  # with mounts, the scope that serves the path
     except InvalidInput as exc:
         return CommandResult(f"Error: {exc}", True)
     try:
-        server.client.check_permission("read", server.scope)
+        server.client.check_permission("read", scope)
     except PermissionDenied:
         agent = server.client.agent_id
-        return CommandResult(f"Error: Permission denied: {agent} may not read in scope {server.scope}", True)
+        return CommandResult(f"Error: Permission denied: {agent} may not read in scope {scope}", True)
     try:
         versions = server.history(path)
     except NotFound as exc:
         return CommandResult(f"Error: {exc}", True)
-    return CommandResult(format_history(path, versions))
+    return CommandResult(format_history(path, versions, path_of=server.version_path))
 
 
 def _version_path(record: MemoryRecord) -> str:
@@ -309,12 +309,14 @@ def format_history(
     versions: list[MemoryRecord],
     max_chars: int = DEFAULT_MAX_VIEW_CHARS,
     max_total_chars: int = MAX_HISTORY_CHARS,
+    path_of: Callable[[MemoryRecord], str] | None = None,
 ) -> str:
     """Every version of a file, oldest first: a header line for each, then its content.
 
     A version longer than `max_chars` characters is cut there, with a note saying how much was left
     out. The contents shown add up to at most `max_total_chars`, counted from the newest version back:
-    an older version past that budget shows only its header and its length.
+    an older version past that budget shows only its header and its length. `path_of` gives the path
+    a version had as the server lists it (default: its path tag).
     """
     n = len(versions)
     budget = max_total_chars
@@ -334,7 +336,7 @@ def format_history(
         when = record.updated_at.isoformat(timespec="seconds").replace("+00:00", "Z")
         out.append(
             f"--- version {record.version}, {when}, by {record.agent_id}, "
-            f"at {_version_path(record)} (seq {record.seq})"
+            f"at {(path_of or _version_path)(record)} (seq {record.seq})"
         )
         out.append(text)
     return "\n".join(out)

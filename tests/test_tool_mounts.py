@@ -1,0 +1,405 @@
+"""Mounts (docs/MOUNTS.md): the listing across mounts, permissions per touched scope, read-only and
+unreadable mounts, moves across mounts in one commit, fixed mount points, and a second process editing a
+file while it is moved between mounts. Both backends, through the `db` fixture."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mnemo import MnemoClient
+from mnemo.errors import InvalidInput
+from mnemo.tools import CommandResult, MnemoMemoryToolServer
+from tests.helpers.frames import read_frames
+from tests.helpers.procs import subprocess_env
+
+TEAM, ORG = "team:research", "org:handbook"
+MOUNTS = {"/memories": "agent:me", "/memories/team": TEAM, "/memories/org": ORG}
+HEADER = "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
+EDITOR = Path(__file__).resolve().parent / "helpers" / "mounts_editor.py"
+
+
+@pytest.fixture
+def admin(db: str) -> Iterator[MnemoClient]:
+    with MnemoClient(db, "admin", durability="none") as c:  # the first to open owns the database
+        yield c
+
+
+def open_client(db: str, agent: str) -> MnemoClient:
+    return MnemoClient(db, agent, durability="none")
+
+
+def run(server: MnemoMemoryToolServer, command: str, **fields: Any) -> CommandResult:
+    return server.execute({"command": command, **fields})
+
+
+def ok(server: MnemoMemoryToolServer, command: str, **fields: Any) -> str:
+    result = run(server, command, **fields)
+    assert not result.is_error, result.text
+    return result.text
+
+
+def files_of(admin: MnemoClient) -> dict[tuple[str, str], str]:
+    """(scope, stored path) -> content of every memory-tool file in the database."""
+    out = {}
+    for record in admin.query(tags=("memorytool",)):
+        (tag,) = [t for t in record.tags if t.startswith("path:")]
+        out[(record.scope, tag[5:])] = str(record.content)
+    return out
+
+
+def test_a_listing_spans_the_mounts(admin: MnemoClient, db: str) -> None:
+    admin.grant("me", TEAM, ["read", "write", "forget"])
+    admin.grant("me", ORG, ["read"])
+    team = MnemoMemoryToolServer(admin, scope=TEAM)
+    ok(team, "create", path="/memories/plan.md", file_text="the plan\n")  # 9 bytes
+    ok(team, "create", path="/memories/notes/a.md", file_text="a" * 1024)
+    with open_client(db, "me") as me:
+        server = MnemoMemoryToolServer(me, mounts=MOUNTS)
+        ok(server, "create", path="/memories/mine.md", file_text="mine")
+        assert ok(server, "view", path="/memories") == "\n".join([
+            HEADER.format("/memories"),
+            "1.0K\t/memories",  # 4 + 9 + 1024 = 1037
+            "4B\t/memories/mine.md",
+            "0B\t/memories/org/",  # a mount point is a directory, empty or not
+            "1.0K\t/memories/team/",
+            "1K\t/memories/team/notes/",
+            "9B\t/memories/team/plan.md",
+        ])
+        assert ok(server, "view", path="/memories/team/") == "\n".join([
+            HEADER.format("/memories/team/"),
+            "1.0K\t/memories/team",
+            "1K\t/memories/team/notes/",
+            "1K\t/memories/team/notes/a.md",
+            "9B\t/memories/team/plan.md",
+        ])
+        assert ok(server, "view", path="/memories/org") == f"{HEADER.format('/memories/org')}\n0B\t/memories/org"
+        assert ok(server, "view", path="/memories/team/plan.md") == (
+            "Here's the content of /memories/team/plan.md with line numbers:\n     1\tthe plan\n     2\t"
+        )
+        # a file is stored at its path inside its scope: the single-scope server of the team sees it
+        ok(server, "create", path="/memories/team/new.md", file_text="n")
+    assert files_of(admin)[(TEAM, "/memories/new.md")] == "n"
+    assert server.mounts == {"/memories": "agent:me", "/memories/org": ORG, "/memories/team": TEAM}
+
+
+def test_the_single_scope_form_is_one_mount_at_the_root(admin: MnemoClient, db: str) -> None:
+    """With only the root mounted, every result is the single-scope server's."""
+    sequence: list[dict[str, Any]] = [
+        {"command": "view", "path": "/memories"},
+        {"command": "create", "path": "/memories/a/b.md", "file_text": "one\ntwo\n"},
+        {"command": "create", "path": "/memories/a/b.md/c", "file_text": "x"},
+        {"command": "create", "path": "/memories/a", "file_text": "x"},
+        {"command": "str_replace", "path": "/memories/a/b.md", "old_str": "one", "new_str": "1"},
+        {"command": "str_replace", "path": "/memories/a", "old_str": "one", "new_str": "1"},
+        {"command": "insert", "path": "/memories/a/b.md", "insert_line": 9, "insert_text": "x"},
+        {"command": "rename", "old_path": "/memories/a", "new_path": "/memories/a/d"},
+        {"command": "rename", "old_path": "/memories", "new_path": "/memories/z"},
+        {"command": "rename", "old_path": "/memories/a", "new_path": "/memories/z"},
+        {"command": "view", "path": "/memories/"},
+        {"command": "delete", "path": "/memories/."},
+        {"command": "delete", "path": "/memories/z/b.md"},
+        {"command": "view", "path": "/memories/z"},
+    ]
+    plain, mounted = MnemoMemoryToolServer(admin), MnemoMemoryToolServer(admin, scope="team:other", mounts={})
+    for tool_input in sequence:
+        # the same commands on two scopes of one database: one served plainly, one as a mount table
+        assert plain.execute(tool_input) == mounted.execute(tool_input), tool_input
+    assert mounted.mounts == {"/memories": "team:other"}
+
+
+def test_a_read_only_mount_answers_edits_with_permission_denied(admin: MnemoClient, db: str) -> None:
+    admin.grant("ro", TEAM, ["read"])
+    ok(MnemoMemoryToolServer(admin, scope=TEAM), "create", path="/memories/plan.md", file_text="plan\n")
+    with open_client(db, "ro") as ro:
+        server = MnemoMemoryToolServer(ro, mounts={"/memories/team": TEAM})
+        before = files_of(admin)
+        denied = {
+            "write": [
+                {"command": "create", "path": "/memories/team/x.md", "file_text": "x"},
+                {"command": "str_replace", "path": "/memories/team/plan.md", "old_str": "plan", "new_str": "p"},
+                {"command": "insert", "path": "/memories/team/plan.md", "insert_line": 0, "insert_text": "x"},
+                {"command": "rename", "old_path": "/memories/team/plan.md", "new_path": "/memories/team/p.md"},
+            ],
+            "forget": [
+                {"command": "delete", "path": "/memories/team/plan.md"},
+                # out of the team's folder into its own: write on the target is there, forget on the source not
+                {"command": "rename", "old_path": "/memories/team/plan.md", "new_path": "/memories/p.md"},
+            ],
+        }
+        for perm, inputs in denied.items():
+            for tool_input in inputs:
+                assert server.execute(tool_input) == CommandResult(
+                    f"Error: Permission denied: ro may not {perm} in scope {TEAM}", True
+                ), tool_input
+        assert files_of(admin) == before
+        assert ok(server, "view", path="/memories/team/plan.md").endswith("     1\tplan\n     2\t")
+
+
+def test_a_move_across_mounts_is_one_commit(admin: MnemoClient, db: str, backend: str) -> None:
+    admin.grant("me", TEAM, ["read", "write", "forget"])
+    with open_client(db, "me") as me:
+        server = MnemoMemoryToolServer(me, mounts=MOUNTS)
+        ok(server, "create", path="/memories/drafts/a.md", file_text="alpha")
+        ok(server, "create", path="/memories/drafts/deep/b.md", file_text="beta")
+        seq = admin.verify().head_seq
+        assert ok(server, "rename", old_path="/memories/drafts", new_path="/memories/team/shared") == (
+            "Successfully renamed /memories/drafts to /memories/team/shared"
+        )
+        assert files_of(admin) == {
+            (TEAM, "/memories/shared/a.md"): "alpha",
+            (TEAM, "/memories/shared/deep/b.md"): "beta",
+        }
+        report = admin.verify()
+        assert report.ok and report.head_seq == seq + 3  # two puts in the team scope, one forget of both
+        if backend == "file":  # one frame on disk: all of it or none of it after a crash
+            assert [e.op for e in read_frames(db)[-1].entries] == ["put", "put", "forget"]
+        # and back, a file this time, under a new name
+        ok(server, "rename", old_path="/memories/team/shared/a.md", new_path="/memories/a.md")
+        assert ok(server, "view", path="/memories/a.md").endswith("     1\talpha")
+        assert [v.version for v in server.history("/memories/a.md")] == [1]  # a new record in its new scope
+
+
+def test_a_move_across_mounts_needs_write_on_the_target_and_forget_on_the_source(admin: MnemoClient, db: str) -> None:
+    admin.grant("me", TEAM, ["read", "write"])
+    with open_client(db, "me") as me:
+        server = MnemoMemoryToolServer(me, mounts=MOUNTS)
+        ok(server, "create", path="/memories/a.md", file_text="a")
+        ok(server, "create", path="/memories/team/t.md", file_text="t")
+        assert ok(server, "rename", old_path="/memories/a.md", new_path="/memories/team/a.md")
+        before = files_of(admin)
+        assert run(server, "rename", old_path="/memories/team/a.md", new_path="/memories/a.md") == CommandResult(
+            f"Error: Permission denied: me may not forget in scope {TEAM}", True
+        )
+        admin.grant("me", TEAM, ["forget"])
+        admin.revoke("me", TEAM, ["write"])
+        assert run(server, "rename", old_path="/memories/a2.md", new_path="/memories/team/b.md") == CommandResult(
+            f"Error: Permission denied: me may not write in scope {TEAM}", True
+        )
+        assert files_of(admin) == before
+        ok(server, "rename", old_path="/memories/team/a.md", new_path="/memories/a.md")  # forget + home write
+
+
+def test_mount_points_cannot_be_deleted_or_moved(admin: MnemoClient, db: str) -> None:
+    admin.grant("me", "team:alpha", ["read", "write", "forget"])
+    mounts = {"/memories/projects/alpha": "team:alpha"}
+    with open_client(db, "me") as me:
+        server = MnemoMemoryToolServer(me, mounts=mounts)
+        ok(server, "create", path="/memories/projects/alpha/x.md", file_text="x")
+        ok(server, "create", path="/memories/projects/notes.md", file_text="n")
+        before = files_of(admin)
+        for tool_input, text in [
+            ({"command": "delete", "path": "/memories/projects/alpha/"},
+             "Error: Cannot delete the /memories/projects/alpha directory itself"),
+            ({"command": "rename", "old_path": "/memories/projects/alpha", "new_path": "/memories/beta"},
+             "Error: Cannot rename the /memories/projects/alpha directory itself"),
+            ({"command": "delete", "path": "/memories/projects"},
+             "Error: Cannot delete /memories/projects: it holds the mount point /memories/projects/alpha"),
+            ({"command": "rename", "old_path": "/memories//projects", "new_path": "/memories/p"},
+             "Error: Cannot rename /memories//projects: it holds the mount point /memories/projects/alpha"),
+            ({"command": "delete", "path": "/memories"}, "Error: Cannot delete the /memories directory itself"),
+            ({"command": "create", "path": "/memories/projects/alpha", "file_text": "x"},
+             "Error: File /memories/projects/alpha already exists"),
+            ({"command": "create", "path": "/memories/projects", "file_text": "x"},
+             "Error: File /memories/projects already exists"),
+            ({"command": "rename", "old_path": "/memories/projects/notes.md", "new_path": "/memories/projects/alpha"},
+             "Error: The destination /memories/projects/alpha already exists"),
+            ({"command": "str_replace", "path": "/memories/projects/alpha", "old_str": "x", "new_str": "y"},
+             "Error: The path /memories/projects/alpha is not a file."),
+        ]:
+            assert server.execute(tool_input) == CommandResult(text, True), tool_input
+        assert files_of(admin) == before
+        ok(server, "delete", path="/memories/projects/notes.md")
+        ok(server, "delete", path="/memories/projects/alpha/x.md")
+        # both empty now, and still there: mount points and the directories holding them always exist
+        assert ok(server, "view", path="/memories") == "\n".join([
+            HEADER.format("/memories"), "0B\t/memories", "0B\t/memories/projects/", "0B\t/memories/projects/alpha/",
+        ])
+
+
+def test_a_mount_the_agent_cannot_read_is_not_there(admin: MnemoClient, db: str) -> None:
+    """Whatever the secret scope holds, every result is what the agent would get without that mount."""
+    admin.grant("me", "team:secret", ["write", "forget"])  # may write there, but not read: still invisible
+    secret = MnemoMemoryToolServer(admin, scope="team:secret")
+    for path, text in [("/memories/plan.md", "secret plan"), ("/memories/d/x.md", "x" * 5000)]:
+        ok(secret, "create", path=path, file_text=text)
+    sequence: list[dict[str, Any]] = [
+        {"command": "view", "path": "/memories"},
+        {"command": "view", "path": "/memories/s"},
+        {"command": "view", "path": "/memories/s/plan.md"},
+        {"command": "str_replace", "path": "/memories/s/plan.md", "old_str": "secret", "new_str": "x"},
+        {"command": "insert", "path": "/memories/s/plan.md", "insert_line": 0, "insert_text": "x"},
+        {"command": "delete", "path": "/memories/s/d"},
+        {"command": "delete", "path": "/memories/s"},
+        {"command": "rename", "old_path": "/memories/s/plan.md", "new_path": "/memories/p.md"},
+        {"command": "rename", "old_path": "/memories/s", "new_path": "/memories/p"},
+        {"command": "create", "path": "/memories/s/plan.md", "file_text": "mine"},  # lands in its own scope
+        {"command": "create", "path": "/memories/s/d", "file_text": "mine"},
+        {"command": "view", "path": "/memories"},
+        {"command": "view", "path": "/memories/s"},
+        {"command": "rename", "old_path": "/memories/s", "new_path": "/memories/t"},
+        {"command": "view", "path": "/memories/t/plan.md"},
+        {"command": "delete", "path": "/memories/t"},
+        {"command": "view", "path": "/memories"},
+    ]
+    with open_client(db, "me") as me, open_client(db, "other") as other:
+        hidden = MnemoMemoryToolServer(me, mounts={"/memories/s": "team:secret"})
+        plain = MnemoMemoryToolServer(other)  # the same commands, no mount, another agent's own scope
+        for tool_input in sequence:
+            got, want = hidden.execute(tool_input), plain.execute(tool_input)
+            assert got == want, tool_input
+            assert "secret" not in got.text and "5000" not in got.text and "4.9K" not in got.text
+    assert files_of(admin)[("team:secret", "/memories/plan.md")] == "secret plan"
+    assert ("team:secret", "/memories/d/x.md") in files_of(admin)
+
+
+def test_history_and_scope_of_a_mounted_path(admin: MnemoClient, db: str) -> None:
+    admin.grant("me", TEAM, ["read", "write", "forget"])
+    with open_client(db, "me") as me:
+        server = MnemoMemoryToolServer(me, mounts=MOUNTS)
+        ok(server, "create", path="/memories/team/a.md", file_text="1")
+        ok(server, "str_replace", path="/memories/team/a.md", old_str="1", new_str="2")
+        versions = server.history("/memories/team/a.md")
+        assert [(v.version, v.content) for v in versions] == [(1, "1"), (2, "2")]
+        assert [server.version_path(v) for v in versions] == ["/memories/team/a.md"] * 2
+        assert server.scope_of("/memories/team/a.md") == TEAM
+        assert server.scope_of("/memories/org/a.md") == "agent:me"  # org is not readable: not mounted for me
+        assert server.scope_of("/memories/x") == "agent:me"
+
+
+def test_clear_all_clears_the_roots_scope_only(admin: MnemoClient, db: str) -> None:
+    admin.grant("me", TEAM, ["read", "write", "forget"])
+    with open_client(db, "me") as me:
+        server = MnemoMemoryToolServer(me, mounts=MOUNTS)
+        ok(server, "create", path="/memories/a.md", file_text="a")
+        ok(server, "create", path="/memories/team/t.md", file_text="t")
+        assert server.clear_all() == CommandResult("All memory cleared")
+    assert files_of(admin) == {(TEAM, "/memories/t.md"): "t"}
+
+
+@pytest.mark.parametrize(
+    ("mounts", "scope", "message"),
+    [
+        ({"/elsewhere": TEAM}, None, "Path must start with /memories"),
+        ({"/memories//team": TEAM}, None, "must be canonical"),
+        ({"/memories/team": TEAM, "/memories/team/": "team:b"}, None, "is given twice"),
+        ({"/memories/a": TEAM, "/memories/b": TEAM}, None, "is mounted twice"),
+        ({"/memories": TEAM, "/memories/a": "agent:me"}, "agent:me", "give one"),
+        ({"/memories/a": "team:*"}, None, "scope"),
+        ({"/memories/a": 5}, None, "both strings"),
+        ({"/memories/../x": TEAM}, None, "would escape"),
+    ],
+)
+def test_bad_mount_tables_are_refused(db: str, mounts: Any, scope: str | None, message: str) -> None:
+    with open_client(db, "me") as me, pytest.raises(InvalidInput, match=message):
+        MnemoMemoryToolServer(me, scope=scope, mounts=mounts)
+
+
+def test_moves_across_mounts_lose_no_edit_of_another_process(admin: MnemoClient, db: str) -> None:
+    """Another process inserts lines into a file while this one moves it between two mounts: every insert
+    the memory tool reported done is in the file, once."""
+    edits = 40
+    paths = ("/memories/log.md", "/memories/team/log.md")
+    admin.grant("me", TEAM, ["read", "write", "forget"])
+    with open_client(db, "me") as me:
+        server = MnemoMemoryToolServer(me, mounts={"/memories/team": TEAM})
+        ok(server, "create", path=paths[0], file_text="start\n")
+        editor = subprocess.Popen(
+            [sys.executable, str(EDITOR), db, "me", str(edits), *paths],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(),
+        )
+        try:
+            assert editor.stdout is not None
+            first = editor.stdout.readline()  # the editor is at work: move the file until it is done
+            at, moves = 0, 0
+            while editor.poll() is None and moves < 1000:
+                ok(server, "rename", old_path=paths[at], new_path=paths[1 - at])
+                at, moves = 1 - at, moves + 1
+                time.sleep(0.005)  # room for the editor: the writer lock is not a fair queue
+            editor.wait(timeout=120)
+            out = first + editor.stdout.read()  # through the same buffer as the first line
+            err = editor.stderr.read() if editor.stderr is not None else ""
+        finally:
+            if editor.poll() is None:
+                editor.kill()
+                editor.wait()
+        assert editor.returncode == 0, err
+        done = out.split()
+        assert done[-1] == "done" and len(done) == edits + 1
+        assert moves >= 10, moves  # the moves did overlap the edits
+        content = ok(server, "view", path=paths[at])
+    lines = [line.split("\t", 1)[1] for line in content.split("\n")[1:]]
+    assert sorted(lines) == sorted([*done[:-1], "start", ""])
+    assert len(files_of(admin)) == 1  # one file, in one scope
+
+
+def test_docs_state_the_texts_of_mounts() -> None:
+    from mnemo.tools import mounts
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "MOUNTS.md").read_text(encoding="utf-8")
+    for verb, path in (("delete", "{path}"), ("rename", "{old_path}")):
+        assert mounts.FIXED_TEXT.format(verb=verb, point="{mount point}") in doc
+        assert mounts.HOLDS_TEXT.format(verb=verb, path=path, point="{mount point}") in doc
+
+
+# -- what an unreadable mount holds never shows ---------------------------------------------------------
+
+_SEGMENTS = st.sampled_from(("s", "t", "a.md", "b"))
+_PATHS = st.lists(_SEGMENTS, max_size=3).map(lambda parts: "/".join(["/memories", *parts]))
+_TEXTS = st.sampled_from(("x\n", "one two\n", ""))
+_COMMANDS = st.one_of(
+    st.builds(lambda p: {"command": "view", "path": p}, _PATHS),
+    st.builds(lambda p, t: {"command": "create", "path": p, "file_text": t}, _PATHS, _TEXTS),
+    st.builds(lambda p: {"command": "str_replace", "path": p, "old_str": "x", "new_str": "y"}, _PATHS),
+    st.builds(lambda p: {"command": "insert", "path": p, "insert_line": 0, "insert_text": "i"}, _PATHS),
+    st.builds(lambda p: {"command": "delete", "path": p}, _PATHS),
+    st.builds(lambda a, b: {"command": "rename", "old_path": a, "new_path": b}, _PATHS, _PATHS),
+)
+_SECRETS = st.lists(st.tuples(_PATHS.filter(lambda p: p != "/memories"), st.sampled_from(("SECRET", "S" * 3000))),
+                    max_size=5)
+
+
+@given(
+    perms=st.sets(st.sampled_from(("write", "forget"))),
+    secrets=_SECRETS,
+    commands=st.lists(_COMMANDS, max_size=25),
+)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_no_command_tells_anything_of_an_unreadable_mount(
+    tmp_path: Path, perms: set[str], secrets: list[tuple[str, str]], commands: list[dict[str, Any]]
+) -> None:
+    """Three databases: the secret scope mounted and full, mounted and empty, not mounted at all. The
+    agent, which may not read it (whatever else it may do there), gets the same result from each."""
+    base = Path(tempfile.mkdtemp(dir=tmp_path))
+    servers = []
+    clients = []
+    for name, fill, mounts in (("full", True, {"/memories/s": "team:secret"}),
+                               ("empty", False, {"/memories/s": "team:secret"}), ("none", False, None)):
+        db = str(base / f"{name}.mnemo.db")
+        with MnemoClient(db, "admin", durability="none") as admin:
+            if perms:
+                admin.grant("me", "team:secret", sorted(perms))
+            if fill:
+                secret = MnemoMemoryToolServer(admin, scope="team:secret")
+                for path, text in secrets:
+                    secret.execute({"command": "create", "path": path, "file_text": text})
+        client = open_client(db, "me")
+        clients.append(client)
+        servers.append(MnemoMemoryToolServer(client, mounts=mounts) if mounts else MnemoMemoryToolServer(client))
+    try:
+        for tool_input in commands:
+            full, empty, none = (server.execute(tool_input) for server in servers)
+            assert full == empty == none, tool_input
+            assert "SECRET" not in full.text and "SSS" not in full.text and "secret" not in full.text
+    finally:
+        for client in clients:
+            client.close()
