@@ -17,6 +17,7 @@ input (tests/test_scan_core.py holds the two to it).
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import struct
 import zlib
@@ -65,7 +66,8 @@ class ScanResult(NamedTuple):
     hashes: bytes  # 32 bytes per entry
     leaves: bytes  # 32 bytes per entry with LEAVES, else empty
 
-    def __len__(self) -> int:  # type: ignore[override]
+    @property
+    def entries(self) -> int:
         return len(self.ids)
 
     def frame_spans(self) -> list[tuple[int, int, int]]:
@@ -341,10 +343,9 @@ def _load_native() -> Any:
     if os.environ.get("MNEMO_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:
-        from ... import _speedups  # type: ignore[attr-defined]
+        return importlib.import_module("mnemo._speedups")
     except ImportError:
         return None
-    return _speedups
 
 
 native: Any = _load_native()
