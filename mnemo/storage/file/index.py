@@ -70,7 +70,7 @@ class _TagSets:
             self._codes = {t: i for i, t in enumerate(self.values) if t is not None}
         return self._codes
 
-    def acquire(self, tags: tuple[str, ...]) -> int:
+    def acquire(self, tags: tuple[str, ...], uses: int = 1) -> int:
         code = self.codes.get(tags)
         if code is None:
             if self.free:
@@ -81,7 +81,7 @@ class _TagSets:
                 self.values.append(tags)
                 self.refs.append(0)
             self.codes[tags] = code
-        self.refs[code] += 1
+        self.refs[code] += uses
         return code
 
     def release(self, code: int) -> None:
@@ -317,6 +317,48 @@ class Index:
         c["entry_off"][row] = version.entry_off
         c["entry_len"][row] = version.entry_len
         self.hashes[row * HASH_SIZE : (row + 1) * HASH_SIZE] = version.hash
+
+    def extend_new(
+        self, ids: list[str], scopes: list[str], scope_codes: bytes, agents: list[str], agent_codes: bytes,
+        tagsets: list[tuple[str, ...]], tagset_codes: bytes, columns: Mapping[str, bytes], hashes: bytes,
+    ) -> None:
+        """Append a row per record, as `put` does for a new one, for many at once (a replay's scan of
+        the log, mnemo/storage/file/scan.py). The caller has checked that the ids are distinct, that
+        none is in the index, and that each is version 1. `*_codes` are u32 codes into the lists
+        before them, columns are packed as the index's columns are (except scope, tagset, agent)."""
+        n = len(ids)
+        first = self.base.n + len(self.extra)
+        self.rows.update(zip(ids, range(first, first + n), strict=True))
+        self.extra.extend(ids)
+        self.live += n
+        c = self.cols
+        for name, packed in columns.items():
+            c[name].frombytes(packed)
+        scope_map = [self.scopes.code(v) for v in scopes]
+        c["scope"].extend(map(scope_map.__getitem__, array("I", scope_codes)))
+        agent_map = [self.agents.code(v) for v in agents]
+        c["agent"].extend(map(agent_map.__getitem__, array("I", agent_codes)))
+        local = array("I", tagset_codes)
+        by_set: list[list[int]] = [[] for _ in tagsets]
+        for row, k in enumerate(local, first):
+            by_set[k].append(row)
+        set_map = [self.tagsets.acquire(tags, len(rows)) for tags, rows in zip(tagsets, by_set, strict=True)]
+        c["tagset"].extend(map(set_map.__getitem__, local))
+        self.hashes += hashes
+        # Postings in row order, as `put` one by one leaves them: a tag held by several tag sets
+        # merges their (sorted) row lists.
+        per_tag: dict[str, list[list[int]]] = {}
+        for tags, rows in zip(tagsets, by_set, strict=True):
+            for tag in tags:
+                per_tag.setdefault(tag, []).append(rows)
+        for tag, lists in per_tag.items():
+            rows = lists[0] if len(lists) == 1 else sorted(r for part in lists for r in part)
+            posting = self.postings.get(tag)
+            if posting is None:
+                self.postings[tag] = array("I", rows)
+                bisect.insort(self.sorted_tags, tag)
+            else:
+                posting.extend(rows)
 
     def drop(self, rec_id: str) -> Rec | None:
         self.forgotten.add(rec_id)

@@ -17,14 +17,14 @@ input (tests/test_scan_core.py holds the two to it).
 from __future__ import annotations
 
 import hashlib
-import importlib
-import os
 import struct
 import zlib
 from array import array
 from typing import Any, NamedTuple
 
 import msgpack
+
+from ..._native import implementation, speedups
 
 DIGEST = 1  # check each payload against its put's digest (verify does; replay trusts the chain)
 LEAVES = 2  # also return each entry's Merkle leaf hash, SHA-256(0x00 || entry)
@@ -339,32 +339,15 @@ def pure_scan(
     return scan(buf, base, pos, seq, last_hash, stop_seq, max_frame, flags)
 
 
-def _load_native() -> Any:
-    if os.environ.get("MNEMO_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        return importlib.import_module("mnemo._speedups")
-    except ImportError:
-        return None
-
-
-native: Any = _load_native()
-
-
 def native_scan(
     buf: bytes | bytearray | memoryview, base: int, pos: int, seq: int, last_hash: bytes,
     stop_seq: int, max_frame: int, flags: int,
 ) -> ScanResult:
     """The C loop's result, as a ScanResult. (Only when the extension is loaded.)"""
-    return ScanResult(*native.scan(buf, base, pos, seq, last_hash, stop_seq, max_frame, flags))
+    return ScanResult(*speedups.scan(buf, base, pos, seq, last_hash, stop_seq, max_frame, flags))
 
 
-def implementation() -> str:
-    """"native" when the C scan core is in use, else "python"."""
-    return "native" if native is not None else "python"
-
-
-scan_frames = native_scan if native is not None else pure_scan
+scan_frames = native_scan if speedups is not None else pure_scan
 
 
 __all__ = ["DIGEST", "LEAVES", "ScanResult", "implementation", "native_scan", "pure_scan", "scan_frames"]
