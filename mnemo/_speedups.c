@@ -597,20 +597,25 @@ static Py_ssize_t intern(table_t *t, const unsigned char *buf, span sp, uint32_t
 
 static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer view;
-    long long base, pos, seq, stop_seq, max_frame;
+    long long base, pos, seq, stop_seq, max_frame, row0;
     Py_buffer last;
     int flags;
-    if (!PyArg_ParseTuple(args, "y*LLLy*LLi", &view, &base, &pos, &seq, &last, &stop_seq, &max_frame, &flags))
+    if (!PyArg_ParseTuple(args, "y*LLLy*LLiL", &view, &base, &pos, &seq, &last, &stop_seq, &max_frame, &flags,
+                          &row0))
         return NULL;
     PyObject *result = NULL, *ids = NULL, *cols = NULL, *hashes = NULL, *leaves = NULL, *frames = NULL,
-             *counts = NULL;
+             *counts = NULL, *tag_lens = NULL, *tag_rows = NULL;
+    table_t tagtab = {NULL, NULL};
+    uint32_t *pair_code = NULL, *pair_row = NULL, *tcount = NULL;
+    Py_ssize_t npairs = 0;
     table_t tabs[3] = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
     PyObject *codes[3] = {NULL, NULL, NULL};
     out_t out = {0};
     scan_t st;
     memset(&st, 0, sizeof st);
-    if (last.len != HASH || pos < 0 || seq < 1 || base < 0) {
-        PyErr_SetString(PyExc_ValueError, "scan: a 32-byte hash, pos >= 0, seq >= 1 and base >= 0 are required");
+    if (last.len != HASH || pos < 0 || seq < 1 || base < 0 || row0 < 0 || row0 > 0xFFFFFFFFLL) {
+        PyErr_SetString(PyExc_ValueError,
+                        "scan: a 32-byte hash, pos >= 0, seq >= 1, base >= 0 and 0 <= row0 < 2**32 are required");
         goto fail;
     }
     st.buf = view.buf;
@@ -629,6 +634,10 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto fail;
     }
+    if (out.n && row0 + out.n - 1 > 0xFFFFFFFFLL) {
+        PyErr_SetString(PyExc_ValueError, "scan: rows past 2**32");
+        goto fail;
+    }
     const unsigned char *buf = view.buf;
     ids = PyList_New(out.n);
     cols = PyDict_New();
@@ -643,10 +652,34 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         codes[t] = PyBytes_FromStringAndSize(NULL, out.n * (Py_ssize_t)sizeof(uint32_t));
         if (!tabs[t].list || !tabs[t].codes || !codes[t]) goto fail;
     }
-    span lastsp[3];
-    Py_ssize_t lastcode[3] = {-1, -1, -1};
+    tagtab.list = PyList_New(0);
+    tagtab.codes = PyDict_New();
+    if (!tagtab.list || !tagtab.codes) goto fail;
+    Py_ssize_t total_tags = 0;
+    for (Py_ssize_t i = 0; i < out.n; i++) total_tags += out.rows[i].ntags;
+    pair_code = malloc((size_t)(total_tags ? total_tags : 1) * sizeof(uint32_t));
+    pair_row = malloc((size_t)(total_tags ? total_tags : 1) * sizeof(uint32_t));
+    if (!pair_code || !pair_row) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    span lastsp[3], lasttag = {0, 0};
+    Py_ssize_t lastcode[3] = {-1, -1, -1}, lasttagcode = -1;
     for (Py_ssize_t i = 0; i < out.n; i++) {
         row *r = &out.rows[i];
+        /* each tag, for the postings: (tag code, row) pairs */
+        Py_ssize_t ti = r->tags.off, tend = r->tags.off + r->tags.len, ts_, tl_;
+        for (uint32_t k = 0; k < r->ntags; k++) {
+            if (!any_str(buf, tend, &ti, &ts_, &tl_)) {
+                PyErr_SetString(PyExc_SystemError, "tag set changed under the scan");
+                goto fail;
+            }
+            span tsp = {ts_, tl_};
+            Py_ssize_t c = intern(&tagtab, buf, tsp, 0, 0, &lasttag, &lasttagcode);
+            if (c < 0) goto fail;
+            pair_code[npairs] = (uint32_t)c;
+            pair_row[npairs++] = (uint32_t)(row0 + i);
+        }
         PyObject *id = PyUnicode_DecodeUTF8((const char *)buf + r->id.off, r->id.len, "strict");
         if (!id) goto fail;
         PyList_SET_ITEM(ids, i, id);
@@ -659,6 +692,27 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         memcpy(PyBytes_AS_STRING(hashes) + i * HASH, r->hash, HASH);
         if (flags & FLAG_LEAVES) memcpy(PyBytes_AS_STRING(leaves) + i * HASH, r->leaf, HASH);
     }
+    {
+        /* the rows of each tag, tag by tag in first-seen order, rows in order (a stable counting sort) */
+        Py_ssize_t ntag = PyList_GET_SIZE(tagtab.list);
+        tcount = calloc((size_t)(ntag ? ntag : 1), sizeof(uint32_t));
+        tag_lens = PyBytes_FromStringAndSize(NULL, ntag * (Py_ssize_t)sizeof(uint32_t));
+        tag_rows = PyBytes_FromStringAndSize(NULL, npairs * (Py_ssize_t)sizeof(uint32_t));
+        if (!tcount || !tag_lens || !tag_rows) {
+            if (!tcount) PyErr_NoMemory();
+            goto fail;
+        }
+        for (Py_ssize_t k = 0; k < npairs; k++) tcount[pair_code[k]]++;
+        uint32_t *lens = (uint32_t *)PyBytes_AS_STRING(tag_lens), *rows = (uint32_t *)PyBytes_AS_STRING(tag_rows);
+        uint32_t at = 0;
+        for (Py_ssize_t t = 0; t < ntag; t++) {
+            lens[t] = tcount[t];
+            uint32_t c = tcount[t];
+            tcount[t] = at;
+            at += c;
+        }
+        for (Py_ssize_t k = 0; k < npairs; k++) rows[tcount[pair_code[k]]++] = pair_row[k];
+    }
     COLUMN("ver", uint32_t, ver);
     COLUMN("slot_len", uint32_t, slot_len);
     COLUMN("entry_len", uint32_t, entry_len);
@@ -667,13 +721,20 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     COLUMN("size", int64_t, size);
     COLUMN("slot_off", int64_t, slot_off);
     COLUMN("entry_off", int64_t, entry_off);
-    result = Py_BuildValue("(nLy#NNNNNNNNNNNNN)", st.pos, (long long)st.seq, (const char *)st.last, (Py_ssize_t)HASH,
-                           st.need > 0 ? PyLong_FromSsize_t(st.need) : PyLong_FromLong(0), frames, counts, ids,
-                           tabs[0].list, codes[0], tabs[1].list, codes[1], tabs[2].list, codes[2], cols, hashes,
-                           leaves);
-    frames = counts = ids = cols = hashes = leaves = NULL;
+    result = Py_BuildValue("(nLy#NNNNNNNNNNNNNNNN)", st.pos, (long long)st.seq, (const char *)st.last,
+                           (Py_ssize_t)HASH, st.need > 0 ? PyLong_FromSsize_t(st.need) : PyLong_FromLong(0),
+                           frames, counts, ids, tabs[0].list, codes[0], tabs[1].list, codes[1], tabs[2].list,
+                           codes[2], tagtab.list, tag_lens, tag_rows, cols, hashes, leaves);
+    frames = counts = ids = cols = hashes = leaves = tag_lens = tag_rows = tagtab.list = NULL;
     for (int t = 0; t < 3; t++) tabs[t].list = codes[t] = NULL;
 fail:
+    Py_XDECREF(tagtab.list);
+    Py_XDECREF(tagtab.codes);
+    Py_XDECREF(tag_lens);
+    Py_XDECREF(tag_rows);
+    free(pair_code);
+    free(pair_row);
+    free(tcount);
     Py_XDECREF(ids);
     Py_XDECREF(cols);
     Py_XDECREF(hashes);
@@ -748,7 +809,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(buf, base, pos, seq, last_hash, stop_seq, max_frame, flags) -> tuple (see mnemo/storage/file/scan.py)"},
+     "scan(buf, base, pos, seq, last_hash, stop_seq, max_frame, flags, row0) -> tuple (see mnemo/storage/file/scan.py)"},
     {"merkle_push", merkle_push, METH_VARARGS, "merkle_push(stack, size, leaves) -> size"},
     {NULL, NULL, 0, NULL},
 };

@@ -13,11 +13,15 @@ import bisect
 import sys
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from itertools import islice
+from typing import TYPE_CHECKING, Any
 
 from ...acl import Acl
 from ...errors import IntegrityError
 from ..contract import Rec, Version
+
+if TYPE_CHECKING:
+    from .scan import ScanResult
 
 HASH_SIZE = 32
 # Postings up to this long drop a row at once; longer ones are cleaned lazily (see _unpost).
@@ -318,47 +322,42 @@ class Index:
         c["entry_len"][row] = version.entry_len
         self.hashes[row * HASH_SIZE : (row + 1) * HASH_SIZE] = version.hash
 
-    def extend_new(
-        self, ids: list[str], scopes: list[str], scope_codes: bytes, agents: list[str], agent_codes: bytes,
-        tagsets: list[tuple[str, ...]], tagset_codes: bytes, columns: Mapping[str, bytes], hashes: bytes,
-    ) -> None:
-        """Append a row per record, as `put` does for a new one, for many at once (a replay's scan of
-        the log, mnemo/storage/file/scan.py). The caller has checked that the ids are distinct, that
-        none is in the index, and that each is version 1. `*_codes` are u32 codes into the lists
-        before them, columns are packed as the index's columns are (except scope, tagset, agent)."""
+    def extend_new(self, res: ScanResult) -> None:
+        """Append a row per record, as `put` does for a new one, for every entry of a scan of the log
+        (mnemo/storage/file/scan.py, whose rows were numbered from this index's next row). The caller
+        has checked that the ids are distinct, that none is in the index, and that each is version 1."""
+        ids = res.ids
         n = len(ids)
         first = self.base.n + len(self.extra)
         self.rows.update(zip(ids, range(first, first + n), strict=True))
         self.extra.extend(ids)
         self.live += n
         c = self.cols
-        for name, packed in columns.items():
+        for name, packed in res.columns.items():
             c[name].frombytes(packed)
-        scope_map = [self.scopes.code(v) for v in scopes]
-        c["scope"].extend(map(scope_map.__getitem__, array("I", scope_codes)))
-        agent_map = [self.agents.code(v) for v in agents]
-        c["agent"].extend(map(agent_map.__getitem__, array("I", agent_codes)))
-        local = array("I", tagset_codes)
-        by_set: list[list[int]] = [[] for _ in tagsets]
-        for row, k in enumerate(local, first):
-            by_set[k].append(row)
-        set_map = [self.tagsets.acquire(tags, len(rows)) for tags, rows in zip(tagsets, by_set, strict=True)]
+        scope_map = [self.scopes.code(v) for v in res.scopes]
+        c["scope"].extend(map(scope_map.__getitem__, array("I", res.scope_codes)))
+        agent_map = [self.agents.code(v) for v in res.agents]
+        c["agent"].extend(map(agent_map.__getitem__, array("I", res.agent_codes)))
+        local = array("I", res.tagset_codes)
+        uses = [0] * len(res.tagsets)
+        for k in local:
+            uses[k] += 1
+        acquire = self.tagsets.acquire
+        set_map = [acquire(tags, k) for tags, k in zip(res.tagsets, uses, strict=True)]
         c["tagset"].extend(map(set_map.__getitem__, local))
-        self.hashes += hashes
-        # Postings in row order, as `put` one by one leaves them: a tag held by several tag sets
-        # merges their (sorted) row lists.
-        per_tag: dict[str, list[list[int]]] = {}
-        for tags, rows in zip(tagsets, by_set, strict=True):
-            for tag in tags:
-                per_tag.setdefault(tag, []).append(rows)
-        for tag, lists in per_tag.items():
-            rows = lists[0] if len(lists) == 1 else sorted(r for part in lists for r in part)
-            posting = self.postings.get(tag)
+        self.hashes += res.hashes
+        # postings in row order, as `put` one by one leaves them
+        rows = array("I", res.tag_rows)
+        postings, at = self.postings, 0
+        for tag, k in zip(res.tags, array("I", res.tag_lens), strict=True):
+            posting = postings.get(tag)
             if posting is None:
-                self.postings[tag] = array("I", rows)
+                postings[tag] = rows[at:at + k]
                 bisect.insort(self.sorted_tags, tag)
             else:
-                posting.extend(rows)
+                posting.extend(rows[at:at + k])
+            at += k
 
     def drop(self, rec_id: str) -> Rec | None:
         self.forgotten.add(rec_id)
@@ -535,7 +534,11 @@ class Index:
         """Live rows in id order, with their ids as a SortedIds blob (or, when the ids are not all
         ASCII of one width, as a list)."""
         base, nbase = self.base, self.base.n
-        extra = sorted((i, r) for r, i in enumerate(self.extra, nbase) if i is not None)
+        tail_ids = self.extra
+        if None not in tail_ids and all(map(str.__lt__, tail_ids, islice(tail_ids, 1, None))):  # type: ignore[arg-type]
+            extra: list[tuple[str, int]] = list(zip(tail_ids, range(nbase, nbase + len(tail_ids)), strict=True))  # type: ignore[arg-type]
+        else:  # (ids begin with their creation time: the usual case above needs no sort)
+            extra = sorted((i, r) for r, i in enumerate(self.extra, nbase) if i is not None)
         if not self.base_dead:
             # The usual case: the records made since the last load sort after it (ids begin with
             # their creation time), so the base blob is reused as it is.
@@ -560,7 +563,7 @@ class Index:
 
     def _to_state(self) -> dict[str, Any]:
         order, sorted_ids, id_list = self._id_order()
-        identity = len(order) == self.base.n + len(self.extra) and all(r == i for i, r in enumerate(order))
+        identity = len(order) == self.base.n + len(self.extra) and order == list(range(len(order)))
         cols = self.cols
         if identity:
             out_cols = {name: col.tobytes() for name, col in cols.items()}

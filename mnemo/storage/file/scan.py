@@ -62,6 +62,9 @@ class ScanResult(NamedTuple):
     agent_codes: bytes
     tagsets: list[tuple[str, ...]]
     tagset_codes: bytes
+    tags: list[str]  # distinct tags, first seen first; for each, how many entries hold it (u32) and,
+    tag_lens: bytes  # tag by tag, the rows of those entries (u32: row0 + the entry's position)
+    tag_rows: bytes
     columns: dict[str, bytes]  # ver, slot_len, entry_len (u32); seq, ts, size, slot_off, entry_off (i64)
     hashes: bytes  # 32 bytes per entry
     leaves: bytes  # 32 bytes per entry with LEAVES, else empty
@@ -233,13 +236,13 @@ def _packed(packed: bytes, size: int) -> tuple[int, int, tuple[str, ...]] | None
 
 def scan(
     buf: bytes | bytearray | memoryview, base: int, pos: int, seq: int, last_hash: bytes,
-    stop_seq: int, max_frame: int, flags: int,
+    stop_seq: int, max_frame: int, flags: int, row0: int = 0,
 ) -> ScanResult:
     """Take frames from buf[pos:] (file offset base + pos), the first one starting at `seq` after the
     entry whose hash is `last_hash`; a frame holding `stop_seq` or longer than `max_frame` is not taken.
     See the module doc."""
-    if len(last_hash) != 32 or pos < 0 or seq < 1 or base < 0:
-        raise ValueError("scan: a 32-byte hash, pos >= 0, seq >= 1 and base >= 0 are required")
+    if len(last_hash) != 32 or pos < 0 or seq < 1 or base < 0 or not 0 <= row0 <= 0xFFFFFFFF:
+        raise ValueError("scan: a 32-byte hash, pos >= 0, seq >= 1, base >= 0 and 0 <= row0 < 2**32 are required")
     data = bytes(buf)
     n_buf = len(data)
     pos = min(pos, n_buf)
@@ -324,27 +327,40 @@ def scan(
         counts.append(count)
         seq, last = s, prev
         pos += total
+    if ids and row0 + len(ids) - 1 > 0xFFFFFFFF:
+        raise ValueError("scan: rows past 2**32")
+    # the rows of each tag, tag by tag in first-seen order (keyed by the tag's UTF-8 bytes)
+    tag_rows: dict[str, list[int]] = {}
+    for row, tagset in enumerate(array("I", tables[2][2].tobytes()), row0):
+        for tag in tables[2][0][tagset]:
+            rows_of = tag_rows.get(tag)
+            if rows_of is None:
+                tag_rows[tag] = [row]
+            else:
+                rows_of.append(row)
     return ScanResult(
         pos, seq, last, need, frames.tobytes(), counts.tobytes(), ids,
         tables[0][0], tables[0][2].tobytes(), tables[1][0], tables[1][2].tobytes(), tables[2][0],
-        tables[2][2].tobytes(), {name: col.tobytes() for name, col in cols.items()}, b"".join(hashes),
+        tables[2][2].tobytes(), list(tag_rows), array("I", map(len, tag_rows.values())).tobytes(),
+        array("I", [r for rows_of in tag_rows.values() for r in rows_of]).tobytes(),
+        {name: col.tobytes() for name, col in cols.items()}, b"".join(hashes),
         b"".join(leaves),
     )
 
 
 def pure_scan(
     buf: bytes | bytearray | memoryview, base: int, pos: int, seq: int, last_hash: bytes,
-    stop_seq: int, max_frame: int, flags: int,
+    stop_seq: int, max_frame: int, flags: int, row0: int = 0,
 ) -> ScanResult:
-    return scan(buf, base, pos, seq, last_hash, stop_seq, max_frame, flags)
+    return scan(buf, base, pos, seq, last_hash, stop_seq, max_frame, flags, row0)
 
 
 def native_scan(
     buf: bytes | bytearray | memoryview, base: int, pos: int, seq: int, last_hash: bytes,
-    stop_seq: int, max_frame: int, flags: int,
+    stop_seq: int, max_frame: int, flags: int, row0: int = 0,
 ) -> ScanResult:
     """The C loop's result, as a ScanResult. (Only when the extension is loaded.)"""
-    return ScanResult(*speedups.scan(buf, base, pos, seq, last_hash, stop_seq, max_frame, flags))
+    return ScanResult(*speedups.scan(buf, base, pos, seq, last_hash, stop_seq, max_frame, flags, row0))
 
 
 scan_frames = native_scan if speedups is not None else pure_scan

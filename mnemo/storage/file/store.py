@@ -453,7 +453,8 @@ class FileStore:
         and the general path reads the next frame. Raises FrameError as the reader does."""
         buf, pos = reader.window()
         index = self.index
-        res = scan_frames(buf, reader.base, pos, index.head_seq + 1, index.head_hash, -1, MAX_FRAME, LEAVES)
+        res = scan_frames(buf, reader.base, pos, index.head_seq + 1, index.head_hash, -1, MAX_FRAME, LEAVES,
+                          index.base.n + len(index.extra))
         if not res.ids:
             return False
         spans = res.frame_spans()
@@ -463,8 +464,7 @@ class FileStore:
             all(index.row_of(i) is None for i in ids) if index.base.n else index.rows.keys().isdisjoint(ids)
         )
         if fresh:
-            index.extend_new(ids, res.scopes, res.scope_codes, res.agents, res.agent_codes, res.tagsets,
-                             res.tagset_codes, res.columns, res.hashes)
+            index.extend_new(res)
             taken = len(spans)
         else:
             taken = self._put_scanned(res, spans, vers)
