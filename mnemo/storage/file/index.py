@@ -14,7 +14,7 @@ import sys
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ...acl import Acl
 from ...errors import IntegrityError
@@ -147,7 +147,7 @@ class SortedIds:
         blob = "".join(ids)
         if width == 0 or len(blob) != width * len(ids) or not blob.isascii():
             return None
-        if any(len(i) != width for i in ids):  # equal total length does not mean equal widths
+        if max(map(len, ids)) != width:  # equal total length does not mean equal widths (nor min = max)
             return None
         return cls(blob.encode("ascii"), width)
 
@@ -343,8 +343,16 @@ class Index:
         uses = [0] * len(res.tagsets)
         for k in local:
             uses[k] += 1
-        acquire = self.tagsets.acquire
-        set_map = [acquire(tags, k) for tags, k in zip(res.tagsets, uses, strict=True)]
+        sets = self.tagsets
+        codes, refs, acquire = sets.codes, sets.refs, sets.acquire
+        set_map = []
+        for tags, k in zip(res.tagsets, uses, strict=True):
+            code = codes.get(tags)
+            if code is None:
+                code = acquire(tags, k)
+            else:
+                refs[code] += k
+            set_map.append(code)
         c["tagset"].extend(map(set_map.__getitem__, local))
         self.hashes += res.hashes
         # postings in row order, as `put` one by one leaves them
@@ -534,11 +542,18 @@ class Index:
         """Live rows in id order, with their ids as a SortedIds blob (or, when the ids are not all
         ASCII of one width, as a list)."""
         base, nbase = self.base, self.base.n
-        tail_ids = self.extra
-        if None not in tail_ids and all(map(str.__lt__, tail_ids, islice(tail_ids, 1, None))):  # type: ignore[arg-type]
-            extra: list[tuple[str, int]] = list(zip(tail_ids, range(nbase, nbase + len(tail_ids)), strict=True))  # type: ignore[arg-type]
-        else:  # (ids begin with their creation time: the usual case above needs no sort)
-            extra = sorted((i, r) for r, i in enumerate(self.extra, nbase) if i is not None)
+        tail_ids = cast("list[str]", self.extra)  # checked below: no None
+        if not self.base_dead and None not in self.extra and all(
+            map(str.__lt__, tail_ids, islice(tail_ids, 1, None))
+        ):
+            # Ids begin with their creation time, so the rows are usually in id order already.
+            packed = SortedIds.pack(tail_ids)
+            if packed is not None and (
+                not nbase or not tail_ids or (packed.width == base.width and tail_ids[0] > base.at(nbase - 1))
+            ):
+                width = base.width or packed.width
+                return list(range(nbase + len(tail_ids))), SortedIds(base.blob + packed.blob, width), []
+        extra = sorted((i, r) for r, i in enumerate(self.extra, nbase) if i is not None)
         if not self.base_dead:
             # The usual case: the records made since the last load sort after it (ids begin with
             # their creation time), so the base blob is reused as it is.

@@ -17,6 +17,9 @@ from ...errors import DurabilityError, LockTimeout
 from .framing import ENTRY_HEADER, FRAME_END, FRAME_HEADER, TRAILER, Frame, FrameError, frame_length, parse_frame
 
 CHUNK = 4 << 20
+# A replay reads the log in larger windows: the scan core's results are applied to the index per
+# window, and per distinct tag, scope and tag set in it.
+SCAN_CHUNK = 32 << 20
 
 _sync = getattr(os, "fdatasync", os.fsync)
 
@@ -109,8 +112,8 @@ class FrameReader:
     and moves past it. Both raise FrameError (with the file offset) at a frame that is incomplete or
     bad; the caller decides whether that is a torn tail or damage."""
 
-    def __init__(self, fd: int, start: int, end: int) -> None:
-        self.fd, self.offset, self.end = fd, start, end
+    def __init__(self, fd: int, start: int, end: int, chunk: int = CHUNK) -> None:
+        self.fd, self.offset, self.end, self.chunk = fd, start, end, chunk
         self.buf = memoryview(b"")
         self.base = start  # file offset of buf[0]
 
@@ -133,7 +136,7 @@ class FrameReader:
                 # Let the parser produce the precise error for what is there.
                 parse_frame(self.buf, pos, self.offset)
                 raise FrameError("incomplete", "file ends inside a frame", self.offset)
-            want = max(need, CHUNK)
+            want = max(need, self.chunk)
             self.buf = memoryview(read_exact(self.fd, self.offset, min(want, self.end - self.offset)))
             self.base = self.offset
             reread = len(self.buf) < want  # all the file holds from here is in the buffer now

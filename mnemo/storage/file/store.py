@@ -33,7 +33,7 @@ from ..codec import (
     served_put_problem,
 )
 from ..contract import Found, LogItem, Payloads, Progress, Query, Rec, ScopeFilter, Usage, Version
-from ..gc_pause import gc_paused
+from ..gc_pause import gc_paused, release_freed_memory
 from . import snapshot as snap
 from .framing import (
     ENTRY_HEADER,
@@ -55,6 +55,7 @@ from .framing import (
 )
 from .index import COLUMNS, HASH_SIZE, Index
 from .logfile import (
+    SCAN_CHUNK,
     FrameReader,
     LogHandle,
     complete_with_damaged_length,
@@ -122,10 +123,13 @@ class FileStore:
         self.index = Index()  # until _load reads the real one
         self.tree: Any = None  # the TreeState of the Merkle tree over the entries (mnemo.transparency)
         self.head_ts = 0
+        self._rebased = False
         try:
             t0 = time.perf_counter()
             with gc_paused():
                 self._open(create)
+            if self._rebased:
+                release_freed_memory()  # what the replay built and the rebase let go of
             self.open_seconds = time.perf_counter() - t0
         except OSError as exc:
             self._close_files()
@@ -190,6 +194,7 @@ class FileStore:
                     index = Index.from_state(self.db_id, state)
                     index.acl = self.index.acl
                     self.index = index
+                    self._rebased = True
         finally:
             self._unlock()
 
@@ -339,7 +344,7 @@ class FileStore:
             try:
                 if self._first_unsynced is not None:
                     self._foreign_after_unsynced = True
-                reader = FrameReader(self.fd, self.end, size)
+                reader = FrameReader(self.fd, self.end, size, SCAN_CHUNK)
                 while reader.offset < size:
                     if self.index.head_seq >= 0 and self._apply_scanned(reader):
                         continue
