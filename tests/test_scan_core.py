@@ -260,7 +260,7 @@ def _replay(path: Path, how: str) -> tuple[Any, ...]:
     if how == "python":
         patches.append(mock.patch.object(store, "scan_frames", scan.pure_scan))
     elif how == "native":
-        patches.append(mock.patch.object(store, "scan_frames", scan.native_scan))
+        patches.append(mock.patch.object(store, "scan_frames", native))
     else:
         patches.append(mock.patch.object(FileStore, "_apply_scanned", lambda self, reader: False))
     for p in patches:
@@ -281,7 +281,7 @@ def _replay(path: Path, how: str) -> tuple[Any, ...]:
 
 
 def _verify(path: Path, how: str) -> tuple[Any, ...]:
-    fn: Callable[..., Any] = scan.pure_scan if how == "python" else scan.native_scan
+    fn: Callable[..., Any] = scan.pure_scan if how == "python" else native
     with mock.patch.object(verify_file, "scan_frames", fn):
         report = verify_db(path)
         report_index, expected = verify_db_and_index(path)
