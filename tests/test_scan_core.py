@@ -35,7 +35,8 @@ FLAGS = (0, scan.DIGEST, scan.LEAVES, scan.DIGEST | scan.LEAVES)
 
 
 def native(*args: Any) -> scan.ScanResult:
-    return scan.ScanResult(*speedups.scan(*args))
+    """The C scan, called as scan.scan_frames is (row0 defaulting to 0)."""
+    return scan.ScanResult(*speedups.scan(*args, *((0,) if len(args) == 8 else ())))
 
 
 def assert_twins(buf: bytes | bytearray, base: int, pos: int, seq: int, last: bytes, stop: int = -1,
