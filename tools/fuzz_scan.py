@@ -1,8 +1,9 @@
 """Fuzz the scan core (mnemo/_speedups.c) against its pure-Python twin with atheris.
 
     python tools/fuzz_scan.py --build DIR            # build the extension with ASan + UBSan into DIR
-    LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \\
-        python tools/fuzz_scan.py --ext DIR/_speedups*.so [--seconds S | --runs N] [CORPUS_DIR]
+    python tools/fuzz_scan.py [--seconds S | --runs N] CORPUS_DIR       # coverage-guided, as installed
+    PYTHONMALLOC=malloc LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \\
+        python tools/fuzz_scan.py --ext DIR/_speedups*.so [--seconds S | --runs N] CORPUS_DIR
 
 Each input is a buffer of log frames: the harness takes the scan's seq and previous hash from the
 buffer itself (the first frame header's first seq, the first entry's prev), so that mutations of a
@@ -15,6 +16,7 @@ the corpus directory when it is empty. On exit it prints the number of inputs ru
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib.util
 import os
 import subprocess
@@ -78,6 +80,13 @@ def seeds() -> list[bytes]:
     return out
 
 
+def exact(data: bytes) -> Any:
+    """A buffer of exactly these bytes in an allocation of its own (a bytes object ends with a NUL, an
+    array over-allocates), so that under PYTHONMALLOC=malloc AddressSanitizer sees a read one byte
+    past its end."""
+    return (ctypes.c_char * len(data)).from_buffer_copy(data) if data else b""
+
+
 class Harness:
     def __init__(self, native: Any) -> None:
         from mnemo.storage.file import scan
@@ -98,7 +107,7 @@ class Harness:
         max_frame = 1 << 31 if not data or data[0] != 0x4D or len(data) % 3 else max(24, len(data) // 2)
         args = (data, 32, 0, seq, last, stop, max_frame, flags, 7)
         try:
-            got = scan.ScanResult(*self.native.scan(*args))
+            got = scan.ScanResult(*self.native.scan(exact(data), *args[1:]))
         except MemoryError:
             return
         want = scan.pure_scan(*args)
@@ -107,8 +116,43 @@ class Harness:
         # the same buffer cut short, and as a bytearray
         cut = len(data) * 3 // 4
         cargs = (bytearray(data[:cut]), 32, 0, seq, last, stop, max_frame, flags, 0)
-        if scan.ScanResult(*self.native.scan(*cargs)) != scan.pure_scan(*cargs):
+        if scan.ScanResult(*self.native.scan(exact(data[:cut]), *cargs[1:])) != scan.pure_scan(*cargs):
             raise AssertionError(f"the C scan and its twin differ on a cut of {data!r}")
+
+
+def mutate_loop(harness: Harness, corpus: Path | None, seconds: int, runs: int) -> int:
+    """The sanitized build's run. A library preloaded for AddressSanitizer takes over libFuzzer's
+    coverage hooks, so instead of coverage this runs every corpus input, then random mutations of
+    them: bit flips, byte runs, cuts, insertions and splices of two inputs."""
+    import random
+
+    inputs = [p.read_bytes() for p in sorted(corpus.iterdir())] if corpus is not None else []
+    inputs = inputs or seeds()
+    rng = random.Random(0x5CA9)
+    t0 = time.monotonic()
+    for data in inputs:
+        harness.one(data)
+    while (not runs or harness.runs < runs) and (runs or time.monotonic() - t0 < seconds):
+        data = bytearray(rng.choice(inputs))
+        for _ in range(rng.randrange(1, 5)):
+            kind = rng.randrange(5)
+            at = rng.randrange(len(data) + 1)
+            if kind == 0 and data:
+                data[min(at, len(data) - 1)] ^= 1 << rng.randrange(8)
+            elif kind == 1 and data:
+                end = min(len(data), at + rng.randrange(1, 9))
+                data[at:end] = bytes([rng.choice((0, 0xFF, 0x7F, 0x80, rng.randrange(256)))]) * (end - at)
+            elif kind == 2:
+                del data[at:at + rng.randrange(1, 64)]
+            elif kind == 3:
+                data[at:at] = rng.randbytes(rng.randrange(1, 16))
+            else:
+                other = rng.choice(inputs)
+                cut = rng.randrange(len(other) + 1)
+                data[at:] = other[cut:]
+        harness.one(bytes(data))
+    print(f"Done {harness.runs} runs in {int(time.monotonic() - t0)} second(s)", flush=True)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,11 +166,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.build is not None:
         print(build(args.build))
         return 0
+    sys.path.insert(0, str(ROOT))
+    if args.ext is not None:
+        return mutate_loop(Harness(load(args.ext)), args.corpus, args.seconds, args.runs)
     import atheris
 
-    sys.path.insert(0, str(ROOT))
-    native = load(args.ext) if args.ext is not None else importlib.import_module("mnemo._speedups")
-    harness = Harness(native)
+    with atheris.instrument_imports(include=["mnemo.storage.file.scan"]):
+        # coverage of the twin guides the mutations (the C loop mirrors its branches)
+        from mnemo.storage.file import scan  # noqa: F401
+    harness = Harness(importlib.import_module("mnemo._speedups"))
     lib_args = [sys.argv[0]]
     if args.corpus is not None:
         args.corpus.mkdir(parents=True, exist_ok=True)
@@ -139,11 +187,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs:
         lib_args.append(f"-runs={args.runs}")
     lib_args += ["-max_len=4096", "-rss_limit_mb=4096"]
-    t0 = time.monotonic()
-    import atexit
-
-    atexit.register(lambda: print(f"fuzz_scan: {harness.runs} inputs in {time.monotonic() - t0:.1f} s", flush=True))
-    atheris.instrument_all()  # coverage of the twin (and the harness) guides the mutations
     atheris.Setup(lib_args, harness.one)
     atheris.Fuzz()
     return 0
