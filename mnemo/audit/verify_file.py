@@ -266,6 +266,8 @@ class _DbVerifier:
     def take_scanned(self, res: ScanResult) -> int | None:
         """Apply the scanned frames to the state, frame by frame; None when all were taken, else the
         offset of the first frame whose version numbers do not follow (nothing of it is applied)."""
+        if not res.ids:
+            return None
         versions, index, tree = self.versions, self.index, self.tree
         live, older = (index.live, index.older) if index is not None else ({}, {})
         ids = res.ids
@@ -274,8 +276,26 @@ class _DbVerifier:
         scopes, agents, tagsets = res.scopes, res.agents, res.tagsets
         sc, ag, tg = array("I", res.scope_codes), array("I", res.agent_codes), array("I", res.tagset_codes)
         hashes = res.hashes
+        spans = res.frame_spans()
+        n = len(ids)
+        if vers.count(1) == n and len(set(ids)) == n and versions.keys().isdisjoint(ids):
+            # every put a new record (the usual case): the state is updated in bulk
+            versions.update(zip(ids, vers, strict=True))
+            if index is not None:
+                live.update(zip(ids, zip(
+                    ids, map(scopes.__getitem__, sc), map(list, map(tagsets.__getitem__, tg)), vers, seqs,
+                    cols["ts"], map(agents.__getitem__, ag), cols["size"],
+                    [hashes[i:i + 32] for i in range(0, 32 * n, 32)], cols["slot_off"], cols["slot_len"],
+                    cols["entry_off"], cols["entry_len"], strict=True,
+                ), strict=True))
+            if tree is not None:
+                tree.add_leaf_hashes(res.leaves)
+            self.entries += n
+            self.next_seq = seqs[n - 1] + 1
+            self.last_seq, self.last_hash = seqs[n - 1], hashes[(n - 1) * 32:]
+            return None
         k = 0
-        for off, _end, count in res.frame_spans():
+        for off, _end, count in spans:
             if count == 1:
                 if versions.get(ids[k], 0) + 1 != vers[k]:
                     return off
