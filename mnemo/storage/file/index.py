@@ -345,16 +345,14 @@ class Index:
         for k in local:
             uses[k] += 1
         sets = self.tagsets
-        codes, refs, acquire = sets.codes, sets.refs, sets.acquire
-        set_map = []
-        for tags, k in zip(res.tagsets, uses, strict=True):
-            code = codes.get(tags)
+        refs, acquire = sets.refs, sets.acquire
+        set_map: list[int | None] = list(map(sets.codes.get, res.tagsets))  # the tag sets already held
+        for i, (code, k) in enumerate(zip(set_map, uses, strict=True)):
             if code is None:
-                code = acquire(tags, k)
+                set_map[i] = acquire(res.tagsets[i], k)
             else:
                 refs[code] += k
-            set_map.append(code)
-        c["tagset"].extend(map(set_map.__getitem__, local))
+        c["tagset"].extend(map(cast("list[int]", set_map).__getitem__, local))  # every one set above
         self.hashes += res.hashes
         # postings in row order, as `put` one by one leaves them
         rows = array("I", res.tag_rows)
