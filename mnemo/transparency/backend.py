@@ -7,7 +7,8 @@ keeps them in step; a backend calls it at three points:
   seq 0 adds every entry). Bytes that are not a compact range raise InvalidInput: discard the
   snapshot then, as for any snapshot that does not match the log;
 - for every frame it applies, its own commits and frames it replays or catches up with alike, under the
-  writer lock: `add(entry_bytes, first_seq)`, the exact bytes of the frame's entries in order;
+  writer lock: `add(entry_bytes, first_seq)`, the exact bytes of the frame's entries in order (or
+  `add_leaves(leaf_hashes, first_seq)` when the leaf hashes are made already, as a replay's scan does);
 - when it writes its snapshot: put `to_bytes()` in it and call `flush()`; `close()` on close.
 
 The range is the truth about the tree (it is computed from the entries the backend read or wrote); the
