@@ -23,10 +23,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from mnemo import MnemoClient
-from mnemo.audit import read_log
+from mnemo._native import implementation
+from mnemo.audit import read_log, verify_file
 from mnemo.storage.codec import decode_put_payload
+from mnemo.storage.file.scan import pure_scan
 
 from .baselines import RawAppendFile, SqliteStore, sha256_loop
 from .common import (
@@ -353,14 +356,16 @@ def probe_open(path: str) -> dict[str, Any]:
     """Open the database in this (fresh) process: open time, snapshot use, RSS growth of the open."""
     gc.collect()
     before = rss_bytes()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     client = MnemoClient(path, AGENT)
-    seconds = time.perf_counter() - t0
+    seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     gc.collect()
     after = rss_bytes()
     st = client.stats()
     return {
         "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
+        "scan": implementation(),
         "store_open_seconds": st["open_seconds"],
         "snapshot_used": st["snapshot_used"],
         "entries": st["entries"],
@@ -371,8 +376,11 @@ def probe_open(path: str) -> dict[str, Any]:
     }
 
 
-def _run_probe(path: str) -> dict[str, Any]:
+def _run_probe(path: str, pure: bool = False) -> dict[str, Any]:
     env = dict(os.environ)
+    env.pop("MNEMO_PURE_PYTHON", None)
+    if pure:
+        env["MNEMO_PURE_PYTHON"] = "1"  # the scan core's pure-Python twin
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.bench_core", "--probe-open", path],
@@ -389,7 +397,7 @@ def open_probes(cfg: Config, ds: Dataset) -> dict[str, list[dict[str, Any]]]:
     if ds.n in _PROBES:
         return _PROBES[ds.n]
     keep = ds.snap_path + ".keep"
-    out: dict[str, list[dict[str, Any]]] = {"snapshot": [], "replay": []}
+    out: dict[str, list[dict[str, Any]]] = {"snapshot": [], "replay": [], "replay_pure": []}
     cfg.log(f"open {ds.n:,}: fresh-process opens, {cfg.big_reps} with the snapshot, "
             f"{cfg.replay_reps} without")
     os.replace(ds.snap_path, keep)
@@ -401,15 +409,16 @@ def open_probes(cfg: Config, ds: Dataset) -> dict[str, list[dict[str, Any]]]:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(ds.snap_path)
             if r < cfg.replay_reps:
-                out["replay"].append(_run_probe(ds.mnemo_path))
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(ds.snap_path)  # the open may have written a new one
+                for kind, pure in (("replay", False), ("replay_pure", True)):
+                    out[kind].append(_run_probe(ds.mnemo_path, pure))
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(ds.snap_path)  # the open may have written a new one
     finally:
         os.replace(keep, ds.snap_path)
     for p in out["snapshot"]:
         if not p["snapshot_used"]:
             raise RuntimeError(f"open of {ds.mnemo_path} did not use its snapshot: {p['recovery']}")
-    for p in out["replay"]:
+    for p in out["replay"] + out["replay_pure"]:
         if p["snapshot_used"]:
             raise RuntimeError("open without a snapshot reports that it used one")
     for kind in out:
@@ -427,15 +436,24 @@ def bench_open(cfg: Config) -> list[Result]:
         probes = open_probes(cfg, ds)
         snap_s = [p["seconds"] for p in probes["snapshot"]]
         replay_s = [p["seconds"] for p in probes["replay"]]
+        pure_s = [p["seconds"] for p in probes["replay_pure"]]
         entries = probes["replay"][0]["entries"]
+        scan_core = probes["replay"][0]["scan"]
         results += [
             Result("open", f"open {n:,} records, with snapshot", "s", snap_s,
                    target=Target("<=", 0.5) if n >= 1_000_000 else None,
                    note="target is set at 1,000,000 records"),
             Result("open", f"open {n:,} records, no snapshot", "s", replay_s),
-            Result("open", f"replay without snapshot, {n:,} records", "entries/s",
+            Result("open", f"replay without snapshot, {n:,} records ({scan_core} scan)", "entries/s",
                    [entries / s for s in replay_s], target=Target(">=", 500_000),
                    extra={"entries": entries}),
+            Result("open", f"replay without snapshot, {n:,} records, CPU time ({scan_core} scan)", "entries/s",
+                   [entries / p["cpu_seconds"] for p in probes["replay"]], "the same, pure-Python twin",
+                   [entries / p["cpu_seconds"] for p in probes["replay_pure"]],
+                   note="process CPU time of the open: steadier than wall time on a shared machine"),
+            Result("open", f"replay without snapshot, {n:,} records, wall ({scan_core} scan)", "entries/s",
+                   [entries / s for s in replay_s], "the same, pure-Python twin (MNEMO_PURE_PYTHON=1)",
+                   [entries / s for s in pure_s]),
         ]
     return results
 
@@ -535,22 +553,32 @@ def _verify_one(cfg: Config, n: int) -> Result:
         sha256_loop(items)
         return time.perf_counter() - t0
 
+    def run_verify_pure() -> float:
+        with mock.patch.object(verify_file, "scan_frames", pure_scan):
+            return run_verify()
+
     try:
         cfg.log(f"verify {n:,}: {cfg.big_reps} reps")
-        v, s = alternate(cfg.big_reps, run_verify, run_sha)
+        v, s, p = alternate(cfg.big_reps, run_verify, run_sha, run_verify_pure)
     finally:
         client.close()
     if entries != len(items):
         raise RuntimeError(f"verify saw {entries} entries, the log holds {len(items)}")
-    return Result(
-        "verify", f"verify(), {n:,} records", "entries/s", [entries / x for x in v],
-        "plain SHA-256 of entries + payloads, one loop", [len(items) / x for x in s],
-        Target("ratio>=", 0.5),
-    )
+    sha_rate = [len(items) / x for x in s]
+    return [
+        Result(
+            "verify", f"verify(), {n:,} records ({implementation()} scan)", "entries/s", [entries / x for x in v],
+            "plain SHA-256 of entries + payloads, one loop", sha_rate, Target("ratio>=", 0.5),
+        ),
+        Result(
+            "verify", f"verify(), {n:,} records, pure-Python twin of the scan", "entries/s",
+            [entries / x for x in p], "plain SHA-256 of entries + payloads, one loop", sha_rate,
+        ),
+    ]
 
 
 def bench_verify(cfg: Config) -> list[Result]:
-    return [_verify_one(cfg, n) for n in cfg.sizes]
+    return [r for n in cfg.sizes for r in _verify_one(cfg, n)]
 
 
 WORKLOADS: dict[str, Callable[[Config], list[Result]]] = {

@@ -7,6 +7,7 @@ a signed checkpoint every 1,000 and at the end), then times
   - verify_db (framing, CRCs, every hash and link, payload digests, signatures),
   - verify_db --pubkey,
   - verify_db_and_index (the same pass, also gathering what a client's index must hold: client.verify),
+  - verify_db with the scan core's pure-Python twin in place of the C loop,
   - SHA-256 of every entry and every payload digest alone (the floor any verifier pays),
   - SHA-256 of the whole file in one pass (what the disk-and-hash part costs),
 and prints entries/s for each.
@@ -22,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -31,6 +33,7 @@ from mnemo.audit import (  # noqa: E402
     sign_checkpoint,
     verify_db,
     verify_db_and_index,
+    verify_file,  # noqa: E402
 )
 from mnemo.storage.codec import (  # noqa: E402
     ZERO_HASH,
@@ -40,6 +43,7 @@ from mnemo.storage.codec import (  # noqa: E402
     payload_digest,
 )
 from mnemo.storage.file.framing import encode_file_header, encode_frame  # noqa: E402
+from mnemo.storage.file.scan import pure_scan  # noqa: E402
 
 SEED = b"\x42" * 32
 
@@ -100,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         t_verify = timed(lambda: reports.append(verify_db(path)))
         t_verify_key = timed(lambda: reports.append(verify_db(path, pubkey=pub)))
         t_verify_index = timed(lambda: reports.append(verify_db_and_index(path)[0]))
+        with mock.patch.object(verify_file, "scan_frames", pure_scan):
+            t_verify_pure = timed(lambda: reports.append(verify_db(path)))
         for r in reports:
             assert r.ok and r.entries == n, r.problems[:5]
 
@@ -125,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         ("verify_db", t_verify),
         ("verify_db --pubkey", t_verify_key),
         ("verify_db_and_index", t_verify_index),
+        ("verify_db, pure-Python scan", t_verify_pure),
         ("SHA-256 of every entry and payload", t_sha_entries),
         ("SHA-256 of the whole file", t_sha_file),
     ]

@@ -27,6 +27,7 @@ from mnemo import MnemoClient
 from mnemo.audit import ExpectedIndex, filelog, verify_db, verify_db_and_index, verify_file
 from mnemo.record import VerifyReport
 from mnemo.storage.codec import encode_put_payload, make_entry, pack_record_fields, payload_digest
+from mnemo.storage.file import scan
 from mnemo.storage.file.framing import FRAME_HEADER, encode_frame
 
 PUB = bytes.fromhex(pubkey_hex())
@@ -148,9 +149,9 @@ def test_seq_encodings_across_their_boundaries(db: Path) -> None:
     assert general == [1]  # only the genesis
     big = make_entry(0x10000, 1 << 60, b"\x00" * 32, "put", "a", {"digest": b"\x01" * 32, "id": "q", "scope": "s",
                                                             "size": 1, "ver": 1})
-    assert verify_file._seq_head(0x10000) == big.raw[:len(verify_file._seq_head(0x10000))]
+    assert scan._seq_head(0x10000) == big.raw[:len(scan._seq_head(0x10000))]
     huge = make_entry(1 << 40, 1 << 60, b"\x00" * 32, "put", "a", big.body)
-    assert verify_file._seq_head(1 << 40) == huge.raw[:len(verify_file._seq_head(1 << 40))]
+    assert scan._seq_head(1 << 40) == huge.raw[:len(scan._seq_head(1 << 40))]
 
 
 def test_every_single_damage_is_reported_the_same(db: Path) -> None:

@@ -108,8 +108,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
         pytest.skip(f"building the wheel needs setuptools>=77 (the `test` extra), found {setuptools_version}")
     # built from a copy of what a source distribution holds, so that the checkout gets no build/ folder
     source = tmp_path_factory.mktemp("source")
-    shutil.copytree(ROOT / "mnemo", source / "mnemo", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    shutil.copytree(ROOT / "mnemo", source / "mnemo", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
     out = tmp_path_factory.mktemp("wheel")
     result = subprocess.run(
@@ -118,7 +118,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     )
     assert result.returncode == 0, result.stderr
     (built,) = out.glob("*.whl")
-    assert built.name == f"mnemo_chain-{mnemo.__version__}-py3-none-any.whl"
+    # the C scan core is compiled into it (mnemo/_speedups.c): a wheel for this interpreter and platform
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    assert built.name.startswith(f"mnemo_chain-{mnemo.__version__}-{tag}-{tag}-"), built.name
     return zipfile.ZipFile(built)
 
 
@@ -131,6 +133,7 @@ def test_the_wheel_ships_the_package_typed_and_licensed(wheel: zipfile.ZipFile) 
     names = set(wheel.namelist())
     info = f"mnemo_chain-{mnemo.__version__}.dist-info"
     assert "mnemo/py.typed" in names and wheel.read("mnemo/py.typed") == b""
+    assert any(n.startswith("mnemo/_speedups.") and n.endswith(".so") for n in names)
     assert wheel.read(f"{info}/licenses/LICENSE") == (ROOT / "LICENSE").read_bytes()
     shipped = {n for n in names if n.endswith(".py")}
     source = {str(p.relative_to(ROOT)) for p in (ROOT / "mnemo").rglob("*.py")}

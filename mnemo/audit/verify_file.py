@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import os
 import stat
-import struct
-import zlib
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import msgpack
 
 from ..acl import Acl
 from ..errors import InvalidInput, MnemoError
@@ -29,18 +25,15 @@ from ..storage.contract import is_dsn
 from ..storage.file.framing import (
     ENTRY_HEADER,
     FILE_MAGIC,
-    FRAME_END,
     FRAME_HEADER,
-    FRAME_MAGIC,
-    FRAME_OVERHEAD,
     HEADER_SIZE,
     SLOT_CRC,
-    TRAILER,
     Frame,
     HeaderError,
     Slot,
     decode_file_header,
 )
+from ..storage.file.scan import DIGEST, LEAVES, ScanResult, scan_frames
 from ..storage.file.snapshot import read_erase_journal
 from ..storage.gc_pause import gc_paused
 from .common import PathArg, Progress, _body_problem, _packed_problems, _short
@@ -49,28 +42,9 @@ from .keys import _checkpoint_findings
 
 # -- verify_db -------------------------------------------------------------------------------------------
 
-# The fast path reads the canonical msgpack of a put (codec.make_entry) by its bytes:
-#   97 01 <seq> cf <ts: 8> c4 20 <prev: 32> a3 "put" <agent> 85 a6 "digest" c4 20 <digest: 32>
-#   a2 "id" <id> a5 "scope" <scope> a4 "size" <uint> a3 "ver" <uint>
-_PUT_OP = b"\xa3put"
-_DIGEST_KEY = b"\x85\xa6digest\xc4\x20"
-_ID_KEY = b"\xa2id"
-_SCOPE_KEY = b"\xa5scope"
-_SIZE_KEY = b"\xa4size"
-_VER_KEY = b"\xa3ver"
-_BIN32 = b"\xc4\x20"
-_SEQ16 = struct.Struct(">3sHB").pack
-_SEQ32 = struct.Struct(">3sIB").pack
-_SEQ16_TAG = b"\x97\x01\xcd"
-_SEQ32_TAG = b"\x97\x01\xce"
-_U64_AT = struct.Struct(">Q").unpack_from
-_SLOT_CRC_AT = SLOT_CRC.unpack_from
-_ENTRY_HEADER_AT = ENTRY_HEADER.unpack_from
-_FRAME_HEADER_AT = FRAME_HEADER.unpack_from
-_TRAILER_AT = TRAILER.unpack_from
-_MAX_TAILS = 4096
-_FH, _EH, _SC = FRAME_HEADER.size, ENTRY_HEADER.size, SLOT_CRC.size
-_MIN_PUT_SLOT = _SC + 17  # a checksum, a salt and at least one byte of packed fields
+_FH = FRAME_HEADER.size
+_SCAN_COLUMNS = (("ver", "I"), ("slot_len", "I"), ("entry_len", "I"), ("seq", "q"), ("ts", "q"), ("size", "q"),
+                 ("slot_off", "q"), ("entry_off", "q"))
 
 
 PutRow = tuple[str, str, list[str], int, int, int, str, int, bytes, int, int, int, int]
@@ -93,80 +67,6 @@ class ExpectedIndex:
     head_hash: bytes = ZERO_HASH
     entries: int = 0
     tree: tuple[int, bytes] | None = None  # (size, root) of the Merkle tree over the entries
-
-
-class _NotFast(Exception):
-    """An entry the fast path does not read by its bytes: the frame goes the general way."""
-
-
-def _seq_head(seq: int) -> bytes:
-    """The bytes a canonical entry of `seq` starts with: array header, format version, seq, and the
-    marker of a uint64 timestamp."""
-    if seq < 0x80:
-        return bytes((0x97, 1, seq, 0xCF))
-    if seq < 0x100:
-        return bytes((0x97, 1, 0xCC, seq, 0xCF))
-    if seq < 0x10000:
-        return _SEQ16(_SEQ16_TAG, seq, 0xCF)
-    if seq < 0x100000000:
-        return _SEQ32(_SEQ32_TAG, seq, 0xCF)
-    return b"\x97\x01\xcf" + seq.to_bytes(8, "big") + b"\xcf"
-
-
-def _str_at(data: bytes, i: int) -> tuple[int, int]:
-    """(start, length) of the msgpack str whose header is at data[i]."""
-    b = data[i]
-    if 0xA0 <= b <= 0xBF:
-        start, n = i + 1, b - 0xA0
-    elif b == 0xD9:
-        start, n = i + 2, data[i + 1]
-    elif b == 0xDA:
-        start, n = i + 3, int.from_bytes(data[i + 1:i + 3], "big")
-    else:
-        raise _NotFast
-    if start + n > len(data):
-        raise _NotFast
-    return start, n
-
-
-def _uint_at(data: bytes, i: int) -> tuple[int, int]:
-    """(value, end) of the msgpack unsigned integer at data[i]."""
-    b = data[i]
-    if b < 0x80:
-        return b, i + 1
-    n = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}.get(b)
-    if n is None or i + 1 + n > len(data):
-        raise _NotFast
-    return int.from_bytes(data[i + 1:i + 1 + n], "big"), i + 1 + n
-
-
-def _put_tail(tail: bytes) -> tuple[str, int, int]:
-    """(scope, size, ver) from the bytes of a canonical put body that follow its id."""
-    if not tail.startswith(_SCOPE_KEY):
-        raise _NotFast
-    start, n = _str_at(tail, len(_SCOPE_KEY))
-    scope = tail[start:start + n].decode()
-    i = start + n
-    if not tail.startswith(_SIZE_KEY, i):
-        raise _NotFast
-    size, i = _uint_at(tail, i + len(_SIZE_KEY))
-    if not tail.startswith(_VER_KEY, i):
-        raise _NotFast
-    ver, i = _uint_at(tail, i + len(_VER_KEY))
-    if i != len(tail) or ver < 1:
-        raise _NotFast
-    return scope, size, ver
-
-
-def _put_head(raw: bytes, i: int) -> tuple[int, str]:
-    """Where the digest starts in a canonical put whose op is at raw[i], and the put's agent."""
-    if not raw.startswith(_PUT_OP, i):
-        raise _NotFast
-    start, n = _str_at(raw, i + len(_PUT_OP))
-    agent = raw[start:start + n].decode()  # valid UTF-8, as msgpack will insist
-    if not raw.startswith(_DIGEST_KEY, start + n):
-        raise _NotFast
-    return start + n + len(_DIGEST_KEY), agent
 
 
 class _DbVerifier:
@@ -192,12 +92,6 @@ class _DbVerifier:
         self.extra: dict[str, int] = {}
         # id -> [(seq, slot offset, state)] of those versions whose slot is not `ok`
         self.pending: dict[str, list[tuple[int, int, str]]] = {}
-        # What the fast path (fast_frames) read in the puts before, each decoded once: the bytes from a
-        # put's op to its digest (op, agent, body map header; b"\x00" matches none) and that agent, the
-        # bytes of its id's key and header and the id's length, and what follows ids (scope, size, ver).
-        self.put_head, self.agent = b"\x00", ""
-        self.id_head, self.id_len = b"\x00", 0
-        self.tails: dict[bytes, tuple[str, int, int]] = {}
         self.index: ExpectedIndex | None = None  # gathered for a client's verify(), when asked
         self.tree: Any = None  # the CompactRange of the tree over the entries, when the index is gathered
         self.erased = 0
@@ -340,154 +234,98 @@ class _DbVerifier:
     # the fast path
     def fast_frames(self, win: _Window, pos: int) -> int:
         """Check the frames from `pos` on for as long as each holds only canonical puts with nothing wrong
-        with them, reading the entries by their bytes instead of decoding them into objects; return the
-        offset of the first frame left to the general path (`frame`), which then finds exactly what is
-        wrong with it, or checks an op this path does not read.
+        with them, read by the scan core (mnemo/storage/file/scan.py) instead of being decoded into
+        objects; return the offset of the first frame left to the general path (`frame`), which then
+        finds exactly what is wrong with it, or checks an op this path does not read.
 
         It makes every check `frame` and `op_put` make, to the same outcome, and changes the state as
         they would; a frame it leaves to the general path leaves no trace."""
         if self.pending_damage is not None or self.lost_before or self.last_hash is None or self.next_seq < 1:
             return pos
         want = self.expect_head[0] if self.expect_head is not None else -1
-        end = win.size
-        versions, tails, index, tree = self.versions, self.tails, self.index, self.tree
-        live, older = (index.live, index.older) if index is not None else ({}, {})
-        put_head, id_head, id_len, agent = self.put_head, self.id_head, self.id_len, self.agent
-        n_put_head, n_id_head = len(put_head), len(id_head)
-        seq, last, entries = self.next_seq, self.last_hash, self.entries
-        sha256, crc32, unpack = hashlib.sha256, zlib.crc32, msgpack.unpackb
-        buf, bstart = win.buf, win.start
-        start = pos
-        while pos + _FH <= end:
-            rel = pos - bstart
-            if rel < 0 or rel + _FH > len(buf):
+        flags = DIGEST | (LEAVES if self.tree is not None else 0)
+        while pos + _FH <= win.size:
+            rel = pos - win.start
+            if rel < 0 or rel + _FH > len(win.buf):
                 win.ensure(pos, _FH)
-                buf, bstart = win.buf, win.start
-                rel = pos - bstart
-            magic, count, first, elen, plen = _FRAME_HEADER_AT(buf, rel)
-            total = FRAME_OVERHEAD + elen + plen
-            if (magic != FRAME_MAGIC or first != seq or not 0 < count * _EH <= elen
-                    or total > _BIG_FRAME or pos + total > end or first <= want < first + count):
-                break
-            if rel + total > len(buf):
-                win.ensure(pos, total)
-                buf, bstart = win.buf, win.start
-                rel = pos - bstart
-                if rel + total > len(buf):
+                rel = pos - win.start
+            res = scan_frames(win.buf, win.start, rel, self.next_seq, self.last_hash, want, _BIG_FRAME, flags)
+            taken = self.take_scanned(res)
+            if taken is not None:
+                return taken  # a version that does not follow: the general path reports it
+            pos = win.start + res.pos
+            if res.need:  # the next frame is not whole in the buffer
+                if pos + res.need > win.size:
                     break
-            crc_end = rel + _FH + elen
-            slot_end = crc_end + plen
-            crc, end_magic = _TRAILER_AT(buf, slot_end)
-            if end_magic != FRAME_END or crc != crc32(buf[rel:crc_end]):
+                win.ensure(pos, res.need)
+            elif len(win.buf) - res.pos >= _FH:  # a frame the scan does not take
                 break
-            # Entries and slots are read in step; a length that overruns its section makes the two
-            # end anywhere but at the section ends, checked after the loop.
-            p, sp = rel + _FH, crc_end
-            s, h = seq, last
-            rids: list[str] = []
-            raws: list[bytes] = []
-            try:
-                for _ in range(count):
-                    rlen, slen = _ENTRY_HEADER_AT(buf, p)
-                    p += _EH
-                    e_at = p
-                    raw = buf[p:p + rlen]
-                    p += rlen
-                    # seq, the timestamp's marker, and prev: the link to the entry before
-                    if 0xFFFF < s <= 0xFFFFFFFF:
-                        head = _SEQ32(_SEQ32_TAG, s, 0xCF)
-                    elif 0xFF < s <= 0xFFFF:
-                        head = _SEQ16(_SEQ16_TAG, s, 0xCF)
-                    else:
-                        head = _seq_head(s)
-                    o = len(head)
-                    if not (raw.startswith(head) and raw.startswith(_BIN32, o + 8) and raw.startswith(h, o + 10)):
-                        raise _NotFast
-                    # op, agent and the body's map header: as in the put before, or read afresh
-                    q = o + 42
-                    if not raw.startswith(put_head, q):
-                        d, agent = _put_head(raw, q)
-                        put_head = raw[q:d]
-                        n_put_head = d - q
-                    d = q + n_put_head  # the digest, checked against the payload below
-                    i = d + 32
-                    if not raw.startswith(id_head, i):
-                        if not raw.startswith(_ID_KEY, i):
-                            raise _NotFast
-                        j, id_len = _str_at(raw, i + len(_ID_KEY))
-                        id_head = raw[i:j]
-                        n_id_head = j - i
-                    i += n_id_head
-                    rid = raw[i:i + id_len].decode()
-                    tail = raw[i + id_len:]
-                    t = tails.get(tail)
-                    if t is None:
-                        t = _put_tail(tail)
-                        if len(tails) >= _MAX_TAILS:
-                            tails.clear()
-                        tails[tail] = t
-                    scope, size, ver = t
-                    old = versions.get(rid, 0)
-                    if old + 1 != ver:
-                        raise _NotFast
-                    # the payload: slot checksum, digest, and [content, sorted tags, metadata]
-                    payload = buf[sp + _SC:sp + slen]
-                    if (slen < _MIN_PUT_SLOT or _SLOT_CRC_AT(buf, sp)[0] != crc32(payload)
-                            or not raw.startswith(sha256(payload).digest(), d)):
-                        raise _NotFast
-                    # (msgpack's defaults decode as codec.unpackb does, but refuse non-str map keys:
-                    # a record with those goes the general way)
-                    content, tags, metadata = unpack(payload[16:])
-                    if type(content) is str:
-                        n = len(content) if content.isascii() else len(content.encode())
-                    elif type(content) is bytes:
-                        n = len(content)
-                    else:
-                        raise _NotFast
-                    if n != size or type(tags) is not list or type(metadata) is not dict:
-                        raise _NotFast
-                    if tags:
-                        "".join(tags)  # a TypeError unless every tag is a str
-                        if len(tags) > 1 and tags != sorted(tags):
-                            raise _NotFast
-                    h = sha256(raw).digest()
-                    versions[rid] = ver
-                    rids.append(rid)
-                    raws.append(raw)
-                    if index is not None:
-                        if old:
-                            older.setdefault(rid, []).append(live[rid])
-                        ts = _U64_AT(raw, o)[0]
-                        live[rid] = (rid, scope, tags, ver, s, ts, agent, size, h, bstart + sp, slen,
-                                     bstart + e_at, rlen)
-                    sp += slen
-                    s += 1
-                if p != crc_end or sp != slot_end:
-                    raise _NotFast
-            except Exception:
-                for rid in reversed(rids):  # each put raised its record's version by one
-                    ver = versions[rid] - 1
-                    if ver:
-                        versions[rid] = ver
-                    else:
-                        del versions[rid]
-                    if index is not None:
-                        if ver:
-                            live[rid] = older[rid].pop()
-                            if not older[rid]:
-                                del older[rid]
-                        else:
-                            del live[rid]
-                break
-            seq, last = s, h
-            entries += count
-            pos += total
-            if tree is not None:
-                tree.add_entries(raws)
-        if pos != start:
-            self.next_seq, self.last_seq, self.last_hash, self.entries = seq, seq - 1, last, entries
-        self.put_head, self.id_head, self.id_len, self.agent = put_head, id_head, id_len, agent
+            # else fewer bytes than a frame header are left in the buffer: read on
         return pos
+
+    def take_scanned(self, res: ScanResult) -> int | None:
+        """Apply the scanned frames to the state, frame by frame; None when all were taken, else the
+        offset of the first frame whose version numbers do not follow (nothing of it is applied)."""
+        if not res.ids:
+            return None
+        versions, index, tree = self.versions, self.index, self.tree
+        live, older = (index.live, index.older) if index is not None else ({}, {})
+        ids = res.ids
+        cols = {name: array(tc, res.columns[name]) for name, tc in _SCAN_COLUMNS}
+        vers, seqs = cols["ver"], cols["seq"]
+        scopes, agents, tagsets = res.scopes, res.agents, res.tagsets
+        sc, ag, tg = array("I", res.scope_codes), array("I", res.agent_codes), array("I", res.tagset_codes)
+        hashes = res.hashes
+        spans = res.frame_spans()
+        n = len(ids)
+        if vers.count(1) == n and len(set(ids)) == n and versions.keys().isdisjoint(ids):
+            # every put a new record (the usual case): the state is updated in bulk
+            versions.update(zip(ids, vers, strict=True))
+            if index is not None:
+                live.update(zip(ids, zip(
+                    ids, map(scopes.__getitem__, sc), map(list, map(tagsets.__getitem__, tg)), vers, seqs,
+                    cols["ts"], map(agents.__getitem__, ag), cols["size"],
+                    [hashes[i:i + 32] for i in range(0, 32 * n, 32)], cols["slot_off"], cols["slot_len"],
+                    cols["entry_off"], cols["entry_len"], strict=True,
+                ), strict=True))
+            if tree is not None:
+                tree.add_leaf_hashes(res.leaves)
+            self.entries += n
+            self.next_seq = seqs[n - 1] + 1
+            self.last_seq, self.last_hash = seqs[n - 1], hashes[(n - 1) * 32:]
+            return None
+        k = 0
+        for off, _end, count in spans:
+            if count == 1:
+                if versions.get(ids[k], 0) + 1 != vers[k]:
+                    return off
+            else:
+                seen: dict[str, int] = {}
+                for i in range(k, k + count):
+                    rid = ids[i]
+                    ver = seen.get(rid) or versions.get(rid, 0) + 1
+                    if vers[i] != ver:
+                        return off
+                    seen[rid] = ver + 1
+            for i in range(k, k + count):
+                rid = ids[i]
+                ver = vers[i]
+                versions[rid] = ver
+                if index is not None:
+                    if ver > 1:
+                        older.setdefault(rid, []).append(live[rid])
+                    live[rid] = (
+                        rid, scopes[sc[i]], list(tagsets[tg[i]]), ver, seqs[i], cols["ts"][i], agents[ag[i]],
+                        cols["size"][i], hashes[i * 32:i * 32 + 32], cols["slot_off"][i], cols["slot_len"][i],
+                        cols["entry_off"][i], cols["entry_len"][i],
+                    )
+            if tree is not None:
+                tree.add_leaf_hashes(res.leaves[k * 32:(k + count) * 32])
+            k += count
+            self.entries += count
+            self.next_seq = seqs[k - 1] + 1
+            self.last_seq, self.last_hash = seqs[k - 1], hashes[(k - 1) * 32:k * 32]
+        return None
 
     def no_payload(self, e: Entry, slot: Slot) -> None:
         if slot.state != "none":

@@ -7,7 +7,8 @@ keeps them in step; a backend calls it at three points:
   seq 0 adds every entry). Bytes that are not a compact range raise InvalidInput: discard the
   snapshot then, as for any snapshot that does not match the log;
 - for every frame it applies, its own commits and frames it replays or catches up with alike, under the
-  writer lock: `add(entry_bytes, first_seq)`, the exact bytes of the frame's entries in order;
+  writer lock: `add(entry_bytes, first_seq)`, the exact bytes of the frame's entries in order (or
+  `add_leaves(leaf_hashes, first_seq)` when the leaf hashes are made already, as a replay's scan does);
 - when it writes its snapshot: put `to_bytes()` in it and call `flush()`; `close()` on close.
 
 The range is the truth about the tree (it is computed from the entries the backend read or wrote); the
@@ -65,7 +66,16 @@ class TreeState:
         restored from a snapshot that does not match the log, and the tree must be rebuilt)."""
         if first_seq != self.range.size:
             raise StaleCache(f"a frame at seq {first_seq} does not follow the tree of {self.range.size} entries")
-        hashes = self.range.add_entries(entries)
+        self._cache_leaves(self.range.add_entries(entries), first_seq)
+
+    def add_leaves(self, leaves: bytes, first_seq: int) -> None:
+        """As `add`, for entries whose leaf hashes are already made: 32 bytes each, back to back."""
+        if first_seq != self.range.size:
+            raise StaleCache(f"a frame at seq {first_seq} does not follow the tree of {self.range.size} entries")
+        self.range.add_leaf_hashes(leaves)
+        self._cache_leaves([leaves], first_seq)
+
+    def _cache_leaves(self, hashes: list[bytes], first_seq: int) -> None:
         cache = self.cache
         if cache is not None and self.cache_problem is None and cache.readonly:
             # A reader keeps the cache as the writers leave it: usable as long as it covers the tree.

@@ -14,6 +14,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from .._native import speedups
 from ..errors import InvalidInput
 
 HASH_SIZE = 32
@@ -382,6 +383,16 @@ class CompactRange:
             n += 1
         self.size = n
         return hashes
+
+    def add_leaf_hashes(self, leaves: bytes) -> None:
+        """Add leaf hashes given back to back, 32 bytes each (a replay's scan computes them)."""
+        if len(leaves) % HASH_SIZE:
+            raise InvalidInput("leaf hashes are 32 bytes each")
+        if speedups is not None:
+            self.size = speedups.merkle_push(self._stack, self.size, leaves)
+            return
+        for i in range(0, len(leaves), HASH_SIZE):
+            self._push(leaves[i:i + HASH_SIZE])
 
     def extend(self, leaves: Iterable[bytes]) -> None:
         """Add leaf hashes."""

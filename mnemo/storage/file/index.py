@@ -12,12 +12,17 @@ from __future__ import annotations
 import bisect
 import sys
 from array import array
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from itertools import islice
+from typing import TYPE_CHECKING, Any, cast
 
 from ...acl import Acl
 from ...errors import IntegrityError
 from ..contract import Rec, Version
+
+if TYPE_CHECKING:
+    from .scan import ScanResult
 
 HASH_SIZE = 32
 # Postings up to this long drop a row at once; longer ones are cleaned lazily (see _unpost).
@@ -70,7 +75,7 @@ class _TagSets:
             self._codes = {t: i for i, t in enumerate(self.values) if t is not None}
         return self._codes
 
-    def acquire(self, tags: tuple[str, ...]) -> int:
+    def acquire(self, tags: tuple[str, ...], uses: int = 1) -> int:
         code = self.codes.get(tags)
         if code is None:
             if self.free:
@@ -81,7 +86,7 @@ class _TagSets:
                 self.values.append(tags)
                 self.refs.append(0)
             self.codes[tags] = code
-        self.refs[code] += 1
+        self.refs[code] += uses
         return code
 
     def release(self, code: int) -> None:
@@ -143,7 +148,7 @@ class SortedIds:
         blob = "".join(ids)
         if width == 0 or len(blob) != width * len(ids) or not blob.isascii():
             return None
-        if any(len(i) != width for i in ids):  # equal total length does not mean equal widths
+        if max(map(len, ids)) != width:  # equal total length does not mean equal widths (nor min = max)
             return None
         return cls(blob.encode("ascii"), width)
 
@@ -318,6 +323,49 @@ class Index:
         c["entry_len"][row] = version.entry_len
         self.hashes[row * HASH_SIZE : (row + 1) * HASH_SIZE] = version.hash
 
+    def extend_new(self, res: ScanResult) -> None:
+        """Append a row per record, as `put` does for a new one, for every entry of a scan of the log
+        (mnemo/storage/file/scan.py, whose rows were numbered from this index's next row). The caller
+        has checked that the ids are distinct, that none is in the index, and that each is version 1."""
+        ids = res.ids
+        n = len(ids)
+        first = self.base.n + len(self.extra)
+        self.rows.update(zip(ids, range(first, first + n), strict=True))
+        self.extra.extend(ids)
+        self.live += n
+        c = self.cols
+        for name, packed in res.columns.items():
+            c[name].frombytes(packed)
+        scope_map = [self.scopes.code(v) for v in res.scopes]
+        c["scope"].extend(map(scope_map.__getitem__, array("I", res.scope_codes)))
+        agent_map = [self.agents.code(v) for v in res.agents]
+        c["agent"].extend(map(agent_map.__getitem__, array("I", res.agent_codes)))
+        local = array("I", res.tagset_codes)
+        uses = [0] * len(res.tagsets)
+        for k in local:
+            uses[k] += 1
+        sets = self.tagsets
+        refs, acquire = sets.refs, sets.acquire
+        set_map: list[int | None] = list(map(sets.codes.get, res.tagsets))  # the tag sets already held
+        for i, (code, k) in enumerate(zip(set_map, uses, strict=True)):
+            if code is None:
+                set_map[i] = acquire(res.tagsets[i], k)
+            else:
+                refs[code] += k
+        c["tagset"].extend(map(cast("list[int]", set_map).__getitem__, local))  # every one set above
+        self.hashes += res.hashes
+        # postings in row order, as `put` one by one leaves them
+        rows = array("I", res.tag_rows)
+        postings, at = self.postings, 0
+        for tag, k in zip(res.tags, array("I", res.tag_lens), strict=True):
+            posting = postings.get(tag)
+            if posting is None:
+                postings[tag] = rows[at:at + k]
+                bisect.insort(self.sorted_tags, tag)
+            else:
+                posting.extend(rows[at:at + k])
+            at += k
+
     def drop(self, rec_id: str) -> Rec | None:
         self.forgotten.add(rec_id)
         row = self.row_of(rec_id)
@@ -442,6 +490,8 @@ class Index:
         """Whether the tag postings agree with the records' own tags: each live record is listed under
         each of its tags, and nothing else is (stale rows are allowed only where they are expected
         and filtered). A snapshot could otherwise hide a record from tag queries alone."""
+        if self._postings_agree():
+            return []
         try:
             want: dict[str, set[int]] = {}
             for row in self.live_rows():
@@ -462,6 +512,36 @@ class Index:
         if sorted(self.sorted_tags) != self.sorted_tags or not have.keys() <= set(self.sorted_tags):
             out.append("the sorted tag list is out of order or incomplete")
         return out
+
+    def _postings_agree(self) -> bool:
+        """posting_differences' answer when it is "none", checked in bulk: every (row, tag) a posting
+        lists is a live row holding that tag, and there are as many distinct ones as the live rows hold
+        tags, so the postings list exactly what they must. False when that does not hold, or when
+        forgotten or stale rows make the bulk check inapplicable: the detailed comparison decides."""
+        if self.stale_tags or self.base_dead or None in self.extra:
+            return False
+        tagset, values = self.cols["tagset"], self.tagsets.values
+        try:
+            pairs = 0
+            for tag, rows in self.postings.items():
+                distinct = set(rows)
+                for code in set(map(tagset.__getitem__, distinct)):
+                    tags = values[code]
+                    if tags is None or tag not in tags:
+                        return False
+                pairs += len(distinct)
+            uses = Counter(tagset)
+            if any(values[code] is None for code in uses):
+                return False
+            want = sum(k * len(set(values[code] or ())) for code, k in uses.items())
+        except IndexError:
+            return False
+        n = self.base.n + len(self.extra)
+        listed = set(self.sorted_tags)
+        return (
+            pairs == want and len(tagset) == n and self.sorted_tags == sorted(listed)
+            and len(listed) == len(self.sorted_tags) and {t for t, r in self.postings.items() if r} <= listed
+        )
 
     def counts(self) -> tuple[int, int, int]:
         """(records, versions, distinct tags) of the live records."""
@@ -493,6 +573,17 @@ class Index:
         """Live rows in id order, with their ids as a SortedIds blob (or, when the ids are not all
         ASCII of one width, as a list)."""
         base, nbase = self.base, self.base.n
+        tail_ids = cast("list[str]", self.extra)  # checked below: no None
+        if not self.base_dead and None not in self.extra and all(
+            map(str.__lt__, tail_ids, islice(tail_ids, 1, None))
+        ):
+            # Ids begin with their creation time, so the rows are usually in id order already.
+            packed = SortedIds.pack(tail_ids)
+            if packed is not None and (
+                not nbase or not tail_ids or (packed.width == base.width and tail_ids[0] > base.at(nbase - 1))
+            ):
+                width = base.width or packed.width
+                return list(range(nbase + len(tail_ids))), SortedIds(base.blob + packed.blob, width), []
         extra = sorted((i, r) for r, i in enumerate(self.extra, nbase) if i is not None)
         if not self.base_dead:
             # The usual case: the records made since the last load sort after it (ids begin with
@@ -518,7 +609,7 @@ class Index:
 
     def _to_state(self) -> dict[str, Any]:
         order, sorted_ids, id_list = self._id_order()
-        identity = len(order) == self.base.n + len(self.extra) and all(r == i for i, r in enumerate(order))
+        identity = len(order) == self.base.n + len(self.extra) and order == list(range(len(order)))
         cols = self.cols
         if identity:
             out_cols = {name: col.tobytes() for name, col in cols.items()}

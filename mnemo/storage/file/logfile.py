@@ -17,6 +17,9 @@ from ...errors import DurabilityError, LockTimeout
 from .framing import ENTRY_HEADER, FRAME_END, FRAME_HEADER, TRAILER, Frame, FrameError, frame_length, parse_frame
 
 CHUNK = 4 << 20
+# A replay reads the log in larger windows: the scan core's results are applied to the index per
+# window, and per distinct tag, scope and tag set in it.
+SCAN_CHUNK = 32 << 20
 
 _sync = getattr(os, "fdatasync", os.fsync)
 
@@ -103,37 +106,57 @@ class LogHandle:
         self.retired = False
 
 
+class FrameReader:
+    """The frames of [start, end), read in chunks, never the whole file: `window()` gives a buffer
+    holding the whole frame at `offset` (and what follows it in the chunk), `next()` parses that frame
+    and moves past it. Both raise FrameError (with the file offset) at a frame that is incomplete or
+    bad; the caller decides whether that is a torn tail or damage."""
+
+    def __init__(self, fd: int, start: int, end: int, chunk: int = CHUNK) -> None:
+        self.fd, self.offset, self.end, self.chunk = fd, start, end, chunk
+        self.buf = memoryview(b"")
+        self.base = start  # file offset of buf[0]
+
+    def window(self) -> tuple[memoryview, int]:
+        """(buffer, position of the frame at `offset` in it), the frame whole in the buffer."""
+        reread = False
+        while True:
+            pos = self.offset - self.base
+            avail = len(self.buf) - pos if 0 <= pos <= len(self.buf) else -1
+            need = FRAME_HEADER.size
+            if avail >= need:
+                try:
+                    need = frame_length(self.buf, pos, self.offset)
+                except FrameError as exc:
+                    if exc.kind == "bad":
+                        raise
+            if avail >= need:
+                return self.buf, pos
+            if reread:
+                # Let the parser produce the precise error for what is there.
+                parse_frame(self.buf, pos, self.offset)
+                raise FrameError("incomplete", "file ends inside a frame", self.offset)
+            want = max(need, self.chunk)
+            self.buf = memoryview(read_exact(self.fd, self.offset, min(want, self.end - self.offset)))
+            self.base = self.offset
+            reread = len(self.buf) < want  # all the file holds from here is in the buffer now
+
+    def next(self) -> tuple[Frame, memoryview, int]:
+        buf, pos = self.window()
+        frame = parse_frame(buf, pos, self.offset)
+        self.offset += frame.length
+        return frame, buf, pos
+
+
 def iter_frames(fd: int, start: int, end: int) -> Iterator[tuple[Frame, memoryview, int]]:
     """Yield (frame, buffer, position of the frame in the buffer) for frames in [start, end).
 
     Reads in chunks, never the whole file. Raises FrameError (with the file offset) at the first frame
     that is incomplete or bad; the caller decides whether that is a torn tail or damage.
     """
-    offset = start
-    buf = memoryview(b"")
-    pos = 0
-    while offset < end:
-        avail = len(buf) - pos
-        need = FRAME_HEADER.size
-        if avail >= need:
-            try:
-                need = frame_length(buf, pos, offset)
-            except FrameError as exc:
-                if exc.kind == "bad":
-                    raise
-        if avail < need:
-            want = max(need, CHUNK)
-            data = read_exact(fd, offset, min(want, end - offset))
-            buf, pos = memoryview(data), 0
-            if len(data) < need:
-                # Let the parser produce the precise error for what is there.
-                parse_frame(buf, pos, offset)
-                raise FrameError("incomplete", "file ends inside a frame", offset)
-            continue
-        frame = parse_frame(buf, pos, offset)
-        yield frame, buf, pos
-        pos += frame.length
-        offset += frame.length
+    reader = FrameReader(fd, start, end)
+    while reader.offset < end:
+        yield reader.next()
 
 
 def find_next_frame(fd: int, start: int, end: int, min_seq: int = 0) -> int | None:

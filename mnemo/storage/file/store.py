@@ -33,12 +33,13 @@ from ..codec import (
     served_put_problem,
 )
 from ..contract import Found, LogItem, Payloads, Progress, Query, Rec, ScopeFilter, Usage, Version
-from ..gc_pause import gc_paused
+from ..gc_pause import gc_paused, release_freed_memory
 from . import snapshot as snap
 from .framing import (
     ENTRY_HEADER,
     FRAME_HEADER,
     HEADER_SIZE,
+    MAX_FRAME,
     SLOT_CRC,
     Frame,
     FrameError,
@@ -54,6 +55,8 @@ from .framing import (
 )
 from .index import COLUMNS, HASH_SIZE, Index
 from .logfile import (
+    SCAN_CHUNK,
+    FrameReader,
     LogHandle,
     complete_with_damaged_length,
     find_next_frame,
@@ -66,6 +69,7 @@ from .logfile import (
     unlock_log,
     write_all,
 )
+from .scan import LEAVES, ScanResult, scan_frames
 
 if TYPE_CHECKING:
     from ...audit import ExpectedIndex
@@ -119,10 +123,13 @@ class FileStore:
         self.index = Index()  # until _load reads the real one
         self.tree: Any = None  # the TreeState of the Merkle tree over the entries (mnemo.transparency)
         self.head_ts = 0
+        self._rebased = False
         try:
             t0 = time.perf_counter()
             with gc_paused():
                 self._open(create)
+            if self._rebased:
+                release_freed_memory()  # what the replay built and the rebase let go of
             self.open_seconds = time.perf_counter() - t0
         except OSError as exc:
             self._close_files()
@@ -187,6 +194,7 @@ class FileStore:
                     index = Index.from_state(self.db_id, state)
                     index.acl = self.index.acl
                     self.index = index
+                    self._rebased = True
         finally:
             self._unlock()
 
@@ -336,7 +344,11 @@ class FileStore:
             try:
                 if self._first_unsynced is not None:
                     self._foreign_after_unsynced = True
-                for frame, buf, pos in iter_frames(self.fd, self.end, size):
+                reader = FrameReader(self.fd, self.end, size, SCAN_CHUNK)
+                while reader.offset < size:
+                    if self.index.head_seq >= 0 and self._apply_scanned(reader):
+                        continue
+                    frame, buf, pos = reader.next()
                     dropped = self._apply_frame(frame, buf, pos, journal, writer)
                     for rec in dropped:
                         to_check.extend((v.slot_off, v.slot_len) for v in rec.versions if v.slot_len)
@@ -439,6 +451,71 @@ class FileStore:
         self.end = frame.end
         self.last_frame_offset = frame.offset
         return dropped
+
+    def _apply_scanned(self, reader: FrameReader) -> bool:
+        """Apply the frames of canonical puts from the reader's offset on that the scan core takes
+        (mnemo/storage/file/scan.py), to the state `_apply_frame` would leave; False if it takes none,
+        and the general path reads the next frame. Raises FrameError as the reader does."""
+        buf, pos = reader.window()
+        index = self.index
+        res = scan_frames(buf, reader.base, pos, index.head_seq + 1, index.head_hash, -1, MAX_FRAME, LEAVES,
+                          index.base.n + len(index.extra))
+        if not res.ids:
+            return False
+        spans = res.frame_spans()
+        ids = res.ids
+        vers = array("I", res.columns["ver"])
+        fresh = vers.count(1) == len(ids) and len(set(ids)) == len(ids) and (
+            all(index.row_of(i) is None for i in ids) if index.base.n else index.rows.keys().isdisjoint(ids)
+        )
+        if fresh:
+            index.extend_new(res)
+            taken = len(spans)
+        else:
+            taken = self._put_scanned(res, spans, vers)
+            if not taken:
+                return False  # the general path reports the version that does not follow
+        n = sum(k for _o, _e, k in spans[:taken])
+        first = index.head_seq + 1
+        index.head_seq = first + n - 1
+        index.head_hash = res.hashes[(n - 1) * HASH_SIZE:n * HASH_SIZE]
+        index.entries += n
+        ts = array("q", res.columns["ts"][:8 * n])
+        self.head_ts = max(self.head_ts, max(ts))
+        assert self.tree is not None
+        try:
+            self.tree.add_leaves(res.leaves[:n * HASH_SIZE], first)
+        except MnemoError as exc:  # as in _grow_tree
+            raise IntegrityError(f"{self.path}: the Merkle tree does not follow the log: {exc}") from None
+        self.last_frame_offset, self.end = spans[taken - 1][0], spans[taken - 1][1]
+        reader.offset = self.end
+        return True
+
+    def _put_scanned(self, res: ScanResult, spans: list[tuple[int, int, int]], vers: array[int]) -> int:
+        """Put the scanned entries one by one (records already in the index, or named twice), frame by
+        frame up to the first whose version numbers do not follow; returns how many frames were put."""
+        index = self.index
+        c = {name: array(tc, res.columns[name]) for name, tc in COLUMNS.items() if name in res.columns}
+        scopes, agents, tagsets = res.scopes, res.agents, res.tagsets
+        sc, ag, tg = array("I", res.scope_codes), array("I", res.agent_codes), array("I", res.tagset_codes)
+        k = 0
+        for taken, (_off, _end, count) in enumerate(spans):
+            seen: dict[str, int] = {}
+            for i in range(k, k + count):
+                rec_id = res.ids[i]
+                expected = seen.get(rec_id) or index.next_ver(rec_id)
+                if vers[i] != expected:
+                    return taken
+                seen[rec_id] = expected + 1
+            for i in range(k, k + count):
+                version = Version(
+                    vers[i], c["seq"][i], c["ts"][i], agents[ag[i]], c["size"][i],
+                    res.hashes[i * HASH_SIZE:(i + 1) * HASH_SIZE], c["slot_off"][i], c["slot_len"][i],
+                    c["entry_off"][i], c["entry_len"][i],
+                )
+                index.put(res.ids[i], scopes[sc[i]], tagsets[tg[i]], version)
+            k += count
+        return len(spans)
 
     def _journal(self) -> set[tuple[int, int]] | None:
         """The exact payload slots (offset, length) the erasure journal names, if it belongs to this db.

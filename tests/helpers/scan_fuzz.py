@@ -1,0 +1,54 @@
+"""Runs of tools/fuzz_scan.py (atheris over the C scan core and its twin) for the tests: coverage-guided
+over the twin with the extension as installed, then the corpus it grew, mutated further, through an
+AddressSanitizer + UBSan build of the extension (the sanitizer runtime preloaded into Python)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = ROOT / "tools" / "fuzz_scan.py"
+
+
+@dataclass
+class FuzzRun:
+    runs: int
+    seconds: int
+    corpus: int
+    output: str
+
+
+def _run(args: list[str], env: dict[str, str], timeout: float) -> FuzzRun:
+    proc = subprocess.run([sys.executable, str(TOOL), *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "ERROR: AddressSanitizer" not in out and "runtime error:" not in out, out[-4000:]
+    done = re.search(r"Done (\d+) runs in (\d+) second", out)
+    assert done is not None, out[-4000:]
+    return FuzzRun(int(done.group(1)), int(done.group(2)), 0, out)
+
+
+def fuzz(tmp: Path, guided_seconds: int, sanitized_seconds: int) -> tuple[FuzzRun, FuzzRun]:
+    """(the guided run, the sanitized run) over one corpus in tmp."""
+    corpus = tmp / "corpus"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("MNEMO_PURE_PYTHON", None)
+    guided = _run(["--seconds", str(guided_seconds), str(corpus)], env, guided_seconds * 4 + 120)
+    guided.corpus = len(list(corpus.iterdir()))
+    build = subprocess.run([sys.executable, str(TOOL), "--build", str(tmp / "asan")], capture_output=True,
+                           text=True, check=True, timeout=300)
+    ext = build.stdout.strip().splitlines()[-1]
+    asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    senv = dict(env, LD_PRELOAD=asan, PYTHONMALLOC="malloc", ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
+                UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
+    sanitized = _run(["--ext", ext, "--seconds", str(sanitized_seconds), str(corpus)], senv,
+                     sanitized_seconds * 4 + 120)
+    sanitized.corpus = len(list(corpus.iterdir()))
+    return guided, sanitized

@@ -1,0 +1,197 @@
+"""Fuzz the scan core (mnemo/_speedups.c) against its pure-Python twin with atheris.
+
+    python tools/fuzz_scan.py --build DIR            # build the extension with ASan + UBSan into DIR
+    python tools/fuzz_scan.py [--seconds S | --runs N] CORPUS_DIR       # coverage-guided, as installed
+    PYTHONMALLOC=malloc LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \\
+        python tools/fuzz_scan.py --ext DIR/_speedups*.so [--seconds S | --runs N] CORPUS_DIR
+
+Each input is a buffer of log frames: the harness takes the scan's seq and previous hash from the
+buffer itself (the first frame header's first seq, the first entry's prev), so that mutations of a
+valid seed reach every check. Both scans must return equal results and raise nothing (MemoryError
+aside); AddressSanitizer and UndefinedBehaviorSanitizer abort on any read out of bounds or undefined
+behaviour. Seeds (valid frames of canonical puts, made with the library's own encoders) are written to
+the corpus directory when it is empty. On exit it prints the number of inputs run and the time taken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib.util
+import os
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "mnemo" / "_speedups.c"
+SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer"]
+
+
+def build(out_dir: Path) -> Path:
+    """Compile the extension with AddressSanitizer and UBSan; returns the path of the module."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    target = out_dir / f"_speedups{suffix}"
+    cmd = ["gcc", "-shared", "-fPIC", "-O1", "-g", *SANITIZE, f"-I{sysconfig.get_paths()['include']}",
+           str(SOURCE), "-lcrypto", "-lz", "-o", str(target)]
+    subprocess.run(cmd, check=True)
+    return target
+
+
+def load(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location("_speedups", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def seeds() -> list[bytes]:
+    """Frames of canonical puts (single and grouped, tags, metadata, binary and non-ASCII content)."""
+    sys.path.insert(0, str(ROOT))
+    from mnemo.storage.codec import ZERO_HASH, encode_put_payload, make_entry, pack_record_fields, payload_digest
+    from mnemo.storage.file.framing import encode_frame
+
+    out = []
+    for variant in range(4):
+        prev, seq, data = ZERO_HASH, 1, b""
+        for group in range(3):
+            items = []
+            for k in range(1 + variant * group):
+                content: str | bytes = ("ünï ✓ " if variant == 1 else "memory ") * (k + 1)
+                if variant == 2:
+                    content = bytes(range(k + 3))
+                tags = sorted({f"t{k}", "all"})[: variant + 1]
+                meta: dict[str, Any] = {"n": k, "deep": {"a": [1, 2.5, None, True, b"x"]}} if variant else {}
+                salt = bytes([seq]) * 16
+                packed = pack_record_fields(content, tags, meta)
+                size = len(content.encode() if isinstance(content, str) else content)
+                body = {"digest": payload_digest(salt, packed), "id": f"r{seq}", "scope": "agent:a",
+                        "size": size, "ver": 1}
+                e = make_entry(seq, 1_764_500_000_000_000_000 + seq, prev, "put", "agent-ä", body)
+                items.append((e.raw, encode_put_payload(salt, packed)))
+                prev, seq = e.hash, seq + 1
+            data += encode_frame(items)
+        out.append(data)
+    return out
+
+
+def exact(data: bytes) -> Any:
+    """A buffer of exactly these bytes in an allocation of its own (a bytes object ends with a NUL, an
+    array over-allocates), so that under PYTHONMALLOC=malloc AddressSanitizer sees a read one byte
+    past its end."""
+    return (ctypes.c_char * len(data)).from_buffer_copy(data) if data else b""
+
+
+class Harness:
+    def __init__(self, native: Any) -> None:
+        from mnemo.storage.file import scan
+
+        self.native, self.scan = native, scan
+        self.runs = 0
+
+    def one(self, data: bytes) -> None:
+        scan = self.scan
+        self.runs += 1
+        seq = max(1, int.from_bytes(data[8:16], "big")) if len(data) >= 16 else 1
+        seq = min(seq, (1 << 62))
+        head = scan._seq_head(seq)
+        at = 24 + 8 + len(head) + 10
+        last = data[at:at + 32] if len(data) >= at + 32 else b"\x00" * 32
+        flags = data[-1] & 3 if data else 3
+        stop = seq + (data[-2] % 8) if len(data) > 2 and data[-2] & 0x80 else -1
+        max_frame = 1 << 31 if not data or data[0] != 0x4D or len(data) % 3 else max(24, len(data) // 2)
+        args = (data, 32, 0, seq, last, stop, max_frame, flags, 7)
+        try:
+            got = scan.ScanResult(*self.native.scan(exact(data), *args[1:]))
+        except MemoryError:
+            return
+        want = scan.pure_scan(*args)
+        if got != want:
+            raise AssertionError(f"the C scan and its twin differ on {data!r}")
+        # the same buffer cut short, and as a bytearray
+        cut = len(data) * 3 // 4
+        cargs = (bytearray(data[:cut]), 32, 0, seq, last, stop, max_frame, flags, 0)
+        if scan.ScanResult(*self.native.scan(exact(data[:cut]), *cargs[1:])) != scan.pure_scan(*cargs):
+            raise AssertionError(f"the C scan and its twin differ on a cut of {data!r}")
+
+
+def mutate_loop(harness: Harness, corpus: Path | None, seconds: int, runs: int) -> int:
+    """The sanitized build's run. A library preloaded for AddressSanitizer takes over libFuzzer's
+    coverage hooks, so instead of coverage this runs every corpus input, then random mutations of
+    them: bit flips, byte runs, cuts, insertions and splices of two inputs."""
+    import random
+
+    inputs = [p.read_bytes() for p in sorted(corpus.iterdir())] if corpus is not None else []
+    inputs = inputs or seeds()
+    rng = random.Random(0x5CA9)
+    t0 = time.monotonic()
+    for data in inputs:
+        harness.one(data)
+    while (not runs or harness.runs < runs) and (runs or time.monotonic() - t0 < seconds):
+        data = bytearray(rng.choice(inputs))
+        for _ in range(rng.randrange(1, 5)):
+            kind = rng.randrange(5)
+            at = rng.randrange(len(data) + 1)
+            if kind == 0 and data:
+                data[min(at, len(data) - 1)] ^= 1 << rng.randrange(8)
+            elif kind == 1 and data:
+                end = min(len(data), at + rng.randrange(1, 9))
+                data[at:end] = bytes([rng.choice((0, 0xFF, 0x7F, 0x80, rng.randrange(256)))]) * (end - at)
+            elif kind == 2:
+                del data[at:at + rng.randrange(1, 64)]
+            elif kind == 3:
+                data[at:at] = rng.randbytes(rng.randrange(1, 16))
+            else:
+                other = rng.choice(inputs)
+                cut = rng.randrange(len(other) + 1)
+                data[at:] = other[cut:]
+        harness.one(bytes(data))
+    print(f"Done {harness.runs} runs in {int(time.monotonic() - t0)} second(s)", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", type=Path, help="build the sanitized extension into this directory and exit")
+    ap.add_argument("--ext", type=Path, help="the extension to fuzz (default: mnemo._speedups as installed)")
+    ap.add_argument("--seconds", type=int, default=0, help="stop after this many seconds")
+    ap.add_argument("--runs", type=int, default=0, help="stop after this many inputs")
+    ap.add_argument("corpus", nargs="?", type=Path)
+    args = ap.parse_args(argv)
+    if args.build is not None:
+        print(build(args.build))
+        return 0
+    sys.path.insert(0, str(ROOT))
+    if args.ext is not None:
+        return mutate_loop(Harness(load(args.ext)), args.corpus, args.seconds, args.runs)
+    import atheris
+
+    with atheris.instrument_imports(include=["mnemo.storage.file.scan"]):
+        # coverage of the twin guides the mutations (the C loop mirrors its branches)
+        from mnemo.storage.file import scan  # noqa: F401
+    harness = Harness(importlib.import_module("mnemo._speedups"))
+    lib_args = [sys.argv[0]]
+    if args.corpus is not None:
+        args.corpus.mkdir(parents=True, exist_ok=True)
+        if not any(args.corpus.iterdir()):
+            for i, seed in enumerate(seeds()):
+                (args.corpus / f"seed-{i}").write_bytes(seed)
+        lib_args.append(str(args.corpus))
+    if args.seconds:
+        lib_args.append(f"-max_total_time={args.seconds}")
+    if args.runs:
+        lib_args.append(f"-runs={args.runs}")
+    lib_args += ["-max_len=4096", "-rss_limit_mb=4096"]
+    atheris.Setup(lib_args, harness.one)
+    atheris.Fuzz()
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("MNEMO_PURE_PYTHON", "")
+    sys.exit(main())
