@@ -72,6 +72,7 @@ class MnemoClient:
         lock_timeout: float = 10.0,
         checkpoint_every: int | None = None,
         limits: Limits | None = None,
+        group_commit_wait: float | None = None,
     ) -> None:
         check_agent_id(agent_id, "agent_id")
         if not isinstance(durability, str) or durability not in ("fsync", "batch", "none"):
@@ -80,6 +81,11 @@ class MnemoClient:
             raise InvalidInput(f"lock_timeout must be a non-negative number, got {lock_timeout!r}")
         if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 1):
             raise InvalidInput("checkpoint_every must be a positive integer or None")
+        if group_commit_wait is not None and (
+            isinstance(group_commit_wait, bool) or not isinstance(group_commit_wait, (int, float))
+            or not 0 <= group_commit_wait <= 1
+        ):
+            raise InvalidInput(f"group_commit_wait must be between 0 and 1 second, or None, got {group_commit_wait!r}")
         self.agent_id = agent_id
         self.home_scope = home_scope(agent_id)
         self.limits = limits or Limits()
@@ -88,7 +94,8 @@ class MnemoClient:
         self._since_checkpoint = 0
         self._last_entry: tuple[int, str] | None = None
         self._store: Storage = open_storage(
-            os.fspath(db_path), agent_id, readonly=readonly, durability=durability, lock_timeout=lock_timeout
+            os.fspath(db_path), agent_id, readonly=readonly, durability=durability, lock_timeout=lock_timeout,
+            group_commit_wait=group_commit_wait,
         )
         self.path = self._store.path
 
