@@ -28,7 +28,7 @@ from mnemo import MnemoClient
 from mnemo.audit import read_log
 from mnemo.storage.codec import decode_put_payload
 
-from .baselines import RawAppendFile, SqliteStore, sha256_loop
+from .baselines import LmdbStore, RawAppendFile, SqliteStore, lmdb_available, sha256_loop
 from .common import (
     AGENT,
     Config,
@@ -100,6 +100,38 @@ def sqlite_insert_seconds(cfg: Config, synchronous: str, recs: list[RecordSpec])
             db.close()
 
 
+def lmdb_insert_seconds(cfg: Config, sync: bool, recs: list[RecordSpec]) -> float:
+    """Seconds for len(recs) single-put write transactions in LMDB (each also puts the record's tags)."""
+    with scratch(cfg) as d:
+        db = LmdbStore(os.path.join(d, "bench.lmdb"), sync)
+        try:
+            for r in specs(WARMUP, start=len(recs)):
+                db.insert(r)
+            t0 = time.perf_counter()
+            for r in recs:
+                db.insert(r)
+            return time.perf_counter() - t0
+        finally:
+            db.close()
+
+
+def lmdb_tx_seconds(cfg: Config, sync: bool, recs: list[RecordSpec]) -> float:
+    with scratch(cfg) as d:
+        db = LmdbStore(os.path.join(d, "bench.lmdb"), sync)
+        try:
+            for r in specs(WARMUP, start=len(recs)):
+                db.insert(r)
+            t0 = time.perf_counter()
+            db.insert_many(recs)
+            return time.perf_counter() - t0
+        finally:
+            db.close()
+
+
+def _no_lmdb() -> float:
+    return float("nan")
+
+
 def raw_append_seconds(cfg: Config, recs: list[RecordSpec]) -> float:
     with scratch(cfg) as d:
         f = RawAppendFile(os.path.join(d, "bench.jsonl"))
@@ -117,19 +149,22 @@ def raw_append_seconds(cfg: Config, recs: list[RecordSpec]) -> float:
 def bench_remember(cfg: Config) -> list[Result]:
     fast = specs(cfg.remember_n)
     cfg.log(f"remember: {cfg.remember_n} records x {cfg.reps} reps, durability none / batch, SQLite NORMAL")
-    none, batch, normal = alternate(
+    lmdb = lmdb_available()
+    none, batch, normal, lm_none = alternate(
         cfg.reps,
         lambda: mnemo_remember_seconds(cfg, "none", fast),
         lambda: mnemo_remember_seconds(cfg, "batch", fast),
         lambda: sqlite_insert_seconds(cfg, "NORMAL", fast),
+        (lambda: lmdb_insert_seconds(cfg, False, fast)) if lmdb else _no_lmdb,
     )
     slow = specs(cfg.fsync_n)
     cfg.log(f"remember: {cfg.fsync_n} records x {cfg.reps} reps, durability fsync, SQLite FULL, raw append")
-    fsync, full, raw = alternate(
+    fsync, full, raw, lm_sync = alternate(
         cfg.reps,
         lambda: mnemo_remember_seconds(cfg, "fsync", slow),
         lambda: sqlite_insert_seconds(cfg, "FULL", slow),
         lambda: raw_append_seconds(cfg, slow),
+        (lambda: lmdb_insert_seconds(cfg, True, slow)) if lmdb else _no_lmdb,
     )
 
     def fast_rate(seconds: list[float]) -> list[float]:
@@ -149,7 +184,13 @@ def bench_remember(cfg: Config) -> list[Result]:
                slow_rate(full), Target("ratio>=", 1.0)),
         Result("remember", "remember, durability=fsync, 1 thread (reference)", "records/s", slow_rate(fsync),
                "raw append + fdatasync per record", slow_rate(raw)),
-    ]
+    ] + ([
+        Result("remember", "remember, durability=none (vs LMDB)", "records/s", fast_rate(none),
+               "LMDB sync=False, 1 put + tag index/txn", fast_rate(lm_none), Target("ratio>=", 0.5),
+               "stretch target 1.0x"),
+        Result("remember", "remember, durability=fsync, 1 thread (vs LMDB)", "records/s", slow_rate(fsync),
+               "LMDB sync=True, 1 put + tag index/txn", slow_rate(lm_sync)),
+    ] if lmdb else [])
 
 
 # -- group commit ------------------------------------------------------------------------------------
@@ -283,12 +324,15 @@ def sqlite_tx_seconds(cfg: Config, synchronous: str, recs: list[RecordSpec]) -> 
 def bench_transaction(cfg: Config) -> list[Result]:
     recs = specs(cfg.tx_size)
     cfg.log(f"transaction: {cfg.tx_size} remember in one transaction, {cfg.reps} reps")
-    m_sync, s_full, m_none, s_normal = alternate(
+    lmdb = lmdb_available()
+    m_sync, s_full, m_none, s_normal, l_sync, l_none = alternate(
         cfg.reps,
         lambda: mnemo_tx_seconds(cfg, "fsync", recs),
         lambda: sqlite_tx_seconds(cfg, "FULL", recs),
         lambda: mnemo_tx_seconds(cfg, "none", recs),
         lambda: sqlite_tx_seconds(cfg, "NORMAL", recs),
+        (lambda: lmdb_tx_seconds(cfg, True, recs)) if lmdb else _no_lmdb,
+        (lambda: lmdb_tx_seconds(cfg, False, recs)) if lmdb else _no_lmdb,
     )
 
     def rate(seconds: list[float]) -> list[float]:
@@ -300,7 +344,14 @@ def bench_transaction(cfg: Config) -> list[Result]:
                Target("ratio>=", 1.0)),
         Result("transaction", f"transaction of {cfg.tx_size:,} remember, durability=none", "records/s",
                rate(m_none), f"SQLite sync=NORMAL, {cfg.tx_size:,} inserts in 1 tx", rate(s_normal)),
-    ]
+    ] + ([
+        Result("transaction", f"transaction of {cfg.tx_size:,} remember, durability=fsync (vs LMDB)",
+               "records/s", rate(m_sync), f"LMDB sync=True, {cfg.tx_size:,} puts + tag index in 1 txn",
+               rate(l_sync)),
+        Result("transaction", f"transaction of {cfg.tx_size:,} remember, durability=none (vs LMDB)",
+               "records/s", rate(m_none), f"LMDB sync=False, {cfg.tx_size:,} puts + tag index in 1 txn",
+               rate(l_none)),
+    ] if lmdb else [])
 
 
 # -- large databases ---------------------------------------------------------------------------------
@@ -312,6 +363,7 @@ class Dataset:
     tag_groups: int
     mnemo_path: str
     sqlite_path: str
+    lmdb_path: str | None = None  # None without py-lmdb (the `bench` extra)
 
     @property
     def snap_path(self) -> str:
@@ -338,7 +390,8 @@ def dataset(cfg: Config, n: int) -> Dataset:
         return _DATASETS[n]
     tag_groups = max(1, n // cfg.query_hits)
     d = os.path.join(cfg.workdir, f"data-{n}")
-    ds = Dataset(n, tag_groups, os.path.join(d, "bench.mnemo.db"), os.path.join(d, "bench.sqlite"))
+    ds = Dataset(n, tag_groups, os.path.join(d, "bench.mnemo.db"), os.path.join(d, "bench.sqlite"),
+                 os.path.join(d, "bench.lmdb") if lmdb_available() else None)
     marker_path = os.path.join(d, "marker.json")
     keep = ds.snap_path + ".keep"
     if os.path.exists(keep):  # an interrupted no-snapshot measurement
@@ -357,6 +410,9 @@ def dataset(cfg: Config, n: int) -> Dataset:
         _build_sqlite(cfg, ds)
         with open(marker_path, "w") as f:
             json.dump(_marker(n, tag_groups), f)
+    if ds.lmdb_path is not None and not os.path.exists(os.path.join(ds.lmdb_path, "done")):
+        shutil.rmtree(ds.lmdb_path, ignore_errors=True)
+        _build_lmdb(cfg, ds, ds.lmdb_path)
     _DATASETS[n] = ds
     return ds
 
@@ -392,6 +448,21 @@ def _build_sqlite(cfg: Config, ds: Dataset) -> None:
     finally:
         db.close()
     cfg.log(f"dataset {ds.n:,}: SQLite built in {time.perf_counter() - t0:.1f} s")
+
+
+def _build_lmdb(cfg: Config, ds: Dataset, path: str) -> None:
+    t0 = time.perf_counter()
+    db = LmdbStore(path, sync=False)
+    try:
+        chunk = 100_000
+        for start in range(0, ds.n, chunk):
+            db.insert_many(specs(min(chunk, ds.n - start), ds.tag_groups, start))
+        db.env.sync(True)
+    finally:
+        db.close()
+    with open(os.path.join(path, "done"), "w"):
+        pass
+    cfg.log(f"dataset {ds.n:,}: LMDB built in {time.perf_counter() - t0:.1f} s")
 
 
 def probe_open(path: str) -> dict[str, Any]:
@@ -508,7 +579,7 @@ def mnemo_query_seconds(client: MnemoClient, tags: list[str], hits: int) -> floa
     return (time.perf_counter() - t0) / len(tags)
 
 
-def sqlite_query_seconds(db: SqliteStore, tags: list[str], hits: int) -> float:
+def sqlite_query_seconds(db: SqliteStore | LmdbStore, tags: list[str], hits: int) -> float:
     t0 = time.perf_counter()
     for tag in tags:
         got = db.query_tag(tag)
@@ -517,33 +588,45 @@ def sqlite_query_seconds(db: SqliteStore, tags: list[str], hits: int) -> float:
     return (time.perf_counter() - t0) / len(tags)
 
 
-def _query_one(cfg: Config, n: int) -> Result:
+def _query_one(cfg: Config, n: int) -> list[Result]:
     ds = dataset(cfg, n)
     hits = n // ds.tag_groups
     client = MnemoClient(ds.mnemo_path, AGENT, durability="none")
     db = SqliteStore(ds.sqlite_path, "NORMAL")
+    lm = LmdbStore(ds.lmdb_path) if ds.lmdb_path is not None else None
     try:
         tags = ds.query_tags(20)
         cfg.log(f"query {n:,}: {len(tags)} tags x {cfg.reps} reps, {hits} hits each")
         mnemo_query_seconds(client, tags[:2], hits)
         sqlite_query_seconds(db, tags[:2], hits)
-        m, s = alternate(
+        if lm is not None:
+            sqlite_query_seconds(lm, tags[:2], hits)
+        m, s, lmdb = alternate(
             cfg.reps,
             lambda: mnemo_query_seconds(client, tags, hits),
             lambda: sqlite_query_seconds(db, tags, hits),
+            (lambda: sqlite_query_seconds(lm, tags, hits)) if lm is not None else _no_lmdb,
         )
     finally:
         client.close()
         db.close()
-    return Result(
-        "query", f"query(tags=[one tag]), {hits} hits, {n:,} records", "queries/s",
-        [1 / x for x in m], "SQLite, index on tags, rows decoded", [1 / x for x in s],
-        Target("ratio>=", 1.0), "target is set at 1,000,000 records",
-    )
+        if lm is not None:
+            lm.close()
+    case = f"query(tags=[one tag]), {hits} hits, {n:,} records"
+    out = [Result(
+        "query", case, "queries/s", [1 / x for x in m], "SQLite, index on tags, rows decoded", [1 / x for x in s],
+        Target("ratio>=", 1.5), "target is set at 1,000,000 records",
+    )]
+    if lm is not None:
+        out.append(Result(
+            "query", f"{case} (vs LMDB)", "queries/s", [1 / x for x in m], "LMDB, tag index, records decoded",
+            [1 / x for x in lmdb], note="stretch target 1.0x at 1,000,000 records",
+        ))
+    return out
 
 
 def bench_query(cfg: Config) -> list[Result]:
-    return [_query_one(cfg, n) for n in cfg.sizes]
+    return [r for n in cfg.sizes for r in _query_one(cfg, n)]
 
 
 def verify_items(path: str) -> list[tuple[bytes, bytes | None]]:
