@@ -15,6 +15,7 @@ import os
 import stat
 import threading
 import time
+import zlib
 from array import array
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -933,7 +934,10 @@ class FileStore:
                 return None if rec is None else Found(rec)
             versions = rec.versions if payloads == "all" else (rec.latest,)
             try:
-                packed = tuple(self._packed(rec, v, batch) for v in versions)
+                quick = self._quick_packed([(rec, v) for v in versions])
+                packed = tuple(
+                    p if p is not None else self._packed(rec, v, batch) for v, p in zip(versions, quick, strict=True)
+                )
             except (NotFound, IntegrityError):
                 if self.generation == generation:
                     self.refresh()  # forgotten (erased) by another process meanwhile?
@@ -990,7 +994,10 @@ class FileStore:
         if not payloads:
             return [Found(rec) for rec in recs]
         out = []
-        for rec in recs:
+        for rec, quick in zip(recs, self._quick_packed([(r, r.latest) for r in recs]), strict=True):
+            if quick is not None:
+                out.append(Found(rec, (quick,)))
+                continue
             try:
                 out.append(Found(rec, (self._packed(rec, rec.latest, batch),)))
             except (NotFound, IntegrityError):
@@ -999,6 +1006,39 @@ class FileStore:
                 found = self.get(rec.id, scopes)
                 if found is not None:
                     out.append(found)
+        return out
+
+    def _quick_packed(self, items: list[tuple[Rec, Version]]) -> list[memoryview | None]:
+        """The packed fields of each (record, version), read through one handle and checked as
+        read_packed checks them (slot CRC, the entry's chain hash, that it is the put of this record,
+        version and scope, the payload digest it commits to). None where a check fails, or for a
+        version staged in a transaction: read_packed then reads it, or says what is wrong."""
+        out: list[memoryview | None] = []
+        minimum = SLOT_CRC.size + SALT_SIZE + 1
+        crc_of, crc_at = zlib.crc32, SLOT_CRC.unpack_from
+        handle = self._acquire_handle()
+        try:
+            fd = handle.fd
+            for rec, v in items:
+                e_off, e_len, offset, length = v.entry_off, v.entry_len, v.slot_off, v.slot_len
+                if offset < 0 or e_off < 0 or length < minimum:
+                    out.append(None)
+                    continue
+                if e_off + e_len == offset:  # one entry in its frame: entry and slot are adjacent
+                    data = memoryview(os.pread(fd, e_len + length, e_off))
+                    raw, slot = data[:e_len], data[e_len:]
+                else:
+                    slot, raw = memoryview(os.pread(fd, length, offset)), memoryview(os.pread(fd, e_len, e_off))
+                if len(slot) != length or len(raw) != e_len:
+                    out.append(None)
+                    continue
+                payload = slot[SLOT_CRC.size :]
+                ok = crc_at(slot)[0] == crc_of(payload) and (
+                    served_put_problem(raw, v.hash, rec.id, v.ver, rec.scope, payload) is None
+                )
+                out.append(payload[SALT_SIZE:] if ok else None)
+        finally:
+            self._release(handle)
         return out
 
     def _packed(self, rec: Rec, version: Version, batch: Batch | None) -> bytes | memoryview:
