@@ -88,6 +88,9 @@ class Batch:
         self._recs[rec_id] = None
         return rec
 
+    def drop_many(self, rec_ids: list[str]) -> list[Rec]:
+        return [rec for rec in map(self.drop, rec_ids) if rec is not None]
+
     @property
     def acl(self) -> Acl:
         return self._acl if self._acl is not None else self.base.acl
@@ -144,11 +147,7 @@ def apply_entry(
         view.put(rec_id, body["scope"], tags, version)
         return []
     if op == "forget":
-        dropped = []
-        for rec_id in body["ids"]:
-            rec = view.drop(rec_id)
-            if rec is not None:
-                dropped.append(rec)
+        dropped: list[Rec] = view.drop_many(body["ids"])
         return dropped
     if op == "grant":
         view.acl_for_write().grant(body["principal"], body["scope"], body["perms"])

@@ -80,6 +80,7 @@ BATCH_INTERVAL = 0.05
 # never waits) and a group both come out ahead. 0 turns the wait off.
 GROUP_COMMIT_WAIT = 0.0005
 REBASE_ROWS = 10_000
+ZEROS_PER_WRITE = 1 << 20  # the most one write of an erasure zeroes
 
 
 class FileStore:
@@ -691,8 +692,9 @@ class FileStore:
         snap.remove(self.snap_path)  # it holds tags of the forgotten records
         self._remove_leftovers()
         snap.write_erase_journal(self.erase_path, self.db_id, regions)
-        for off, length in regions:
-            write_all(self.fd, bytes(length), off)
+        for off, length in _runs(regions):
+            for start in range(off, off + length, ZEROS_PER_WRITE):
+                write_all(self.fd, bytes(min(ZEROS_PER_WRITE, off + length - start)), start)
         sync(self.fd)
         snap.remove(self.erase_path)
         self._dirty_snapshot = True
@@ -1257,6 +1259,19 @@ class _Writing:
             store._sync_upto(end, generation)
 
 
+
+
+def _runs(regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The regions (offset, length) merged where one ends exactly where the next starts: the slots of
+    one frame lie back to back, so a directory forgotten at once is zeroed in a few writes, not one
+    per record. Regions never merge across a gap, which holds entries."""
+    runs: list[tuple[int, int]] = []
+    for off, length in sorted(regions):
+        if runs and runs[-1][0] + runs[-1][1] == off:
+            runs[-1] = (runs[-1][0], runs[-1][1] + length)
+        else:
+            runs.append((off, length))
+    return runs
 
 
 def _differences(index: Index, expected: ExpectedIndex) -> list[str]:
