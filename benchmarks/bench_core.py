@@ -681,6 +681,60 @@ def bench_verify(cfg: Config) -> list[Result]:
     return [_verify_one(cfg, n) for n in cfg.sizes]
 
 
+# -- memory-tool directory delete ------------------------------------------------------------------
+
+
+DELETE_SIZES = (10_000, 100_000)
+
+
+def directory_delete_seconds(cfg: Config, files: int, cpu: list[float] | None = None) -> float:
+    """Seconds for the memory tool's delete of a directory of `files` files (bulk-loaded beforehand, in
+    one transaction, as the tool's create would tag them), durability fsync; `cpu` collects the
+    process's CPU seconds for it (on a busy machine, wall time also holds waits for a core)."""
+    from mnemo.tools import MnemoMemoryToolServer
+
+    text = "a remembered fact, one line of it\n"
+    with scratch(cfg) as d:
+        client = MnemoClient(os.path.join(d, "bench.mnemo.db"), AGENT)
+        try:
+            with client.transaction():
+                for i in range(files):
+                    client.remember(text, tags=("memorytool", f"path:/memories/big/f{i:06d}.md"))
+            server = MnemoMemoryToolServer(client)
+            gc.collect()
+            c0, t0 = time.process_time(), time.perf_counter()
+            result = server.execute({"command": "delete", "path": "/memories/big"})
+            elapsed = time.perf_counter() - t0
+            if cpu is not None:
+                cpu.append(time.process_time() - c0)
+            if result.is_error:
+                raise RuntimeError(result.text)
+            return elapsed
+        finally:
+            client.close()
+
+
+def bench_directory_delete(cfg: Config) -> list[Result]:
+    small, big = DELETE_SIZES
+    cfg.log(f"directory delete: {small:,} and {big:,} files, {cfg.reps} reps")
+    cpu_s: list[float] = []
+    cpu_b: list[float] = []
+    s, b = alternate(
+        cfg.reps,
+        lambda: directory_delete_seconds(cfg, small, cpu_s),
+        lambda: directory_delete_seconds(cfg, big, cpu_b),
+    )
+    case = f"memory tool delete of a {big:,}-file directory, per file"
+    return [
+        Result("directory_delete", case, "us/file", [x / big * 1e6 for x in b], f"the same for {small:,} files",
+               [x / small * 1e6 for x in s], Target("ratio<=", 1.2),
+               "how the per-file cost grows with the directory (ratio: big / small)"),
+        Result("directory_delete", f"{case}, CPU time", "us/file", [x / big * 1e6 for x in cpu_b],
+               f"the same for {small:,} files", [x / small * 1e6 for x in cpu_s], Target("ratio<=", 1.2),
+               "process CPU time: leaves out waits for the disk and for a core"),
+    ]
+
+
 WORKLOADS: dict[str, Callable[[Config], list[Result]]] = {
     "remember": bench_remember,
     "group_commit": bench_group_commit,
@@ -689,6 +743,7 @@ WORKLOADS: dict[str, Callable[[Config], list[Result]]] = {
     "index_memory": bench_index_memory,
     "query": bench_query,
     "verify": bench_verify,
+    "directory_delete": bench_directory_delete,
 }
 
 
