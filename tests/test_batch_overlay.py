@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import AGENT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +20,8 @@ from mnemo.acl import Acl
 from mnemo.storage.batch import Batch
 from mnemo.storage.codec import ZERO_HASH
 from mnemo.storage.contract import Rec
+
+AGENT = "agent-1"
 
 
 class Base:

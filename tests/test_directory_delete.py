@@ -7,11 +7,12 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import AGENT
 
 from mnemo import MnemoClient
 from mnemo.storage.file.store import _runs
 from mnemo.tools import MnemoMemoryToolServer
+
+AGENT = "agent-1"
 
 
 def test_runs_merge_only_regions_that_touch() -> None:

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import AGENT
 
 from mnemo import MnemoClient
 from mnemo.errors import Conflict, InvalidInput
@@ -19,6 +18,8 @@ from mnemo.storage.file import logfile
 from mnemo.storage.file.framing import HEADER_SIZE
 from mnemo.storage.file.logfile import iter_frames
 from mnemo.storage.file.store import FileStore
+
+AGENT = "agent-1"
 
 THREADS, PER_THREAD = 8, 25
 
