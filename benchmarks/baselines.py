@@ -1,5 +1,5 @@
-"""The baselines Mnemo is measured against: SQLite in WAL mode, a raw append-and-fsync file, and a plain
-SHA-256 loop.
+"""The baselines Mnemo is measured against: SQLite in WAL mode, LMDB (py-lmdb) with a tag index, a raw
+append-and-fsync file, and a plain SHA-256 loop.
 
 SQLite schema (the same data Mnemo stores, and an index so a tag query need not scan):
 
@@ -10,6 +10,10 @@ SQLite schema (the same data Mnemo stores, and an index so a tag query need not 
 
 A write is one row in `records` plus one row per tag in `record_tags`; "one insert per transaction"
 means BEGIN, those inserts, COMMIT. Ids are made by the same time-ordered generator Mnemo uses.
+
+LMDB layout (`LmdbStore`): a `records` database, id -> the same JSON text SQLite stores (content, tags,
+metadata in one object), and a `tags` database with sorted duplicates, tag -> id, the tag index. A
+write is one put in `records` plus one put per tag in `tags`, in one write transaction.
 """
 
 from __future__ import annotations
@@ -105,6 +109,74 @@ class SqliteStore:
 
     def close(self) -> None:
         self.conn.close()
+
+
+class LmdbStore:
+    """A memory table in LMDB (py-lmdb): records by id, and a tag -> id index with sorted duplicates.
+    `sync=True` flushes at every commit (durable, like durability="fsync"); False leaves it to the OS."""
+
+    MAP_SIZE = 8 << 30  # address space only: the file grows as it is written
+
+    def __init__(self, path: str, sync: bool = False) -> None:
+        import lmdb  # the `bench` extra
+
+        self.path = path
+        self.env = lmdb.open(path, map_size=self.MAP_SIZE, max_dbs=2, sync=sync, metasync=sync)
+        self.records = self.env.open_db(b"records")
+        self.tags = self.env.open_db(b"tags", dupsort=True)
+
+    def _insert(self, txn: Any, rec: RecordSpec) -> str:
+        rec_id = new_id()
+        key = rec_id.encode()
+        value = json.dumps(
+            {"content": rec.content, "tags": sorted(rec.tags), "metadata": rec.metadata}, sort_keys=True
+        ).encode()
+        txn.put(key, value, db=self.records)
+        for tag in rec.tags:
+            txn.put(tag.encode(), key, db=self.tags)
+        return rec_id
+
+    def insert(self, rec: RecordSpec) -> str:
+        """One record in its own write transaction."""
+        with self.env.begin(write=True) as txn:
+            return self._insert(txn, rec)
+
+    def insert_many(self, recs: Iterable[RecordSpec]) -> int:
+        """Every record in one write transaction."""
+        n = 0
+        with self.env.begin(write=True) as txn:
+            for rec in recs:
+                self._insert(txn, rec)
+                n += 1
+        return n
+
+    def query_tag(self, tag: str) -> list[tuple[str, str, list[str], dict[str, Any]]]:
+        """Full records carrying `tag`, decoded, in id order (the index keeps an id's duplicates sorted)."""
+        out = []
+        with self.env.begin() as txn:
+            cur = txn.cursor(db=self.tags)
+            get = txn.get
+            records = self.records
+            if cur.set_key(tag.encode()):
+                for key in cur.iternext_dup():
+                    obj = json.loads(get(key, db=records))
+                    out.append((key.decode(), obj["content"], obj["tags"], obj["metadata"]))
+        return out
+
+    def count(self) -> int:
+        with self.env.begin() as txn:
+            return int(txn.stat(self.records)["entries"])
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def lmdb_available() -> bool:
+    try:
+        import lmdb  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 class RawAppendFile:

@@ -31,7 +31,7 @@ from mnemo.audit import read_log, verify_file
 from mnemo.storage.codec import decode_put_payload
 from mnemo.storage.file.scan import pure_scan
 
-from .baselines import RawAppendFile, SqliteStore, sha256_loop
+from .baselines import LmdbStore, RawAppendFile, SqliteStore, lmdb_available, sha256_loop
 from .common import (
     AGENT,
     Config,
@@ -103,6 +103,38 @@ def sqlite_insert_seconds(cfg: Config, synchronous: str, recs: list[RecordSpec])
             db.close()
 
 
+def lmdb_insert_seconds(cfg: Config, sync: bool, recs: list[RecordSpec]) -> float:
+    """Seconds for len(recs) single-put write transactions in LMDB (each also puts the record's tags)."""
+    with scratch(cfg) as d:
+        db = LmdbStore(os.path.join(d, "bench.lmdb"), sync)
+        try:
+            for r in specs(WARMUP, start=len(recs)):
+                db.insert(r)
+            t0 = time.perf_counter()
+            for r in recs:
+                db.insert(r)
+            return time.perf_counter() - t0
+        finally:
+            db.close()
+
+
+def lmdb_tx_seconds(cfg: Config, sync: bool, recs: list[RecordSpec]) -> float:
+    with scratch(cfg) as d:
+        db = LmdbStore(os.path.join(d, "bench.lmdb"), sync)
+        try:
+            for r in specs(WARMUP, start=len(recs)):
+                db.insert(r)
+            t0 = time.perf_counter()
+            db.insert_many(recs)
+            return time.perf_counter() - t0
+        finally:
+            db.close()
+
+
+def _no_lmdb() -> float:
+    return float("nan")
+
+
 def raw_append_seconds(cfg: Config, recs: list[RecordSpec]) -> float:
     with scratch(cfg) as d:
         f = RawAppendFile(os.path.join(d, "bench.jsonl"))
@@ -120,19 +152,22 @@ def raw_append_seconds(cfg: Config, recs: list[RecordSpec]) -> float:
 def bench_remember(cfg: Config) -> list[Result]:
     fast = specs(cfg.remember_n)
     cfg.log(f"remember: {cfg.remember_n} records x {cfg.reps} reps, durability none / batch, SQLite NORMAL")
-    none, batch, normal = alternate(
+    lmdb = lmdb_available()
+    none, batch, normal, lm_none = alternate(
         cfg.reps,
         lambda: mnemo_remember_seconds(cfg, "none", fast),
         lambda: mnemo_remember_seconds(cfg, "batch", fast),
         lambda: sqlite_insert_seconds(cfg, "NORMAL", fast),
+        (lambda: lmdb_insert_seconds(cfg, False, fast)) if lmdb else _no_lmdb,
     )
     slow = specs(cfg.fsync_n)
     cfg.log(f"remember: {cfg.fsync_n} records x {cfg.reps} reps, durability fsync, SQLite FULL, raw append")
-    fsync, full, raw = alternate(
+    fsync, full, raw, lm_sync = alternate(
         cfg.reps,
         lambda: mnemo_remember_seconds(cfg, "fsync", slow),
         lambda: sqlite_insert_seconds(cfg, "FULL", slow),
         lambda: raw_append_seconds(cfg, slow),
+        (lambda: lmdb_insert_seconds(cfg, True, slow)) if lmdb else _no_lmdb,
     )
 
     def fast_rate(seconds: list[float]) -> list[float]:
@@ -152,15 +187,47 @@ def bench_remember(cfg: Config) -> list[Result]:
                slow_rate(full), Target("ratio>=", 1.0)),
         Result("remember", "remember, durability=fsync, 1 thread (reference)", "records/s", slow_rate(fsync),
                "raw append + fdatasync per record", slow_rate(raw)),
-    ]
+    ] + ([
+        Result("remember", "remember, durability=none (vs LMDB)", "records/s", fast_rate(none),
+               "LMDB sync=False, 1 put + tag index/txn", fast_rate(lm_none), Target("ratio>=", 0.5),
+               "stretch target 1.0x"),
+        Result("remember", "remember, durability=fsync, 1 thread (vs LMDB)", "records/s", slow_rate(fsync),
+               "LMDB sync=True, 1 put + tag index/txn", slow_rate(lm_sync)),
+    ] if lmdb else [])
 
 
 # -- group commit ------------------------------------------------------------------------------------
 
 
-def mnemo_threads_seconds(cfg: Config, threads: int, per_thread: int, durability: str = "fsync") -> float:
-    """Seconds for `threads` threads each doing `per_thread` remembers on one shared client."""
-    with scratch(cfg) as d:
+@contextlib.contextmanager
+def fsync_delay(seconds: float) -> Iterator[None]:
+    """Every fdatasync of the log takes `seconds` longer (a sleep before it, which releases the GIL as
+    the real call does): a busier or slower disk than this one, for both sides of a comparison alike."""
+    from mnemo.storage.file import logfile
+
+    real = logfile._sync
+    if not seconds:
+        yield
+        return
+
+    def slow(fd: int) -> None:
+        time.sleep(seconds)
+        real(fd)
+
+    logfile._sync = slow
+    try:
+        yield
+    finally:
+        logfile._sync = real
+
+
+def mnemo_threads_seconds(
+    cfg: Config, threads: int, per_thread: int, durability: str = "fsync", delay: float = 0.0,
+    stats: dict[str, list[float]] | None = None,
+) -> float:
+    """Seconds for `threads` threads each doing `per_thread` remembers on one shared client (with every
+    fsync `delay` seconds slower); `stats` collects records per fsync."""
+    with scratch(cfg) as d, fsync_delay(delay):
         client = MnemoClient(os.path.join(d, "bench.mnemo.db"), AGENT, durability=durability)
         try:
             _remember_all(client, specs(WARMUP, start=threads * per_thread))
@@ -178,6 +245,7 @@ def mnemo_threads_seconds(cfg: Config, threads: int, per_thread: int, durability
             pool = [threading.Thread(target=worker, args=(w,)) for w in work]
             for t in pool:
                 t.start()
+            fsyncs = getattr(client._store, "fsyncs", 0)
             barrier.wait()
             t0 = time.perf_counter()
             for t in pool:
@@ -185,28 +253,46 @@ def mnemo_threads_seconds(cfg: Config, threads: int, per_thread: int, durability
             elapsed = time.perf_counter() - t0
             if errors:
                 raise errors[0]
+            fsyncs = getattr(client._store, "fsyncs", 0) - fsyncs
+            if stats is not None and fsyncs:
+                stats.setdefault("records_per_fsync", []).append(threads * per_thread / fsyncs)
             return elapsed
         finally:
             client.close()
 
 
+GROUP_COMMIT_DELAYS = (0.0, 0.001, 0.003)
+
+
 def bench_group_commit(cfg: Config) -> list[Result]:
     n = cfg.threads * cfg.per_thread
-    cfg.log(f"group commit: {cfg.threads} threads x {cfg.per_thread} vs 1 thread x {n}, {cfg.reps} reps")
-    many, one, ceiling = alternate(
-        cfg.reps,
-        lambda: mnemo_threads_seconds(cfg, cfg.threads, cfg.per_thread),
-        lambda: mnemo_threads_seconds(cfg, 1, n),
-        lambda: mnemo_threads_seconds(cfg, cfg.threads, cfg.per_thread, "none"),
-    )
-    return [
-        Result("group_commit", f"remember, durability=fsync, {cfg.threads} threads", "records/s",
-               rate_samples(n, many), "Mnemo fsync, 1 thread", rate_samples(n, one), Target("ratio>=", 4.0),
-               "one shared client; group commit"),
-        Result("group_commit", f"remember, durability=fsync, {cfg.threads} threads (reference)", "records/s",
-               rate_samples(n, many), f"Mnemo durability=none, {cfg.threads} threads", rate_samples(n, ceiling),
-               note="how close group commit comes to writing without fsync: the CPU ceiling"),
-    ]
+    results = []
+    for delay in GROUP_COMMIT_DELAYS:
+        disk = "real disk" if not delay else f"fsync +{delay * 1000:g} ms"
+        cfg.log(f"group commit ({disk}): {cfg.threads} threads x {cfg.per_thread} vs 1 thread x {n}, "
+                f"{cfg.reps} reps")
+        stats: dict[str, list[float]] = {}
+        many, one = alternate(
+            cfg.reps,
+            lambda d=delay, st=stats: mnemo_threads_seconds(cfg, cfg.threads, cfg.per_thread, delay=d, stats=st),
+            lambda d=delay: mnemo_threads_seconds(cfg, 1, n, delay=d),
+        )
+        per_fsync = sorted(stats.get("records_per_fsync", [0.0]))
+        results.append(Result(
+            "group_commit", f"remember, durability=fsync, {cfg.threads} threads, {disk}", "records/s",
+            rate_samples(n, many), "Mnemo fsync, 1 thread", rate_samples(n, one),
+            Target("ratio>=", 4.0) if delay else None,
+            f"one shared client; {per_fsync[len(per_fsync) // 2]:.1f} records per fsync (median)",
+            extra=stats,
+        ))
+    cfg.log(f"group commit: {cfg.threads} threads with durability=none, {cfg.reps} reps")
+    (ceiling,) = alternate(cfg.reps, lambda: mnemo_threads_seconds(cfg, cfg.threads, cfg.per_thread, "none"))
+    results.append(Result(
+        "group_commit", f"remember, durability=fsync, {cfg.threads} threads, real disk (reference)", "records/s",
+        results[0].mnemo, f"Mnemo durability=none, {cfg.threads} threads", rate_samples(n, ceiling),
+        note="how close group commit comes to writing without fsync: the CPU ceiling",
+    ))
+    return results
 
 
 # -- transactions ------------------------------------------------------------------------------------
@@ -241,12 +327,15 @@ def sqlite_tx_seconds(cfg: Config, synchronous: str, recs: list[RecordSpec]) -> 
 def bench_transaction(cfg: Config) -> list[Result]:
     recs = specs(cfg.tx_size)
     cfg.log(f"transaction: {cfg.tx_size} remember in one transaction, {cfg.reps} reps")
-    m_sync, s_full, m_none, s_normal = alternate(
+    lmdb = lmdb_available()
+    m_sync, s_full, m_none, s_normal, l_sync, l_none = alternate(
         cfg.reps,
         lambda: mnemo_tx_seconds(cfg, "fsync", recs),
         lambda: sqlite_tx_seconds(cfg, "FULL", recs),
         lambda: mnemo_tx_seconds(cfg, "none", recs),
         lambda: sqlite_tx_seconds(cfg, "NORMAL", recs),
+        (lambda: lmdb_tx_seconds(cfg, True, recs)) if lmdb else _no_lmdb,
+        (lambda: lmdb_tx_seconds(cfg, False, recs)) if lmdb else _no_lmdb,
     )
 
     def rate(seconds: list[float]) -> list[float]:
@@ -258,7 +347,14 @@ def bench_transaction(cfg: Config) -> list[Result]:
                Target("ratio>=", 1.0)),
         Result("transaction", f"transaction of {cfg.tx_size:,} remember, durability=none", "records/s",
                rate(m_none), f"SQLite sync=NORMAL, {cfg.tx_size:,} inserts in 1 tx", rate(s_normal)),
-    ]
+    ] + ([
+        Result("transaction", f"transaction of {cfg.tx_size:,} remember, durability=fsync (vs LMDB)",
+               "records/s", rate(m_sync), f"LMDB sync=True, {cfg.tx_size:,} puts + tag index in 1 txn",
+               rate(l_sync)),
+        Result("transaction", f"transaction of {cfg.tx_size:,} remember, durability=none (vs LMDB)",
+               "records/s", rate(m_none), f"LMDB sync=False, {cfg.tx_size:,} puts + tag index in 1 txn",
+               rate(l_none)),
+    ] if lmdb else [])
 
 
 # -- large databases ---------------------------------------------------------------------------------
@@ -270,6 +366,7 @@ class Dataset:
     tag_groups: int
     mnemo_path: str
     sqlite_path: str
+    lmdb_path: str | None = None  # None without py-lmdb (the `bench` extra)
 
     @property
     def snap_path(self) -> str:
@@ -296,7 +393,8 @@ def dataset(cfg: Config, n: int) -> Dataset:
         return _DATASETS[n]
     tag_groups = max(1, n // cfg.query_hits)
     d = os.path.join(cfg.workdir, f"data-{n}")
-    ds = Dataset(n, tag_groups, os.path.join(d, "bench.mnemo.db"), os.path.join(d, "bench.sqlite"))
+    ds = Dataset(n, tag_groups, os.path.join(d, "bench.mnemo.db"), os.path.join(d, "bench.sqlite"),
+                 os.path.join(d, "bench.lmdb") if lmdb_available() else None)
     marker_path = os.path.join(d, "marker.json")
     keep = ds.snap_path + ".keep"
     if os.path.exists(keep):  # an interrupted no-snapshot measurement
@@ -315,6 +413,9 @@ def dataset(cfg: Config, n: int) -> Dataset:
         _build_sqlite(cfg, ds)
         with open(marker_path, "w") as f:
             json.dump(_marker(n, tag_groups), f)
+    if ds.lmdb_path is not None and not os.path.exists(os.path.join(ds.lmdb_path, "done")):
+        shutil.rmtree(ds.lmdb_path, ignore_errors=True)
+        _build_lmdb(cfg, ds, ds.lmdb_path)
     _DATASETS[n] = ds
     return ds
 
@@ -350,6 +451,21 @@ def _build_sqlite(cfg: Config, ds: Dataset) -> None:
     finally:
         db.close()
     cfg.log(f"dataset {ds.n:,}: SQLite built in {time.perf_counter() - t0:.1f} s")
+
+
+def _build_lmdb(cfg: Config, ds: Dataset, path: str) -> None:
+    t0 = time.perf_counter()
+    db = LmdbStore(path, sync=False)
+    try:
+        chunk = 100_000
+        for start in range(0, ds.n, chunk):
+            db.insert_many(specs(min(chunk, ds.n - start), ds.tag_groups, start))
+        db.env.sync(True)
+    finally:
+        db.close()
+    with open(os.path.join(path, "done"), "w"):
+        pass
+    cfg.log(f"dataset {ds.n:,}: LMDB built in {time.perf_counter() - t0:.1f} s")
 
 
 def probe_open(path: str) -> dict[str, Any]:
@@ -481,7 +597,7 @@ def mnemo_query_seconds(client: MnemoClient, tags: list[str], hits: int) -> floa
     return (time.perf_counter() - t0) / len(tags)
 
 
-def sqlite_query_seconds(db: SqliteStore, tags: list[str], hits: int) -> float:
+def sqlite_query_seconds(db: SqliteStore | LmdbStore, tags: list[str], hits: int) -> float:
     t0 = time.perf_counter()
     for tag in tags:
         got = db.query_tag(tag)
@@ -490,33 +606,45 @@ def sqlite_query_seconds(db: SqliteStore, tags: list[str], hits: int) -> float:
     return (time.perf_counter() - t0) / len(tags)
 
 
-def _query_one(cfg: Config, n: int) -> Result:
+def _query_one(cfg: Config, n: int) -> list[Result]:
     ds = dataset(cfg, n)
     hits = n // ds.tag_groups
     client = MnemoClient(ds.mnemo_path, AGENT, durability="none")
     db = SqliteStore(ds.sqlite_path, "NORMAL")
+    lm = LmdbStore(ds.lmdb_path) if ds.lmdb_path is not None else None
     try:
         tags = ds.query_tags(20)
         cfg.log(f"query {n:,}: {len(tags)} tags x {cfg.reps} reps, {hits} hits each")
         mnemo_query_seconds(client, tags[:2], hits)
         sqlite_query_seconds(db, tags[:2], hits)
-        m, s = alternate(
+        if lm is not None:
+            sqlite_query_seconds(lm, tags[:2], hits)
+        m, s, lmdb = alternate(
             cfg.reps,
             lambda: mnemo_query_seconds(client, tags, hits),
             lambda: sqlite_query_seconds(db, tags, hits),
+            (lambda: sqlite_query_seconds(lm, tags, hits)) if lm is not None else _no_lmdb,
         )
     finally:
         client.close()
         db.close()
-    return Result(
-        "query", f"query(tags=[one tag]), {hits} hits, {n:,} records", "queries/s",
-        [1 / x for x in m], "SQLite, index on tags, rows decoded", [1 / x for x in s],
-        Target("ratio>=", 1.0), "target is set at 1,000,000 records",
-    )
+        if lm is not None:
+            lm.close()
+    case = f"query(tags=[one tag]), {hits} hits, {n:,} records"
+    out = [Result(
+        "query", case, "queries/s", [1 / x for x in m], "SQLite, index on tags, rows decoded", [1 / x for x in s],
+        Target("ratio>=", 1.5), "target is set at 1,000,000 records",
+    )]
+    if lm is not None:
+        out.append(Result(
+            "query", f"{case} (vs LMDB)", "queries/s", [1 / x for x in m], "LMDB, tag index, records decoded",
+            [1 / x for x in lmdb], note="stretch target 1.0x at 1,000,000 records",
+        ))
+    return out
 
 
 def bench_query(cfg: Config) -> list[Result]:
-    return [_query_one(cfg, n) for n in cfg.sizes]
+    return [r for n in cfg.sizes for r in _query_one(cfg, n)]
 
 
 def verify_items(path: str) -> list[tuple[bytes, bytes | None]]:
@@ -581,6 +709,60 @@ def bench_verify(cfg: Config) -> list[Result]:
     return [r for n in cfg.sizes for r in _verify_one(cfg, n)]
 
 
+# -- memory-tool directory delete ------------------------------------------------------------------
+
+
+DELETE_SIZES = (10_000, 100_000)
+
+
+def directory_delete_seconds(cfg: Config, files: int, cpu: list[float] | None = None) -> float:
+    """Seconds for the memory tool's delete of a directory of `files` files (bulk-loaded beforehand, in
+    one transaction, as the tool's create would tag them), durability fsync; `cpu` collects the
+    process's CPU seconds for it (on a busy machine, wall time also holds waits for a core)."""
+    from mnemo.tools import MnemoMemoryToolServer
+
+    text = "a remembered fact, one line of it\n"
+    with scratch(cfg) as d:
+        client = MnemoClient(os.path.join(d, "bench.mnemo.db"), AGENT)
+        try:
+            with client.transaction():
+                for i in range(files):
+                    client.remember(text, tags=("memorytool", f"path:/memories/big/f{i:06d}.md"))
+            server = MnemoMemoryToolServer(client)
+            gc.collect()
+            c0, t0 = time.process_time(), time.perf_counter()
+            result = server.execute({"command": "delete", "path": "/memories/big"})
+            elapsed = time.perf_counter() - t0
+            if cpu is not None:
+                cpu.append(time.process_time() - c0)
+            if result.is_error:
+                raise RuntimeError(result.text)
+            return elapsed
+        finally:
+            client.close()
+
+
+def bench_directory_delete(cfg: Config) -> list[Result]:
+    small, big = DELETE_SIZES
+    cfg.log(f"directory delete: {small:,} and {big:,} files, {cfg.reps} reps")
+    cpu_s: list[float] = []
+    cpu_b: list[float] = []
+    s, b = alternate(
+        cfg.reps,
+        lambda: directory_delete_seconds(cfg, small, cpu_s),
+        lambda: directory_delete_seconds(cfg, big, cpu_b),
+    )
+    case = f"memory tool delete of a {big:,}-file directory, per file"
+    return [
+        Result("directory_delete", case, "us/file", [x / big * 1e6 for x in b], f"the same for {small:,} files",
+               [x / small * 1e6 for x in s], Target("ratio<=", 1.2),
+               "how the per-file cost grows with the directory (ratio: big / small)"),
+        Result("directory_delete", f"{case}, CPU time", "us/file", [x / big * 1e6 for x in cpu_b],
+               f"the same for {small:,} files", [x / small * 1e6 for x in cpu_s], Target("ratio<=", 1.2),
+               "process CPU time: leaves out waits for the disk and for a core"),
+    ]
+
+
 WORKLOADS: dict[str, Callable[[Config], list[Result]]] = {
     "remember": bench_remember,
     "group_commit": bench_group_commit,
@@ -589,6 +771,7 @@ WORKLOADS: dict[str, Callable[[Config], list[Result]]] = {
     "index_memory": bench_index_memory,
     "query": bench_query,
     "verify": bench_verify,
+    "directory_delete": bench_directory_delete,
 }
 
 

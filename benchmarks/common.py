@@ -132,15 +132,15 @@ def rss_bytes() -> int:
 
 @dataclass
 class Target:
-    """A target from the issue: the ratio at least `value` ("ratio>="), or the value itself at most or
-    at least `value` ("<=" / ">=")."""
+    """A target from the issue: the ratio at least or at most `value` ("ratio>=" / "ratio<="), or the
+    value itself at most or at least `value` ("<=" / ">=")."""
 
     kind: str
     value: float
 
     def describe(self, unit: str) -> str:
-        if self.kind == "ratio>=":
-            return f">= {self.value:g}x"
+        if self.kind in ("ratio>=", "ratio<="):
+            return f"{self.kind[5:]} {self.value:g}x"
         return f"{self.kind} {fmt_value(self.value, unit)}"
 
 
@@ -174,9 +174,9 @@ class Result:
         t = self.target
         if t is None:
             return None
-        if t.kind == "ratio>=":
+        if t.kind in ("ratio>=", "ratio<="):
             r = self.ratio
-            return None if r is None else r >= t.value
+            return None if r is None else (r >= t.value if t.kind == "ratio>=" else r <= t.value)
         if t.kind == "<=":
             return self.value <= t.value
         return self.value >= t.value

@@ -25,6 +25,7 @@ from .storage.codec import (
     encode_forget_payload,
     pack_canonical_fields,
     seal_put_payload,
+    unpackb,
 )
 from .storage.contract import Found, Payloads, Progress, Query, Rec, ScopeFilter, Storage, Version
 from .validation import (
@@ -72,6 +73,7 @@ class MnemoClient:
         lock_timeout: float = 10.0,
         checkpoint_every: int | None = None,
         limits: Limits | None = None,
+        group_commit_wait: float | None = None,
     ) -> None:
         check_agent_id(agent_id, "agent_id")
         if not isinstance(durability, str) or durability not in ("fsync", "batch", "none"):
@@ -80,6 +82,11 @@ class MnemoClient:
             raise InvalidInput(f"lock_timeout must be a non-negative number, got {lock_timeout!r}")
         if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 1):
             raise InvalidInput("checkpoint_every must be a positive integer or None")
+        if group_commit_wait is not None and (
+            isinstance(group_commit_wait, bool) or not isinstance(group_commit_wait, (int, float))
+            or not 0 <= group_commit_wait <= 1
+        ):
+            raise InvalidInput(f"group_commit_wait must be between 0 and 1 second, or None, got {group_commit_wait!r}")
         self.agent_id = agent_id
         self.home_scope = home_scope(agent_id)
         self.limits = limits or Limits()
@@ -88,7 +95,8 @@ class MnemoClient:
         self._since_checkpoint = 0
         self._last_entry: tuple[int, str] | None = None
         self._store: Storage = open_storage(
-            os.fspath(db_path), agent_id, readonly=readonly, durability=durability, lock_timeout=lock_timeout
+            os.fspath(db_path), agent_id, readonly=readonly, durability=durability, lock_timeout=lock_timeout,
+            group_commit_wait=group_commit_wait,
         )
         self.path = self._store.path
 
@@ -195,6 +203,35 @@ class MnemoClient:
             rec.id, version.ver, content, tags, metadata, rec.scope, version.agent, created, updated,
             version.seq, version.hash.hex(),
         )
+
+    def _latest_records(self, founds: list[Found]) -> list[MemoryRecord]:
+        """The latest version of each record found, as _record builds it, in one loop (a query builds
+        many). A payload that does not decode as three fields of the right types goes to _record,
+        which says what is wrong with it."""
+        out = []
+        unpack, to_datetime, make = unpackb, ns_to_datetime, make_memory_record
+        for rec, packed in founds:
+            versions = rec.versions
+            v = versions[-1]
+            try:
+                obj = unpack(packed[0])
+            except Exception:  # msgpack raises several unrelated types on garbage
+                obj = None
+            if type(obj) is not list or len(obj) != 3:
+                out.append(self._record(rec, v, packed[0]))
+                continue
+            content, tags, metadata = obj
+            if type(content) not in (str, bytes) or type(tags) is not list or type(metadata) is not dict:
+                out.append(self._record(rec, v, packed[0]))
+                continue
+            ts = v.ts_ns
+            updated = to_datetime(ts)
+            first = versions[0].ts_ns
+            out.append(make(
+                rec.id, v.ver, content, tuple(tags), metadata, rec.scope, v.agent,
+                updated if first == ts else to_datetime(first), updated, v.seq, v.hash.hex(),
+            ))
+        return out
 
     def _stage_put(
         self, batch: Batch, rec_id: str, ver: int, scope: str, content: str | bytes, size: int,
@@ -464,7 +501,7 @@ class MnemoClient:
         `tag_prefix`, in scope `scope` (exact, or a `prefix*` pattern); oldest first."""
         self._store.refresh()
         query, scopes = self._query(tags, any_tags, tag_prefix, scope, limit)
-        return [self._record(f.rec, f.rec.latest, f.packed[0]) for f in self._store.select(query, scopes)]
+        return self._latest_records(self._store.select(query, scopes))
 
     def list_records(
         self,

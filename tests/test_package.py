@@ -153,7 +153,7 @@ def test_the_wheel_metadata(wheel: zipfile.ZipFile) -> None:
     assert not [c for c in classifiers if c.startswith(("License ::", "Operating System :: Microsoft"))]
     assert not meta.get_all("Project-URL")  # the project has no public address yet
     extras = set(meta.get_all("Provides-Extra") or [])
-    assert {"anthropic-memory-tool", "postgres", "test", "dev"} <= extras
+    assert {"anthropic-memory-tool", "postgres", "test", "dev", "bench"} <= extras
     requires = meta.get_all("Requires-Dist") or []
 
     def extra(name: str) -> set[str]:
@@ -163,6 +163,7 @@ def test_the_wheel_metadata(wheel: zipfile.ZipFile) -> None:
     assert "anthropic>=2.14" in extra("anthropic-memory-tool")
     test = {re.split(r"[<>=\[]", r)[0] for r in extra("test")}
     assert {"pytest", "hypothesis"} <= test and not test & {"ruff", "mypy", "msgpack-types"}
-    assert {f"{DIST}[test]", "ruff>=0.6", "mypy>=1.10", "msgpack-types>=0.3"} <= extra("dev")
+    assert {f"{DIST}[test]", f"{DIST}[bench]", "ruff>=0.6", "mypy>=1.10", "msgpack-types>=0.3"} <= extra("dev")
+    assert extra("bench") == {"lmdb>=1.4"}
     core = {r for r in requires if "extra ==" not in r}
     assert core == {"msgpack>=1.0.5", "cryptography>=41", "click>=8.1"}

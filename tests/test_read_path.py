@@ -15,10 +15,13 @@ from pathlib import Path
 
 import pytest
 from helpers.backends import is_pg
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mnemo import MemoryRecord, MnemoClient
 from mnemo.errors import IntegrityError, NotFound
 from mnemo.record import make_memory_record, ns_to_datetime
+from mnemo.storage.contract import Query
 
 AGENT = "agent-1"
 
@@ -191,3 +194,89 @@ def test_a_slot_with_a_valid_crc_but_unreadable_fields_names_its_offset(db_path:
                 read()
             assert exc.value.offset == off
         assert db_path.read_bytes() == before
+
+
+def _checked_reads(client: MnemoClient) -> tuple[list[MemoryRecord], dict[str, list[MemoryRecord]]]:
+    """Every live record's latest version and history, read one payload at a time through read_packed
+    and built by _record: the plain path the batched reads must agree with."""
+    store = client._store
+    latest, histories = [], {}
+    for found in store.select(Query(), client._scopes(), payloads=False):  # type: ignore[attr-defined]
+        rec = found.rec
+        packed = [store.read_packed(v, None, rec.id, rec.scope) for v in rec.versions]  # type: ignore[attr-defined]
+        histories[rec.id] = [client._record(rec, v, p) for v, p in zip(rec.versions, packed, strict=True)]
+        latest.append(histories[rec.id][-1])
+    return latest, histories
+
+
+def test_batched_reads_are_the_checked_reads(db_path: Path) -> None:
+    rng = random.Random(16)
+    with MnemoClient(db_path, AGENT, durability="none") as client:
+        ids = []
+        with client.transaction():  # one frame of many entries: entries and slots apart
+            for i in range(200):
+                content: str | bytes = os.urandom(rng.randrange(1, 600)) if i % 5 == 0 else "x" * rng.randrange(0, 900)
+                ids.append(client.remember(content, tags=[f"t{i % 3}", "all"], metadata={"i": i, "z": [None]}).id)
+        for i in range(50):  # frames of one entry: entry and slot adjacent
+            ids.append(client.remember(f"single {i}", tags=["all", "single"]).id)
+        for rec_id in rng.sample(ids, 60):
+            client.update(rec_id, content=f"v2 of {rec_id}", tags=["all", "updated"])
+        for rec_id in rng.sample(ids, 20):
+            client.forget(rec_id)
+        latest, histories = _checked_reads(client)
+        assert len(latest) == 230
+        assert client.query() == latest
+        assert client.query(tags=["all"]) == latest
+        for tag in ("t0", "single", "updated"):
+            assert client.query(tags=[tag]) == [r for r in latest if tag in r.tags]
+        for rec_id, history in histories.items():
+            assert client.get(rec_id) == history[-1]
+            assert client.history(rec_id) == history
+        with client.transaction():  # staged versions are read from the transaction, not the file
+            staged = client.update(latest[0].id, content="staged")
+            assert client.query(tags=["all"]) == [staged] + latest[1:]
+            assert client.history(latest[0].id) == histories[latest[0].id] + [staged]
+
+
+_ANY = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=3) | st.binary(max_size=3),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=2), inner, max_size=3),
+    max_leaves=8,
+)
+_FIELDS = st.tuples(st.text() | st.binary() | _ANY, st.lists(st.text(max_size=3)) | _ANY,
+                    st.dictionaries(st.text(max_size=3), _ANY) | _ANY).map(list)
+
+
+@given(_FIELDS | _ANY)
+@settings(max_examples=300, deadline=None)
+def test_records_built_in_one_loop_are_those_of_record(value: object) -> None:
+    """Whatever the packed fields hold, the query's loop builds what _record builds, or raises what it
+    raises."""
+    from mnemo.storage.codec import packb
+    from mnemo.storage.contract import Found, Rec, Version
+
+    client = _OFFLINE
+    version = Version(3, 9, 1_764_500_000_123_456_789, AGENT, 4, b"h" * 32, 100, 40, 50, 30)
+    first = version._replace(ver=1, ts_ns=1_700_000_000_000_000_000)
+    for versions in ((version,), (first, version)):
+        rec = Rec("r1", "scope", ("a",), versions)
+        packed = packb(value)
+        try:
+            want: object = client._record(rec, version, packed)
+        except IntegrityError as exc:
+            want = str(exc)
+        try:
+            got: object = client._latest_records([Found(rec, (packed,))])[0]
+        except IntegrityError as exc:
+            got = str(exc)
+        assert got == want
+
+
+class _Offline(MnemoClient):
+    """A client with no database, for what builds records from bytes alone."""
+
+    def __init__(self) -> None:
+        self._store = type("NoStore", (), {"path": "nowhere"})()  # type: ignore[assignment]
+
+
+_OFFLINE = _Offline()

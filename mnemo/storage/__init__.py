@@ -7,17 +7,24 @@ from .contract import Storage, is_dsn
 
 
 def open_storage(
-    name: str, agent: str, *, readonly: bool = False, durability: str = "fsync", lock_timeout: float = 10.0
+    name: str, agent: str, *, readonly: bool = False, durability: str = "fsync", lock_timeout: float = 10.0,
+    group_commit_wait: float | None = None,
 ) -> Storage:
     """Open (creating if needed, unless readonly) the database `name`: a `postgresql://` or
-    `postgres://` URI selects PostgreSQL, anything else is a file path."""
+    `postgres://` URI selects PostgreSQL, anything else is a file path. `group_commit_wait` (seconds,
+    file backend; None for its default) is how long a thread about to fsync waits for writes in progress
+    to join it; PostgreSQL groups commits in the server."""
     if is_dsn(name):
         from .postgres import open_postgres
 
         return open_postgres(name, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout)
     from .file import FileStore
+    from .file.store import GROUP_COMMIT_WAIT
 
-    return FileStore(name, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout)
+    wait = GROUP_COMMIT_WAIT if group_commit_wait is None else group_commit_wait
+    return FileStore(
+        name, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout, group_commit_wait=wait
+    )
 
 
 __all__ = ["Storage", "is_dsn", "open_storage"]

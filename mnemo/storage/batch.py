@@ -42,16 +42,33 @@ class Batch:
         self.transactional = transactional
         self.base = base
         self.staged: list[Staged] = []
-        self.recs: dict[str, Rec | None] = {}
+        self._recs: dict[str, Rec | None] = {}
+        # Puts of new records staged but not yet in the overlay: applied when something reads it, so a
+        # transaction that only adds records never builds an overlay its commit would build again.
+        self._pending: list[Staged] = []
         self._acl: Acl | None = None
         self.head_seq, self.head_hash, self.head_ts = head
         self.payloads: dict[int, bytes] = {}  # seq -> payload of the overlay's staged versions
         self._looked_up: tuple[str, Rec | None] | None = None
 
+    @property
+    def recs(self) -> dict[str, Rec | None]:
+        """What this batch changed, record by record (None: forgotten), as of its last staged entry."""
+        if self._pending:
+            self._apply_pending()
+        return self._recs
+
+    def _apply_pending(self) -> None:
+        pending, self._pending = self._pending, []
+        for entry, payload, tags in pending:
+            self._looked_up = (entry.body["id"], None)  # a new record: version 1, no look-up
+            apply_entry(self, entry, -1, 0 if payload is None else len(payload) + 4, tags)
+
     # the view interface apply_entry works on (the file backend's Index has the same methods)
     def get_rec(self, rec_id: str) -> Rec | None:
-        if rec_id in self.recs:
-            return self.recs[rec_id]
+        recs = self.recs
+        if rec_id in recs:
+            return recs[rec_id]
         return self.base.get_rec(rec_id)
 
     def next_ver(self, rec_id: str) -> int:
@@ -64,12 +81,15 @@ class Batch:
         looked_up, self._looked_up = self._looked_up, None
         prev = looked_up[1] if looked_up is not None and looked_up[0] == rec_id else self.get_rec(rec_id)
         versions = (version,) if prev is None else prev.versions + (version,)
-        self.recs[rec_id] = Rec(rec_id, scope, tags, versions)
+        self._recs[rec_id] = Rec(rec_id, scope, tags, versions)
 
     def drop(self, rec_id: str) -> Rec | None:
         rec = self.get_rec(rec_id)
-        self.recs[rec_id] = None
+        self._recs[rec_id] = None
         return rec
+
+    def drop_many(self, rec_ids: list[str]) -> list[Rec]:
+        return [rec for rec in map(self.drop, rec_ids) if rec is not None]
 
     @property
     def acl(self) -> Acl:
@@ -90,13 +110,15 @@ class Batch:
         the commit still refuses an id that exists)."""
         ts = max(time.time_ns(), self.head_ts)
         entry = make_entry(self.head_seq + 1, ts, self.head_hash, op, agent, body, trusted)
+        staged = Staged(entry, payload, tags)
         if self.transactional:
             if new_record:
-                self._looked_up = (body["id"], None)
-            apply_entry(self, entry, -1, 0 if payload is None else len(payload) + 4, tags)
+                self._pending.append(staged)  # nothing to check against the overlay: see recs
+            else:
+                apply_entry(self, entry, -1, 0 if payload is None else len(payload) + 4, tags)
             if payload is not None:  # what reads of the overlay's staged versions return
                 self.payloads[entry.seq] = payload
-        self.staged.append(Staged(entry, payload, tags))
+        self.staged.append(staged)
         self.head_seq, self.head_hash, self.head_ts = entry.seq, entry.hash, ts
         return entry
 
@@ -125,11 +147,7 @@ def apply_entry(
         view.put(rec_id, body["scope"], tags, version)
         return []
     if op == "forget":
-        dropped = []
-        for rec_id in body["ids"]:
-            rec = view.drop(rec_id)
-            if rec is not None:
-                dropped.append(rec)
+        dropped: list[Rec] = view.drop_many(body["ids"])
         return dropped
     if op == "grant":
         view.acl_for_write().grant(body["principal"], body["scope"], body["perms"])

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from mnemo.acl import check_name
 from mnemo.errors import InvalidInput, LockTimeout, MnemoError, NotFound, PermissionDenied, ReadOnly
+from mnemo.storage.gc_pause import gc_paused
 from mnemo.tools.inputs import read_block, validate_input
 from mnemo.tools.mounts import MountedCommands, check_mounts
 from mnemo.tools.paths import (
@@ -581,7 +582,9 @@ class MnemoMemoryToolServer:
 
     def _delete(self, path: str) -> CommandResult:
         canonical = self._canonical(path)
-        with self._writing():
+        # A directory's delete builds an object or two per file and no cycles: without the pause, the
+        # cyclic collector rescans everything the index holds over and over, more the larger it is.
+        with gc_paused(), self._writing():
             self._permit("forget")
             if canonical == self._root:
                 raise _Refusal(f"Error: Cannot delete the {self._root} directory itself")

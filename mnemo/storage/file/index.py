@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 HASH_SIZE = 32
 # Postings up to this long drop a row at once; longer ones are cleaned lazily (see _unpost).
 SMALL_POSTING = 64
+# Up to this many tags gone in one drop_many leave the sorted tag list one by one; more, in one pass.
+FEW_TAGS_GONE = 8
 
 
 # Column name -> array typecode. "I" is 4 bytes and "q" 8 on every platform CPython supports.
@@ -180,6 +182,9 @@ class Index:
         self.postings: dict[str, array[int]] = {}  # tag -> rows (may hold stale rows, see _unpost)
         self.stale_tags: dict[str, int] = {}  # tag -> rows its posting names that no longer hold it
         self.sorted_tags: list[str] = []
+        # While drop_many runs: tags gone from every record, taken out of sorted_tags in one pass at
+        # its end (one at a time, each removal shifts the list: quadratic for a directory's paths).
+        self._unsorted: set[str] | None = None
         # Offsets of the log frames that hold genesis, grant or revoke entries: a snapshot lists them
         # instead of holding the ACL, which is rebuilt from those entries of the log itself.
         self.acl_frames = array("q")
@@ -385,6 +390,25 @@ class Index:
         self.older.pop(row, None)
         return rec
 
+    def drop_many(self, rec_ids: Iterable[str]) -> list[Rec]:
+        """drop() each id; the records dropped. Their tags leave the sorted tag list in one pass."""
+        gone: set[str] = set()
+        self._unsorted = gone
+        try:
+            return [rec for rec in map(self.drop, rec_ids) if rec is not None]
+        finally:
+            self._unsorted = None
+            if len(gone) <= FEW_TAGS_GONE:
+                for tag in gone:
+                    self._unsort(tag)
+            elif gone:
+                self.sorted_tags = [t for t in self.sorted_tags if t not in gone]
+
+    def _unsort(self, tag: str) -> None:
+        i = bisect.bisect_left(self.sorted_tags, tag)
+        if i < len(self.sorted_tags) and self.sorted_tags[i] == tag:
+            del self.sorted_tags[i]
+
     def _post(self, row: int, tag: str) -> None:
         rows = self.postings.get(tag)
         if rows is None:
@@ -416,9 +440,10 @@ class Index:
             return
         del self.postings[tag]
         self.stale_tags.pop(tag, None)
-        i = bisect.bisect_left(self.sorted_tags, tag)
-        if i < len(self.sorted_tags) and self.sorted_tags[i] == tag:
-            del self.sorted_tags[i]
+        if self._unsorted is not None:
+            self._unsorted.add(tag)
+        else:
+            self._unsort(tag)
 
     # -- lookups -------------------------------------------------------------------------------------
     def rows_with_tag(self, tag: str) -> Iterable[int]:

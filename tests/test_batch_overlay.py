@@ -1,0 +1,126 @@
+"""A transaction's overlay is built only when something reads it: the records it shows then are those an
+overlay built entry by entry shows, and a transaction that only adds records applies each put once (to
+the index, at commit)."""
+
+from __future__ import annotations
+
+import itertools
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mnemo.storage.batch as batch_mod
+import mnemo.storage.file.store as store_mod
+from mnemo import MnemoClient
+from mnemo.acl import Acl
+from mnemo.storage.batch import Batch
+from mnemo.storage.codec import ZERO_HASH
+from mnemo.storage.contract import Rec
+
+AGENT = "agent-1"
+
+
+class Base:
+    """A committed state holding one record, r0 (version 1)."""
+
+    def __init__(self) -> None:
+        self.acl = Acl()
+        self.batch = Batch(self._Empty(), (-1, ZERO_HASH, 0), transactional=True)
+        self.batch.stage("put", AGENT, _body("r0", 1), b"s" * 16 + b"p", ("t",))
+        self.rec = self.batch.recs["r0"]
+
+    class _Empty:
+        acl = Acl()
+
+        def get_rec(self, rec_id: str) -> Rec | None:
+            return None
+
+    def get_rec(self, rec_id: str) -> Rec | None:
+        return self.rec if rec_id == "r0" else None
+
+
+def _body(rec_id: str, ver: int) -> dict[str, Any]:
+    return {"digest": b"d" * 32, "id": rec_id, "scope": "s", "size": 1, "ver": ver}
+
+
+# op: ("new", tag) a put of a new record; ("update", k, tag) a new version of the k-th record so far;
+# ("forget", k); ("read",) a look at the overlay in between
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("new"), st.sampled_from("abc")),
+        st.tuples(st.just("update"), st.integers(0, 30), st.sampled_from("abc")),
+        st.tuples(st.just("forget"), st.integers(0, 30)),
+        st.tuples(st.just("read")),
+    ),
+    max_size=40,
+)
+
+
+def _run(ops: list[tuple[Any, ...]], lazy: bool) -> tuple[dict[str, Rec | None], list[dict[str, Rec | None]]]:
+    clock = itertools.count(1_700_000_000_000_000_000, 1000)
+    real_time = batch_mod.time
+    batch_mod.time = types.SimpleNamespace(time_ns=lambda: next(clock))  # type: ignore[assignment]
+    try:
+        return _steps(ops, lazy)
+    finally:
+        batch_mod.time = real_time
+
+
+def _steps(ops: list[tuple[Any, ...]], lazy: bool) -> tuple[dict[str, Rec | None], list[dict[str, Rec | None]]]:
+    base = Base()
+    b = Batch(base, (0, base.rec.latest.hash, 0), transactional=True)
+    ids, versions, reads = ["r0"], {"r0": 1}, []
+    for op in ops:
+        if op[0] == "new":
+            rec_id = f"n{len(ids)}"
+            ids.append(rec_id)
+            versions[rec_id] = 1
+            b.stage("put", AGENT, _body(rec_id, 1), b"s" * 16 + b"p", (op[1],), new_record=lazy)
+        elif op[0] == "update":
+            rec_id = ids[op[1] % len(ids)]
+            if versions.get(rec_id) is None:
+                continue
+            versions[rec_id] = b.next_ver(rec_id)
+            b.stage("put", AGENT, _body(rec_id, versions[rec_id]), b"s" * 16 + b"q", (op[2],))
+        elif op[0] == "forget":
+            rec_id = ids[op[1] % len(ids)]
+            versions[rec_id] = None  # type: ignore[assignment]
+            b.stage("forget", AGENT, {"ids": [rec_id]})
+        else:
+            reads.append(dict(b.recs))
+    return dict(b.recs), reads
+
+
+@settings(max_examples=200, deadline=None)
+@given(OPS)
+def test_the_deferred_overlay_is_the_eager_one(ops: list[tuple[Any, ...]]) -> None:
+    assert _run(ops, lazy=True) == _run(ops, lazy=False)
+
+
+def test_a_transaction_of_new_records_applies_each_put_once(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = batch_mod.apply_entry
+
+    def counting(view: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(type(view).__name__)
+        return real(view, *args, **kwargs)
+
+    monkeypatch.setattr(batch_mod, "apply_entry", counting)
+    monkeypatch.setattr(store_mod, "apply_entry", counting)
+    with MnemoClient(db_path, AGENT, durability="none") as c:
+        with c.transaction():
+            recs = [c.remember(f"r{i}", tags=["t"]) for i in range(50)]
+        assert calls == ["Index"] * 50
+        assert c.query(tags=["t"]) == recs
+        calls.clear()
+        with c.transaction():
+            more = [c.remember(f"s{i}", tags=["t"]) for i in range(3)]
+            assert c.get(more[1].id) == more[1]  # a read builds the overlay, once
+            assert c.query(tags=["t"]) == recs + more
+        assert calls == ["Batch"] * 3 + ["Index"] * 3
+    with MnemoClient(db_path, AGENT) as again:
+        assert again.query(tags=["t"]) == recs + more
