@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _V1 = """
 CREATE TABLE mnemo_meta (
@@ -171,8 +171,15 @@ END;
 $$;
 """
 
+# Version 3: scopes compared byte for byte (collation "C", as tags are), so that a scope prefix is an
+# index range of mnemo_records_scope whatever the database's collation: `team:*` reads the records of
+# those scopes by key instead of filtering every record. The column's index is rebuilt with it.
+_V3 = """
+ALTER TABLE mnemo_records ALTER COLUMN scope TYPE text COLLATE "C";
+"""
+
 # MIGRATIONS[n] brings a schema of version n to version n + 1.
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2}
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3}
 
 TABLES = (
     "mnemo_meta", "mnemo_head", "mnemo_entries", "mnemo_payloads", "mnemo_records", "mnemo_versions",

@@ -78,6 +78,19 @@ def display_name(dsn: str) -> str:
     return f"postgresql://{where}/{params.get('dbname', '')}"
 
 
+def _session_conninfo(dsn: str) -> str:
+    """`dsn` with the session settings every connection of a store starts with, added to the options
+    it may hold already (a search_path): no JIT compilation, which costs tens of milliseconds on
+    queries whose plans take a fraction of one (the planner's costs of them, on guessed row counts of
+    tables it has no statistics of, can pass jit_above_cost)."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return dsn  # connecting reports it, as a StorageError
+    params["options"] = (str(params.get("options", "")) + " -c jit=off").strip()
+    return make_conninfo("", **params)
+
+
 def storage_error(exc: BaseException, what: str) -> MnemoError:
     """A psycopg error as the MnemoError a caller can act on."""
     if isinstance(exc, MnemoError):
@@ -101,6 +114,27 @@ def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
+def _prefix_sql(column: str, prefix: str) -> tuple[str, list[Any]]:
+    """A condition that `column` (of collation "C": bytes order, which is code point order) starts with
+    `prefix`, and its parameters: the LIKE says it exactly; the range beside it is what an index scan
+    bounds itself by, also in a generic plan, where the planner does not see the pattern."""
+    upper = _successor(prefix)
+    sql = f"{column} LIKE %s AND {column} >= %s" + ("" if upper is None else f" AND {column} < %s")
+    return sql, [_like_prefix(prefix), prefix] + ([] if upper is None else [upper])
+
+
+def _successor(prefix: str) -> str | None:
+    """The least string above every string that starts with `prefix`, or None if there is none."""
+    chars = list(prefix)
+    while chars:
+        code = ord(chars.pop()) + 1
+        if code == 0xD800:
+            code = 0xE000  # surrogates are no characters of a stored text
+        if code <= 0x10FFFF:
+            return "".join(chars) + chr(code)
+    return None
+
+
 def _scope_sql(scopes: ScopeFilter, column: str = "r.scope") -> tuple[str, list[Any]]:
     """A WHERE condition admitting exactly the scopes `scopes` admits, and its parameters."""
     parts: list[str] = []
@@ -111,12 +145,45 @@ def _scope_sql(scopes: ScopeFilter, column: str = "r.scope") -> tuple[str, list[
     requested = scopes.requested
     if requested is not None:
         if requested.endswith("*"):
-            parts.append(f"{column} LIKE %s")
-            params.append(_like_prefix(requested[:-1]))
+            sql, prefix_params = _prefix_sql(column, requested[:-1])
+            parts.append(sql)
+            params += prefix_params
         else:
             parts.append(f"{column} = %s")
             params.append(requested)
     return (" AND ".join(parts) or "true"), params
+
+
+def _select_source(query: Query) -> tuple[str, list[Any], list[tuple[str, list[Any]]]]:
+    """The FROM clause of a select's records `r`, its parameters, and the conditions left on `r`.
+
+    Whenever the query names tags, the tag index drives: its key is (tag, id), so the candidates come by
+    an index range and each finds its record by key. The LATERAL subquery ends in OFFSET 0 so that the
+    planner cannot flatten it into a join costed on guesses (it keeps no statistics of tags, schema.py,
+    and none at all of a table autovacuum has not analysed yet): the plan stays index lookups."""
+    conds: list[tuple[str, list[Any]]] = []
+    params: list[Any]
+    if query.tags:
+        driver, params = "SELECT t0.id FROM mnemo_tags t0 WHERE t0.tag = %s", [query.tags[0]]
+        conds += [(f"EXISTS (SELECT 1 FROM mnemo_tags t{i} WHERE t{i}.tag = %s AND t{i}.id = r.id)", [tag])
+                  for i, tag in enumerate(query.tags[1:], 1)]
+    elif query.any_tags:
+        driver = "SELECT DISTINCT t0.id FROM mnemo_tags t0 WHERE t0.tag = ANY(%s::text[])"
+        params = [list(query.any_tags)]
+    elif query.tag_prefix is not None:
+        sql, params = _prefix_sql("t0.tag", query.tag_prefix)
+        driver = f"SELECT DISTINCT t0.id FROM mnemo_tags t0 WHERE {sql}"
+    else:
+        return "mnemo_records r", [], conds
+    if query.any_tags and query.tags:
+        conds.append(("EXISTS (SELECT 1 FROM mnemo_tags a WHERE a.id = r.id AND a.tag = ANY(%s::text[]))",
+                      [list(query.any_tags)]))
+    if query.tag_prefix is not None and (query.tags or query.any_tags):
+        sql, prefix_params = _prefix_sql("p.tag", query.tag_prefix)
+        conds.append((f"EXISTS (SELECT 1 FROM mnemo_tags p WHERE p.id = r.id AND {sql})", prefix_params))
+    source = (f"({driver}) c CROSS JOIN LATERAL "
+              "(SELECT x.id, x.scope, x.ver FROM mnemo_records x WHERE x.id = c.id OFFSET 0) r")
+    return source, params, conds
 
 
 def _version(row: tuple[Any, ...]) -> Version:
@@ -163,6 +230,7 @@ class PostgresStore:
         if durability not in DURABILITY_MODES:
             raise InvalidInput(f"durability must be one of {DURABILITY_MODES}, got {durability!r}")
         self._dsn = dsn
+        self._conninfo = _session_conninfo(dsn)
         self.path = display_name(dsn)
         self.agent = agent
         self.readonly = readonly
@@ -202,7 +270,7 @@ class PostgresStore:
     # -- connections ---------------------------------------------------------------------------------
     def _connect(self, autocommit: bool) -> psycopg.Connection[Any]:
         try:
-            conn = psycopg.connect(self._dsn, autocommit=autocommit, connect_timeout=10)
+            conn = psycopg.connect(self._conninfo, autocommit=autocommit, connect_timeout=10)
         except psycopg.Error as exc:
             raise storage_error(exc, self.path) from None
         return conn
@@ -215,18 +283,21 @@ class PostgresStore:
             self._read = self._connect(autocommit=True)
         return self._read
 
-    def _fetch(self, sql: str, params: Any = None, conn: psycopg.Connection[Any] | None = None) -> list[Any]:
+    def _fetch(
+        self, sql: str, params: Any = None, conn: psycopg.Connection[Any] | None = None, binary: bool = False
+    ) -> list[Any]:
         """Rows of a query: on the given connection (a writer's, inside its transaction), else on the
-        read connection, retried once on a fresh connection if the old one was lost."""
+        read connection, retried once on a fresh connection if the old one was lost. `binary`: the rows
+        come in PostgreSQL's binary format (bytea as it is, not hex: less to make and to parse)."""
         if conn is not None:
             try:
-                return conn.execute(sql, params).fetchall()
+                return conn.execute(sql, params, binary=binary).fetchall()
             except psycopg.Error as exc:
                 raise storage_error(exc, self.path) from None
         with self._read_lock:
             for attempt in (0, 1):
                 try:
-                    return self._reads().execute(sql, params).fetchall()
+                    return self._reads().execute(sql, params, binary=binary).fetchall()
                 except psycopg.OperationalError as exc:
                     if attempt or not self._read.broken:
                         raise storage_error(exc, self.path) from None
@@ -494,44 +565,25 @@ class PostgresStore:
         batch = self.current_batch()
         conn = self._batch_conn()
         overlay = batch.recs if batch is not None else {}
-        # With tags, the first one's index drives: its rows come in id order (the key is (tag, id)), and
-        # each finds its record, versions, entry and payload by key (LATERAL: never a scan of a table,
-        # whatever the planner guesses of tags, on which it keeps no statistics).
-        params: list[Any] = []
-        if query.tags:
-            others = "".join(
-                f" AND EXISTS (SELECT 1 FROM mnemo_tags t{i} WHERE t{i}.tag = %s AND t{i}.id = t0.id)"
-                for i in range(1, len(query.tags))
-            )
-            candidates = f"(SELECT t0.id FROM mnemo_tags t0 WHERE t0.tag = %s{others} ORDER BY t0.id) c"
-            params += [query.tags[0], *query.tags[1:]]
-            source = f"{candidates} CROSS JOIN LATERAL (SELECT * FROM mnemo_records x WHERE x.id = c.id) r"
-        else:
-            source = "mnemo_records r"
+        source, params, conds = _select_source(query)
         where, scope_params = _scope_sql(scopes)
-        conds = [where]
-        params += scope_params
-        if query.any_tags:
-            conds.append("EXISTS (SELECT 1 FROM mnemo_tags a WHERE a.id = r.id AND a.tag = ANY(%s::text[]))")
-            params.append(list(query.any_tags))
-        if query.tag_prefix is not None:
-            conds.append("EXISTS (SELECT 1 FROM mnemo_tags x WHERE x.id = r.id AND x.tag LIKE %s)")
-            params.append(_like_prefix(query.tag_prefix))
+        conds.insert(0, (where, scope_params))
         if overlay:
-            conds.append("NOT (r.id = ANY(%s::text[]))")
-            params.append(list(overlay))
+            conds.append(("NOT (r.id = ANY(%s::text[]))", [list(overlay)]))
+        for _sql, cond_params in conds:
+            params += cond_params
         limit = "" if query.limit is None else f" LIMIT {int(query.limit)}"
         loaded = (
             "CASE WHEN v.ver = h.ver THEN (SELECT e.raw FROM mnemo_entries e WHERE e.seq = v.seq) END, "
             "CASE WHEN v.ver = h.ver THEN (SELECT p.payload FROM mnemo_payloads p WHERE p.seq = v.seq) END"
         ) if payloads else "NULL, NULL"
         rows = self._fetch(
-            f"WITH h AS MATERIALIZED (SELECT r.id, r.scope, r.ver FROM {source} WHERE {' AND '.join(conds)} "
-            f"ORDER BY r.id{limit}) "
+            f"WITH h AS MATERIALIZED (SELECT r.id, r.scope, r.ver FROM {source} "
+            f"WHERE {' AND '.join(sql for sql, _p in conds)} ORDER BY r.id{limit}) "
             f"SELECT h.id, h.scope, (SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{{}}') FROM mnemo_tags t "
-            f"WHERE t.id = h.id), {_VERSION_COLUMNS}, {loaded} "
-            "FROM h CROSS JOIN LATERAL (SELECT * FROM mnemo_versions w WHERE w.id = h.id) v ORDER BY h.id, v.ver",
-            params, conn,
+            f"WHERE t.id = h.id), {_VERSION_COLUMNS}, {loaded} FROM h CROSS JOIN LATERAL "
+            "(SELECT * FROM mnemo_versions w WHERE w.id = h.id OFFSET 0) v ORDER BY h.id, v.ver",
+            params, conn, binary=True,
         )
         out = [self._found(rec, loaded, "latest" if payloads else "none", batch)
                for rec, loaded in self._group(rows, with_payloads=True)]
