@@ -39,7 +39,15 @@ from ...errors import (
 )
 from ...record import VerifyReport
 from ..batch import ACL_OPS, Batch, apply_entry
-from ..codec import ZERO_HASH, Entry, EntryDecodeError, decode_entry, make_entry, served_put_problem
+from ..codec import (
+    ZERO_HASH,
+    Entry,
+    EntryDecodeError,
+    decode_entry,
+    make_entry,
+    pack_canonical,
+    served_put_problem,
+)
 from ..contract import Found, LogItem, Payloads, Progress, Query, Rec, ScopeFilter, Usage, Version
 from . import schema
 
@@ -50,10 +58,9 @@ SCHEMA_LOCK = "mnemo.schema"  # advisory lock key text: creators and migrators o
 
 _VERSION_COLUMNS = "v.ver, v.seq, v.ts_ns, v.agent, v.size, v.hash, v.entry_len, v.payload_len"
 _TAGS = "(SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{}') FROM mnemo_tags t WHERE t.id = r.id)"
-_APPEND = (
-    "SELECT * FROM mnemo_append(%s, %s, %s, %s::bigint[], %s::text[], %s::bytea[], %s::bytea[], %s::bigint[], "
-    "%s::bytea[], %s::text[], %s::text[], %s::integer[], %s::text[], %s::integer[], %s::bigint[], %s::bigint[], "
-    "%s::text[], %s::bigint[], %s::bytea[], %s::integer[], %s::integer[], %s::text[], %s::text[], %s, %s, %s)"
+_PUT = (
+    "CALL mnemo_put(%s, %s, %s::bigint[], %s::bytea[], %s::bytea[], %s::text[], %s::text[], %s::text[], "
+    "%s::bigint[], %s::text[], %s::integer[])"
 )
 _COMMIT = (
     "SELECT mnemo_commit(%s::bigint[], %s::text[], %s::bytea[], %s::bytea[], %s::bigint[], %s::bytea[], "
@@ -791,55 +798,102 @@ class PostgresStore:
 
     def _append(self, batch: Batch) -> int:
         """Commit a blind batch (only new records' puts, whose validity depends on nothing but the ACL)
-        without having held the head row while it was built: mnemo_append applies it in one call if the
-        head and the last ACL entry are still those it was built on. Otherwise it is built again on the
-        head found (the ACL checked again, if a grant or revoke came), and tried again; after a few tries,
-        the head row is taken as for any batch. The row is locked only for the length of each call."""
+        without having held the head row while it was built: mnemo_put builds its entries on the head it
+        finds, in one call, if the last ACL entry is still the one the batch's checks used (else they are
+        checked again on the newer ACL, and it is tried again). The row is locked only for the length of
+        the call, which also waits for the flush when durability is "fsync". Returns the commit number."""
         view = batch.base
         assert isinstance(view, _View)
+        sync = self.durability == "fsync"
         for _attempt in range(8):
             if view.conn is not None:
-                break
-            first = batch.staged[0].entry
-            want = (first.seq - 1, first.prev, view.acl_seq)
+                break  # the batch read state after all, and holds the head row: it commits as any other
             conn = self._writer()
             try:
                 conn.autocommit = True
-                row = conn.execute(_APPEND, [*want, *_append_columns(batch)]).fetchone()
+                row = conn.execute(_PUT, [view.acl_seq, sync, *_put_columns(batch)]).fetchone()
             except psycopg.Error as exc:
                 if not conn.broken:
                     raise storage_error(exc, self.path) from None
-                # The connection went with the call in flight: did it land? If not, the batch is blind,
-                # so trying it again (on a new connection, a newer head) is safe.
-                if not self._committed(first):
+                # The connection went with the call in flight: did it land? If not, trying it again (on a
+                # new connection) is safe. If it did, its flush is not known to have happened: wait for one.
+                if not self._landed(batch):
                     continue
-                row = (True, batch.head_seq, batch.head_hash, batch.head_ts, view.acl_seq)
+                with self._flush_lock:
+                    self._commits += 1
+                    return self._commits
             finally:
                 if self._write is not None and not self._write.closed:
                     with contextlib.suppress(psycopg.Error):
                         self._write.autocommit = False
             assert row is not None
-            applied, seq, head, ts, acl_seq = row
+            applied, seq, head, ts, acl_seq, times, hashes = row
             if applied:
-                self._head = (batch.head_seq, batch.head_hash, batch.head_ts)
+                self._built(batch, (seq, bytes(head), ts), times, hashes)
                 with self._flush_lock:
                     self._commits += 1
+                    if sync:
+                        self._flushed = self._commits  # the call's flush covered every commit before it
                     return self._commits
-            if acl_seq != view.acl_seq:
-                self._load_acl(acl_seq, None)
-                view._acl, view.acl_seq = self._acl, acl_seq
-                for s in batch.staged:
-                    if not view._acl.allows(s.entry.agent, "write", s.entry.body["scope"]):
-                        raise PermissionDenied(
-                            f"{s.entry.agent} may not write in scope {s.entry.body['scope']}"
-                        )
-            self._restage(batch, (seq, bytes(head), ts))
+            self._load_acl(acl_seq, None)
+            view._acl, view.acl_seq = self._acl, acl_seq
+            self._check_puts(batch)
         if view.conn is None:
             self._lock_blind(batch)
-            for s in batch.staged:
-                if not view._acl.allows(s.entry.agent, "write", s.entry.body["scope"]):
-                    raise PermissionDenied(f"{s.entry.agent} may not write in scope {s.entry.body['scope']}")
+            self._check_puts(batch)
         return self._commit(batch)
+
+    def _check_puts(self, batch: Batch) -> None:
+        view = batch.base
+        assert isinstance(view, _View)
+        for s in batch.staged:
+            if not view._acl.allows(s.entry.agent, "write", s.entry.body["scope"]):
+                raise PermissionDenied(f"{s.entry.agent} may not write in scope {s.entry.body['scope']}")
+
+    def _built(self, batch: Batch, head: tuple[int, bytes, int], times: list[int], hashes: list[Any]) -> None:
+        """The batch's entries as mnemo_put built them on `head`: rebuilt here with its times, each
+        checked against the hash the server computed (the same bytes as the log file's, or an error)."""
+        seq, prev, _ts = head
+        staged = []
+        for s, ts, server_hash in zip(batch.staged, times, hashes, strict=True):
+            e = s.entry
+            seq += 1
+            entry = make_entry(seq, ts, prev, e.op, e.agent, e.body, trusted=True)
+            if entry.hash != bytes(server_hash):
+                raise IntegrityError(f"{self.path}: the server built entry {seq} with other bytes than Mnemo's "
+                                     "encoding makes (mnemo_put disagrees with codec.make_entry)")
+            staged.append(s._replace(entry=entry))
+            prev = entry.hash
+        batch.staged = staged
+        batch.head_seq, batch.head_hash, batch.head_ts = seq, prev, staged[-1].entry.ts_ns
+        self._head = (batch.head_seq, batch.head_hash, batch.head_ts)
+
+    def _landed(self, batch: Batch) -> bool:
+        """Whether the puts of a blind batch whose call was cut off are in the chain (all of them or none:
+        one transaction), asked on a fresh connection once no writer holds the head row; if they are,
+        the batch's entries become those stored."""
+        ids = [s.entry.body["id"] for s in batch.staged]
+        self._write = None
+        conn = self._writer()
+        try:
+            conn.execute("SELECT 1 FROM mnemo_head FOR UPDATE")
+            rows = conn.execute("SELECT e.seq, e.raw FROM mnemo_versions v JOIN mnemo_entries e ON e.seq = v.seq "
+                                "WHERE v.id = ANY(%s::text[]) AND v.ver = 1 ORDER BY e.seq", [ids]).fetchall()
+        except psycopg.Error as exc:
+            raise storage_error(exc, self.path) from None
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                conn.rollback()
+        if not rows:
+            return False
+        stored = [decode_entry(bytes(raw)) for _seq, raw in rows]
+        if [e.body for e in stored] != [s.entry.body for s in batch.staged]:
+            raise IntegrityError(f"{self.path}: the entries of records {ids} are not the puts that made them")
+        batch.staged = [s._replace(entry=e) for s, e in zip(batch.staged, stored, strict=True)]
+        last = stored[-1]
+        batch.head_seq, batch.head_hash, batch.head_ts = last.seq, last.hash, last.ts_ns
+        self._head = (last.seq, last.hash, last.ts_ns)
+        return True
 
     def _commit(self, batch: Batch) -> int:
         """Write the batch's entries and what they change of the derived tables, and commit (without
@@ -1051,22 +1105,20 @@ class _Writing:
             store._flush(ticket)
 
 
-def _append_columns(batch: Batch) -> list[Any]:
-    """mnemo_append's arrays for a blind batch: its entries, payloads, and the new records' rows."""
+def _put_columns(batch: Batch) -> list[Any]:
+    """mnemo_put's arrays for a blind batch: each put's time, packed op, agent and body, payload, and
+    the rows of its record."""
     staged = batch.staged
-    puts = [s for s in staged if s.entry.op == "put"]
-    assert len(puts) == len(staged) and all(s.entry.body["ver"] == 1 for s in puts), "a blind batch holds new puts"
-    bodies = [s.entry.body for s in puts]
+    assert all(s.entry.op == "put" and s.entry.body["ver"] == 1 and s.payload is not None for s in staged), \
+        "a blind batch holds new records' puts"
+    bodies = [s.entry.body for s in staged]
     return [
-        [s.entry.seq for s in staged], [s.entry.op for s in staged], [s.entry.raw for s in staged],
-        [s.entry.hash for s in staged],
-        [s.entry.seq for s in staged if s.payload is not None], [s.payload for s in staged if s.payload is not None],
-        [b["id"] for b in bodies], [b["scope"] for b in bodies], [1] * len(bodies),
-        [b["id"] for b in bodies], [1] * len(bodies), [s.entry.seq for s in puts], [s.entry.ts_ns for s in puts],
-        [s.entry.agent for s in puts], [b["size"] for b in bodies], [s.entry.hash for s in puts],
-        [len(s.entry.raw) for s in puts], [0 if s.payload is None else len(s.payload) for s in puts],
-        [tag for s in puts for tag in s.tags], [s.entry.body["id"] for s in puts for _tag in s.tags],
-        batch.head_seq, batch.head_hash, batch.head_ts,
+        [s.entry.ts_ns for s in staged],
+        [pack_canonical(s.entry.op) + pack_canonical(s.entry.agent) + pack_canonical(s.entry.body) for s in staged],
+        [s.payload for s in staged],
+        [b["id"] for b in bodies], [b["scope"] for b in bodies], [s.entry.agent for s in staged],
+        [b["size"] for b in bodies],
+        [tag for s in staged for tag in s.tags], [k for k, s in enumerate(staged, 1) for _tag in s.tags],
     ]
 
 
