@@ -58,6 +58,8 @@ SCHEMA_LOCK = "mnemo.schema"  # advisory lock key text: creators and migrators o
 
 _VERSION_COLUMNS = "v.ver, v.seq, v.ts_ns, v.agent, v.size, v.hash, v.entry_len, v.payload_len"
 _TAGS = "(SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{}') FROM mnemo_tags t WHERE t.id = r.id)"
+# A record's versions, looked up by key for each record `r` (OFFSET 0: never flattened into a join)
+_VERSIONS = "(SELECT * FROM mnemo_versions w WHERE w.id = r.id OFFSET 0) v"
 _PUT = (
     "CALL mnemo_put(%s, %s, %s::bigint[], %s::bytea[], %s::bytea[], %s::text[], %s::text[], %s::text[], "
     "%s::bigint[], %s::text[], %s::integer[])"
@@ -486,8 +488,8 @@ class PostgresStore:
     def _recs(self, conn: psycopg.Connection[Any] | None, ids: list[str]) -> dict[str, Rec]:
         """The committed records with these ids, whoever may read them."""
         rows = self._fetch(
-            f"SELECT r.id, r.scope, {_TAGS}, {_VERSION_COLUMNS} FROM mnemo_records r "
-            "JOIN mnemo_versions v ON v.id = r.id WHERE r.id = ANY(%s::text[]) ORDER BY r.id, v.ver", [ids], conn,
+            f"SELECT r.id, r.scope, {_TAGS}, {_VERSION_COLUMNS} FROM mnemo_records r CROSS JOIN LATERAL {_VERSIONS} "
+            "WHERE r.id = ANY(%s::text[]) ORDER BY r.id, v.ver", [ids], conn,
         )
         return {rec.id: rec for rec, _p in self._group(rows, with_payloads=False)}
 
@@ -532,13 +534,13 @@ class PostgresStore:
         where, params = _scope_sql(scopes)
         # The scope filter is part of the query: a record the caller may not read comes back exactly
         # as a missing one does, from the same work.
+        # Every row by its key (as in select: lookups the planner cannot turn into scans of the chain).
         rows = self._fetch(
             f"SELECT r.id, r.scope, {_TAGS}, {_VERSION_COLUMNS}, "
-            f"CASE WHEN {want} THEN e.raw END, CASE WHEN {want} THEN p.payload END "
-            "FROM mnemo_records r JOIN mnemo_versions v ON v.id = r.id "
-            f"LEFT JOIN mnemo_entries e ON e.seq = v.seq AND {want} "
-            f"LEFT JOIN mnemo_payloads p ON p.seq = v.seq AND {want} "
-            f"WHERE r.id = %s AND {where} ORDER BY v.ver", [rec_id, *params], conn,
+            f"CASE WHEN {want} THEN (SELECT e.raw FROM mnemo_entries e WHERE e.seq = v.seq) END, "
+            f"CASE WHEN {want} THEN (SELECT p.payload FROM mnemo_payloads p WHERE p.seq = v.seq) END "
+            f"FROM mnemo_records r CROSS JOIN LATERAL {_VERSIONS} "
+            f"WHERE r.id = %s AND {where} ORDER BY v.ver", [rec_id, *params], conn, binary=True,
         )
         for rec, loaded in self._group(rows, with_payloads=True):
             return self._found(rec, loaded, payloads, batch)
@@ -560,7 +562,7 @@ class PostgresStore:
         versions = rec.versions if payloads == "all" else rec.versions[-1:]
         stored = [v.seq for v in versions if v.slot_off >= 0]
         rows = self._fetch(
-            "SELECT e.seq, e.raw, p.payload FROM mnemo_entries e LEFT JOIN mnemo_payloads p ON p.seq = e.seq "
+            "SELECT e.seq, e.raw, (SELECT p.payload FROM mnemo_payloads p WHERE p.seq = e.seq) FROM mnemo_entries e "
             "WHERE e.seq = ANY(%s::bigint[])", [stored], conn,
         ) if stored else []
         by_seq = {seq: (raw, payload) for seq, raw, payload in rows}
