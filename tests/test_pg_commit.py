@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from helpers.pg import PgDatabase
 
-from mnemo import MnemoClient, PermissionDenied
+from mnemo import MnemoClient, PermissionDenied, StorageError
 from mnemo.audit import read_chain
 from mnemo.storage.codec import make_entry
 
@@ -90,3 +90,20 @@ def test_a_revoke_the_writer_has_not_seen_refuses_its_put(pg: Schema) -> None:
             assert owner.head == head
             assert w.remember("its own scope").seq == head[0] + 1  # on the ACL it has learnt
 
+
+
+def test_a_commit_the_server_refuses_writes_nothing_and_the_writer_goes_on(pg: Schema) -> None:
+    """The rows and the COMMIT of a read-modify-write go in one round trip: a refusal of the rows is
+    the StorageError with the server's reason, nothing of the batch is written, the head row is free."""
+    with MnemoClient(pg.url, OWNER) as c:
+        rec = c.remember("v1")
+        head = c.head
+        pg.sql("CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+               "$$ BEGIN RAISE EXCEPTION 'refused by a test trigger'; END; $$")
+        pg.sql("CREATE TRIGGER refuse BEFORE INSERT ON mnemo_versions FOR EACH ROW EXECUTE FUNCTION refuse()")
+        with pytest.raises(StorageError, match="failed: refused by a test trigger"):
+            c.update(rec.id, content="v2")
+        assert c.head == head and pg.sql("SELECT seq FROM mnemo_head") == [(head[0],)]
+        pg.sql("DROP TRIGGER refuse ON mnemo_versions")
+        assert c.update(rec.id, content="v2").seq == head[0] + 1
+        assert c.get(rec.id).content == "v2" and c.verify().ok

@@ -763,7 +763,9 @@ class PostgresStore:
 
     def _begin_on(self, conn: psycopg.Connection[Any], transactional: bool) -> Batch:
         try:
-            row = conn.execute("SELECT seq, hash, ts_ns, acl_seq FROM mnemo_head FOR UPDATE").fetchone()
+            with conn.pipeline():  # the BEGIN and the lock in one round trip
+                cur = conn.execute("SELECT seq, hash, ts_ns, acl_seq FROM mnemo_head FOR UPDATE")
+            row = cur.fetchone()
             if row is None:
                 raise IntegrityError(f"{self.path}: mnemo_head holds no row")
             self._absorb_head(row, conn)
@@ -964,15 +966,13 @@ class PostgresStore:
             last.seq, last.hash, batch.head_ts, max(acl_seqs, default=-1),
         )
         try:
-            conn.execute(_COMMIT, columns)
-        except psycopg.Error as exc:
-            with contextlib.suppress(psycopg.Error):
-                conn.rollback()
-            raise storage_error(exc, self.path) from None
-        try:
-            conn.commit()
+            with conn.pipeline():  # the rows and the COMMIT in one round trip
+                conn.execute(_COMMIT, columns)
+                conn.commit()
         except psycopg.OperationalError as exc:
             if not conn.broken:
+                with contextlib.suppress(psycopg.Error):
+                    conn.rollback()
                 raise storage_error(exc, self.path) from None
             # The commit was sent and the connection went: did it land? Ask, once the head row is free.
             if not self._committed(staged[0].entry):
@@ -980,7 +980,9 @@ class PostgresStore:
                     f"the connection to {self.path} was lost while committing ({_first_line(exc)}); the commit did "
                     "not land and nothing was written: it is safe to retry"
                 ) from None
-        except psycopg.Error as exc:
+        except psycopg.Error as exc:  # refused (the rows, or the commit): nothing was written
+            with contextlib.suppress(psycopg.Error):
+                conn.rollback()
             raise storage_error(exc, self.path) from None
         self._head = (last.seq, last.hash, batch.head_ts)
         if acl_seqs:
