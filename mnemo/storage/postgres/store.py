@@ -6,10 +6,12 @@ commits its entries, and holds it from the reads of a read-modify-write to the c
 gap-free and each entry links to the one before, whatever process or host wrote it.
 
 Group commit: a writer commits with `synchronous_commit = off`, so the head row is released as soon as
-the commit record is written, and then waits for that record to be flushed by committing, on a second
-connection, a tiny transaction with `synchronous_commit = on` (its flush covers every commit before it).
-Waits of many writers, in this process and in others, share the server's WAL flushes, while the lock is
-held only for the work itself. A write returns only once it is durable (durability="fsync").
+the commit record is written, and then waits for that record to be flushed by committing a tiny
+transaction with `synchronous_commit = on` (its flush covers every commit before it): for a remember,
+inside the one call that commits it (the procedure mnemo_put, which also builds the entry under the
+lock); for other writes, on a second connection, where the threads of a process waiting meanwhile share
+one. Waits of many writers, in this process and in others, share the server's WAL flushes, while the
+lock is held only for the work itself. A write returns only once it is durable (durability="fsync").
 """
 
 from __future__ import annotations
