@@ -65,22 +65,41 @@ def as_uri(conninfo: str) -> str:
 # -- one writer's work (run in a process of its own for the multi-writer runs) ---------------------------
 
 
+def backend_cpu(conns: list[Any]) -> float:
+    """CPU seconds the server processes of these connections have used (nan where /proc does not show
+    them: a server on another host, or not readable by this user)."""
+    total = 0.0
+    for conn in conns:
+        if conn is None or conn.closed:
+            continue
+        try:
+            stat = Path(f"/proc/{conn.info.backend_pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return float("nan")
+        total += (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    return total
+
+
 def mnemo_writer(url: str, agent: str, n: int, start: Any, out: Any) -> None:
     with MnemoClient(url, agent, durability="fsync") as c:
         c.remember("warm-up", tags=["warm"])
+        store = c._store
+        conns = lambda: [store._read, store._write, store._sync]  # noqa: E731
+        out.put(None)  # ready
         start.wait()
-        t0 = time.perf_counter()
+        t0, cpu0, server0 = time.perf_counter(), time.process_time(), backend_cpu(conns())
         for i in range(n):
             c.remember(TEXT, tags=["bench", f"t{i % 50}"], metadata={"i": i})
-        out.put(time.perf_counter() - t0)
+        out.put((time.perf_counter() - t0, time.process_time() - cpu0, backend_cpu(conns()) - server0))
 
 
 def plain_writer(conninfo: str, agent: str, n: int, start: Any, out: Any) -> None:
     with psycopg.connect(conninfo, autocommit=False) as conn:
         conn.execute("SET synchronous_commit = on")
         conn.commit()
+        out.put(None)  # ready
         start.wait()
-        t0 = time.perf_counter()
+        t0, cpu0, server0 = time.perf_counter(), time.process_time(), backend_cpu([conn])
         for i in range(n):
             rid = secrets.token_hex(16)
             with conn.cursor() as cur:
@@ -88,22 +107,27 @@ def plain_writer(conninfo: str, agent: str, n: int, start: Any, out: Any) -> Non
                             [rid, f"agent:{agent}", TEXT, json.dumps({"i": i}), time.time_ns()])
                 cur.executemany("INSERT INTO plain_tags VALUES (%s, %s)", [("bench", rid), (f"t{i % 50}", rid)])
             conn.commit()
-        out.put(time.perf_counter() - t0)
+        out.put((time.perf_counter() - t0, time.process_time() - cpu0, backend_cpu([conn]) - server0))
 
 
-def run_writers(target: Callable[..., None], where: str, writers: int, per: int) -> float:
-    """Records per second of `writers` processes writing `per` records each, started together."""
+def run_writers(
+    target: Callable[..., None], where: str, writers: int, per: int, cpu: list[float] | None = None
+) -> float:
+    """Records per second of `writers` processes writing `per` records each, started together (and, in
+    `cpu`, the CPU seconds the processes, then their server backends, spent writing them)."""
     ctx = mp.get_context("spawn")
     start, out = ctx.Event(), ctx.Queue()
     procs = [ctx.Process(target=target, args=(where, f"w{k}", per, start, out)) for k in range(writers)]
     for p in procs:
         p.start()
-    time.sleep(1.0 + 0.1 * writers)  # let every process connect and warm up
+    for _ in procs:  # every process has started, connected and written once: none is timed starting
+        out.get(timeout=600)
     t0 = time.perf_counter()
     start.set()
-    for _ in procs:
-        out.get(timeout=600)
+    spent = [out.get(timeout=600) for _ in procs]
     elapsed = time.perf_counter() - t0
+    if cpu is not None:
+        cpu += [sum(s[1] for s in spent), sum(s[2] for s in spent)]
     for p in procs:
         p.join()
     return writers * per / elapsed
@@ -176,15 +200,18 @@ class Bench:
             sql = ("SELECT r.id, r.scope, r.content, r.metadata, r.created_ns FROM plain_records r "
                    "JOIN plain_tags t ON t.id = r.id WHERE t.tag = %s ORDER BY r.id")
             assert len(conn.execute(sql, ["hot"]).fetchall()) == hot
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                for _ in range(queries):
-                    c.query(tags=["hot"])
-                ours.append(queries / (time.perf_counter() - t0))
-                t0 = time.perf_counter()
-                for _ in range(queries):
-                    conn.execute(sql, ["hot"]).fetchall()
-                theirs.append(queries / (time.perf_counter() - t0))
+            for _ in range(reps):  # in alternating blocks of 20, so that a change of load hits both alike
+                mine = plain = 0.0
+                for _ in range(queries // 20):
+                    t0 = time.perf_counter()
+                    for _ in range(20):
+                        c.query(tags=["hot"])
+                    t1 = time.perf_counter()
+                    for _ in range(20):
+                        conn.execute(sql, ["hot"]).fetchall()
+                    mine, plain = mine + t1 - t0, plain + time.perf_counter() - t1
+                ours.append(queries // 20 * 20 / mine)
+                theirs.append(queries // 20 * 20 / plain)
         return _result(f"query(tags=[one tag]), {hot} hits among {n:,} records", ours, theirs, "queries/s")
 
     def memory_tool(self, reps: int) -> dict[str, Any]:

@@ -343,15 +343,15 @@ def _kill_at_commit(monkeypatch: pytest.MonkeyPatch, store: Any, land: bool) -> 
     monkeypatch.setattr(conn, "commit", commit)
 
 
-def _kill_at_append(monkeypatch: pytest.MonkeyPatch, store: Any, land: bool) -> None:
+def _kill_at_append(monkeypatch: pytest.MonkeyPatch, store: Any, land: bool) -> dict[str, bool]:
     """The next blind append's connection is killed: before the call reaches the server, or after it
-    ran, before its answer came back."""
+    ran, before its answer came back. The state returned says whether it was."""
     conn = store._writer()
     real = conn.execute
     state = {"done": False}
 
     def execute(query: Any, params: Any = None, **kw: Any) -> Any:
-        if state["done"] or "mnemo_append" not in str(query):
+        if state["done"] or "mnemo_put" not in str(query):
             return real(query, params, **kw)
         state["done"] = True
         pid = conn.info.backend_pid
@@ -363,6 +363,7 @@ def _kill_at_append(monkeypatch: pytest.MonkeyPatch, store: Any, land: bool) -> 
         return real("SELECT 1")  # raises: the server closed the connection
 
     monkeypatch.setattr(conn, "execute", execute)
+    return state
 
 
 def test_a_commit_killed_before_it_landed_writes_nothing_and_says_so(
@@ -400,8 +401,9 @@ def test_a_blind_append_whose_connection_died_is_in_the_chain_exactly_once(
     landed and, if not, tries it again: either way the record is in the chain once, and the call succeeds."""
     with MnemoClient(pg.url, OWNER) as c:
         c.remember("before")
-        _kill_at_append(monkeypatch, c._store, land)
+        killed = _kill_at_append(monkeypatch, c._store, land)
         rec = c.remember("once")
+        assert killed["done"]
         assert c.get(rec.id).content == "once" and rec.seq == 2
         assert [e.entry.body.get("id") for e in read_chain(pg.url)].count(rec.id) == 1
         assert c.verify().ok

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _V1 = """
 CREATE TABLE mnemo_meta (
@@ -171,8 +171,90 @@ END;
 $$;
 """
 
+# Version 3: scopes compared byte for byte (collation "C", as tags are), so that a scope prefix is an
+# index range of mnemo_records_scope whatever the database's collation: `team:*` reads the records of
+# those scopes by key instead of filtering every record. The column's index is rebuilt with it.
+#
+# And new records' puts committed in one call that builds their entries itself (mnemo_put): the seq,
+# time and prev are the server's, taken under the head row, so a put never waits for, nor races, the
+# client; with the flush of its commit in the same call. The entry bytes are those of the log file's
+# encoder (codec.make_entry: msgpack of [1, seq, ts_ns, prev, op, agent, body]), which the client
+# rebuilds from what the call returns and checks against the hashes it returns. (Version 2's
+# mnemo_append, which took entries built by the client on the head it had last seen, is no longer
+# called; it is left in place, unused.)
+_V3 = """
+ALTER TABLE mnemo_records ALTER COLUMN scope TYPE text COLLATE "C";
+
+-- msgpack's encoding of a non-negative integer, in the fewest bytes (as msgpack-python packs it)
+CREATE FUNCTION mnemo_uint(v bigint) RETURNS bytea LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN v < 128 THEN substring(int8send(v) FROM 8 FOR 1)
+        WHEN v < 256 THEN '\\xcc'::bytea || substring(int8send(v) FROM 8 FOR 1)
+        WHEN v < 65536 THEN '\\xcd'::bytea || substring(int8send(v) FROM 7 FOR 2)
+        WHEN v < 4294967296 THEN '\\xce'::bytea || substring(int8send(v) FROM 5 FOR 4)
+        ELSE '\\xcf'::bytea || int8send(v)
+    END
+$$;
+
+-- Puts of new records (which depend on nothing but the ACL), one entry each, in one call: under the
+-- head row, each entry gets the next seq, a time no earlier than the last entry's, and the hash before
+-- it; `tail` is the entry's packed op, agent and body. Applied only if the last ACL entry is still the
+-- one the caller checked its writes against (else nothing is written, and the head found is returned).
+-- With `sync`, the head row is released by a commit that does not wait for the flush, and the call then
+-- waits for it by committing, with synchronous_commit on, a transaction that writes only its commit
+-- record: so writers share flushes while the lock is held only for the work. Called outside a
+-- transaction block (CALL), as its commits need.
+CREATE PROCEDURE mnemo_put(
+    want_acl bigint, sync boolean, p_ts bigint[], p_tail bytea[], p_payload bytea[],
+    r_id text[], r_scope text[], v_agent text[], v_size bigint[], t_tag text[], t_put integer[],
+    INOUT o_applied boolean DEFAULT NULL, INOUT o_seq bigint DEFAULT NULL, INOUT o_hash bytea DEFAULT NULL,
+    INOUT o_ts bigint DEFAULT NULL, INOUT o_acl bigint DEFAULT NULL, INOUT o_times bigint[] DEFAULT NULL,
+    INOUT o_hashes bytea[] DEFAULT NULL
+) LANGUAGE plpgsql AS $$
+DECLARE
+    h mnemo_head%ROWTYPE;
+    e_seq bigint[] := '{}';
+    e_raw bytea[] := '{}';
+    last_seq bigint;
+    last_ts bigint;
+    prev bytea;
+    raw bytea;
+BEGIN
+    SELECT * INTO h FROM mnemo_head FOR UPDATE;
+    o_seq := h.seq; o_hash := h.hash; o_ts := h.ts_ns; o_acl := h.acl_seq;
+    o_applied := h.acl_seq = want_acl;
+    IF NOT o_applied THEN
+        RETURN;
+    END IF;
+    last_seq := h.seq; last_ts := h.ts_ns; prev := h.hash;
+    o_times := '{}'; o_hashes := '{}';
+    FOR i IN 1 .. cardinality(p_tail) LOOP
+        last_seq := last_seq + 1;
+        last_ts := greatest(p_ts[i], last_ts);
+        raw := '\\x9701'::bytea || mnemo_uint(last_seq) || mnemo_uint(last_ts) || '\\xc420'::bytea || prev
+            || p_tail[i];
+        prev := sha256(raw);
+        e_seq := e_seq || last_seq; e_raw := e_raw || raw; o_times := o_times || last_ts; o_hashes := o_hashes || prev;
+    END LOOP;
+    INSERT INTO mnemo_entries (seq, op, raw, hash) SELECT s, 'put', r, x FROM unnest(e_seq, e_raw, o_hashes) u(s, r, x);
+    INSERT INTO mnemo_payloads (seq, payload) SELECT s, p FROM unnest(e_seq, p_payload) u(s, p);
+    INSERT INTO mnemo_records (id, scope, ver) SELECT i, s, 1 FROM unnest(r_id, r_scope) u(i, s);
+    INSERT INTO mnemo_versions (id, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len)
+        SELECT i, 1, s, t, a, z, x, length(r), length(p)
+        FROM unnest(r_id, e_seq, o_times, v_agent, v_size, o_hashes, e_raw, p_payload) u(i, s, t, a, z, x, r, p);
+    INSERT INTO mnemo_tags (tag, id) SELECT g, r_id[k] FROM unnest(t_tag, t_put) u(g, k);
+    UPDATE mnemo_head SET seq = last_seq, hash = prev, ts_ns = last_ts;
+    IF sync THEN
+        COMMIT;
+        PERFORM set_config('synchronous_commit', 'on', true);
+        PERFORM pg_current_xact_id();
+    END IF;
+END;
+$$;
+"""
+
 # MIGRATIONS[n] brings a schema of version n to version n + 1.
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2}
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3}
 
 TABLES = (
     "mnemo_meta", "mnemo_head", "mnemo_entries", "mnemo_payloads", "mnemo_records", "mnemo_versions",

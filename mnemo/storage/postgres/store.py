@@ -6,10 +6,12 @@ commits its entries, and holds it from the reads of a read-modify-write to the c
 gap-free and each entry links to the one before, whatever process or host wrote it.
 
 Group commit: a writer commits with `synchronous_commit = off`, so the head row is released as soon as
-the commit record is written, and then waits for that record to be flushed by committing, on a second
-connection, a tiny transaction with `synchronous_commit = on` (its flush covers every commit before it).
-Waits of many writers, in this process and in others, share the server's WAL flushes, while the lock is
-held only for the work itself. A write returns only once it is durable (durability="fsync").
+the commit record is written, and then waits for that record to be flushed by committing a tiny
+transaction with `synchronous_commit = on` (its flush covers every commit before it): for a remember,
+inside the one call that commits it (the procedure mnemo_put, which also builds the entry under the
+lock); for other writes, on a second connection, where the threads of a process waiting meanwhile share
+one. Waits of many writers, in this process and in others, share the server's WAL flushes, while the
+lock is held only for the work itself. A write returns only once it is durable (durability="fsync").
 """
 
 from __future__ import annotations
@@ -39,7 +41,15 @@ from ...errors import (
 )
 from ...record import VerifyReport
 from ..batch import ACL_OPS, Batch, apply_entry
-from ..codec import ZERO_HASH, Entry, EntryDecodeError, decode_entry, make_entry, served_put_problem
+from ..codec import (
+    ZERO_HASH,
+    Entry,
+    EntryDecodeError,
+    decode_entry,
+    make_entry,
+    pack_canonical,
+    served_put_problem,
+)
 from ..contract import Found, LogItem, Payloads, Progress, Query, Rec, ScopeFilter, Usage, Version
 from . import schema
 
@@ -51,10 +61,11 @@ SCHEMA_LOCK = "mnemo.schema"  # advisory lock key text: creators and migrators o
 
 _VERSION_COLUMNS = "v.ver, v.seq, v.ts_ns, v.agent, v.size, v.hash, v.entry_len, v.payload_len"
 _TAGS = "(SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{}') FROM mnemo_tags t WHERE t.id = r.id)"
-_APPEND = (
-    "SELECT * FROM mnemo_append(%s, %s, %s, %s::bigint[], %s::text[], %s::bytea[], %s::bytea[], %s::bigint[], "
-    "%s::bytea[], %s::text[], %s::text[], %s::integer[], %s::text[], %s::integer[], %s::bigint[], %s::bigint[], "
-    "%s::text[], %s::bigint[], %s::bytea[], %s::integer[], %s::integer[], %s::text[], %s::text[], %s, %s, %s)"
+# A record's versions, looked up by key for each record `r` (OFFSET 0: never flattened into a join)
+_VERSIONS = "(SELECT * FROM mnemo_versions w WHERE w.id = r.id OFFSET 0) v"
+_PUT = (
+    "CALL mnemo_put(%s, %s, %s::bigint[], %s::bytea[], %s::bytea[], %s::text[], %s::text[], %s::text[], "
+    "%s::bigint[], %s::text[], %s::integer[])"
 )
 _COMMIT = (
     "SELECT mnemo_commit(%s::bigint[], %s::text[], %s::bytea[], %s::bytea[], %s::bigint[], %s::bytea[], "
@@ -77,6 +88,19 @@ def display_name(dsn: str) -> str:
     where = f"{user}@" if user else ""
     where += f"{host}:{port}" if port else str(host)
     return f"postgresql://{where}/{params.get('dbname', '')}"
+
+
+def _session_conninfo(dsn: str) -> str:
+    """`dsn` with the session settings every connection of a store starts with, added to the options
+    it may hold already (a search_path): no JIT compilation, which costs tens of milliseconds on
+    queries whose plans take a fraction of one (the planner's costs of them, on guessed row counts of
+    tables it has no statistics of, can pass jit_above_cost)."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return dsn  # connecting reports it, as a StorageError
+    params["options"] = (str(params.get("options", "")) + " -c jit=off").strip()
+    return make_conninfo("", **params)
 
 
 def storage_error(exc: BaseException, what: str) -> MnemoError:
@@ -102,6 +126,27 @@ def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
+def _prefix_sql(column: str, prefix: str) -> tuple[str, list[Any]]:
+    """A condition that `column` (of collation "C": bytes order, which is code point order) starts with
+    `prefix`, and its parameters: the LIKE says it exactly; the range beside it is what an index scan
+    bounds itself by, also in a generic plan, where the planner does not see the pattern."""
+    upper = _successor(prefix)
+    sql = f"{column} LIKE %s AND {column} >= %s" + ("" if upper is None else f" AND {column} < %s")
+    return sql, [_like_prefix(prefix), prefix] + ([] if upper is None else [upper])
+
+
+def _successor(prefix: str) -> str | None:
+    """The least string above every string that starts with `prefix`, or None if there is none."""
+    chars = list(prefix)
+    while chars:
+        code = ord(chars.pop()) + 1
+        if code == 0xD800:
+            code = 0xE000  # surrogates are no characters of a stored text
+        if code <= 0x10FFFF:
+            return "".join(chars) + chr(code)
+    return None
+
+
 def _scope_sql(scopes: ScopeFilter, column: str = "r.scope") -> tuple[str, list[Any]]:
     """A WHERE condition admitting exactly the scopes `scopes` admits, and its parameters."""
     parts: list[str] = []
@@ -112,12 +157,45 @@ def _scope_sql(scopes: ScopeFilter, column: str = "r.scope") -> tuple[str, list[
     requested = scopes.requested
     if requested is not None:
         if requested.endswith("*"):
-            parts.append(f"{column} LIKE %s")
-            params.append(_like_prefix(requested[:-1]))
+            sql, prefix_params = _prefix_sql(column, requested[:-1])
+            parts.append(sql)
+            params += prefix_params
         else:
             parts.append(f"{column} = %s")
             params.append(requested)
     return (" AND ".join(parts) or "true"), params
+
+
+def _select_source(query: Query) -> tuple[str, list[Any], list[tuple[str, list[Any]]]]:
+    """The FROM clause of a select's records `r`, its parameters, and the conditions left on `r`.
+
+    Whenever the query names tags, the tag index drives: its key is (tag, id), so the candidates come by
+    an index range and each finds its record by key. The LATERAL subquery ends in OFFSET 0 so that the
+    planner cannot flatten it into a join costed on guesses (it keeps no statistics of tags, schema.py,
+    and none at all of a table autovacuum has not analysed yet): the plan stays index lookups."""
+    conds: list[tuple[str, list[Any]]] = []
+    params: list[Any]
+    if query.tags:
+        driver, params = "SELECT t0.id FROM mnemo_tags t0 WHERE t0.tag = %s", [query.tags[0]]
+        conds += [(f"EXISTS (SELECT 1 FROM mnemo_tags t{i} WHERE t{i}.tag = %s AND t{i}.id = r.id)", [tag])
+                  for i, tag in enumerate(query.tags[1:], 1)]
+    elif query.any_tags:
+        driver = "SELECT DISTINCT t0.id FROM mnemo_tags t0 WHERE t0.tag = ANY(%s::text[])"
+        params = [list(query.any_tags)]
+    elif query.tag_prefix is not None:
+        sql, params = _prefix_sql("t0.tag", query.tag_prefix)
+        driver = f"SELECT DISTINCT t0.id FROM mnemo_tags t0 WHERE {sql}"
+    else:
+        return "mnemo_records r", [], conds
+    if query.any_tags and query.tags:
+        conds.append(("EXISTS (SELECT 1 FROM mnemo_tags a WHERE a.id = r.id AND a.tag = ANY(%s::text[]))",
+                      [list(query.any_tags)]))
+    if query.tag_prefix is not None and (query.tags or query.any_tags):
+        sql, prefix_params = _prefix_sql("p.tag", query.tag_prefix)
+        conds.append((f"EXISTS (SELECT 1 FROM mnemo_tags p WHERE p.id = r.id AND {sql})", prefix_params))
+    source = (f"({driver}) c CROSS JOIN LATERAL "
+              "(SELECT x.id, x.scope, x.ver FROM mnemo_records x WHERE x.id = c.id OFFSET 0) r")
+    return source, params, conds
 
 
 def _version(row: tuple[Any, ...]) -> Version:
@@ -164,6 +242,7 @@ class PostgresStore:
         if durability not in DURABILITY_MODES:
             raise InvalidInput(f"durability must be one of {DURABILITY_MODES}, got {durability!r}")
         self._dsn = dsn
+        self._conninfo = _session_conninfo(dsn)
         self.path = display_name(dsn)
         self.agent = agent
         self.readonly = readonly
@@ -206,7 +285,7 @@ class PostgresStore:
     # -- connections ---------------------------------------------------------------------------------
     def _connect(self, autocommit: bool) -> psycopg.Connection[Any]:
         try:
-            conn = psycopg.connect(self._dsn, autocommit=autocommit, connect_timeout=10)
+            conn = psycopg.connect(self._conninfo, autocommit=autocommit, connect_timeout=10)
         except psycopg.Error as exc:
             raise storage_error(exc, self.path) from None
         return conn
@@ -219,18 +298,21 @@ class PostgresStore:
             self._read = self._connect(autocommit=True)
         return self._read
 
-    def _fetch(self, sql: str, params: Any = None, conn: psycopg.Connection[Any] | None = None) -> list[Any]:
+    def _fetch(
+        self, sql: str, params: Any = None, conn: psycopg.Connection[Any] | None = None, binary: bool = False
+    ) -> list[Any]:
         """Rows of a query: on the given connection (a writer's, inside its transaction), else on the
-        read connection, retried once on a fresh connection if the old one was lost."""
+        read connection, retried once on a fresh connection if the old one was lost. `binary`: the rows
+        come in PostgreSQL's binary format (bytea as it is, not hex: less to make and to parse)."""
         if conn is not None:
             try:
-                return conn.execute(sql, params).fetchall()
+                return conn.execute(sql, params, binary=binary).fetchall()
             except psycopg.Error as exc:
                 raise storage_error(exc, self.path) from None
         with self._read_lock:
             for attempt in (0, 1):
                 try:
-                    return self._reads().execute(sql, params).fetchall()
+                    return self._reads().execute(sql, params, binary=binary).fetchall()
                 except psycopg.OperationalError as exc:
                     if attempt or not self._read.broken:
                         raise storage_error(exc, self.path) from None
@@ -412,8 +494,8 @@ class PostgresStore:
     def _recs(self, conn: psycopg.Connection[Any] | None, ids: list[str]) -> dict[str, Rec]:
         """The committed records with these ids, whoever may read them."""
         rows = self._fetch(
-            f"SELECT r.id, r.scope, {_TAGS}, {_VERSION_COLUMNS} FROM mnemo_records r "
-            "JOIN mnemo_versions v ON v.id = r.id WHERE r.id = ANY(%s::text[]) ORDER BY r.id, v.ver", [ids], conn,
+            f"SELECT r.id, r.scope, {_TAGS}, {_VERSION_COLUMNS} FROM mnemo_records r CROSS JOIN LATERAL {_VERSIONS} "
+            "WHERE r.id = ANY(%s::text[]) ORDER BY r.id, v.ver", [ids], conn,
         )
         return {rec.id: rec for rec, _p in self._group(rows, with_payloads=False)}
 
@@ -458,13 +540,13 @@ class PostgresStore:
         where, params = _scope_sql(scopes)
         # The scope filter is part of the query: a record the caller may not read comes back exactly
         # as a missing one does, from the same work.
+        # Every row by its key (as in select: lookups the planner cannot turn into scans of the chain).
         rows = self._fetch(
             f"SELECT r.id, r.scope, {_TAGS}, {_VERSION_COLUMNS}, "
-            f"CASE WHEN {want} THEN e.raw END, CASE WHEN {want} THEN p.payload END "
-            "FROM mnemo_records r JOIN mnemo_versions v ON v.id = r.id "
-            f"LEFT JOIN mnemo_entries e ON e.seq = v.seq AND {want} "
-            f"LEFT JOIN mnemo_payloads p ON p.seq = v.seq AND {want} "
-            f"WHERE r.id = %s AND {where} ORDER BY v.ver", [rec_id, *params], conn,
+            f"CASE WHEN {want} THEN (SELECT e.raw FROM mnemo_entries e WHERE e.seq = v.seq) END, "
+            f"CASE WHEN {want} THEN (SELECT p.payload FROM mnemo_payloads p WHERE p.seq = v.seq) END "
+            f"FROM mnemo_records r CROSS JOIN LATERAL {_VERSIONS} "
+            f"WHERE r.id = %s AND {where} ORDER BY v.ver", [rec_id, *params], conn, binary=True,
         )
         for rec, loaded in self._group(rows, with_payloads=True):
             return self._found(rec, loaded, payloads, batch)
@@ -486,7 +568,7 @@ class PostgresStore:
         versions = rec.versions if payloads == "all" else rec.versions[-1:]
         stored = [v.seq for v in versions if v.slot_off >= 0]
         rows = self._fetch(
-            "SELECT e.seq, e.raw, p.payload FROM mnemo_entries e LEFT JOIN mnemo_payloads p ON p.seq = e.seq "
+            "SELECT e.seq, e.raw, (SELECT p.payload FROM mnemo_payloads p WHERE p.seq = e.seq) FROM mnemo_entries e "
             "WHERE e.seq = ANY(%s::bigint[])", [stored], conn,
         ) if stored else []
         by_seq = {seq: (raw, payload) for seq, raw, payload in rows}
@@ -498,44 +580,25 @@ class PostgresStore:
         batch = self.current_batch()
         conn = self._batch_conn()
         overlay = batch.recs if batch is not None else {}
-        # With tags, the first one's index drives: its rows come in id order (the key is (tag, id)), and
-        # each finds its record, versions, entry and payload by key (LATERAL: never a scan of a table,
-        # whatever the planner guesses of tags, on which it keeps no statistics).
-        params: list[Any] = []
-        if query.tags:
-            others = "".join(
-                f" AND EXISTS (SELECT 1 FROM mnemo_tags t{i} WHERE t{i}.tag = %s AND t{i}.id = t0.id)"
-                for i in range(1, len(query.tags))
-            )
-            candidates = f"(SELECT t0.id FROM mnemo_tags t0 WHERE t0.tag = %s{others} ORDER BY t0.id) c"
-            params += [query.tags[0], *query.tags[1:]]
-            source = f"{candidates} CROSS JOIN LATERAL (SELECT * FROM mnemo_records x WHERE x.id = c.id) r"
-        else:
-            source = "mnemo_records r"
+        source, params, conds = _select_source(query)
         where, scope_params = _scope_sql(scopes)
-        conds = [where]
-        params += scope_params
-        if query.any_tags:
-            conds.append("EXISTS (SELECT 1 FROM mnemo_tags a WHERE a.id = r.id AND a.tag = ANY(%s::text[]))")
-            params.append(list(query.any_tags))
-        if query.tag_prefix is not None:
-            conds.append("EXISTS (SELECT 1 FROM mnemo_tags x WHERE x.id = r.id AND x.tag LIKE %s)")
-            params.append(_like_prefix(query.tag_prefix))
+        conds.insert(0, (where, scope_params))
         if overlay:
-            conds.append("NOT (r.id = ANY(%s::text[]))")
-            params.append(list(overlay))
+            conds.append(("NOT (r.id = ANY(%s::text[]))", [list(overlay)]))
+        for _sql, cond_params in conds:
+            params += cond_params
         limit = "" if query.limit is None else f" LIMIT {int(query.limit)}"
         loaded = (
             "CASE WHEN v.ver = h.ver THEN (SELECT e.raw FROM mnemo_entries e WHERE e.seq = v.seq) END, "
             "CASE WHEN v.ver = h.ver THEN (SELECT p.payload FROM mnemo_payloads p WHERE p.seq = v.seq) END"
         ) if payloads else "NULL, NULL"
         rows = self._fetch(
-            f"WITH h AS MATERIALIZED (SELECT r.id, r.scope, r.ver FROM {source} WHERE {' AND '.join(conds)} "
-            f"ORDER BY r.id{limit}) "
+            f"WITH h AS MATERIALIZED (SELECT r.id, r.scope, r.ver FROM {source} "
+            f"WHERE {' AND '.join(sql for sql, _p in conds)} ORDER BY r.id{limit}) "
             f"SELECT h.id, h.scope, (SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{{}}') FROM mnemo_tags t "
-            f"WHERE t.id = h.id), {_VERSION_COLUMNS}, {loaded} "
-            "FROM h CROSS JOIN LATERAL (SELECT * FROM mnemo_versions w WHERE w.id = h.id) v ORDER BY h.id, v.ver",
-            params, conn,
+            f"WHERE t.id = h.id), {_VERSION_COLUMNS}, {loaded} FROM h CROSS JOIN LATERAL "
+            "(SELECT * FROM mnemo_versions w WHERE w.id = h.id OFFSET 0) v ORDER BY h.id, v.ver",
+            params, conn, binary=True,
         )
         out = [self._found(rec, loaded, "latest" if payloads else "none", batch)
                for rec, loaded in self._group(rows, with_payloads=True)]
@@ -720,7 +783,9 @@ class PostgresStore:
 
     def _begin_on(self, conn: psycopg.Connection[Any], transactional: bool) -> Batch:
         try:
-            row = conn.execute("SELECT seq, hash, ts_ns, acl_seq FROM mnemo_head FOR UPDATE").fetchone()
+            with conn.pipeline():  # the BEGIN and the lock in one round trip
+                cur = conn.execute("SELECT seq, hash, ts_ns, acl_seq FROM mnemo_head FOR UPDATE")
+            row = cur.fetchone()
             if row is None:
                 raise IntegrityError(f"{self.path}: mnemo_head holds no row")
             self._absorb_head(row, conn)
@@ -757,53 +822,100 @@ class PostgresStore:
 
     def _append(self, batch: Batch) -> int:
         """Commit a blind batch (only new records' puts, whose validity depends on nothing but the ACL)
-        without having held the head row while it was built: mnemo_append applies it in one call if the
-        head and the last ACL entry are still those it was built on. Otherwise it is built again on the
-        head found (the ACL checked again, if a grant or revoke came), and tried again; after a few tries,
-        the head row is taken as for any batch. The row is locked only for the length of each call."""
+        without having held the head row while it was built: mnemo_put builds its entries on the head it
+        finds, in one call, if the last ACL entry is still the one the batch's checks used (else they are
+        checked again on the newer ACL, and it is tried again). The row is locked only for the length of
+        the call, which also waits for the flush when durability is "fsync". Returns the commit number."""
         view = batch.base
         assert isinstance(view, _View)
+        sync = self.durability == "fsync"
         for _attempt in range(8):
             if view.conn is not None:
-                break
-            first = batch.staged[0].entry
-            want = (first.seq - 1, first.prev, view.acl_seq)
+                break  # the batch read state after all, and holds the head row: it commits as any other
             conn = self._writer()
             try:
                 conn.autocommit = True
-                row = conn.execute(_APPEND, [*want, *_append_columns(batch)]).fetchone()
+                row = conn.execute(_PUT, [view.acl_seq, sync, *_put_columns(batch)]).fetchone()
             except psycopg.Error as exc:
                 if not conn.broken:
                     raise storage_error(exc, self.path) from None
-                # The connection went with the call in flight: did it land? If not, the batch is blind,
-                # so trying it again (on a new connection, a newer head) is safe.
-                if not self._committed(first):
+                # The connection went with the call in flight: did it land? If not, trying it again (on a
+                # new connection) is safe. If it did, its flush is not known to have happened: wait for one.
+                if not self._landed(batch):
                     continue
-                row = (True, batch.head_seq, batch.head_hash, batch.head_ts, view.acl_seq)
+                return self._ticket()
             finally:
                 if self._write is not None and not self._write.closed:
                     with contextlib.suppress(psycopg.Error):
                         self._write.autocommit = False
             assert row is not None
-            applied, seq, head, ts, acl_seq = row
+            applied, seq, head, ts, acl_seq, times, hashes = row
             if applied:
-                self._head = (batch.head_seq, batch.head_hash, batch.head_ts)
-                return self._ticket()
-            if acl_seq != view.acl_seq:
-                self._load_acl(acl_seq, None)
-                view._acl, view.acl_seq = self._acl, acl_seq
-                for s in batch.staged:
-                    if not view._acl.allows(s.entry.agent, "write", s.entry.body["scope"]):
-                        raise PermissionDenied(
-                            f"{s.entry.agent} may not write in scope {s.entry.body['scope']}"
-                        )
-            self._restage(batch, (seq, bytes(head), ts))
+                self._built(batch, (seq, bytes(head), ts), times, hashes)
+                ticket = self._ticket()
+                if sync:  # the call's flush covered every commit numbered before it
+                    with self._flush_lock:
+                        self._flushed = max(self._flushed, ticket)
+                return ticket
+            self._load_acl(acl_seq, None)
+            view._acl, view.acl_seq = self._acl, acl_seq
+            self._check_puts(batch)
         if view.conn is None:
             self._lock_blind(batch)
-            for s in batch.staged:
-                if not view._acl.allows(s.entry.agent, "write", s.entry.body["scope"]):
-                    raise PermissionDenied(f"{s.entry.agent} may not write in scope {s.entry.body['scope']}")
+            self._check_puts(batch)
         return self._commit(batch)
+
+    def _check_puts(self, batch: Batch) -> None:
+        view = batch.base
+        assert isinstance(view, _View)
+        for s in batch.staged:
+            if not view._acl.allows(s.entry.agent, "write", s.entry.body["scope"]):
+                raise PermissionDenied(f"{s.entry.agent} may not write in scope {s.entry.body['scope']}")
+
+    def _built(self, batch: Batch, head: tuple[int, bytes, int], times: list[int], hashes: list[Any]) -> None:
+        """The batch's entries as mnemo_put built them on `head`: rebuilt here with its times, each
+        checked against the hash the server computed (the same bytes as the log file's, or an error)."""
+        seq, prev, _ts = head
+        staged = []
+        for s, ts, server_hash in zip(batch.staged, times, hashes, strict=True):
+            e = s.entry
+            seq += 1
+            entry = make_entry(seq, ts, prev, e.op, e.agent, e.body, trusted=True)
+            if entry.hash != bytes(server_hash):
+                raise IntegrityError(f"{self.path}: the server built entry {seq} with other bytes than Mnemo's "
+                                     "encoding makes (mnemo_put disagrees with codec.make_entry)")
+            staged.append(s._replace(entry=entry))
+            prev = entry.hash
+        batch.staged = staged
+        batch.head_seq, batch.head_hash, batch.head_ts = seq, prev, staged[-1].entry.ts_ns
+        self._head = (batch.head_seq, batch.head_hash, batch.head_ts)
+
+    def _landed(self, batch: Batch) -> bool:
+        """Whether the puts of a blind batch whose call was cut off are in the chain (all of them or none:
+        one transaction), asked on a fresh connection once no writer holds the head row; if they are,
+        the batch's entries become those stored."""
+        ids = [s.entry.body["id"] for s in batch.staged]
+        self._write = None
+        conn = self._writer()
+        try:
+            conn.execute("SELECT 1 FROM mnemo_head FOR UPDATE")
+            rows = conn.execute("SELECT e.seq, e.raw FROM mnemo_versions v JOIN mnemo_entries e ON e.seq = v.seq "
+                                "WHERE v.id = ANY(%s::text[]) AND v.ver = 1 ORDER BY e.seq", [ids]).fetchall()
+        except psycopg.Error as exc:
+            raise storage_error(exc, self.path) from None
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                conn.rollback()
+        if not rows:
+            return False
+        stored = [decode_entry(bytes(raw)) for _seq, raw in rows]
+        if [e.body for e in stored] != [s.entry.body for s in batch.staged]:
+            raise IntegrityError(f"{self.path}: the entries of records {ids} are not the puts that made them")
+        batch.staged = [s._replace(entry=e) for s, e in zip(batch.staged, stored, strict=True)]
+        last = stored[-1]
+        batch.head_seq, batch.head_hash, batch.head_ts = last.seq, last.hash, last.ts_ns
+        self._head = (last.seq, last.hash, last.ts_ns)
+        return True
 
     def _commit(self, batch: Batch) -> int:
         """Write the batch's entries and what they change of the derived tables, and commit (without
@@ -872,15 +984,13 @@ class PostgresStore:
             last.seq, last.hash, batch.head_ts, max(acl_seqs, default=-1),
         )
         try:
-            conn.execute(_COMMIT, columns)
-        except psycopg.Error as exc:
-            with contextlib.suppress(psycopg.Error):
-                conn.rollback()
-            raise storage_error(exc, self.path) from None
-        try:
-            conn.commit()
+            with conn.pipeline():  # the rows and the COMMIT in one round trip
+                conn.execute(_COMMIT, columns)
+                conn.commit()
         except psycopg.OperationalError as exc:
             if not conn.broken:
+                with contextlib.suppress(psycopg.Error):
+                    conn.rollback()
                 raise storage_error(exc, self.path) from None
             # The commit was sent and the connection went: did it land? Ask, once the head row is free.
             if not self._committed(staged[0].entry):
@@ -888,7 +998,9 @@ class PostgresStore:
                     f"the connection to {self.path} was lost while committing ({_first_line(exc)}); the commit did "
                     "not land and nothing was written: it is safe to retry"
                 ) from None
-        except psycopg.Error as exc:
+        except psycopg.Error as exc:  # refused (the rows, or the commit): nothing was written
+            with contextlib.suppress(psycopg.Error):
+                conn.rollback()
             raise storage_error(exc, self.path) from None
         self._head = (last.seq, last.hash, batch.head_ts)
         if acl_seqs:
@@ -1041,22 +1153,20 @@ class _Writing:
             store._flush(ticket)
 
 
-def _append_columns(batch: Batch) -> list[Any]:
-    """mnemo_append's arrays for a blind batch: its entries, payloads, and the new records' rows."""
+def _put_columns(batch: Batch) -> list[Any]:
+    """mnemo_put's arrays for a blind batch: each put's time, packed op, agent and body, payload, and
+    the rows of its record."""
     staged = batch.staged
-    puts = [s for s in staged if s.entry.op == "put"]
-    assert len(puts) == len(staged) and all(s.entry.body["ver"] == 1 for s in puts), "a blind batch holds new puts"
-    bodies = [s.entry.body for s in puts]
+    assert all(s.entry.op == "put" and s.entry.body["ver"] == 1 and s.payload is not None for s in staged), \
+        "a blind batch holds new records' puts"
+    bodies = [s.entry.body for s in staged]
     return [
-        [s.entry.seq for s in staged], [s.entry.op for s in staged], [s.entry.raw for s in staged],
-        [s.entry.hash for s in staged],
-        [s.entry.seq for s in staged if s.payload is not None], [s.payload for s in staged if s.payload is not None],
-        [b["id"] for b in bodies], [b["scope"] for b in bodies], [1] * len(bodies),
-        [b["id"] for b in bodies], [1] * len(bodies), [s.entry.seq for s in puts], [s.entry.ts_ns for s in puts],
-        [s.entry.agent for s in puts], [b["size"] for b in bodies], [s.entry.hash for s in puts],
-        [len(s.entry.raw) for s in puts], [0 if s.payload is None else len(s.payload) for s in puts],
-        [tag for s in puts for tag in s.tags], [s.entry.body["id"] for s in puts for _tag in s.tags],
-        batch.head_seq, batch.head_hash, batch.head_ts,
+        [s.entry.ts_ns for s in staged],
+        [pack_canonical(s.entry.op) + pack_canonical(s.entry.agent) + pack_canonical(s.entry.body) for s in staged],
+        [s.payload for s in staged],
+        [b["id"] for b in bodies], [b["scope"] for b in bodies], [s.entry.agent for s in staged],
+        [b["size"] for b in bodies],
+        [tag for s in staged for tag in s.tags], [k for k, s in enumerate(staged, 1) for _tag in s.tags],
     ]
 
 

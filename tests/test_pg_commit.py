@@ -1,0 +1,109 @@
+"""The commit path on PostgreSQL: a remember is one call (mnemo_put) in which the server builds the
+entry; its bytes must be the log file's for every seq and time, its ACL check must hold against a grant
+or revoke the client has not seen, and it must be durable when it returns."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import psycopg
+import pytest
+from helpers.pg import PgDatabase
+
+from mnemo import MnemoClient, PermissionDenied, StorageError
+from mnemo.audit import read_chain
+from mnemo.storage.codec import make_entry
+
+OWNER = "owner"
+
+
+class Schema:
+    def __init__(self, database: PgDatabase) -> None:
+        self.database = database
+        self.name, self.url = database.new_schema()
+
+    def sql(self, query: str, params: Any = None) -> list[Any]:
+        with psycopg.connect(self.database.dsn, autocommit=True, options=f"-csearch_path={self.name}") as conn:
+            cur = conn.execute(query, params)
+            return cur.fetchall() if cur.description else []
+
+
+@pytest.fixture
+def pg(pg_database: PgDatabase | None) -> Iterator[Schema]:
+    if pg_database is None:
+        if os.environ.get("MNEMO_REQUIRE_POSTGRES") == "1":
+            pytest.fail("MNEMO_TEST_POSTGRES is not set: the PostgreSQL backend cannot be tested")
+        pytest.skip("PostgreSQL tests need MNEMO_TEST_POSTGRES (a server DSN)")
+    schema = Schema(pg_database)
+    try:
+        yield schema
+    finally:
+        pg_database.drop_schema(schema.name)
+
+
+def test_the_servers_integers_are_msgpacks(pg: Schema) -> None:
+    MnemoClient(pg.url, OWNER).close()
+    edges = [0, 1, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, time.time_ns(), 2**63 - 1]
+    rows = pg.sql("SELECT v, mnemo_uint(v) FROM unnest(%s::bigint[]) v", [edges])
+    assert [(v, bytes(b)) for v, b in rows] == [(v, msgpack.packb(v)) for v in edges]
+
+
+def test_entries_built_by_the_server_are_the_log_files_across_integer_widths(pg: Schema, tmp_path: Path) -> None:
+    """Seqs past 127 and 255 (one, two and three bytes of msgpack), a time from the past (the server
+    keeps times from going back), and the same entries as a log file given the same seqs and times."""
+    with MnemoClient(pg.url, OWNER) as c:
+        for i in range(260):
+            c.remember(f"n{i}", tags=["t"] if i % 2 else [])
+        pg.sql("UPDATE mnemo_head SET ts_ns = ts_ns + 10000000000")  # a head ahead of this clock
+        ahead = pg.sql("SELECT ts_ns FROM mnemo_head")[0][0]
+        last = c.remember("after a clock behind")
+        assert c.verify().ok
+    chain = list(read_chain(pg.url))
+    assert [item.entry.seq for item in chain] == list(range(262))
+    assert chain[-1].entry.ts_ns == ahead and last.seq == 261
+    for item, before in zip(chain[1:], chain, strict=False):
+        e = item.entry
+        again = make_entry(e.seq, e.ts_ns, before.entry.hash, e.op, e.agent, e.body)
+        assert (again.raw, again.hash) == (e.raw, e.hash)
+        assert e.ts_ns >= before.entry.ts_ns
+    rows = pg.sql("SELECT v.seq, v.ts_ns, v.hash, v.entry_len, e.hash, length(e.raw) FROM mnemo_versions v "
+                  "JOIN mnemo_entries e ON e.seq = v.seq ORDER BY v.seq")
+    assert [(s, t, bytes(h), n) for s, t, h, n, _eh, _el in rows] == [
+        (e.seq, e.ts_ns, e.hash, len(e.raw)) for e in (item.entry for item in chain[1:])
+    ]
+
+
+def test_a_revoke_the_writer_has_not_seen_refuses_its_put(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER) as owner:
+        owner.grant("w", "team:x", ["write"])
+        with MnemoClient(pg.url, "w") as w:
+            w.remember("allowed", scope="team:x")
+            owner.revoke("w", "team:x")
+            head = owner.head
+            with pytest.raises(PermissionDenied, match="w may not write in scope team:x"):
+                w.remember("refused", scope="team:x")  # its ACL was the one before the revoke
+            assert owner.head == head
+            assert w.remember("its own scope").seq == head[0] + 1  # on the ACL it has learnt
+
+
+
+def test_a_commit_the_server_refuses_writes_nothing_and_the_writer_goes_on(pg: Schema) -> None:
+    """The rows and the COMMIT of a read-modify-write go in one round trip: a refusal of the rows is
+    the StorageError with the server's reason, nothing of the batch is written, the head row is free."""
+    with MnemoClient(pg.url, OWNER) as c:
+        rec = c.remember("v1")
+        head = c.head
+        pg.sql("CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+               "$$ BEGIN RAISE EXCEPTION 'refused by a test trigger'; END; $$")
+        pg.sql("CREATE TRIGGER refuse BEFORE INSERT ON mnemo_versions FOR EACH ROW EXECUTE FUNCTION refuse()")
+        with pytest.raises(StorageError, match="failed: refused by a test trigger"):
+            c.update(rec.id, content="v2")
+        assert c.head == head and pg.sql("SELECT seq FROM mnemo_head") == [(head[0],)]
+        pg.sql("DROP TRIGGER refuse ON mnemo_versions")
+        assert c.update(rec.id, content="v2").seq == head[0] + 1
+        assert c.get(rec.id).content == "v2" and c.verify().ok
