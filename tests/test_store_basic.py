@@ -769,7 +769,19 @@ def fsync_calls(db: str, monkeypatch: pytest.MonkeyPatch) -> list[float]:
                 if self._flushed > before:  # a flush was made, not shared with one before it
                     calls.append(time.monotonic())
 
+        real_append = PostgresStore._append
+
+        def append_spy(self: PostgresStore, batch: Any) -> int:
+            # A blind append under "fsync" is made durable by the call itself (mnemo_put commits with
+            # synchronous_commit on): the store then counts its commit as flushed.
+            before = self._flushed
+            ticket = real_append(self, batch)
+            if self._flushed > before:
+                calls.append(time.monotonic())
+            return ticket
+
         monkeypatch.setattr(PostgresStore, "_flush", flush_spy)
+        monkeypatch.setattr(PostgresStore, "_append", append_spy)
         return calls
     from mnemo.storage.file import logfile
 

@@ -828,7 +828,9 @@ class PostgresStore:
         the call, which also waits for the flush when durability is "fsync". Returns the commit number."""
         view = batch.base
         assert isinstance(view, _View)
-        sync = self.durability == "fsync"
+        # Alone, the call waits for its own flush (one round trip); with other threads of this process
+        # writing, it commits without waiting and they all share the next flush (_flush).
+        sync = self.durability == "fsync" and self._writing <= 1
         for _attempt in range(8):
             if view.conn is not None:
                 break  # the batch read state after all, and holds the head row: it commits as any other
