@@ -334,8 +334,9 @@ def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: s
         chosen = sample(find_mutants(original), target.max)
         if only is not None:
             chosen = [m for m in chosen if m.line in only]
-        if keys is not None:
-            chosen = [m for m in chosen if f"{relpath}:{m.key}" in keys]
+        if keys is not None:  # (reports older than the "(comparison i of n)" suffix name a chain's mutants alike)
+            chosen = [m for m in chosen if f"{relpath}:{m.key}" in keys
+                      or f"{relpath}:{m.key}".split(" (comparison ")[0] in keys]
         chosen = [m for m in chosen if m.line >= from_line]
         try:
             for n, mutant in enumerate(chosen, 1):
