@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if importlib.util.find_spec("mnemo") is None:  # running from a checkout without an install
     sys.path.insert(0, str(ROOT))
 
-from helpers import pg  # noqa: E402
-from helpers.pg import PgDatabase  # noqa: E402
+from helpers import pg as pg_helpers  # noqa: E402
+from helpers.pg import PgDatabase, Schema  # noqa: E402
 
 AGENT = "agent-1"
 BACKENDS = ("file", "postgres")
@@ -33,21 +33,35 @@ def db_path(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def pg_database() -> Iterator[PgDatabase | None]:
     """The run's own PostgreSQL database, or None when MNEMO_TEST_POSTGRES names no reachable server."""
-    server = pg.server_dsn()
+    server = pg_helpers.server_dsn()
     if server is None:
         yield None
         return
     try:
-        database = pg.PgDatabase(server)
+        database = pg_helpers.PgDatabase(server)
     except Exception as exc:
-        if os.environ.get(pg.REQUIRE) == "1":
-            pytest.exit(f"{pg.ENV} is set but its PostgreSQL server is unreachable: {exc}", returncode=3)
+        if os.environ.get(pg_helpers.REQUIRE) == "1":
+            pytest.exit(f"{pg_helpers.ENV} is set but its PostgreSQL server is unreachable: {exc}", returncode=3)
         yield None
         return
     try:
         yield database
     finally:
         database.drop()
+
+
+@pytest.fixture
+def pg(pg_database: PgDatabase | None) -> Iterator[Schema]:
+    """A fresh schema on the run's PostgreSQL database, for the tests of what is the PostgreSQL backend's own."""
+    if pg_database is None:
+        if os.environ.get(pg_helpers.REQUIRE) == "1":
+            pytest.fail(f"{pg_helpers.ENV} is not set: the PostgreSQL backend cannot be tested")
+        pytest.skip(f"PostgreSQL tests need {pg_helpers.ENV} (a server DSN)")
+    schema = Schema(pg_database)
+    try:
+        yield schema
+    finally:
+        pg_database.drop_schema(schema.name)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -66,9 +80,9 @@ def new_db(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iter
         return
     database = request.getfixturevalue("pg_database")
     if database is None:
-        if os.environ.get(pg.REQUIRE) == "1":
-            pytest.fail(f"{pg.ENV} is not set: the PostgreSQL backend cannot be tested")
-        pytest.skip(f"PostgreSQL tests need {pg.ENV} (a server DSN, for example postgresql://postgres@127.0.0.1/postgres)")
+        if os.environ.get(pg_helpers.REQUIRE) == "1":
+            pytest.fail(f"{pg_helpers.ENV} is not set: the PostgreSQL backend cannot be tested")
+        pytest.skip(f"PostgreSQL tests need {pg_helpers.ENV} (a server DSN, for example postgresql://postgres@127.0.0.1/postgres)")
     schemas: list[str] = []
 
     def make() -> str:

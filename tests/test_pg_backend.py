@@ -10,14 +10,13 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from helpers.frames import check_chain
-from helpers.pg import PgDatabase, uri
+from helpers.pg import Schema, uri
 from helpers.procs import start_writer
 from test_chain_vectors import VECTORS, vector_log
 
@@ -29,35 +28,6 @@ from mnemo.storage.postgres import schema as pg_schema
 from mnemo.storage.postgres import store as pg_store
 
 OWNER = "owner"
-
-
-class Schema:
-    """A fresh schema of the run's database: its URI for MnemoClient, and SQL on it for the test."""
-
-    def __init__(self, database: PgDatabase) -> None:
-        self.database = database
-        self.name, self.url = database.new_schema()
-
-    def connect(self, autocommit: bool = True, **kwargs: Any) -> psycopg.Connection[Any]:
-        return psycopg.connect(self.database.dsn, autocommit=autocommit, options=f"-csearch_path={self.name}", **kwargs)
-
-    def sql(self, query: str, params: Any = None) -> list[Any]:
-        with self.connect() as conn:
-            cur = conn.execute(query, params)
-            return cur.fetchall() if cur.description else []
-
-
-@pytest.fixture
-def pg(pg_database: PgDatabase | None) -> Iterator[Schema]:
-    if pg_database is None:
-        if os.environ.get("MNEMO_REQUIRE_POSTGRES") == "1":
-            pytest.fail("MNEMO_TEST_POSTGRES is not set: the PostgreSQL backend cannot be tested")
-        pytest.skip("PostgreSQL tests need MNEMO_TEST_POSTGRES (a server DSN)")
-    schema = Schema(pg_database)
-    try:
-        yield schema
-    finally:
-        pg_database.drop_schema(schema.name)
 
 
 def raws(db: str) -> list[bytes]:

@@ -4,46 +4,18 @@ or revoke the client has not seen, and it must be durable when it returns."""
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import msgpack
-import psycopg
 import pytest
-from helpers.pg import PgDatabase
+from helpers.pg import Schema
 
 from mnemo import MnemoClient, PermissionDenied, StorageError
 from mnemo.audit import read_chain
 from mnemo.storage.codec import make_entry
 
 OWNER = "owner"
-
-
-class Schema:
-    def __init__(self, database: PgDatabase) -> None:
-        self.database = database
-        self.name, self.url = database.new_schema()
-
-    def sql(self, query: str, params: Any = None) -> list[Any]:
-        with psycopg.connect(self.database.dsn, autocommit=True, options=f"-csearch_path={self.name}") as conn:
-            cur = conn.execute(query, params)
-            return cur.fetchall() if cur.description else []
-
-
-@pytest.fixture
-def pg(pg_database: PgDatabase | None) -> Iterator[Schema]:
-    if pg_database is None:
-        if os.environ.get("MNEMO_REQUIRE_POSTGRES") == "1":
-            pytest.fail("MNEMO_TEST_POSTGRES is not set: the PostgreSQL backend cannot be tested")
-        pytest.skip("PostgreSQL tests need MNEMO_TEST_POSTGRES (a server DSN)")
-    schema = Schema(pg_database)
-    try:
-        yield schema
-    finally:
-        pg_database.drop_schema(schema.name)
 
 
 def test_the_servers_integers_are_msgpacks(pg: Schema) -> None:

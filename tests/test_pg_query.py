@@ -5,14 +5,12 @@ records a query names by index, on tables the planner has no statistics of."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from helpers.pg import PgDatabase
+from helpers.pg import Schema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,30 +26,6 @@ TAGS = ["x", "xy", "x_y", "x%", "x\\", "é", "é\U0010ffff", "\U0010ffff", "a\ud
 SCOPES = ["team:a", "team:ab", "team_b", "team:a%", "t\u00e9am", "agent:owner"]
 PREFIXES = sorted({t[:n] for t in TAGS for n in range(len(t) + 1)} | {"x_", "x%", "q"})
 PATTERNS = ["team:a", "team:a*", "team*", "team_*", "t\u00e9am", "agent:*", "te*", "team:a%*", "*"]
-
-
-class Schema:
-    def __init__(self, database: PgDatabase) -> None:
-        self.database = database
-        self.name, self.url = database.new_schema()
-
-    def sql(self, query: str, params: Any = None) -> list[Any]:
-        with psycopg.connect(self.database.dsn, autocommit=True, options=f"-csearch_path={self.name}") as conn:
-            cur = conn.execute(query, params)
-            return cur.fetchall() if cur.description else []
-
-
-@pytest.fixture
-def pg(pg_database: PgDatabase | None) -> Iterator[Schema]:
-    if pg_database is None:
-        if os.environ.get("MNEMO_REQUIRE_POSTGRES") == "1":
-            pytest.fail("MNEMO_TEST_POSTGRES is not set: the PostgreSQL backend cannot be tested")
-        pytest.skip("PostgreSQL tests need MNEMO_TEST_POSTGRES (a server DSN)")
-    schema = Schema(pg_database)
-    try:
-        yield schema
-    finally:
-        pg_database.drop_schema(schema.name)
 
 
 def _fill(clients: list[MnemoClient]) -> None:

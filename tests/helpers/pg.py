@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import os
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
+
+if TYPE_CHECKING:
+    import psycopg
 
 ENV = "MNEMO_TEST_POSTGRES"
 REQUIRE = "MNEMO_REQUIRE_POSTGRES"
@@ -93,3 +96,21 @@ class PgDatabase:
             self._admin.close()
         with psycopg.connect(self.server, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+class Schema:
+    """A fresh schema of the run's database: its URI for MnemoClient, and SQL on it for the test."""
+
+    def __init__(self, database: PgDatabase) -> None:
+        self.database = database
+        self.name, self.url = database.new_schema()
+
+    def connect(self, autocommit: bool = True, **kwargs: Any) -> psycopg.Connection[Any]:
+        import psycopg
+
+        return psycopg.connect(self.database.dsn, autocommit=autocommit, options=f"-csearch_path={self.name}", **kwargs)
+
+    def sql(self, query: str, params: Any = None) -> list[Any]:
+        with self.connect() as conn:
+            cur = conn.execute(query, params)
+            return cur.fetchall() if cur.description else []
