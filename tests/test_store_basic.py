@@ -489,6 +489,8 @@ def test_reads_inside_a_transaction_see_what_others_committed_before_it_and_its_
             assert c1.stats()["records"] == 2
             c1.update(r.id, content="c", tags=["t"])
             mine = c1.remember("m", tags=["u"])
+            stats = c1.stats()  # its counts are of what the transaction's reads see, as the queries below
+            assert (stats["records"], stats["versions"], stats["tags"]) == (3, 5, 2)
             assert [x.content for x in c1.query(tags=["t"])] == ["c"]
             assert [x.id for x in c1.query(tags=["u"])] == [extra.id, mine.id]
             assert [x.id for x in c1.query(tag_prefix="", limit=2)] == [r.id, extra.id]

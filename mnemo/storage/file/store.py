@@ -1125,8 +1125,8 @@ class FileStore:
 
     def counts(self, scopes: ScopeFilter) -> tuple[int, int, int]:
         with self._index_lock:
-            if scopes.everything and scopes.requested is None:
-                return self.index.counts()
+            if scopes.everything and scopes.requested is None and self.current_batch() is None:
+                return self.index.counts()  # a transaction's counts include its own writes: select()
         visible = [f.rec for f in self.select(Query(), scopes, payloads=False)]
         return len(visible), sum(len(r.versions) for r in visible), len({t for r in visible for t in r.tags})
 
