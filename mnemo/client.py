@@ -624,7 +624,9 @@ class MnemoClient:
         return seq
 
     def compact(self) -> dict[str, int]:
-        """Rewrite the log without erased payload bytes; returns sizes before and after."""
+        """Rewrite the log without erased payload bytes; returns sizes before and after. On PostgreSQL
+        it first waits, lock_timeout at most, for the transactions older than the call, which could still
+        see the erased rows (else LockTimeout names them: docs/POSTGRES.md)."""
         self._store.check_writable()
         if not self._acl().allows(self.agent_id, "admin", "*"):
             raise PermissionDenied(f"{self.agent_id} may not compact: it needs admin on *")

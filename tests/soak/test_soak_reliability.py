@@ -17,7 +17,7 @@ from helpers.reliability_concurrency import run as run_concurrency
 from helpers.reliability_crash import crash_matrix
 from helpers.reliability_fuzz import fuzz_files, fuzz_handle
 
-pytestmark = pytest.mark.soak
+pytestmark = [pytest.mark.soak, pytest.mark.timeout(0)]  # runs as long as it was asked to
 
 Record = Callable[[str], None]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers.scan_fuzz import fuzz
 
-pytestmark = pytest.mark.soak
+pytestmark = [pytest.mark.soak, pytest.mark.timeout(0)]  # runs as long as it was asked to
 
 
 def test_soak_scan_fuzz(tmp_path: Path, record_figure: Callable[[str], None]) -> None:

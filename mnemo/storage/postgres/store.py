@@ -51,7 +51,7 @@ from ..codec import (
     served_put_problem,
 )
 from ..contract import Found, LogItem, Payloads, Progress, Query, Rec, ScopeFilter, Usage, Version
-from . import schema
+from . import horizon, schema
 
 DURABILITY_MODES = ("fsync", "batch", "none")
 BATCH_INTERVAL = 0.05
@@ -711,6 +711,11 @@ class PostgresStore:
         if not self._mutex.acquire(timeout=self.lock_timeout):
             raise LockTimeout(f"another thread held the writer lock for over {self.lock_timeout} s")
         try:
+            # The rewrite keeps every row an open snapshot may still see: first wait (lock_timeout at
+            # most) for those older than now, so that the erased rows are dead to all (horizon.py).
+            own = [c.info.backend_pid for c in (self._read, self._write, self._sync) if c is not None and not c.closed]
+            xid = horizon.horizon(self._fetch)
+            horizon.wait_for_older(self._fetch, xid, own, self.lock_timeout, self.path)
             writer = self._begin(transactional=False).base
             try:
                 before = int(self._fetch(size, [tables])[0][0])
@@ -718,7 +723,10 @@ class PostgresStore:
                     conn = self._reads()
                     conn.execute(f"SET lock_timeout = {int(self.lock_timeout * 1000)}")
                     for table in tables[:2]:
-                        conn.execute(f"VACUUM (FULL) {table}")
+                        try:
+                            conn.execute(f"VACUUM (FULL) {table}")
+                        except pg_errors.LockNotAvailable:
+                            raise horizon.held(self._fetch, table, self.lock_timeout, self.path) from None
                     conn.execute("RESET lock_timeout")
                 after = int(self._fetch(size, [tables])[0][0])
             except psycopg.Error as exc:
