@@ -28,6 +28,8 @@ from mnemo.storage.postgres import schema as pg_schema
 from mnemo.storage.postgres import store as pg_store
 
 OWNER = "owner"
+# The routines of a database of the current schema version, made new or migrated
+ROUTINES = [("mnemo_commit", "f"), ("mnemo_put", "p"), ("mnemo_refuse_change", "f"), ("mnemo_uint", "f")]
 
 
 def raws(db: str) -> list[bytes]:
@@ -438,6 +440,8 @@ def test_an_older_schema_is_migrated_by_a_writer_and_refused_by_a_reader(pg: Sch
     assert pg.sql("SELECT schema_version FROM mnemo_meta") == [(pg_schema.SCHEMA_VERSION,)]
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         pg.sql("UPDATE mnemo_entries SET op = op")
+    # what the migrations leave is what a new database has: no routine left behind, none missing
+    assert pg.routines() == ROUTINES
 
 
 def test_two_creators_at_once_make_one_database(pg: Schema) -> None:

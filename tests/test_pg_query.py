@@ -13,6 +13,7 @@ import pytest
 from helpers.pg import Schema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_pg_backend import ROUTINES
 
 from mnemo import MnemoClient
 from mnemo.storage.postgres import schema as pg_schema
@@ -155,10 +156,13 @@ def test_a_version_2_database_migrates(pg: Schema) -> None:
         for scope in SCOPES:
             c.remember(f"in {scope}", tags=["x"], scope=scope)
         head = c.verify().head_hash
+    assert pg.routines() == ROUTINES  # a new database
     # back to exactly version 2: what version 3 adds, undone
     pg.sql('ALTER TABLE mnemo_records ALTER COLUMN scope TYPE text COLLATE "default"')
     pg.sql("DROP PROCEDURE mnemo_put")
     pg.sql("DROP FUNCTION mnemo_uint")
+    v2 = pg_schema.MIGRATIONS[1]
+    pg.sql(v2[v2.index("CREATE FUNCTION mnemo_append(") :])
     pg.sql("UPDATE mnemo_meta SET schema_version = 2")
     with MnemoClient(pg.url, OWNER) as c:
         assert c.recovery == [f"migrated the schema from version 2 to {pg_schema.SCHEMA_VERSION}"]
@@ -169,3 +173,4 @@ def test_a_version_2_database_migrates(pg: Schema) -> None:
         assert c.verify().ok
     assert pg.sql("SELECT collation_name FROM information_schema.columns WHERE table_schema = current_schema() "
                   "AND table_name = 'mnemo_records' AND column_name = 'scope'") == [("C",)]
+    assert pg.routines() == ROUTINES  # version 2's mnemo_append went with the migration

@@ -129,6 +129,13 @@ class Schema:
 
         return psycopg.connect(self.database.dsn, autocommit=autocommit, options=f"-csearch_path={self.name}", **kwargs)
 
+    def routines(self) -> list[tuple[str, str]]:
+        """The functions ("f") and procedures ("p") of the schema, by name."""
+        return self.sql(
+            "SELECT proname::text, prokind::text FROM pg_proc WHERE pronamespace = current_schema()::regnamespace "
+            "ORDER BY 1"
+        )
+
     def sql(self, query: str, params: Any = None) -> list[Any]:
         with self.connect() as conn:
             cur = conn.execute(query, params)

@@ -179,10 +179,11 @@ $$;
 # time and prev are the server's, taken under the head row, so a put never waits for, nor races, the
 # client; with the flush of its commit in the same call. The entry bytes are those of the log file's
 # encoder (codec.make_entry: msgpack of [1, seq, ts_ns, prev, op, agent, body]), which the client
-# rebuilds from what the call returns and checks against the hashes it returns. (Version 2's
-# mnemo_append, which took entries built by the client on the head it had last seen, is no longer
-# called; it is left in place, unused.)
+# rebuilds from what the call returns and checks against the hashes it returns. Version 2's
+# mnemo_append, which took entries built by the client on the head it had last seen, goes: nothing
+# calls it, and a function that writes the chain should not stay behind unused.
 _V3 = """
+DROP FUNCTION IF EXISTS mnemo_append;
 ALTER TABLE mnemo_records ALTER COLUMN scope TYPE text COLLATE "C";
 
 -- msgpack's encoding of a non-negative integer, in the fewest bytes (as msgpack-python packs it)
