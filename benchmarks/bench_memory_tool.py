@@ -188,8 +188,10 @@ def big_directory(workdir: str, files: int) -> dict[str, dict[str, float]]:
             for i in range(files):
                 client.remember(text, tags=("memorytool", f"path:/memories/big/f{i:05d}.md"))
         seed_s = time.perf_counter() - start
-        tool = MnemoMemoryTool(MnemoMemoryToolServer(client))
-        results["mnemo"] = _big_ops(tool, files) | {"seed_s": seed_s}
+        # Views are cut at max_view_chars (16,000 by default, what a model's context can take): here it
+        # is raised so that both tools list every file and the timings compare the same work.
+        server = MnemoMemoryToolServer(client, max_view_chars=max(16_000, 64 * files + 1_000))
+        results["mnemo"] = _big_ops(MnemoMemoryTool(server), files) | {"seed_s": seed_s}
     # the reference: plain files
     ref = BetaLocalFilesystemMemoryTool(base_path=os.path.join(workdir, "big-ref"))
     big = os.path.join(workdir, "big-ref", "memories", "big")
