@@ -75,60 +75,55 @@ def _remember_all(client: MnemoClient, recs: list[RecordSpec]) -> None:
 # -- remember ----------------------------------------------------------------------------------------
 
 
+def _seconds_after_warmup(
+    store: Any, recs: list[RecordSpec], write: Callable[[list[RecordSpec]], None],
+    warm: Callable[[list[RecordSpec]], None] | None = None,
+) -> float:
+    """Seconds `write(recs)` takes, after a warm-up of WARMUP other records written one at a time
+    (`warm`, else `write`); `store` is closed after."""
+    try:
+        (warm or write)(specs(WARMUP, start=len(recs)))
+        t0 = time.perf_counter()
+        write(recs)
+        return time.perf_counter() - t0
+    finally:
+        store.close()
+
+
+def _one_at_a_time(insert: Callable[[RecordSpec], None]) -> Callable[[list[RecordSpec]], None]:
+    def write(recs: list[RecordSpec]) -> None:
+        for r in recs:
+            insert(r)
+
+    return write
+
+
 def mnemo_remember_seconds(cfg: Config, durability: str, recs: list[RecordSpec]) -> float:
     """Seconds for len(recs) remember calls, one thread, on a fresh database (after a short warm-up)."""
     with scratch(cfg) as d:
         client = MnemoClient(os.path.join(d, "bench.mnemo.db"), AGENT, durability=durability)
-        try:
-            _remember_all(client, specs(WARMUP, start=len(recs)))
-            t0 = time.perf_counter()
-            _remember_all(client, recs)
-            return time.perf_counter() - t0
-        finally:
-            client.close()
+        return _seconds_after_warmup(client, recs, lambda rs: _remember_all(client, rs))
 
 
 def sqlite_insert_seconds(cfg: Config, synchronous: str, recs: list[RecordSpec]) -> float:
     """Seconds for len(recs) single-insert transactions in SQLite WAL."""
     with scratch(cfg) as d:
         db = SqliteStore(os.path.join(d, "bench.sqlite"), synchronous)
-        try:
-            for r in specs(WARMUP, start=len(recs)):
-                db.insert(r)
-            t0 = time.perf_counter()
-            for r in recs:
-                db.insert(r)
-            return time.perf_counter() - t0
-        finally:
-            db.close()
+        return _seconds_after_warmup(db, recs, _one_at_a_time(db.insert))
 
 
 def lmdb_insert_seconds(cfg: Config, sync: bool, recs: list[RecordSpec]) -> float:
     """Seconds for len(recs) single-put write transactions in LMDB (each also puts the record's tags)."""
     with scratch(cfg) as d:
         db = LmdbStore(os.path.join(d, "bench.lmdb"), sync)
-        try:
-            for r in specs(WARMUP, start=len(recs)):
-                db.insert(r)
-            t0 = time.perf_counter()
-            for r in recs:
-                db.insert(r)
-            return time.perf_counter() - t0
-        finally:
-            db.close()
+        return _seconds_after_warmup(db, recs, _one_at_a_time(db.insert))
 
 
 def lmdb_tx_seconds(cfg: Config, sync: bool, recs: list[RecordSpec]) -> float:
+    """Seconds for one write transaction in LMDB putting all of recs."""
     with scratch(cfg) as d:
         db = LmdbStore(os.path.join(d, "bench.lmdb"), sync)
-        try:
-            for r in specs(WARMUP, start=len(recs)):
-                db.insert(r)
-            t0 = time.perf_counter()
-            db.insert_many(recs)
-            return time.perf_counter() - t0
-        finally:
-            db.close()
+        return _seconds_after_warmup(db, recs, db.insert_many, warm=_one_at_a_time(db.insert))
 
 
 def _no_lmdb() -> float:
@@ -136,17 +131,10 @@ def _no_lmdb() -> float:
 
 
 def raw_append_seconds(cfg: Config, recs: list[RecordSpec]) -> float:
+    """Seconds for len(recs) appends of a JSON line each, fsynced, to a plain file."""
     with scratch(cfg) as d:
         f = RawAppendFile(os.path.join(d, "bench.jsonl"))
-        try:
-            for r in specs(WARMUP, start=len(recs)):
-                f.append(r)
-            t0 = time.perf_counter()
-            for r in recs:
-                f.append(r)
-            return time.perf_counter() - t0
-        finally:
-            f.close()
+        return _seconds_after_warmup(f, recs, _one_at_a_time(f.append))
 
 
 def bench_remember(cfg: Config) -> list[Result]:
