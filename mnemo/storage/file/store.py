@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ...acl import Acl
-from ...errors import Closed, DurabilityError, IntegrityError, LockTimeout, MnemoError, NotFound, ReadOnly
+from ...errors import DurabilityError, IntegrityError, LockTimeout, MnemoError, NotFound
 from ...record import Problem
 from ..batch import ACL_OPS, Batch, ChainError, apply_entry
 from ..codec import (
@@ -35,6 +35,7 @@ from ..codec import (
 )
 from ..contract import Found, LogItem, Payloads, Progress, Query, Rec, ScopeFilter, Usage, Version
 from ..gc_pause import gc_paused, release_freed_memory
+from ..guards import StoreGuards
 from . import snapshot as snap
 from .framing import (
     ENTRY_HEADER,
@@ -87,7 +88,7 @@ REBASE_ROWS = 10_000
 ZEROS_PER_WRITE = 1 << 20  # the most one write of an erasure zeroes
 
 
-class FileStore:
+class FileStore(StoreGuards):
     def __init__(
         self, path: str, agent: str, *, readonly: bool = False, durability: str = "fsync",
         lock_timeout: float = 10.0, create: bool = True, use_snapshot: bool = True,
@@ -778,21 +779,6 @@ class FileStore:
         self._drain_retired()
 
     # -- writing -------------------------------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self.closed:
-            raise Closed("the client is closed")
-
-    def check_writable(self) -> None:
-        self._check_open()
-        if self.readonly:
-            raise ReadOnly("the client was opened with readonly=True")
-        if self._failed is not None:
-            raise DurabilityError(f"an earlier write failed ({self._failed}); reopen the database")
-
-    def current_batch(self) -> Batch | None:
-        batch: Batch | None = getattr(self._local, "batch", None)
-        return batch
-
     def writing(self, transactional: bool = False, blind: bool = False) -> _Writing:
         """A context that holds the writer lock, caught up with the log, and commits what its body
         stages as one frame (nothing, if the body raises). Inside this thread's open batch it yields

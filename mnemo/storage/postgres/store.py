@@ -28,7 +28,6 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ...acl import Acl
 from ...errors import (
-    Closed,
     DurabilityError,
     IntegrityError,
     InvalidInput,
@@ -36,7 +35,6 @@ from ...errors import (
     MnemoError,
     NotFound,
     PermissionDenied,
-    ReadOnly,
     StorageError,
 )
 from ...record import VerifyReport
@@ -51,6 +49,7 @@ from ..codec import (
     served_put_problem,
 )
 from ..contract import Found, LogItem, Payloads, Progress, Query, Rec, ScopeFilter, Usage, Version
+from ..guards import StoreGuards
 from . import horizon, schema
 
 DURABILITY_MODES = ("fsync", "batch", "none")
@@ -232,7 +231,7 @@ class _View:
                 self.known[rec_id] = found.get(rec_id)
 
 
-class PostgresStore:
+class PostgresStore(StoreGuards):
     """A Mnemo database in a PostgreSQL schema. Thread-safe; processes on any number of hosts may share it."""
 
     def __init__(
@@ -462,21 +461,6 @@ class PostgresStore:
             self._fetch("INSERT INTO mnemo_tree (size, range) VALUES (%s, %s) ON CONFLICT DO NOTHING "
                         "RETURNING size", [compact.size, compact.to_bytes()])
             self._tree_saved = compact.size
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise Closed("the client is closed")
-
-    def check_writable(self) -> None:
-        self._check_open()
-        if self.readonly:
-            raise ReadOnly("the client was opened with readonly=True")
-        if self._failed is not None:
-            raise DurabilityError(f"an earlier write failed ({self._failed}); reopen the database")
-
-    def current_batch(self) -> Batch | None:
-        batch: Batch | None = getattr(self._local, "batch", None)
-        return batch
 
     def _batch_conn(self) -> psycopg.Connection[Any] | None:
         """The connection reads of this thread's batch go through: the writer's, in its transaction. A

@@ -1,0 +1,37 @@
+"""The checks every store makes before it reads or writes: open, writable, which batch is this thread's.
+
+Both backends keep the same state for them (`closed`, `readonly`, `_failed`: the error that stopped
+writes until a reopen, `_local.batch`: this thread's open transaction), so they share one copy.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from ..errors import Closed, DurabilityError, ReadOnly
+
+if TYPE_CHECKING:
+    from .batch import Batch
+
+
+class StoreGuards:
+    closed: bool
+    readonly: bool
+    _failed: BaseException | None
+    _local: threading.local
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise Closed("the client is closed")
+
+    def check_writable(self) -> None:
+        self._check_open()
+        if self.readonly:
+            raise ReadOnly("the client was opened with readonly=True")
+        if self._failed is not None:
+            raise DurabilityError(f"an earlier write failed ({self._failed}); reopen the database")
+
+    def current_batch(self) -> Batch | None:
+        batch: Batch | None = getattr(self._local, "batch", None)
+        return batch
