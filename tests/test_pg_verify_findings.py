@@ -172,3 +172,52 @@ def test_a_public_key_must_be_32_raw_bytes(pg: Schema, pubkey: Any) -> None:
         assert [(p.kind, p.message) for p in report.problems] == [
             ("unsigned", "no checkpoint in the log is signed by the given key")]
 
+
+
+def test_missing_and_extra_version_rows_are_named_in_seq_order(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER, durability="none") as c:
+        a = c.remember("a")  # seq 1: a v1
+        c.update(a.id, content="a2")  # seq 2: a v2
+        b = c.remember("b")  # seq 3: b v1
+    with pg.connect() as conn:
+        conn.execute("SET session_replication_role = replica")
+        conn.execute("UPDATE mnemo_versions SET id = id || 'x'")
+    assert _found(verify_db(pg.url)) == [
+        _tables(f"version 1 of record {a.id} (seq 1) is missing from mnemo_versions or differs"),
+        _tables(f"version 2 of record {a.id} (seq 2) is missing from mnemo_versions or differs"),
+        _tables(f"version 1 of record {b.id} (seq 3) is missing from mnemo_versions or differs"),
+        _tables(f"mnemo_versions holds version 1 of record {a.id}x (seq 1), which the chain does not"),
+        _tables(f"mnemo_versions holds version 2 of record {a.id}x (seq 2), which the chain does not"),
+        _tables(f"mnemo_versions holds version 1 of record {b.id}x (seq 3), which the chain does not"),
+    ]
+
+
+def test_at_most_twenty_stored_payloads_of_forgotten_puts_are_named(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER, durability="none") as c:
+        with c.transaction():
+            ids = [c.remember(f"r{i}").id for i in range(22)]
+        kept = pg.sql("SELECT seq, payload FROM mnemo_payloads ORDER BY seq")
+        assert len(kept) == 22
+        c.forget(ids)
+    with pg.connect() as conn:
+        conn.execute("SET session_replication_role = replica")
+        for seq, payload in kept:
+            conn.execute("INSERT INTO mnemo_payloads VALUES (%s, %s)", [seq, payload])
+    found = _found(verify_db(pg.url))
+    assert len(found) == 20
+    assert {f[1] for f in found} <= {f"the payload of seq {seq} is still stored, though a forget names its record"
+                                     for seq, _ in kept}
+
+
+def test_progress_is_reported_every_4096_entries(pg: Schema, tmp_path: Any) -> None:
+    source = tmp_path / "many.db"
+    with MnemoClient(source, OWNER, durability="none") as c:
+        with c.transaction():
+            for i in range(4096):  # with the genesis: 4097 entries
+                c.remember(f"r{i}")
+        c.copy_to(pg.url)
+    calls: list[tuple[int, int]] = []
+    with MnemoClient(pg.url, OWNER, durability="none", readonly=True) as c:
+        store: Any = c._store
+        assert store.verify(None, None, lambda done, total: calls.append((done, total))).ok
+    assert calls == [(4096, 4097), (4097, 4097)]

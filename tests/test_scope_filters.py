@@ -35,6 +35,18 @@ def test_a_prefix_admits_the_scopes_it_starts() -> None:
     assert not f.admits("team:a")
 
 
+def test_admits_and_matches_answer_a_bool() -> None:
+    """The contract's answers are True or False, never another falsy value."""
+    assert ScopeFilter(True, requested="team:a*").admits("other") is False
+    assert ScopeFilter(True, requested="team:a").admits("team:b") is False
+    assert ScopeFilter(True, requested="team:a").admits("team:a") is True
+    assert ScopeFilter(False).admits("team:a") is False
+    assert Query(tags=("a",)).matches(("b",)) is False
+    assert Query(any_tags=("a",)).matches(("b",)) is False
+    assert Query(tag_prefix="a").matches(("b",)) is False
+    assert Query().matches(("b",)) is True
+
+
 def test_a_requested_pattern_narrows_by_its_whole_prefix() -> None:
     f = ScopeFilter(True, requested="team:ab*")
     assert f.admits("team:ab") and f.admits("team:abc")

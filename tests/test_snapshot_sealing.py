@@ -13,6 +13,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
+from mnemo.storage.codec import packb
 from mnemo.storage.file import snapshot as snap
 from mnemo.storage.file.snapshot import (
     ERASE_MAGIC,
@@ -26,14 +27,14 @@ from mnemo.storage.file.snapshot import (
     write_erase_journal,
     write_snapshot,
 )
-from mnemo.storage.codec import packb
 
 
 def _seal(data: bytes) -> bytes:
     return data + hashlib.sha256(data).digest()
 
 
-def _snapshot(header: bytes, sections: bytes = b"", version: int = SNAP_VERSION, header_len: int | None = None) -> bytes:
+def _snapshot(header: bytes, sections: bytes = b"", version: int = SNAP_VERSION,
+              header_len: int | None = None) -> bytes:
     n = len(header) if header_len is None else header_len
     return _seal(SNAP_MAGIC + struct.pack(">II", version, n) + header + sections)
 
