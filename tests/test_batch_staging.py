@@ -53,6 +53,16 @@ def test_staged_entries_continue_the_chain_from_the_head() -> None:
     assert first.ts_ns >= 7 and second.ts_ns >= first.ts_ns
 
 
+def test_a_staged_body_is_put_in_canonical_key_order_unless_it_is_trusted_to_be() -> None:
+    b = _batch()
+    grant = b.stage("grant", AGENT, {"scope": "team:a", "principal": "bob", "perms": ["read"]})
+    assert list(grant.body) == ["perms", "principal", "scope"]
+    assert grant.raw == make_entry(5, grant.ts_ns, b"h" * 32, "grant", AGENT,
+                                   {"perms": ["read"], "principal": "bob", "scope": "team:a"}, trusted=True).raw
+    trusted = b.stage("forget", AGENT, {"reason": None, "ids": []}, trusted=True)
+    assert list(trusted.body) == ["reason", "ids"]  # as given
+
+
 def test_an_entry_is_never_dated_before_the_head() -> None:
     future = 2**62
     b = _batch(head=(0, ZERO_HASH, future))

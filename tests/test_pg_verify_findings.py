@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from helpers.pg import Schema
 
-from mnemo import InvalidInput, MnemoClient
+from mnemo import InvalidInput, MnemoClient, StorageError
 from mnemo.audit import verify_db
 from mnemo.record import VerifyReport
 
@@ -209,15 +209,33 @@ def test_at_most_twenty_stored_payloads_of_forgotten_puts_are_named(pg: Schema) 
                                      for seq, _ in kept}
 
 
+
 def test_progress_is_reported_every_4096_entries(pg: Schema, tmp_path: Any) -> None:
     source = tmp_path / "many.db"
     with MnemoClient(source, OWNER, durability="none") as c:
         with c.transaction():
-            for i in range(4096):  # with the genesis: 4097 entries
+            for i in range(4094):  # with the genesis: 4095 entries
                 c.remember(f"r{i}")
         c.copy_to(pg.url)
-    calls: list[tuple[int, int]] = []
+
+    def progress_of_verify() -> list[tuple[int, int]]:
+        calls: list[tuple[int, int]] = []
+        with MnemoClient(pg.url, OWNER, durability="none", readonly=True) as c:
+            store: Any = c._store
+            assert store.verify(None, None, lambda done, total: calls.append((done, total))).ok
+        return calls
+
+    assert progress_of_verify() == [(4095, 4095)]
+    with MnemoClient(pg.url, OWNER, durability="none") as c:
+        c.remember("4096")
+        c.remember("4097")
+    assert progress_of_verify() == [(4096, 4097), (4097, 4097)]
+
+
+def test_a_database_error_during_verify_is_a_storage_error(pg: Schema) -> None:
+    _made(pg)
     with MnemoClient(pg.url, OWNER, durability="none", readonly=True) as c:
-        store: Any = c._store
-        assert store.verify(None, None, lambda done, total: calls.append((done, total))).ok
-    assert calls == [(4096, 4097), (4097, 4097)]
+        pg.sql("DROP TABLE mnemo_tree")
+        with pytest.raises(StorageError) as exc:
+            c.verify()
+        assert "mnemo_tree" in str(exc.value)
