@@ -624,3 +624,24 @@ def test_the_index_gathered_names_the_logs_head_and_tree(db: Path) -> None:
     db.write_bytes(bytes(built.data[:HEADER_SIZE]))
     report, index = verify_db_and_index(db)
     assert (index.head_seq, index.head_hash, index.entries) == (-1, ZERO_HASH, 0)
+
+
+def test_verify_db_checks_the_index_snapshot_beside_the_log(tmp_path: Path) -> None:
+    from test_audit_index import replace, tamper
+
+    from mnemo import MnemoClient
+
+    db = tmp_path / "i.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        rid = c.remember("hello", tags=["a"]).id
+        c.remember("other")
+    assert Path(str(db) + ".snap").exists()
+    r = verify_db(db)
+    assert (r.ok, r.problems, r.notes) == (True, (), ())
+    tamper(db, replace(rid, tags=("a", "injected")))
+    r = verify_db(db)
+    assert [(p.kind, p.message, p.seq, p.offset) for p in r.problems] == [(
+        "snapshot", f"record {rid} differs between the index and the log: the index snapshot i.db.snap was altered",
+        None, None,
+    )]
+    assert (r.ok, r.entries, r.notes) == (False, 3, ())
