@@ -96,7 +96,8 @@ def test_unreadable_lines_are_named_and_the_rest_still_checked(tmp_path: Path) -
     lines: list[Any] = exported(tmp_path)
     lines[4] = "[1, 2]"
     lines[6] = json.dumps({k: v for k, v in lines[6].items() if k != "entry"})
-    lines[8] = json.dumps(dict(lines[8], entry="not base64!"))
+    entry = lines[8]["entry"]
+    lines[8] = json.dumps(dict(lines[8], entry=entry[:8] + "*" + entry[8:]))  # a character outside base64
     lines[10] = json.dumps(dict(lines[10], entry=base64.b64encode(b"\x93\x01\x02").decode(), seq="ten"))
     found, _notes = findings(lines)
     assert found[:3] == [
