@@ -281,6 +281,15 @@ def test_erased_markers_are_checked(db: Path) -> None:
     assert kinds(tampered(db, fake)) == {("erased", 4)}
 
 
+def test_a_payload_salt_that_is_not_hex_is_a_finding(db: Path) -> None:
+    def edit(lines: list[Line]) -> None:
+        lines[2]["payload"]["salt"] = "zz" * 16
+
+    r = tampered(db, edit)
+    assert [(p.kind, p.message, p.seq) for p in r.problems] == [
+        ("payload", "line 3: payload lacks a 16-byte hex salt or base64 packed bytes", 2)]
+
+
 def test_appended_line_without_signature(db: Path) -> None:
     def edit(lines: list[Line]) -> None:
         last = lines[-1]

@@ -136,6 +136,37 @@ def test_the_fast_path_reads_the_puts(db: Path) -> None:
     assert general == [1, 1]  # the genesis and the checkpoint; 100 puts in 51 frames went fast
 
 
+def test_the_fast_path_reads_frames_up_to_the_files_last_byte(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read in small chunks, each frame of puts still goes the fast way, the one ending the file too."""
+    b = LogBuilder()
+    for i in range(6):
+        b.put("a", f"x{i}", f"content {i} " + "y" * 40)
+    write(db, b.build().data)
+    monkeypatch.setattr(filelog, "CHUNK", 64)
+    with counting_general_frames() as general:
+        assert verify_db(db).ok
+    assert general == [1]  # only the genesis
+
+
+def test_updates_and_records_put_again_go_the_fast_way(db: Path) -> None:
+    """Versions past 1, in frames of one put and of several, the same record twice in one frame."""
+    b = LogBuilder()
+    b.put("a", "x", "x v1")
+    b.put("a", "x", "x v2")
+    b.put("a", "y", "y v1")
+    with b.frame():
+        b.put("a", "x", "x v3")
+        b.put("a", "z", "z v1")
+        b.put("a", "z", "z v2")
+        b.put("a", "y", "y v2")
+    b.put("a", "w", "w v1")
+    write(db, b.build().data)
+    with counting_general_frames() as general:
+        assert verify_db(db).ok
+    assert general == [1]  # only the genesis
+    assert both(db).ok
+
+
 def test_seq_encodings_across_their_boundaries(db: Path) -> None:
     b = LogBuilder()
     with b.frame():

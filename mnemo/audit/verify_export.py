@@ -159,7 +159,7 @@ class _ExportVerifier:
             salt = bytes.fromhex(salt_hex) if isinstance(salt_hex, str) else b""
             packed = base64.b64decode(packed_b64, validate=True) if isinstance(packed_b64, str) else None
         except (ValueError, binascii.Error):
-            packed = None
+            salt, packed = b"", None
         if len(salt) != 16 or packed is None:
             return ["payload lacks a 16-byte hex salt or base64 packed bytes"]
         msgs, fields = _packed_problems(e.body, salt, packed)
