@@ -24,15 +24,6 @@ from .keys import _checkpoint_findings
 # -- verify_export ---------------------------------------------------------------------------------------
 
 
-_HEX64 = frozenset("0123456789abcdef")
-
-
-def _hex32(v: Any) -> bytes | None:
-    if isinstance(v, str) and len(v) == 64 and set(v) <= _HEX64:
-        return bytes.fromhex(v)
-    return None
-
-
 class _LineError(ValueError):
     pass
 
