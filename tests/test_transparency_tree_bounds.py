@@ -217,3 +217,41 @@ def test_an_honest_proof_under_smaller_sizes_is_refused() -> None:
     assert verify_inclusion(LEAVES[7], 7, 8, path, r8) is True
     assert verify_inclusion(LEAVES[7], 3, 4, path, r8) is False
     assert verify_inclusion(LEAVES[7], 1, 2, path, r8) is False
+
+
+# -- the compact range fed leaf hashes back to back, with and without the native speedups ------------------
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_leaf_hashes_back_to_back_give_the_root_of_every_size(native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mnemo.transparency import tree
+
+    if not native:
+        monkeypatch.setattr(tree, "speedups", None)
+    for n in (0, 1, 2, 3, 16, 17, 37):
+        cr = tree.CompactRange()
+        cr.add_leaf_hashes(b"".join(LEAVES[:n]))
+        assert cr.size == n and cr.root() == mth(LEAVES[:n]), n
+        cr.add_leaf_hashes(b"".join(LEAVES[n:40]))
+        assert cr.size == 40 and cr.root() == mth(LEAVES[:40])
+    cr = tree.CompactRange()
+    with pytest.raises(InvalidInput) as info:
+        cr.add_leaf_hashes(b"".join(LEAVES[:3]) + b"x")
+    assert str(info.value) == "leaf hashes are 32 bytes each" and cr.size == 0
+
+
+def test_a_compact_range_of_every_small_size_round_trips() -> None:
+    from mnemo.transparency.tree import CompactRange
+
+    for n in (0, 1, 2, 3, 4, 5):
+        cr = CompactRange()
+        cr.extend(LEAVES[:n])
+        data = cr.to_bytes()
+        assert len(data) == 9 + 32 * bin(n).count("1")
+        for form in (data, bytearray(data), memoryview(data)):
+            back = CompactRange.from_bytes(form)
+            assert back == cr and back.head() == (n, mth(LEAVES[:n]))
+    for bad in (b"\x01" + bytes(7), "not bytes", None):
+        with pytest.raises(InvalidInput) as info:
+            CompactRange.from_bytes(bad)  # type: ignore[arg-type]
+        assert str(info.value) == "not a serialised compact range"
