@@ -309,3 +309,14 @@ def test_signing_keys() -> None:
         with pytest.raises(KeyFileError) as info:
             sign_checkpoint_note(ORIGIN, 5, ROOT5, bad)  # type: ignore[arg-type]
         assert str(info.value) == "not an Ed25519 private key"
+
+
+def test_an_unreadable_key_file_is_named_whatever_the_length_of_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("d" * 44, "e" * 64, "f"):  # as long as a base64 key, as a hex key, short
+        (tmp_path / name).mkdir()
+        with pytest.raises(KeyFileError) as info:
+            load_verifier_key(name)
+        assert str(info.value).startswith(f"cannot read key file {name}: ")
