@@ -251,6 +251,9 @@ def test_a_vkey_changed_in_one_part_is_refused(text: str, message: str) -> None:
 def test_a_vkey_of_the_other_signature_type() -> None:
     witness = vkey("witness.example/w", OTHER_PUB, SIG_COSIGNATURE)
     assert parse_vkey(witness).sig_type == SIG_COSIGNATURE and parse_vkey(VKEY).sig_type == SIG_ED25519
+    # asked for the type it is: the type byte is the first, whatever the key's bytes end in
+    assert parse_vkey(VKEY, SIG_ED25519).public_key == PUBKEY
+    assert parse_vkey(witness, SIG_COSIGNATURE).public_key == OTHER_PUB
     with pytest.raises(KeyFileError) as info:
         parse_vkey(VKEY, SIG_COSIGNATURE)
     assert str(info.value) == "the vkey is of signature type 0x01, not 0x04"
