@@ -23,6 +23,7 @@ from mnemo.storage.file.logfile import (
     complete_with_damaged_length,
     find_next_frame,
     frame_holding,
+    fsync_dir,
     lock_log,
     read_exact,
     sync,
@@ -72,6 +73,22 @@ def test_a_failed_write_or_fsync_is_a_durability_error(fd: int, monkeypatch: pyt
     with pytest.raises(DurabilityError, match=r"^fsync failed: \[Errno 28\] No space left on device$"):
         sync(fd)
     write_all(fd, b"", 0)  # nothing to write: no call at all
+
+
+def test_fsync_dir_syncs_the_directory_that_holds_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = os.fsync
+    synced: list[str] = []
+
+    def spy(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    fsync_dir(str(tmp_path / "db"))
+    fsync_dir("db")  # a relative path: the working directory holds it
+    assert synced == [str(tmp_path), str(tmp_path / "sub")]
 
 
 def test_short_reads_are_carried_on_and_a_read_stops_at_the_end_of_the_file(fd: int,
