@@ -47,6 +47,7 @@ def test_short_writes_are_carried_on_until_every_byte_is_written(fd: int, monkey
 
     def one_byte(f: int, data: bytes | memoryview, offset: int) -> int:
         calls.append(offset)
+        assert len(calls) <= 5, f"a sixth write of five bytes, at {calls}"
         return real(f, bytes(data[:1]), offset)
 
     monkeypatch.setattr(os, "pwrite", one_byte)
@@ -57,9 +58,17 @@ def test_short_writes_are_carried_on_until_every_byte_is_written(fd: int, monkey
 
 
 def test_a_write_that_makes_no_progress_is_a_durability_error(fd: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(os, "pwrite", lambda f, data, offset: 0)
+    calls: list[int] = []
+
+    def nothing(f: int, data: bytes | memoryview, offset: int) -> int:
+        calls.append(offset)
+        assert len(calls) == 1, "a write that made no progress was retried"
+        return 0
+
+    monkeypatch.setattr(os, "pwrite", nothing)
     with pytest.raises(DurabilityError, match="^write made no progress at offset 7$"):
         write_all(fd, b"abc", 7)
+    assert calls == [7]
 
 
 def test_a_failed_write_or_fsync_is_a_durability_error(fd: int, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,11 +104,22 @@ def test_short_reads_are_carried_on_and_a_read_stops_at_the_end_of_the_file(fd: 
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     os.pwrite(fd, b"0123456789", 0)
     real = os.pread
-    monkeypatch.setattr(os, "pread", lambda f, n, offset: real(f, min(n, 3), offset))
+    calls: list[tuple[int, int]] = []
+
+    def three_bytes(f: int, n: int, offset: int) -> bytes:
+        calls.append((n, offset))
+        return real(f, min(n, 3), offset)
+
+    monkeypatch.setattr(os, "pread", three_bytes)
     assert read_exact(fd, 1, 8) == b"12345678"
+    assert calls == [(8, 1), (5, 4), (2, 7)]  # read on until the last byte, and no further
+    calls.clear()
     assert read_exact(fd, 6, 100) == b"6789"
+    assert calls == [(100, 6), (97, 9), (96, 10)]  # the end of the file: an empty read stops it
+    calls.clear()
     assert read_exact(fd, 10, 5) == b""
     assert read_exact(fd, 2, 0) == b""
+    assert calls == [(5, 10)]  # nothing to read: no call at all
 
 
 def test_the_writer_lock_waits_until_its_deadline(tmp_path: Path) -> None:
@@ -122,6 +142,61 @@ def test_the_writer_lock_waits_until_its_deadline(tmp_path: Path) -> None:
     with pytest.raises(OSError) as exc:
         lock_log(a, time.monotonic() + 1, "the log")  # closed: an error other than "held", raised as it is
     assert exc.value.errno == errno.EBADF
+
+
+class FakeClock:
+    """time for lock_log: monotonic() is `now`, sleep() records its argument and moves `now` on."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert 0 < seconds <= 0.02 and len(self.sleeps) < 100, f"sleep({seconds}) after {self.sleeps}"
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture
+def held(tmp_path: Path) -> Iterator[int]:
+    """A descriptor of a log whose writer lock another descriptor holds."""
+    path = tmp_path / "log"
+    path.write_bytes(b"x")
+    a, b = os.open(path, os.O_RDWR), os.open(path, os.O_RDWR)
+    lock_log(a, time.monotonic() + 1, "the log")
+    try:
+        yield b
+    finally:
+        os.close(a)
+        os.close(b)
+
+
+def test_a_lock_deadline_reached_exactly_is_a_timeout_with_no_wait(held: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock(100.0)
+    monkeypatch.setattr(logfile, "time", clock)
+    with pytest.raises(LockTimeout):
+        lock_log(held, 100.0, "the log")
+    assert clock.sleeps == []
+
+
+def test_the_lock_retries_twice_as_late_each_time_up_to_20_ms_and_never_past_its_deadline(
+        held: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock(100.0)
+    monkeypatch.setattr(logfile, "time", clock)
+    with pytest.raises(LockTimeout):
+        lock_log(held, 100.1, "the log")
+    sleeps = [round(s, 9) for s in clock.sleeps]
+    assert sleeps[:8] == [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.02, 0.02]
+    assert all(s == 0.02 for s in sleeps[6:-1]) and 0 < sleeps[-1] <= 0.02
+    assert clock.now == pytest.approx(100.1)  # the last wait ends at the deadline, not after it
+    clock = FakeClock(200.0)
+    monkeypatch.setattr(logfile, "time", clock)
+    with pytest.raises(LockTimeout):
+        lock_log(held, 200.0002, "the log")
+    assert clock.sleeps == [pytest.approx(0.0002)]  # a deadline nearer than the first wait cuts it short
 
 
 # -- the scans recovery relies on -----------------------------------------------------------------------
