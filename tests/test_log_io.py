@@ -282,3 +282,86 @@ def test_a_whole_frame_with_damaged_length_fields_is_told_from_a_torn_one(log: P
         assert not complete_with_damaged_length(fd, start, len(data))
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("chunk", [4, 5, 6, 7, 8, 11, 24, 31, 64])
+def test_the_next_valid_frame_is_found_across_chunk_boundaries(log: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               chunk: int) -> None:
+    """Read a few bytes at a time, a frame magic straddles two reads at every place it can: still found."""
+    monkeypatch.setattr(logfile, "CHUNK", chunk)
+    data = log.read_bytes()
+    spans = frame_spans(data)
+    frames = read_frames(log)
+    fd = os.open(log, os.O_RDONLY)
+    try:
+        for k in range(len(spans) - 1):
+            assert find_next_frame(fd, spans[k][0], len(data)) == spans[k + 1][0], k
+        assert find_next_frame(fd, 32, len(data), min_seq=frames[-1].entries[0].seq) == spans[-1][0]
+        assert find_next_frame(fd, 32, len(data), min_seq=frames[-1].entries[0].seq + 1) is None
+    finally:
+        os.close(fd)
+
+
+def test_a_frame_is_found_by_its_first_seq_and_held_by_each_of_its_entries(tmp_path: Path) -> None:
+    """In a frame of three entries (a transaction), min_seq is compared with its first seq; and the frame
+    holding each of them is that frame."""
+    path = tmp_path / "db"
+    with MnemoClient(path, "owner", durability="none") as c:
+        c.remember("before")
+        with c.transaction():
+            for i in range(3):
+                c.remember(f"in the transaction {i}")
+        c.remember("after")
+    data = path.read_bytes()
+    spans = frame_spans(data)
+    frames = read_frames(path)
+    tx = next(k for k, f in enumerate(frames) if len(f.entries) == 3)
+    seqs = [e.seq for e in frames[tx].entries]
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        before = spans[tx - 1][0]
+        assert find_next_frame(fd, before, len(data), min_seq=seqs[0]) == spans[tx][0]
+        assert find_next_frame(fd, before, len(data), min_seq=seqs[1]) == spans[tx + 1][0]
+        assert find_next_frame(fd, before, len(data), min_seq=seqs[2]) == spans[tx + 1][0]
+        for seq in seqs:
+            found = frame_holding(fd, seq, 32, len(data))
+            assert found is not None and found.offset == spans[tx][0] and [e.seq for e in found.entries] == seqs
+        assert frame_holding(fd, seqs[0] - 1, 32, len(data)).offset == spans[tx - 1][0]  # type: ignore[union-attr]
+        assert frame_holding(fd, seqs[2] + 1, 32, len(data)).offset == spans[tx + 1][0]  # type: ignore[union-attr]
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("chunk", [24, 25, 31, 47, 48, 64, 100])
+def test_the_frame_holding_a_seq_is_found_across_chunk_boundaries(log: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  chunk: int) -> None:
+    """The header walk reads a whole frame header at a time (so at least 24 bytes): wherever the reads
+    fall, the frame holding each seq is found, and a seq past the last is held by none."""
+    monkeypatch.setattr(logfile, "CHUNK", chunk)
+    data = log.read_bytes()
+    frames = read_frames(log)
+    fd = os.open(log, os.O_RDONLY)
+    try:
+        for frame in frames:
+            found = frame_holding(fd, frame.entries[0].seq, 32, len(data))
+            assert found is not None and found.offset == frame.offset, chunk
+        assert frame_holding(fd, frames[-1].entries[-1].seq + 1, 32, len(data)) is None
+    finally:
+        os.close(fd)
+
+
+def test_a_damaged_length_is_judged_on_the_bytes_up_to_size_only(log: Path) -> None:
+    """`size` is the file's size as the caller saw it: bytes appended since are not part of the frame."""
+    data = log.read_bytes()
+    start, end = frame_spans(data)[-2]
+    fd = os.open(log, os.O_RDWR)
+    try:
+        assert complete_with_damaged_length(fd, start, end)
+        assert not complete_with_damaged_length(fd, start, end - 1)  # the last frame follows in the file
+        assert not complete_with_damaged_length(fd, start, end + 1)
+        # A torn prefix shorter than a frame header whose last bytes happen to read as the end magic
+        os.pwrite(fd, b"MNFE", start + 16)
+        for size in (start + 8, start + 20, start + 31):
+            assert not complete_with_damaged_length(fd, start, size), size
+    finally:
+        os.close(fd)
