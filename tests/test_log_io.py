@@ -117,6 +117,11 @@ def test_short_reads_are_carried_on_and_a_read_stops_at_the_end_of_the_file(fd: 
     assert read_exact(fd, 6, 100) == b"6789"
     assert calls == [(100, 6), (97, 9), (96, 10)]  # the end of the file: an empty read stops it
     calls.clear()
+    calls.clear()
+    assert read_exact(fd, 3, 4) == b"3456"  # the last read is of one byte
+    assert read_exact(fd, 9, 1) == b"9"
+    assert calls == [(4, 3), (1, 6), (1, 9)]
+    calls.clear()
     assert read_exact(fd, 10, 5) == b""
     assert read_exact(fd, 2, 0) == b""
     assert calls == [(5, 10)]  # nothing to read: no call at all
