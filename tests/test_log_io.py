@@ -231,6 +231,7 @@ def test_the_next_valid_frame_is_found_after_a_damaged_one(log: Path) -> None:
         assert find_next_frame(fd, spans[-1][0], len(data)) is None
         assert find_next_frame(fd, start, spans[3][1]) == spans[3][0]
         assert find_next_frame(fd, start, spans[3][1] - 1) is None  # the next frame does not fit in the range
+        assert find_next_frame(fd, 0, len(data)) == 32  # from the file header on: the genesis frame, seq 0
     finally:
         os.close(fd)
 
