@@ -10,6 +10,7 @@ import errno
 import os
 import struct
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -369,5 +370,25 @@ def test_a_damaged_length_is_judged_on_the_bytes_up_to_size_only(log: Path) -> N
         os.pwrite(fd, b"MNFE", start + 16)
         for size in (start + 8, start + 20, start + 31):
             assert not complete_with_damaged_length(fd, start, size), size
+    finally:
+        os.close(fd)
+
+
+def test_entry_headers_walked_right_up_to_the_trailer_make_a_whole_frame(tmp_path: Path) -> None:
+    """The walk may end exactly at the trailer: a frame whose last entry header is the last thing before it
+    (an empty entry, no payload slots) and whose checksum holds is whole, damaged lengths or not."""
+    raw = struct.pack(">II", 5, 0) + b"entry" + struct.pack(">II", 0, 0)  # two entries, the second empty
+    head = struct.pack(">4sIQII", b"MNFR", 2, 7, len(raw), 0)
+    trailer = struct.pack(">I", zlib.crc32(raw, zlib.crc32(head))) + b"MNFE"
+    damaged = struct.pack(">4sIQII", b"MNFR", 2, 7, len(raw) + 1000, 0)  # its entries_len claims more
+    path = tmp_path / "f"
+    path.write_bytes(b"\x00" * 3 + damaged + raw + trailer)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert complete_with_damaged_length(fd, 3, 3 + 24 + len(raw) + 8)
+        os.close(fd)
+        path.write_bytes(b"\x00" * 3 + damaged + raw[:-8] + trailer)  # one entry short of its count
+        fd = os.open(path, os.O_RDONLY)
+        assert not complete_with_damaged_length(fd, 3, 3 + 24 + len(raw) - 8 + 8)
     finally:
         os.close(fd)
