@@ -274,19 +274,19 @@ def test_a_whole_frame_with_damaged_length_fields_is_told_from_a_torn_one(log: P
             assert complete_with_damaged_length(fd, start, len(data)), (field, value)
             os.pwrite(fd, data[start + field:start + field + 4], start + field)
         os.ftruncate(fd, end - 1)  # a torn write: a prefix of the frame
-        assert not complete_with_damaged_length(fd, start, end - 1)
+        assert complete_with_damaged_length(fd, start, end - 1) is False
         os.ftruncate(fd, start + 31)
-        assert not complete_with_damaged_length(fd, start, start + 31)
+        assert complete_with_damaged_length(fd, start, start + 31) is False
         os.ftruncate(fd, len(data))
         os.pwrite(fd, data[start:end], start)
         os.pwrite(fd, struct.pack(">I", 5), start + 4)  # count: more entries than the frame holds
-        assert not complete_with_damaged_length(fd, start, len(data))
+        assert complete_with_damaged_length(fd, start, len(data)) is False
         os.pwrite(fd, data[start + 4:start + 8], start + 4)
         os.pwrite(fd, bytes([data[end - 8] ^ 1]), end - 8)  # a bit of the checksum
-        assert not complete_with_damaged_length(fd, start, len(data))
+        assert complete_with_damaged_length(fd, start, len(data)) is False
         os.pwrite(fd, data[end - 8:end - 7], end - 8)
         os.pwrite(fd, b"MNFX", end - 4)
-        assert not complete_with_damaged_length(fd, start, len(data))
+        assert complete_with_damaged_length(fd, start, len(data)) is False
     finally:
         os.close(fd)
 
@@ -364,12 +364,12 @@ def test_a_damaged_length_is_judged_on_the_bytes_up_to_size_only(log: Path) -> N
     fd = os.open(log, os.O_RDWR)
     try:
         assert complete_with_damaged_length(fd, start, end)
-        assert not complete_with_damaged_length(fd, start, end - 1)  # the last frame follows in the file
-        assert not complete_with_damaged_length(fd, start, end + 1)
+        assert complete_with_damaged_length(fd, start, end - 1) is False  # the last frame follows in the file
+        assert complete_with_damaged_length(fd, start, end + 1) is False
         # A torn prefix shorter than a frame header whose last bytes happen to read as the end magic
         os.pwrite(fd, b"MNFE", start + 16)
         for size in (start + 8, start + 20, start + 31):
-            assert not complete_with_damaged_length(fd, start, size), size
+            assert complete_with_damaged_length(fd, start, size) is False, size
     finally:
         os.close(fd)
 
@@ -389,6 +389,21 @@ def test_entry_headers_walked_right_up_to_the_trailer_make_a_whole_frame(tmp_pat
         os.close(fd)
         path.write_bytes(b"\x00" * 3 + damaged + raw[:-8] + trailer)  # one entry short of its count
         fd = os.open(path, os.O_RDONLY)
-        assert not complete_with_damaged_length(fd, 3, 3 + 24 + len(raw) - 8 + 8)
+        assert complete_with_damaged_length(fd, 3, 3 + 24 + len(raw) - 8 + 8) is False
+    finally:
+        os.close(fd)
+
+
+def test_an_entry_that_runs_into_the_trailer_is_no_whole_frame(tmp_path: Path) -> None:
+    """An entry whose length reaches into the trailer leaves no room for the next entry header: not whole,
+    and no error."""
+    raw = struct.pack(">II", 9, 0) + b"entry"  # it claims 4 bytes more than it has: those of the checksum
+    head = struct.pack(">4sIQII", b"MNFR", 2, 7, len(raw), 0)
+    trailer = struct.pack(">I", zlib.crc32(raw, zlib.crc32(head))) + b"MNFE"
+    path = tmp_path / "f"
+    path.write_bytes(head + raw + trailer)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert complete_with_damaged_length(fd, 0, 24 + len(raw) + 8) is False
     finally:
         os.close(fd)
