@@ -390,6 +390,11 @@ def test_entry_headers_walked_right_up_to_the_trailer_make_a_whole_frame(tmp_pat
         path.write_bytes(b"\x00" * 3 + damaged + raw[:-8] + trailer)  # one entry short of its count
         fd = os.open(path, os.O_RDONLY)
         assert complete_with_damaged_length(fd, 3, 3 + 24 + len(raw) - 8 + 8) is False
+        os.close(fd)
+        fewer = struct.pack(">4sIQII", b"MNFR", 1, 7, len(raw), 0)  # count one entry short of the bytes
+        path.write_bytes(b"\x00" * 3 + fewer + raw + trailer)
+        fd = os.open(path, os.O_RDONLY)
+        assert complete_with_damaged_length(fd, 3, 3 + 24 + len(raw) + 8) is False  # the walk stops short
     finally:
         os.close(fd)
 
