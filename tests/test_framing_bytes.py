@@ -141,6 +141,19 @@ def test_a_bad_file_header_is_refused(header: bytes, message: str) -> None:
     assert str(exc.value) == message
 
 
+def test_the_header_is_the_first_32_bytes_of_a_longer_buffer() -> None:
+    """The header is read from the start of whatever follows it: the bytes after byte 32 are not its own."""
+    after = frame_of(0, [(entry(0), b"")])
+    assert decode_file_header(doc_header(DB_ID) + after) == DB_ID
+    assert decode_file_header(doc_header(DB_ID) + b"\x00") == DB_ID
+    for header, message in [(doc_header(DB_ID, version=2), "unsupported log format version 2"),
+                            (doc_header(DB_ID, size=64), "unsupported log format version 1"),
+                            (doc_header(DB_ID)[:31] + b"\x00", "file header checksum mismatch")]:
+        with pytest.raises(HeaderError) as exc:
+            decode_file_header(header + bytes(32))
+        assert str(exc.value) == message
+
+
 def test_a_header_of_another_version_fails_the_open_and_is_kept(tmp_path: Path) -> None:
     path = tmp_path / "db"
     MnemoClient(path, "owner", durability="none").close()

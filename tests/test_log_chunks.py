@@ -1,7 +1,7 @@
-"""The log is read in chunks (logfile.CHUNK, 4 MiB), so that a frame, a frame header or a frame magic can
-straddle two reads. With the chunk made a few bytes long every one of them does, somewhere: an open
-replays every record, a torn tail is still cut and reported, a torn frame followed by valid frames is
-still damage, and a client still follows a compaction to the new log."""
+"""The log is read in chunks (logfile.CHUNK, 4 MiB; a replay's window, logfile.SCAN_CHUNK, 32 MiB), so that
+a frame, a frame header or a frame magic can straddle two reads. With the chunk made a few bytes long every
+one of them does, somewhere: an open replays every record, a torn tail is still cut and reported, a torn
+frame followed by valid frames is still damage, and a client still follows a compaction to the new log."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from helpers.frames import frame_spans
 
 from mnemo import MnemoClient
 from mnemo.errors import IntegrityError
-from mnemo.storage.file import logfile
+from mnemo.storage.file import logfile, store
 
 AGENT = "agent-1"
 CHUNKS = [4, 5, 6, 7, 9, 13, 24, 25, 31, 64, 1000]
@@ -39,6 +39,7 @@ def build(path: Path) -> dict[str, tuple[str | bytes, tuple[str, ...]]]:
 def chunk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
     size = int(request.param)
     monkeypatch.setattr(logfile, "CHUNK", size)
+    monkeypatch.setattr(store, "SCAN_CHUNK", size)  # the replay's window, passed to its FrameReader
     return size
 
 
