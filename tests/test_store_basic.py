@@ -1031,3 +1031,16 @@ def test_a_failed_write_leaves_the_log_as_it_was(db_path: Path, monkeypatch: pyt
     with MnemoClient(db_path, AGENT) as again:
         assert again.recovery == []
         assert again.query() == [kept]
+
+
+@pytest.mark.timeout(120)  # a commit that never ends fails here, instead of holding the run
+def test_a_transaction_of_many_megabytes_commits_whole(db: str) -> None:
+    # 12 records of 900 kB: on PostgreSQL far more than one pipelined query can carry (PIPELINE_MAX_BYTES)
+    contents = [bytes([i]) * 900_000 for i in range(12)]
+    with MnemoClient(db, AGENT) as c:
+        with c.transaction():
+            ids = [c.remember(content, tags=[f"big-{i}"]).id for i, content in enumerate(contents)]
+        assert [c.get(rec_id).content for rec_id in ids] == contents
+        assert c.verify().ok
+    with MnemoClient(db, AGENT, readonly=True) as c:
+        assert [c.get(rec_id).content for rec_id in ids] == contents

@@ -53,6 +53,11 @@ from ..guards import StoreGuards
 from . import horizon, schema
 
 DURABILITY_MODES = ("fsync", "batch", "none")
+# A commit whose rows come to more than this is sent outside a pipeline (one round trip more, nothing
+# next to its size): psycopg 3.3's pipeline mode stops sending a query of several MB part way and then
+# waits for its result for ever, the server waiting for the rest (about 7 MB of parameters here, 2026-12;
+# tests/test_pg_commit.py commits far past that).
+PIPELINE_MAX_BYTES = 1 << 20
 BATCH_INTERVAL = 0.05
 FLUSH_WAIT = 0.005  # how long a flush may wait for this process's writes in progress, to cover them too
 TREE_SAVE_EVERY = 1024  # entries between saved compact ranges of the tree
@@ -977,8 +982,13 @@ class PostgresStore(StoreGuards):
             retag, [t[0] for t in tag_rows], [t[1] for t in tag_rows],
             last.seq, last.hash, batch.head_ts, max(acl_seqs, default=-1),
         )
+        size = sum(len(s.entry.raw) + len(s.payload or b"") for s in staged) + sum(len(t[0]) for t in tag_rows)
         try:
-            with conn.pipeline():  # the rows and the COMMIT in one round trip
+            if size <= PIPELINE_MAX_BYTES:
+                with conn.pipeline():  # the rows and the COMMIT in one round trip
+                    conn.execute(_COMMIT, columns)
+                    conn.commit()
+            else:
                 conn.execute(_COMMIT, columns)
                 conn.commit()
         except psycopg.OperationalError as exc:
