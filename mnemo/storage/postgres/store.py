@@ -56,7 +56,7 @@ DURABILITY_MODES = ("fsync", "batch", "none")
 # A commit whose rows come to more than this is sent outside a pipeline (one round trip more, nothing
 # next to its size): psycopg 3.3's pipeline mode stops sending a query of several MB part way and then
 # waits for its result for ever, the server waiting for the rest (about 7 MB of parameters here, 2026-12;
-# tests/test_pg_commit.py commits far past that).
+# test_store_basic.py's test_a_transaction_of_many_megabytes_commits_whole commits past that).
 PIPELINE_MAX_BYTES = 1 << 20
 BATCH_INTERVAL = 0.05
 FLUSH_WAIT = 0.005  # how long a flush may wait for this process's writes in progress, to cover them too
@@ -711,12 +711,15 @@ class PostgresStore(StoreGuards):
                 with self._read_lock:
                     conn = self._reads()
                     conn.execute(f"SET lock_timeout = {int(self.lock_timeout * 1000)}")
-                    for table in tables[:2]:
-                        try:
-                            conn.execute(f"VACUUM (FULL) {table}")
-                        except pg_errors.LockNotAvailable:
-                            raise horizon.held(self._fetch, table, self.lock_timeout, self.path) from None
-                    conn.execute("RESET lock_timeout")
+                    try:
+                        for table in tables[:2]:
+                            try:
+                                conn.execute(f"VACUUM (FULL) {table}")
+                            except pg_errors.LockNotAvailable:
+                                raise horizon.held(self._fetch, table, self.lock_timeout, self.path) from None
+                    finally:  # the read connection's later reads wait as long as they always did
+                        with contextlib.suppress(psycopg.Error):
+                            conn.execute("RESET lock_timeout")
                 after = int(self._fetch(size, [tables])[0][0])
             except psycopg.Error as exc:
                 raise storage_error(exc, self.path) from None
@@ -984,11 +987,8 @@ class PostgresStore(StoreGuards):
         )
         size = sum(len(s.entry.raw) + len(s.payload or b"") for s in staged) + sum(len(t[0]) for t in tag_rows)
         try:
-            if size <= PIPELINE_MAX_BYTES:
-                with conn.pipeline():  # the rows and the COMMIT in one round trip
-                    conn.execute(_COMMIT, columns)
-                    conn.commit()
-            else:
+            # the rows and the COMMIT in one round trip, unless they are too large for a pipeline
+            with conn.pipeline() if size <= PIPELINE_MAX_BYTES else contextlib.nullcontext():
                 conn.execute(_COMMIT, columns)
                 conn.commit()
         except psycopg.OperationalError as exc:
