@@ -20,6 +20,7 @@ from helpers.frames import frame_spans, read_frames
 from mnemo import MnemoClient
 from mnemo.errors import DurabilityError, LockTimeout
 from mnemo.storage.file import logfile
+from mnemo.storage.file.framing import FRAME_END, FRAME_HEADER, FRAME_MAGIC, TRAILER
 from mnemo.storage.file.logfile import (
     complete_with_damaged_length,
     find_next_frame,
@@ -250,6 +251,10 @@ def test_the_frame_holding_a_seq_is_found_by_its_header(log: Path) -> None:
         last = frames[-1]
         assert frame_holding(fd, last.entries[0].seq, 32, last.offset) is None  # past the range
         assert frame_holding(fd, last.entries[0].seq, 32, last.offset + 23) is None  # not even its header
+        assert frame_holding(fd, last.entries[0].seq, 32, last.offset + 24) is None  # its header alone
+        assert frame_holding(fd, last.entries[0].seq, 32, last.offset + last.length - 1) is None  # 1 byte short
+        whole = frame_holding(fd, last.entries[0].seq, 32, last.offset + last.length)
+        assert whole is not None and whole.offset == last.offset and whole.entries == last.entries
     finally:
         os.close(fd)
     broken = bytearray(data)
@@ -410,5 +415,29 @@ def test_an_entry_that_runs_into_the_trailer_is_no_whole_frame(tmp_path: Path) -
     fd = os.open(path, os.O_RDONLY)
     try:
         assert complete_with_damaged_length(fd, 0, 24 + len(raw) + 8) is False
+    finally:
+        os.close(fd)
+
+
+def test_only_a_frame_of_entries_with_the_frame_magic_can_be_whole_with_damaged_lengths(log: Path) -> None:
+    """Checksum and end magic right, yet no frame: one of no entries (a frame holds at least one), or one
+    whose magic is not MNFR, each sealed with a CRC over its own header. frame_length refuses both as
+    bad, so neither is a whole frame whose lengths alone were damaged."""
+    data = log.read_bytes()
+    start, end = frame_spans(data)[-1]
+    empty_head = FRAME_HEADER.pack(FRAME_MAGIC, 0, 99, 0, 0)
+    empty = empty_head + TRAILER.pack(zlib.crc32(empty_head), FRAME_END)
+    frame = bytearray(data[start:end])
+    frame[:4] = b"MNFX"
+    body = bytes(frame[FRAME_HEADER.size : -TRAILER.size])
+    frame[-TRAILER.size :] = TRAILER.pack(zlib.crc32(body, zlib.crc32(bytes(frame[: FRAME_HEADER.size]))), FRAME_END)
+    fd = os.open(log, os.O_RDWR)
+    try:
+        assert complete_with_damaged_length(fd, start, end)  # the frame as written
+        os.pwrite(fd, bytes(frame), start)
+        assert complete_with_damaged_length(fd, start, end) is False
+        os.ftruncate(fd, start)
+        os.pwrite(fd, empty, start)
+        assert len(empty) == 32 and complete_with_damaged_length(fd, start, start + 32) is False
     finally:
         os.close(fd)

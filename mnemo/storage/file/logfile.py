@@ -14,7 +14,17 @@ import zlib
 from collections.abc import Iterator
 
 from ...errors import DurabilityError, LockTimeout
-from .framing import ENTRY_HEADER, FRAME_END, FRAME_HEADER, TRAILER, Frame, FrameError, frame_length, parse_frame
+from .framing import (
+    ENTRY_HEADER,
+    FRAME_END,
+    FRAME_HEADER,
+    FRAME_MAGIC,
+    TRAILER,
+    Frame,
+    FrameError,
+    frame_length,
+    parse_frame,
+)
 
 CHUNK = 4 << 20
 # A replay reads the log in larger windows: the scan core's results are applied to the index per
@@ -203,6 +213,8 @@ def frame_holding(fd: int, seq: int, start: int, end: int) -> Frame | None:
             total = frame_length(buf, rel, offset)
         except FrameError:
             return None
+        if offset + total > end:
+            return None  # a frame that runs past the range is not in it
         _magic, count, first, _elen, _plen = FRAME_HEADER.unpack_from(buf, rel)
         if first <= seq < first + count:
             try:
@@ -224,6 +236,8 @@ def complete_with_damaged_length(fd: int, offset: int, size: int) -> bool:
     if len(data) < FRAME_HEADER.size + TRAILER.size or data[-len(FRAME_END):] != FRAME_END:
         return False
     magic, count, first, _elen, _plen = FRAME_HEADER.unpack_from(data, 0)
+    if magic != FRAME_MAGIC or count == 0:
+        return False  # not a frame whatever its lengths: frame_length refuses both as bad, not torn
     p, slots = FRAME_HEADER.size, 0
     limit = len(data) - TRAILER.size
     for _ in range(count):
