@@ -239,3 +239,28 @@ def test_a_database_error_during_verify_is_a_storage_error(pg: Schema) -> None:
         with pytest.raises(StorageError) as exc:
             c.verify()
         assert "mnemo_tree" in str(exc.value)
+
+
+def test_version_rows_are_named_in_seq_order_whatever_their_times(pg: Schema, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    """Entries of one moment share a time (a clock that did not move, or moved back, gives each the time
+    of the last), and a row's ts_ns can be anything someone wrote there: the findings still follow seq."""
+    with MnemoClient(pg.url, OWNER, durability="none") as c:
+        import mnemo.storage.batch
+
+        monkeypatch.setattr(mnemo.storage.batch.time, "time_ns", lambda: 1)
+        with c.transaction():
+            ids = [c.remember(f"m{i}").id for i in range(8)]
+        monkeypatch.undo()
+    times = pg.sql("SELECT DISTINCT ts_ns FROM mnemo_versions")
+    assert len(times) == 1  # one time for all eight
+    with pg.connect() as conn:
+        conn.execute("SET session_replication_role = replica")
+        conn.execute("UPDATE mnemo_versions SET id = id || 'x', ts_ns = 100 - seq")
+    assert _found(verify_db(pg.url)) == [
+        _tables(f"version 1 of record {rid} (seq {n}) is missing from mnemo_versions or differs")
+        for n, rid in enumerate(ids, 1)
+    ] + [
+        _tables(f"mnemo_versions holds version 1 of record {rid}x (seq {n}), which the chain does not")
+        for n, rid in enumerate(ids, 1)
+    ]

@@ -403,3 +403,18 @@ def test_no_command_tells_anything_of_an_unreadable_mount(
     finally:
         for client in clients:
             client.close()
+
+
+def test_a_mounted_edit_shows_the_snippet_the_single_scope_server_shows(admin: MnemoClient, db: str) -> None:
+    """Line numbers of the edited snippet count every newline before the edit, the file's first too."""
+    admin.grant("me", TEAM, ["read", "write"])
+    text = "\nfirst\nsecond\nthird\n"
+    with open_client(db, "me") as me:
+        mounted = MnemoMemoryToolServer(me, mounts=MOUNTS)
+        single = MnemoMemoryToolServer(me)
+        ok(mounted, "create", path="/memories/team/f.md", file_text=text)
+        ok(single, "create", path="/memories/f.md", file_text=text)
+        for path_m, path_s in (("/memories/team/f.md", "/memories/f.md"),):
+            got = ok(mounted, "str_replace", path=path_m, old_str="third", new_str="3rd")
+            assert got == ok(single, "str_replace", path=path_s, old_str="third", new_str="3rd")
+            assert "     4\t3rd" in got
