@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from mnemo.audit import generate_keypair, load_private_key, load_public_key, public_key_bytes
+from mnemo.audit import generate_keypair, load_private_key, load_public_key, public_key_bytes, sign_checkpoint
 from mnemo.audit.common import KeyFileError
+from mnemo.errors import InvalidInput
+from mnemo.storage.codec import checkpoint_message
 
 SEED = bytes(range(32))
 KEY = Ed25519PrivateKey.from_private_bytes(SEED)
@@ -137,3 +140,38 @@ def test_a_generated_key_pair_belongs_together() -> None:
     assert pem.startswith(b"-----BEGIN PRIVATE KEY-----\n") and len(pub) == 32
     assert pub_of(load_private_key(pem)) == pub == load_public_key(pem)
     assert generate_keypair()[1] != pub
+
+
+def test_a_public_key_pem_followed_by_a_private_one_gives_the_first() -> None:
+    """Which kind a PEM is, its first line says: a file of a public key and then another key's private
+    key is the public key it starts with."""
+    other = Ed25519PrivateKey.from_private_bytes(b"\x09" * 32)
+    both = KEY.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+                                         ) + other.private_bytes(serialization.Encoding.PEM,
+                                                                 serialization.PrivateFormat.PKCS8,
+                                                                 serialization.NoEncryption())
+    assert load_public_key(both) == PUB != pub_of(other)
+
+
+@pytest.mark.parametrize(("db_id", "seq", "head", "message"), [
+    (b"i" * 15, 0, b"h" * 32, "db_id must be 16 bytes"),
+    (b"i" * 17, 0, b"h" * 32, "db_id must be 16 bytes"),
+    ("i" * 16, 0, b"h" * 32, "db_id must be 16 bytes"),
+    (b"i" * 16, 0, b"h" * 31, "head must be a 32-byte hash"),
+    (b"i" * 16, 0, b"h" * 33, "head must be a 32-byte hash"),
+    (b"i" * 16, 0, "h" * 32, "head must be a 32-byte hash"),
+    (b"i" * 16, -1, b"h" * 32, "seq must be a non-negative 64-bit integer"),
+    (b"i" * 16, 1 << 64, b"h" * 32, "seq must be a non-negative 64-bit integer"),
+    (b"i" * 16, 1.0, b"h" * 32, "seq must be a non-negative 64-bit integer"),
+])
+def test_a_checkpoint_of_a_malformed_head_is_refused(db_id: Any, seq: Any, head: Any, message: str) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        sign_checkpoint(SEED, db_id, seq, head)
+    assert str(refused.value) == message
+
+
+@pytest.mark.parametrize("seq", [0, (1 << 64) - 1])
+def test_a_checkpoint_signs_seqs_at_both_ends_of_the_range(seq: int) -> None:
+    body = sign_checkpoint(SEED, b"i" * 16, seq, b"h" * 32)
+    assert body == {"db_id": b"i" * 16, "head": b"h" * 32, "key": PUB, "seq": seq, "sig": body["sig"]}
+    KEY.public_key().verify(body["sig"], checkpoint_message(b"i" * 16, seq, b"h" * 32))

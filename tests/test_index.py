@@ -234,3 +234,71 @@ def test_a_writer_that_replayed_keeps_the_compact_form(tmp_path: Path, monkeypat
         assert c.verify().ok
         new = c.remember("after", tags=["t2"]).id  # a new row after the base
         assert c.query(tags=["t2"])[-1].id == new
+
+
+def _three() -> Index:
+    index = Index(b"d" * 16)
+    for i, (rec_id, tags) in enumerate(zip(IDS[:3], [("a",), ("a", "b"), ("b",)], strict=True)):
+        index.put(rec_id, "s", tags, Version(1, i + 1, i, "x", 1, b"h" * 32, 100 * (i + 1), 30))
+    return index
+
+
+def test_a_posting_that_lists_a_row_without_its_tag_is_a_difference() -> None:
+    index = _three()
+    assert index.posting_differences() == []
+    index.postings["b"].append(0)  # row 0 holds only "a"
+    assert index.posting_differences() == ["the index of tag 'b' lists row 0, which does not hold it"]
+
+
+def test_records_only_in_the_index_or_only_in_the_log_are_named_so() -> None:
+    index, log = _three(), _three()
+    log.drop(IDS[0])
+    index.drop(IDS[2])
+    assert index.differences(log) == [f"record {IDS[0]} is only in the index", f"record {IDS[2]} is only in the log"]
+
+
+def test_an_index_that_names_a_tag_set_it_does_not_hold_cannot_be_saved() -> None:
+    index = _three()
+    index.cols["tagset"][1] = 999
+    with pytest.raises(IntegrityError, match=r"^the index snapshot is inconsistent \(row -1\); delete it and"):
+        index.to_state()
+
+
+@pytest.mark.parametrize("edit", ["a tag set count more", "a posting of no rows"])
+def test_a_snapshot_whose_counts_disagree_with_its_lists_is_refused(edit: str) -> None:
+    state = msgpack.unpackb(msgpack.packb(_three().to_state(), use_bin_type=True), raw=False)
+    assert Index.from_state(b"d" * 16, state).posting_differences() == []
+    if edit == "a tag set count more":  # the counts still add up to the rows, but there is one too many
+        state["tagset_refs"] += struct.pack("=I", 0)
+        message = "snapshot tag sets and their counts disagree"
+    else:  # the tags and their lengths still add up, but one tag lists nothing
+        state["posting_tags"] = [*state["posting_tags"], "zz"]
+        state["posting_lens"] += struct.pack("=I", 0)
+        message = "snapshot postings are malformed"
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        Index.from_state(b"d" * 16, state)
+
+
+def test_a_forget_from_a_long_posting_does_not_rewrite_it() -> None:
+    """Removing a row from a posting of thousands at every forget would cost O(n) each: the posting keeps
+    its stale rows (reads filter them) until they are half of it, then is rewritten once."""
+    index = Index(b"d" * 16)
+    ids = [f"{i:032x}" for i in range(1, 201)]
+    for i, rec_id in enumerate(ids):
+        index.put(rec_id, "s", ("big",), Version(1, i + 1, i, "x", 1, b"h" * 32, 100 * (i + 1), 30))
+    for n, rec_id in enumerate(ids[:100], 1):
+        index.drop(rec_id)
+        assert len(index.postings["big"]) == 200 and index.stale_tags["big"] == n  # up to half: kept as is
+    index.drop(ids[100])
+    assert len(index.postings["big"]) == 99 and "big" not in index.stale_tags  # past half: rewritten
+    assert sorted(index.id_at(r) or "" for r in index.rows_with_tag("big")) == ids[101:]
+
+
+def test_records_missing_from_every_posting_are_each_named() -> None:
+    index = _three()
+    index.postings.clear()
+    index.sorted_tags = []
+    assert index.posting_differences() == [
+        f"record {IDS[0]} is missing from the index of tag 'a'", f"record {IDS[1]} is missing from the index of tag 'a'",
+        f"record {IDS[1]} is missing from the index of tag 'b'", f"record {IDS[2]} is missing from the index of tag 'b'",
+    ]
