@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -299,6 +300,18 @@ def test_records_missing_from_every_posting_are_each_named() -> None:
     index.postings.clear()
     index.sorted_tags = []
     assert index.posting_differences() == [
-        f"record {IDS[0]} is missing from the index of tag 'a'", f"record {IDS[1]} is missing from the index of tag 'a'",
-        f"record {IDS[1]} is missing from the index of tag 'b'", f"record {IDS[2]} is missing from the index of tag 'b'",
+        f"record {IDS[0]} is missing from the index of tag 'a'",
+        f"record {IDS[1]} is missing from the index of tag 'a'",
+        f"record {IDS[1]} is missing from the index of tag 'b'",
+        f"record {IDS[2]} is missing from the index of tag 'b'",
+    ]
+
+
+def test_a_row_moved_from_one_posting_to_another_is_found_though_the_counts_agree() -> None:
+    index = _three()
+    index.postings["a"] = array("I", [1])  # row 0 taken out of "a"...
+    index.postings["b"].append(0)  # ...and put under "b": as many (tag, row) pairs as the records hold
+    assert index.posting_differences() == [
+        f"record {IDS[0]} is missing from the index of tag 'a'",
+        "the index of tag 'b' lists row 0, which does not hold it",
     ]

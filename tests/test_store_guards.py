@@ -76,3 +76,31 @@ def test_a_resealed_snapshot_adding_a_grant_gives_no_power_and_fails_verify(tmp_
     report = verify_db(db)
     assert not report.ok and [p.kind for p in report.problems] == ["snapshot"]
     assert "was refused" in report.problems[0].message
+
+
+@pytest.mark.parametrize("edit", ["missing", "another size"])
+def test_a_resealed_snapshot_whose_tree_state_is_not_its_indexs_is_refused_and_named(tmp_path: Path, edit: str
+                                                                                     ) -> None:
+    from mnemo.audit import verify_db
+
+    db = tmp_path / "g.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        rid = c.remember("kept").id
+    if edit == "missing":
+        _tamper(db, lambda b: b.pop("tree"))
+    else:
+        with MnemoClient(tmp_path / "other.db", "owner", durability="none") as other:
+            for i in range(3):
+                other.remember(f"o{i}")
+        tree = snap.read_snapshot(str(tmp_path / "other.db") + ".snap")
+        assert tree is not None
+        _tamper(db, lambda b: b.__setitem__("tree", bytes(tree["tree"])))
+    with MnemoClient(db, "owner", durability="none", readonly=True) as c:
+        assert not c.stats()["snapshot_used"] and c.get(rid).content == "kept"
+        report = c.verify()
+        assert [(p.kind, p.message) for p in report.problems] == [(
+            "snapshot", "the index snapshot ends at this log's head but was refused (its Merkle tree state is "
+            "missing or does not match its index): it was altered; this client replayed the log instead")]
+    assert [(p.kind, p.message) for p in verify_db(db).problems] == [(
+        "snapshot", f"the index snapshot {db.name}.snap ends at this log's head but was refused (its Merkle tree "
+        "state is missing or does not match its index): it was altered; clients replay the log instead")]

@@ -1,0 +1,206 @@
+"""The auditor's reader of log files (mnemo/audit/filelog.py): a window that holds at most a chunk, reads
+each byte it serves from the file exactly once while it holds it, in any order of requests; a file that
+grows while it is read (a frame being appended is not a torn one) or shrinks; frames too large to read
+before their end marker is seen; and the search for the next good frame from any offset."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers.frames import frame_spans, read_frames
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mnemo import IntegrityError, MnemoClient
+from mnemo.audit import filelog, read_log
+from mnemo.storage.file.framing import FrameError
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    path = tmp_path / "db"
+    with MnemoClient(path, "owner", durability="none") as c:
+        for i in range(6):
+            c.remember(f"record {i} " * (20 * i + 1))
+    return path
+
+
+@pytest.fixture
+def fd(log: Path) -> Iterator[int]:
+    fd = os.open(log, os.O_RDONLY)
+    yield fd
+    os.close(fd)
+
+
+DATA = bytes(range(256)) * 40  # 10,240 bytes
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(DATA) + 10), st.integers(0, 3000)), min_size=1, max_size=12),
+       st.sampled_from([16, 100, 4096]))
+def test_a_window_serves_exactly_the_bytes_asked_for_in_any_order(requests: list[tuple[int, int]], chunk: int) -> None:
+    """Forward, backward, overlapping or past the end: get() returns the file's bytes; the buffer holds
+    no more than a chunk or the request; and bytes the buffer already holds are not read again."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile() as f:
+        f.write(DATA)
+        f.flush()
+        mp = pytest.MonkeyPatch()
+        mp.setattr(filelog, "CHUNK", chunk)
+        try:
+            win = filelog._Window(f.fileno(), len(DATA), f.name, None)
+            reads: list[tuple[int, int]] = []
+            pread = win.pread
+
+            def counting(offset: int, n: int) -> bytes:
+                reads.append((offset, n))
+                return pread(offset, n)
+
+            win.pread = counting  # type: ignore[method-assign]
+            for offset, n in requests:
+                held = (win.start, win.start + len(win.buf))
+                reads.clear()
+                assert win.get(offset, n) == DATA[offset:offset + n]
+                end = min(offset + n, len(DATA))
+                if held[0] <= offset and end <= held[1]:
+                    assert reads == []  # all of it was in the buffer
+                else:
+                    assert len(win.buf) <= max(n, chunk)
+                    assert all(not (held[0] <= o < held[1]) or o == held[1] for o, _ in reads)
+        finally:
+            mp.undo()
+
+
+def test_a_window_over_a_file_that_shrank_ends_where_the_file_now_ends(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(filelog, "CHUNK", 64)
+    path = tmp_path / "f"
+    path.write_bytes(DATA)
+    seen: list[tuple[int, int]] = []
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        win = filelog._Window(fd, len(DATA), str(path), lambda done, total: seen.append((done, total)))
+        assert win.get(0, 10) == DATA[:10] and seen == [(0, len(DATA))]
+        os.truncate(path, 5000)
+        assert win.get(4990, 100) == DATA[4990:5000]
+        assert win.size == 5000 and seen[-1] == (4990, 5000)
+    finally:
+        os.close(fd)
+
+
+def test_a_frame_appended_while_the_log_is_read_is_read_whole(log: Path, fd: int) -> None:
+    data = log.read_bytes()
+    spans = frame_spans(data)
+    start, end = spans[-1]
+    os.truncate(log, start)
+    win = filelog._Window(fd, start, str(log), None)  # opened before the last frame was written
+    with open(log, "ab") as f:
+        f.write(data[start:])
+    frame, ok = filelog._read_frame(win, start, lenient=False)
+    assert (frame.offset, frame.length, ok, win.size) == (start, end - start, True, end)
+    # ...but a frame still being written, its header or its body, is not whole yet, whether the window
+    # knew of its header or not
+    for known, cut in ((start, start + 10), (start, end - 1), (start + 30, end - 1)):
+        log.write_bytes(data[:cut])
+        win = filelog._Window(fd, known, str(log), None)
+        with pytest.raises(FrameError) as torn:
+            filelog._read_frame(win, start, lenient=False)
+        assert torn.value.kind == "incomplete"
+        if cut > start + 24:
+            assert str(torn.value) == f"the file ends inside the frame at offset {start}"
+            assert win.size == cut
+
+
+def test_a_window_that_may_not_grow_reads_only_what_it_was_given(log: Path, fd: int) -> None:
+    data = log.read_bytes()
+    start, _end = frame_spans(data)[-1]
+    win = filelog._Window(fd, start + 30, str(log), None, growable=False)
+    assert win.grew() is False and win.size == start + 30
+    with pytest.raises(FrameError, match=f"^the file ends inside the frame at offset {start}$"):
+        filelog._read_frame(win, start, lenient=False)
+    grows = filelog._Window(fd, start + 30, str(log), None)
+    assert grows.grew() is True and grows.size == len(data)
+    assert grows.grew() is False  # no larger than it was
+
+
+def test_a_large_frame_without_its_end_marker_is_refused_before_it_is_read(log: Path, fd: int,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    data = bytearray(log.read_bytes())
+    start, end = frame_spans(bytes(data))[-1]
+    monkeypatch.setattr(filelog, "_BIG_FRAME", end - start - 1)  # the last frame counts as large
+    win = filelog._Window(fd, len(data), str(log), None)
+    frame, ok = filelog._read_frame(win, start, lenient=False)
+    assert frame.offset == start and ok
+    data[end - 1] ^= 0x01  # the last byte of its end marker
+    log.write_bytes(bytes(data))
+    win = filelog._Window(fd, len(data), str(log), None)
+    reads: list[tuple[int, int]] = []
+    pread = win.pread
+
+    def counting(offset: int, n: int) -> bytes:
+        reads.append((offset, n))
+        return pread(offset, n)
+
+    win.pread = counting  # type: ignore[method-assign]
+    with pytest.raises(FrameError) as refused:
+        filelog._read_frame(win, start, lenient=False)
+    assert (refused.value.kind, str(refused.value)) == (
+        "bad", f"frame at offset {start} has no end marker where its length says")
+    assert (end - 4, 4) in reads and all(n <= filelog.CHUNK for _o, n in reads)
+
+
+def test_the_next_good_frame_is_found_from_exactly_its_start(log: Path, fd: int, monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    data = log.read_bytes()
+    spans = frame_spans(data)
+    for chunk in (64, 1 << 20):
+        monkeypatch.setattr(filelog, "CHUNK", chunk)
+        for start, _end in spans:
+            win = filelog._Window(fd, len(data), str(log), None)
+            assert filelog._resync(win, start) == start
+            assert filelog._resync(win, start + 1) == next((s for s, _ in spans if s > start), None)
+        win = filelog._Window(fd, len(data), str(log), None)
+        assert filelog._resync(win, len(data)) is None
+
+
+def test_read_log_gives_every_entry_in_order_with_its_offset_and_payload(log: Path) -> None:
+    data = log.read_bytes()
+    frames = read_frames(log)
+    want = []
+    for frame in frames:
+        off = frame.offset + 24
+        for e, slot in zip(frame.entries, frame.slots, strict=True):
+            payload = None
+            if slot.state == "ok":
+                start, length = slot.payload_range()
+                payload = data[start:start + length]
+            want.append((e.seq, e.raw, off, slot, payload))
+            off += 8 + len(e.raw)
+    got = [(i.entry.seq, i.entry.raw, i.offset, i.slot, i.payload) for i in read_log(log, payloads=True)]
+    assert got == want and [g[0] for g in got] == list(range(len(got)))
+    assert [(i.entry.seq, i.payload) for i in read_log(log)] == [(w[0], None) for w in want]
+
+
+def test_read_log_stops_before_a_torn_last_frame_and_refuses_damage_elsewhere(log: Path) -> None:
+    data = log.read_bytes()
+    spans = frame_spans(data)
+    seqs = [e.seq for f in read_frames(log) for e in f.entries]
+    last = read_frames(log)[-1]
+    log.write_bytes(data[: spans[-1][1] - 3])
+    assert [i.entry.seq for i in read_log(log)] == seqs[: len(seqs) - len(last.entries)]
+    damaged = bytearray(data)
+    damaged[spans[2][0] + 30] ^= 0x01
+    log.write_bytes(bytes(damaged))
+    with pytest.raises(IntegrityError) as refused:
+        list(read_log(log))
+    assert str(refused.value).startswith(f"{log}: damaged frame at offset {spans[2][0]} (")
+    assert str(refused.value).endswith("); run `mnemo verify` for the full report")
+    bad_header = bytearray(data)
+    bad_header[0] ^= 0x01
+    log.write_bytes(bytes(bad_header))
+    with pytest.raises(IntegrityError, match=f"^{log}: bad file header: "):
+        list(read_log(log))
