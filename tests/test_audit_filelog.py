@@ -199,8 +199,10 @@ def test_read_log_stops_before_a_torn_last_frame_and_refuses_damage_elsewhere(lo
         list(read_log(log))
     assert str(refused.value).startswith(f"{log}: damaged frame at offset {spans[2][0]} (")
     assert str(refused.value).endswith("); run `mnemo verify` for the full report")
+    assert refused.value.offset == spans[2][0]
     bad_header = bytearray(data)
     bad_header[0] ^= 0x01
     log.write_bytes(bytes(bad_header))
-    with pytest.raises(IntegrityError, match=f"^{log}: bad file header: "):
+    with pytest.raises(IntegrityError, match=f"^{log}: bad file header: ") as refused:
         list(read_log(log))
+    assert refused.value.offset == 0

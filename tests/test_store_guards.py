@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from helpers.backends import snapshot
 
-from mnemo import InvalidInput, MnemoClient
+from mnemo import IntegrityError, InvalidInput, MnemoClient
 from mnemo.storage.file import snapshot as snap
 from mnemo.storage.file.index import Index
 
@@ -104,3 +104,21 @@ def test_a_resealed_snapshot_whose_tree_state_is_not_its_indexs_is_refused_and_n
     assert [(p.kind, p.message) for p in verify_db(db).problems] == [(
         "snapshot", f"the index snapshot {db.name}.snap ends at this log's head but was refused (its Merkle tree "
         "state is missing or does not match its index): it was altered; clients replay the log instead")]
+
+
+def test_a_log_under_another_databases_header_does_not_open(tmp_path: Path) -> None:
+    """A valid header of database B on the log of database A: its genesis names A, so the log is refused
+    (and the file is left as it was)."""
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    for path in (a, b):
+        with MnemoClient(path, "owner", durability="none") as c:
+            c.remember(f"in {path.name}")
+    forged = tmp_path / "forged.db"
+    forged.write_bytes(b.read_bytes()[:32] + a.read_bytes()[32:])
+    before = forged.read_bytes()
+    for readonly in (True, False):
+        with pytest.raises(IntegrityError) as refused:
+            MnemoClient(forged, "owner", durability="none", readonly=readonly)
+        assert str(refused.value) == f"{forged}: the genesis at offset 32 belongs to another database"
+        assert refused.value.offset == 32
+    assert forged.read_bytes() == before
