@@ -38,6 +38,19 @@ def fd(log: Path) -> Iterator[int]:
 DATA = bytes(range(256)) * 40  # 10,240 bytes
 
 
+def recorded_reads(win: filelog._Window) -> list[tuple[int, int]]:
+    """(offset, n) of every read the window makes from the file from now on."""
+    reads: list[tuple[int, int]] = []
+    pread = win.pread
+
+    def counting(offset: int, n: int) -> bytes:
+        reads.append((offset, n))
+        return pread(offset, n)
+
+    win.pread = counting  # type: ignore[method-assign]
+    return reads
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, len(DATA) + 10), st.integers(0, 3000)), min_size=1, max_size=12),
        st.sampled_from([16, 100, 4096]))
@@ -53,14 +66,7 @@ def test_a_window_serves_exactly_the_bytes_asked_for_in_any_order(requests: list
         mp.setattr(filelog, "CHUNK", chunk)
         try:
             win = filelog._Window(f.fileno(), len(DATA), f.name, None)
-            reads: list[tuple[int, int]] = []
-            pread = win.pread
-
-            def counting(offset: int, n: int) -> bytes:
-                reads.append((offset, n))
-                return pread(offset, n)
-
-            win.pread = counting  # type: ignore[method-assign]
+            reads = recorded_reads(win)
             for offset, n in requests:
                 held = (win.start, win.start + len(win.buf))
                 reads.clear()
@@ -138,14 +144,7 @@ def test_a_large_frame_without_its_end_marker_is_refused_before_it_is_read(log: 
     data[end - 1] ^= 0x01  # the last byte of its end marker
     log.write_bytes(bytes(data))
     win = filelog._Window(fd, len(data), str(log), None)
-    reads: list[tuple[int, int]] = []
-    pread = win.pread
-
-    def counting(offset: int, n: int) -> bytes:
-        reads.append((offset, n))
-        return pread(offset, n)
-
-    win.pread = counting  # type: ignore[method-assign]
+    reads = recorded_reads(win)
     with pytest.raises(FrameError) as refused:
         filelog._read_frame(win, start, lenient=False)
     assert (refused.value.kind, str(refused.value)) == (
