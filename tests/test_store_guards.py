@@ -3,13 +3,14 @@ hides a record or a grant from the index (the file backend's)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.backends import snapshot
 
-from mnemo import IntegrityError, InvalidInput, MnemoClient
+from mnemo import IntegrityError, InvalidInput, MnemoClient, MnemoError
 from mnemo.storage.file import snapshot as snap
 from mnemo.storage.file.index import Index
 
@@ -122,3 +123,23 @@ def test_a_log_under_another_databases_header_does_not_open(tmp_path: Path) -> N
         assert str(refused.value) == f"{forged}: the genesis at offset 32 belongs to another database"
         assert refused.value.offset == 32
     assert forged.read_bytes() == before
+
+
+def test_an_open_that_fails_closes_no_descriptor_it_did_not_open(tmp_path: Path) -> None:
+    """Whatever stops an open (a directory in the database's place, a log of another database), the
+    descriptors of the process are as they were: none leaked, and none closed that the store never
+    opened (descriptor 0 among them)."""
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    for path in (a, b):
+        with MnemoClient(path, "owner", durability="none") as c:
+            c.remember("x")
+    forged = tmp_path / "forged.db"
+    forged.write_bytes(b.read_bytes()[:32] + a.read_bytes()[32:])
+    (tmp_path / "dir.db").mkdir()
+    before = sorted(os.listdir("/proc/self/fd"))
+    assert "0" in before
+    for path, error in ((tmp_path / "dir.db", MnemoError), (forged, IntegrityError)):
+        for readonly in (True, False):
+            with pytest.raises(error):
+                MnemoClient(path, "owner", durability="none", readonly=readonly)
+            assert sorted(os.listdir("/proc/self/fd")) == before, (path, readonly)
