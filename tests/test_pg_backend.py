@@ -557,3 +557,18 @@ def test_a_dsn_is_shown_without_its_password() -> None:
     assert shown_name("postgresql:///d?host=/run/pg&PASSWORD=x") == "postgresql:///d?host=/run/pg"
     assert shown_name("postgres://h/d") == "postgres://h/d"
     assert shown_name("/tmp/x:y@z.db") == "/tmp/x:y@z.db"  # a file path is shown as given
+
+
+@pytest.mark.parametrize("table", ["mnemo_entries", "mnemo_payloads"])
+def test_a_live_versions_entry_or_payload_row_deleted_behind_the_stores_back_is_named(pg: Schema, table: str
+                                                                                     ) -> None:
+    with MnemoClient(pg.url, OWNER, durability="none") as c:
+        rid = c.remember("kept").id
+        (seq,) = pg.sql("SELECT seq FROM mnemo_versions WHERE id = %s", [rid])[0]
+        with pg.connect() as conn:
+            conn.execute("SET session_replication_role = replica")  # no trigger stops this session
+            conn.execute(f"DELETE FROM {table} WHERE seq = %s", [seq])
+        with pytest.raises(IntegrityError) as refused:
+            c.get(rid)
+        assert str(refused.value) == (f"{c._store.path}: the payload of record {rid} version 1 (seq {seq}) is "
+                                      "missing, though the record is live")

@@ -1044,3 +1044,19 @@ def test_a_transaction_of_many_megabytes_commits_whole(db: str) -> None:
         assert c.verify().ok
     with MnemoClient(db, AGENT, readonly=True) as c:
         assert [c.get(rec_id).content for rec_id in ids] == contents
+
+
+def test_the_log_gives_payloads_only_when_asked(db: str) -> None:
+    """The storage contract's log(): every entry from `since` on, in seq order, payload bytes only when
+    asked for."""
+    with MnemoClient(db, "a", durability="none") as c:
+        rid = c.remember("hello").id
+        c.update(rid, content="again")
+        plain = list(c._store.log())
+        assert [i.entry.seq for i in plain] == list(range(len(plain))) and len(plain) >= 3
+        assert all(i.payload is None for i in plain)
+        full = list(c._store.log(payloads=True))
+        assert [i.entry.raw for i in full] == [i.entry.raw for i in plain]
+        puts = [i for i in full if i.entry.op == "put"]
+        assert len(puts) == 2 and all(i.payload for i in puts)
+        assert [i.entry.seq for i in c._store.log(since=2)] == [i.entry.seq for i in plain][2:]
