@@ -572,3 +572,16 @@ def test_a_live_versions_entry_or_payload_row_deleted_behind_the_stores_back_is_
             c.get(rid)
         assert str(refused.value) == (f"{c._store.path}: the payload of record {rid} version 1 (seq {seq}) is "
                                       "missing, though the record is live")
+
+
+def test_open_postgres_opens_a_writer_unless_told_otherwise(pg: Schema) -> None:
+    from mnemo.storage.postgres import open_postgres
+
+    with MnemoClient(pg.url, OWNER, durability="none"):
+        pass  # the schema and its genesis
+    for kwargs, readonly in (({}, False), ({"readonly": True}, True)):
+        store = open_postgres(pg.url, OWNER, **kwargs)  # type: ignore[arg-type]
+        try:
+            assert store.readonly is readonly
+        finally:
+            store.close()
