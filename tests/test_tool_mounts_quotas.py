@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from helpers.tool_commands import commands as tool_commands
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -96,15 +97,7 @@ def test_a_run_of_writes_to_one_scope_reads_its_usage_once(me: MnemoClient, monk
 
 PATHS = st.sampled_from(["/memories/a", "/memories/d/b", "/memories/team/a", "/memories/team/d/b", "/memories/team"])
 TEXT = st.text(alphabet="ab\né", max_size=20)
-COMMANDS = st.one_of(
-    st.builds(lambda p, t: {"command": "create", "path": p, "file_text": t}, PATHS, TEXT),
-    st.builds(lambda p, o, n: {"command": "str_replace", "path": p, "old_str": o, "new_str": n},
-              PATHS, st.sampled_from(["a", "b", "é"]), TEXT),
-    st.builds(lambda p, t: {"command": "insert", "path": p, "insert_line": 0, "insert_text": t}, PATHS, TEXT),
-    st.builds(lambda o, n: {"command": "rename", "old_path": o, "new_path": n}, PATHS, PATHS),
-    st.builds(lambda p: {"command": "delete", "path": p}, PATHS),
-    st.just("someone else writes"),
-)
+COMMANDS = st.one_of(tool_commands(PATHS, TEXT, view=False), st.just("someone else writes"))
 
 
 def test_the_remembered_usage_of_every_scope_is_the_indexs(backend: str, new_db: Callable[[], str]) -> None:

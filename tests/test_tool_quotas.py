@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from helpers.backends import state as db_state
+from helpers.tool_commands import commands as tool_commands
 
 from mnemo import MnemoClient
 from mnemo.errors import InvalidInput
@@ -371,16 +372,7 @@ def test_the_remembered_usage_is_always_the_indexs(backend: str, new_db: Callabl
 
     names = st.sampled_from(["/memories/a", "/memories/b", "/memories/d/c", "/memories/d", "/memories/x"])
     text = st.text(alphabet="ab\né", max_size=30)
-    commands = st.one_of(
-        st.builds(lambda p, t: {"command": "create", "path": p, "file_text": t}, names, text),
-        st.builds(lambda p, o, n: {"command": "str_replace", "path": p, "old_str": o, "new_str": n},
-                  names, st.sampled_from(["a", "b", "é"]), text),
-        st.builds(lambda p, t: {"command": "insert", "path": p, "insert_line": 0, "insert_text": t}, names, text),
-        st.builds(lambda o, n: {"command": "rename", "old_path": o, "new_path": n}, names, names),
-        st.builds(lambda p: {"command": "delete", "path": p}, names),
-        st.builds(lambda p: {"command": "view", "path": p}, names),
-        st.just("someone else writes"),
-    )
+    commands = st.one_of(tool_commands(names, text), st.just("someone else writes"))
 
     @settings(max_examples=60 if backend == "file" else 20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(st.lists(commands, min_size=1, max_size=25), st.booleans())
