@@ -212,3 +212,10 @@ def test_a_payload_that_is_not_the_one_the_digest_commits_to_is_refused() -> Non
     for other in (payload + b"x", payload[:-1], SALT.replace(b"s", b"t") + b"fields"):
         assert served_put_problem(raw, h, "r1", 2, "team:a", other) == (
             "it does not match the digest its chain entry commits to")
+
+
+def test_a_payload_without_packed_fields_is_refused_though_its_digest_matches() -> None:
+    raw, h, payload = _put(payload=SALT)
+    assert served_put_problem(raw, h, "r1", 2, "team:a", payload) == "it is shorter than a salt and packed fields"
+    raw, h, payload = _put(payload=SALT + b"\xc0")  # one byte of packed fields: served, then decoded
+    assert served_put_problem(raw, h, "r1", 2, "team:a", payload) is None

@@ -248,6 +248,12 @@ def test_a_frame_cut_short_is_incomplete() -> None:
         parse_frame(frame_bytes[:-1], 0, AT)
     assert (exc.value.kind, str(exc.value), exc.value.offset, exc.value.length) == (
         "incomplete", "file ends inside a frame", AT, len(frame_bytes))
+    # inside a buffer too: what counts is how much of the buffer follows the frame's start
+    for before in (1, 10, len(frame_bytes)):
+        with pytest.raises(FrameError) as exc:
+            parse_frame(b"\xff" * before + frame_bytes[:-1], before, AT)
+        assert (exc.value.kind, str(exc.value), exc.value.offset, exc.value.length) == (
+            "incomplete", "file ends inside a frame", AT, len(frame_bytes))
     assert frame_length(frame_bytes[:24], 0, AT) == len(frame_bytes)  # a whole header is enough to size it
     for cut in (0, 1, 23):
         with pytest.raises(FrameError) as exc:

@@ -381,18 +381,63 @@ def test_a_blind_append_whose_connection_died_is_in_the_chain_exactly_once(
         assert c.verify().ok
 
 
-def test_killed_connections_are_replaced(pg: Schema) -> None:
-    """What a restarted server does to a client: every connection it had is gone. The next read and
-    the next write reconnect."""
-    with MnemoClient(pg.url, OWNER) as c:
+@pytest.mark.parametrize("first", ["remember", "update"])
+def test_killed_connections_are_replaced(pg: Schema, first: str) -> None:
+    """What a restarted server does to a client: every connection it had is gone (the reader's, the
+    writer's and the one that waits for flushes). The next read and the next write reconnect, whether
+    that write is one call (a remember) or a transaction on the head row followed by a flush (an update),
+    and the store goes on taking writes."""
+    with MnemoClient(pg.url, OWNER, durability="fsync") as c:
         rec = c.remember("before")
-        c.remember("warms the writer connection")
+        c.update(rec.id, content="warms the writer and the flush connections")
+        assert c._store._sync is not None  # type: ignore[attr-defined]
         pg.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
                "AND pid <> pg_backend_pid()")
         time.sleep(0.1)
-        assert c.get(rec.id).content == "before"
-        assert c.remember("after").seq == rec.seq + 2
+        assert c.get(rec.id).content == "warms the writer and the flush connections"
+        if first == "update":
+            assert c.update(rec.id, content="after").seq == rec.seq + 2
+        else:
+            assert c.remember("after").seq == rec.seq + 2
+        assert c.update(rec.id, content="and again").version == (4 if first == "update" else 3)
+        assert c.remember("still writing").seq == rec.seq + 4
         assert c.verify().ok
+
+
+def test_a_cut_off_append_whose_fate_cannot_be_asked_is_a_clear_error(
+    pg: Schema, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remember's connection dies with the call in flight, and the fresh connection that would ask
+    whether it landed fails too: the call raises StorageError (it neither claims the write nor retries
+    it blindly), and once the server answers again the chain holds it at most once."""
+    with MnemoClient(pg.url, OWNER) as c:
+        c.remember("before")
+        store: Any = c._store
+        killed = _kill_at_append(monkeypatch, store, land=False)
+        real_connect = store._connect
+
+        def connect(*args: Any, **kw: Any) -> Any:
+            conn = real_connect(*args, **kw)
+            if killed["done"]:
+                execute = conn.execute
+
+                def asking(query: Any, params: Any = None, **kw2: Any) -> Any:
+                    if "mnemo_head" in str(query):  # the question's first step: take the head row
+                        raise psycopg.OperationalError("server closed the connection unexpectedly")
+                    return execute(query, params, **kw2)
+
+                conn.execute = asking
+            return conn
+
+        monkeypatch.setattr(store, "_connect", connect)
+        with pytest.raises(StorageError) as info:
+            c.remember("in flight")
+        assert str(info.value) == (f"PostgreSQL at {store.path} is unreachable or the connection was lost: "
+                                   "server closed the connection unexpectedly")
+        monkeypatch.undo()
+    with MnemoClient(pg.url, OWNER) as again:
+        assert [r.content for r in again.query()] == ["before"]
+        assert again.verify().ok
 
 
 def test_an_unreachable_server_is_a_clear_error() -> None:

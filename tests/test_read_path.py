@@ -21,7 +21,9 @@ from hypothesis import strategies as st
 from mnemo import MemoryRecord, MnemoClient
 from mnemo.errors import IntegrityError, NotFound
 from mnemo.record import make_memory_record, ns_to_datetime
-from mnemo.storage.contract import Query
+from mnemo.storage import open_storage
+from mnemo.storage.codec import encode_put_payload, payload_digest
+from mnemo.storage.contract import ALL_SCOPES, Query
 
 AGENT = "agent-1"
 
@@ -118,6 +120,30 @@ def test_a_damaged_payload_is_an_integrity_error_on_every_read(db: str) -> None:
         assert client.get(fine.id) == fine
         assert client.query(tags=["f"]) == [fine]
         assert not client.verify().ok
+
+
+@pytest.mark.parametrize("packed", [b"", b"\xc0"], ids=["salt-only", "one-byte"])
+def test_a_put_payload_is_served_only_with_packed_fields_after_its_salt(db: str, packed: bytes) -> None:
+    """The storage contract serves the packed bytes a put staged, on every read, from its first byte:
+    a payload that is only a salt holds no record, even when the entry commits to it."""
+    store = open_storage(db, AGENT, durability="none")
+    try:
+        salt = bytes(range(16))
+        body = {"digest": payload_digest(salt, packed), "id": "r1", "scope": f"agent:{AGENT}", "size": 0, "ver": 1}
+        with store.writing() as batch:
+            batch.stage("put", AGENT, body, encode_put_payload(salt, packed))
+        reads = (lambda: store.get("r1", ALL_SCOPES).packed,  # type: ignore[union-attr]
+                 lambda: store.get("r1", ALL_SCOPES, payloads="all").packed,  # type: ignore[union-attr]
+                 lambda: store.select(Query(), ALL_SCOPES)[0].packed)
+        for read in reads:
+            if packed:
+                assert [bytes(p) for p in read()] == [packed]
+            else:
+                with pytest.raises(IntegrityError) as info:
+                    read()
+                assert str(info.value).endswith(" is not served: it is shorter than a salt and packed fields")
+    finally:
+        store.close()
 
 
 def _slot(client: MnemoClient, rec_id: str) -> tuple[int, int]:

@@ -208,8 +208,10 @@ def test_eio_from_a_log_write(dbdir: Path, when: str) -> None:
 # -- EIO from fsync -----------------------------------------------------------------------------------------
 
 
-def fail_fsync(dbdir: Path, at: int = 1, kinds: frozenset[str] = frozenset({"fdatasync"})) -> Injector:
-    return Injector(str(dbdir), fault=Fault(at=at, action="eio", kinds=kinds, repeat=True))
+def fail_fsync(
+    dbdir: Path, at: int = 1, kinds: frozenset[str] = frozenset({"fdatasync"}), repeat: bool = True
+) -> Injector:
+    return Injector(str(dbdir), fault=Fault(at=at, action="eio", kinds=kinds, repeat=repeat))
 
 
 def test_fsync_eio_raises_and_refuses_further_writes(dbdir: Path) -> None:
@@ -232,8 +234,9 @@ def test_fsync_eio_reopened_db_holds_exactly_what_was_acknowledged(dbdir: Path) 
     assert state == expected, describe_difference(state, expected)
 
 
-def _group_commit_under_failing_fsync(dbdir: Path) -> tuple[State, State, int]:
-    """8 threads write while fsync starts failing; returns (acknowledged state, reopened, failures)."""
+def _group_commit_under_failing_fsync(dbdir: Path, repeat: bool = True) -> tuple[State, State, int]:
+    """8 threads write while fsync starts failing (`repeat`: for good, else that once); returns
+    (acknowledged state, reopened, failures)."""
     with open_db(dbdir) as c:
         seed_db(c)
         base = db_state(c)
@@ -255,7 +258,7 @@ def _group_commit_under_failing_fsync(dbdir: Path) -> tuple[State, State, int]:
                 with lock:
                     acked[rec.id] = content
 
-        with fail_fsync(dbdir, at=15):
+        with fail_fsync(dbdir, at=15, repeat=repeat):
             threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
             for th in threads:
                 th.start()
@@ -268,10 +271,14 @@ def _group_commit_under_failing_fsync(dbdir: Path) -> tuple[State, State, int]:
     return expected, state, len(failures)
 
 
-def test_fsync_eio_under_group_commit(dbdir: Path) -> None:
+@pytest.mark.timeout(60)  # a writer that never returns fails here, instead of holding the run
+@pytest.mark.parametrize("repeat", [True, False], ids=["stays-broken", "fails-once"])
+def test_fsync_eio_under_group_commit(dbdir: Path, repeat: bool) -> None:
     """Every waiting writer sees DurabilityError, and the reopened db holds exactly the writes that
-    returned: frames whose shared fsync failed are not left behind."""
-    expected, state, failures = _group_commit_under_failing_fsync(dbdir)
+    returned: frames whose shared fsync failed are not left behind. A device that fails once and then
+    works again changes nothing: a writer that waited on the failed fsync must not sync again and be
+    acknowledged, since its frame was cut with the others."""
+    expected, state, failures = _group_commit_under_failing_fsync(dbdir, repeat)
     assert failures == 8, "every thread must see DurabilityError once fsync failed"
     assert state == expected, describe_difference(state, expected)
 

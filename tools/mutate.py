@@ -218,12 +218,13 @@ def apply(source: str, mutant: Mutant) -> str:
     return ast.unparse(mutated) + "\n"
 
 
-def sample(mutants: list[Mutant], limit: int | None) -> list[Mutant]:
-    """At most `limit` mutants spread evenly over the file (every k-th in source order)."""
+def sample(mutants: list[Mutant], limit: int | None, shift: float = 0.0) -> list[Mutant]:
+    """At most `limit` mutants spread evenly over the file (every k-th in source order), starting
+    `shift` (a fraction of k) in: another shift picks other mutants, for a second, independent sample."""
     if limit is None or len(mutants) <= limit:
         return mutants
     step = len(mutants) / limit
-    return [mutants[int(i * step)] for i in range(limit)]
+    return [mutants[int((i + shift) * step)] for i in range(limit)]
 
 
 # -- running the tests ---------------------------------------------------------------------------------------
@@ -320,8 +321,8 @@ def survivors_of(report: Path) -> set[str]:
 
 
 def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: set[int] | None,
-               log: Callable[[str], None], keys: set[str] | None = None, from_line: int = 0
-               ) -> tuple[list[Outcome], float, list[str]]:
+               log: Callable[[str], None], keys: set[str] | None = None, from_line: int = 0,
+               shift: float = 0.0) -> tuple[list[Outcome], float, list[str]]:
     base, seconds = box.run(target.tests, target.extra, timeout=1800)
     if base != "passed":
         raise SystemExit(f"{target.name}: the test selection does not pass unmutated ({base}); fix that first")
@@ -331,7 +332,10 @@ def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: s
     used: list[str] = []
     for relpath in target.files:
         original = (ROOT / relpath).read_text(encoding="utf-8")
-        chosen = sample(find_mutants(original), target.max)
+        found = find_mutants(original)
+        # A rerun looks for the mutants its report names among all of them: an edit to the file since
+        # may have moved what an even sample picks.
+        chosen = found if keys is not None else sample(found, target.max, shift)
         if only is not None:
             chosen = [m for m in chosen if m.line in only]
         if keys is not None:  # (reports older than the "(comparison i of n)" suffix name a chain's mutants alike)
@@ -386,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("targets", nargs="*", help="target names from targets.json, or module paths")
     parser.add_argument("--tests", nargs="+", help="the test selection (default: the target's)")
     parser.add_argument("--max", type=int, help="at most this many mutants per file (even sample)")
+    parser.add_argument("--shift", type=float, default=0.0,
+                        help="start the even sample this fraction of a step in (0 to below 1; 0: the first)")
     parser.add_argument("--line", type=int, action="append", help="only the mutants on this line")
     parser.add_argument("--from-line", type=int, default=0, help="only the mutants on this line or after it")
     parser.add_argument("--rerun", type=Path, metavar="REPORT",
@@ -394,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, help="also write the summary to this file")
     parser.add_argument("--quiet", action="store_true", help="no per-mutant progress on stderr")
     args = parser.parse_args(argv)
+    if not 0.0 <= args.shift < 1.0:
+        parser.error("--shift must be at least 0 and below 1")
     targets = load_targets()
     if args.list or not args.targets:
         for t in targets.values():
@@ -430,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for t in chosen:
             outcomes, base, _ = run_target(t, box, equivalent, set(args.line) if args.line else None, log,
-                                           survivors_of(args.rerun) if args.rerun else None, args.from_line)
+                                           survivors_of(args.rerun) if args.rerun else None, args.from_line,
+                                           args.shift)
             lines = summarize(t, outcomes, base)
             survivors += sum(o.result == "survived" for o in outcomes)
             print("\n".join(lines), flush=True)

@@ -163,7 +163,8 @@ def served_put_problem(
 ) -> str | None:
     """Why `payload` may not be served as version `ver` of record `rec_id` in `scope`, or None: `raw`
     (the entry bytes the index points at) must hash to `chain_hash`, be the put of exactly that
-    record, version and scope, and commit by its digest to exactly these payload bytes."""
+    record, version and scope, and commit by its digest to exactly these payload bytes, which hold a
+    salt and at least one byte of packed fields."""
     if hashlib.sha256(raw).digest() != chain_hash:
         return "its entry does not hash to the chain hash of that version"
     try:
@@ -177,4 +178,6 @@ def served_put_problem(
         return f"its entry is not the put of record {rec_id} version {ver} in scope {scope}"
     if hashlib.sha256(payload).digest() != digest:
         return "it does not match the digest its chain entry commits to"
+    if len(payload) < SALT_SIZE + 1:  # an entry can commit to such a payload, but it holds no record
+        return "it is shorter than a salt and packed fields"
     return None

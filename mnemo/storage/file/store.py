@@ -969,8 +969,6 @@ class FileStore(StoreGuards):
             raise NotFound("the record was forgotten")
         if state != "ok":
             raise IntegrityError(f"{self.path}: payload slot damaged at offset {offset}", offset)
-        if len(slot) < SLOT_CRC.size + SALT_SIZE + 1:
-            raise IntegrityError(f"{self.path}: unreadable payload at offset {offset}: too short", offset)
         payload = slot[SLOT_CRC.size :]
         why = served_put_problem(raw, version.hash, rec_id, version.ver, scope, payload)
         if why is not None:

@@ -1,0 +1,142 @@
+"""The file backend at its edges: a log on descriptor 0, a database made over an empty file, a reader
+that meets a damaged payload or a write in progress just after a compaction, and a log tail that leaves
+the snapshot as it is."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from helpers.frames import read_entries, read_frames
+
+from mnemo import IntegrityError, MnemoClient, NotFound
+from mnemo.storage.codec import make_entry
+from mnemo.storage.file.framing import FILE_MAGIC, HEADER_SIZE, encode_frame
+
+OWNER = "owner"
+
+
+def test_a_log_opened_on_descriptor_0_is_unlocked_after_each_write(tmp_path: Path) -> None:
+    """A process started with stdin closed gets descriptor 0 for its log: the writer lock on it must
+    still be let go after every write, or every other writer waits for it forever."""
+    db = tmp_path / "fd0.db"
+    with MnemoClient(db, OWNER, durability="none") as c:
+        c.remember("before")
+    saved = os.dup(0)
+    os.close(0)
+    try:
+        first = MnemoClient(db, OWNER, durability="none")
+        try:
+            assert os.fstat(0).st_ino == os.stat(db).st_ino, "the log did not get descriptor 0"
+            first.remember("through descriptor 0")
+            with MnemoClient(db, OWNER, durability="none", lock_timeout=0.5) as second:
+                second.remember("from another open file")
+            first.remember("and again")
+            assert [r.content for r in first.query()] == [
+                "before", "through descriptor 0", "from another open file", "and again"
+            ]
+        finally:
+            first.close()
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+
+
+def test_an_empty_file_at_the_path_becomes_a_database(tmp_path: Path) -> None:
+    db = tmp_path / "empty.db"
+    db.write_bytes(b"")
+    with pytest.raises(NotFound, match="no Mnemo database at"):
+        MnemoClient(db, OWNER, readonly=True)
+    assert db.read_bytes() == b"", "a read-only open changed the empty file"
+    with MnemoClient(db, OWNER, durability="none") as c:
+        rec = c.remember("the first record")
+        assert c.verify().ok
+    data = db.read_bytes()
+    assert data.startswith(FILE_MAGIC) and len(data) > HEADER_SIZE
+    genesis, put = read_entries(db)
+    assert (genesis.seq, genesis.op, genesis.agent) == (0, "genesis", OWNER)
+    assert (put.op, put.body["id"]) == ("put", rec.id)
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("empty.db.new")]
+
+
+def test_a_file_that_is_not_empty_is_never_made_a_database(tmp_path: Path) -> None:
+    db = tmp_path / "notes.db"
+    db.write_bytes(b"x")
+    with pytest.raises(IntegrityError) as info:
+        MnemoClient(db, OWNER, durability="none")
+    assert str(info.value) == f"{db}: file is shorter than a Mnemo header"
+    assert db.read_bytes() == b"x"
+
+
+def _append(db: Path, op: str, body: dict[str, object], payload: bytes | None = None) -> None:
+    """Append one entry in a frame of its own, as another writer would have."""
+    last = read_entries(db)[-1]
+    entry = make_entry(last.seq + 1, last.ts_ns + 1, last.hash, op, OWNER, body)
+    with open(db, "ab") as f:
+        f.write(encode_frame([(entry.raw, payload)]))
+
+
+def test_a_tail_that_forgets_nothing_leaves_the_snapshot_as_it_is(tmp_path: Path) -> None:
+    """Opening a writer replays what the snapshot does not cover; only a forget in that tail (whose
+    records' tags the snapshot may hold) makes the open rewrite the snapshot."""
+    db = tmp_path / "tail.db"
+    snap = Path(str(db) + ".snap")
+    with MnemoClient(db, OWNER, durability="none") as c:
+        rec = c.remember("shared later", tags=["t"])
+    _append(db, "grant", {"perms": ["read"], "principal": "reader", "scope": f"agent:{OWNER}"})
+    before = snap.read_bytes(), snap.stat().st_ino
+    with MnemoClient(db, OWNER, durability="none") as c:
+        assert c.stats()["snapshot_used"]
+        assert (snap.read_bytes(), snap.stat().st_ino) == before, "the open rewrote the snapshot"
+    with MnemoClient(db, "reader", readonly=True) as r:
+        assert r.get(rec.id).content == "shared later"  # the grant was replayed
+    assert (snap.read_bytes(), snap.stat().st_ino) == before
+
+
+def _slot_of_first_put(db: Path) -> tuple[int, int]:
+    for frame in read_frames(db):
+        for entry, slot in zip(frame.entries, frame.slots, strict=True):
+            if entry.op == "put":
+                return slot.offset, slot.length
+    raise AssertionError("no put in the log")
+
+
+@pytest.mark.parametrize("readonly", [True, False], ids=["reader", "writer"])
+def test_a_damaged_payload_is_refused_by_a_reader_as_by_a_writer(tmp_path: Path, readonly: bool) -> None:
+    """A payload slot that fails its checksum is damage; a reader, which may race an erasure, takes it
+    for one only when the slot now reads as all zeros."""
+    db = tmp_path / "slot.db"
+    with MnemoClient(db, OWNER, durability="none") as c:
+        c.remember("first payload " * 4, tags=["a"])
+        c.remember("second")
+    Path(str(db) + ".snap").unlink()
+    offset, length = _slot_of_first_put(db)
+    data = bytearray(db.read_bytes())
+    data[offset + length // 2] ^= 0x20
+    db.write_bytes(bytes(data))
+    with pytest.raises(IntegrityError) as info:
+        MnemoClient(db, OWNER, readonly=readonly, durability="none")
+    assert str(info.value) == f"{db}: payload slot damaged at offset {offset}"
+    assert info.value.offset == offset
+    assert db.read_bytes() == bytes(data)
+
+
+def test_a_store_following_a_compaction_leaves_a_write_in_progress_alone(tmp_path: Path) -> None:
+    """A store that finds the log replaced by a compaction reads the new file as a reader: a frame
+    still being appended to it (by the process that compacted) is not its to cut."""
+    db = tmp_path / "moved.db"
+    with MnemoClient(db, OWNER, durability="none") as writer, MnemoClient(db, OWNER, durability="none") as idle:
+        kept = writer.remember("kept", tags=["k"])
+        writer.forget(writer.remember("gone").id)
+        assert [r.id for r in idle.query()] == [kept.id]
+        writer.compact()
+        last = read_entries(db)[-1]
+        entry = make_entry(last.seq + 1, last.ts_ns + 1, last.hash, "grant", OWNER,
+                           {"perms": ["read"], "principal": "p", "scope": "s"})
+        with open(db, "ab") as f:
+            f.write(encode_frame([(entry.raw, None)])[:20])  # the first bytes of a frame being written
+        compacted = db.read_bytes()
+        assert [r.id for r in idle.query()] == [kept.id]
+        assert idle.head == writer.head
+        assert db.read_bytes() == compacted, "a store that was not writing cut the frame in progress"
