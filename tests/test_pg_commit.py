@@ -79,3 +79,37 @@ def test_a_commit_the_server_refuses_writes_nothing_and_the_writer_goes_on(pg: S
         pg.sql("DROP TRIGGER refuse ON mnemo_versions")
         assert c.update(rec.id, content="v2").seq == head[0] + 1
         assert c.get(rec.id).content == "v2" and c.verify().ok
+
+
+
+def test_a_commit_of_more_than_a_mebibyte_is_sent_outside_a_pipeline(
+    pg: Schema, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg's pipeline mode can stop sending a query of several MB part way and wait for its answer
+    for ever (store.PIPELINE_MAX_BYTES; whether it does depends on timing, so a test that only commits a
+    large transaction may pass either way). A commit whose entries, payloads and tags come to more than
+    1 MiB is therefore sent without a pipeline; smaller ones keep the one round trip."""
+    from psycopg import pq
+
+    from mnemo.storage.postgres.store import PIPELINE_MAX_BYTES
+
+    assert PIPELINE_MAX_BYTES == 1 << 20
+    with MnemoClient(pg.url, OWNER) as c:
+        rec = c.remember("small")
+        conn = c._store._writer()  # type: ignore[attr-defined]
+        commits: list[bool] = []  # for each mnemo_commit sent: was it inside a pipeline
+        real = conn.execute
+
+        def execute(query: object, *args: object, **kw: object) -> object:
+            if "mnemo_commit(" in str(query):
+                commits.append(conn.pgconn.pipeline_status != pq.PipelineStatus.OFF)
+            return real(query, *args, **kw)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(conn, "execute", execute)
+        c.update(rec.id, content="still small")
+        with c.transaction():
+            big = [c.remember(bytes([i]) * 600_000).id for i in range(2)]  # 1.2 MB of payloads
+        c.update(rec.id, content="small again")
+        assert commits == [True, False, True]
+        assert [len(c.get(i).content) for i in big] == [600_000, 600_000]
+        assert c.verify().ok
