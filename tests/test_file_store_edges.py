@@ -140,3 +140,20 @@ def test_a_store_following_a_compaction_leaves_a_write_in_progress_alone(tmp_pat
         assert [r.id for r in idle.query()] == [kept.id]
         assert idle.head == writer.head
         assert db.read_bytes() == compacted, "a store that was not writing cut the frame in progress"
+
+
+@pytest.mark.parametrize("frames", [1, 2, 5])
+def test_the_snapshot_written_after_a_replay_is_used_by_the_next_open(tmp_path: Path, frames: int) -> None:
+    """An open that replays the log (no snapshot) writes a snapshot ending at the last frame it read;
+    the next open loads it instead of replaying again."""
+    db = tmp_path / "replayed.db"
+    with MnemoClient(db, OWNER, durability="none") as c:
+        ids = [c.remember(f"record {i}", tags=[f"t{i % 2}"]).id for i in range(frames)]
+    Path(str(db) + ".snap").unlink()
+    with MnemoClient(db, OWNER, durability="none") as c:
+        assert not c.stats()["snapshot_used"]
+        head = c.head
+    for readonly in (True, False):
+        with MnemoClient(db, OWNER, readonly=readonly, durability="none") as c:
+            assert c.stats()["snapshot_used"], "the snapshot written after the replay was not used"
+            assert c.head == head and [r.id for r in c.query()] == ids
