@@ -145,18 +145,29 @@ def test_no_update_is_lost_between_processes(pg: Schema) -> None:
         assert [r.version for r in c.history(rec.id)] == list(range(1, 2 * per + 2))
 
 
-def test_a_writer_holding_the_head_row_makes_others_time_out(pg: Schema) -> None:
+@pytest.mark.parametrize("write", ["remember", "update", "transaction"])
+def test_a_writer_holding_the_head_row_makes_others_time_out(pg: Schema, write: str) -> None:
+    """A remember waits for the head row inside its one call; an update or a transaction takes it first:
+    each gives up after lock_timeout with LockTimeout, and writes again once the row is free."""
     with MnemoClient(pg.url, OWNER) as c:
         rec = c.remember("before")
     with pg.connect(autocommit=False) as holder, MnemoClient(pg.url, OWNER, lock_timeout=0.3) as c:
         holder.execute("SELECT 1 FROM mnemo_head FOR UPDATE")
         started = time.monotonic()
-        with pytest.raises(LockTimeout):
-            c.remember("blocked")
+        with pytest.raises(LockTimeout) as info:
+            if write == "remember":
+                c.remember("blocked")
+            elif write == "update":
+                c.update(rec.id, content="blocked")
+            else:
+                with c.transaction():
+                    c.remember("blocked")
+        assert str(info.value) == f"could not take the writer lock on {c._store.path} in time: another writer holds it"
         assert 0.25 <= time.monotonic() - started < 5
         assert c.get(rec.id).content == "before"  # readers never wait for the writer lock
         holder.rollback()
         assert c.remember("after").seq == rec.seq + 1
+        assert c.update(rec.id, content="and after").version == 2
 
 
 def test_readers_never_block_writers(pg: Schema) -> None:
@@ -630,3 +641,55 @@ def test_open_postgres_opens_a_writer_unless_told_otherwise(pg: Schema) -> None:
             assert store.readonly is readonly
         finally:
             store.close()
+
+
+# -- psycopg's errors, as the MnemoError a caller can act on --------------------------------------------------
+
+
+def test_storage_error_maps_each_kind_of_psycopg_error() -> None:
+    from psycopg import errors as pg_errors
+
+    where = "postgresql://db.example/mnemo"
+    lock = pg_store.storage_error(pg_errors.LockNotAvailable("canceling statement due to lock timeout"), where)
+    assert type(lock) is LockTimeout
+    assert str(lock) == f"could not take the writer lock on {where} in time: another writer holds it"
+    denied = pg_store.storage_error(pg_errors.InsufficientPrivilege("permission denied for table x\nDETAIL"), where)
+    assert type(denied) is StorageError
+    assert str(denied) == (f"PostgreSQL at {where} refused: permission denied for table x (a role with more "
+                           "privileges is needed for this, see docs/POSTGRES.md)")
+    lost = pg_store.storage_error(psycopg.OperationalError("server closed the connection\nunexpectedly"), where)
+    assert type(lost) is StorageError
+    assert str(lost) == f"PostgreSQL at {where} is unreachable or the connection was lost: server closed the connection"
+    other = pg_store.storage_error(pg_errors.UndefinedTable(""), where)
+    assert type(other) is StorageError and str(other) == f"PostgreSQL at {where} failed: UndefinedTable"
+    ours = IntegrityError("already ours")
+    assert pg_store.storage_error(ours, where) is ours  # a MnemoError passes through as it is
+
+
+def test_a_read_whose_fresh_connection_is_lost_too_is_a_clear_error(
+    pg: Schema, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read retries once on a fresh connection when the server dropped the old one; if the server drops
+    that one as well, the read raises StorageError (and the next read, the server answering again, works)."""
+    with MnemoClient(pg.url, OWNER) as c:
+        rec = c.remember("kept")
+        store: Any = c._store
+        real_connect = store._connect
+
+        def kill(pid: int) -> None:
+            with psycopg.connect(store._dsn, autocommit=True) as killer:
+                killer.execute("SELECT pg_terminate_backend(%s)", [pid])
+            time.sleep(0.05)
+
+        def connect_then_lose(*args: Any, **kw: Any) -> Any:
+            conn = real_connect(*args, **kw)
+            kill(conn.info.backend_pid)
+            return conn
+
+        kill(store._read.info.backend_pid)
+        monkeypatch.setattr(store, "_connect", connect_then_lose)
+        with pytest.raises(StorageError) as info:
+            c.get(rec.id)
+        assert str(info.value).startswith(f"PostgreSQL at {store.path} is unreachable or the connection was lost: ")
+        monkeypatch.undo()
+        assert c.get(rec.id).content == "kept"

@@ -82,6 +82,24 @@ def test_a_commit_the_server_refuses_writes_nothing_and_the_writer_goes_on(pg: S
 
 
 
+
+def _pipelined(monkeypatch: pytest.MonkeyPatch, c: MnemoClient) -> list[bool]:
+    """For each mnemo_commit the client's writer connection sends from now on: was it in a pipeline."""
+    from psycopg import pq
+
+    conn = c._store._writer()  # type: ignore[attr-defined]
+    commits: list[bool] = []
+    real = conn.execute
+
+    def execute(query: object, *args: object, **kw: object) -> object:
+        if "mnemo_commit(" in str(query):
+            commits.append(conn.pgconn.pipeline_status != pq.PipelineStatus.OFF)
+        return real(query, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(conn, "execute", execute)
+    return commits
+
+
 def test_a_commit_of_more_than_a_mebibyte_is_sent_outside_a_pipeline(
     pg: Schema, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -89,23 +107,9 @@ def test_a_commit_of_more_than_a_mebibyte_is_sent_outside_a_pipeline(
     for ever (store.PIPELINE_MAX_BYTES; whether it does depends on timing, so a test that only commits a
     large transaction may pass either way). A commit whose entries, payloads and tags come to more than
     1 MiB is therefore sent without a pipeline; smaller ones keep the one round trip."""
-    from psycopg import pq
-
-    from mnemo.storage.postgres.store import PIPELINE_MAX_BYTES
-
-    assert PIPELINE_MAX_BYTES == 1 << 20
     with MnemoClient(pg.url, OWNER) as c:
         rec = c.remember("small")
-        conn = c._store._writer()  # type: ignore[attr-defined]
-        commits: list[bool] = []  # for each mnemo_commit sent: was it inside a pipeline
-        real = conn.execute
-
-        def execute(query: object, *args: object, **kw: object) -> object:
-            if "mnemo_commit(" in str(query):
-                commits.append(conn.pgconn.pipeline_status != pq.PipelineStatus.OFF)
-            return real(query, *args, **kw)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(conn, "execute", execute)
+        commits = _pipelined(monkeypatch, c)
         c.update(rec.id, content="still small")
         with c.transaction():
             big = [c.remember(bytes([i]) * 600_000).id for i in range(2)]  # 1.2 MB of payloads
@@ -113,3 +117,51 @@ def test_a_commit_of_more_than_a_mebibyte_is_sent_outside_a_pipeline(
         assert commits == [True, False, True]
         assert [len(c.get(i).content) for i in big] == [600_000, 600_000]
         assert c.verify().ok
+
+
+def test_the_pipeline_limit_counts_the_entry_the_payload_and_the_tags(
+    pg: Schema, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both sides of the limit: a commit of exactly PIPELINE_MAX_BYTES (its entries' bytes, their
+    payloads' and their tag rows') is pipelined, one byte more is not."""
+    from mnemo.storage.postgres.store import PIPELINE_MAX_BYTES
+
+    tags = [f"tag-{i:03d}-" + "x" * 40 for i in range(100)]  # 4,800 characters of tag rows
+
+    def put(c: MnemoClient, n: int) -> int:  # one put in a transaction, which commits by mnemo_commit
+        with c.transaction():
+            return c.remember(b"\x00" * n, tags=tags).seq
+
+    with MnemoClient(pg.url, OWNER) as c:
+        commits = _pipelined(monkeypatch, c)
+        seq = put(c, 70_000)  # content sizes from 65,536 on pack alike: the same overhead as below
+        item = next(i for i in read_chain(pg.url, payloads=True) if i.entry.seq == seq)
+        assert item.payload is not None
+        overhead = len(item.entry.raw) + len(item.payload) + sum(map(len, tags)) - 70_000
+        put(c, PIPELINE_MAX_BYTES - overhead)
+        put(c, PIPELINE_MAX_BYTES - overhead + 1)
+        assert commits == [True, True, False]
+        assert c.verify().ok
+
+
+def test_a_lone_writers_remember_is_made_durable_by_its_own_call(pg: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under durability "fsync", a remember while no other write of this process is in progress commits
+    with synchronous_commit on, in its one call: no separate flush follows it. A write on the head row
+    (an update) commits without waiting and is flushed after."""
+    from mnemo.storage.postgres.store import PostgresStore
+
+    flushes: list[int] = []
+    real = PostgresStore._flush
+
+    def spy(self: PostgresStore, ticket: int) -> None:
+        before = self._flushed
+        real(self, ticket)
+        if self._flushed > before:  # a flush was made here
+            flushes.append(ticket)
+
+    monkeypatch.setattr(PostgresStore, "_flush", spy)
+    with MnemoClient(pg.url, OWNER, durability="fsync") as c:
+        recs = [c.remember(f"r{i}") for i in range(5)]
+        assert flushes == []
+        c.update(recs[0].id, content="changed")
+        assert len(flushes) == 1

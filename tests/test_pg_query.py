@@ -174,3 +174,16 @@ def test_a_version_2_database_migrates(pg: Schema) -> None:
     assert pg.sql("SELECT collation_name FROM information_schema.columns WHERE table_schema = current_schema() "
                   "AND table_name = 'mnemo_records' AND column_name = 'scope'") == [("C",)]
     assert pg.routines() == ROUTINES  # version 2's mnemo_append went with the migration
+
+
+@pytest.mark.parametrize(("prefix", "successor"), [
+    ("ab", "ac"),
+    ("a\ud7ff", "a\ue000"),  # the surrogates are skipped: no stored text holds one
+    ("a\ud7fe", "a\ud7ff"),
+    ("a\U0010ffff", "b"),  # the last code point carries over to the one before it
+    ("a\U0010ffff\U0010ffff", "b"),
+    ("\U0010ffff", None),
+    ("", None),
+])
+def test_a_prefix_range_ends_at_the_least_string_above_it(prefix: str, successor: str | None) -> None:
+    assert pg_store._successor(prefix) == successor

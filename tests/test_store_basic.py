@@ -805,6 +805,25 @@ def test_fsync_mode_syncs_before_returning(db: str, fsync_calls: list[float]) ->
             assert len(fsync_calls) > before, "remember returned before an fsync"
 
 
+def test_fsync_mode_makes_every_kind_of_write_durable_before_returning(db: str, fsync_calls: list[float]) -> None:
+    """Not only a remember: an update, a transaction and a forget each return after a sync, the first
+    write of a client that opened an existing database included."""
+    with MnemoClient(db, AGENT, durability="fsync") as c:
+        rec = c.remember("made by an earlier client")
+    with MnemoClient(db, AGENT, durability="fsync") as c:
+        def in_a_transaction() -> None:
+            with c.transaction():
+                c.update(rec.id, content="in a transaction")
+                c.remember("beside it")
+
+        writes = [lambda: c.update(rec.id, content="the first write of this client"), in_a_transaction,
+                  lambda: c.remember("a remember"), lambda: c.forget(c.remember("to forget").id)]
+        for write in writes:
+            before = len(fsync_calls)
+            write()
+            assert len(fsync_calls) > before, "a write returned before a sync"
+
+
 def test_none_mode_leaves_syncing_to_the_os(db: str, fsync_calls: list[float]) -> None:
     with MnemoClient(db, AGENT, durability="none") as c:
         before = len(fsync_calls)
