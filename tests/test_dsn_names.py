@@ -29,3 +29,20 @@ def test_a_uri_is_shown_without_its_password(db: str, shown: str) -> None:
 def test_anything_else_is_a_path_shown_as_given(db: str) -> None:
     assert not is_dsn(db)
     assert shown_name(db) == db
+
+
+@pytest.mark.parametrize(("dsn", "shown"), [
+    ("postgresql://alice:secret@db.example:5433/mnemo", "postgresql://alice@db.example:5433/mnemo"),
+    ("postgresql://db.example/mnemo", "postgresql://db.example/mnemo"),
+    ("postgresql://u@h/d?password=x", "postgresql://u@h/d"),
+    ("host=h port=5 user=u password=p dbname=d", "postgresql://u@h:5/d"),
+    ("host=h user=u dbname=d", "postgresql://u@h/d"),
+    ("host=/var/run/postgresql dbname=d", "postgresql:///var/run/postgresql/d"),
+    ("not a dsn = =", "postgresql://(an unreadable DSN)"),
+], ids=["user-password-port", "no-user-no-port", "password-parameter", "key-values", "key-values-no-port",
+        "socket-directory", "unreadable"])
+def test_the_postgres_backend_names_a_dsn_without_its_password(dsn: str, shown: str) -> None:
+    pytest.importorskip("psycopg")
+    from mnemo.storage.postgres.store import display_name
+
+    assert display_name(dsn) == shown

@@ -693,3 +693,72 @@ def test_a_read_whose_fresh_connection_is_lost_too_is_a_clear_error(
         assert str(info.value).startswith(f"PostgreSQL at {store.path} is unreachable or the connection was lost: ")
         monkeypatch.undo()
         assert c.get(rec.id).content == "kept"
+
+
+def _delete_rows(pg: Schema, table: str) -> None:
+    with pg.connect() as conn:
+        conn.execute("SET session_replication_role = replica")  # no trigger stops this session
+        conn.execute(f"DELETE FROM {table}")
+
+
+@pytest.mark.parametrize(("table", "why"), [
+    ("mnemo_head", "mnemo_head holds no row"),
+    ("mnemo_meta", "mnemo_meta holds no row"),
+])
+def test_a_schema_missing_its_one_row_does_not_open(pg: Schema, table: str, why: str) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        c.remember("before")
+        path = c._store.path
+    _delete_rows(pg, table)
+    for readonly in (False, True):
+        with pytest.raises(IntegrityError) as info:
+            MnemoClient(pg.url, OWNER, readonly=readonly)
+        assert str(info.value) == f"{path}: {why}"
+
+
+def test_an_open_client_whose_head_row_is_deleted_refuses_to_read_or_write(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        rec = c.remember("before")
+        _delete_rows(pg, "mnemo_head")
+        expected = f"{c._store.path}: mnemo_head holds no row"
+
+        def in_a_transaction() -> None:
+            with c.transaction():  # takes the head row first
+                c.remember("inside")
+
+        for call in (in_a_transaction, lambda: c.get(rec.id), lambda: c.update(rec.id, content="after")):
+            with pytest.raises(IntegrityError) as info:
+                call()
+            assert str(info.value) == expected
+
+
+def test_a_read_inside_a_transaction_whose_connection_died_is_a_clear_error(pg: Schema) -> None:
+    """Reads inside a transaction go through its connection (its view of the head row it holds): if the
+    server drops that connection, the read raises StorageError rather than answer from elsewhere, the
+    transaction commits nothing, and the client writes again afterwards."""
+    with MnemoClient(pg.url, OWNER) as c:
+        rec = c.remember("before")
+        head = c.head
+        with pytest.raises(StorageError) as info, c.transaction():
+            c.update(rec.id, content="in the transaction")
+            pg.sql("SELECT pg_terminate_backend(%s)", [c._store._write.info.backend_pid])  # type: ignore[attr-defined]
+            time.sleep(0.05)
+            c.get(rec.id)
+        assert str(info.value).startswith(f"PostgreSQL at {c._store.path} is unreachable or the connection was lost: ")
+        assert c.head == head and c.get(rec.id).content == "before"
+        assert c.update(rec.id, content="after").version == 2
+
+
+@pytest.mark.parametrize("ahead", [-1, 0])
+def test_the_tree_state_is_saved_once_it_is_a_full_interval_ahead(pg: Schema, ahead: int) -> None:
+    """A store saves the compact range of the tree it computed (on close) once it is TREE_SAVE_EVERY
+    entries or more ahead of the last one saved, not before."""
+    from mnemo.storage.postgres.store import TREE_SAVE_EVERY
+
+    entries = TREE_SAVE_EVERY + ahead
+    with MnemoClient(pg.url, OWNER, durability="none") as c:
+        with c.transaction():
+            for i in range(entries - 1):  # and the genesis
+                c.remember(f"r{i}")
+        assert c.tree_head()[0] == entries
+    assert pg.sql("SELECT size FROM mnemo_tree") == ([(entries,)] if ahead >= 0 else [])

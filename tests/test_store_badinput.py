@@ -291,3 +291,18 @@ def test_a_transaction_on_a_readonly_client_is_refused_at_the_start(db: str) -> 
     with MnemoClient(db, AGENT, readonly=True) as r, pytest.raises(ReadOnly), r.transaction():
         entered = True
     assert not entered
+
+
+def test_compact_inside_a_transaction_is_refused_and_the_transaction_goes_on(db: str) -> None:
+    with MnemoClient(db, AGENT, durability="none") as c:
+        kept = c.remember("kept")
+        c.forget(c.remember("gone").id)
+        with c.transaction():
+            staged = c.remember("in the transaction")
+            with pytest.raises(MnemoError) as info:
+                c.compact()
+            assert type(info.value) is MnemoError and str(info.value) == "compact() cannot run inside a transaction"
+        assert [r.content for r in c.query()] == ["kept", "in the transaction"]
+        assert c.compact()["bytes_after"] >= 0
+        assert c.get(kept.id).content == "kept" and c.get(staged.id).content == "in the transaction"
+        assert c.verify().ok
