@@ -762,3 +762,15 @@ def test_the_tree_state_is_saved_once_it_is_a_full_interval_ahead(pg: Schema, ah
                 c.remember(f"r{i}")
         assert c.tree_head()[0] == entries
     assert pg.sql("SELECT size FROM mnemo_tree") == ([(entries,)] if ahead >= 0 else [])
+
+
+def test_granting_an_application_role_on_a_missing_schema_is_a_clear_error(pg: Schema) -> None:
+    role = f"mnemo_app_{secrets.token_hex(4)}"
+    pg.sql(f'CREATE ROLE "{role}" LOGIN')
+    try:
+        dsn = uri(pg.database.dsn, f"{pg.name}_missing")
+        with pytest.raises(StorageError) as info:
+            grant_application_role(dsn, role)
+        assert str(info.value) == f"{pg_store.display_name(dsn)}: the first schema of the search_path does not exist"
+    finally:
+        pg.sql(f'DROP ROLE "{role}"')
