@@ -69,12 +69,13 @@ def test_a_file_that_is_not_empty_is_never_made_a_database(tmp_path: Path) -> No
     assert db.read_bytes() == b"x"
 
 
-def _append(db: Path, op: str, body: dict[str, object], payload: bytes | None = None) -> None:
-    """Append one entry in a frame of its own, as another writer would have."""
+def _append(db: Path, op: str, body: dict[str, object], upto: int | None = None) -> None:
+    """Append one entry in a frame of its own, as another writer would have; `upto`: only the frame's
+    first bytes, as a write still in progress leaves it."""
     last = read_entries(db)[-1]
     entry = make_entry(last.seq + 1, last.ts_ns + 1, last.hash, op, OWNER, body)
     with open(db, "ab") as f:
-        f.write(encode_frame([(entry.raw, payload)]))
+        f.write(encode_frame([(entry.raw, None)])[:upto])
 
 
 def test_a_tail_that_forgets_nothing_leaves_the_snapshot_as_it_is(tmp_path: Path) -> None:
@@ -131,11 +132,7 @@ def test_a_store_following_a_compaction_leaves_a_write_in_progress_alone(tmp_pat
         writer.forget(writer.remember("gone").id)
         assert [r.id for r in idle.query()] == [kept.id]
         writer.compact()
-        last = read_entries(db)[-1]
-        entry = make_entry(last.seq + 1, last.ts_ns + 1, last.hash, "grant", OWNER,
-                           {"perms": ["read"], "principal": "p", "scope": "s"})
-        with open(db, "ab") as f:
-            f.write(encode_frame([(entry.raw, None)])[:20])  # the first bytes of a frame being written
+        _append(db, "grant", {"perms": ["read"], "principal": "p", "scope": "s"}, upto=20)
         compacted = db.read_bytes()
         assert [r.id for r in idle.query()] == [kept.id]
         assert idle.head == writer.head

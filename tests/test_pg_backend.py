@@ -306,6 +306,13 @@ def test_forget_then_compact_leaves_nothing_under_base(pg: Schema) -> None:
 # -- faults ---------------------------------------------------------------------------------------------------
 
 
+def _terminate(store: Any, pid: int) -> None:
+    """What a server restart does to one connection: its backend is ended from another connection."""
+    with psycopg.connect(store._dsn, autocommit=True) as killer:
+        killer.execute("SELECT pg_terminate_backend(%s)", [pid])
+    time.sleep(0.05)
+
+
 def _kill_at_commit(monkeypatch: pytest.MonkeyPatch, store: Any, land: bool) -> None:
     """The next commit's connection is killed by the server: before the commit is sent (land=False) or
     after it landed, before the answer came back (land=True). Writes go through update(), which holds
@@ -317,9 +324,7 @@ def _kill_at_commit(monkeypatch: pytest.MonkeyPatch, store: Any, land: bool) -> 
         pid = conn.info.backend_pid
         if land:
             real()
-        with psycopg.connect(store._dsn, autocommit=True) as killer:
-            killer.execute("SELECT pg_terminate_backend(%s)", [pid])
-        time.sleep(0.05)
+        _terminate(store, pid)
         conn.execute("SELECT 1")  # raises: the server closed the connection
         raise AssertionError("the connection survived")
 
@@ -340,9 +345,7 @@ def _kill_at_append(monkeypatch: pytest.MonkeyPatch, store: Any, land: bool) -> 
         pid = conn.info.backend_pid
         if land:
             real(query, params, **kw)
-        with psycopg.connect(store._dsn, autocommit=True) as killer:
-            killer.execute("SELECT pg_terminate_backend(%s)", [pid])
-        time.sleep(0.05)
+        _terminate(store, pid)
         return real("SELECT 1")  # raises: the server closed the connection
 
     monkeypatch.setattr(conn, "execute", execute)
@@ -676,17 +679,12 @@ def test_a_read_whose_fresh_connection_is_lost_too_is_a_clear_error(
         store: Any = c._store
         real_connect = store._connect
 
-        def kill(pid: int) -> None:
-            with psycopg.connect(store._dsn, autocommit=True) as killer:
-                killer.execute("SELECT pg_terminate_backend(%s)", [pid])
-            time.sleep(0.05)
-
         def connect_then_lose(*args: Any, **kw: Any) -> Any:
             conn = real_connect(*args, **kw)
-            kill(conn.info.backend_pid)
+            _terminate(store, conn.info.backend_pid)
             return conn
 
-        kill(store._read.info.backend_pid)
+        _terminate(store, store._read.info.backend_pid)
         monkeypatch.setattr(store, "_connect", connect_then_lose)
         with pytest.raises(StorageError) as info:
             c.get(rec.id)
@@ -741,8 +739,7 @@ def test_a_read_inside_a_transaction_whose_connection_died_is_a_clear_error(pg: 
         head = c.head
         with pytest.raises(StorageError) as info, c.transaction():
             c.update(rec.id, content="in the transaction")
-            pg.sql("SELECT pg_terminate_backend(%s)", [c._store._write.info.backend_pid])  # type: ignore[attr-defined]
-            time.sleep(0.05)
+            _terminate(c._store, c._store._write.info.backend_pid)  # type: ignore[attr-defined]
             c.get(rec.id)
         assert str(info.value).startswith(f"PostgreSQL at {c._store.path} is unreachable or the connection was lost: ")
         assert c.head == head and c.get(rec.id).content == "before"

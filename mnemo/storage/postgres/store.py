@@ -20,7 +20,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -364,7 +364,9 @@ class PostgresStore(StoreGuards):
 
     def _check_schema(self, conn: psycopg.Connection[Any]) -> None:
         row = conn.execute("SELECT schema_version FROM mnemo_meta").fetchone()
-        version = int(row[0]) if row else _no_row(self.path, "mnemo_meta")  # its creator writes it, always
+        if row is None:  # its creator writes it in the transaction that makes the tables: this is damage
+            raise IntegrityError(f"{self.path}: mnemo_meta holds no row")
+        version = int(row[0])
         if version > schema.SCHEMA_VERSION:
             raise StorageError(
                 f"{self.path} holds a Mnemo schema of version {version}, newer than this version of Mnemo "
@@ -1211,10 +1213,6 @@ def application_dsn(dsn: str, user: str, password: str | None = None) -> str:
     else:
         params["password"] = password
     return make_conninfo("", **params)
-
-
-def _no_row(path: str, table: str) -> NoReturn:
-    raise IntegrityError(f"{path}: {table} holds no row")
 
 
 __all__ = [
