@@ -521,6 +521,24 @@ def test_checkpoint_findings_carry_its_seq_and_offset(db: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize("wrong", ["seq", "head"])
+def test_a_checkpoint_must_sign_both_the_seq_and_the_head_before_it(db: Path, wrong: str) -> None:
+    """A signature over the right seq with another head (a fork's), or over the head with another seq, is
+    as wrong as one over neither: each is a finding, and the checkpoint signs nothing."""
+    b, _ = sample_log()
+    before = b.head
+    seq, head = (before.seq + 1, before.hash) if wrong == "seq" else (before.seq, b"\x5a" * 32)
+    e = b.add("checkpoint", "owner", sign_checkpoint(SEED, b.db_id, seq, head))
+    built = b.build()
+    found, _notes = findings(db, built.data, pubkey=PUB)
+    assert found == [
+        ("checkpoint", f"checkpoint signs seq {seq} head {_short(head)}, not the entry before it "
+         f"(seq {before.seq}, {_short(before.hash)})", e.seq, entry_offset(built, e.seq)),
+        ("unsigned", "no checkpoint in the log is signed by the given key", None, None),
+    ]
+    assert not verify_db(db, pubkey=PUB).ok
+
+
 def test_findings_are_ordered_by_offset_with_the_unplaced_last(db: Path) -> None:
     _b, built = sample_log(checkpoint=True)
     head = built.entries[-1]

@@ -166,6 +166,19 @@ def test_the_next_good_frame_is_found_from_exactly_its_start(log: Path, fd: int,
         assert filelog._resync(win, len(data)) is None
 
 
+def test_a_frame_whose_magic_a_chunk_cuts_is_found(log: Path, fd: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search reads a chunk at a time: a frame whose magic begins in the last one, two or three bytes
+    of a chunk is found all the same, the next chunk starting early enough to hold all of it."""
+    data = log.read_bytes()
+    spans = frame_spans(data)
+    assert len(spans) >= 3
+    for (prev, _), (start, _) in zip(spans, spans[1:], strict=False):
+        for inside in (1, 2, 3):
+            monkeypatch.setattr(filelog, "CHUNK", start + inside - (prev + 1))
+            win = filelog._Window(fd, len(data), str(log), None)
+            assert filelog._resync(win, prev + 1) == start
+
+
 def test_read_log_gives_every_entry_in_order_with_its_offset_and_payload(log: Path) -> None:
     data = log.read_bytes()
     frames = read_frames(log)

@@ -46,3 +46,30 @@ def test_the_postgres_backend_names_a_dsn_without_its_password(dsn: str, shown: 
     from mnemo.storage.postgres.store import display_name
 
     assert display_name(dsn) == shown
+
+
+
+@pytest.mark.parametrize(("dsn", "why"), [
+    ("postgresql://u:secret@127.0.0.1:1/d?foo=bar", 'invalid URI query parameter: "…"'),
+    ("postgresql://u:secret@[127.0.0.1/d",
+     'end of string reached when looking for matching "]" in IPv6 host address in URI: "…"'),
+    ("postgresql://u:se%zzcret@h/d", 'invalid percent-encoded token: "…"'),
+    ("postgresql://u@h/d?password=secret=x", 'extra key/value separator "=" in URI query parameter: "password"'),
+    ("host=h password=x secret", 'missing "=" after "…" in connection info string'),
+    ("host=h port=5 prt=6", 'invalid connection option "…"'),
+    ("host=h password=x pw", 'missing "=" after "…" in connection info string'),
+    ('host=h password=a"secret"b x', "missing … (left out: it quotes the DSN, which holds a quote)"),
+    ("host=h password='a\"secret", "unterminated quoted string in connection info string"),
+], ids=["unknown-parameter", "unclosed-bracket", "bad-percent-escape", "extra-separator", "word-alone",
+        "unknown-option", "two-letters", "quote-in-dsn", "quote-in-dsn-reason-without"])
+def test_an_unreadable_dsn_is_refused_by_the_postgres_backend_without_its_password(dsn: str, why: str) -> None:
+    """A DSN libpq cannot read is refused with libpq's reason, but not the pieces of the DSN the reason
+    quotes, which can be the password; and never taken for no DSN (which connects to the defaults)."""
+    pytest.importorskip("psycopg")
+    from mnemo.errors import StorageError
+    from mnemo.storage.postgres.store import PostgresStore
+
+    with pytest.raises(StorageError) as info:
+        PostgresStore(dsn, "owner")
+    assert str(info.value) == f"PostgreSQL at postgresql://(an unreadable DSN) failed: {why}"
+    assert "secret" not in str(info.value)

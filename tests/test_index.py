@@ -189,6 +189,31 @@ def test_a_forged_snapshot_with_impossible_codes_fails_cleanly(tmp_path: Path, c
         assert c.get(rec_id).content == "hello"
 
 
+def test_a_forged_posting_past_the_last_row_fails_cleanly(tmp_path: Path) -> None:
+    """A re-sealed snapshot whose posting lists a row the columns do not have: a query through it is an
+    IntegrityError naming the row where it is known (row -1 where it is not), never an IndexError, and
+    verify names the posting."""
+    db = tmp_path / "f.db"
+    with MnemoClient(db, "x", durability="none") as c:
+        for i in range(4):
+            c.remember(f"r{i}", tags=["t"], scope="s:a" if i % 2 else "s:b")
+
+    def edit(state: dict[str, Any]) -> None:
+        state["posting_rows"] = state["posting_rows"][:-4] + struct.pack("=I", 99)
+
+    _forge(db, edit)
+    advice = "delete it and reopen, or run verify"
+    with MnemoClient(db, "x", durability="none", readonly=True) as c:
+        with pytest.raises(IntegrityError) as info:
+            c.query(tags=["t"])
+        assert str(info.value) == f"the index snapshot is inconsistent (row 99); {advice}"
+        with pytest.raises(IntegrityError) as info:
+            c.query(tags=["t"], scope="s:a")
+        assert str(info.value) == f"the index snapshot is inconsistent (row -1); {advice}"
+        assert ("index", "the index of tag 't' lists row 99, which does not hold it: the index snapshot was "
+                "altered") in [(p.kind, p.message) for p in c.verify().problems]
+
+
 def test_a_snapshot_reloads_ids_that_are_not_one_width(tmp_path: Path) -> None:
     index = Index(b"d" * 16)
     v = Version(1, 1, 1, "x", 3, b"h" * 32, 100, 30)
@@ -197,6 +222,47 @@ def test_a_snapshot_reloads_ids_that_are_not_one_width(tmp_path: Path) -> None:
     again = roundtrip(index)
     assert dict(again.records) == dict(index.records)
     assert again.base.n == 0 and len(again.rows) == 3
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    ("a byte more", "sorted ids blob is not a whole number of ids"),
+    ("a byte less", "sorted ids blob is not a whole number of ids"),
+    ("a negative width", "sorted ids need a positive width"),
+])
+def test_a_snapshot_whose_id_blob_is_not_whole_ids_is_refused(edit: str, message: str) -> None:
+    """The ids are one blob of fixed-width ids: a blob with a piece of an id at its end (which would
+    shift every look-up from the last id on) or a width below 1 is refused, whatever the row count says."""
+    state = msgpack.unpackb(msgpack.packb(_three().to_state(), use_bin_type=True), raw=False)
+    width = state["id_width"]
+    assert width == len(IDS[0]) and len(state["id_blob"]) == 3 * width
+    assert Index.from_state(b"d" * 16, state).base.find(IDS[2]) == 2
+    if edit == "a byte more":
+        state["id_blob"] += b"0"
+    elif edit == "a byte less":
+        state["id_blob"] = state["id_blob"][:-1]
+    else:
+        state["id_width"] = -width
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        Index.from_state(b"d" * 16, state)
+
+
+@pytest.mark.parametrize("edit", ["a tag past the lengths", "no tag sets", "a first set that is not empty"])
+def test_a_snapshot_whose_tag_sets_are_malformed_is_refused(edit: str) -> None:
+    """The tag sets are one flat list of tags cut by their lengths, the first set the empty one (code 0,
+    a record without tags): tags the lengths do not cover, no sets at all, or a first set with tags in
+    it are refused before any set is built."""
+    state = msgpack.unpackb(msgpack.packb(_three().to_state(), use_bin_type=True), raw=False)
+    lens = array("I", state["tagset_lens"])
+    assert lens[0] == 0 and sum(lens) == len(state["tagset_tags"])
+    if edit == "a tag past the lengths":
+        state["tagset_tags"] = [*state["tagset_tags"], "zz"]
+    elif edit == "no tag sets":
+        state["tagset_tags"], state["tagset_lens"], state["tagset_refs"] = [], b"", b""
+    else:
+        lens[0] = 1
+        state["tagset_tags"], state["tagset_lens"] = ["zz", *state["tagset_tags"]], lens.tobytes()
+    with pytest.raises(TypeError, match="^snapshot tag sets are malformed$"):
+        Index.from_state(b"d" * 16, state)
 
 
 def test_a_long_posting_sheds_its_stale_rows() -> None:

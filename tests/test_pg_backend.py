@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from helpers.backends import write_once
 from helpers.frames import check_chain
 from helpers.pg import Schema, uri
 from helpers.procs import start_writer
@@ -155,19 +156,65 @@ def test_a_writer_holding_the_head_row_makes_others_time_out(pg: Schema, write: 
         holder.execute("SELECT 1 FROM mnemo_head FOR UPDATE")
         started = time.monotonic()
         with pytest.raises(LockTimeout) as info:
-            if write == "remember":
-                c.remember("blocked")
-            elif write == "update":
-                c.update(rec.id, content="blocked")
-            else:
-                with c.transaction():
-                    c.remember("blocked")
+            write_once(c, write, rec.id)
         assert str(info.value) == f"could not take the writer lock on {c._store.path} in time: another writer holds it"
         assert 0.25 <= time.monotonic() - started < 5
         assert c.get(rec.id).content == "before"  # readers never wait for the writer lock
         holder.rollback()
         assert c.remember("after").seq == rec.seq + 1
         assert c.update(rec.id, content="and after").version == 2
+
+
+def test_a_transaction_after_a_blind_write_still_holds_the_head_row(pg: Schema) -> None:
+    """A new record's remember commits in one call of its own (the writer's connection in autocommit for
+    it); a transaction after it on that connection is one again: it holds the head row until it ends."""
+    with MnemoClient(pg.url, OWNER) as c, MnemoClient(pg.url, OWNER, lock_timeout=0.3) as other:
+        rec = c.remember("blind")
+        with c.transaction():
+            c.update(rec.id, content="inside")
+            with pytest.raises(LockTimeout):
+                other.remember("while the transaction is open")
+        assert other.remember("after").seq == rec.seq + 2
+        assert c.get(rec.id).content == "inside"
+        assert c.verify().ok
+
+
+@pytest.mark.parametrize("change", ["grants", "revoke"])
+def test_a_blind_write_that_keeps_losing_to_acl_changes_commits_under_the_head_row(
+    pg: Schema, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """A new record's remember is built on the head mnemo_put finds if the ACL is still the one its
+    checks used; an ACL change in between has it checked again and tried again. Past eight tries it takes
+    the head row and commits as any other write: checked on the ACL then in force, refused if that ACL
+    took its permission away."""
+    with MnemoClient(pg.url, OWNER) as admin:
+        admin.grant("bob", "team:x", ["write"])
+        start = admin.stats()["head_seq"]
+        real = pg_store._put_columns
+        calls = []
+
+        def acl_changes_first(batch: Any) -> list[Any]:
+            calls.append(batch)
+            if change == "revoke" and len(calls) == 3:
+                admin.revoke("bob", "team:x")
+            elif len(calls) <= 8:
+                admin.grant(f"agent-{len(calls)}", "team:y", ["read"])
+            return real(batch)
+
+        monkeypatch.setattr(pg_store, "_put_columns", acl_changes_first)
+        with MnemoClient(pg.url, "bob") as bob:  # opened after the grant: its first remember is blind
+            if change == "revoke":
+                with pytest.raises(PermissionDenied) as info:
+                    bob.remember("blind", scope="team:x")
+                assert str(info.value) == "bob may not write in scope team:x"
+                assert len(calls) == 3
+                assert admin.stats()["head_seq"] == start + 3  # the grants and the revoke: no put
+            else:
+                rec = bob.remember("blind", scope="team:x")
+                assert len(calls) == 8
+                assert rec.seq == start + 9 == admin.stats()["head_seq"]
+                assert admin.get(rec.id).content == "blind"
+        assert admin.verify().ok
 
 
 def test_readers_never_block_writers(pg: Schema) -> None:
@@ -714,6 +761,22 @@ def test_a_schema_missing_its_one_row_does_not_open(pg: Schema, table: str, why:
         assert str(info.value) == f"{path}: {why}"
 
 
+def test_a_head_row_before_any_entry_does_not_open(pg: Schema) -> None:
+    """A head row that names no entry (seq -1: the chain's state before its genesis) is damage too."""
+    with MnemoClient(pg.url, OWNER) as c:
+        c.remember("before")
+        path = c._store.path
+    with pg.connect() as conn:
+        conn.execute("SET session_replication_role = replica")
+        conn.execute("UPDATE mnemo_head SET seq = -1, acl_seq = -1")
+    for readonly in (False, True):
+        with pytest.raises(IntegrityError) as info:
+            MnemoClient(pg.url, OWNER, readonly=readonly)
+        assert str(info.value) == f"{path}: the chain holds no genesis entry"
+    with pg.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM mnemo_entries").fetchone() == (2,)  # untouched
+
+
 def test_an_open_client_whose_head_row_is_deleted_refuses_to_read_or_write(pg: Schema) -> None:
     with MnemoClient(pg.url, OWNER) as c:
         rec = c.remember("before")
@@ -759,6 +822,18 @@ def test_the_tree_state_is_saved_once_it_is_a_full_interval_ahead(pg: Schema, ah
                 c.remember(f"r{i}")
         assert c.tree_head()[0] == entries
     assert pg.sql("SELECT size FROM mnemo_tree") == ([(entries,)] if ahead >= 0 else [])
+
+
+def test_a_dsn_whose_schema_is_missing_is_a_clear_error_and_creates_nothing(pg: Schema) -> None:
+    """A search_path naming a schema that does not exist would have the tables made nowhere (PostgreSQL
+    creates in the first schema of the path that exists, or refuses with its own words): refused first."""
+    dsn = uri(pg.database.dsn, f"{pg.name}_missing")
+    with pytest.raises(StorageError) as info:
+        MnemoClient(dsn, OWNER)
+    assert str(info.value) == f"{pg_store.display_name(dsn)}: the first schema of the search_path does not exist"
+    assert pg.sql(f"SELECT 1 FROM pg_namespace WHERE nspname = '{pg.name}_missing'") == []
+    with MnemoClient(pg.url, OWNER) as c:  # the schema of its own is untouched: its first open creates it
+        assert c.stats()["head_seq"] == 0
 
 
 def test_granting_an_application_role_on_a_missing_schema_is_a_clear_error(pg: Schema) -> None:

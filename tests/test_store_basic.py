@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.backends import entries, is_pg, payload, snapshot
+from helpers.backends import entries, is_pg, payload, snapshot, write_once
 from helpers.frames import check_chain, frame_spans, read_frames
 
 from mnemo import MemoryRecord, MnemoClient
@@ -965,6 +965,57 @@ def test_lock_timeout_when_another_writer_holds_the_lock(db_path: Path) -> None:
             os.close(fd)
         assert c.remember("after").seq == rec.seq + 1
         assert c.verify().ok
+
+
+@pytest.mark.parametrize("write", ["remember", "update", "transaction"])
+def test_a_thread_waiting_past_lock_timeout_for_another_threads_transaction_times_out(db: str, write: str) -> None:
+    """One client's threads take turns as the writer: a write that waits longer than lock_timeout for
+    another thread's open transaction gives up with LockTimeout, writing nothing, and writes once the
+    transaction is over."""
+    with MnemoClient(db, AGENT, durability="none", lock_timeout=0.3) as c:
+        rec = c.remember("before")
+        opened, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with c.transaction():
+                c.update(rec.id, content="inside")
+                opened.set()
+                release.wait(30)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        try:
+            assert opened.wait(30)
+            before = entries(db)
+            started = time.monotonic()
+            with pytest.raises(LockTimeout) as info:
+                write_once(c, write, rec.id)
+            assert str(info.value) == "another thread held the writer lock for over 0.3 s"
+            assert 0.25 <= time.monotonic() - started < 5
+            assert entries(db) == before
+        finally:
+            release.set()
+            holder.join(30)
+        assert c.get(rec.id).content == "inside"
+        assert c.remember("after").seq == rec.seq + 2
+
+
+@pytest.mark.parametrize("how", ["readonly", "create=False"])
+def test_opening_a_database_that_does_not_exist_without_creating_it_is_not_found(db: str, how: str) -> None:
+    with pytest.raises(NotFound) as info:
+        if how == "readonly":
+            MnemoClient(db, AGENT, readonly=True)
+        elif is_pg(db):
+            from mnemo.storage.postgres.store import PostgresStore
+
+            PostgresStore(db, AGENT, create=False)
+        else:
+            from mnemo.storage.file.store import FileStore
+
+            FileStore(db, AGENT, create=False)
+    assert str(info.value).startswith("no Mnemo database at ")
+    with MnemoClient(db, AGENT, durability="none") as c:  # nothing was made: this open creates it
+        assert c.stats()["head_seq"] == 0
 
 
 def test_sibling_files_are_the_documented_ones(db_path: Path) -> None:

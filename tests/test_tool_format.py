@@ -164,6 +164,36 @@ def test_valid_inputs_and_null_fields() -> None:
     assert validate_input({"command": "delete", "path": "/m", "extra": 1}) == ("delete", {"path": "/m"})
 
 
+# Each command with every field it takes, and the ones it cannot do without (the contract's table).
+COMPLETE: dict[str, dict[str, Any]] = {
+    "view": {"path": "/memories", "view_range": [1, 2]},
+    "create": {"path": "/memories/a", "file_text": "x"},
+    "str_replace": {"path": "/memories/a", "old_str": "a", "new_str": "b"},
+    "insert": {"path": "/memories/a", "insert_line": 0, "insert_text": "x"},
+    "delete": {"path": "/memories/a"},
+    "rename": {"old_path": "/memories/a", "new_path": "/memories/b"},
+}
+REQUIRED = {"view": ["path"], "create": ["path", "file_text"], "str_replace": ["path", "old_str"],
+            "insert": ["path", "insert_line", "insert_text"], "delete": ["path"], "rename": ["old_path", "new_path"]}
+
+
+@pytest.mark.parametrize("command", sorted(COMPLETE))
+def test_every_required_field_is_required_and_every_other_is_not(command: str) -> None:
+    complete = COMPLETE[command]
+    assert validate_input({"command": command, **complete}) == (command, complete)
+    for name in complete:
+        given = {k: v for k, v in complete.items() if k != name}
+        if name in REQUIRED[command]:
+            assert validate_input({"command": command, **given}) == err(
+                f"Error: Missing required parameter `{name}` for command `{command}`")
+        else:
+            assert validate_input({"command": command, **given}) == (command, given)
+    # with all of them missing, the first in the table is named
+    first = REQUIRED[command][0]
+    assert validate_input({"command": command}) == err(
+        f"Error: Missing required parameter `{first}` for command `{command}`")
+
+
 # -- sizes -------------------------------------------------------------------------------------------
 
 

@@ -276,6 +276,23 @@ def test_history_and_scope_of_a_mounted_path(admin: MnemoClient, db: str) -> Non
         assert server.scope_of("/memories/x") == "agent:me"
 
 
+def test_a_version_outside_the_mounts_is_shown_at_its_stored_path(admin: MnemoClient, db: str) -> None:
+    """A version in a scope this server does not mount, or stored at a path outside the root (written by
+    another program), is shown at the path it was stored at, never placed under a mount point; one
+    without a path at "?"."""
+    admin.grant("me", TEAM, ["read", "write"])
+    unmounted = admin.remember("o", tags=("memorytool", "path:/memories/o.md"), scope=ORG)
+    outside = admin.remember("x", tags=("memorytool", "path:/elsewhere/x.md"), scope=TEAM)
+    untagged = admin.remember("u", scope=TEAM)
+    mounted = admin.remember("t", tags=("memorytool", "path:/memories/t.md"), scope=TEAM)
+    with open_client(db, "me") as me:
+        server = MnemoMemoryToolServer(me, mounts={"/memories": "agent:me", "/memories/team": TEAM})
+        assert server.version_path(unmounted) == "/memories/o.md"
+        assert server.version_path(outside) == "/elsewhere/x.md"
+        assert server.version_path(untagged) == "?"
+        assert server.version_path(mounted) == "/memories/team/t.md"
+
+
 def test_clear_all_clears_the_roots_scope_only(admin: MnemoClient, db: str) -> None:
     admin.grant("me", TEAM, ["read", "write", "forget"])
     with open_client(db, "me") as me:
@@ -302,6 +319,21 @@ def test_clear_all_clears_the_roots_scope_only(admin: MnemoClient, db: str) -> N
 def test_bad_mount_tables_are_refused(db: str, mounts: Any, scope: str | None, message: str) -> None:
     with open_client(db, "me") as me, pytest.raises(InvalidInput, match=message):
         MnemoMemoryToolServer(me, scope=scope, mounts=mounts)
+
+
+@pytest.mark.parametrize(("mounts", "scope", "root"), [
+    ({"/memories/team": TEAM}, None, "agent:me"),
+    ({"/memories/team": TEAM}, ORG, ORG),
+    ({"/memories": TEAM}, None, TEAM),
+    ({"/memories": TEAM}, TEAM, TEAM),
+], ids=["home", "scope-given", "table", "table-and-the-same-scope"])
+def test_the_roots_scope_is_the_tables_else_the_one_given_else_home(
+    db: str, mounts: dict[str, str], scope: str | None, root: str
+) -> None:
+    with open_client(db, "me") as me:
+        server = MnemoMemoryToolServer(me, scope=scope, mounts=mounts)
+        assert server.mounts == {**mounts, "/memories": root}
+        assert server.scope_of("/memories/a.md") == root
 
 
 def test_moves_across_mounts_lose_no_edit_of_another_process(admin: MnemoClient, db: str) -> None:

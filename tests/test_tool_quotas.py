@@ -313,6 +313,25 @@ def quota_checks_read_the_index_only(client: MnemoClient, monkeypatch: pytest.Mo
     assert usage.latest_bytes == usage.version_bytes == sum(len(f"file {i}") for i in range(300)) + 1
 
 
+def test_scope_usage_inside_a_transaction_counts_its_own_writes(client: MnemoClient) -> None:
+    """Inside a transaction the usage is what it will be once the writes so far commit: a quota checked
+    part way through a command sees the files the command already made, changed or forgot."""
+    scope = "agent:agent-1"
+    kept = client.remember("aaaa", tags=("memorytool",))
+    client.remember("other tag", tags=("notes",))
+    with client.transaction():
+        made = client.remember("bb", tags=("memorytool",))
+        client.update(kept.id, content="a")
+        assert client.scope_usage(scope, "memorytool") == (2, 1 + 2, 4 + 1 + 2)
+        client.forget([made.id])
+        assert client.scope_usage(scope, "memorytool") == (1, 1, 4 + 1)
+        client.update(kept.id, tags=("notes",))
+        assert client.scope_usage(scope, "memorytool") == (0, 0, 0)
+        assert client.scope_usage(scope, "notes") == (2, 1 + 9, 4 + 1 + 1 + 9)
+    assert client.scope_usage(scope, "notes") == (2, 1 + 9, 4 + 1 + 1 + 9)
+    assert client.scope_usage(scope, "memorytool") == (0, 0, 0)
+
+
 # -- the usage a server remembers between its own writes ---------------------------------------------
 
 

@@ -550,6 +550,24 @@ def test_failed_directory_rename_writes_nothing(
     assert snapshot(db) == size
 
 
+def test_the_stores_not_found_inside_a_command_is_an_error_result(
+    client: MnemoClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command holds the writer lock from its listing to its last read, so a file it found is there
+    when it reads it; should the store still answer NotFound, that is an error result in the store's
+    words, not a crash and not a success."""
+    server = MnemoMemoryToolServer(client)
+    assert not run(server, command="create", path="/memories/a.md", file_text="x").is_error
+
+    def gone(rec_id: str, *args: Any, **kwargs: Any) -> Any:
+        raise NotFound(f"record {rec_id} not found")
+
+    monkeypatch.setattr(client, "get", gone)
+    result = run(server, command="view", path="/memories/a.md")
+    assert result.is_error is True
+    assert result.text.startswith("Error: record ") and result.text.endswith(" not found")
+
+
 def test_lock_timeout_is_an_error_result(client: MnemoClient, monkeypatch: pytest.MonkeyPatch) -> None:
     server = MnemoMemoryToolServer(client)
 

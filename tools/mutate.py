@@ -70,6 +70,7 @@ class Mutant:
     kind: str
     detail: str
     variant: int = 0  # which of the node's mutations (e.g. +1 or -1)
+    span: tuple[int, int] = (0, 0)  # the lines whose execution runs the mutated code (for --covered)
 
     @property
     def key(self) -> str:
@@ -146,10 +147,34 @@ def _sites(node: ast.AST) -> Iterator[tuple[str, str, int]]:
         yield "arith", "+ -> -" if isinstance(node.op, ast.Add) else "- -> +", 0
 
 
+def _statement_lines(tree: ast.Module) -> dict[int, int]:
+    """id(node) -> the first line of the innermost statement holding it: coverage records a statement's
+    execution on its first line, which may not be the line of a node inside it."""
+    first: dict[int, int] = {}
+
+    def visit(node: ast.AST, line: int) -> None:
+        if isinstance(node, ast.stmt):
+            line = node.lineno
+        first[id(node)] = line
+        for child in ast.iter_child_nodes(node):
+            visit(child, line)
+
+    visit(tree, 1)
+    return first
+
+
+def _span(node: ast.AST, statement_line: int) -> tuple[int, int]:
+    """The lines whose execution runs `node`: from its statement's first line to the node's end (for a
+    condition negated on an if or a while, the end of its test, not of its body)."""
+    end = node.test if isinstance(node, (ast.If, ast.While)) else node
+    return min(statement_line, getattr(node, "lineno", statement_line)), getattr(end, "end_lineno", None) or 0
+
+
 def find_mutants(source: str) -> list[Mutant]:
     tree = ast.parse(source)
     lines = source.splitlines()
     skip = _skipped_nodes(tree)
+    statement = _statement_lines(tree)
     docstrings = {id(n.body[0].value) for n in ast.walk(tree)
                   if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
                   and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
@@ -159,8 +184,9 @@ def find_mutants(source: str) -> list[Mutant]:
             continue
         if NO_MUTATE in lines[node.lineno - 1]:
             continue
+        span = _span(node, statement[id(node)])
         for kind, detail, variant in _sites(node):
-            out.append(Mutant(index, node.lineno, node.col_offset, kind, detail, variant))
+            out.append(Mutant(index, node.lineno, node.col_offset, kind, detail, variant, span))
     return sorted(out, key=lambda m: (m.line, m.col, m.kind, m.variant))
 
 
@@ -247,12 +273,18 @@ class Sandbox:
             "from hypothesis import Phase, settings\n"
             "settings.register_profile('mutation', phases=[Phase.explicit, Phase.reuse, Phase.generate])\n"
             "settings.load_profile('mutation')\n", encoding="utf-8")
+        (self.dir / "_mutation_coverage.py").write_text(COVERAGE_PLUGIN, encoding="utf-8")
         self.env = dict(os.environ, PYTHONPATH=str(self.dir), PYTHONDONTWRITEBYTECODE="1")
 
-    def run(self, tests: list[str], extra: list[str], timeout: float) -> tuple[str, float]:
-        """('passed' | 'failed' | 'timeout', seconds) for one run of the test selection."""
+    def run(self, tests: list[str], extra: list[str], timeout: float,
+            plugins: tuple[str, ...] = ()) -> tuple[str, float]:
+        """('passed' | 'failed' | 'timeout', seconds) for one run of the test selection (paths, or test
+        ids, which go to pytest in a file: there can be thousands)."""
+        if any("::" in t for t in tests):
+            (self.dir / "_mutation_tests.txt").write_text("\n".join(tests) + "\n", encoding="utf-8")
+            tests = ["@_mutation_tests.txt"]
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--no-header",
-               "-p", "_mutation_plugin", "-W", "ignore", *extra, *tests]
+               "-p", "_mutation_plugin", *(a for p in plugins for a in ("-p", p)), "-W", "ignore", *extra, *tests]
         start = time.monotonic()
         proc = subprocess.Popen(cmd, cwd=self.dir, env=self.env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
@@ -273,6 +305,114 @@ class Sandbox:
 
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# -- which tests reach which lines (--covered) ---------------------------------------------------------------
+
+# Loaded into the one run of the selection under coverage: each test's lines are recorded under its id,
+# and a test that starts another process (whose lines coverage does not see here) is named as such.
+COVERAGE_PLUGIN = '''
+import json, os, subprocess
+import coverage, pytest
+
+_cov = coverage.Coverage(data_file=os.environ["MNEMO_MUTATE_COVERAGE"], config_file=False,
+                         include=json.loads(os.environ["MNEMO_MUTATE_FILES"]))
+_current = [""]
+_spawners = []
+
+
+def _note_spawn(*_args, **_kwargs):
+    if _current[0] and _current[0] not in _spawners:
+        _spawners.append(_current[0])
+
+
+def _wrap(owner, name):
+    real = getattr(owner, name, None)
+    if real is not None:
+        def spawn(*args, **kwargs):
+            _note_spawn()
+            return real(*args, **kwargs)
+        setattr(owner, name, spawn)
+
+
+_wrap(subprocess.Popen, "__init__")
+for _name in ("fork", "posix_spawn", "posix_spawnp", "forkpty"):
+    _wrap(os, _name)
+_cov.start()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _current[0] = item.nodeid
+    _cov.switch_context(item.nodeid)
+    yield
+    _current[0] = ""
+    _cov.switch_context("")
+
+
+def pytest_unconfigure(config):
+    _cov.stop()
+    _cov.save()
+    with open(os.environ["MNEMO_MUTATE_COVERAGE"] + ".spawners", "w", encoding="utf-8") as f:
+        json.dump(_spawners, f)
+'''
+
+
+@dataclass
+class Reach:
+    """What one run of a selection under coverage found: for each file, the tests (ids, in run order)
+    that executed each line, the lines executed outside any test (imports, definitions), and the tests
+    that started other processes."""
+
+    order: dict[str, int]
+    lines: dict[str, dict[int, set[str]]]
+    outside: dict[str, set[int]]
+    spawners: list[str]
+
+    def tests_for(self, relpath: str, mutant: Mutant) -> list[str] | None:
+        """The tests that can tell this mutant from the original, in run order; None for the whole
+        selection (the mutated line runs when the module is imported, before any test)."""
+        first, last = mutant.span
+        span = range(first, max(first, last) + 1)
+        if any(n in self.outside.get(relpath, ()) for n in span):
+            return None
+        by_line = self.lines.get(relpath, {})
+        tests = set(self.spawners).union(*(by_line.get(n, set()) for n in span))
+        return sorted(tests, key=self.order.__getitem__)
+
+
+def measure_reach(target: Target, box: Sandbox) -> Reach:
+    import coverage  # a tool dependency (the dev extra), only for --covered
+
+    data_file = box.dir / "_mutation.coverage"
+    box.env["MNEMO_MUTATE_COVERAGE"] = str(data_file)
+    box.env["MNEMO_MUTATE_FILES"] = json.dumps([str(box.dir / f) for f in target.files])
+    try:
+        result, _seconds = box.run(target.tests, target.extra, timeout=3600, plugins=("_mutation_coverage",))
+    finally:
+        del box.env["MNEMO_MUTATE_COVERAGE"], box.env["MNEMO_MUTATE_FILES"]
+    if result != "passed":
+        raise SystemExit(f"{target.name}: the test selection does not pass under coverage ({result})")
+    data = coverage.CoverageData(basename=str(data_file))
+    data.read()
+    spawners = json.loads(Path(f"{data_file}.spawners").read_text(encoding="utf-8"))
+    order: dict[str, int] = {}
+    lines: dict[str, dict[int, set[str]]] = {}
+    outside: dict[str, set[int]] = {}
+    for relpath in target.files:
+        by_line = data.contexts_by_lineno(str(box.dir / relpath))
+        lines[relpath] = {n: {c for c in ctx if c} for n, ctx in by_line.items()}
+        outside[relpath] = {n for n, ctx in by_line.items() if "" in ctx}
+    for relpath in target.files:
+        for tests in lines[relpath].values():
+            for t in tests:
+                order.setdefault(t, len(order))
+    for t in spawners:
+        order.setdefault(t, len(order))
+    # run order: coverage's contexts carry none, so take the ids' order in the selection's files
+    position = {path.split("::")[0]: i for i, path in enumerate(target.tests)}
+    ranked = sorted(order, key=lambda t: (position.get(t.split("::")[0], len(position)), order[t]))
+    return Reach({t: i for i, t in enumerate(ranked)}, lines, outside, spawners)
 
 
 # -- targets, equivalents, the report ------------------------------------------------------------------------
@@ -322,12 +462,13 @@ def survivors_of(report: Path) -> set[str]:
 
 def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: set[int] | None,
                log: Callable[[str], None], keys: set[str] | None = None, from_line: int = 0,
-               shift: float = 0.0) -> tuple[list[Outcome], float, list[str]]:
+               shift: float = 0.0, covered: bool = False) -> tuple[list[Outcome], float, list[str]]:
     base, seconds = box.run(target.tests, target.extra, timeout=1800)
     if base != "passed":
         raise SystemExit(f"{target.name}: the test selection does not pass unmutated ({base}); fix that first")
     timeout = max(30.0, 4 * seconds)
     log(f"{target.name}: unmutated run {seconds:.1f}s, timeout per mutant {timeout:.0f}s")
+    reach = measure_reach(target, box) if covered else None
     outcomes: list[Outcome] = []
     used: list[str] = []
     for relpath in target.files:
@@ -355,12 +496,19 @@ def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: s
                 except SyntaxError:
                     outcomes.append(Outcome(relpath, mutant, "invalid", 0.0))
                     continue
+                tests = target.tests if reach is None else reach.tests_for(relpath, mutant)
+                if tests == []:  # no test runs the line: nothing can tell the mutant apart
+                    outcomes.append(Outcome(relpath, mutant, "survived", 0.0))
+                    log(f"  [{n}/{len(chosen)}] {relpath}:{mutant.line} {mutant.kind} {mutant.detail}: "
+                        "survived (no test reaches it)")
+                    continue
                 box.write(relpath, text)
-                result, took = box.run(target.tests, target.extra, timeout)
+                result, took = box.run(target.tests if tests is None else tests, target.extra, timeout)
                 verdict = {"passed": "survived", "failed": "killed", "timeout": "timeout"}[result]
                 outcomes.append(Outcome(relpath, mutant, verdict, took))
+                what = "" if tests is None or reach is None else f", {len(tests)} tests"
                 log(f"  [{n}/{len(chosen)}] {relpath}:{mutant.line} {mutant.kind} {mutant.detail}: {verdict}"
-                    f" ({took:.1f}s)")
+                    f" ({took:.1f}s{what})")
         finally:
             box.write(relpath, original)
     return outcomes, seconds, used
@@ -399,6 +547,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the targets and their mutant counts")
     parser.add_argument("--report", type=Path, help="also write the summary to this file")
     parser.add_argument("--quiet", action="store_true", help="no per-mutant progress on stderr")
+    parser.add_argument("--covered", action="store_true",
+                        help="run, for each mutant, only the tests that execute its lines (and those that "
+                             "start other processes), found by one run of the selection under coverage")
     args = parser.parse_args(argv)
     if not 0.0 <= args.shift < 1.0:
         parser.error("--shift must be at least 0 and below 1")
@@ -439,7 +590,7 @@ def main(argv: list[str] | None = None) -> int:
         for t in chosen:
             outcomes, base, _ = run_target(t, box, equivalent, set(args.line) if args.line else None, log,
                                            survivors_of(args.rerun) if args.rerun else None, args.from_line,
-                                           args.shift)
+                                           args.shift, args.covered)
             lines = summarize(t, outcomes, base)
             survivors += sum(o.result == "survived" for o in outcomes)
             print("\n".join(lines), flush=True)

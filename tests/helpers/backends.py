@@ -138,3 +138,15 @@ def onto(db: str | Path, source: str | Path) -> str:
         report = c.copy_to(str(db))
     assert report.ok, report.problems
     return str(db)
+
+
+def write_once(client: Any, write: str, rec_id: str) -> None:
+    """One write of the kind named: a new record ("remember"), a new version of `rec_id` ("update"), or
+    a new record inside a transaction ("transaction") — the three ways a write takes the writer lock."""
+    if write == "remember":
+        client.remember("blocked")
+    elif write == "update":
+        client.update(rec_id, content="blocked")
+    else:
+        with client.transaction():
+            client.remember("blocked")

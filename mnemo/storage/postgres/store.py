@@ -17,6 +17,7 @@ lock is held only for the work itself. A write returns only once it is durable (
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from typing import Any
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.pq import Conninfo
 
 from ...acl import Acl
 from ...errors import (
@@ -79,12 +81,15 @@ _COMMIT = (
 )
 
 
+UNREADABLE_DSN = "postgresql://(an unreadable DSN)"
+
+
 def display_name(dsn: str) -> str:
     """The DSN without its password, for messages and stats."""
     try:
         params = conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
-        return "postgresql://(an unreadable DSN)"
+        return UNREADABLE_DSN
     params.pop("password", None)
     host = params.get("host", "")
     port = params.get("port", "")
@@ -101,10 +106,26 @@ def _session_conninfo(dsn: str) -> str:
     tables it has no statistics of, can pass jit_above_cost)."""
     try:
         params = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return dsn  # connecting reports it, as a StorageError
+    except psycopg.ProgrammingError as exc:
+        raise unreadable_dsn(dsn, exc) from None
     params["options"] = (str(params.get("options", "")) + " -c jit=off").strip()
     return make_conninfo("", **params)
+
+
+def unreadable_dsn(dsn: str, exc: psycopg.ProgrammingError) -> StorageError:
+    """libpq's reason for refusing a DSN, without the pieces of the DSN it quotes: one can be the
+    password (`password secret` is refused with 'missing "=" after "secret"', a URI with an unclosed
+    bracket is quoted whole). Connection keywords and single characters are kept; when the DSN holds
+    a double quote of its own, where a quoted piece ends cannot be told, and the reason ends before its
+    first quote."""
+    reason = _first_line(exc)
+    if '"' in dsn:
+        before, quote, _rest = reason.partition('"')
+        reason = before.rstrip(" :") + " … (left out: it quotes the DSN, which holds a quote)" if quote else reason
+    else:
+        keywords = {option.keyword.decode() for option in Conninfo.get_defaults()}
+        reason = re.sub(r'"([^"]*)"', lambda m: m[0] if len(m[1]) <= 1 or m[1] in keywords else '"…"', reason)
+    return StorageError(f"PostgreSQL at {UNREADABLE_DSN} failed: {reason}")
 
 
 def storage_error(exc: BaseException, what: str) -> MnemoError:

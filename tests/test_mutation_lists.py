@@ -1,0 +1,53 @@
+"""The mutation tool's lists stay true to the code: every mutant listed as equivalent is one the tool finds
+in the source as it is now (a line that moved without its entry would silently count a live mutant as
+equivalent, or an equivalent one as a survivor), and every target names files and tests that exist."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def mutate() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("mutate", ROOT / "tools" / "mutate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["mutate"] = module  # dataclasses look their module up while the class is built
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules["mutate"]
+    return module
+
+
+def test_every_equivalent_mutant_is_one_the_tool_finds(mutate: ModuleType) -> None:
+    equivalent = mutate.load_equivalent()
+    found: dict[str, set[str]] = {}
+    unresolved = []
+    for key, why in equivalent.items():
+        path = key.split(":", 1)[0]
+        if path not in found:
+            source = ROOT / path
+            found[path] = ({f"{path}:{m.key}" for m in mutate.find_mutants(source.read_text(encoding="utf-8"))}
+                           if source.is_file() else set())
+        if key not in found[path]:
+            unresolved.append(key)
+        assert why, f"{key} is listed with no reason"
+    assert unresolved == []
+    assert len(equivalent) > 100
+
+
+def test_every_target_names_files_and_tests_that_exist(mutate: ModuleType) -> None:
+    targets = mutate.load_targets()
+    assert "postgres.store" in targets and "acl.names" in targets
+    for target in targets.values():
+        assert target.files and target.tests, target.name
+        for path in [*target.files, *(t.split("::")[0] for t in target.tests)]:
+            assert (ROOT / path).is_file(), f"{target.name}: {path}"
