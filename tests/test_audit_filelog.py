@@ -179,6 +179,63 @@ def test_a_frame_whose_magic_a_chunk_cuts_is_found(log: Path, fd: int, monkeypat
             assert filelog._resync(win, prev + 1) == start
 
 
+def test_a_read_the_disk_fails_is_an_unreadable_database_naming_the_offset(
+    log: Path, fd: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read error (a bad sector: EIO) is UnreadableDatabase with the file, the offset and the reason,
+    for the auditor to report; never bytes that are not the file's."""
+    from mnemo.audit.common import UnreadableDatabase
+
+    def failing(fd: int, offset: int, n: int) -> bytes:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(filelog, "read_exact", failing)
+    win = filelog._Window(fd, os.fstat(fd).st_size, str(log), None)
+    with pytest.raises(UnreadableDatabase) as info:
+        win.get(100, 10)
+    assert str(info.value) == f"cannot read {log} at offset 100: Input/output error"
+    with pytest.raises(UnreadableDatabase) as info:
+        list(read_log(log))
+    assert str(info.value) == f"cannot read {log} at offset 0: Input/output error"
+
+
+def test_the_search_for_a_good_frame_passes_over_one_whose_checksum_fails(log: Path, tmp_path: Path) -> None:
+    """The search resumes at a frame that parses with a good checksum: one whose only fault is its
+    checksum (which the lenient read still returns, for its entries to be reported) is passed over."""
+    data = bytearray(log.read_bytes())
+    spans = frame_spans(bytes(data))
+    (second, end), (third, _) = spans[1], spans[2]
+    data[end - 8] ^= 0xFF  # the trailer's checksum: the frame is whole, its checksum wrong
+    damaged = tmp_path / "damaged.db"
+    damaged.write_bytes(data)
+    fd = os.open(damaged, os.O_RDONLY)
+    try:
+        win = filelog._Window(fd, len(data), str(damaged), None)
+        assert filelog._read_frame(win, second, lenient=True)[1] is False  # the checksum alone is wrong
+        assert filelog._resync(win, second) == third
+    finally:
+        os.close(fd)
+
+
+def test_a_stray_byte_before_a_frame_is_the_only_damage(log: Path, tmp_path: Path) -> None:
+    """A byte written between two frames: the scan reports damage at that byte and resumes at the very
+    next one, where the frame begins, so no frame after it is lost."""
+    data = log.read_bytes()
+    spans = frame_spans(data)
+    second = spans[1][0]
+    damaged = tmp_path / "damaged.db"
+    damaged.write_bytes(data[:second] + b"\x00" + data[second:])
+    fd = os.open(damaged, os.O_RDONLY)
+    try:
+        win = filelog._Window(fd, len(data) + 1, str(damaged), None)
+        items = list(filelog._scan(win, lenient=True))
+    finally:
+        os.close(fd)
+    damages = [i for i in items if isinstance(i, filelog._Damage)]
+    assert [(d.offset, d.resume, d.torn) for d in damages] == [(second, second + 1, False)]
+    assert len(items) == len(spans) + 1  # every frame, and the one damaged stretch
+
+
 def test_read_log_gives_every_entry_in_order_with_its_offset_and_payload(log: Path) -> None:
     data = log.read_bytes()
     frames = read_frames(log)

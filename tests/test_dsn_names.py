@@ -3,6 +3,8 @@ the URI holds one (the user part, even with `@` or `:` in the password, or a `pa
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mnemo.storage.contract import is_dsn, shown_name
@@ -73,3 +75,26 @@ def test_an_unreadable_dsn_is_refused_by_the_postgres_backend_without_its_passwo
         PostgresStore(dsn, "owner")
     assert str(info.value) == f"PostgreSQL at postgresql://(an unreadable DSN) failed: {why}"
     assert "secret" not in str(info.value)
+
+
+@pytest.mark.parametrize("call", ["grant_application_role", "copy_to"])
+def test_every_postgres_connection_refuses_an_unreadable_dsn_without_its_password(
+    tmp_path: Path, call: str
+) -> None:
+    """Not only a store's: granting a role and copying a database to PostgreSQL read the DSN the same
+    way before they connect."""
+    pytest.importorskip("psycopg")
+    from mnemo import MnemoClient
+    from mnemo.errors import StorageError
+    from mnemo.storage.postgres import grant_application_role
+
+    dsn = "postgresql://u:secret@[127.0.0.1/d"
+    with pytest.raises(StorageError) as info:
+        if call == "grant_application_role":
+            grant_application_role(dsn, "app")
+        else:
+            with MnemoClient(tmp_path / "source.db", "owner") as source:
+                source.remember("x")
+                source.copy_to(dsn)
+    assert str(info.value) == ('PostgreSQL at postgresql://(an unreadable DSN) failed: end of string reached when '
+                               'looking for matching "]" in IPv6 host address in URI: "…"')

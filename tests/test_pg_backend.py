@@ -399,6 +399,37 @@ def _kill_at_append(monkeypatch: pytest.MonkeyPatch, store: Any, land: bool) -> 
     return state
 
 
+def test_a_commit_the_server_cancels_is_its_error_and_writes_nothing(
+    pg: Schema, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit refused by the server with the connection still up (here an operator's cancel) is that
+    error, not a lost connection to ask about: nothing is written, and the next write commits on the
+    same connection."""
+    with MnemoClient(pg.url, OWNER) as c:
+        rec = c.remember("before")
+        head = c.head
+        store: Any = c._store
+        conn = store._writer()
+        real = conn.execute
+        cancelled = {"n": 0}
+
+        def execute(query: Any, params: Any = None, **kw: Any) -> Any:
+            if "mnemo_commit" in str(query) and not cancelled["n"]:
+                cancelled["n"] += 1
+                real("SELECT pg_cancel_backend(pg_backend_pid()), pg_sleep(5)")  # raises QueryCanceled
+            return real(query, params, **kw)
+
+        monkeypatch.setattr(conn, "execute", execute)
+        with pytest.raises(StorageError) as info:
+            c.update(rec.id, content="cancelled")
+        assert str(info.value) == (f"PostgreSQL at {store.path} is unreachable or the connection was lost: "
+                                   "canceling statement due to user request")
+        assert cancelled["n"] == 1 and c.head == head and not conn.broken
+        assert c.update(rec.id, content="after").version == 2
+        assert store._writer() is conn
+        assert c.verify().ok
+
+
 def test_a_commit_killed_before_it_landed_writes_nothing_and_says_so(
     pg: Schema, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -463,6 +494,41 @@ def test_killed_connections_are_replaced(pg: Schema, first: str) -> None:
         assert c.update(rec.id, content="and again").version == (4 if first == "update" else 3)
         assert c.remember("still writing").seq == rec.seq + 4
         assert c.verify().ok
+
+
+def test_a_cut_off_append_whose_ids_hold_other_puts_is_refused_as_damage(
+    pg: Schema, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remember whose call was cut off asks whether its put landed by the record's id. Should that id
+    hold another put (another writer's, with other content), it is neither taken as this write nor
+    retried over it: the call raises IntegrityError, and the chain keeps the other put alone."""
+    import mnemo.client as client_module
+
+    fixed = "0" * 31 + "1"
+    with MnemoClient(pg.url, OWNER) as c, MnemoClient(pg.url, OWNER) as other:
+        c.remember("before")
+        store: Any = c._store
+        conn = store._writer()
+        real = conn.execute
+
+        def execute(query: Any, params: Any = None, **kw: Any) -> Any:
+            if "mnemo_put" not in str(query):
+                return real(query, params, **kw)
+            monkeypatch.setattr(conn, "execute", real)
+            pid = conn.info.backend_pid
+            other.remember("another writer's")  # takes the same id first
+            _terminate(store, pid)
+            return real("SELECT 1")  # raises: the server closed the connection
+
+        monkeypatch.setattr(conn, "execute", execute)
+        monkeypatch.setattr(client_module, "new_id", lambda: fixed)
+        with pytest.raises(IntegrityError) as info:
+            c.remember("this write")
+        assert str(info.value) == f"{store.path}: the entries of records {[fixed]} are not the puts that made them"
+    monkeypatch.undo()
+    with MnemoClient(pg.url, OWNER) as again:
+        assert sorted(r.content for r in again.query()) == ["another writer's", "before"]
+        assert again.get(fixed).content == "another writer's"
 
 
 def test_a_cut_off_append_whose_fate_cannot_be_asked_is_a_clear_error(

@@ -1018,6 +1018,24 @@ def test_opening_a_database_that_does_not_exist_without_creating_it_is_not_found
         assert c.stats()["head_seq"] == 0
 
 
+def test_a_process_that_never_closes_its_batch_mode_client_still_exits(db: str) -> None:
+    """durability="batch" syncs from a thread of its own: a program that ends without closing the
+    client exits all the same (the thread does not hold the interpreter open), its writes committed."""
+    import subprocess
+    import sys
+
+    from helpers.procs import subprocess_env
+
+    code = ("import sys\nfrom mnemo import MnemoClient\n"
+            "c = MnemoClient(sys.argv[1], 'agent-1', durability='batch')\n"
+            "c.remember('written, never closed')\n")
+    done = subprocess.run([sys.executable, "-c", code, db], env=subprocess_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    with MnemoClient(db, AGENT, readonly=True) as c:
+        assert [r.content for r in c.query()] == ["written, never closed"]
+
+
 def test_sibling_files_are_the_documented_ones(db_path: Path) -> None:
     with MnemoClient(db_path, AGENT) as c:
         c.remember("x")

@@ -293,6 +293,38 @@ def test_a_version_outside_the_mounts_is_shown_at_its_stored_path(admin: MnemoCl
         assert server.version_path(mounted) == "/memories/team/t.md"
 
 
+def test_a_file_beneath_a_mount_point_shown_later_is_shadowed(admin: MnemoClient, db: str) -> None:
+    """A file the agent made at /memories/team/x.md in its own scope, while it could not read the team's,
+    is not shown once the team's mount is (docs/MOUNTS.md, shadowed files): the listing holds the team's
+    files only, and the path is the team's. It is still stored."""
+    with open_client(db, "me") as me:
+        server = MnemoMemoryToolServer(me, mounts={"/memories/team": TEAM})
+        ok(server, "create", path="/memories/team/x.md", file_text="mine")
+        admin.grant("me", TEAM, ["read"])
+        admin.remember("theirs", tags=("memorytool", "path:/memories/t.md"), scope=TEAM)
+        listing = ok(server, "view", path="/memories/team")
+        assert "/memories/team/t.md" in listing and "x.md" not in listing
+        assert "x.md" not in ok(server, "view", path="/memories")
+        assert run(server, "view", path="/memories/team/x.md").is_error
+    assert files_of(admin)[("agent:me", "/memories/team/x.md")] == "mine"
+
+
+@pytest.mark.parametrize("point", ["/memories/team", "/memories/a/team"])
+def test_a_file_at_a_fixed_directory_shown_later_is_shadowed_by_it(admin: MnemoClient, db: str, point: str) -> None:
+    """A file the agent made where a mount point, or a directory above one, is once that mount is shown:
+    the path is a fixed directory then, and a view lists it; the file stays stored."""
+    directory = point.rsplit("/", 1)[0] if point.count("/") > 2 else point
+    with open_client(db, "me") as me:
+        server = MnemoMemoryToolServer(me, mounts={point: TEAM})
+        ok(server, "create", path=directory, file_text="a file where a directory is")
+        admin.grant("me", TEAM, ["read"])
+        admin.remember("theirs", tags=("memorytool", "path:/memories/t.md"), scope=TEAM)
+        listing = ok(server, "view", path=directory)
+        assert listing.startswith(HEADER.format(directory)) and f"{point}/t.md" in listing
+        assert "a file where" not in listing
+    assert files_of(admin)[("agent:me", directory)] == "a file where a directory is"
+
+
 def test_clear_all_clears_the_roots_scope_only(admin: MnemoClient, db: str) -> None:
     admin.grant("me", TEAM, ["read", "write", "forget"])
     with open_client(db, "me") as me:
@@ -314,6 +346,7 @@ def test_clear_all_clears_the_roots_scope_only(admin: MnemoClient, db: str) -> N
         ({"/memories/a": "team:*"}, None, "scope"),
         ({"/memories/a": 5}, None, "both strings"),
         ({"/memories/../x": TEAM}, None, "would escape"),
+        ([("/memories/a", TEAM)], None, "^mounts must be a mapping of mount point to scope$"),
     ],
 )
 def test_bad_mount_tables_are_refused(db: str, mounts: Any, scope: str | None, message: str) -> None:

@@ -5,6 +5,7 @@
     python tools/mutate.py acl.names paths --max 80  # several targets, at most 80 mutants each
     python tools/mutate.py mnemo/validation.py --tests tests/test_store_badinput.py
     python tools/mutate.py acl.names --rerun before.txt   # only the survivors a report lists
+    python tools/mutate.py file.index --covered      # each mutant against the tests that execute it
 
 Each mutant is one of the operator classes below, applied to a copy of the source tree in a scratch
 directory (the checkout is never written), and judged by running the target's tests in a subprocess
@@ -472,7 +473,8 @@ def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: s
     outcomes: list[Outcome] = []
     used: list[str] = []
     for relpath in target.files:
-        original = (ROOT / relpath).read_text(encoding="utf-8")
+        # the copy the tests (and the coverage run) ran against: the checkout may have changed since
+        original = (box.dir / relpath).read_text(encoding="utf-8")
         found = find_mutants(original)
         # A rerun looks for the mutants its report names among all of them: an edit to the file since
         # may have moved what an even sample picks.

@@ -16,7 +16,7 @@ from ..chain_copy import ChainItem
 from ..codec import ZERO_HASH, decode_put_payload, decode_record_fields
 from ..contract import Progress, Rec
 from . import schema
-from .store import SCHEMA_LOCK, display_name, storage_error
+from .store import SCHEMA_LOCK, display_name, dsn_params, storage_error
 
 
 class _Empty:
@@ -28,6 +28,7 @@ class _Empty:
 
 def write_chain(dsn: str, items: Iterable[ChainItem], progress: Progress | None = None, total: int = 0) -> None:
     name = display_name(dsn)
+    dsn_params(dsn)
     try:
         with psycopg.connect(dsn, autocommit=False, connect_timeout=10) as conn:
             _write(conn, name, items, progress, total)

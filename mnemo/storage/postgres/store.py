@@ -104,17 +104,23 @@ def _session_conninfo(dsn: str) -> str:
     it may hold already (a search_path): no JIT compilation, which costs tens of milliseconds on
     queries whose plans take a fraction of one (the planner's costs of them, on guessed row counts of
     tables it has no statistics of, can pass jit_above_cost)."""
-    try:
-        params = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError as exc:
-        raise unreadable_dsn(dsn, exc) from None
+    params = dsn_params(dsn)
     params["options"] = (str(params.get("options", "")) + " -c jit=off").strip()
     return make_conninfo("", **params)
 
 
+def dsn_params(dsn: str) -> dict[str, Any]:
+    """The parameters of `dsn`; a StorageError that does not quote it when libpq cannot read it (every
+    connection is made from a DSN read here first, so that libpq's own refusal is never shown)."""
+    try:
+        return conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise unreadable_dsn(dsn, exc) from None
+
+
 def unreadable_dsn(dsn: str, exc: psycopg.ProgrammingError) -> StorageError:
     """libpq's reason for refusing a DSN, without the pieces of the DSN it quotes: one can be the
-    password (`password secret` is refused with 'missing "=" after "secret"', a URI with an unclosed
+    password (`password=x secret` is refused with 'missing "=" after "secret"', a URI with an unclosed
     bracket is quoted whole). Connection keywords and single characters are kept; when the DSN holds
     a double quote of its own, where a quoted piece ends cannot be told, and the reason ends before its
     first quote."""
@@ -1211,6 +1217,7 @@ def grant_application_role(dsn: str, role: str) -> None:
     from psycopg import sql
 
     name = display_name(dsn)
+    dsn_params(dsn)
     try:
         with psycopg.connect(dsn, autocommit=False, connect_timeout=10) as conn:
             row = conn.execute("SELECT current_schema()").fetchone()
