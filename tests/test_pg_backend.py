@@ -902,6 +902,24 @@ def test_a_dsn_whose_schema_is_missing_is_a_clear_error_and_creates_nothing(pg: 
         assert c.stats()["head_seq"] == 0
 
 
+def test_a_saved_tree_range_whose_row_lies_about_its_size_is_not_used(pg: Schema) -> None:
+    """mnemo_tree is a cache: a saved range whose own size is not the one its row gives (here one of
+    ten leaves filed at size 1, for a chain of three entries) is dropped, and the tree read from the
+    entries, which gives the root a store without that row gives."""
+    from mnemo.transparency.tree import CompactRange
+
+    with MnemoClient(pg.url, OWNER) as c:
+        c.remember("one")
+        c.remember("two")
+        expected = c.tree_head()
+    forged = CompactRange()
+    forged.add_entries(bytes([i]) * 40 for i in range(10))
+    pg.sql("DELETE FROM mnemo_tree")
+    pg.sql("INSERT INTO mnemo_tree (size, range) VALUES (1, %s)", [forged.to_bytes()])
+    with MnemoClient(pg.url, OWNER, readonly=True) as c:
+        assert c.tree_head() == expected == (3, expected[1])
+
+
 def test_granting_an_application_role_on_a_missing_schema_is_a_clear_error(pg: Schema) -> None:
     role = f"mnemo_app_{secrets.token_hex(4)}"
     pg.sql(f'CREATE ROLE "{role}" LOGIN')

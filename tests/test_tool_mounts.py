@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mnemo import MnemoClient
-from mnemo.errors import InvalidInput
+from mnemo.errors import InvalidInput, NotFound
 from mnemo.tools import CommandResult, MnemoMemoryToolServer
 from tests.helpers.frames import read_frames
 from tests.helpers.procs import subprocess_env
@@ -323,6 +323,37 @@ def test_a_file_at_a_fixed_directory_shown_later_is_shadowed_by_it(admin: MnemoC
         assert listing.startswith(HEADER.format(directory)) and f"{point}/t.md" in listing
         assert "a file where" not in listing
     assert files_of(admin)[("agent:me", directory)] == "a file where a directory is"
+
+
+@pytest.mark.parametrize("where", ["/memories", "/memories/team"])
+def test_a_mounted_server_refuses_bad_paths_and_large_files_in_the_same_words(
+    admin: MnemoClient, db: str, where: str
+) -> None:
+    """Paths that escape or are malformed, and files over max_file_bytes (one byte over; exactly at it
+    is fine), give a mounted server, in its root and in a mount, the results a single-scope server
+    gives at the same place of its tree."""
+    admin.grant("me", TEAM, ["read", "write", "forget"])
+    with open_client(db, "me") as me, open_client(db, "other") as other:
+        mounted = MnemoMemoryToolServer(me, mounts={"/memories/team": TEAM}, max_file_bytes=10)
+        plain = MnemoMemoryToolServer(other, max_file_bytes=10)
+        for tool_input in [
+            {"command": "view", "path": "/memories/../../etc/passwd"},
+            {"command": "create", "path": "/memories/a\x00b", "file_text": "x"},
+            {"command": "create", "path": "/memories/big", "file_text": "x" * 11},
+            {"command": "create", "path": "/memories/exact", "file_text": "x" * 10},
+            {"command": "str_replace", "path": "/memories/exact", "old_str": "x", "new_str": "yy"},
+            {"command": "str_replace", "path": "/memories/exact", "old_str": "", "new_str": "yy"},
+            {"command": "insert", "path": "/memories/exact", "insert_line": 0, "insert_text": "z"},
+            {"command": "view", "path": "/memories/exact"},
+        ]:
+            want = plain.execute(tool_input)
+            got = mounted.execute({**tool_input, "path": tool_input["path"].replace("/memories", where, 1)})
+            assert got == CommandResult(want.text.replace("/memories", where, 1), want.is_error), tool_input
+        with pytest.raises(NotFound) as info:
+            mounted.history(f"{where}/none.md")
+        assert str(info.value) == f"The path {where}/none.md does not exist"
+    scope = "agent:me" if where == "/memories" else TEAM
+    assert files_of(admin)[(scope, "/memories/exact")] == "x" * 10
 
 
 def test_clear_all_clears_the_roots_scope_only(admin: MnemoClient, db: str) -> None:

@@ -141,3 +141,22 @@ def test_edits_of_a_mounted_file_count_only_the_change_of_its_size(me: MnemoClie
                           ) == CommandResult(BYTES_TEXT.format(action="edit /memories/team/a", new=13, limit=12, now=9),
                                              True)
     assert me._chain_head() == head
+
+
+def test_mounts_without_scope_wide_limits_never_scan_and_keep_writing(
+    me: MnemoClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no limit on files or bytes per scope, no usage is ever asked for, and the writes that have
+    nothing remembered to carry over go on as usual."""
+    def no_scan(*args: Any) -> Any:
+        raise AssertionError("usage asked for with no scope-wide limit")
+
+    monkeypatch.setattr(me, "scope_usage", no_scan)
+    server = MnemoMemoryToolServer(me, mounts=MOUNTS, max_files=None, max_total_bytes=None, max_history_bytes=None)
+    for path in ("/memories/a.md", "/memories/team/t.md"):
+        ok(server, "create", path=path, file_text="one")
+        ok(server, "str_replace", path=path, old_str="one", new_str="two")
+        ok(server, "insert", path=path, insert_line=0, insert_text="zero")
+    ok(server, "rename", old_path="/memories/a.md", new_path="/memories/team/a.md")
+    assert server.execute({"command": "view", "path": "/memories/team/a.md"}) == CommandResult(
+        "Here's the content of /memories/team/a.md with line numbers:\n     1\tzero\n     2\ttwo\n     3\t")
