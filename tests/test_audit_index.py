@@ -200,3 +200,27 @@ def test_a_record_hidden_from_a_tag_index_is_named(db: Path) -> None:
     assert verify_problems(db) == [
         ("index", f"record {victim} is missing from the index of tag 't1': the index snapshot was altered")
     ]
+
+
+def test_a_snapshot_the_database_does_not_open_from_is_a_finding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot is checked by opening the database from it, as a read-only client would: should that
+    open be refused, verify reports it as the snapshot's problem, with the store's reason, and goes on."""
+    from mnemo.audit import verify_db
+    from mnemo.errors import IntegrityError
+    from mnemo.storage.file import store as store_module
+
+    db = tmp_path / "s.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.remember("kept")
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise IntegrityError("the index snapshot is inconsistent (row 3)")
+
+    monkeypatch.setattr(store_module.FileStore, "__init__", refused)
+    report = verify_db(db)
+    assert not report.ok
+    assert [(p.kind, p.message) for p in report.problems] == [(
+        "snapshot", f"the index snapshot {db.name}.snap: the database does not open from it: "
+        "the index snapshot is inconsistent (row 3)")]

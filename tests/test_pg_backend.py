@@ -531,6 +531,24 @@ def test_a_cut_off_append_whose_ids_hold_other_puts_is_refused_as_damage(
         assert again.get(fixed).content == "another writer's"
 
 
+def test_a_replaced_read_connection_holds_no_transaction_open(pg: Schema) -> None:
+    """The read connection a client makes again, after the server ended the old one, runs each read on
+    its own (autocommit), as the first did: no transaction is left open between reads, which would hold
+    back compaction (it waits for every older transaction) and VACUUM."""
+    with MnemoClient(pg.url, OWNER, lock_timeout=2) as c:
+        rec = c.remember("before")
+        c.update(rec.id, content="after")
+        store: Any = c._store
+        _terminate(store, store._read.info.backend_pid)
+        assert c.get(rec.id).content == "after"  # on a new read connection
+        assert c.query()[0].id == rec.id
+        open_ones = pg.sql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                           "AND state LIKE 'idle in transaction%%'")
+        assert open_ones == [(0,)]
+        c.compact()
+        assert [v.version for v in c.history(rec.id)] == [1, 2]
+
+
 def test_a_cut_off_append_whose_fate_cannot_be_asked_is_a_clear_error(
     pg: Schema, monkeypatch: pytest.MonkeyPatch
 ) -> None:
