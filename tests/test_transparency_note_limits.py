@@ -323,3 +323,26 @@ def test_an_unreadable_key_file_is_named_whatever_the_length_of_its_name(
         with pytest.raises(KeyFileError) as info:
             load_verifier_key(name)
         assert str(info.value).startswith(f"cannot read key file {name}: ")
+
+
+def test_the_blank_line_may_be_the_notes_first_line() -> None:
+    """The text is everything up to the last blank line, as golang.org/x/mod/sumdb/note.Open splits it:
+    a note that begins with the blank line has a text of one empty line, which later checks judge (a
+    checkpoint needs its origin), not "no blank line"."""
+    sig = base64.b64encode(bytes.fromhex(KEY_ID) + b"\x00" * 64).decode()
+    note = parse_note(f"\n\n\u2014 {ORIGIN} {sig}\n")
+    assert note.text == "\n"
+    assert [(s.name, s.key_id.hex()) for s in note.signatures] == [(ORIGIN, KEY_ID)]
+    with pytest.raises(MalformedNote) as info:
+        parse_note(f"\n\u2014 {ORIGIN} {sig}\n")
+    assert str(info.value) == "the note has no blank line before its signature lines"
+
+
+def test_a_verifier_key_is_a_value_that_cannot_be_changed() -> None:
+    """A VerifierKey handed to several verifications is the same key in each: it cannot be altered after
+    it is made, and equal keys are one key in a set or as a dict key (a table of witnesses)."""
+    key = parse_vkey(VKEY)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        key.public_key = b"\x00" * 32  # type: ignore[misc]
+    again = parse_vkey(VKEY)
+    assert {key: "log"}[again] == "log" and len({key, again}) == 1
