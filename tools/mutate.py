@@ -168,7 +168,7 @@ def _span(node: ast.AST, statement_line: int) -> tuple[int, int]:
     """The lines whose execution runs `node`: from its statement's first line to the node's end (for a
     condition negated on an if or a while, the end of its test, not of its body)."""
     end = node.test if isinstance(node, (ast.If, ast.While)) else node
-    return min(statement_line, getattr(node, "lineno", statement_line)), getattr(end, "end_lineno", None) or 0
+    return statement_line, getattr(end, "end_lineno", None) or statement_line
 
 
 def find_mutants(source: str) -> list[Mutant]:
@@ -319,19 +319,16 @@ import coverage, pytest
 _cov = coverage.Coverage(data_file=os.environ["MNEMO_MUTATE_COVERAGE"], config_file=False,
                          include=json.loads(os.environ["MNEMO_MUTATE_FILES"]))
 _current = [""]
+_order = []  # the test ids in the order they ran
 _spawners = []
-
-
-def _note_spawn(*_args, **_kwargs):
-    if _current[0] and _current[0] not in _spawners:
-        _spawners.append(_current[0])
 
 
 def _wrap(owner, name):
     real = getattr(owner, name, None)
     if real is not None:
         def spawn(*args, **kwargs):
-            _note_spawn()
+            if _current[0] and _current[0] not in _spawners:
+                _spawners.append(_current[0])
             return real(*args, **kwargs)
         setattr(owner, name, spawn)
 
@@ -345,6 +342,7 @@ _cov.start()
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     _current[0] = item.nodeid
+    _order.append(item.nodeid)
     _cov.switch_context(item.nodeid)
     yield
     _current[0] = ""
@@ -354,8 +352,8 @@ def pytest_runtest_protocol(item, nextitem):
 def pytest_unconfigure(config):
     _cov.stop()
     _cov.save()
-    with open(os.environ["MNEMO_MUTATE_COVERAGE"] + ".spawners", "w", encoding="utf-8") as f:
-        json.dump(_spawners, f)
+    with open(os.environ["MNEMO_MUTATE_COVERAGE"] + ".tests", "w", encoding="utf-8") as f:
+        json.dump({"order": _order, "spawners": _spawners}, f)
 '''
 
 
@@ -374,7 +372,7 @@ class Reach:
         """The tests that can tell this mutant from the original, in run order; None for the whole
         selection (the mutated line runs when the module is imported, before any test)."""
         first, last = mutant.span
-        span = range(first, max(first, last) + 1)
+        span = range(first, last + 1)
         if any(n in self.outside.get(relpath, ()) for n in span):
             return None
         by_line = self.lines.get(relpath, {})
@@ -396,24 +394,14 @@ def measure_reach(target: Target, box: Sandbox) -> Reach:
         raise SystemExit(f"{target.name}: the test selection does not pass under coverage ({result})")
     data = coverage.CoverageData(basename=str(data_file))
     data.read()
-    spawners = json.loads(Path(f"{data_file}.spawners").read_text(encoding="utf-8"))
-    order: dict[str, int] = {}
+    ran = json.loads(Path(f"{data_file}.tests").read_text(encoding="utf-8"))
     lines: dict[str, dict[int, set[str]]] = {}
     outside: dict[str, set[int]] = {}
     for relpath in target.files:
         by_line = data.contexts_by_lineno(str(box.dir / relpath))
         lines[relpath] = {n: {c for c in ctx if c} for n, ctx in by_line.items()}
         outside[relpath] = {n for n, ctx in by_line.items() if "" in ctx}
-    for relpath in target.files:
-        for tests in lines[relpath].values():
-            for t in tests:
-                order.setdefault(t, len(order))
-    for t in spawners:
-        order.setdefault(t, len(order))
-    # run order: coverage's contexts carry none, so take the ids' order in the selection's files
-    position = {path.split("::")[0]: i for i, path in enumerate(target.tests)}
-    ranked = sorted(order, key=lambda t: (position.get(t.split("::")[0], len(position)), order[t]))
-    return Reach({t: i for i, t in enumerate(ranked)}, lines, outside, spawners)
+    return Reach({t: i for i, t in enumerate(ran["order"])}, lines, outside, ran["spawners"])
 
 
 # -- targets, equivalents, the report ------------------------------------------------------------------------
