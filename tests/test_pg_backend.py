@@ -10,6 +10,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -378,9 +379,11 @@ def _kill_at_commit(monkeypatch: pytest.MonkeyPatch, store: Any, land: bool) -> 
     monkeypatch.setattr(conn, "commit", commit)
 
 
-def _kill_at_append(monkeypatch: pytest.MonkeyPatch, store: Any, land: bool) -> dict[str, bool]:
+def _kill_at_append(monkeypatch: pytest.MonkeyPatch, store: Any, land: bool,
+                    meanwhile: Callable[[], object] = lambda: None) -> dict[str, bool]:
     """The next blind append's connection is killed: before the call reaches the server, or after it
-    ran, before its answer came back. The state returned says whether it was."""
+    ran, before its answer came back; `meanwhile` runs just before (another writer's commit). The state
+    returned says whether it was."""
     conn = store._writer()
     real = conn.execute
     state = {"done": False}
@@ -392,6 +395,7 @@ def _kill_at_append(monkeypatch: pytest.MonkeyPatch, store: Any, land: bool) -> 
         pid = conn.info.backend_pid
         if land:
             real(query, params, **kw)
+        meanwhile()
         _terminate(store, pid)
         return real("SELECT 1")  # raises: the server closed the connection
 
@@ -508,19 +512,8 @@ def test_a_cut_off_append_whose_ids_hold_other_puts_is_refused_as_damage(
     with MnemoClient(pg.url, OWNER) as c, MnemoClient(pg.url, OWNER) as other:
         c.remember("before")
         store: Any = c._store
-        conn = store._writer()
-        real = conn.execute
-
-        def execute(query: Any, params: Any = None, **kw: Any) -> Any:
-            if "mnemo_put" not in str(query):
-                return real(query, params, **kw)
-            monkeypatch.setattr(conn, "execute", real)
-            pid = conn.info.backend_pid
-            other.remember("another writer's")  # takes the same id first
-            _terminate(store, pid)
-            return real("SELECT 1")  # raises: the server closed the connection
-
-        monkeypatch.setattr(conn, "execute", execute)
+        _kill_at_append(monkeypatch, store, land=False,
+                        meanwhile=lambda: other.remember("another writer's"))  # takes the same id first
         monkeypatch.setattr(client_module, "new_id", lambda: fixed)
         with pytest.raises(IntegrityError) as info:
             c.remember("this write")
