@@ -51,3 +51,29 @@ def test_every_target_names_files_and_tests_that_exist(mutate: ModuleType) -> No
         assert target.files and target.tests, target.name
         for path in [*target.files, *(t.split("::")[0] for t in target.tests)]:
             assert (ROOT / path).is_file(), f"{target.name}: {path}"
+
+
+def test_rekey_moves_the_keys_of_lines_an_edit_moved_and_names_the_ones_it_changed(
+    mutate: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    module = tmp_path / "m.py"
+    module.write_text("a = 1\nb = 2\nc = 3\n", encoding="utf-8")
+    git("init", "-q")
+    git("add", "m.py")
+    git("commit", "-qm", "one")
+    module.write_text("x = 0\na = 1\nb = 20\nc = 3\n", encoding="utf-8")
+    listed = tmp_path / "equivalent.txt"
+    listed.write_text("# a comment: kept as it is\n\nm.py:1:4 const 1 -> 2 | why a\n"
+                      "m.py:2:4 const 2 -> 3 | why b\nm.py:3:4 const 3 -> 4 | why c\n", encoding="utf-8")
+    monkeypatch.setattr(mutate, "ROOT", tmp_path)
+    monkeypatch.setattr(mutate, "EQUIVALENT", listed)
+    assert mutate.rekey_equivalents("HEAD") == ["m.py:2:4 const 2 -> 3"]
+    assert listed.read_text(encoding="utf-8") == (
+        "# a comment: kept as it is\n\nm.py:2:4 const 1 -> 2 | why a\n"
+        "m.py:2:4 const 2 -> 3 | why b\nm.py:4:4 const 3 -> 4 | why c\n")

@@ -426,12 +426,31 @@ def test_a_commit_the_server_cancels_is_its_error_and_writes_nothing(
         monkeypatch.setattr(conn, "execute", execute)
         with pytest.raises(StorageError) as info:
             c.update(rec.id, content="cancelled")
-        assert str(info.value) == (f"PostgreSQL at {store.path} is unreachable or the connection was lost: "
-                                   "canceling statement due to user request")
+        assert str(info.value) == (f"PostgreSQL at {store.path} cancelled the statement: canceling statement "
+                                   "due to user request (a statement_timeout or an operator's cancel; the "
+                                   "connection is still usable)")
         assert cancelled["n"] == 1 and c.head == head and not conn.broken
         assert c.update(rec.id, content="after").version == 2
         assert store._writer() is conn
         assert c.verify().ok
+
+
+def test_a_read_past_the_statement_timeout_is_that_error_on_the_same_connection(pg: Schema) -> None:
+    """A statement_timeout (an operator's, set for the session) cancels a read: the error says so, not
+    that the server was lost, and the read is not retried on a new connection, which would only be
+    cancelled again; the next read runs on the same one."""
+    with MnemoClient(pg.url, OWNER) as c:
+        c.remember("kept")
+        store: Any = c._store
+        conn = store._reads()
+        conn.execute("SET statement_timeout = 50")
+        with pytest.raises(StorageError) as info:
+            store._fetch("SELECT pg_sleep(2)")
+        assert str(info.value) == (f"PostgreSQL at {store.path} cancelled the statement: canceling statement "
+                                   "due to statement timeout (a statement_timeout or an operator's cancel; "
+                                   "the connection is still usable)")
+        assert store._reads() is conn and not conn.broken
+        assert [r.content for r in c.query()] == ["kept"]
 
 
 def test_a_commit_killed_before_it_landed_writes_nothing_and_says_so(

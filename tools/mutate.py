@@ -6,6 +6,7 @@
     python tools/mutate.py mnemo/validation.py --tests tests/test_store_badinput.py
     python tools/mutate.py acl.names --rerun before.txt   # only the survivors a report lists
     python tools/mutate.py file.index --covered      # each mutant against the tests that execute it
+    python tools/mutate.py --rekey HEAD              # after an edit moved lines: move equivalent.txt's keys
 
 Each mutant is one of the operator classes below, applied to a copy of the source tree in a scratch
 directory (the checkout is never written), and judged by running the target's tests in a subprocess
@@ -434,6 +435,42 @@ def load_equivalent() -> dict[str, str]:
     return out
 
 
+def rekey_equivalents(rev: str) -> list[str]:
+    """Move the line numbers of equivalent.txt's keys from the files as they are at git revision `rev`
+    to the files as they are now, for lines that an edit moved but left alone; rewrites the list and
+    returns the keys it could not move (their line changed or went: judge those again)."""
+    import difflib
+
+    text = EQUIVALENT.read_text(encoding="utf-8")
+    maps: dict[str, dict[int, int]] = {}
+    lost: list[str] = []
+    out: list[str] = []
+    for raw in text.splitlines():
+        key, sep, why = raw.partition(" | ")
+        where, space, rest = key.partition(" ")
+        path, _, pos = where.rpartition(":")
+        path, _, line = path.rpartition(":")
+        if not sep or not space or not line.isdigit() or raw.lstrip().startswith("#"):
+            out.append(raw)
+            continue
+        if path not in maps:
+            old = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True,
+                                 text=True, check=True).stdout.splitlines()
+            new = (ROOT / path).read_text(encoding="utf-8").splitlines()
+            moved: dict[int, int] = {}
+            for block in difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks():
+                moved.update({block.a + i + 1: block.b + i + 1 for i in range(block.size)})
+            maps[path] = moved
+        now = maps[path].get(int(line))
+        if now is None:
+            lost.append(key)
+            out.append(raw)
+        else:
+            out.append(f"{path}:{now}:{pos} {rest}{sep}{why}")
+    EQUIVALENT.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return lost
+
+
 @dataclass
 class Outcome:
     file: str
@@ -540,7 +577,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--covered", action="store_true",
                         help="run, for each mutant, only the tests that execute its lines (and those that "
                              "start other processes), found by one run of the selection under coverage")
+    parser.add_argument("--rekey", metavar="REV",
+                        help="move equivalent.txt's line numbers from the code at git revision REV to the "
+                             "code as it is now (after an edit moved lines), and stop")
     args = parser.parse_args(argv)
+    if args.rekey:
+        for key in rekey_equivalents(args.rekey):
+            print(f"not moved (its line changed at or after {args.rekey}): {key}")
+        return 0
     if not 0.0 <= args.shift < 1.0:
         parser.error("--shift must be at least 0 and below 1")
     targets = load_targets()

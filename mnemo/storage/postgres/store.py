@@ -143,6 +143,9 @@ def storage_error(exc: BaseException, what: str) -> MnemoError:
     if isinstance(exc, pg_errors.InsufficientPrivilege):
         return StorageError(f"PostgreSQL at {what} refused: {_first_line(exc)} (a role with more privileges "
                             "is needed for this, see docs/POSTGRES.md)")
+    if isinstance(exc, pg_errors.QueryCanceled):  # an OperationalError, but on a connection still up
+        return StorageError(f"PostgreSQL at {what} cancelled the statement: {_first_line(exc)} (a "
+                            "statement_timeout or an operator's cancel; the connection is still usable)")
     if isinstance(exc, psycopg.OperationalError):
         return StorageError(f"PostgreSQL at {what} is unreachable or the connection was lost: {_first_line(exc)}")
     return StorageError(f"PostgreSQL at {what} failed: {_first_line(exc)}")
