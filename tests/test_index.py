@@ -4,6 +4,7 @@ trips, tag lookups; and what a snapshot that is inconsistent with itself does.""
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 from array import array
 from pathlib import Path
@@ -187,6 +188,50 @@ def test_a_forged_snapshot_with_impossible_codes_fails_cleanly(tmp_path: Path, c
     Path(str(db) + ".snap").unlink()
     with MnemoClient(db, "x", durability="none") as c:  # without the snapshot, the log is enough
         assert c.get(rec_id).content == "hello"
+
+
+def _documented_snapshot_keys() -> set[str]:
+    """The keys of the snapshot's index, as the table of docs/FORMAT.md §DB.snap lists them."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "FORMAT.md").read_text(encoding="utf-8")
+    table = text.split("### `DB.snap`", 1)[1].split("| key | value |", 1)[1].split("\n\n", 1)[0]
+    keys = set()
+    for row in table.splitlines()[2:]:
+        keys.update(re.findall(r"`(\w+)`", row.split(" | ")[0]))
+    return keys
+
+
+@pytest.mark.parametrize("edit", ["layout 2", "layout 4", "the other byte order"])
+def test_the_snapshot_index_is_layout_3_in_this_byte_order_and_another_is_discarded(
+    tmp_path: Path, edit: str
+) -> None:
+    """docs/FORMAT.md §DB.snap: the index holds `layout` 3 and `byteorder` the writing machine's, with
+    exactly the documented fields; a snapshot of another layout or byte order is not used (here one whose
+    columns would fail every read if it were), the log is replayed instead, and its replacement is
+    written as documented."""
+    import sys
+
+    db = tmp_path / "f.db"
+    with MnemoClient(db, "x", durability="none") as c:
+        rec_id = c.remember("hello", tags=["t"]).id
+    body = snap.read_snapshot(str(db) + ".snap")
+    assert body is not None
+    assert (body["index"]["layout"], body["index"]["byteorder"]) == (3, sys.byteorder)
+    assert set(body["index"]) == _documented_snapshot_keys()
+
+    def forge(state: dict[str, Any]) -> None:
+        state["columns"]["scope"] = struct.pack("=I", 99)  # used, this would fail every read
+        if edit == "the other byte order":
+            state["byteorder"] = "big" if sys.byteorder == "little" else "little"
+        else:
+            state["layout"] = int(edit.split()[1])
+
+    _forge(db, forge)
+    with MnemoClient(db, "x", durability="none") as c:
+        assert c.get(rec_id).content == "hello"
+        assert [r.id for r in c.query(tags=["t"])] == [rec_id]
+        c.remember("more")
+    again = snap.read_snapshot(str(db) + ".snap")
+    assert again is not None and (again["index"]["layout"], again["index"]["byteorder"]) == (3, sys.byteorder)
 
 
 def test_a_forged_posting_past_the_last_row_fails_cleanly(tmp_path: Path) -> None:

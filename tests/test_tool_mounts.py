@@ -329,9 +329,9 @@ def test_a_file_at_a_fixed_directory_shown_later_is_shadowed_by_it(admin: MnemoC
 def test_a_mounted_server_refuses_bad_paths_and_large_files_in_the_same_words(
     admin: MnemoClient, db: str, where: str
 ) -> None:
-    """Paths that escape or are malformed, and files over max_file_bytes (one byte over; exactly at it
-    is fine), give a mounted server, in its root and in a mount, the results a single-scope server
-    gives at the same place of its tree."""
+    """Paths that escape or are malformed, files over max_file_bytes (one byte over; exactly at it is
+    fine), and an old_str too long to quote whole, give a mounted server, in its root and in a mount,
+    the results a single-scope server gives at the same place of its tree."""
     admin.grant("me", TEAM, ["read", "write", "forget"])
     with open_client(db, "me") as me, open_client(db, "other") as other:
         mounted = MnemoMemoryToolServer(me, mounts={"/memories/team": TEAM}, max_file_bytes=10)
@@ -343,6 +343,7 @@ def test_a_mounted_server_refuses_bad_paths_and_large_files_in_the_same_words(
             {"command": "create", "path": "/memories/exact", "file_text": "x" * 10},
             {"command": "str_replace", "path": "/memories/exact", "old_str": "x", "new_str": "yy"},
             {"command": "str_replace", "path": "/memories/exact", "old_str": "", "new_str": "yy"},
+            {"command": "str_replace", "path": "/memories/exact", "old_str": "q" * 8000, "new_str": "y"},  # quoted cut
             {"command": "insert", "path": "/memories/exact", "insert_line": 0, "insert_text": "z"},
             {"command": "view", "path": "/memories/exact"},
         ]:

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mnemo import MnemoClient
-from mnemo.errors import InvalidInput, LockTimeout, NotFound
+from mnemo.errors import IntegrityError, InvalidInput, LockTimeout, MnemoError, NotFound, StorageError
 from mnemo.tools import CommandResult, MnemoMemoryToolServer
 from mnemo.tools.server import format_size
 from mnemo.validation import Limits
@@ -136,6 +136,22 @@ def test_constructor_checks(client: MnemoClient) -> None:
             MnemoMemoryToolServer(client, **kwargs)
 
 
+def test_size_settings_take_every_positive_integer_and_refuse_the_rest(client: MnemoClient) -> None:
+    """The least size setting is 1 (a one-byte file is the biggest a server with max_file_bytes=1 keeps);
+    0, negatives, bools and non-integers are refused with the setting's name."""
+    server = MnemoMemoryToolServer(client, max_file_bytes=1)
+    assert server.max_file_bytes == 1
+    assert run(server, command="create", path="/memories/one", file_text="x").is_error is False
+    assert run(server, command="create", path="/memories/two", file_text="xy") == bad(
+        "Error: File /memories/two would be 2 bytes, over the limit of 1 bytes"
+    )
+    for name in ("max_file_bytes", "max_view_chars", "max_path_length"):
+        for wrong in (0, -1, True, 1.5, "10"):
+            with pytest.raises(InvalidInput) as info:
+                MnemoMemoryToolServer(client, **{name: wrong})
+            assert str(info.value) == f"{name} must be a positive integer, got {wrong!r}"
+
+
 def test_settings_the_client_cannot_honour_are_refused(db: str) -> None:
     """A server promising more than its client stores would answer with the client's messages."""
     small = Limits(max_content_bytes=1000, max_tag_chars=300)
@@ -152,6 +168,9 @@ def test_settings_the_client_cannot_honour_are_refused(db: str) -> None:
             "max_path_length (1024) does not fit in a path tag: the client's tag limit "
             "(client.limits.max_tag_chars = 300) allows paths of at most 295 characters"
         )
+        with pytest.raises(InvalidInput) as info:
+            MnemoMemoryToolServer(c, max_file_bytes=1000, max_path_length=296)  # one past the most
+        assert str(info.value).startswith("max_path_length (296) does not fit in a path tag")
         server = MnemoMemoryToolServer(c, max_file_bytes=1000, max_path_length=295)
         # an oversize file gets the contract's text, not the client's
         assert run(server, command="create", path="/memories/a", file_text="x" * 1001) == bad(
@@ -566,6 +585,22 @@ def test_the_stores_not_found_inside_a_command_is_an_error_result(
     result = run(server, command="view", path="/memories/a.md")
     assert result.is_error is True
     assert result.text.startswith("Error: record ") and result.text.endswith(" not found")
+
+
+@pytest.mark.parametrize("error", [IntegrityError, StorageError, InvalidInput])
+def test_any_other_store_error_inside_a_command_is_an_error_result_in_its_words(
+    client: MnemoClient, monkeypatch: pytest.MonkeyPatch, error: type[MnemoError]
+) -> None:
+    """A damaged store, a lost database server or a refused value is the command's error result, the
+    store's message after "Error: ", marked as an error (a model must not take it for content)."""
+    server = MnemoMemoryToolServer(client)
+    assert not run(server, command="create", path="/memories/a.md", file_text="x").is_error
+
+    def failing(rec_id: str, *args: Any, **kwargs: Any) -> Any:
+        raise error("the store says no")
+
+    monkeypatch.setattr(client, "get", failing)
+    assert run(server, command="view", path="/memories/a.md") == bad("Error: the store says no")
 
 
 def test_lock_timeout_is_an_error_result(client: MnemoClient, monkeypatch: pytest.MonkeyPatch) -> None:

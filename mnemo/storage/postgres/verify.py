@@ -60,8 +60,7 @@ def verify_postgres(
     conn = store._connect(autocommit=False)
     try:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        total = conn.execute("SELECT count(*) FROM mnemo_entries").fetchone()
-        n_rows = int(total[0]) if total else 0
+        [(n_rows,)] = conn.execute("SELECT count(*) FROM mnemo_entries").fetchall()
         # the saved compact ranges of the tree, each checked against the tree over the entries up to it
         saved = {int(size): bytes(data) for size, data in conn.execute("SELECT size, range FROM mnemo_tree")}
         tree = CompactRange() if saved else None
@@ -173,11 +172,11 @@ def _table_problems(conn: psycopg.Connection[Any], expected: ExpectedIndex, repo
         ) if seq not in live_seqs
     ]
     out += [f"the payload of seq {seq} is still stored, though a forget names its record" for seq in orphans[:20]]
-    strays = conn.execute(
+    [(strays,)] = conn.execute(
         "SELECT count(*) FROM mnemo_payloads p LEFT JOIN mnemo_entries e ON e.seq = p.seq WHERE e.seq IS NULL"
-    ).fetchone()
-    if strays and strays[0]:
-        out.append(f"{strays[0]} payload rows belong to no entry")
+    ).fetchall()
+    if strays:
+        out.append(f"{strays} payload rows belong to no entry")
     return [Problem("tables", msg) for msg in out]
 
 
