@@ -269,6 +269,24 @@ def test_a_snapshot_reloads_ids_that_are_not_one_width(tmp_path: Path) -> None:
     assert again.base.n == 0 and len(again.rows) == 3
 
 
+def test_ids_of_one_character_pack_into_a_blob_of_width_1(tmp_path: Path) -> None:
+    """Ids all of one ASCII character are the narrowest blob there is: width 1, each id found at its
+    row; a width of 0 holds no ids, and a blob with width 0 (or below) is refused, not read as empty."""
+    index = Index(b"d" * 16)
+    v = Version(1, 1, 1, "x", 3, b"h" * 32, 100, 30)
+    for i, rec_id in enumerate(["c", "a", "b"]):
+        index.put(rec_id, "s", ("t",), v._replace(seq=i + 1, slot_off=100 * (i + 1)))
+    state = index.to_state()
+    assert (state["id_width"], bytes(state["id_blob"])) == (1, b"abc")
+    again = roundtrip(index)
+    assert dict(again.records) == dict(index.records)
+    assert [again.base.find(i) for i in ("a", "b", "c", "d", "ab")] == [0, 1, 2, None, None]
+    assert len(SortedIds(b"", 0)) == 0
+    for width in (0, -1):
+        with pytest.raises(ValueError, match="^sorted ids need a positive width$"):
+            SortedIds(b"abc", width)
+
+
 @pytest.mark.parametrize(("edit", "message"), [
     ("a byte more", "sorted ids blob is not a whole number of ids"),
     ("a byte less", "sorted ids blob is not a whole number of ids"),

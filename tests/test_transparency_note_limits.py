@@ -126,6 +126,14 @@ def test_the_tree_size_at_the_largest_and_one_past_it() -> None:
     assert parse_checkpoint_text(f"{ORIGIN}\n0\n{base64.b64encode(ROOT5).decode()}\n").size == 0
 
 
+def test_checkpoint_text_without_its_last_newline_is_refused() -> None:
+    text = f"{ORIGIN}\n5\n{base64.b64encode(ROOT5).decode()}\n"
+    assert parse_checkpoint_text(text).size == 5
+    with pytest.raises(MalformedNote) as info:
+        parse_checkpoint_text(text[:-1])
+    assert str(info.value) == "the checkpoint text does not end in a newline"
+
+
 @pytest.mark.parametrize("size", [0, -1, True, 1 << 63, 5.0, "5"])
 def test_signing_refuses_a_size_no_checkpoint_names(size: object) -> None:
     with pytest.raises(InvalidInput) as info:

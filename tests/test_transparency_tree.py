@@ -388,3 +388,34 @@ def test_hash_list_refuses_bad_hashes() -> None:
     with pytest.raises(InvalidInput):
         h.read(0, 1)
     assert len(h) == 0
+
+
+def test_a_hash_list_extended_with_concatenated_hashes_is_the_list_of_them() -> None:
+    hashes = [leaf_hash(x) for x in leaf_data(5)]
+    grown = HashList(hashes[:2])
+    grown.extend(b"".join(hashes[2:]))
+    assert len(grown) == 5 and grown.raw() == b"".join(hashes)
+    assert grown.root() == HashList(hashes).root() == Reference(leaf_data(5)).mth(0, 5)
+    grown.extend(b"")
+    assert len(grown) == 5
+
+
+def test_proofs_default_to_the_whole_tree() -> None:
+    """Without a size, a path and a proof are to the tree as it is now."""
+    tree = HashList(leaf_hash(x) for x in leaf_data(7))
+    assert tree.root() == tree.root(7)
+    assert tree.inclusion_path(2) == tree.inclusion_path(2, 7) != tree.inclusion_path(2, 6)
+    assert tree.consistency_proof(3) == tree.consistency_proof(3, 7) != tree.consistency_proof(3, 6)
+
+
+def test_compact_ranges_are_values() -> None:
+    """Equal ranges (same size, same hashes) hash alike, so they can key a dict or a set; the repr names
+    the size and the root."""
+    d = leaf_data(6)
+    a, b = CompactRange(), CompactRange()
+    a.add_entries(d)
+    b.add_entries(d)
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    b.append_entry(b"more")
+    assert a != b and a != a.to_bytes()
+    assert repr(a) == f"CompactRange(size=6, root={a.root().hex()})"

@@ -111,11 +111,9 @@ def _hashes(items: Sequence[object], first_line: int | None, found: list[Finding
 
 def _parse_json(text: str, found: list[Finding]) -> _Parsed:
     try:
-        obj = json.loads(text)
+        obj: dict[str, Any] = json.loads(text)  # text that starts with "{" is an object if it is JSON
     except ValueError:
         raise NotABundle("the bundle is neither c2sp.org/tlog-proof@v1 text nor JSON") from None
-    if not isinstance(obj, dict):
-        raise NotABundle("the bundle's JSON is not an object")
     out = _Parsed(claimed={k: obj[k] for k in ("origin", "tree_size") if k in obj})
     entry = obj.get("entry_b64")
     try:
