@@ -146,6 +146,27 @@ def test_a_forgotten_records_tags_leave_memory_and_the_snapshot() -> None:
     assert b"secret-tag" not in msgpack.packb(index.to_state(), use_bin_type=True)
 
 
+def test_a_forgotten_records_tags_leave_memory_after_an_open_that_scanned_the_log(tmp_path: Path) -> None:
+    """An open without the snapshot takes a run of new records in bulk (extend_new), counting each tag
+    set's uses there: forgetting a record whose tags no other record holds then frees its tag set too,
+    and a shared tag set is counted once per record."""
+    db = tmp_path / "f.db"
+    with MnemoClient(db, "x", durability="none") as c:
+        kept = [c.remember(f"k{i}", tags=["keep"]).id for i in range(3)]
+        secret = c.remember("s", tags=["secret-tag"]).id
+    Path(str(db) + ".snap").unlink()
+    with MnemoClient(db, "x", durability="none") as c:
+        index = c._store.index
+        sets = index.tagsets
+        assert sets.refs[sets.codes[("keep",)]] == 3 and sets.refs[sets.codes[("secret-tag",)]] == 1
+        c.forget(secret)
+        assert all(t is None or "secret-tag" not in t for t in sets.values)
+        assert "secret-tag" not in index.postings
+        c.forget(kept[0])
+        assert sets.refs[sets.codes[("keep",)]] == 2
+        assert index.counts() == (2, 2, 1)
+
+
 def test_sorted_ids_finds_exactly_its_ids() -> None:
     ids = sorted(f"{i * 7:032x}" for i in range(500))
     packed = SortedIds.pack(ids)

@@ -12,7 +12,7 @@ import pytest
 
 from mnemo import MnemoClient
 from mnemo.tools import MnemoMemoryToolServer
-from mnemo.tools.paths import PathError, ancestors, canonicalize, check_root, is_within
+from mnemo.tools.paths import PathError, ancestors, canonicalize, check_root, is_within, retagged
 
 # -- canonical form ----------------------------------------------------------------------------------
 
@@ -381,3 +381,10 @@ def test_checks_run_on_the_path_as_sent_and_on_its_nfc_form() -> None:
     with pytest.raises(PathError) as info:
         canonicalize("/memories/cafe\u0301/../x")
     assert info.value.text == "Path /memories/cafe\u0301/../x would escape /memories directory"
+
+
+def test_a_moved_files_tags_keep_their_order_and_take_the_new_path_tag_last() -> None:
+    assert retagged(("keep", "memorytool", "path:/memories/a", "z"), "/memories/b/c") == (
+        "keep", "memorytool", "z", "path:/memories/b/c")
+    assert retagged(("memorytool", "path:/memories/a", "path:/memories/old"), "/memories/n") == (
+        "memorytool", "path:/memories/n")

@@ -133,6 +133,37 @@ def test_total_bytes(client: MnemoClient, db: str) -> None:
     ok(lower, command="str_replace", path="/memories/a", old_str="a" * 30, new_str="a" * 50)
 
 
+def test_an_overwriting_create_counts_the_new_bytes_in_place_of_the_old(client: MnemoClient, db: str) -> None:
+    """With create_overwrites, creating an existing file replaces its bytes: what counts against the limit
+    is the memory with the new text instead of the old."""
+    server = MnemoMemoryToolServer(client, max_total_bytes=100, create_overwrites=True)
+    ok(server, command="create", path="/memories/a", file_text="a" * 60)
+    ok(server, command="create", path="/memories/b", file_text="b" * 10)
+    ok(server, command="create", path="/memories/a", file_text="A" * 90)  # 100 bytes: exactly full
+    refused(
+        server, client, db, BYTES.format(action="create /memories/a", new=101, limit=100, now=100),
+        command="create", path="/memories/a", file_text="A" * 91,
+    )
+    ok(server, command="create", path="/memories/a", file_text="a")
+    ok(server, command="create", path="/memories/c", file_text="c" * 89)
+
+
+def test_a_rename_at_the_byte_limit_moves_bytes_and_adds_none(client: MnemoClient, db: str) -> None:
+    """A rename keeps the bytes of the latest versions as they are: it is allowed with the memory exactly
+    full, and afterwards the memory holds what it held (one more byte is refused, counted from there)."""
+    server = MnemoMemoryToolServer(client, max_total_bytes=100)
+    ok(server, command="create", path="/memories/a", file_text="a" * 60)
+    ok(server, command="create", path="/memories/d/b", file_text="b" * 40)
+    ok(server, command="rename", old_path="/memories/a", new_path="/memories/c")
+    ok(server, command="rename", old_path="/memories/d", new_path="/memories/e")
+    refused(
+        server, client, db, BYTES.format(action="create /memories/f", new=101, limit=100, now=100),
+        command="create", path="/memories/f", file_text="f",
+    )
+    ok(server, command="delete", path="/memories/c")
+    ok(server, command="create", path="/memories/f", file_text="f" * 60)
+
+
 # -- the bytes of every kept version ------------------------------------------------------------------
 
 

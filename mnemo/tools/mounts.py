@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from mnemo.acl import check_name
 from mnemo.errors import InvalidInput, NotFound, PermissionDenied
-from mnemo.tools.paths import PATH_TAG_PREFIX, PathError, ancestors, canonicalize, is_within, path_tag
+from mnemo.tools.paths import PATH_TAG_PREFIX, PathError, ancestors, canonicalize, is_within, path_tag, retagged
 from mnemo.tools.quotas import Usage, refusal
 from mnemo.tools.text import (
     EDITED,
@@ -233,13 +233,6 @@ class MountedCommands:
         content = record.content
         text = content.decode("utf-8", errors="replace") if isinstance(content, bytes) else content
         return text, record.version
-
-    @staticmethod
-    def _retag(tags: Sequence[str], stored: str) -> tuple[str, ...]:
-        kept = [tag for tag in tags if not tag.startswith(PATH_TAG_PREFIX)]
-        if MEMORY_TAG not in kept:
-            kept.append(MEMORY_TAG)
-        return tuple(kept) + (path_tag(stored),)
 
     # -- quotas -----------------------------------------------------------------------------------
 
@@ -487,7 +480,7 @@ class MountedCommands:
                     versioned=[(p, info.version) for info, p, _ in moves],
                 )
                 for info, _, to in moves:
-                    tags = self._retag(info.tags, tree.stored(target, to))
+                    tags = retagged(info.tags, tree.stored(target, to))
                     self._client.update(info.id, tags=tags, expected_version=info.version)
             else:
                 # A record's scope is fixed: a move across mounts is a new record in the target scope and
@@ -497,7 +490,7 @@ class MountedCommands:
                 )
                 for info, _, to in moves:
                     record = self._client.get(info.id)
-                    tags = self._retag(record.tags, tree.stored(target, to))
+                    tags = retagged(record.tags, tree.stored(target, to))
                     self._client.remember(record.content, tags=tags, metadata=record.metadata, scope=target.scope)
                 self._client.forget([info.id for info, _, _ in moves], reason="memory tool: rename")
         return CommandResult(f"Successfully renamed {old_path} to {new_path}")

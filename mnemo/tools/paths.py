@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 from mnemo.tools.text import echo
 
@@ -24,6 +25,7 @@ __all__ = [
     "is_within",
     "path_tag",
     "PATH_TAG_PREFIX",
+    "retagged",
 ]
 
 DEFAULT_ROOT = "/memories"
@@ -124,3 +126,9 @@ def ancestors(path: str, root: str = DEFAULT_ROOT) -> list[str]:
 def path_tag(canonical: str) -> str:
     """The tag that names a memory-tool file's canonical path."""
     return PATH_TAG_PREFIX + canonical
+
+
+def retagged(tags: Sequence[str], canonical: str) -> tuple[str, ...]:
+    """A moved file's tags: its own in their order (the memory-tool tag it was found by among them),
+    with its path tag replaced by the one of `canonical`, last."""
+    return tuple(tag for tag in tags if not tag.startswith(PATH_TAG_PREFIX)) + (path_tag(canonical),)

@@ -30,6 +30,7 @@ from mnemo.tools.paths import (
     check_root,
     is_within,
     path_tag,
+    retagged,
 )
 from mnemo.tools.quotas import Quotas, Usage, refusal
 from mnemo.tools.text import (
@@ -429,13 +430,6 @@ class MnemoMemoryToolServer:
         record = self._client.get(info.id)
         return _as_text(record.content), record.version
 
-    @staticmethod
-    def _retag(tags: Sequence[str], new_path: str) -> tuple[str, ...]:
-        kept = [tag for tag in tags if not tag.startswith(PATH_TAG_PREFIX)]
-        if MEMORY_TAG not in kept:
-            kept.append(MEMORY_TAG)
-        return tuple(kept) + (path_tag(new_path),)
-
     # -- command plumbing ---------------------------------------------------------------------------
 
     def _canonical(self, path: str) -> str:
@@ -452,7 +446,7 @@ class MnemoMemoryToolServer:
             raise _Refusal(f"Error: Permission denied: {agent} may not {perm} in scope {self._scope}") from None
 
     def _reading(self) -> AbstractContextManager[object]:
-        if getattr(self._client, "readonly", False):
+        if self._client.readonly:
             return nullcontext()
         return self._client.transaction()
 
@@ -624,7 +618,7 @@ class MnemoMemoryToolServer:
                 versioned=[(p, info.version) for info, p, _ in moves],
             )
             for info, _, target in moves:
-                self._client.update(info.id, tags=self._retag(info.tags, target), expected_version=info.version)
+                self._client.update(info.id, tags=retagged(info.tags, target), expected_version=info.version)
         return CommandResult(f"Successfully renamed {old_path} to {new_path}")
 
     def _clear_all(self) -> CommandResult:
