@@ -224,3 +224,49 @@ def test_a_snapshot_the_database_does_not_open_from_is_a_finding(
     assert [(p.kind, p.message) for p in report.problems] == [(
         "snapshot", f"the index snapshot {db.name}.snap: the database does not open from it: "
         "the index snapshot is inconsistent (row 3)")]
+
+
+def test_a_stale_snapshot_is_a_note_not_a_problem(tmp_path: Path) -> None:
+    """A snapshot of the log as it was before a compaction (here put back by hand) is no damage: its
+    frames are not where it says, so clients do not use it, and the next writer replaces it; verify says
+    so in a note and finds no problem."""
+    from mnemo.audit import verify_db
+
+    db = tmp_path / "s.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        gone = c.remember("first").id
+        c.remember("second")
+        c.forget(gone)
+    older = Path(str(db) + ".snap").read_bytes()
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.compact()
+        c.remember("third")
+    Path(str(db) + ".snap").write_bytes(older)
+    report = verify_db(db)
+    assert report.ok and report.problems == ()
+    assert f"the index snapshot {db.name}.snap is stale (clients ignore it; the next writer rewrites it)" in (
+        report.notes)
+
+
+def test_a_snapshot_whose_tree_state_was_altered_is_a_finding(tmp_path: Path) -> None:
+    """The snapshot's Merkle tree state is checked against the tree over the log's entries: one of the
+    right size over other leaves, re-sealed, is a snapshot problem (clients would serve its root)."""
+    from mnemo.audit import verify_db
+    from mnemo.transparency.tree import CompactRange
+
+    db = tmp_path / "s.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.remember("first")
+        c.remember("second")
+    path = str(db) + ".snap"
+    body = snap.read_snapshot(path)
+    assert body is not None
+    size = CompactRange.from_bytes(body["tree"]).size
+    forged = CompactRange()
+    forged.add_entries([b"forged %d" % i for i in range(size)])
+    body["tree"] = forged.to_bytes()
+    snap.write_snapshot(path, body)
+    report = verify_db(db)
+    assert [(p.kind, p.message) for p in report.problems] == [(
+        "snapshot", f"the Merkle tree state in the index snapshot {db.name}.snap is not the tree over the "
+        "log's entries: it was altered")]
