@@ -54,3 +54,16 @@ def test_a_view_range_past_the_ends_is_refused_as_input(server: MnemoMemoryToolS
     result = server.execute({"command": "view", "path": "/memories/a.txt", "view_range": bounds})
     assert result == CommandResult(
         f"Error: Parameter `view_range` of command `view` must be a list of two integers{OUT_OF_RANGE}", True)
+
+
+def test_a_tool_use_block_that_is_a_mapping_but_no_dict_is_read_as_one(server: MnemoMemoryToolServer) -> None:
+    """A block may come as any read-only mapping (a MappingProxyType here), not only a dict or an SDK
+    object with attributes: its fields, and those of its input, are read the same."""
+    from types import MappingProxyType
+
+    block = {"type": "tool_use", "id": "toolu_01", "name": "memory",
+             "input": {"command": "view", "path": "/memories/a.txt"}}
+    want = server.handle(block)
+    assert "is_error" not in want and "/memories/a.txt" in want["content"]
+    assert server.handle(MappingProxyType(block)) == want
+    assert server.handle(MappingProxyType({**block, "input": MappingProxyType(block["input"])})) == want
