@@ -77,3 +77,31 @@ def test_rekey_moves_the_keys_of_lines_an_edit_moved_and_names_the_ones_it_chang
     assert listed.read_text(encoding="utf-8") == (
         "# a comment: kept as it is\n\nm.py:2:4 const 1 -> 2 | why a\n"
         "m.py:2:4 const 2 -> 3 | why b\nm.py:4:4 const 3 -> 4 | why c\n")
+
+
+def test_a_rerun_moves_its_survivors_to_the_lines_they_have_now(
+    mutate: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    (tmp_path / "m.py").write_text("a = 1\nb = 2\nc = 3\n", encoding="utf-8")
+    git("init", "-q")
+    git("add", "m.py")
+    git("commit", "-qm", "one")
+    rev = git("rev-parse", "HEAD")
+    (tmp_path / "m.py").write_text("x = 0\na = 1\nb = 20\nc = 3\n", encoding="utf-8")
+    monkeypatch.setattr(mutate, "ROOT", tmp_path)
+    report = tmp_path / "run.txt"
+    survivors = "  SURVIVED m.py:1:4 const 1 -> 2\n  SURVIVED m.py:2:4 const 2 -> 3\n  SURVIVED m.py:3:4 const 3 -> 4\n"
+    report.write_text(f"# mutation run\ncode: {rev} with uncommitted changes\n{survivors}", encoding="utf-8")
+    said: list[str] = []
+    assert mutate.survivors_of(report, log=said.append) == {"m.py:2:4 const 1 -> 2", "m.py:4:4 const 3 -> 4"}
+    assert said == [f"not rerun: the line of m.py:2:4 const 2 -> 3 changed since {rev[:12]} (judge it again "
+                    "with --line)"]
+    report.write_text(survivors, encoding="utf-8")  # an older report, without its code line
+    assert mutate.survivors_of(report) == {"m.py:1:4 const 1 -> 2", "m.py:2:4 const 2 -> 3", "m.py:3:4 const 3 -> 4"}
+    assert len(mutate.survivors_of(report, rev, said.append)) == 2

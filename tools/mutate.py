@@ -435,40 +435,77 @@ def load_equivalent() -> dict[str, str]:
     return out
 
 
+def _split_key(key: str) -> tuple[str, int, str] | None:
+    """("file", line, "col kind detail") of a key `file:line:col kind detail`, or None."""
+    where, space, rest = key.partition(" ")
+    path, _, pos = where.rpartition(":")
+    path, _, line = path.rpartition(":")
+    if not space or not path or not line.isdigit():
+        return None
+    return path, int(line), f"{pos} {rest}"
+
+
+def line_map(rev: str, path: str) -> dict[int, int]:
+    """Line numbers of `path` at git revision `rev` -> its line numbers now, for the lines an edit
+    since has moved but left as they were (a changed or removed line has none)."""
+    import difflib
+
+    old = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    new = (ROOT / path).read_text(encoding="utf-8").splitlines()
+    moved: dict[int, int] = {}
+    for block in difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks():
+        moved.update({block.a + i + 1: block.b + i + 1 for i in range(block.size)})
+    return moved
+
+
+def moved_keys(keys: list[str], rev: str) -> tuple[list[str], list[str]]:
+    """`keys` with their lines moved from the code at `rev` to the code now, and the keys whose line
+    changed or went since (those cannot be moved)."""
+    maps: dict[str, dict[int, int]] = {}
+    out: list[str] = []
+    lost: list[str] = []
+    for key in keys:
+        parts = _split_key(key)
+        if parts is None:
+            lost.append(key)
+            continue
+        path, line, rest = parts
+        if path not in maps:
+            maps[path] = line_map(rev, path)
+        now = maps[path].get(line)
+        if now is None:
+            lost.append(key)
+        else:
+            out.append(f"{path}:{now}:{rest}")
+    return out, lost
+
+
 def rekey_equivalents(rev: str) -> list[str]:
     """Move the line numbers of equivalent.txt's keys from the files as they are at git revision `rev`
     to the files as they are now, for lines that an edit moved but left alone; rewrites the list and
     returns the keys it could not move (their line changed or went: judge those again)."""
-    import difflib
-
-    text = EQUIVALENT.read_text(encoding="utf-8")
-    maps: dict[str, dict[int, int]] = {}
-    lost: list[str] = []
     out: list[str] = []
-    for raw in text.splitlines():
+    lost: list[str] = []
+    for raw in EQUIVALENT.read_text(encoding="utf-8").splitlines():
         key, sep, why = raw.partition(" | ")
-        where, space, rest = key.partition(" ")
-        path, _, pos = where.rpartition(":")
-        path, _, line = path.rpartition(":")
-        if not sep or not space or not line.isdigit() or raw.lstrip().startswith("#"):
+        if not sep or raw.lstrip().startswith("#") or _split_key(key) is None:
             out.append(raw)
             continue
-        if path not in maps:
-            old = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True,
-                                 text=True, check=True).stdout.splitlines()
-            new = (ROOT / path).read_text(encoding="utf-8").splitlines()
-            moved: dict[int, int] = {}
-            for block in difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks():
-                moved.update({block.a + i + 1: block.b + i + 1 for i in range(block.size)})
-            maps[path] = moved
-        now = maps[path].get(int(line))
-        if now is None:
-            lost.append(key)
-            out.append(raw)
-        else:
-            out.append(f"{path}:{now}:{pos} {rest}{sep}{why}")
+        moved, gone = moved_keys([key.strip()], rev)
+        lost += gone
+        out.append(f"{moved[0]}{sep}{why}" if moved else raw)
     EQUIVALENT.write_text("\n".join(out) + "\n", encoding="utf-8")
     return lost
+
+
+def code_revision() -> str:
+    """The commit the checkout is at, and whether the package differs from it (then a report's line
+    numbers are those of uncommitted code, and a later --rerun can move them only approximately)."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "mnemo"], cwd=ROOT, capture_output=True,
+                           text=True).stdout.strip()
+    return head + (" with uncommitted changes" if dirty else "")
 
 
 @dataclass
@@ -479,11 +516,20 @@ class Outcome:
     seconds: float
 
 
-def survivors_of(report: Path) -> set[str]:
-    """The keys (`file:line:col kind detail`) a report lists as survivors."""
-    marker = "SURVIVED "
-    return {line.strip()[len(marker):] for line in report.read_text(encoding="utf-8").splitlines()
-            if line.strip().startswith(marker)}
+def survivors_of(report: Path, rev: str | None = None, log: Callable[[str], None] = print) -> set[str]:
+    """The keys (`file:line:col kind detail`) a report lists as survivors, with their lines moved to
+    the code as it is now from the revision the report ran on (its `code:` line, or `rev`)."""
+    marker, code = "SURVIVED ", "code: "
+    lines = [line.strip() for line in report.read_text(encoding="utf-8").splitlines()]
+    keys = [line[len(marker):] for line in lines if line.startswith(marker)]
+    if rev is None:
+        rev = next((line[len(code):].split()[0] for line in lines if line.startswith(code)), None)
+    if rev is None:
+        return set(keys)
+    moved, lost = moved_keys(keys, rev)
+    for key in lost:
+        log(f"not rerun: the line of {key} changed since {rev[:12]} (judge it again with --line)")
+    return set(moved)
 
 
 def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: set[int] | None,
@@ -571,6 +617,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-line", type=int, default=0, help="only the mutants on this line or after it")
     parser.add_argument("--rerun", type=Path, metavar="REPORT",
                         help="only the mutants a report (--report) lists as survivors")
+    parser.add_argument("--rerun-from", metavar="REV",
+                        help="the git revision the --rerun report ran on, for a report without a code: line")
     parser.add_argument("--list", action="store_true", help="list the targets and their mutant counts")
     parser.add_argument("--report", type=Path, help="also write the summary to this file")
     parser.add_argument("--quiet", action="store_true", help="no per-mutant progress on stderr")
@@ -616,15 +664,16 @@ def main(argv: list[str] | None = None) -> int:
 
     # A background job ignores SIGINT: make SIGTERM unwind too, so the scratch copy is removed.
     signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
+    rerun = survivors_of(args.rerun, args.rerun_from, log) if args.rerun else None
     box = Sandbox()
     report: list[str] = [f"# mutation run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-                         f"command: python tools/mutate.py {' '.join(argv if argv is not None else sys.argv[1:])}"]
+                         f"command: python tools/mutate.py {' '.join(argv if argv is not None else sys.argv[1:])}",
+                         f"code: {code_revision()}"]
     survivors = 0
     try:
         for t in chosen:
             outcomes, base, _ = run_target(t, box, equivalent, set(args.line) if args.line else None, log,
-                                           survivors_of(args.rerun) if args.rerun else None, args.from_line,
-                                           args.shift, args.covered)
+                                           rerun, args.from_line, args.shift, args.covered)
             lines = summarize(t, outcomes, base)
             survivors += sum(o.result == "survived" for o in outcomes)
             print("\n".join(lines), flush=True)
