@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 import struct
+import sys
 from array import array
 from pathlib import Path
 from typing import Any
@@ -465,3 +466,160 @@ def test_a_row_moved_from_one_posting_to_another_is_found_though_the_counts_agre
         f"record {IDS[0]} is missing from the index of tag 'a'",
         "the index of tag 'b' lists row 0, which does not hold it",
     ]
+
+
+# -- posting_differences: the bulk check and the detailed comparison agree --------------------------------
+
+
+def _loaded() -> Index:
+    """_three() as an open loads it from its snapshot (its rows in the base, not the tail)."""
+    return roundtrip(_three())
+
+
+@pytest.mark.parametrize("dead", [False, True], ids=["all rows live", "a row forgotten"])
+def test_a_posting_missing_a_row_is_a_difference(dead: bool) -> None:
+    """A record left out of one of its tags' postings (which would hide it from tag queries) is found,
+    with every row live and with a forgotten row among them (where the bulk check does not apply)."""
+    index = _loaded()
+    index.put(IDS[3], "s", ("b", "c"), Version(1, 4, 4, "x", 1, b"h" * 32, 400, 30))
+    if dead:
+        index.drop(IDS[0])
+    assert index.posting_differences() == []
+    index.postings["b"] = array("I", [r for r in index.postings["b"] if r != 1])  # row 1 holds a and b
+    assert index.posting_differences() == [f"record {IDS[1]} is missing from the index of tag 'b'"]
+
+
+def test_a_live_row_whose_tag_set_was_freed_is_a_difference() -> None:
+    index = _loaded()
+    code = index.cols["tagset"][2]  # ("b",), used by row 2 only
+    index.tagsets.values[code] = None
+    assert index.posting_differences() == [
+        "the index snapshot is inconsistent (row 2); delete it and reopen, or run verify"]
+
+
+def test_a_posting_listing_a_row_twice_in_place_of_another_is_a_difference() -> None:
+    """The bulk check counts distinct (row, tag) pairs: a posting that lists one row twice instead of
+    another row has the right length, and is still found."""
+    index = _loaded()
+    index.postings["a"] = array("I", [0, 0])  # rows 0 and 1 hold "a"
+    assert index.posting_differences() == [f"record {IDS[1]} is missing from the index of tag 'a'"]
+
+
+def test_records_that_cannot_be_read_differ_between_the_index_and_the_log() -> None:
+    index, log = _loaded(), _three()
+    index.cols["scope"][1] = 99  # no such scope: reading the record is an IntegrityError
+    assert index.differences(log) == [f"record {IDS[1]} differs between the index and the log"]
+
+
+# -- the snapshot's rows in id order ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("loaded", "added"), [
+    ([], ["b", "a", "c"]),  # added out of order: each id is below the one after the next
+    (["b"], ["a", "c"]),  # added in order, but the first sorts before the loaded ones
+    (["b"], ["c", "a"]),  # added out of order, and one sorts before the loaded ones
+    (["b", "d"], ["c"]),  # one between the loaded ones
+])
+def test_a_snapshot_lists_its_ids_in_order_however_they_were_added(loaded: list[str], added: list[str]) -> None:
+    """Look-ups in a loaded snapshot are a binary search over its ids: they must be sorted, whether the
+    records came from an earlier snapshot or since, and in whatever order they were added."""
+    index = Index(b"d" * 16)
+    v = Version(1, 1, 1, "x", 3, b"h" * 32, 100, 30)
+    seq = 0
+    for rec_id in loaded:
+        seq += 1
+        index.put(rec_id, "s", (rec_id,), v._replace(seq=seq, slot_off=100 * seq))
+    index = roundtrip(index)
+    for rec_id in added:
+        seq += 1
+        index.put(rec_id, "s", (rec_id,), v._replace(seq=seq, slot_off=100 * seq))
+    state = index.to_state()
+    assert bytes(state["id_blob"]) == "".join(sorted(loaded + added)).encode()
+    again = roundtrip(index)
+    for rec_id in loaded + added:
+        rec = again.get_rec(rec_id)
+        assert rec is not None and rec.tags == (rec_id,)
+
+
+def test_the_snapshot_holds_each_tag_set_once_and_the_empty_one_first() -> None:
+    index = Index(b"d" * 16)
+    v = Version(1, 1, 1, "x", 3, b"h" * 32, 100, 30)
+    for i, tags in enumerate([(), ("a",), (), ("a",), ("b",)]):
+        index.put(IDS[i], "s", tags, v._replace(seq=i + 1, slot_off=100 * (i + 1)))
+    state = index.to_state()
+    lens = array("I", state["tagset_lens"])
+    sets, pos = [], 0
+    for k in lens:
+        sets.append(tuple(state["tagset_tags"][pos:pos + k]))
+        pos += k
+    assert sets[0] == () and len(set(sets)) == len(sets) == 3
+    assert array("I", state["tagset_refs"]).tolist() == [2, 2, 1]
+    assert [sets[c] for c in array("I", state["columns"]["tagset"])] == [(), ("a",), (), ("a",), ("b",)]
+
+
+# -- a snapshot's state that is not whole is refused with its reason ---------------------------------------
+
+
+def _state(ids: list[str] | None = None) -> dict[str, Any]:
+    index = _three()
+    if ids is not None:
+        index = Index(b"d" * 16)
+        for i, rec_id in enumerate(ids):
+            index.put(rec_id, "s", ("a",), Version(1, i + 1, i, "x", 1, b"h" * 32, 100 * (i + 1), 30))
+    return msgpack.unpackb(msgpack.packb(index.to_state(), use_bin_type=True), raw=False)
+
+
+def _set(state: dict[str, Any], key: str, value: Any) -> None:
+    state[key] = value
+
+
+@pytest.mark.parametrize(("ids", "edit", "message"), [
+    (None, lambda s: _set(s, "id_blob", s["id_blob"][: 2 * s["id_width"]]), "snapshot ids do not match its rows"),
+    (None, lambda s: _set(s, "id_blob", b"\xff" + s["id_blob"][1:]), "snapshot ids do not match its rows"),
+    (["b", "a-longer-id", "ü"], lambda s: _set(s, "ids", s["ids"][:2]), "snapshot ids do not match its rows"),
+    (["b", "a-longer-id", "ü"], lambda s: _set(s, "ids", ["b", "b", "ü"]), "snapshot ids repeat"),
+    (None, lambda s: s["columns"].update(seq=s["columns"]["seq"][:-8]), "snapshot column seq has 2 rows, expected 3"),
+    (None, lambda s: _set(s, "hashes", s["hashes"][:-1]), "snapshot hashes have the wrong length"),
+    (None, lambda s: _set(s, "scopes", [b"s"]), "snapshot scopes or agents are not strings"),
+    (None, lambda s: _set(s, "agents", ["x", 5]), "snapshot scopes or agents are not strings"),
+    (None, lambda s: _set(s, "older", [[3, []]]), "snapshot history names an unknown row"),
+    (None, lambda s: _set(s, "older", [[-1, []]]), "snapshot history names an unknown row"),
+    (None, lambda s: _set(s, "posting_tags", ["a", "a"]), "snapshot posting tags repeat"),
+    (None, lambda s: _set(s, "byteorder", "big" if sys.byteorder == "little" else "little"),
+     "snapshot of another layout or byte order"),
+])
+def test_a_snapshot_state_that_is_not_whole_is_refused_with_its_reason(
+    ids: list[str] | None, edit: Any, message: str
+) -> None:
+    state = _state(ids)
+    assert Index.from_state(b"d" * 16, state).posting_differences() == []
+    edit(state)
+    with pytest.raises((ValueError, TypeError, IndexError)) as info:
+        Index.from_state(b"d" * 16, state)
+    assert str(info.value) == message
+
+
+def test_the_records_view_answers_as_a_mapping() -> None:
+    index = _three()
+    view = index.records
+    assert len(view) == 3 and list(view) == IDS[:3]
+    assert IDS[0] in view and "missing" not in view and 5 not in view
+    with pytest.raises(KeyError):
+        view["missing"]
+    index.drop(IDS[0])
+    assert len(view) == 2 and IDS[0] not in view
+
+
+def test_counts_take_the_tags_of_tag_sets_in_use_only() -> None:
+    """A snapshot may hold a tag set no row uses (its count 0): its tags are no tags of the records."""
+    state = _state()
+    assert Index.from_state(b"d" * 16, state).counts() == (3, 3, 2)
+    state["tagset_tags"] = [*state["tagset_tags"], "unused"]
+    state["tagset_lens"] = state["tagset_lens"] + struct.pack("=I", 1)
+    state["tagset_refs"] = state["tagset_refs"] + struct.pack("=I", 0)
+    index = Index.from_state(b"d" * 16, state)
+    assert index.counts() == (3, 3, 2)
+    index.drop(IDS[2])  # the last record with "b" alone; ("a", "b") still holds it
+    assert index.counts() == (2, 2, 2)
+    index.drop(IDS[1])
+    assert index.counts() == (1, 1, 1)
