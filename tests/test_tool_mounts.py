@@ -515,3 +515,20 @@ def test_a_mounted_edit_shows_the_snippet_the_single_scope_server_shows(admin: M
             got = ok(mounted, "str_replace", path=path_m, old_str="third", new_str="3rd")
             assert got == ok(single, "str_replace", path=path_s, old_str="third", new_str="3rd")
             assert "     4\t3rd" in got
+
+
+@pytest.mark.parametrize("overwrites", [False, True])
+def test_create_overwrites_holds_in_every_mount(admin: MnemoClient, db: str, overwrites: bool) -> None:
+    """A mounted server creates over an existing file, in its root and in a mount, exactly when it was
+    made with create_overwrites (else the single-scope server's refusal)."""
+    admin.grant("me", TEAM, ["read", "write", "forget"])
+    with open_client(db, "me") as me:
+        server = MnemoMemoryToolServer(me, mounts={"/memories/team": TEAM}, create_overwrites=overwrites)
+        assert server.create_overwrites is overwrites
+        for path in ("/memories/a.md", "/memories/team/a.md"):
+            ok(server, "create", path=path, file_text="first")
+            again = run(server, "create", path=path, file_text="second")
+            assert again == (CommandResult(f"File created successfully at: {path}") if overwrites
+                             else CommandResult(f"Error: File {path} already exists", True))
+    want = "second" if overwrites else "first"
+    assert files_of(admin) == {("agent:me", "/memories/a.md"): want, (TEAM, "/memories/a.md"): want}

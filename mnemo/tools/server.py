@@ -391,9 +391,10 @@ class MnemoMemoryToolServer:
     def _check_quotas(
         self,
         action: str,
+        *,
+        history_delta: int,  # every write keeps a version: no default, so no caller leaves it out
         new_files: int = 0,
         live_delta: int = 0,
-        history_delta: int = 0,
         versioned: Sequence[tuple[str, int]] = (),
     ) -> None:
         """Refuse the write if a quota forbids it; else note its change of usage for `_writing`."""
