@@ -489,10 +489,13 @@ def test_a_posting_missing_a_row_is_a_difference(dead: bool) -> None:
     assert index.posting_differences() == [f"record {IDS[1]} is missing from the index of tag 'b'"]
 
 
-def test_a_live_row_whose_tag_set_was_freed_is_a_difference() -> None:
+@pytest.mark.parametrize("listed", [True, False], ids=["still in its posting", "in no posting"])
+def test_a_live_row_whose_tag_set_was_freed_is_a_difference(listed: bool) -> None:
     index = _loaded()
     code = index.cols["tagset"][2]  # ("b",), used by row 2 only
     index.tagsets.values[code] = None
+    if not listed:
+        index.postings["b"] = array("I", [1])
     assert index.posting_differences() == [
         "the index snapshot is inconsistent (row 2); delete it and reopen, or run verify"]
 
