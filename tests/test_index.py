@@ -626,3 +626,31 @@ def test_counts_take_the_tags_of_tag_sets_in_use_only() -> None:
     assert index.counts() == (2, 2, 2)
     index.drop(IDS[1])
     assert index.counts() == (1, 1, 1)
+
+
+@pytest.mark.parametrize("edit", ["out of order", "a tag left out"])
+def test_a_sorted_tag_list_out_of_order_or_incomplete_is_a_difference(edit: str) -> None:
+    """Tag-prefix queries bisect the sorted tag list: one out of order, or without a tag some posting
+    holds, is found, however right the postings are."""
+    index = _loaded()
+    assert index.sorted_tags == ["a", "b"] and index.posting_differences() == []
+    index.sorted_tags = {"out of order": ["b", "a"], "a tag left out": ["a"]}[edit]
+    assert index.posting_differences() == ["the sorted tag list is out of order or incomplete"]
+
+
+def test_postings_of_two_tags_swapped_are_differences() -> None:
+    """A forged index whose postings list, for each tag, exactly the records of another tag (same
+    counts, every row listed once) would steer every tag query to the wrong records: it is found."""
+    index = Index(b"d" * 16)
+    v = Version(1, 1, 1, "x", 3, b"h" * 32, 100, 30)
+    for i, tag in enumerate(["a", "b"]):
+        index.put(IDS[i], "s", (tag,), v._replace(seq=i + 1, slot_off=100 * (i + 1)))
+    index = roundtrip(index)
+    assert index.posting_differences() == []
+    index.postings["a"], index.postings["b"] = index.postings["b"], index.postings["a"]
+    assert index.posting_differences() == [
+        f"record {IDS[0]} is missing from the index of tag 'a'",
+        "the index of tag 'a' lists row 1, which does not hold it",
+        f"record {IDS[1]} is missing from the index of tag 'b'",
+        "the index of tag 'b' lists row 0, which does not hold it",
+    ]
