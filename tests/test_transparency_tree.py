@@ -419,3 +419,25 @@ def test_compact_ranges_are_values() -> None:
     b.append_entry(b"more")
     assert a != b and a != a.to_bytes()
     assert repr(a) == f"CompactRange(size=6, root={a.root().hex()})"
+
+
+def test_the_memo_of_subtrees_is_right_whatever_is_asked_first() -> None:
+    """Subtree hashes are kept once computed, level by level: asking a fresh tree first for a subtree
+    to the right (which fills a level with an odd number of subtrees), or for a path, must leave the
+    levels above right for the root and the proofs asked next."""
+    data = leaf_data(160)
+    ref = Reference(data)
+    hashes = [leaf_hash(d) for d in data]
+    for n in (48, 64, 80, 96, 112, 128, 144, 160):
+        for start in range(0, n, 16):
+            for size in (16, 32, 64):
+                if start % size or start + size > n:
+                    continue
+                fresh = HashList(hashes[:n])
+                assert fresh.subtree(start, start + size) == ref.mth(start, start + size), (start, size, n)
+                assert fresh.root(n) == ref.mth(0, n), (start, size, n)
+        for m in spread(n):
+            fresh = HashList(hashes[:n])
+            assert fresh.inclusion_path(m, n) == ref.path(m, 0, n), (m, n)
+            assert fresh.root(n) == ref.mth(0, n), (m, n)
+            assert fresh.consistency_proof(m + 1, n) == ref.proof(m + 1, n), (m, n)
