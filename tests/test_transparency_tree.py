@@ -441,3 +441,13 @@ def test_the_memo_of_subtrees_is_right_whatever_is_asked_first() -> None:
             assert fresh.inclusion_path(m, n) == ref.path(m, 0, n), (m, n)
             assert fresh.root(n) == ref.mth(0, n), (m, n)
             assert fresh.consistency_proof(m + 1, n) == ref.proof(m + 1, n), (m, n)
+
+
+def test_a_hash_list_reads_only_the_leaves_it_holds() -> None:
+    hashes = [leaf_hash(x) for x in leaf_data(3)]
+    h = HashList(hashes)
+    assert h.read(0, 3) == b"".join(hashes) and h.read(1, 1) == b"" and h.read(3, 3) == b""
+    for start, stop in ((-1, 1), (-1, 0), (2, 1), (0, 4), (3, 4)):
+        with pytest.raises(InvalidInput) as info:
+            h.read(start, stop)
+        assert str(info.value) == f"leaves [{start}, {stop}) are not all held (3 are)"
