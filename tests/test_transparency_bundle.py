@@ -269,3 +269,14 @@ def test_malformed_consistency_json() -> None:
         ("proof", "hash 1 of the proof is 3 bytes, not a 32-byte hash")]
     proof, found = parse_consistency(json.dumps(dict(obj, extra_key=1)))  # unknown keys are ignored
     assert proof is not None and found == ()
+
+
+def test_a_bundle_check_is_a_value_that_cannot_be_changed() -> None:
+    """A verdict handed to a caller stays what the verifier found: assigning to it raises."""
+    import dataclasses
+
+    check = verify_bundle(BUNDLE_1, PUBKEY)
+    assert check.ok
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        check.ok = False  # type: ignore[misc]
+    assert verify_bundle(BUNDLE_1, PUBKEY) == check
