@@ -276,3 +276,16 @@ def test_notes_and_vkeys_agree_with_tlog_scales() -> None:
         assert cp.serialize() == mine
         Checkpoint.from_text(mine).verify(theirs)  # raises if it does not verify
         assert verify_checkpoint_note(cp.serialize(), PUBKEY, ORIGIN).ok
+
+
+def test_parsed_notes_checkpoints_and_signatures_are_values_that_cannot_be_changed() -> None:
+    """What a parse returns stays what the text said: assigning to a checkpoint, a note or one of its
+    signatures raises, and a second parse of the same text gives equal values."""
+    import dataclasses
+
+    cp, note = parse_checkpoint(NOTE_5)
+    sig = note.signatures[0]
+    for value, field in ((cp, "size"), (note, "text"), (sig, "name")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, field, None)
+    assert parse_checkpoint(NOTE_5) == (cp, note) and hash(sig) == hash(parse_note(NOTE_5).signatures[0])

@@ -354,3 +354,17 @@ def test_a_verifier_key_is_a_value_that_cannot_be_changed() -> None:
         key.public_key = b"\x00" * 32  # type: ignore[misc]
     again = parse_vkey(VKEY)
     assert {key: "log"}[again] == "log" and len({key, again}) == 1
+
+
+def test_strict_base64_names_what_is_wrong() -> None:
+    """Signatures, roots and entries are standard base64 with padding, in their one canonical form: a
+    character outside the alphabet is not base64 at all (never skipped), and non-zero padding bits or
+    a missing pad are refused as well."""
+    from mnemo.transparency.note import b64_strict
+
+    assert b64_strict("QUFB") == b"AAA" and b64_strict("QQ==") == b"A" and b64_strict("") == b""
+    for text, message in (("QU!FB", "not base64"), ("QUF B", "not base64"), ("QUFB\n", "not base64"),
+                          ("QQ", "not base64"), ("QR==", "not canonical base64"), ("é", "not base64")):
+        with pytest.raises(ValueError) as info:
+            b64_strict(text)
+        assert str(info.value) == message, text
