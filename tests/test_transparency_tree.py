@@ -451,3 +451,10 @@ def test_a_hash_list_reads_only_the_leaves_it_holds() -> None:
         with pytest.raises(InvalidInput) as info:
             h.read(start, stop)
         assert str(info.value) == f"leaves [{start}, {stop}) are not all held (3 are)"
+
+
+def test_adding_entries_returns_their_leaf_hashes() -> None:
+    d = leaf_data(5)
+    one, many = CompactRange(), CompactRange()
+    assert [one.append_entry(x) for x in d] == many.add_entries(d) == [leaf_hash(x) for x in d]
+    assert one == many
