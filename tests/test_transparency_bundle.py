@@ -280,3 +280,22 @@ def test_a_bundle_check_is_a_value_that_cannot_be_changed() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         check.ok = False  # type: ignore[misc]
     assert verify_bundle(BUNDLE_1, PUBKEY) == check
+
+
+def test_proofs_and_verdicts_are_values_that_cannot_be_changed() -> None:
+    """A parsed consistency proof, its verdict and a checkpoint's verdict stay what was read and found:
+    assigning to them raises."""
+    import dataclasses
+
+    from mnemo.transparency.note import verify_checkpoint_note
+
+    text = consistency_text(3, 5)
+    proof, found = parse_consistency(text)
+    assert proof is not None and found == ()
+    check = verify_consistency_proof(note(3), NOTE_5, text, PUBKEY, ORIGIN)
+    noted = verify_checkpoint_note(NOTE_5, PUBKEY)
+    assert check.ok and noted.ok
+    for value, field in ((proof, "old_size"), (check, "ok"), (noted, "ok")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, field, None)
+    assert parse_consistency(text)[0] == proof
