@@ -241,3 +241,17 @@ def test_a_forged_leaf_is_caught_at_every_size(forged: int) -> None:
     with pytest.raises(StaleCache) as info:
         p.consistency(old)
     assert str(info.value) == f"the cached proof from size {old} to {N} does not verify"
+
+
+def test_the_provers_proofs_are_values_that_cannot_be_changed() -> None:
+    """An inclusion or consistency proof handed out stays what the prover made: assigning to it raises,
+    and the same question gives an equal proof."""
+    import dataclasses
+
+    p = prover()
+    inclusion = p.inclusion(3, b"entry 3", N)
+    consistency = p.consistency(3, N)
+    for value, field in ((inclusion, "root"), (consistency, "proof")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, field, None)
+    assert p.inclusion(3, b"entry 3", N) == inclusion and p.consistency(3, N) == consistency
