@@ -117,8 +117,16 @@ def test_what_a_witness_refuses_to_cosign() -> None:
     forked = sign_checkpoint_note(ORIGIN, 5, LEAVES.root(4), SEED)
     assert refusal(old_note=note(5), new_note=forked) == [
         ("consistency", "from size 5 to 5: the roots differ at one size")]
+    # an old or new checkpoint that does not even parse is a finding, never a crash
+    found = refusal(old_note="not a checkpoint\n", proof=proof(3, 5))
+    assert found and found[0][1].startswith("old checkpoint: ")
+    found = refusal(new_note="not a checkpoint\n", old_note=note(3), proof=proof(3, 5))
+    assert found and found[0][1].startswith("new checkpoint: ")
     with pytest.raises(InvalidInput):
         cosign(note(5), witness_key=W1, witness_name="bad name", log_key=PUBKEY)
+    with pytest.raises(InvalidInput) as bad_name:  # the caller's mistake comes before the checkpoint's
+        cosign(note(5, key=W2), witness_key=W1, witness_name="bad name", log_key=PUBKEY, timestamp=T)
+    assert str(bad_name.value) == "witness name 'bad name' must be non-empty, without spaces or '+'"
     with pytest.raises(InvalidInput):
         cosign(note(5), witness_key=W1, witness_name=N1, log_key=PUBKEY, timestamp=0)
 
@@ -176,3 +184,15 @@ def test_cosign_command_with_files(tmp_path: Path) -> None:
         cosign_checkpoint(tmp_path / "new", key=W1, name=N1, log_pubkey=PUBKEY, proof=tmp_path / "p.json")
     with pytest.raises(UsageError):
         cosign_checkpoint(tmp_path / "new", key=W1, name="a b", log_pubkey=PUBKEY)
+
+
+def test_cosignature_verdicts_are_values_that_cannot_be_changed() -> None:
+    import dataclasses
+
+    one = cosign(NOTE_5, witness_key=W1, witness_name=N1, log_key=PUBKEY, timestamp=T)
+    check = verify_cosigned_checkpoint(one, PUBKEY, [(N1, W1_PUB)])
+    assert check.ok and check.cosignatures[0].ok
+    for value, field in ((check, "ok"), (check.cosignatures[0], "ok")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, field, False)
+    assert verify_cosigned_checkpoint(one, PUBKEY, [(N1, W1_PUB)]) == check
