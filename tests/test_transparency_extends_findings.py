@@ -126,3 +126,13 @@ def test_the_report_on_a_damaged_log(tmp_path: Path) -> None:
     assert [p.kind for p in other.problems] == ["log"] and other.origin == "example.com/x"
     nothing = log_extends(vfile, "garbage", PUBKEY)
     assert nothing.origin is None and nothing.checkpoint_size is None and nothing.log_root is None
+
+
+def test_an_extends_report_is_a_value_that_cannot_be_changed(vdb: Any) -> None:
+    import dataclasses
+
+    report = log_extends(vdb, note_of(1), PUBKEY)
+    assert report.ok
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.ok = False  # type: ignore[misc]
+    assert log_extends(vdb, note_of(1), PUBKEY) == report
