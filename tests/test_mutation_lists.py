@@ -105,3 +105,13 @@ def test_a_rerun_moves_its_survivors_to_the_lines_they_have_now(
     report.write_text(survivors, encoding="utf-8")  # an older report, without its code line
     assert mutate.survivors_of(report) == {"m.py:1:4 const 1 -> 2", "m.py:2:4 const 2 -> 3", "m.py:3:4 const 3 -> 4"}
     assert len(mutate.survivors_of(report, rev, said.append)) == 2
+
+
+def test_a_decorators_mutants_span_the_lines_that_run_it(mutate: ModuleType) -> None:
+    """A decorator runs with its def or class (whose statement line is the one after it): the lines
+    --covered looks up for its mutant start at the decorator, so they are never an empty range."""
+    source = "import functools\n\n\n@functools.lru_cache(maxsize=8)\ndef f(x: int = 1) -> int:\n    return x\n"
+    spans = {m.key: m.span for m in mutate.find_mutants(source)}
+    assert spans["4:29 const 8 -> 7"] == (4, 4)
+    assert spans["5:15 const 1 -> 0"] == (5, 5)
+    assert spans["6:4 return return value -> None"] == (6, 6)

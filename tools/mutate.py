@@ -166,10 +166,12 @@ def _statement_lines(tree: ast.Module) -> dict[int, int]:
 
 
 def _span(node: ast.AST, statement_line: int) -> tuple[int, int]:
-    """The lines whose execution runs `node`: from its statement's first line to the node's end (for a
-    condition negated on an if or a while, the end of its test, not of its body)."""
+    """The lines whose execution runs `node`: from its statement's first line (or the node's, for a
+    decorator, which comes before the `def` or `class` line a statement's number is) to the node's end
+    (for a condition negated on an if or a while, the end of its test, not of its body)."""
     end = node.test if isinstance(node, (ast.If, ast.While)) else node
-    return statement_line, getattr(end, "end_lineno", None) or statement_line
+    first = min(statement_line, getattr(node, "lineno", statement_line))
+    return first, max(first, getattr(end, "end_lineno", None) or statement_line)
 
 
 def find_mutants(source: str) -> list[Mutant]:
@@ -314,7 +316,7 @@ class Sandbox:
 # Loaded into the one run of the selection under coverage: each test's lines are recorded under its id,
 # and a test that starts another process (whose lines coverage does not see here) is named as such.
 COVERAGE_PLUGIN = '''
-import json, os, subprocess
+import importlib, json, os, subprocess
 import coverage, pytest
 
 _cov = coverage.Coverage(data_file=os.environ["MNEMO_MUTATE_COVERAGE"], config_file=False,
@@ -338,6 +340,12 @@ _wrap(subprocess.Popen, "__init__")
 for _name in ("fork", "posix_spawn", "posix_spawnp", "forkpty"):
     _wrap(os, _name)
 _cov.start()
+# The mutated modules are imported now, outside every test: a module the package imports lazily would
+# otherwise run its import-time lines (constants, decorators, defaults) inside the first test that needs
+# it, and they would count as reached by that test alone, though every later test depends on them.
+for _path in json.loads(os.environ["MNEMO_MUTATE_FILES"]):
+    _module = os.path.relpath(_path)[:-3].replace(os.sep, ".")
+    importlib.import_module(_module[: -len(".__init__")] if _module.endswith(".__init__") else _module)
 
 
 @pytest.hookimpl(hookwrapper=True)
