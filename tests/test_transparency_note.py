@@ -289,3 +289,16 @@ def test_parsed_notes_checkpoints_and_signatures_are_values_that_cannot_be_chang
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(value, field, None)
     assert parse_checkpoint(NOTE_5) == (cp, note) and hash(sig) == hash(parse_note(NOTE_5).signatures[0])
+
+
+def test_a_verifier_key_loads_from_a_file_named_by_a_path_or_a_string(tmp_path: Path) -> None:
+    """A vkey file, or mnemo keygen's .pub file, given as a Path or as its name in a str, is read; a
+    Path to a file that is not there is a key error naming it."""
+    vkey_file = tmp_path / "log.vkey"
+    vkey_file.write_text(VKEY + "\n", encoding="ascii")
+    for given in (vkey_file, str(vkey_file)):
+        key = load_verifier_key(given)
+        assert (key.name, key.public_key) == (ORIGIN, PUBKEY)
+    with pytest.raises(KeyFileError) as info:
+        load_verifier_key(tmp_path / "missing.vkey")
+    assert str(info.value) == f"cannot read key file {tmp_path / 'missing.vkey'}: No such file or directory"

@@ -212,6 +212,7 @@ def test_checks_and_checkpoints_cannot_be_altered() -> None:
 
 def test_key_names() -> None:
     assert valid_key_name(ORIGIN) and valid_key_name("x") and valid_key_name("\u2014")
+    assert all(valid_key_name(f"a{c}b") for c in "!\"#$%&'()*,-./:;<=>?@[\\]^_`{|}~")  # printable ASCII but +
     for bad in (None, 5, b"name", "", "a+b", "a b", "a\tb", "a\x1fb", "a\x7fb", "a\u00a0b", "a\nb"):
         assert valid_key_name(bad) is False, bad
 
