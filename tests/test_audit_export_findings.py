@@ -381,6 +381,7 @@ def test_binary_content_is_shown_as_base64(tmp_path: Path) -> None:
     b64_msg = 'payload "content_b64" does not match packed'
     for payload in (dict(good, content_b64=base64.b64encode(b"\x00\x01binarY").decode()),
                     dict(good, content_b64="not base64!"), dict(good, content_b64=7),
+                    dict(good, content_b64=good["content_b64"][:4] + "!" + good["content_b64"][4:]),  # never skipped
                     {k: v for k, v in good.items() if k != "content_b64"},
                     dict(good, content="\x00\x01binary")):
         tx1["payload"] = payload
