@@ -467,44 +467,38 @@ def line_map(rev: str, path: str) -> dict[int, int]:
     return moved
 
 
-def moved_keys(keys: list[str], rev: str) -> tuple[list[str], list[str]]:
-    """`keys` with their lines moved from the code at `rev` to the code now, and the keys whose line
-    changed or went since (those cannot be moved)."""
+def moved_keys(keys: list[str], rev: str) -> dict[str, str | None]:
+    """Each of `keys` -> the same key with its line moved from the code at `rev` to the code now, or
+    None when its line changed or went since (it cannot be moved). Each file is diffed once."""
     maps: dict[str, dict[int, int]] = {}
-    out: list[str] = []
-    lost: list[str] = []
+    out: dict[str, str | None] = {}
     for key in keys:
         parts = _split_key(key)
         if parts is None:
-            lost.append(key)
+            out[key] = None
             continue
         path, line, rest = parts
         if path not in maps:
             maps[path] = line_map(rev, path)
         now = maps[path].get(line)
-        if now is None:
-            lost.append(key)
-        else:
-            out.append(f"{path}:{now}:{rest}")
-    return out, lost
+        out[key] = None if now is None else f"{path}:{now}:{rest}"
+    return out
 
 
 def rekey_equivalents(rev: str) -> list[str]:
     """Move the line numbers of equivalent.txt's keys from the files as they are at git revision `rev`
     to the files as they are now, for lines that an edit moved but left alone; rewrites the list and
     returns the keys it could not move (their line changed or went: judge those again)."""
+    rows = [(raw, *raw.partition(" | ")) for raw in EQUIVALENT.read_text(encoding="utf-8").splitlines()]
+    listed = [key.strip() for raw, key, sep, _ in rows
+              if sep and not raw.lstrip().startswith("#") and _split_key(key.strip()) is not None]
+    moved = moved_keys(listed, rev)
     out: list[str] = []
-    lost: list[str] = []
-    for raw in EQUIVALENT.read_text(encoding="utf-8").splitlines():
-        key, sep, why = raw.partition(" | ")
-        if not sep or raw.lstrip().startswith("#") or _split_key(key) is None:
-            out.append(raw)
-            continue
-        moved, gone = moved_keys([key.strip()], rev)
-        lost += gone
-        out.append(f"{moved[0]}{sep}{why}" if moved else raw)
+    for raw, key, sep, why in rows:
+        now = moved.get(key.strip()) if sep and not raw.lstrip().startswith("#") else None
+        out.append(f"{now}{sep}{why}" if now is not None else raw)
     EQUIVALENT.write_text("\n".join(out) + "\n", encoding="utf-8")
-    return lost
+    return [key for key, now in moved.items() if now is None]
 
 
 def code_revision() -> str:
@@ -534,10 +528,11 @@ def survivors_of(report: Path, rev: str | None = None, log: Callable[[str], None
         rev = next((line[len(code):].split()[0] for line in lines if line.startswith(code)), None)
     if rev is None:
         return set(keys)
-    moved, lost = moved_keys(keys, rev)
-    for key in lost:
-        log(f"not rerun: the line of {key} changed since {rev[:12]} (judge it again with --line)")
-    return set(moved)
+    moved = moved_keys(keys, rev)
+    for key, now in moved.items():
+        if now is None:
+            log(f"not rerun: the line of {key} changed since {rev[:12]} (judge it again with --line)")
+    return {now for now in moved.values() if now is not None}
 
 
 def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: set[int] | None,
