@@ -22,7 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 from mnemo.acl import check_name
 from mnemo.errors import InvalidInput, NotFound, PermissionDenied
-from mnemo.tools.paths import PATH_TAG_PREFIX, PathError, ancestors, canonicalize, is_within, path_tag, retagged
+from mnemo.tools.paths import (
+    MEMORY_TAG,
+    PATH_TAG_PREFIX,
+    PathError,
+    ancestors,
+    canonicalize,
+    is_within,
+    path_tag,
+    retagged,
+)
 from mnemo.tools.quotas import Usage, refusal
 from mnemo.tools.text import (
     EDITED,
@@ -42,7 +51,6 @@ if TYPE_CHECKING:
 
 __all__ = ["FIXED_TEXT", "HOLDS_TEXT", "Mount", "MountedCommands", "check_mounts"]
 
-MEMORY_TAG = "memorytool"
 # delete and rename of a mount point, or of a directory above one (docs/MOUNTS.md §5)
 FIXED_TEXT = "Error: Cannot {verb} the {point} directory itself"
 HOLDS_TEXT = "Error: Cannot {verb} {path}: it holds the mount point {point}"

@@ -17,6 +17,7 @@ from mnemo.tools.text import echo
 __all__ = [
     "DEFAULT_MAX_PATH_LENGTH",
     "DEFAULT_ROOT",
+    "MEMORY_TAG",
     "MAX_SEGMENT_BYTES",
     "PathError",
     "ancestors",
@@ -32,6 +33,7 @@ DEFAULT_ROOT = "/memories"
 DEFAULT_MAX_PATH_LENGTH = 1024
 MAX_SEGMENT_BYTES = 255
 PATH_TAG_PREFIX = "path:"
+MEMORY_TAG = "memorytool"  # with a path tag, what makes a record a memory-tool file
 
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 # controls, format characters (invisible and bidirectional ones: U+200B, U+202E, U+FEFF, ...),

@@ -23,6 +23,7 @@ from mnemo.tools.mounts import MountedCommands, check_mounts
 from mnemo.tools.paths import (
     DEFAULT_MAX_PATH_LENGTH,
     DEFAULT_ROOT,
+    MEMORY_TAG,
     PATH_TAG_PREFIX,
     PathError,
     ancestors,
@@ -70,7 +71,6 @@ log = logging.getLogger("mnemo.tools")
 
 TOOL_TYPE = "memory_20250818"
 TOOL_NAME = "memory"
-MEMORY_TAG = "memorytool"
 MANAGED_AGENTS_BETA = "managed-agents-2026-04-01"
 DEFAULT_MAX_FILE_BYTES = 1 << 20
 DEFAULT_MAX_VIEW_CHARS = 16_000
