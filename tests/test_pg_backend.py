@@ -960,3 +960,20 @@ def test_granting_an_application_role_on_a_missing_schema_is_a_clear_error(pg: S
         assert str(info.value) == f"{pg_store.display_name(dsn)}: the first schema of the search_path does not exist"
     finally:
         pg.sql(f'DROP ROLE "{role}"')
+
+
+def test_granting_an_application_role_on_a_schema_without_mnemo_tables_grants_nothing(pg: Schema) -> None:
+    """All or nothing, in one transaction: the schema's usage granted first is undone with the failed
+    grant on a table that is not there."""
+    role = f"mnemo_app_{secrets.token_hex(4)}"
+    pg.sql(f'CREATE ROLE "{role}" LOGIN')
+    try:
+        first_table = next(iter(pg_schema.APPLICATION_PRIVILEGES))
+        with pytest.raises(StorageError) as info:
+            grant_application_role(pg.url, role)
+        assert str(info.value) == (f'PostgreSQL at {pg_store.display_name(pg.url)} failed: relation "{first_table}" '
+                                   "does not exist")
+        assert pg.sql("SELECT has_schema_privilege(%s, %s, 'USAGE')", [role, pg.name]) == [(False,)]
+    finally:
+        pg.sql(f'DROP OWNED BY "{role}"')
+        pg.sql(f'DROP ROLE "{role}"')
