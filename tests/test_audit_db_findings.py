@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from test_audit_support import (
     SEED,
+    TS0,
     Built,
     LogBuilder,
     erase_slot,
@@ -553,17 +554,19 @@ def test_findings_are_ordered_by_offset_with_the_unplaced_last(db: Path) -> None
     assert [(k, s) for k, _m, s, _o in found] == [("erased", 4), ("link", 6), ("link", 7)]
 
 
-def test_a_frame_of_several_puts_places_each_finding_at_its_entry(db: Path) -> None:
+@pytest.mark.parametrize("size", [2, 4])
+def test_a_frame_of_several_puts_places_each_finding_at_its_entry(db: Path, size: int) -> None:
+    """The wrong version is the frame's last put: each put of a frame is checked, not only its first."""
     b = LogBuilder()
-    b.versions["x2"] = 3
+    b.versions[f"x{size - 1}"] = 3
     with b.frame():
-        for i in range(4):
+        for i in range(size):
             b.put("a", f"x{i}", f"content {i}")
     built = b.build()
     assert findings(db, built.data) == ([
-        ("version", "seq 3 puts version 4 of record x2, expected 1", 3, entry_offset(built, 3)),
+        ("version", f"seq {size} puts version 4 of record x{size - 1}, expected 1", size, entry_offset(built, size)),
     ], [])
-    assert entry_offset(built, 3) > built.frame_spans[1][0] + FH
+    assert entry_offset(built, size) > built.frame_spans[1][0] + FH
 
 
 def test_a_single_put_frame_places_its_finding_after_the_frame_header(db: Path) -> None:
@@ -663,3 +666,93 @@ def test_verify_db_checks_the_index_snapshot_beside_the_log(tmp_path: Path) -> N
         None, None,
     )]
     assert (r.ok, r.entries, r.notes) == (False, 3, ())
+
+
+def test_an_empty_file_is_one_finding_at_offset_0(db: Path) -> None:
+    assert findings(db, b"") == ([("header", "the file is empty: not a Mnemo log", None, 0)], [])
+
+
+def _forked(ts0: int) -> Built:
+    """The sample log's first entries, written by a builder whose timestamps (so hashes) are its own."""
+    b = LogBuilder(ts0=ts0)
+    b.grant("owner", "bob", "agent:agent-1", ["read"])
+    for i in range(6):
+        b.put("agent-1", f"r{i}", f"memory number {i}")
+    return b.build()
+
+
+def test_garbage_that_loses_no_entry_still_leaves_the_next_link_checked(db: Path) -> None:
+    """Junk between two frames skips no entry, so the entry after it must still link to the one before:
+    here it is another log's entry at the same seq, and its link is reported."""
+    ours, theirs = _forked(TS0), _forked(TS0 + 1)
+    cut = ours.frame_spans[4][0]
+    junk = b"junk junk junk"
+    data = ours.data[:cut] + junk + theirs.data[theirs.frame_spans[4][0]:]
+    assert findings(db, data) == ([
+        ("bad-frame", f"bad frame magic at offset {cut}; {len(junk)} bytes skipped up to the next good frame at "
+         f"offset {cut + len(junk)}", 4, cut),
+        ("link", f"prev of seq 4 is {_short(theirs.entries[4].prev)}, but the entry before it (seq 3) hashes to "
+         f"{_short(ours.entries[3].hash)}", 4, cut + len(junk) + FH),
+    ], [])
+
+
+def test_an_expected_head_seq_written_twice_names_the_first_entry_at_it(db: Path) -> None:
+    ours, theirs = _forked(TS0), _forked(TS0 + 1)
+    last = ours.entries[-1]
+    data = ours.data + theirs.data[theirs.frame_spans[-1][0]:]  # seq 7 again, another log's
+    found, _notes = findings(db, data, expect_head=(last.seq, "ab" * 32))
+    assert found[-1] == (
+        "expect-head", f"seq 7 hashes to {last.hash.hex()}, not the expected {'ab' * 32}: the log was rewritten",
+        7, None,
+    )
+    assert [k for k, _m, _s, _o in found] == ["seq", "link", "version", "expect-head"]
+
+
+@pytest.mark.parametrize("tail", [bytes(FH), b"MNFR" + bytes(FH - 4)], ids=["zeros", "magic"])
+def test_a_frame_headers_worth_of_junk_at_the_end_is_reported(db: Path, tail: bytes) -> None:
+    """Exactly one frame header of bytes after a run of puts: the fast path hands it on rather than reading
+    it again and again, and the general path reports it."""
+    b = LogBuilder()
+    for i in range(5):
+        b.put("a", f"r{i}", f"memory {i}")
+    built = b.build()
+    n = len(built.data)
+    why = "bad frame magic" if tail == bytes(FH) else "impossible frame lengths"
+    assert findings(db, built.data + tail) == ([
+        ("bad-frame", f"{why} at offset {n}; no readable frame follows ({FH} bytes to the end of the file)", 6, n),
+    ], [])
+
+
+def test_every_extra_version_of_a_wrongly_numbered_record_is_counted_at_its_forget(db: Path) -> None:
+    """Three puts all at version 1: the forget names three versions whose payload is still to erase."""
+    b = LogBuilder()
+    for text in ("one", "one again", "one more time"):
+        b.versions.clear()
+        b.put("a", "x", text)
+    b.forget("a", ["x"])
+    built = b.build()
+    found, notes = findings(db, built.data)
+    assert found == [
+        ("version", f"seq {seq} puts version 1 of record x, expected 2", seq, entry_offset(built, seq))
+        for seq in (2, 3)
+    ]
+    assert notes == ["3 forgotten versions still hold their payload: erasure pending (the next writer to open "
+                     "the log completes it)"]
+
+
+def test_checking_the_snapshot_opens_the_database_as_a_reader(tmp_path: Path) -> None:
+    """The snapshot is compared through a read-only open: a writer's open would remove the leftover file a
+    crashed compaction left, and verify must change nothing."""
+    from mnemo import MnemoClient
+
+    db = tmp_path / "v.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.remember("hello")
+    leftover = Path(str(db) + ".compact")
+    leftover.write_bytes(b"left over")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    r = verify_db(db)
+    assert (r.ok, r.problems) == (True, ())
+    assert r.notes == ("v.db.compact is left over from a writer that crashed; it may hold payload bytes, and the "
+                       "next writer to open the database, or the next forget, removes it",)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
