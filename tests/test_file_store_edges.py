@@ -154,3 +154,18 @@ def test_the_snapshot_written_after_a_replay_is_used_by_the_next_open(tmp_path: 
         with MnemoClient(db, OWNER, readonly=readonly, durability="none") as c:
             assert c.stats()["snapshot_used"], "the snapshot written after the replay was not used"
             assert c.head == head and [r.id for r in c.query()] == ids
+
+
+@pytest.mark.parametrize("how", ["readonly", "not create"])
+def test_an_open_that_fails_before_the_log_is_open_closes_no_descriptor_of_the_process(
+    tmp_path: Path, how: str
+) -> None:
+    """Until the log is opened the store holds a placeholder for its descriptor, and a failed open closes
+    what it holds: the placeholder must be no descriptor at all, or stdin, stdout or stderr would go."""
+    from mnemo.storage.file import FileStore
+
+    before = {fd: os.fstat(fd).st_ino for fd in (0, 1, 2)}
+    with pytest.raises(NotFound, match="no Mnemo database"):
+        FileStore(str(tmp_path / "missing.db"), "owner", readonly=how == "readonly", create=how == "readonly")
+    assert {fd: os.fstat(fd).st_ino for fd in (0, 1, 2)} == before
+    assert not (tmp_path / "missing.db").exists()

@@ -115,3 +115,23 @@ def test_a_decorators_mutants_span_the_lines_that_run_it(mutate: ModuleType) -> 
     assert spans["4:29 const 8 -> 7"] == (4, 4)
     assert spans["5:15 const 1 -> 0"] == (5, 5)
     assert spans["6:4 return return value -> None"] == (6, 6)
+
+
+
+def test_jobs_judge_each_mutant_in_a_copy_of_their_own_and_report_in_source_order(
+    mutate: ModuleType, tmp_path: Path
+) -> None:
+    """Two mutants at a time: each copy gets its file back after its mutant, so every mutant is judged
+    against the source with only its own change, and the report lists the same survivors, in source
+    order, as one job does (a weak selection, one test, leaves some alive)."""
+    reports = []
+    for jobs in ("1", "2"):
+        report = tmp_path / f"report-{jobs}.txt"
+        mutate.main(["mnemo/acl/names.py", "--tests", "tests/test_acl_names.py::test_the_length_limits_on_both_sides",
+                     "--max", "6", "--jobs", jobs, "--quiet", "--report", str(report)])
+        lines = report.read_text(encoding="utf-8").splitlines()
+        reports.append([line for line in lines if line.startswith(("mutants ", "  SURVIVED"))])
+    assert reports[0][1:] == reports[1][1:] and len(reports[0]) > 1  # some survived
+    assert reports[0][0].split("; unmutated")[0] == reports[1][0].split("; unmutated")[0]
+    lines_of = [int(line.split(":")[1]) for line in reports[1][1:]]
+    assert lines_of == sorted(lines_of)

@@ -10,7 +10,6 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import pytest
 from helpers.backends import write_once
 from helpers.frames import check_chain
 from helpers.pg import Schema, uri
+from helpers.pg_faults import cannot_ask, kill_at_append, terminate
 from helpers.procs import start_writer
 from test_chain_vectors import VECTORS, vector_log
 
@@ -354,13 +354,6 @@ def test_forget_then_compact_leaves_nothing_under_base(pg: Schema) -> None:
 # -- faults ---------------------------------------------------------------------------------------------------
 
 
-def _terminate(store: Any, pid: int) -> None:
-    """What a server restart does to one connection: its backend is ended from another connection."""
-    with psycopg.connect(store._dsn, autocommit=True) as killer:
-        killer.execute("SELECT pg_terminate_backend(%s)", [pid])
-    time.sleep(0.05)
-
-
 def _kill_at_commit(monkeypatch: pytest.MonkeyPatch, store: Any, land: bool) -> None:
     """The next commit's connection is killed by the server: before the commit is sent (land=False) or
     after it landed, before the answer came back (land=True). Writes go through update(), which holds
@@ -372,35 +365,11 @@ def _kill_at_commit(monkeypatch: pytest.MonkeyPatch, store: Any, land: bool) -> 
         pid = conn.info.backend_pid
         if land:
             real()
-        _terminate(store, pid)
+        terminate(store, pid)
         conn.execute("SELECT 1")  # raises: the server closed the connection
         raise AssertionError("the connection survived")
 
     monkeypatch.setattr(conn, "commit", commit)
-
-
-def _kill_at_append(monkeypatch: pytest.MonkeyPatch, store: Any, land: bool,
-                    meanwhile: Callable[[], object] = lambda: None) -> dict[str, bool]:
-    """The next blind append's connection is killed: before the call reaches the server, or after it
-    ran, before its answer came back; `meanwhile` runs just before (another writer's commit). The state
-    returned says whether it was."""
-    conn = store._writer()
-    real = conn.execute
-    state = {"done": False}
-
-    def execute(query: Any, params: Any = None, **kw: Any) -> Any:
-        if state["done"] or "mnemo_put" not in str(query):
-            return real(query, params, **kw)
-        state["done"] = True
-        pid = conn.info.backend_pid
-        if land:
-            real(query, params, **kw)
-        meanwhile()
-        _terminate(store, pid)
-        return real("SELECT 1")  # raises: the server closed the connection
-
-    monkeypatch.setattr(conn, "execute", execute)
-    return state
 
 
 def test_a_commit_the_server_cancels_is_its_error_and_writes_nothing(
@@ -488,7 +457,7 @@ def test_a_blind_append_whose_connection_died_is_in_the_chain_exactly_once(
     landed and, if not, tries it again: either way the record is in the chain once, and the call succeeds."""
     with MnemoClient(pg.url, OWNER) as c:
         c.remember("before")
-        killed = _kill_at_append(monkeypatch, c._store, land)
+        killed = kill_at_append(monkeypatch, c._store, land)
         rec = c.remember("once")
         assert killed["done"]
         assert c.get(rec.id).content == "once" and rec.seq == 2
@@ -531,7 +500,7 @@ def test_a_cut_off_append_whose_ids_hold_other_puts_is_refused_as_damage(
     with MnemoClient(pg.url, OWNER) as c, MnemoClient(pg.url, OWNER) as other:
         c.remember("before")
         store: Any = c._store
-        _kill_at_append(monkeypatch, store, land=False,
+        kill_at_append(monkeypatch, store, land=False,
                         meanwhile=lambda: other.remember("another writer's"))  # takes the same id first
         monkeypatch.setattr(client_module, "new_id", lambda: fixed)
         with pytest.raises(IntegrityError) as info:
@@ -551,7 +520,7 @@ def test_a_replaced_read_connection_holds_no_transaction_open(pg: Schema) -> Non
         rec = c.remember("before")
         c.update(rec.id, content="after")
         store: Any = c._store
-        _terminate(store, store._read.info.backend_pid)
+        terminate(store, store._read.info.backend_pid)
         assert c.get(rec.id).content == "after"  # on a new read connection
         assert c.query()[0].id == rec.id
         open_ones = pg.sql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
@@ -570,23 +539,8 @@ def test_a_cut_off_append_whose_fate_cannot_be_asked_is_a_clear_error(
     with MnemoClient(pg.url, OWNER) as c:
         c.remember("before")
         store: Any = c._store
-        killed = _kill_at_append(monkeypatch, store, land=False)
-        real_connect = store._connect
-
-        def connect(*args: Any, **kw: Any) -> Any:
-            conn = real_connect(*args, **kw)
-            if killed["done"]:
-                execute = conn.execute
-
-                def asking(query: Any, params: Any = None, **kw2: Any) -> Any:
-                    if "mnemo_head" in str(query):  # the question's first step: take the head row
-                        raise psycopg.OperationalError("server closed the connection unexpectedly")
-                    return execute(query, params, **kw2)
-
-                conn.execute = asking
-            return conn
-
-        monkeypatch.setattr(store, "_connect", connect)
+        killed = kill_at_append(monkeypatch, store, land=False)
+        cannot_ask(monkeypatch, store, when=lambda: killed["done"])
         with pytest.raises(StorageError) as info:
             c.remember("in flight")
         assert str(info.value) == (f"PostgreSQL at {store.path} is unreachable or the connection was lost: "
@@ -824,10 +778,10 @@ def test_a_read_whose_fresh_connection_is_lost_too_is_a_clear_error(
 
         def connect_then_lose(*args: Any, **kw: Any) -> Any:
             conn = real_connect(*args, **kw)
-            _terminate(store, conn.info.backend_pid)
+            terminate(store, conn.info.backend_pid)
             return conn
 
-        _terminate(store, store._read.info.backend_pid)
+        terminate(store, store._read.info.backend_pid)
         monkeypatch.setattr(store, "_connect", connect_then_lose)
         with pytest.raises(StorageError) as info:
             c.get(rec.id)
@@ -898,7 +852,7 @@ def test_a_read_inside_a_transaction_whose_connection_died_is_a_clear_error(pg: 
         head = c.head
         with pytest.raises(StorageError) as info, c.transaction():
             c.update(rec.id, content="in the transaction")
-            _terminate(c._store, c._store._write.info.backend_pid)  # type: ignore[attr-defined]
+            terminate(c._store, c._store._write.info.backend_pid)  # type: ignore[attr-defined]
             c.get(rec.id)
         assert str(info.value).startswith(f"PostgreSQL at {c._store.path} is unreachable or the connection was lost: ")
         assert c.head == head and c.get(rec.id).content == "before"

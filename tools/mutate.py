@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import copy
 import json
 import os
@@ -38,8 +39,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -279,6 +282,7 @@ class Sandbox:
             "settings.load_profile('mutation')\n", encoding="utf-8")
         (self.dir / "_mutation_coverage.py").write_text(COVERAGE_PLUGIN, encoding="utf-8")
         self.env = dict(os.environ, PYTHONPATH=str(self.dir), PYTHONDONTWRITEBYTECODE="1")
+        self.proc: subprocess.Popen[bytes] | None = None  # the test run in progress, if any
 
     def run(self, tests: list[str], extra: list[str], timeout: float,
             plugins: tuple[str, ...] = ()) -> tuple[str, float]:
@@ -290,8 +294,8 @@ class Sandbox:
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--no-header",
                "-p", "_mutation_plugin", *(a for p in plugins for a in ("-p", p)), "-W", "ignore", *extra, *tests]
         start = time.monotonic()
-        proc = subprocess.Popen(cmd, cwd=self.dir, env=self.env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = self.proc = subprocess.Popen(cmd, cwd=self.dir, env=self.env, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL, start_new_session=True)
         try:
             code = proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -299,10 +303,28 @@ class Sandbox:
             proc.wait()
             return "timeout", time.monotonic() - start
         except BaseException:  # interrupted: leave no test run behind
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            self.kill()
             raise
+        finally:
+            self.proc = None
         return ("passed" if code == 0 else "failed"), time.monotonic() - start
+
+    def kill(self) -> None:
+        """End the test run in progress (another thread's, when the run as a whole is interrupted)."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def clone(self) -> Sandbox:
+        """Another scratch copy holding what this one holds (for a second job at a time)."""
+        other = Sandbox.__new__(Sandbox)
+        other.dir = Path(tempfile.mkdtemp(prefix="mnemo-mutate-"))
+        shutil.copytree(self.dir, other.dir, dirs_exist_ok=True)
+        other.env = dict(self.env, PYTHONPATH=str(other.dir))
+        other.proc = None
+        return other
 
     def write(self, relpath: str, text: str) -> None:
         (self.dir / relpath).write_text(text, encoding="utf-8")
@@ -537,7 +559,7 @@ def survivors_of(report: Path, rev: str | None = None, log: Callable[[str], None
 
 def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: set[int] | None,
                log: Callable[[str], None], keys: set[str] | None = None, from_line: int = 0,
-               shift: float = 0.0, covered: bool = False) -> tuple[list[Outcome], float, list[str]]:
+               shift: float = 0.0, covered: bool = False, jobs: int = 1) -> tuple[list[Outcome], float, list[str]]:
     base, seconds = box.run(target.tests, target.extra, timeout=1800)
     if base != "passed":
         raise SystemExit(f"{target.name}: the test selection does not pass unmutated ({base}); fix that first")
@@ -546,47 +568,78 @@ def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: s
     reach = measure_reach(target, box) if covered else None
     outcomes: list[Outcome] = []
     used: list[str] = []
-    for relpath in target.files:
-        # the copy the tests (and the coverage run) ran against: the checkout may have changed since
-        original = (box.dir / relpath).read_text(encoding="utf-8")
-        found = find_mutants(original)
-        # A rerun looks for the mutants its report names among all of them: an edit to the file since
-        # may have moved what an even sample picks.
-        chosen = found if keys is not None else sample(found, target.max, shift)
-        if only is not None:
-            chosen = [m for m in chosen if m.line in only]
-        if keys is not None:  # (reports older than the "(comparison i of n)" suffix name a chain's mutants alike)
-            chosen = [m for m in chosen if f"{relpath}:{m.key}" in keys
-                      or f"{relpath}:{m.key}".split(" (comparison ")[0] in keys]
-        chosen = [m for m in chosen if m.line >= from_line]
-        try:
-            for n, mutant in enumerate(chosen, 1):
-                key = f"{relpath}:{mutant.key}"
-                if key in equivalent:
-                    used.append(key)
-                    outcomes.append(Outcome(relpath, mutant, "equivalent", 0.0))
-                    continue
-                text = apply(original, mutant)
+    # Each job runs its mutants in a scratch copy of its own, made from the first (the copy the
+    # unmutated and coverage runs used); a copy returns to the pool with its file restored.
+    boxes = [box] + [box.clone() for _ in range(jobs - 1)]
+    pool = list(boxes)
+    pool_lock = threading.Lock()
+    try:
+        for relpath in target.files:
+            # the copy the tests (and the coverage run) ran against: the checkout may have changed since
+            original = (box.dir / relpath).read_text(encoding="utf-8")
+            found = find_mutants(original)
+            # A rerun looks for the mutants its report names among all of them: an edit to the file since
+            # may have moved what an even sample picks.
+            chosen = found if keys is not None else sample(found, target.max, shift)
+            if only is not None:
+                chosen = [m for m in chosen if m.line in only]
+            if keys is not None:  # (reports older than the "(comparison i of n)" suffix name a chain's mutants alike)
+                chosen = [m for m in chosen if f"{relpath}:{m.key}" in keys
+                          or f"{relpath}:{m.key}".split(" (comparison ")[0] in keys]
+            chosen = [m for m in chosen if m.line >= from_line]
+            judged: dict[int, Outcome] = {}
+
+            def judge(n: int, mutant: Mutant, text: str, tests: list[str] | None,
+                      relpath: str = relpath, original: str = original, total: int = len(chosen)) -> Outcome:
+                with pool_lock:
+                    mine = pool.pop()
                 try:
-                    compile(text, relpath, "exec")
-                except SyntaxError:
-                    outcomes.append(Outcome(relpath, mutant, "invalid", 0.0))
-                    continue
-                tests = target.tests if reach is None else reach.tests_for(relpath, mutant)
-                if tests == []:  # no test runs the line: nothing can tell the mutant apart
-                    outcomes.append(Outcome(relpath, mutant, "survived", 0.0))
-                    log(f"  [{n}/{len(chosen)}] {relpath}:{mutant.line} {mutant.kind} {mutant.detail}: "
-                        "survived (no test reaches it)")
-                    continue
-                box.write(relpath, text)
-                result, took = box.run(target.tests if tests is None else tests, target.extra, timeout)
+                    mine.write(relpath, text)
+                    result, took = mine.run(target.tests if tests is None else tests, target.extra, timeout)
+                finally:
+                    mine.write(relpath, original)
+                    with pool_lock:
+                        pool.append(mine)
                 verdict = {"passed": "survived", "failed": "killed", "timeout": "timeout"}[result]
-                outcomes.append(Outcome(relpath, mutant, verdict, took))
                 what = "" if tests is None or reach is None else f", {len(tests)} tests"
-                log(f"  [{n}/{len(chosen)}] {relpath}:{mutant.line} {mutant.kind} {mutant.detail}: {verdict}"
+                log(f"  [{n}/{total}] {relpath}:{mutant.line} {mutant.kind} {mutant.detail}: {verdict}"
                     f" ({took:.1f}s{what})")
-        finally:
-            box.write(relpath, original)
+                return Outcome(relpath, mutant, verdict, took)
+
+            with ThreadPoolExecutor(max_workers=jobs) as executor:
+                futures: dict[int, Future[Outcome]] = {}
+                try:
+                    for n, mutant in enumerate(chosen, 1):
+                        key = f"{relpath}:{mutant.key}"
+                        if key in equivalent:
+                            used.append(key)
+                            judged[n] = Outcome(relpath, mutant, "equivalent", 0.0)
+                            continue
+                        text = apply(original, mutant)
+                        try:
+                            compile(text, relpath, "exec")
+                        except SyntaxError:
+                            judged[n] = Outcome(relpath, mutant, "invalid", 0.0)
+                            continue
+                        tests = target.tests if reach is None else reach.tests_for(relpath, mutant)
+                        if tests == []:  # no test runs the line: nothing can tell the mutant apart
+                            judged[n] = Outcome(relpath, mutant, "survived", 0.0)
+                            log(f"  [{n}/{len(chosen)}] {relpath}:{mutant.line} {mutant.kind} {mutant.detail}: "
+                                "survived (no test reaches it)")
+                            continue
+                        futures[n] = executor.submit(judge, n, mutant, text, tests)
+                    for n, future in futures.items():
+                        judged[n] = future.result()
+                except BaseException:  # interrupted, or a run that could not start: stop every job
+                    for future in futures.values():
+                        future.cancel()
+                    for b in boxes:
+                        b.kill()
+                    raise
+            outcomes.extend(judged[n] for n in sorted(judged))
+    finally:
+        for b in boxes[1:]:
+            b.close()
     return outcomes, seconds, used
 
 
@@ -628,6 +681,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--covered", action="store_true",
                         help="run, for each mutant, only the tests that execute its lines (and those that "
                              "start other processes), found by one run of the selection under coverage")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="judge this many mutants at a time, each in a scratch copy of its own (at most "
+                             "the number of cores: the timeout is set by the unmutated run, made alone)")
     parser.add_argument("--rekey", metavar="REV",
                         help="move equivalent.txt's line numbers from the code at git revision REV to the "
                              "code as it is now (after an edit moved lines), and stop")
@@ -638,6 +694,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not 0.0 <= args.shift < 1.0:
         parser.error("--shift must be at least 0 and below 1")
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
     targets = load_targets()
     if args.list or not args.targets:
         for t in targets.values():
@@ -676,7 +734,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for t in chosen:
             outcomes, base, _ = run_target(t, box, equivalent, set(args.line) if args.line else None, log,
-                                           rerun, args.from_line, args.shift, args.covered)
+                                           rerun, args.from_line, args.shift, args.covered, args.jobs)
             lines = summarize(t, outcomes, base)
             survivors += sum(o.result == "survived" for o in outcomes)
             print("\n".join(lines), flush=True)

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ...acl import Acl
-from ...errors import DurabilityError, IntegrityError, LockTimeout, MnemoError, NotFound
+from ...errors import DurabilityError, IntegrityError, InvalidInput, LockTimeout, MnemoError, NotFound
 from ...record import Problem
 from ..batch import ACL_OPS, Batch, ChainError, apply_entry
 from ..codec import (
@@ -95,7 +95,7 @@ class FileStore(StoreGuards):
         group_commit_wait: float = GROUP_COMMIT_WAIT,
     ) -> None:
         if durability not in DURABILITY_MODES:
-            raise ValueError(f"durability must be one of {DURABILITY_MODES}, got {durability!r}")
+            raise InvalidInput(f"durability must be one of {DURABILITY_MODES}, got {durability!r}")
         if isinstance(group_commit_wait, bool) or not isinstance(group_commit_wait, (int, float)) or not (
             0 <= group_commit_wait <= 1
         ):

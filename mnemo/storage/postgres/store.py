@@ -318,6 +318,7 @@ class PostgresStore(StoreGuards):
 
     # -- connections ---------------------------------------------------------------------------------
     def _connect(self, autocommit: bool) -> psycopg.Connection[Any]:
+        self._check_open()  # a closed store makes no connection again: close() would never close it
         try:
             conn = psycopg.connect(self._conninfo, autocommit=autocommit, connect_timeout=10)
         except psycopg.Error as exc:
@@ -742,7 +743,7 @@ class PostgresStore(StoreGuards):
                 before = int(self._fetch(size, [tables])[0][0])
                 with self._read_lock:
                     conn = self._reads()
-                    conn.execute(f"SET lock_timeout = {int(self.lock_timeout * 1000)}")
+                    conn.execute(f"SET lock_timeout = {max(1, int(self.lock_timeout * 1000))}")  # 0 is no limit
                     try:
                         for table in tables[:2]:
                             try:
