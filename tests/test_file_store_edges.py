@@ -169,3 +169,52 @@ def test_an_open_that_fails_before_the_log_is_open_closes_no_descriptor_of_the_p
         FileStore(str(tmp_path / "missing.db"), "owner", readonly=how == "readonly", create=how == "readonly")
     assert {fd: os.fstat(fd).st_ino for fd in (0, 1, 2)} == before
     assert not (tmp_path / "missing.db").exists()
+
+
+def test_a_log_of_a_header_and_no_entry_does_not_open(tmp_path: Path) -> None:
+    """A file with a sound header and nothing after it is no database: IntegrityError naming the missing
+    genesis, and the file is left as it was (the writer that opens it neither cuts nor extends it)."""
+    from mnemo.storage.file.framing import encode_file_header
+
+    db = tmp_path / "m.db"
+    header = encode_file_header(bytes(range(16)))
+    db.write_bytes(header)
+    for readonly in (False, True):
+        with pytest.raises(IntegrityError) as info:
+            MnemoClient(db, "owner", readonly=readonly)
+        assert str(info.value) == f"{db}: the log holds no genesis entry"
+        assert db.read_bytes() == header
+
+
+def test_an_open_the_system_refuses_names_its_reason(tmp_path: Path) -> None:
+    """An OSError while opening (here: a path through a regular file) is a MnemoError with the
+    system's reason as words, not its errno repr, and nothing is made."""
+    from mnemo import MnemoError
+
+    blocker = tmp_path / "a-file"
+    blocker.write_bytes(b"not a directory")
+    path = blocker / "m.db"
+    with pytest.raises(MnemoError) as info:
+        MnemoClient(path, "owner")
+    assert str(info.value) == f"cannot open the database at {path}: Not a directory"
+    assert blocker.read_bytes() == b"not a directory"
+
+
+@pytest.mark.parametrize(("durability", "readonly", "syncer"), [
+    ("batch", False, True), ("batch", True, False), ("fsync", False, False), ("none", False, False),
+])
+def test_only_a_batch_writer_runs_the_background_syncer(
+    tmp_path: Path, durability: str, readonly: bool, syncer: bool
+) -> None:
+    import threading
+
+    db = tmp_path / "m.db"
+    MnemoClient(db, "owner").close()
+    before = {t.ident for t in threading.enumerate() if t.name == "mnemo-sync"}
+    c = MnemoClient(db, "owner", durability=durability, readonly=readonly)
+    try:
+        started = [t for t in threading.enumerate() if t.name == "mnemo-sync" and t.ident not in before]
+        assert len(started) == (1 if syncer else 0)
+    finally:
+        c.close()
+    assert not any(t.is_alive() for t in started)  # close() stops it

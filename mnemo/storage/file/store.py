@@ -175,10 +175,6 @@ class FileStore(StoreGuards):
         """The descriptor of the current log file (writes, replay; readers go through _read_at)."""
         return self._handle.fd
 
-    @property
-    def writes_locked(self) -> bool:
-        return self._locked is not None
-
     def _open(self, create: bool) -> None:
         st = _stat_or_none(self.path)
         if st is not None and not stat.S_ISREG(st.st_mode):
