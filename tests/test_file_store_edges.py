@@ -218,3 +218,91 @@ def test_only_a_batch_writer_runs_the_background_syncer(
     finally:
         c.close()
     assert not any(t.is_alive() for t in started)  # close() stops it
+
+
+def test_a_write_after_the_database_file_was_removed_is_refused(tmp_path: Path) -> None:
+    """The file the client opened is gone from its path: a write is refused with the reason, never
+    made into the unlinked file nobody would read again."""
+    from mnemo import MnemoError
+
+    db = tmp_path / "m.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.remember("one")
+        os.remove(db)
+        with pytest.raises(MnemoError) as info:
+            c.remember("two")
+        assert str(info.value) == f"the database file {db} was removed"
+    assert not db.exists()
+
+
+def test_a_writer_that_follows_another_clients_compaction_locks_the_new_log(tmp_path: Path) -> None:
+    """A compaction by another client renames a new log over the path: a client still holding the old
+    one takes its writer lock on the new log, so that while its transaction is open the compacting
+    client cannot write."""
+    from mnemo import LockTimeout
+
+    db = tmp_path / "m.db"
+    with MnemoClient(db, "owner", durability="none", lock_timeout=0.2) as a, \
+            MnemoClient(db, "owner", durability="none", lock_timeout=0.2) as b:
+        a.forget(a.remember("gone").id)
+        a.compact()
+        with b.transaction():
+            b.remember("in b's transaction")
+            with pytest.raises(LockTimeout):
+                a.remember("while b writes")
+        a.remember("after b")
+    with MnemoClient(db, "owner", readonly=True) as c:
+        assert sorted(r.content for r in c.query()) == ["after b", "in b's transaction"]
+        assert c.verify().ok
+
+
+@pytest.mark.parametrize("journal", ["stray bytes", "another database's"])
+def test_an_erasure_journal_naming_nothing_to_erase_is_removed_by_the_next_writer(
+    tmp_path: Path, journal: str
+) -> None:
+    """A journal on its own never makes anything be zeroed: one left beside a log whose forgets have
+    nothing left to erase (here: none at all) changes no byte of the log, a reader leaves it, and the
+    next writer to open the database removes it."""
+    from mnemo.storage.file.snapshot import write_erase_journal
+
+    db = tmp_path / "m.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        rid = c.remember("kept").id
+    log = db.read_bytes()
+    erase = Path(str(db) + ".erase")
+    if journal == "stray bytes":
+        erase.write_bytes(b"not a journal")
+    else:
+        write_erase_journal(str(erase), bytes(16), [(HEADER_SIZE, 16)])
+    with MnemoClient(db, "owner", readonly=True) as r:
+        assert r.get(rid).content == "kept"
+    assert erase.exists()
+    with MnemoClient(db, "owner", durability="none") as w:
+        assert w.get(rid).content == "kept"
+        assert not erase.exists()
+    assert db.read_bytes() == log
+
+
+def test_an_open_whose_snapshot_cannot_be_written_serves_the_replayed_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that replayed the log writes a snapshot and, past REBASE_ROWS rows, rebuilds its index
+    from it; a full disk that refuses the snapshot leaves it the index it replayed, and the open goes on."""
+    import errno
+
+    from mnemo.storage.file import store as file_store
+
+    db = tmp_path / "m.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        ids = [c.remember(f"r{i}", tags=["t"]).id for i in range(3)]
+    os.remove(str(db) + ".snap")  # the next open replays the log
+
+    def full(path: str, body: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(file_store, "REBASE_ROWS", 1)
+    monkeypatch.setattr(file_store.snap, "write_snapshot", full)
+    with MnemoClient(db, "owner", durability="none") as w:
+        assert sorted(r.id for r in w.query(tags=["t"])) == sorted(ids)
+        assert not w.stats()["snapshot_used"]
+    assert not Path(str(db) + ".snap").exists()
