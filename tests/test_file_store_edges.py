@@ -306,3 +306,70 @@ def test_an_open_whose_snapshot_cannot_be_written_serves_the_replayed_index(
         assert sorted(r.id for r in w.query(tags=["t"])) == sorted(ids)
         assert not w.stats()["snapshot_used"]
     assert not Path(str(db) + ".snap").exists()
+
+
+def test_a_new_database_file_is_made_with_mode_0644_under_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        MnemoClient(tmp_path / "a.db", "owner").close()
+        os.umask(0o077)  # a stricter umask is honoured: nothing is chmod-ed after
+        MnemoClient(tmp_path / "b.db", "owner").close()
+    finally:
+        os.umask(old)
+    import stat as stat_module
+
+    assert stat_module.S_IMODE(os.stat(tmp_path / "a.db").st_mode) == 0o644
+    assert stat_module.S_IMODE(os.stat(tmp_path / "b.db").st_mode) == 0o600
+
+
+def test_a_creator_waits_for_an_empty_files_lock_and_opens_the_database_its_holder_made(tmp_path: Path) -> None:
+    """An empty file at the path is another creator's, part-way: this one waits for its lock (as long
+    as lock_timeout), and finding the file no longer empty once it has it, opens what the other made
+    instead of putting its own database over it."""
+    import fcntl
+    import threading
+
+    db = tmp_path / "m.db"
+    MnemoClient(tmp_path / "made.db", "owner").close()
+    made = (tmp_path / "made.db").read_bytes()
+    db.write_bytes(b"")
+    holder = os.open(db, os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+
+    def finish() -> None:  # the other creator writes its database into the file, then lets go
+        os.pwrite(holder, made, 0)
+        fcntl.flock(holder, fcntl.LOCK_UN)
+
+    timer = threading.Timer(0.3, finish)
+    timer.start()
+    try:
+        with MnemoClient(db, "owner", lock_timeout=10) as c:
+            assert c.head[0] == 0
+    finally:
+        timer.join()
+        os.close(holder)
+    assert db.read_bytes()[:HEADER_SIZE] == made[:HEADER_SIZE]  # the holder's database, its db_id
+
+
+def test_something_not_a_file_put_at_the_path_while_creating_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process puts a FIFO at the path between the creator's look (nothing there) and its link:
+    the creator refuses it, without opening it for reading (a FIFO would block) or replacing it."""
+    from mnemo import MnemoError
+    from mnemo.storage.file import store as file_store
+
+    db = tmp_path / "m.db"
+    real_link = os.link
+
+    def link(src: str, dst: str) -> None:
+        if dst == str(db):
+            os.mkfifo(dst)  # what the other process did meanwhile
+        real_link(src, dst)
+
+    monkeypatch.setattr(file_store.os, "link", link)
+    with pytest.raises(MnemoError) as info:
+        MnemoClient(db, "owner")
+    assert str(info.value) == f"cannot open the database at {db}: not a regular file"
+    assert os.path.exists(db) and not os.path.isfile(db)
+    assert os.listdir(tmp_path) == ["m.db"]  # the creator's temp file went too
