@@ -6,6 +6,8 @@ the client must refuse every later write, and the reopened db must hold exactly 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import threading
 from collections.abc import Callable
@@ -21,6 +23,7 @@ from mnemo import MnemoClient
 from mnemo.audit import verify_db
 from mnemo.errors import DurabilityError, MnemoError
 from mnemo.tools.server import MnemoMemoryToolServer
+from mnemo.transparency.leaves import cache_path
 
 AGENT = "owner"
 
@@ -375,3 +378,27 @@ def test_eio_while_cutting_a_torn_tail_is_a_mnemo_error(dbdir: Path) -> None:
     injector = Injector(str(dbdir), fault=Fault(at=1, action="eio", kinds=frozenset({"ftruncate"})))
     with injector, pytest.raises(MnemoError):
         open_db(dbdir).close()
+
+
+def test_fsync_eio_leaves_the_client_the_chain_and_tree_of_what_was_acknowledged(dbdir: Path) -> None:
+    """The frames a failed fsync did not cover are cut from the log, and the client's index and Merkle
+    tree go back with them: its head and tree head are those a fresh open of the file finds."""
+    with open_db(dbdir) as c:
+        seed_db(c)
+        head, tree = c.head, c.tree_head()
+        with fail_fsync(dbdir), pytest.raises(DurabilityError):
+            c.remember("not acknowledged")
+        assert (c.head, c.tree_head()) == (head, tree)
+        # the tree it rebuilt replaced the old one, whose leaf cache it closed: one descriptor of it
+        assert _open_descriptors_of(cache_path(dbdir / "m.mnemo.db")) == 1
+        with MnemoClient(dbdir / "m.mnemo.db", AGENT, readonly=True) as fresh:
+            assert (fresh.head, fresh.tree_head()) == (head, tree)
+
+
+def _open_descriptors_of(path: str) -> int:
+    target = os.path.realpath(path)
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            count += os.readlink(f"/proc/self/fd/{fd}") == target
+    return count
