@@ -270,3 +270,13 @@ def test_a_snapshot_whose_tree_state_was_altered_is_a_finding(tmp_path: Path) ->
     assert [(p.kind, p.message) for p in report.problems] == [(
         "snapshot", f"the Merkle tree state in the index snapshot {db.name}.snap is not the tree over the "
         "log's entries: it was altered")]
+
+
+def test_an_altered_snapshot_is_found_by_the_replay_when_nothing_was_gathered(db: Path) -> None:
+    """Without what verify gathered (or with it behind the index), the index is compared with a fresh
+    replay of the log, never with another load of the same snapshot: the alteration shows."""
+    ids = build(db)
+    tamper(db, replace(ids["r8"], tags=("t2", "all", "injected")))
+    with MnemoClient(db, "owner", durability="none", readonly=True) as c:
+        assert c.stats()["snapshot_used"]
+        assert c._store.index_differences() == [f"record {ids['r8']} differs between the index and the log"]

@@ -373,3 +373,46 @@ def test_something_not_a_file_put_at_the_path_while_creating_is_refused(
     assert str(info.value) == f"cannot open the database at {db}: not a regular file"
     assert os.path.exists(db) and not os.path.isfile(db)
     assert os.listdir(tmp_path) == ["m.db"]  # the creator's temp file went too
+
+
+def test_a_log_cut_shorter_under_a_client_is_an_integrity_error(tmp_path: Path) -> None:
+    """Someone truncates the log below what the client has read: its next read refuses, naming both
+    sizes, rather than serving records whose bytes are gone."""
+    db = tmp_path / "m.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.remember("one")
+        end = os.path.getsize(db)
+        c.remember("two")
+        read = os.path.getsize(db)
+        os.truncate(db, end)
+        with pytest.raises(IntegrityError) as info:
+            c.query()
+        assert str(info.value) == f"{db}: log is shorter ({end}) than already read ({read})"
+
+
+def test_a_reader_goes_on_serving_what_it_read_once_the_file_is_removed(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    with MnemoClient(db, "owner", durability="none") as w:
+        rid = w.remember("kept").id
+    with MnemoClient(db, "owner", readonly=True) as r:
+        os.remove(db)
+        assert r.get(rid).content == "kept" and [x.id for x in r.query()] == [rid]
+
+
+def test_a_tree_that_does_not_follow_the_log_is_an_integrity_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a bug makes the Merkle tree refuse entries the index took; should it, the write is an
+    IntegrityError naming the tree, not the tree's own exception."""
+    from mnemo.errors import MnemoError
+    from mnemo.transparency.backend import TreeState
+
+    def refuse(self: TreeState, entries: object, first_seq: int) -> None:
+        raise MnemoError(f"leaf cache ends before seq {first_seq}")
+
+    db = tmp_path / "m.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        monkeypatch.setattr(TreeState, "add", refuse)
+        with pytest.raises(IntegrityError) as info:
+            c.remember("one")
+        assert str(info.value).startswith(f"{db}: the Merkle tree does not follow the log: leaf cache ends before seq ")
