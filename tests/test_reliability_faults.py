@@ -402,3 +402,36 @@ def _open_descriptors_of(path: str) -> int:
         with contextlib.suppress(OSError):
             count += os.readlink(f"/proc/self/fd/{fd}") == target
     return count
+
+
+def test_a_failed_fsync_never_cuts_frames_another_client_appended_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A's frame is written, its fsync not yet made; B appends and fsyncs its own (which covers A's
+    too), and A reads B's frame; then A's fsync fails. A must not cut the log back to its last good
+    fsync: that would take B's acknowledged write with it."""
+    import errno
+
+    from mnemo.storage.file import logfile
+
+    db = tmp_path / "m.db"
+    with MnemoClient(db, AGENT) as a, MnemoClient(db, AGENT) as b:
+        a.remember("before")
+        real = logfile._sync
+        state = {"done": False}
+
+        def sync(fd: int) -> None:
+            if fd == a._store.fd and not state["done"]:  # type: ignore[attr-defined]
+                state["done"] = True
+                b.remember("B's, acknowledged")
+                a.query()  # A reads B's frame while its own is still unsynced
+                raise OSError(errno.EIO, "Input/output error")
+            real(fd)
+
+        monkeypatch.setattr(logfile, "_sync", sync)
+        with pytest.raises(DurabilityError):
+            a.remember("A's, not acknowledged")
+        monkeypatch.undo()
+    with MnemoClient(db, AGENT, readonly=True) as fresh:
+        assert "B's, acknowledged" in [r.content for r in fresh.query()]
+        assert fresh.verify().ok
