@@ -70,6 +70,16 @@ def _version_out_of_order() -> tuple[bytes, str]:
     return bytes(built.data), f"bad entry in frame at offset {built.frame_spans[2][0]}: put of y version 2, expected 1"
 
 
+def _a_record_made_twice() -> tuple[bytes, str]:
+    """Two puts of one new id, both its version 1 (read together by the scan core)."""
+    b = LogBuilder()
+    b.put("a", "x", "one")
+    b.versions.clear()
+    b.put("a", "x", "one again")
+    built = b.build()
+    return bytes(built.data), f"bad entry in frame at offset {built.frame_spans[2][0]}: put of x version 1, expected 2"
+
+
 def _payload_that_does_not_decode() -> tuple[bytes, str]:
     """A put whose payload slot checks (its CRC is of these bytes) but holds no put payload."""
     b = LogBuilder()
@@ -91,6 +101,7 @@ CASES: dict[str, Callable[[], tuple[bytes, str]]] = {
     "a broken link": _broken_link,
     "a version out of order": _version_out_of_order,
     "a payload that does not decode": _payload_that_does_not_decode,
+    "a record made twice": _a_record_made_twice,
 }
 
 
@@ -164,3 +175,31 @@ def test_a_tear_holding_a_whole_frame_that_continues_the_chain_is_damage(tmp_pat
     assert str(info.value) == (
         f"{db}: damaged frame at offset {start} (file ends inside a frame); valid frames follow it")
     assert db.read_bytes() == torn
+
+
+@pytest.mark.parametrize("readonly", [True, False], ids=["reader", "writer"])
+def test_a_put_making_again_a_record_the_snapshot_holds_is_damage(tmp_path: Path, readonly: bool) -> None:
+    """The index comes from the snapshot (its compact form), and a frame appended after it makes,
+    as version 1, a record the snapshot already holds: the replay refuses it as the general path does."""
+    from helpers.frames import read_entries
+
+    from mnemo.storage.codec import encode_put_payload, make_entry, pack_record_fields, payload_digest
+    from mnemo.storage.file.framing import encode_frame
+
+    db = tmp_path / "m.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        rid = c.remember("the original").id
+        for i in range(3):
+            c.remember(f"other {i}")
+    head = read_entries(db)[-1]
+    salt, packed = bytes(16), pack_record_fields("a second version 1", [], {})
+    body = {"digest": payload_digest(salt, packed), "id": rid, "scope": "agent:owner", "size": 18, "ver": 1}
+    forged = make_entry(head.seq + 1, head.ts_ns + 1, head.hash, "put", "owner", body)
+    offset = os.path.getsize(db)
+    with open(db, "ab") as f:
+        f.write(encode_frame([(forged.raw, encode_put_payload(salt, packed))]))
+    data = db.read_bytes()
+    with pytest.raises(IntegrityError) as info:
+        MnemoClient(db, "owner", readonly=readonly)
+    assert str(info.value) == f"{db}: bad entry in frame at offset {offset}: put of {rid} version 1, expected 2"
+    assert db.read_bytes() == data
