@@ -80,6 +80,18 @@ def _a_record_made_twice() -> tuple[bytes, str]:
     return bytes(built.data), f"bad entry in frame at offset {built.frame_spans[2][0]}: put of x version 1, expected 2"
 
 
+def _versions_in_one_frame(second: int) -> tuple[bytes, str]:
+    """One frame puts record x twice: as version 1, then as `second` (2 would follow)."""
+    b = LogBuilder()
+    with b.frame():
+        b.put("a", "x", "one")
+        b.versions["x"] = second - 1
+        b.put("a", "x", "two")
+    built = b.build()
+    return bytes(built.data), (
+        f"bad entry in frame at offset {built.frame_spans[1][0]}: put of x version {second}, expected 2")
+
+
 def _payload_that_does_not_decode() -> tuple[bytes, str]:
     """A put whose payload slot checks (its CRC is of these bytes) but holds no put payload."""
     b = LogBuilder()
@@ -102,6 +114,8 @@ CASES: dict[str, Callable[[], tuple[bytes, str]]] = {
     "a version out of order": _version_out_of_order,
     "a payload that does not decode": _payload_that_does_not_decode,
     "a record made twice": _a_record_made_twice,
+    "a record made twice in one frame": lambda: _versions_in_one_frame(1),
+    "a version skipped in one frame": lambda: _versions_in_one_frame(3),
 }
 
 
@@ -203,3 +217,23 @@ def test_a_put_making_again_a_record_the_snapshot_holds_is_damage(tmp_path: Path
         MnemoClient(db, "owner", readonly=readonly)
     assert str(info.value) == f"{db}: bad entry in frame at offset {offset}: put of {rid} version 1, expected 2"
     assert db.read_bytes() == data
+
+
+def test_a_tree_that_does_not_follow_the_replayed_log_is_an_integrity_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As for a write (test_file_store_edges.py), for the puts the scan core replays: only a bug makes
+    the tree refuse them, and the open says so as an IntegrityError naming the tree."""
+    from mnemo import MnemoError
+    from mnemo.transparency.backend import TreeState
+
+    db = tmp_path / "m.db"
+    db.write_bytes(bytes(_puts().data))
+
+    def refuse(self: TreeState, leaves: bytes, first_seq: int) -> None:
+        raise MnemoError(f"leaf cache ends before seq {first_seq}")
+
+    monkeypatch.setattr(TreeState, "add_leaves", refuse)
+    with pytest.raises(IntegrityError) as info:
+        MnemoClient(db, "owner", readonly=True)
+    assert str(info.value) == f"{db}: the Merkle tree does not follow the log: leaf cache ends before seq 1"
