@@ -325,6 +325,16 @@ class PostgresStore(StoreGuards):
             raise storage_error(exc, self.path) from None
         return conn
 
+    @property
+    def _lock_timeout_setting(self) -> str:
+        """lock_timeout as a session setting, in ms: at least 1, since PostgreSQL's 0 is "no limit"."""
+        return f"SET lock_timeout = {max(1, int(self.lock_timeout * 1000))}"
+
+    def _hold_writer_lock(self) -> None:
+        """Take this process's writer lock (one writer thread at a time), lock_timeout at most."""
+        if not self._mutex.acquire(timeout=self.lock_timeout):
+            raise LockTimeout(f"another thread held the writer lock for over {self.lock_timeout} s")
+
     def _reads(self) -> psycopg.Connection[Any]:
         """The read connection, reconnected if it broke (a server restart, a killed backend)."""
         if self._read.broken or self._read.closed:
@@ -730,8 +740,7 @@ class PostgresStore(StoreGuards):
         # A writer, as on the file: this process's writer lock and the head row are held throughout (on
         # the writer's connection: VACUUM cannot run inside a transaction), so that every commit is
         # either wholly before the compaction or after it.
-        if not self._mutex.acquire(timeout=self.lock_timeout):
-            raise LockTimeout(f"another thread held the writer lock for over {self.lock_timeout} s")
+        self._hold_writer_lock()
         try:
             # The rewrite keeps every row an open snapshot may still see: first wait (lock_timeout at
             # most) for those older than now, so that the erased rows are dead to all (horizon.py).
@@ -743,7 +752,7 @@ class PostgresStore(StoreGuards):
                 before = int(self._fetch(size, [tables])[0][0])
                 with self._read_lock:
                     conn = self._reads()
-                    conn.execute(f"SET lock_timeout = {max(1, int(self.lock_timeout * 1000))}")  # 0 is no limit
+                    conn.execute(self._lock_timeout_setting)
                     try:
                         for table in tables[:2]:
                             try:
@@ -793,7 +802,7 @@ class PostgresStore(StoreGuards):
                     self._write.close()
             conn = self._connect(autocommit=True)
             try:
-                conn.execute(f"SET lock_timeout = {max(1, int(self.lock_timeout * 1000))}")
+                conn.execute(self._lock_timeout_setting)
                 conn.execute("SET synchronous_commit = off")
             except psycopg.Error as exc:
                 conn.close()
@@ -1155,8 +1164,7 @@ class _Writing:
         store.check_writable()
         store._write_starts()
         try:
-            if not store._mutex.acquire(timeout=store.lock_timeout):
-                raise LockTimeout(f"another thread held the writer lock for over {store.lock_timeout} s")
+            store._hold_writer_lock()
             try:
                 batch = store._blind() if self.blind else store._begin(self.transactional)
             except BaseException:
