@@ -7,7 +7,6 @@ what did); its flush when other writes of the process are in progress; and a tra
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +14,7 @@ import psycopg
 import pytest
 from helpers.pg import Schema, with_database
 from helpers.pg_faults import kill_at_append, spy_flushes
+from helpers.waiting import wait_for
 
 from mnemo import MnemoClient, StorageError
 from mnemo.audit import read_chain
@@ -169,10 +169,7 @@ def test_a_remember_while_another_write_waits_is_flushed_after_its_call(
                         pass
                 others.append(threading.Thread(target=empty_transaction))
                 others[0].start()
-                deadline = time.monotonic() + 10
-                while store._writing < 2 and time.monotonic() < deadline:
-                    time.sleep(0.001)
-                assert store._writing == 2
+                wait_for(lambda: store._writing == 2, "the other write to wait for the writer lock")
             return real_append(self, batch)
 
         monkeypatch.setattr(PostgresStore, "_append", append)

@@ -1,8 +1,9 @@
-"""The guards of compact() on PostgreSQL and the writer session's setup: the writer lock another thread
-holds, the holders a compaction names (never the store's own connections), which tables it rewrites
-(payloads and tags, not the ones it only measures), an error or an operator's cancel part way, and how
-long the writer's session waits for the head row (lock_timeout in ms, at least 1 ms: 0 is never "wait
-for ever"), its setup refused, and a refused head row that is not retried on another connection."""
+"""The guards of compact() on PostgreSQL and the writer session's setup: the holders a compaction names
+(never the store's own connections), which tables it rewrites (payloads and tags, not the ones it only
+measures), an error or an operator's cancel part way, and how long the writer's session waits for the
+head row (lock_timeout in ms, at least 1 ms: 0 is never "wait for ever"), its setup refused, and a
+refused head row that is not retried on another connection. (A compaction refused while another thread
+holds the writer lock is tested on both backends, in test_store_basic.py.)"""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 from helpers.pg import Schema
+from helpers.waiting import wait_for
 
 from mnemo import MnemoClient, StorageError
 from mnemo.errors import LockTimeout
@@ -62,44 +64,7 @@ def _released_after(conn: psycopg.Connection[Any], seconds: float) -> Iterator[N
         timer.join()
 
 
-def _wait_for(predicate: Any, what: str, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 # -- compact() -----------------------------------------------------------------------------------------
-def test_compact_refuses_while_another_thread_holds_the_writer_lock(pg: Schema) -> None:
-    with MnemoClient(pg.url, OWNER, lock_timeout=0.2) as c:
-        rec = c.remember("kept")
-        c.forget(c.remember("gone").id)
-        inside, done = threading.Event(), threading.Event()
-
-        def writer() -> None:  # a transaction of another thread: it holds the writer lock until done
-            with c.transaction():
-                c.update(rec.id, content="by the other thread")
-                inside.set()
-                done.wait(10)
-
-        t = threading.Thread(target=writer)
-        t.start()
-        try:
-            assert inside.wait(10)
-            with pytest.raises(LockTimeout) as caught:
-                c.compact()
-            assert str(caught.value) == "another thread held the writer lock for over 0.2 s"
-        finally:
-            done.set()
-            t.join()
-        # the other thread's transaction committed as it would have, and the store goes on
-        assert c.get(rec.id).content == "by the other thread"
-        assert c.compact()["reclaimed"] >= 0 and c.verify().ok
-
-
 def test_compact_names_only_other_transactions_never_its_own_connections(pg: Schema) -> None:
     # A transaction with an xid older than the horizon holds back every snapshot taken after it: the
     # store's own connection, running the look-up, is then "older" too and must not be named.
@@ -145,7 +110,7 @@ def test_a_compaction_cancelled_by_an_operator_is_a_storage_error_and_the_store_
             reader.execute("SELECT count(*) FROM mnemo_tags").fetchone()  # VACUUM FULL waits for it
 
             def cancel() -> None:
-                vacuum = _wait_for(
+                vacuum = wait_for(
                     lambda: admin.execute(
                         "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
                         "AND query LIKE 'VACUUM (FULL) mnemo_tags%' AND wait_event_type = 'Lock'"

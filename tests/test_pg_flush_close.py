@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from helpers.pg import Schema
 from helpers.pg_faults import cannot_ask, terminate
+from helpers.waiting import wait_for
 
 from mnemo import MnemoClient, StorageError
 from mnemo.errors import DurabilityError, NotFound
@@ -36,14 +37,6 @@ def _connections(monkeypatch: pytest.MonkeyPatch, store: Any, kill: bool = False
 
     monkeypatch.setattr(store, "_connect", connect)
     return opened
-
-
-def _wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 10
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 # -- durability "fsync" --------------------------------------------------------------------------------------
@@ -137,7 +130,7 @@ def test_a_flush_does_not_wait_for_a_transaction_held_open(pg: Schema) -> None:
             with c.transaction():
                 c.update(rec.id, content="flushed while another thread writes")
                 other.start()
-                _wait_for(lambda: store._writing == 2, "the other thread to wait for the writer lock")
+                wait_for(lambda: store._writing == 2, "the other thread to wait for the writer lock")
                 start = time.monotonic()
             took = time.monotonic() - start  # the commit and its flush, the other thread's write in progress
             assert holding.wait(10) and not release.is_set()
@@ -242,11 +235,11 @@ def test_a_batch_flusher_that_failed_stops(pg: Schema, monkeypatch: pytest.Monke
     with MnemoClient(pg.url, OWNER, durability="batch") as c:
         store: Any = c._store
         rec = c.remember("one")
-        _wait_for(lambda: store._flushed == 1, "the flusher's first flush")
+        wait_for(lambda: store._flushed == 1, "the flusher's first flush")
         terminate(store, store._sync.info.backend_pid)
         opened = _connections(monkeypatch, store, kill=True)
         c.update(rec.id, content="two")
-        _wait_for(lambda: store._failed is not None, "the flusher to fail")
+        wait_for(lambda: store._failed is not None, "the flusher to fail")
         with pytest.raises(DurabilityError, match="an earlier write failed"):
             c.remember("refused")
         made = len(opened)
@@ -262,7 +255,7 @@ def test_a_batch_flusher_that_failed_stops(pg: Schema, monkeypatch: pytest.Monke
                 return super().wait(timeout)
 
         store._stop = Rounds()
-        _wait_for(lambda: Rounds.rounds >= 3, "the flusher to go round twice more")
+        wait_for(lambda: Rounds.rounds >= 3, "the flusher to go round twice more")
         assert len(opened) == made
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from helpers.pg import Schema
 from helpers.pg_faults import spy_flushes
+from helpers.waiting import wait_for
 
 from mnemo import MnemoClient, StorageError
 from mnemo.errors import Closed, IntegrityError, InvalidInput, NotFound
@@ -120,13 +121,11 @@ def test_a_meta_row_deleted_while_a_writer_migrates_is_refused_as_damage(pg: Sch
         opener = threading.Thread(target=open_it)
         opener.start()
         with pg.connect() as watch:  # wait until the opener's migration waits for the deleter
-            deadline = time.monotonic() + 10
-            while not watch.execute(
+            wait_for(lambda: not opener.is_alive() or watch.execute(
                 "SELECT 1 FROM pg_locks WHERE NOT granted AND pid <> %s AND pid IN "
                 "(SELECT pid FROM pg_stat_activity WHERE datname = current_database())", [deleter_pid]
-            ).fetchall():
-                assert time.monotonic() < deadline and opener.is_alive(), outcome
-                time.sleep(0.01)
+            ).fetchall(), "the opener's migration to wait for the deleter")
+            assert opener.is_alive(), outcome
         deleter.commit()
         opener.join(10)
     assert len(outcome) == 1 and isinstance(outcome[0], IntegrityError), outcome
@@ -198,10 +197,7 @@ def test_a_remember_beside_another_write_in_progress_leaves_its_flush_to_be_shar
         try:
             thread = threading.Thread(target=lambda: other.append(c.remember("other thread's")))
             thread.start()
-            deadline = time.monotonic() + 10
-            while store._writing == idle:
-                assert time.monotonic() < deadline
-                time.sleep(0.001)
+            wait_for(lambda: store._writing != idle, "the other thread's write to start")
             mine = c.remember("beside it")
             assert len(flushes) == 1  # this remember's, after its commit
         finally:

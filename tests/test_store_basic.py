@@ -967,7 +967,7 @@ def test_lock_timeout_when_another_writer_holds_the_lock(db_path: Path) -> None:
         assert c.verify().ok
 
 
-@pytest.mark.parametrize("write", ["remember", "update", "transaction"])
+@pytest.mark.parametrize("write", ["remember", "update", "transaction", "compact"])
 def test_a_thread_waiting_past_lock_timeout_for_another_threads_transaction_times_out(db: str, write: str) -> None:
     """One client's threads take turns as the writer: a write that waits longer than lock_timeout for
     another thread's open transaction gives up with LockTimeout, writing nothing, and writes once the

@@ -141,12 +141,14 @@ def onto(db: str | Path, source: str | Path) -> str:
 
 
 def write_once(client: Any, write: str, rec_id: str) -> None:
-    """One write of the kind named: a new record ("remember"), a new version of `rec_id` ("update"), or
-    a new record inside a transaction ("transaction") — the three ways a write takes the writer lock."""
+    """One write of the kind named: a new record ("remember"), a new version of `rec_id` ("update"), a
+    new record inside a transaction ("transaction"), or a compaction ("compact", a writer too)."""
     if write == "remember":
         client.remember("blocked")
     elif write == "update":
         client.update(rec_id, content="blocked")
+    elif write == "compact":
+        client.compact()
     else:
         with client.transaction():
             client.remember("blocked")
