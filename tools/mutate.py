@@ -34,12 +34,12 @@ import contextlib
 import copy
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -571,8 +571,9 @@ def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: s
     # Each job runs its mutants in a scratch copy of its own, made from the first (the copy the
     # unmutated and coverage runs used); a copy returns to the pool with its file restored.
     boxes = [box] + [box.clone() for _ in range(jobs - 1)]
-    pool = list(boxes)
-    pool_lock = threading.Lock()
+    pool: queue.SimpleQueue[Sandbox] = queue.SimpleQueue()
+    for b in boxes:
+        pool.put(b)
     try:
         for relpath in target.files:
             # the copy the tests (and the coverage run) ran against: the checkout may have changed since
@@ -591,15 +592,13 @@ def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: s
 
             def judge(n: int, mutant: Mutant, text: str, tests: list[str] | None,
                       relpath: str = relpath, original: str = original, total: int = len(chosen)) -> Outcome:
-                with pool_lock:
-                    mine = pool.pop()
+                mine = pool.get()  # a copy is free whenever a job runs: there are as many as jobs
                 try:
                     mine.write(relpath, text)
                     result, took = mine.run(target.tests if tests is None else tests, target.extra, timeout)
                 finally:
                     mine.write(relpath, original)
-                    with pool_lock:
-                        pool.append(mine)
+                    pool.put(mine)
                 verdict = {"passed": "survived", "failed": "killed", "timeout": "timeout"}[result]
                 what = "" if tests is None or reach is None else f", {len(tests)} tests"
                 log(f"  [{n}/{total}] {relpath}:{mutant.line} {mutant.kind} {mutant.detail}: {verdict}"
