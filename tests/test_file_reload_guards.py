@@ -1,0 +1,230 @@
+"""A file store that meets a log it did not write as it read it: a replaced file refused or followed
+without losing a descriptor or its Merkle tree, a reader racing an erasure, live records whose payloads
+were zeroed, and a durable write whose log a compaction replaced before its fsync."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.frames import read_frames
+
+from mnemo import IntegrityError, MnemoClient, NotFound
+from mnemo.audit import verify_db
+from mnemo.storage.file import store as file_store
+from mnemo.storage.file.logfile import FrameReader
+
+OWNER = "owner"
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def slots_of(db: Path) -> dict[str, tuple[int, int]]:
+    """The payload slot (offset, length) of each record's last put."""
+    found: dict[str, tuple[int, int]] = {}
+    for frame in read_frames(db):
+        for entry, slot in zip(frame.entries, frame.slots, strict=True):
+            if entry.op == "put":
+                found[entry.body["id"]] = (slot.offset, slot.length)
+    return found
+
+
+def test_a_log_replaced_by_another_database_is_refused_at_offset_0_and_costs_no_descriptor(
+    tmp_path: Path,
+) -> None:
+    db, other = tmp_path / "live.db", tmp_path / "other.db"
+    with MnemoClient(other, OWNER, durability="none") as o:
+        o.remember("another database")
+    with MnemoClient(db, OWNER, durability="none") as c:
+        first = c.remember("first")
+        aside = tmp_path / "aside.db"
+        os.rename(db, aside)
+        shutil.copyfile(other, db)
+        before = open_descriptors()
+        for _ in range(3):
+            with pytest.raises(IntegrityError) as info:
+                c.get(first.id)
+            assert str(info.value) == (
+                f"{db} was replaced by another database (db_id {c_db_id(other)}, not {c.db_id})"
+            )
+            assert info.value.offset == 0
+        assert open_descriptors() == before, "a refused reload left the file it opened open"
+        assert db.read_bytes() == other.read_bytes()
+
+
+def c_db_id(db: Path) -> str:
+    with MnemoClient(db, OWNER, readonly=True) as c:
+        return c.db_id
+
+
+def test_a_log_moved_aside_and_back_is_written_on_with_its_tree(tmp_path: Path) -> None:
+    """A refused reload leaves the store on the file and Merkle tree it had: once the same file is back
+    (same inode, so nothing to reload), writes go on growing that tree and its leaf-hash cache."""
+    db, other = tmp_path / "live.db", tmp_path / "other.db"
+    with MnemoClient(other, OWNER, durability="none") as o:
+        o.remember("another database")
+    with MnemoClient(db, OWNER, durability="none") as c:
+        c.remember("first")
+        aside = tmp_path / "aside.db"
+        os.rename(db, aside)
+        shutil.copyfile(other, db)
+        with pytest.raises(IntegrityError, match="replaced by another database"):
+            c.query()
+        os.replace(aside, db)
+        second = c.remember("second")
+        third = c.remember("third")
+        assert [r.id for r in c.query()][-2:] == [second.id, third.id]
+        assert c.verify().ok
+        head = c.tree_head()
+    assert head[0] == 4
+    with MnemoClient(db, OWNER, readonly=True) as r:
+        assert r.tree_head() == head
+    report = verify_db(db)
+    assert report.ok, report.problems
+
+
+def test_following_a_compaction_closes_the_old_log_and_tree(tmp_path: Path) -> None:
+    """A store that follows another client's compaction opens the new log and its tree, and closes the
+    old log's descriptor and the old tree's leaf-hash cache: the process holds as many as before."""
+    db = tmp_path / "c.db"
+    with MnemoClient(db, OWNER, durability="none") as c:
+        kept = c.remember("kept")
+        c.forget(c.remember("gone " * 100).id)
+        with MnemoClient(db, OWNER, durability="none") as other:
+            other.compact()
+        before = open_descriptors()
+        for _ in range(2):
+            assert [r.id for r in c.query()] == [kept.id]
+            assert open_descriptors() == before
+        c.remember("after")
+        assert open_descriptors() == before
+        assert c.verify().ok
+
+
+class _FinishingErasure:
+    """FrameReader stand-in: right after it hands over the frame holding `slot`, the rest of that slot
+    is zeroed on disk, as the writer finishing an erasure between a reader's read and its check does."""
+
+    def __init__(self, db: Path, slot: tuple[int, int]) -> None:
+        self.db, self.slot = db, slot
+        self.finished = False
+
+    def reader(self) -> type:
+        outer = self
+
+        class Reader(FrameReader):
+            def next(self) -> Any:
+                frame, buf, pos = super().next()
+                offset, length = outer.slot
+                if any(s.offset == offset for s in frame.slots) and not outer.finished:
+                    with open(outer.db, "r+b") as f:
+                        f.seek(offset)
+                        f.write(bytes(length))
+                    outer.finished = True
+                return frame, buf, pos
+
+        return Reader
+
+
+@pytest.mark.parametrize("readonly", [True, False], ids=["reader", "writer"])
+def test_a_reader_racing_an_erasure_takes_a_slot_zeroed_since_it_was_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, readonly: bool
+) -> None:
+    """A reader, which never holds the writer lock, can read a payload slot half zeroed by an erasure
+    that finishes before it checks the slot: it then reads as all zeros and is taken as erased (its
+    forget follows). A writer holds the lock, so no erasure races it: the same slot is damage."""
+    db = tmp_path / "race.db"
+    with MnemoClient(db, OWNER, durability="none") as c:
+        gone = c.remember("erased while a reader reads it " * 4)
+        kept = c.remember("kept")
+        slot = slots_of(db)[gone.id]
+        original = db.read_bytes()[slot[0]:slot[0] + slot[1]]
+        c.forget(gone.id)
+    Path(str(db) + ".snap").unlink()
+    offset, length = slot
+    half = length // 2
+    with open(db, "r+b") as f:  # the erasure part-way: the first half zeroed, the rest as it was
+        f.seek(offset + half)
+        f.write(original[half:])
+    race = _FinishingErasure(db, slot)
+    monkeypatch.setattr(file_store, "FrameReader", race.reader())
+    if readonly:
+        with MnemoClient(db, OWNER, readonly=True) as r:
+            assert race.finished
+            assert [x.id for x in r.query()] == [kept.id]
+            with pytest.raises(NotFound):
+                r.get(gone.id)
+    else:
+        damaged = db.read_bytes()
+        with pytest.raises(IntegrityError) as info:
+            MnemoClient(db, OWNER, durability="none")
+        assert race.finished
+        assert str(info.value) == f"{db}: payload slot damaged at offset {offset}"
+        assert db.read_bytes() == damaged[:offset] + bytes(length) + damaged[offset + length:]
+
+
+@pytest.mark.parametrize("readonly", [True, False], ids=["reader", "writer"])
+def test_live_records_whose_payloads_are_zeroed_are_named_with_their_own_offset(
+    tmp_path: Path, readonly: bool
+) -> None:
+    """Zeroed payloads with no forget in the chain are damage, not an erasure: the refusal names one of
+    the records and the offset of that record's slot, and the file is left as it was."""
+    db = tmp_path / "zeroed.db"
+    with MnemoClient(db, OWNER, durability="none") as c:
+        ids = [c.remember(f"record {i} " * 8).id for i in range(2)]
+        c.remember("untouched")
+    slots = slots_of(db)
+    data = bytearray(db.read_bytes())
+    for rec_id in ids:
+        offset, length = slots[rec_id]
+        data[offset:offset + length] = bytes(length)
+    db.write_bytes(bytes(data))
+    Path(str(db) + ".snap").unlink()
+    with pytest.raises(IntegrityError) as info:
+        MnemoClient(db, OWNER, readonly=readonly, durability="none")
+    named = [i for i in ids if f"live record {i} " in str(info.value)]
+    assert len(named) == 1, str(info.value)
+    offset = slots[named[0]][0]
+    assert str(info.value) == f"{db}: payload of live record {named[0]} is erased (offset {offset})"
+    assert info.value.offset == offset
+    assert db.read_bytes() == bytes(data)
+
+
+def test_a_durable_write_whose_log_a_compaction_replaced_before_its_fsync_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write under durability="fsync" lets go of the writer lock, then waits for the fsync that covers
+    its frame. If another client compacts the log in between, the frame's offset means nothing in the
+    new, shorter log, which was fsynced before its rename: the write is durable and returns."""
+    db = tmp_path / "d.db"
+    done: list[str] = []
+    with MnemoClient(db, OWNER, durability="fsync") as c, MnemoClient(db, OWNER, durability="none") as other:
+        big = [c.remember("x" * 4000).id for _ in range(3)]
+        c.forget(big)
+        store: Any = c._store
+        real_unlock = store._unlock
+
+        def unlock_then_compacted() -> None:
+            real_unlock()
+            if not done:
+                done.append("compacted")
+                other.compact()
+                store.refresh()  # this store follows the new log before the write's fsync
+
+        monkeypatch.setattr(store, "_unlock", unlock_then_compacted)
+        result: list[str] = []
+        writer = threading.Thread(target=lambda: result.append(c.remember("last").id), daemon=True)
+        writer.start()
+        writer.join(10)
+        assert not writer.is_alive(), "the write waited for ever for an fsync of the old log's offsets"
+        assert done == ["compacted"] and len(result) == 1
+        assert os.path.getsize(db) < 3 * 4000
+        assert c.get(result[0]).content == "last"
+    with MnemoClient(db, OWNER, readonly=True) as r:
+        assert r.get(result[0]).content == "last" and r.verify().ok
