@@ -1,6 +1,7 @@
 """A file store that meets a log it did not write as it read it: a replaced file refused or followed
-without losing a descriptor or its Merkle tree, a reader racing an erasure, live records whose payloads
-were zeroed, and a durable write whose log a compaction replaced before its fsync."""
+without losing a descriptor or its Merkle tree, another genesis of its db_id, a head inside a frame of
+several entries, a reader racing an erasure, live records whose payloads were zeroed, and a durable
+write whose log a compaction replaced before its fsync."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.frames import read_frames
+from helpers.frames import read_entries, read_frames
 
 from mnemo import IntegrityError, MnemoClient, NotFound
 from mnemo.audit import verify_db
+from mnemo.storage.codec import make_entry
 from mnemo.storage.file import store as file_store
+from mnemo.storage.file.framing import encode_file_header, encode_frame
 from mnemo.storage.file.logfile import FrameReader
 
 OWNER = "owner"
@@ -35,58 +38,99 @@ def slots_of(db: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
-def test_a_log_replaced_by_another_database_is_refused_at_offset_0_and_costs_no_descriptor(
-    tmp_path: Path,
-) -> None:
-    db, other = tmp_path / "live.db", tmp_path / "other.db"
-    with MnemoClient(other, OWNER, durability="none") as o:
-        o.remember("another database")
-    with MnemoClient(db, OWNER, durability="none") as c:
-        first = c.remember("first")
-        aside = tmp_path / "aside.db"
-        os.rename(db, aside)
-        shutil.copyfile(other, db)
-        before = open_descriptors()
-        for _ in range(3):
-            with pytest.raises(IntegrityError) as info:
-                c.get(first.id)
-            assert str(info.value) == (
-                f"{db} was replaced by another database (db_id {c_db_id(other)}, not {c.db_id})"
-            )
-            assert info.value.offset == 0
-        assert open_descriptors() == before, "a refused reload left the file it opened open"
-        assert db.read_bytes() == other.read_bytes()
-
-
-def c_db_id(db: Path) -> str:
+def _db_id(db: Path) -> str:
     with MnemoClient(db, OWNER, readonly=True) as c:
         return c.db_id
 
 
-def test_a_log_moved_aside_and_back_is_written_on_with_its_tree(tmp_path: Path) -> None:
-    """A refused reload leaves the store on the file and Merkle tree it had: once the same file is back
-    (same inode, so nothing to reload), writes go on growing that tree and its leaf-hash cache."""
-    db, other = tmp_path / "live.db", tmp_path / "other.db"
-    with MnemoClient(other, OWNER, durability="none") as o:
-        o.remember("another database")
+def _impostor(kind: str, tmp_path: Path, db: Path) -> tuple[Path, str]:
+    """A file to put in the live log's place, and the refusal it must meet."""
+    path = tmp_path / f"{kind}.db"
+    if kind == "another database":
+        with MnemoClient(path, OWNER, durability="none") as o:
+            o.remember("another database")
+        return path, f"{db} was replaced by another database (db_id {_db_id(path)}, not {_db_id(db)})"
+    if kind == "not a database":
+        path.write_bytes(b"not a Mnemo log" * 8)
+        return path, f"{db}: not a Mnemo log (bad magic)"
+    shutil.copyfile(db, path)  # an older copy: the live log gets one more entry after it
+    return path, f"{db} was replaced by a file that ends at seq 1, before the head this client had read (seq 2)"
+
+
+@pytest.mark.parametrize("kind", ["another database", "not a database", "an older copy"])
+def test_a_refused_replacement_costs_no_descriptor_and_leaves_the_store_its_log_and_tree(
+    tmp_path: Path, kind: str
+) -> None:
+    """A log replaced by a file that does not continue its chain is refused, each time it is met, with
+    the file's offset 0 (or none) named, no descriptor left open and nothing written to it. The store
+    stays on the file and Merkle tree it had: once the same file is back (same inode, nothing to reload),
+    writes go on growing that tree and its leaf-hash cache."""
+    db = tmp_path / "live.db"
     with MnemoClient(db, OWNER, durability="none") as c:
-        c.remember("first")
+        first = c.remember("first")
+        impostor, refusal = _impostor(kind, tmp_path, db)
+        c.remember("second")
         aside = tmp_path / "aside.db"
         os.rename(db, aside)
-        shutil.copyfile(other, db)
-        with pytest.raises(IntegrityError, match="replaced by another database"):
-            c.query()
+        shutil.copyfile(impostor, db)
+        before = open_descriptors()
+        for call in (lambda: c.get(first.id), c.query, lambda: c.remember("must not land")):
+            with pytest.raises(IntegrityError) as info:
+                call()
+            assert str(info.value).startswith(refusal), str(info.value)
+            assert info.value.offset == (None if kind == "an older copy" else 0)
+            assert open_descriptors() == before, "a refused reload left what it opened open"
+        assert db.read_bytes() == impostor.read_bytes()
         os.replace(aside, db)
-        second = c.remember("second")
         third = c.remember("third")
-        assert [r.id for r in c.query()][-2:] == [second.id, third.id]
-        assert c.verify().ok
+        assert [r.content for r in c.query()] == ["first", "second", "third"]
+        assert c.get(third.id).content == "third"
         head = c.tree_head()
     assert head[0] == 4
     with MnemoClient(db, OWNER, readonly=True) as r:
         assert r.tree_head() == head
     report = verify_db(db)
     assert report.ok, report.problems
+
+
+def test_a_client_that_read_only_the_genesis_refuses_another_genesis_of_its_db_id(tmp_path: Path) -> None:
+    """A client that has read the genesis alone (seq 0) still checks a replaced log against it: a log
+    with the same db_id whose genesis is another entry is another chain."""
+    db = tmp_path / "new.db"
+    with MnemoClient(db, OWNER, durability="none") as c:
+        genesis = read_entries(db)[0]
+        forged_genesis = make_entry(0, genesis.ts_ns + 1, genesis.prev, "genesis", OWNER, genesis.body)
+        forged = tmp_path / "forged.db"
+        forged.write_bytes(encode_file_header(genesis.body["db_id"]) + encode_frame([(forged_genesis.raw, None)]))
+        os.replace(forged, db)
+        for _ in range(2):
+            with pytest.raises(IntegrityError) as info:
+                c.query()
+            assert str(info.value) == (
+                f"{db} was replaced by a file whose entry seq 0 is not the one this client had read "
+                "(another chain, or a rewritten log)"
+            )
+        with pytest.raises(IntegrityError, match="another chain"):
+            c.remember("must not land")
+    assert read_entries(db) == [forged_genesis]
+
+
+def test_a_client_whose_head_ends_a_frame_of_several_entries_follows_a_compaction(tmp_path: Path) -> None:
+    """The head a client knew is the last entry of the last frame it read; after a compaction that
+    others wrote past, that frame (of several entries, from a transaction) is found in the new log and
+    its last entry compared, so the client follows the new file."""
+    db = tmp_path / "tx.db"
+    with MnemoClient(db, OWNER, durability="none") as c, MnemoClient(db, OWNER, durability="none") as other:
+        c.forget(c.remember("gone " * 50).id)
+        with c.transaction() as tx:
+            ids = [tx.remember(f"in one frame {i}").id for i in range(3)]
+        assert [len(f.entries) for f in read_frames(db)][-1] == 3
+        other.compact()
+        later = other.remember("after the compaction").id
+        assert [r.id for r in c.query()] == [*ids, later]
+        assert c.head == other.head
+        c.remember("and on")
+        assert c.verify().ok
 
 
 def test_following_a_compaction_closes_the_old_log_and_tree(tmp_path: Path) -> None:
