@@ -7,6 +7,7 @@ the client must refuse every later write, and the reopened db must hold exactly 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import random
 import threading
@@ -167,6 +168,16 @@ def test_power_cut_simulation_puts_back_unsynced_bytes(dbdir: Path) -> None:
     finally:
         inj.uninstall()
     assert path.read_bytes() == synced
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_fault_on_a_call_that_fails_on_its_own_still_acts(dbdir: Path, when: str) -> None:
+    """The store ignores an unlink of a sidecar already gone: a fault planned on that event must act all
+    the same (else it is spent without acting, and a crash round runs on with no crash in it)."""
+    inj = Injector(str(dbdir), fault=Fault(at=1, action="eio", when=when, kinds=frozenset({"unlink"})))
+    with inj, pytest.raises(OSError) as info:
+        os.unlink(dbdir / "never-made")
+    assert info.value.errno == errno.EIO and inj.fired == 1
 
 
 @pytest.mark.parametrize("seed", range(2))

@@ -69,6 +69,7 @@ class Outcome:
     returncode: int = 0
     stderr: str = ""
     finished: bool = False
+    safety_killed: bool = False  # nothing ended the writer but the run_writer timeout
 
 
 @dataclass
@@ -110,11 +111,16 @@ def run_writer(db: Path, plan: Plan, timeout: float = 30.0) -> Outcome:
             "--durability", plan.durability]
     if plan.fault is not None:
         args += ["--fault", format_fault(plan.fault)]
+    out = Outcome(plan)
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=child_env(), cwd=str(TESTS))
     assert proc.stdout is not None and proc.stderr is not None
-    out = Outcome(plan)
-    safety = threading.Timer(timeout, proc.kill)
+
+    def safety_kill() -> None:
+        out.safety_killed = True
+        proc.kill()
+
+    safety = threading.Timer(timeout, safety_kill)
     safety.start()
     timer: threading.Timer | None = None
     pending: Intent | None = None
@@ -156,6 +162,7 @@ def check_round(db: Path, model: State, out: Outcome, stats: Stats) -> State:
     """Assert everything a crash must leave intact; return the new acknowledged model."""
     where = out.plan.describe()
     assert out.returncode == -signal.SIGKILL, f"{where}: writer ended with {out.returncode}\n{out.stderr}"
+    assert not out.safety_killed, f"{where}: the planned kill never came; the writer ran until the timeout"
     for done, ids in out.acked:
         model = done.applied(model, ids)
         stats.ops[done.op] = stats.ops.get(done.op, 0) + 1

@@ -210,9 +210,11 @@ class Injector:
             self._act_before(f, kind)
         if self.short is not None and kind in self.short_kinds and len(view) > 1:
             view = view[: self.rng.randint(1, min(self.short, len(view)))]
-        n = call(view)
-        if f is not None:
-            self._act_after(f, kind)
+        try:
+            n = call(view)
+        finally:
+            if f is not None:
+                self._act_after(f, kind)  # a call that fails on its own still ends "after" it
         return n
 
     def _pwrite(self, fd: int, data: Any, offset: int) -> int:
@@ -242,9 +244,13 @@ class Injector:
         f = self._decide(kind, path, 0)
         if f is not None:
             self._act_before(f, kind)
-        result = call()
-        if f is not None:
-            self._act_after(f, kind)
+        try:
+            result = call()
+        finally:
+            # "after" even when the call fails on its own (an unlink of a file already gone, which the
+            # store ignores): else the fault would be spent without acting, and the run go on unfaulted.
+            if f is not None:
+                self._act_after(f, kind)
         return result
 
     def _fsync(self, fd: int) -> None:
