@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.descriptors import open_descriptors, open_files_holding
 from helpers.frames import read_entries, read_frames
 
 from mnemo import IntegrityError, MnemoClient, NotFound
@@ -22,10 +24,6 @@ from mnemo.storage.file.framing import encode_file_header, encode_frame
 from mnemo.storage.file.logfile import FrameReader
 
 OWNER = "owner"
-
-
-def open_descriptors() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 def slots_of(db: Path) -> dict[str, tuple[int, int]]:
@@ -272,3 +270,32 @@ def test_a_durable_write_whose_log_a_compaction_replaced_before_its_fsync_return
         assert c.get(result[0]).content == "last"
     with MnemoClient(db, OWNER, readonly=True) as r:
         assert r.get(result[0]).content == "last" and r.verify().ok
+
+
+def test_a_forget_waits_for_a_reader_of_the_replaced_log_and_only_for_it(tmp_path: Path) -> None:
+    """A reader still reading through a log that a compaction replaced keeps its descriptor: a forget
+    then waits for that reader to finish, so that no descriptor of the process still shows the erased
+    bytes when it returns. Once the reader has let go, later forgets do not wait."""
+    db = tmp_path / "r.db"
+    with MnemoClient(db, OWNER, durability="none") as c, MnemoClient(db, OWNER, durability="none") as other:
+        secret = c.remember("a secret to erase 7f3a")
+        later = c.remember("erased later 9c1e")
+        store: Any = c._store
+        reading = store._acquire_handle()  # a reader mid-read on the log as it is now
+        other.compact()
+        assert [r.id for r in c.query()] == [secret.id, later.id]  # follows the new log
+        assert open_files_holding(b"a secret to erase 7f3a")  # the old log (and the new one) hold it
+
+        def finish_reading() -> None:
+            time.sleep(0.3)
+            store._release(reading)
+
+        reader = threading.Thread(target=finish_reading)
+        reader.start()
+        c.forget(secret.id)
+        assert open_files_holding(b"a secret to erase 7f3a") == [], "the forget returned before the reader let go"
+        reader.join()
+        started = time.monotonic()
+        c.forget(later.id)
+        assert time.monotonic() - started < 2.5, "a forget waited for a reader that had finished"
+        assert open_files_holding(b"erased later 9c1e") == []

@@ -12,6 +12,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from helpers.descriptors import open_files_holding
 from helpers.frames import check_chain, read_entries, read_frames
 from helpers.procs import start_writer
 
@@ -23,24 +24,6 @@ from mnemo.storage.file import snapshot as snap
 from mnemo.storage.file.index import Index
 
 OWNER = "owner"
-
-
-def open_files_holding(needle: bytes) -> list[str]:
-    """Every descriptor of this process, on a regular file (unlinked ones too), whose content holds
-    `needle`: what /proc/PID/fd/N would show anyone allowed to read it."""
-    found = []
-    for name in os.listdir("/proc/self/fd"):
-        link = f"/proc/self/fd/{name}"
-        try:
-            target = os.readlink(link)
-            if not os.path.isfile(link):
-                continue
-            with open(link, "rb") as f:
-                if needle in f.read():
-                    found.append(target)
-        except OSError:
-            continue  # closed meanwhile (the listing's own descriptor, say)
-    return found
 
 
 def deleted_descriptors(path: Path) -> list[str]:
