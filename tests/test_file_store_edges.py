@@ -297,7 +297,7 @@ def test_an_open_whose_snapshot_cannot_be_written_serves_the_replayed_index(
         ids = [c.remember(f"r{i}", tags=["t"]).id for i in range(3)]
     os.remove(str(db) + ".snap")  # the next open replays the log
 
-    def full(path: str, body: object) -> None:
+    def full(path: str, body: object, mode: int | None = None) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(file_store, "REBASE_ROWS", 1)
@@ -320,6 +320,31 @@ def test_a_new_database_file_is_made_with_mode_0644_under_the_umask(tmp_path: Pa
 
     assert stat_module.S_IMODE(os.stat(tmp_path / "a.db").st_mode) == 0o644
     assert stat_module.S_IMODE(os.stat(tmp_path / "b.db").st_mode) == 0o600
+
+
+@pytest.mark.parametrize(("mode", "umask"), [(0o600, 0o022), (0o640, 0o022), (0o644, 0o077), (0o660, 0o002)])
+def test_a_compaction_and_the_snapshot_keep_the_logs_mode(tmp_path: Path, mode: int, umask: int) -> None:
+    """An operator who narrows (or widens) the log's permissions keeps them through a compaction, which
+    writes a new file in its place, and the snapshot, which holds the index's ids and tags, is no more
+    readable than the log, whatever the umask of the process that writes them."""
+    import stat as stat_module
+
+    db, snap_path = tmp_path / "p.db", Path(str(tmp_path / "p.db") + ".snap")
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.remember("kept", tags=["private tag"])
+    os.chmod(db, mode)
+    snap_path.chmod(0o644)
+    old = os.umask(umask)
+    try:
+        with MnemoClient(db, "owner", durability="none") as c:
+            c.forget(c.remember("gone " * 40).id)  # the forget removes the snapshot; close writes it anew
+            c.compact()
+            assert stat_module.S_IMODE(os.stat(db).st_mode) == mode
+        assert stat_module.S_IMODE(snap_path.stat().st_mode) == mode
+    finally:
+        os.umask(old)
+    with MnemoClient(db, "owner", readonly=True) as r:
+        assert r.stats()["snapshot_used"] and [x.content for x in r.query()] == ["kept"]
 
 
 def test_a_creator_waits_for_an_empty_files_lock_and_opens_the_database_its_holder_made(tmp_path: Path) -> None:

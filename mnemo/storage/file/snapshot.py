@@ -38,13 +38,16 @@ def _unseal(magic: bytes, data: bytes) -> memoryview | None:
     return view[len(magic) : -32]
 
 
-def write_atomic(path: str, data: bytes, durable: bool = True) -> None:
+def write_atomic(path: str, data: bytes, durable: bool = True, mode: int | None = None) -> None:
     """Write via `path.tmp` and rename. Callers hold the writer lock, so one fixed temp name is safe,
-    and a writer that opens after a crash knows which leftover to remove."""
+    and a writer that opens after a crash knows which leftover to remove. `mode`: the file's exact
+    permission bits (the log's, for a sidecar that holds what the log holds), whatever the umask."""
     tmp = f"{path}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else mode)
     try:
         try:
+            if mode is not None:
+                os.fchmod(fd, mode)  # narrowed before a byte is written; an older .tmp keeps its mode
             write_all(fd, data, 0)  # retries short writes
             if durable:
                 sync(fd)
@@ -116,8 +119,8 @@ def decode_snapshot(data: bytes) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
-def write_snapshot(path: str, body: dict[str, Any]) -> None:
-    write_atomic(path, encode_snapshot(body), durable=False)
+def write_snapshot(path: str, body: dict[str, Any], mode: int | None = None) -> None:
+    write_atomic(path, encode_snapshot(body), durable=False, mode=mode)
 
 
 def _read_regular(path: str) -> bytes | None:

@@ -693,9 +693,11 @@ class FileStore(StoreGuards):
         The new file is locked before it is renamed into place, so the writer lock never lapses: a
         writer waiting on the old file finds, once it gets that lock, that the path names another
         file, and moves on to wait for this one."""
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        mode = self._log_mode()
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, mode)
         handle = LogHandle(fd)
         try:
+            os.fchmod(fd, mode)  # the new log is as private as the old: a chmod 600 outlives compaction
             out = HEADER_SIZE
             write_all(fd, encode_file_header(self.db_id), 0)
             forgotten = self.index.forgotten
@@ -1163,6 +1165,11 @@ class FileStore(StoreGuards):
             "open_seconds": self.open_seconds,
         }
 
+    def _log_mode(self) -> int:
+        """The log's permission bits, which the files that hold what it holds (its compacted copy, the
+        snapshot with the index's ids and tags) take, so that they are never readable by more."""
+        return stat.S_IMODE(os.fstat(self.fd).st_mode)
+
     # -- snapshots, closing --------------------------------------------------------------------------
     def _write_snapshot(self) -> dict[str, Any] | None:
         """Write DB.snap; returns the index state written (None if none was)."""
@@ -1180,7 +1187,7 @@ class FileStore(StoreGuards):
         }
         self.tree.flush()
         try:
-            snap.write_snapshot(self.snap_path, body)
+            snap.write_snapshot(self.snap_path, body, self._log_mode())
             self._dirty_snapshot = False
         except (OSError, DurabilityError):
             return None  # a snapshot only speeds up the next open: a full disk must not stop one
