@@ -717,14 +717,11 @@ class FileStore(StoreGuards):
                 out += len(data)
             sync(fd)
             lock_log(fd, time.monotonic(), tmp)  # nobody else opens DB.compact: free at once
-        except BaseException:
-            os.close(fd)
-            raise
-        old = self._handle
-        try:
+            old = self._handle
             os.replace(tmp, self.path)
         except BaseException:
             os.close(fd)
+            snap.remove(tmp)  # it holds every payload: never leave it behind, whatever stopped the copy
             raise
         snap.remove(self.snap_path)
         self._unlock()

@@ -1,0 +1,79 @@
+"""A compaction that cannot finish: a payload damaged since the log was read, a rename the system
+refuses. Either way the old log stands byte for byte, no `DB.compact` (which holds every payload) is
+left beside it, and the client says why."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.frames import read_frames
+
+from mnemo import DurabilityError, IntegrityError, MnemoClient
+from mnemo.storage.file import store as file_store
+
+OWNER = "owner"
+
+
+def _slot_of(db: Path, rec_id: str) -> tuple[int, int]:
+    for frame in read_frames(db):
+        for entry, slot in zip(frame.entries, frame.slots, strict=True):
+            if entry.op == "put" and entry.body["id"] == rec_id:
+                return slot.offset, slot.length
+    raise AssertionError(f"no put of {rec_id}")
+
+
+def test_a_payload_damaged_since_it_was_read_stops_a_compaction(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    with MnemoClient(db, OWNER, durability="none") as c:
+        kept = c.remember("kept")
+        hit = c.remember("damaged on disk after the open " * 3)
+        c.forget(c.remember("gone " * 40).id)
+        offset, length = _slot_of(db, hit.id)
+        with open(db, "r+b") as f:  # bit rot under a running client
+            f.seek(offset + length // 2)
+            byte = f.read(1)
+            f.seek(offset + length // 2)
+            f.write(bytes([byte[0] ^ 0x01]))
+        damaged = db.read_bytes()
+        with pytest.raises(IntegrityError) as info:
+            c.compact()
+        assert str(info.value) == f"{db}: payload slot damaged at offset {offset}"
+        assert info.value.offset == offset
+        assert db.read_bytes() == damaged, "a compaction over a damaged payload changed the log"
+        assert not Path(str(db) + ".compact").exists()
+        assert c.get(kept.id).content == "kept"
+        assert not c.verify().ok
+
+
+def test_a_rename_the_system_refuses_leaves_the_old_log_and_stops_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "r.db"
+    with MnemoClient(db, OWNER, durability="none") as c:
+        kept = c.remember("kept")
+        c.forget(c.remember("gone " * 40).id)
+        before = db.read_bytes()
+        real_replace = os.replace
+
+        def refuse_the_log(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+            if os.fspath(dst) == str(db):
+                raise OSError(5, "Input/output error")
+            real_replace(src, dst, *args, **kwargs)
+
+        monkeypatch.setattr(file_store.os, "replace", refuse_the_log)
+        with pytest.raises(DurabilityError) as info:
+            c.compact()
+        assert str(info.value) == "compaction failed: [Errno 5] Input/output error"
+        monkeypatch.undo()
+        assert db.read_bytes() == before
+        assert not Path(str(db) + ".compact").exists()
+        with pytest.raises(DurabilityError):
+            c.remember("refused until a reopen")
+        assert c.get(kept.id).content == "kept"
+    with MnemoClient(db, OWNER, durability="none") as c:
+        assert [r.content for r in c.query()] == ["kept"]
+        c.remember("after the reopen")
+        assert c.verify().ok
