@@ -1,0 +1,110 @@
+"""The file store's fsync path under durability="fsync": the count the benchmarks report, what a failed
+fsync cuts once an earlier fsync covered everything, and a failed fsync's cut waiting for the writer
+lock another client holds for a moment."""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mnemo import DurabilityError, MnemoClient
+from mnemo.storage.file import logfile
+
+AGENT = "owner"
+
+
+def test_the_fsync_count_is_the_commit_paths_real_fsyncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """store.fsyncs (what benchmarks/bench_core.py reports per write) counts the fsyncs of the log the
+    commit path really made: one per write for a lone writer."""
+    with MnemoClient(tmp_path / "f.db", AGENT, durability="fsync") as c:
+        store: Any = c._store
+        real = logfile._sync
+        calls: list[int] = []
+
+        def counted(fd: int) -> None:
+            if fd == store.fd:
+                calls.append(fd)
+            real(fd)
+
+        monkeypatch.setattr(logfile, "_sync", counted)
+        before = store.fsyncs
+        for i in range(5):
+            c.remember(f"durable {i}")
+        assert len(calls) == 5
+        assert store.fsyncs - before == 5
+
+
+def _failing_once(store: Any, monkeypatch: pytest.MonkeyPatch, before: Any = None) -> dict[str, bool]:
+    """Make the next fsync of `store`'s log fail with EIO (after running `before`, if given)."""
+    real = logfile._sync
+    state = {"failed": False}
+
+    def sync(fd: int) -> None:
+        if fd == store.fd and not state["failed"]:
+            state["failed"] = True
+            if before is not None:
+                before()
+            raise OSError(errno.EIO, "Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(logfile, "_sync", sync)
+    return state
+
+
+def test_a_failed_fsync_cuts_the_unacknowledged_frame_after_others_read_since_a_good_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A's first write is fsynced, which covers everything A wrote. B then appends, and A reads B's frame:
+    nothing of A's was unsynced then. A's next write's fsync fails: that write was never acknowledged
+    and is cut, while B's, which came before it, stays."""
+    db = tmp_path / "m.db"
+    with MnemoClient(db, AGENT, durability="fsync") as a, MnemoClient(db, AGENT, durability="none") as b:
+        a.remember("A's first, acknowledged")
+        b.remember("B's, acknowledged")
+        assert len(a.query()) == 2  # A reads B's frame
+        state = _failing_once(a._store, monkeypatch)
+        with pytest.raises(DurabilityError):
+            a.remember("A's second, not acknowledged")
+        assert state["failed"]
+        monkeypatch.undo()
+    with MnemoClient(db, AGENT, readonly=True) as fresh:
+        assert [r.content for r in fresh.query()] == ["A's first, acknowledged", "B's, acknowledged"]
+        assert fresh.verify().ok
+
+
+def test_a_failed_fsync_waits_for_the_writer_lock_to_cut_its_frame(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cut needs the writer lock. Another client that holds it for a moment (a transaction that
+    writes nothing) is waited for, within lock_timeout, and the unacknowledged frame is cut after."""
+    db = tmp_path / "m.db"
+    held = threading.Event()
+    with MnemoClient(db, AGENT, durability="fsync", lock_timeout=10) as a, \
+            MnemoClient(db, AGENT, durability="none") as b:
+        a.remember("acknowledged")
+
+        def hold_the_lock() -> None:
+            with b.transaction():
+                held.set()
+                time.sleep(0.3)
+
+        holder = threading.Thread(target=hold_the_lock)
+
+        def another_takes_the_lock() -> None:
+            holder.start()
+            held.wait(5)
+
+        state = _failing_once(a._store, monkeypatch, before=another_takes_the_lock)
+        with pytest.raises(DurabilityError):
+            a.remember("not acknowledged")
+        holder.join()
+        assert state["failed"]
+        monkeypatch.undo()
+    with MnemoClient(db, AGENT, readonly=True) as fresh:
+        assert [r.content for r in fresh.query()] == ["acknowledged"]
+        assert fresh.verify().ok
