@@ -12,7 +12,7 @@ import pytest
 from helpers.frames import read_frames
 
 from mnemo import DurabilityError, IntegrityError, MnemoClient
-from mnemo.storage.file import store as file_store
+from mnemo.storage.file import snapshot as snap
 
 OWNER = "owner"
 
@@ -63,7 +63,7 @@ def test_a_rename_the_system_refuses_leaves_the_old_log_and_stops_writes(
                 raise OSError(5, "Input/output error")
             real_replace(src, dst, *args, **kwargs)
 
-        monkeypatch.setattr(file_store.os, "replace", refuse_the_log)
+        monkeypatch.setattr(os, "replace", refuse_the_log)
         with pytest.raises(DurabilityError) as info:
             c.compact()
         assert str(info.value) == "compaction failed: [Errno 5] Input/output error"
@@ -77,3 +77,32 @@ def test_a_rename_the_system_refuses_leaves_the_old_log_and_stops_writes(
         assert [r.content for r in c.query()] == ["kept"]
         c.remember("after the reopen")
         assert c.verify().ok
+
+
+def test_a_failure_after_the_rename_leaves_no_lock_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the new log is renamed into place, the lock this store holds on it is handed over before
+    anything else can fail: a failure after the rename (here, removing the old snapshot) raises, and
+    other clients still write; the new log holds every entry."""
+    db = tmp_path / "l.db"
+    snap_path = str(db) + ".snap"
+    with MnemoClient(db, OWNER, durability="none") as c:
+        kept = c.remember("kept")
+        c.forget(c.remember("gone " * 40).id)
+    real_remove = snap.remove
+
+    def refuse_the_snapshot(path: str) -> None:
+        if path == snap_path:
+            raise OSError(5, "Input/output error")
+        real_remove(path)
+
+    with MnemoClient(db, OWNER, durability="none", lock_timeout=2) as c, \
+            MnemoClient(db, OWNER, durability="none", lock_timeout=2) as other:
+        monkeypatch.setattr(snap, "remove", refuse_the_snapshot)
+        with pytest.raises(DurabilityError, match="compaction failed"):
+            c.compact()
+        monkeypatch.undo()
+        other.remember("written after the failed compaction")
+    with MnemoClient(db, OWNER, durability="none", lock_timeout=2) as fresh:
+        assert [r.content for r in fresh.query()] == ["kept", "written after the failed compaction"]
+        assert fresh.get(kept.id).content == "kept"
+        assert fresh.verify().ok

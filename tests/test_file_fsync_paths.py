@@ -97,14 +97,56 @@ def test_a_failed_fsync_waits_for_the_writer_lock_to_cut_its_frame(
 
         def another_takes_the_lock() -> None:
             holder.start()
-            held.wait(5)
+            assert held.wait(5), "the other client did not get the writer lock"
 
         state = _failing_once(a._store, monkeypatch, before=another_takes_the_lock)
         with pytest.raises(DurabilityError):
             a.remember("not acknowledged")
-        holder.join()
+        holder.join(10)
+        assert not holder.is_alive()
         assert state["failed"]
         monkeypatch.undo()
     with MnemoClient(db, AGENT, readonly=True) as fresh:
         assert [r.content for r in fresh.query()] == ["acknowledged"]
         assert fresh.verify().ok
+
+
+def test_a_long_transaction_holds_no_durable_write_up_past_the_group_commit_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thread about to fsync gives threads inside a write up to group_commit_wait seconds, and never
+    more than half of what an fsync has been taking, to join its fsync. Another thread that stays inside
+    a write (a transaction left open) does not hold the acknowledgement up past that bound."""
+    with MnemoClient(tmp_path / "g.db", AGENT, durability="fsync", group_commit_wait=1.0) as c:
+        for i in range(60):
+            c.remember(f"warm {i}")  # what an fsync has been taking: a moving average, settled
+        store: Any = c._store
+        inside, leave = threading.Event(), threading.Event()
+
+        def open_transaction() -> None:
+            with c.transaction():
+                inside.set()
+                leave.wait(10)
+
+        other = threading.Thread(target=open_transaction)
+        real_sync_upto = store._sync_upto
+        waited: list[float] = []
+
+        def sync_upto(end: int, generation: int | None = None) -> None:
+            other.start()  # the write is committed and the lock let go: another thread enters a write
+            assert inside.wait(5)
+            started = time.monotonic()
+            try:
+                real_sync_upto(end, generation)
+            finally:
+                waited.append(time.monotonic() - started)
+
+        monkeypatch.setattr(store, "_sync_upto", sync_upto)
+        try:
+            c.remember("acknowledged while a transaction stays open")
+        finally:
+            leave.set()
+            other.join(15)
+        monkeypatch.undo()
+        assert not other.is_alive()
+        assert waited[0] < 0.5, f"the durable write waited {waited[0]:.2f} s for a transaction left open"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -272,6 +271,30 @@ def test_a_durable_write_whose_log_a_compaction_replaced_before_its_fsync_return
         assert r.get(result[0]).content == "last" and r.verify().ok
 
 
+class _SpiedCondition:
+    """The store's _handle_idle condition, noting each time a thread waits on it (a forget waiting for
+    readers of a replaced log)."""
+
+    def __init__(self, real: threading.Condition) -> None:
+        self.real = real
+        self.waits = 0
+        self.waiting = threading.Event()
+
+    def __enter__(self) -> bool:
+        return self.real.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.real.__exit__(*exc)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits += 1
+        self.waiting.set()
+        return self.real.wait(timeout)
+
+    def notify_all(self) -> None:
+        self.real.notify_all()
+
+
 def test_a_forget_waits_for_a_reader_of_the_replaced_log_and_only_for_it(tmp_path: Path) -> None:
     """A reader still reading through a log that a compaction replaced keeps its descriptor: a forget
     then waits for that reader to finish, so that no descriptor of the process still shows the erased
@@ -285,17 +308,20 @@ def test_a_forget_waits_for_a_reader_of_the_replaced_log_and_only_for_it(tmp_pat
         other.compact()
         assert [r.id for r in c.query()] == [secret.id, later.id]  # follows the new log
         assert open_files_holding(b"a secret to erase 7f3a")  # the old log (and the new one) hold it
+        spy = _SpiedCondition(store._handle_idle)
+        store._handle_idle = spy
 
         def finish_reading() -> None:
-            time.sleep(0.3)
+            spy.waiting.wait(5)  # the reader lets go only once the forget waits for it
             store._release(reading)
 
         reader = threading.Thread(target=finish_reading)
         reader.start()
         c.forget(secret.id)
         assert open_files_holding(b"a secret to erase 7f3a") == [], "the forget returned before the reader let go"
-        reader.join()
-        started = time.monotonic()
+        reader.join(10)
+        assert not reader.is_alive() and spy.waits >= 1
+        spy.waits = 0
         c.forget(later.id)
-        assert time.monotonic() - started < 2.5, "a forget waited for a reader that had finished"
+        assert spy.waits == 0, "a forget waited for a reader that had finished"
         assert open_files_holding(b"erased later 9c1e") == []

@@ -322,7 +322,10 @@ def test_a_new_database_file_is_made_with_mode_0644_under_the_umask(tmp_path: Pa
     assert stat_module.S_IMODE(os.stat(tmp_path / "b.db").st_mode) == 0o600
 
 
-@pytest.mark.parametrize(("mode", "umask"), [(0o600, 0o022), (0o640, 0o022), (0o644, 0o077), (0o660, 0o002)])
+@pytest.mark.parametrize(
+    ("mode", "umask"), [(0o600, 0o022), (0o640, 0o022), (0o644, 0o077), (0o660, 0o002)],
+    ids=["600-umask-022", "640-umask-022", "644-umask-077", "660-umask-002"],
+)
 def test_a_compaction_and_the_snapshot_keep_the_logs_mode(tmp_path: Path, mode: int, umask: int) -> None:
     """An operator who narrows (or widens) the log's permissions keeps them through a compaction, which
     writes a new file in its place, and the snapshot, which holds the index's ids and tags, is no more

@@ -117,8 +117,9 @@ def run_writer(db: Path, plan: Plan, timeout: float = 30.0) -> Outcome:
     assert proc.stdout is not None and proc.stderr is not None
 
     def safety_kill() -> None:
-        out.safety_killed = True
-        proc.kill()
+        if proc.poll() is None:  # not already ended by the planned kill
+            out.safety_killed = True
+            proc.kill()
 
     safety = threading.Timer(timeout, safety_kill)
     safety.start()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 import struct
 import time
 import zlib
@@ -40,6 +41,13 @@ def fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def match_mode(fd: int, mode: int) -> None:
+    """Give the open file these permission bits (a sidecar takes the log's), changing nothing when it
+    has them: a file system that refuses chmod then fails only a file that would be wider than asked."""
+    if stat.S_IMODE(os.fstat(fd).st_mode) != mode:
+        os.fchmod(fd, mode)
 
 
 def write_all(fd: int, data: bytes, offset: int) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import msgpack
 
 from ..codec import packb, unpackb
-from .logfile import fsync_dir, sync, write_all
+from .logfile import fsync_dir, match_mode, sync, write_all
 
 SNAP_MAGIC = b"MNEMOSNP"
 SNAP_VERSION = 2
@@ -43,11 +43,11 @@ def write_atomic(path: str, data: bytes, durable: bool = True, mode: int | None 
     and a writer that opens after a crash knows which leftover to remove. `mode`: the file's exact
     permission bits (the log's, for a sidecar that holds what the log holds), whatever the umask."""
     tmp = f"{path}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else mode)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else 0o600)
     try:
         try:
             if mode is not None:
-                os.fchmod(fd, mode)  # narrowed before a byte is written; an older .tmp keeps its mode
+                match_mode(fd, mode)  # before a byte is written; an older .tmp kept its own mode
             write_all(fd, data, 0)  # retries short writes
             if durable:
                 sync(fd)

@@ -66,6 +66,7 @@ from .logfile import (
     fsync_dir,
     iter_frames,
     lock_log,
+    match_mode,
     read_exact,
     sync,
     unlock_log,
@@ -693,11 +694,9 @@ class FileStore(StoreGuards):
         The new file is locked before it is renamed into place, so the writer lock never lapses: a
         writer waiting on the old file finds, once it gets that lock, that the path names another
         file, and moves on to wait for this one."""
-        mode = self._log_mode()
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, mode)
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)  # private until its mode is set
         handle = LogHandle(fd)
         try:
-            os.fchmod(fd, mode)  # the new log is as private as the old: a chmod 600 outlives compaction
             out = HEADER_SIZE
             write_all(fd, encode_file_header(self.db_id), 0)
             forgotten = self.index.forgotten
@@ -715,6 +714,9 @@ class FileStore(StoreGuards):
                 data = encode_frame(items, frame.entries[0].seq)
                 write_all(fd, data, out)
                 out += len(data)
+            # The log's permission bits as they are now (a chmod during the copy counts): a chmod 600
+            # outlives the compaction. Owner and group are the compacting process's.
+            match_mode(fd, self._log_mode())
             sync(fd)
             lock_log(fd, time.monotonic(), tmp)  # nobody else opens DB.compact: free at once
             old = self._handle
@@ -723,9 +725,11 @@ class FileStore(StoreGuards):
             os.close(fd)
             snap.remove(tmp)  # it holds every payload: never leave it behind, whatever stopped the copy
             raise
-        snap.remove(self.snap_path)
+        # The new file is the log now, and its lock is this store's to let go (writing() does, however
+        # what follows ends): else a failure below would leave the database locked until exit.
         self._unlock()
         self._locked = handle
+        snap.remove(self.snap_path)
         self._reload(adopt=handle)
         self._catch_up(writer=True)
         fsync_dir(self.path)
@@ -1165,7 +1169,7 @@ class FileStore(StoreGuards):
     def _log_mode(self) -> int:
         """The log's permission bits, which the files that hold what it holds (its compacted copy, the
         snapshot with the index's ids and tags) take, so that they are never readable by more."""
-        return stat.S_IMODE(os.fstat(self.fd).st_mode)
+        return os.fstat(self.fd).st_mode & 0o777  # not setuid, setgid or sticky: no sidecar wants them
 
     # -- snapshots, closing --------------------------------------------------------------------------
     def _write_snapshot(self) -> dict[str, Any] | None:
