@@ -150,3 +150,31 @@ def test_a_long_transaction_holds_no_durable_write_up_past_the_group_commit_boun
         monkeypatch.undo()
         assert not other.is_alive()
         assert waited[0] < 0.5, f"the durable write waited {waited[0]:.2f} s for a transaction left open"
+
+
+@pytest.mark.parametrize(("durability", "fsyncs_at_close"), [("batch", 1), ("none", 0), ("fsync", 0)])
+def test_close_fsyncs_what_batch_mode_has_not_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str, fsyncs_at_close: int
+) -> None:
+    """durability="batch" fsyncs in the background every BATCH_INTERVAL; closing the client fsyncs what
+    was written since, so a clean exit loses nothing. "fsync" has synced every write already, and "none"
+    never fsyncs the log."""
+    from mnemo.storage.file import store as file_store
+
+    monkeypatch.setattr(file_store, "BATCH_INTERVAL", 3600.0)  # the background syncer never runs here
+    c = MnemoClient(tmp_path / "b.db", AGENT, durability=durability)
+    store: Any = c._store
+    real = logfile._sync
+    calls: list[str] = []
+
+    def counted(fd: int) -> None:
+        if fd == store.fd:
+            calls.append("sync")
+        real(fd)
+
+    monkeypatch.setattr(logfile, "_sync", counted)
+    c.remember("written")
+    before_close = len(calls)
+    c.close()
+    assert before_close == (1 if durability == "fsync" else 0)
+    assert len(calls) - before_close == fsyncs_at_close
