@@ -4,6 +4,7 @@ byte offset of the line), its notes and counts, and nothing more; a clean bundle
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
 from pathlib import Path
@@ -480,3 +481,19 @@ class _FailingStream:
 def test_a_read_error_is_raised_as_unreadable() -> None:
     with pytest.raises(UnreadableExport, match="^cannot read the-stream: Input/output error$"):
         verify_export(_FailingStream())  # type: ignore[arg-type]
+
+
+def test_an_entry_nested_too_deeply_to_check_is_a_finding(tmp_path: Path) -> None:
+    """An entry whose body msgpack reads (about a thousand levels deep, under msgpack's own limit) but
+    that is too deep to check is named as such, with its seq and line offset; nothing crashes."""
+    lines: list[Any] = exported(tmp_path)
+    last = lines[-1]
+    depth = 1010
+    body = b"\x81" + msgpack.packb("x") + b"\x91" * depth + b"\xc0"  # {"x": [[[...[nil]...]]]}
+    raw = (b"\x97" + b"".join(msgpack.packb(v, use_bin_type=True) for v in (
+        1, last["seq"] + 1, 1, bytes.fromhex(last["hash"]), "grant", "owner")) + body)
+    lines.append({"seq": last["seq"] + 1, "entry": base64.b64encode(raw).decode(),
+                  "hash": hashlib.sha256(raw).hexdigest()})
+    found, _notes = findings(lines)
+    n = len(lines)
+    assert found == [("line", f"line {n}: nested too deeply to check", last["seq"] + 1, at(lines, n - 1))]
