@@ -4,9 +4,13 @@ slots of one frame lie back to back and are zeroed as runs, and nothing but thos
 from __future__ import annotations
 
 import os
+import random
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mnemo import MnemoClient
 from mnemo.storage.file.store import _runs
@@ -21,6 +25,33 @@ def test_runs_merge_only_regions_that_touch() -> None:
     assert _runs([(20, 1), (10, 5), (15, 5)]) == [(10, 11)]  # in any order
     assert _runs([(10, 5), (16, 4), (20, 2)]) == [(10, 5), (16, 6)]  # a one-byte gap stays
     assert _runs([(0, 3), (100, 3)]) == [(0, 3), (100, 3)]
+    # Regions whose offsets happen to equal a sum of the last run's start or length, or twice either,
+    # but do not touch it: each stays a run of its own (else the gap, which holds entries, is zeroed).
+    assert _runs([(100, 50), (200, 30)]) == [(100, 50), (200, 30)]  # 200 = 2 * 100
+    assert _runs([(10, 40), (80, 5)]) == [(10, 40), (80, 5)]  # 80 = 2 * 40
+    assert _runs([(0, 100), (200, 10), (300, 5)]) == [(0, 100), (200, 10), (300, 5)]  # 300 = 200 + 100
+
+
+@given(st.lists(st.tuples(st.integers(0, 20), st.integers(1, 20)), max_size=12), st.randoms())
+def test_runs_cover_exactly_the_regions_and_merge_every_touching_pair(
+    gaps_and_lengths: list[tuple[int, int]], rng: random.Random
+) -> None:
+    """Disjoint regions (slots never overlap), in any order: the runs cover exactly their bytes, in
+    order, and no two runs touch (each is as long as it can be)."""
+    regions, offset = [], 0
+    for gap, length in gaps_and_lengths:
+        offset += gap
+        regions.append((offset, length))
+        offset += length
+    rng.shuffle(regions)
+    runs = _runs(regions)
+
+    def covered(spans: list[tuple[int, int]]) -> set[int]:
+        return {b for off, length in spans for b in range(off, off + length)}
+
+    assert covered(runs) == covered(regions)
+    assert sum(length for _o, length in runs) == sum(length for _o, length in regions)
+    assert all(a[0] + a[1] < b[0] for a, b in pairwise(runs))
 
 
 def _slots(client: MnemoClient, rec_ids: list[str]) -> list[tuple[int, int]]:
