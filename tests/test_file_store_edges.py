@@ -444,3 +444,30 @@ def test_a_tree_that_does_not_follow_the_log_is_an_integrity_error(
         with pytest.raises(IntegrityError) as info:
             c.remember("one")
         assert str(info.value).startswith(f"{db}: the Merkle tree does not follow the log: leaf cache ends before seq ")
+
+
+@pytest.mark.parametrize("readonly", [True, False], ids=["reader", "writer"])
+def test_a_log_replaced_by_a_device_is_refused_before_a_byte_is_read(tmp_path: Path, readonly: bool) -> None:
+    """A client that finds its log's path now names something other than a regular file (here a link
+    to /dev/zero, which reads as endless zeros) refuses it as such, holds no descriptor of it, and goes
+    on with its own log once that is back."""
+    from mnemo import MnemoError
+
+    path = tmp_path / "m.db"
+    with MnemoClient(path, "owner", durability="none") as w:
+        w.remember("kept")
+    with MnemoClient(path, "owner", readonly=readonly, durability="none") as c:
+        aside = tmp_path / "aside.db"
+        os.rename(path, aside)
+        path.symlink_to("/dev/zero")
+        probe = os.open(os.devnull, os.O_RDONLY)
+        os.close(probe)
+        with pytest.raises(MnemoError) as info:
+            c.query()
+        assert str(info.value) == f"cannot open the database at {path}: not a regular file"
+        lowest = os.open(os.devnull, os.O_RDONLY)  # the refused open closed what it opened
+        os.close(lowest)
+        assert lowest == probe
+        path.unlink()
+        os.rename(aside, path)
+        assert [r.content for r in c.query()] == ["kept"]
