@@ -38,6 +38,8 @@ def test_a_log_opened_on_descriptor_0_is_unlocked_after_each_write(tmp_path: Pat
             ]
         finally:
             first.close()
+        with pytest.raises(OSError):  # closing the client closed its log's descriptor 0 too
+            os.fstat(0)
     finally:
         os.dup2(saved, 0)
         os.close(saved)
