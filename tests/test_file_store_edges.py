@@ -473,3 +473,25 @@ def test_a_log_replaced_by_a_device_is_refused_before_a_byte_is_read(tmp_path: P
         path.unlink()
         os.rename(aside, path)
         assert [r.content for r in c.query()] == ["kept"]
+
+
+def test_a_writers_open_removes_the_temp_files_of_creators_that_are_gone(tmp_path: Path) -> None:
+    """A creator writes DB.new<pid>-<thread> and renames it into place; one killed before the rename
+    leaves it behind. A writer's open removes those whose process no longer exists, and leaves a
+    running creator's (here, this process's) and names that are not a creator's."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "m.db"
+    MnemoClient(db, "owner").close()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    dead = Path(f"{db}.new{int(gone.stdout)}-140000")
+    alive = Path(f"{db}.new{os.getpid()}-140001")
+    other = Path(f"{db}.newer-notes")
+    for p in (dead, alive, other):
+        p.write_bytes(b"a genesis that was never renamed into place")
+    with MnemoClient(db, "owner", durability="none"):
+        pass
+    assert not dead.exists()
+    assert alive.exists() and other.exists()
