@@ -495,3 +495,20 @@ def test_a_writers_open_removes_the_temp_files_of_creators_that_are_gone(tmp_pat
         pass
     assert not dead.exists()
     assert alive.exists() and other.exists()
+
+
+@pytest.mark.parametrize("last_frame", ["the genesis alone", "a transaction of three puts"])
+def test_a_snapshot_ending_at_any_frame_is_used_by_the_next_open(tmp_path: Path, last_frame: str) -> None:
+    """The snapshot ends at the log's last frame, whatever it is: the genesis frame of a database with no
+    record yet, or a frame of several entries; the next open loads it rather than replaying the log."""
+    db = tmp_path / "s.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        if last_frame != "the genesis alone":
+            with c.transaction() as tx:
+                for i in range(3):
+                    tx.remember(f"in one frame {i}")
+        head = c.head
+    for readonly in (True, False):
+        with MnemoClient(db, "owner", readonly=readonly, durability="none") as c:
+            assert c.stats()["snapshot_used"], "the snapshot was taken for stale"
+            assert c.head == head and len(c.query()) == (0 if last_frame == "the genesis alone" else 3)

@@ -9,6 +9,7 @@ import shutil
 import threading
 import time
 import zlib
+from array import array
 from pathlib import Path
 
 import pytest
@@ -481,3 +482,37 @@ def test_verify_calls_a_whole_last_frame_with_a_changed_length_damage_not_a_torn
     with pytest.raises(IntegrityError, match="damaged length"):
         MnemoClient(db, OWNER).close()
     assert db.read_bytes() == bytes(data)
+
+
+@pytest.mark.parametrize("forgery", ["genesis left out", "offset at the snapshot's end", "a frame header in content"])
+def test_a_snapshot_whose_acl_frames_are_forged_is_refused_with_its_reason(tmp_path: Path, forgery: str) -> None:
+    """The ACL is rebuilt from the log's frames at the offsets the snapshot lists: a list that does not
+    start at the genesis, names an offset at (or past) the snapshot's end, or points into a record's
+    content at bytes that read as a frame header running past that end, refuses the snapshot, with the
+    reason in verify's finding, and the log is replayed (the grants are the log's)."""
+    from mnemo.storage.file.framing import FRAME_HEADER, FRAME_MAGIC
+
+    db = tmp_path / "acl.db"
+    fake = FRAME_HEADER.pack(FRAME_MAGIC, 1, 0, 64, 1 << 20)  # a header claiming a frame of a megabyte
+    with MnemoClient(db, OWNER, durability="none") as c:
+        c.remember(b"bytes that look like a frame: " + fake)
+        c.grant("reader", "team:*", ["read"])
+        c.remember("after the grant", scope="team:x")
+    body = snap.read_snapshot(str(db) + ".snap")
+    assert body is not None
+    end = int(body["offset"])
+    grant_frame = [f.offset for f in read_frames(db) if any(e.op == "grant" for e in f.entries)][0]
+    if forgery == "genesis left out":
+        offsets, reason = [grant_frame], f"no ACL frame at offset {grant_frame}"
+    elif forgery == "offset at the snapshot's end":
+        offsets, reason = [32, grant_frame, end], f"no ACL frame at offset {end}"
+    else:
+        at = db.read_bytes().index(fake)
+        offsets, reason = [32, at], f"the ACL frame at offset {at} runs past the snapshot's end"
+    _tamper_index(db, lambda index: setattr(index, "acl_frames", array("q", offsets)))
+    with MnemoClient(db, "reader", readonly=True) as r:
+        assert not r.stats()["snapshot_used"]
+        assert [x.content for x in r.query()] == ["after the grant"]
+    assert [(p.kind, p.message) for p in verify_db(db).problems] == [(
+        "snapshot", f"the index snapshot {db.name}.snap ends at this log's head but was refused ({reason}): it was "
+        "altered; clients replay the log instead")]
