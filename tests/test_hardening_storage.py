@@ -11,6 +11,7 @@ import time
 import zlib
 from array import array
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.descriptors import open_files_holding
@@ -516,3 +517,58 @@ def test_a_snapshot_whose_acl_frames_are_forged_is_refused_with_its_reason(tmp_p
     assert [(p.kind, p.message) for p in verify_db(db).problems] == [(
         "snapshot", f"the index snapshot {db.name}.snap ends at this log's head but was refused ({reason}): it was "
         "altered; clients replay the log instead")]
+
+
+def _snapshot_over_a_forged_frame(tmp_path: Path, op: str, body: dict[str, object], acl: list[str]) -> tuple[
+        Path, dict[str, Any], int]:
+    """A log with one more frame appended by hand (an entry `op` with `body`, linked to the head), and a
+    snapshot body that ends at that frame and lists the ACL frames named in `acl` ("genesis", "forged")."""
+    from mnemo.storage.codec import make_entry
+    from mnemo.storage.file.framing import HEADER_SIZE, encode_frame
+
+    db = tmp_path / "forged.db"
+    with MnemoClient(db, OWNER, durability="none") as c:
+        c.remember("a record")
+    data = db.read_bytes()
+    last = read_entries(db)[-1]
+    entry = make_entry(last.seq + 1, last.ts_ns + 1, last.hash, op, OWNER, body)
+    frame = encode_frame([(entry.raw, None)])
+    db.write_bytes(data + frame)
+    snapshot = snap.read_snapshot(str(db) + ".snap")
+    assert snapshot is not None
+    index = Index.from_state(snapshot["db_id"], snapshot["index"])
+    index.acl_frames = array("q", [HEADER_SIZE if name == "genesis" else len(data) for name in acl])
+    index.head_seq, index.head_hash, index.entries = entry.seq, entry.hash, index.entries + 1
+    snapshot.update(index=index.to_state(), offset=len(data) + len(frame), frame_offset=len(data))
+    return db, snapshot, len(data)
+
+
+@pytest.mark.parametrize(("op", "body", "acl", "reason"), [
+    ("genesis", {"db_id": b"\x00" * 16, "format": 1}, ["genesis", "forged"], "genesis after seq 0"),
+    ("grant", {"perms": ["read"], "principal": 7, "scope": "s"}, ["genesis", "forged"],
+     "an ACL entry names a non-string"),
+    ("grant", {"perms": "read", "principal": "p", "scope": "s"}, ["genesis", "forged"],
+     "an ACL entry's perms are not a list of strings"),
+    ("grant", {"perms": ["read", 1], "principal": "p", "scope": "s"}, ["genesis", "forged"],
+     "an ACL entry's perms are not a list of strings"),
+    ("grant", {"perms": ["read"], "principal": "p", "scope": "s"}, [], "the snapshot lists no genesis frame"),
+    ("grant", {"perms": ["read"], "principal": "p", "scope": "s"}, ["genesis", "forged", "forged"],
+     "the ACL frame at offset {forged} is out of order"),
+], ids=["genesis-after-0", "principal-not-a-string", "perms-a-string", "perms-not-all-strings", "no-genesis-frame",
+        "a-frame-listed-twice"])
+def test_load_snapshot_refuses_acl_frames_that_do_not_make_an_acl(
+    tmp_path: Path, op: str, body: dict[str, object], acl: list[str], reason: str
+) -> None:
+    """The ACL a snapshot's open rebuilds from the frames it lists must be one the log could hold: each
+    listed frame in order once, the genesis first, every ACL entry well formed. Otherwise the snapshot is
+    refused (SnapshotRefused, with the reason), never loaded with a partial or odd ACL."""
+    from mnemo.storage.file.store import SnapshotRefused, load_snapshot
+
+    db, snapshot, forged = _snapshot_over_a_forged_frame(tmp_path, op, body, acl)
+    fd = os.open(db, os.O_RDONLY)
+    try:
+        with pytest.raises(SnapshotRefused) as info:
+            load_snapshot(fd, snapshot["db_id"], snapshot)
+    finally:
+        os.close(fd)
+    assert str(info.value) == reason.format(forged=forged)
