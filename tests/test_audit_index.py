@@ -280,3 +280,23 @@ def test_an_altered_snapshot_is_found_by_the_replay_when_nothing_was_gathered(db
     with MnemoClient(db, "owner", durability="none", readonly=True) as c:
         assert c.stats()["snapshot_used"]
         assert c._store.index_differences() == [f"record {ids['r8']} differs between the index and the log"]
+
+
+def test_an_index_that_does_not_hang_together_is_a_finding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should the index a client serves fail even to list its records (a forged snapshot's rows that
+    name no id), verify reports that as the snapshot's one finding about its records and goes on."""
+    from mnemo.audit import verify_db
+    from mnemo.storage.file import index as index_module
+
+    db = tmp_path / "h.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.remember("kept")
+
+    def no_id(self: Any, row: int) -> str | None:
+        raise index_module._inconsistent(row)
+
+    monkeypatch.setattr(index_module.Index, "id_at", no_id)
+    report = verify_db(db)
+    assert [(p.kind, p.message) for p in report.problems] == [(
+        "snapshot", "the index does not hang together: the index snapshot is inconsistent (row 0); delete it and "
+        f"reopen, or run verify: the index snapshot {db.name}.snap was altered")]

@@ -118,8 +118,8 @@ def test_a_long_transaction_holds_no_durable_write_up_past_the_group_commit_boun
     more than half of what an fsync has been taking, to join its fsync. Another thread that stays inside
     a write (a transaction left open) does not hold the acknowledgement up past that bound."""
     with MnemoClient(tmp_path / "g.db", AGENT, durability="fsync", group_commit_wait=1.0) as c:
-        for i in range(60):
-            c.remember(f"warm {i}")  # what an fsync has been taking: a moving average, settled
+        for i in range(150):
+            c.remember(f"warm {i}")  # what an fsync has been taking: a moving average, long settled
         store: Any = c._store
         inside, leave = threading.Event(), threading.Event()
 

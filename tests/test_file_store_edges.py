@@ -478,7 +478,9 @@ def test_a_log_replaced_by_a_device_is_refused_before_a_byte_is_read(tmp_path: P
 def test_a_writers_open_removes_the_temp_files_of_creators_that_are_gone(tmp_path: Path) -> None:
     """A creator writes DB.new<pid>-<thread> and renames it into place; one killed before the rename
     leaves it behind. A writer's open removes those whose process no longer exists, and leaves a
-    running creator's (here, this process's) and names that are not a creator's."""
+    running creator's (a process of its own here, which the check must not disturb: it only asks
+    whether the process exists) and names that are not a creator's."""
+    import signal
     import subprocess
     import sys
 
@@ -486,15 +488,23 @@ def test_a_writers_open_removes_the_temp_files_of_creators_that_are_gone(tmp_pat
     MnemoClient(db, "owner").close()
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                           check=True)
-    dead = Path(f"{db}.new{int(gone.stdout)}-140000")
-    alive = Path(f"{db}.new{os.getpid()}-140001")
-    other = Path(f"{db}.newer-notes")
-    for p in (dead, alive, other):
-        p.write_bytes(b"a genesis that was never renamed into place")
-    with MnemoClient(db, "owner", durability="none"):
-        pass
-    assert not dead.exists()
-    assert alive.exists() and other.exists()
+    # every signal at its default action, whatever this process ignores: a signal sent would end it
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                               restore_signals=True, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
+    try:
+        dead = Path(f"{db}.new{int(gone.stdout)}-140000")
+        alive = Path(f"{db}.new{running.pid}-140001")
+        other = Path(f"{db}.newer-notes")
+        for p in (dead, alive, other):
+            p.write_bytes(b"a genesis that was never renamed into place")
+        with MnemoClient(db, "owner", durability="none"):
+            pass
+        assert not dead.exists()
+        assert alive.exists() and other.exists()
+        assert running.poll() is None, "the check of a running creator disturbed it"
+    finally:
+        running.kill()
+        running.wait()
 
 
 @pytest.mark.parametrize("last_frame", ["the genesis alone", "a transaction of three puts"])
