@@ -325,8 +325,8 @@ def test_a_new_database_file_is_made_with_mode_0644_under_the_umask(tmp_path: Pa
 
 
 @pytest.mark.parametrize(
-    ("mode", "umask"), [(0o600, 0o022), (0o640, 0o022), (0o644, 0o077), (0o660, 0o002)],
-    ids=["600-umask-022", "640-umask-022", "644-umask-077", "660-umask-002"],
+    ("mode", "umask"), [(0o600, 0o022), (0o640, 0o022), (0o644, 0o077), (0o660, 0o002), (0o751, 0o022)],
+    ids=["600-umask-022", "640-umask-022", "644-umask-077", "660-umask-002", "751-umask-022"],
 )
 def test_a_compaction_and_the_snapshot_keep_the_logs_mode(tmp_path: Path, mode: int, umask: int) -> None:
     """An operator who narrows (or widens) the log's permissions keeps them through a compaction, which
@@ -523,3 +523,34 @@ def test_a_snapshot_ending_at_any_frame_is_used_by_the_next_open(tmp_path: Path,
         with MnemoClient(db, "owner", readonly=readonly, durability="none") as c:
             assert c.stats()["snapshot_used"], "the snapshot was taken for stale"
             assert c.head == head and len(c.query()) == (0 if last_frame == "the genesis alone" else 3)
+
+
+def test_the_compacted_log_is_private_until_its_copy_is_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DB.compact holds every payload: it is made 0600 and given the log's mode only once the copy is
+    written, so no other user can open it while it grows, whatever the log's mode and the umask."""
+    import stat as stat_module
+
+    from mnemo.storage.file import store as file_store
+
+    db = tmp_path / "p.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        for i in range(3):
+            c.remember(f"record {i}")
+        os.chmod(db, 0o644)
+        compact_path = str(db) + ".compact"
+        modes: list[int] = []
+        real_write_all = file_store.write_all
+
+        def write_all(fd: int, data: bytes, offset: int) -> None:
+            if os.readlink(f"/proc/self/fd/{fd}") == compact_path:
+                modes.append(stat_module.S_IMODE(os.fstat(fd).st_mode))
+            real_write_all(fd, data, offset)
+
+        monkeypatch.setattr(file_store, "write_all", write_all)
+        old = os.umask(0)
+        try:
+            c.compact()
+        finally:
+            os.umask(old)
+        assert len(modes) == 5 and set(modes) == {0o600}  # the header and the four frames
+        assert stat_module.S_IMODE(os.stat(db).st_mode) == 0o644
