@@ -554,3 +554,47 @@ def test_the_compacted_log_is_private_until_its_copy_is_done(tmp_path: Path, mon
             os.umask(old)
         assert len(modes) == 5 and set(modes) == {0o600}  # the header and the four frames
         assert stat_module.S_IMODE(os.stat(db).st_mode) == 0o644
+
+
+def test_a_writers_open_gives_the_sidecars_the_logs_mode(tmp_path: Path) -> None:
+    """A database shared until now (log, snapshot and leaf-hash cache 0644) and then made private with
+    `chmod 600` on its log: the next writer's open gives the snapshot (ids and tags) and the cache the
+    log's mode at once, not at its next write of them. A read-only open changes no file."""
+    import stat as stat_module
+
+    db = tmp_path / "m.db"
+    sidecars = [Path(str(db) + ".snap"), Path(str(db) + ".leaves")]
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.remember("private later", tags=["a tag"])
+    for p in (db, *sidecars):
+        p.chmod(0o644)
+    db.chmod(0o600)
+    with MnemoClient(db, "owner", readonly=True) as r:
+        assert r.stats()["snapshot_used"]
+    assert [stat_module.S_IMODE(p.stat().st_mode) for p in sidecars] == [0o644, 0o644]
+    with MnemoClient(db, "owner", durability="none") as w:
+        assert w.stats()["snapshot_used"]
+        assert [stat_module.S_IMODE(p.stat().st_mode) for p in sidecars] == [0o600, 0o600]
+
+
+def test_a_writers_open_never_changes_a_mode_through_a_link(tmp_path: Path) -> None:
+    """A link put where a sidecar belongs (to a file elsewhere) is not followed to change that file's
+    mode: only regular files at the sidecars' own paths are given the log's mode."""
+    import stat as stat_module
+
+    db = tmp_path / "m.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.remember("a record")
+    outside = tmp_path / "elsewhere"
+    outside.write_bytes(b"someone else's file")
+    outside.chmod(0o644)
+    snap_path = Path(str(db) + ".snap")
+    snap_path.unlink()
+    snap_path.symlink_to(outside)
+    db.chmod(0o600)
+    with MnemoClient(db, "owner", durability="none") as w:
+        assert [r.content for r in w.query()] == ["a record"]
+    assert stat_module.S_IMODE(outside.stat().st_mode) == 0o644
+    assert outside.read_bytes() == b"someone else's file"
+    assert not snap_path.is_symlink()  # the replay's snapshot was written in the link's place
+    assert stat_module.S_IMODE(snap_path.stat().st_mode) == 0o600

@@ -202,6 +202,7 @@ class FileStore(StoreGuards):
             self._remove_leftovers()
             for name in _creation_leftovers(self.path):
                 snap.remove(name)
+            self._match_sidecar_modes()
             self._catch_up(writer=True, opening=True)
             if self._dirty_snapshot:
                 state = self._write_snapshot()
@@ -1170,6 +1171,28 @@ class FileStore(StoreGuards):
         """The log's permission bits, which the files that hold what it holds (its compacted copy, the
         snapshot with the index's ids and tags) take, so that they are never readable by more."""
         return os.fstat(self.fd).st_mode & 0o777  # not setuid, setgid or sticky: no sidecar wants them
+
+    def _match_sidecar_modes(self) -> None:
+        """Give the snapshot and the leaf-hash cache the log's permission bits, at a writer's open: a log
+        chmod-ed since they were written (a `chmod 600` of a database shared until then) is no more
+        readable through them. Never through a link (opened with O_NOFOLLOW, checked regular), and a
+        sidecar this process may not chmod is left as it is: each is rewritten, with the log's mode,
+        the next time it is written."""
+        from ...transparency.leaves import cache_path  # here: the package imports the audit package
+
+        mode = self._log_mode()
+        for name in (self.snap_path, cache_path(self.path)):
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                continue  # missing, or a link: not ours to change
+            try:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    match_mode(fd, mode)
+            except OSError:
+                pass  # not this process's file to chmod
+            finally:
+                os.close(fd)
 
     # -- snapshots, closing --------------------------------------------------------------------------
     def _write_snapshot(self) -> dict[str, Any] | None:
