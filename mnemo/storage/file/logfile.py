@@ -45,7 +45,7 @@ def fsync_dir(path: str) -> None:
 
 def match_mode(fd: int, mode: int) -> None:
     """Give the open file these permission bits (a sidecar takes the log's), changing nothing when it
-    has them: a file system that refuses chmod then fails only a file that would be wider than asked."""
+    has them: a file system (or owner) that refuses chmod then fails only a file whose mode differs."""
     if stat.S_IMODE(os.fstat(fd).st_mode) != mode:
         os.fchmod(fd, mode)
 

@@ -1175,9 +1175,9 @@ class FileStore(StoreGuards):
     def _match_sidecar_modes(self) -> None:
         """Give the snapshot and the leaf-hash cache the log's permission bits, at a writer's open: a log
         chmod-ed since they were written (a `chmod 600` of a database shared until then) is no more
-        readable through them. Never through a link (opened with O_NOFOLLOW, checked regular), and a
-        sidecar this process may not chmod is left as it is: each is rewritten, with the log's mode,
-        the next time it is written."""
+        readable through them. Never through a link (opened with O_NOFOLLOW, checked regular). A
+        sidecar this process may not chmod is left as it is: the snapshot takes the log's mode when it
+        is next written, the cache when a writer that may chmod it opens."""
         from ...transparency.leaves import cache_path  # here: the package imports the audit package
 
         mode = self._log_mode()
