@@ -9,20 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.frames import read_frames
+from helpers.frames import flip_byte, put_slots
 
 from mnemo import DurabilityError, IntegrityError, MnemoClient
 from mnemo.storage.file import snapshot as snap
 
 OWNER = "owner"
-
-
-def _slot_of(db: Path, rec_id: str) -> tuple[int, int]:
-    for frame in read_frames(db):
-        for entry, slot in zip(frame.entries, frame.slots, strict=True):
-            if entry.op == "put" and entry.body["id"] == rec_id:
-                return slot.offset, slot.length
-    raise AssertionError(f"no put of {rec_id}")
 
 
 def test_a_payload_damaged_since_it_was_read_stops_a_compaction(tmp_path: Path) -> None:
@@ -31,12 +23,9 @@ def test_a_payload_damaged_since_it_was_read_stops_a_compaction(tmp_path: Path) 
         kept = c.remember("kept")
         hit = c.remember("damaged on disk after the open " * 3)
         c.forget(c.remember("gone " * 40).id)
-        offset, length = _slot_of(db, hit.id)
-        with open(db, "r+b") as f:  # bit rot under a running client
-            f.seek(offset + length // 2)
-            byte = f.read(1)
-            f.seek(offset + length // 2)
-            f.write(bytes([byte[0] ^ 0x01]))
+        slot = put_slots(db)[hit.id][1]
+        offset = slot.offset
+        flip_byte(db, offset + slot.length // 2)  # bit rot under a running client
         damaged = db.read_bytes()
         with pytest.raises(IntegrityError) as info:
             c.compact()

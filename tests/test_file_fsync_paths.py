@@ -18,20 +18,26 @@ from mnemo.storage.file import logfile
 AGENT = "owner"
 
 
+def _log_syncs(store: Any, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """From now on, each fsync of `store`'s log, as the list of descriptors it was made on."""
+    real = logfile._sync
+    calls: list[int] = []
+
+    def counted(fd: int) -> None:
+        if fd == store.fd:
+            calls.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(logfile, "_sync", counted)
+    return calls
+
+
 def test_the_fsync_count_is_the_commit_paths_real_fsyncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """store.fsyncs (what benchmarks/bench_core.py reports per write) counts the fsyncs of the log the
     commit path really made: one per write for a lone writer."""
     with MnemoClient(tmp_path / "f.db", AGENT, durability="fsync") as c:
         store: Any = c._store
-        real = logfile._sync
-        calls: list[int] = []
-
-        def counted(fd: int) -> None:
-            if fd == store.fd:
-                calls.append(fd)
-            real(fd)
-
-        monkeypatch.setattr(logfile, "_sync", counted)
+        calls = _log_syncs(store, monkeypatch)
         before = store.fsyncs
         for i in range(5):
             c.remember(f"durable {i}")
@@ -164,15 +170,7 @@ def test_close_fsyncs_what_batch_mode_has_not_yet(
     monkeypatch.setattr(file_store, "BATCH_INTERVAL", 3600.0)  # the background syncer never runs here
     c = MnemoClient(tmp_path / "b.db", AGENT, durability=durability)
     store: Any = c._store
-    real = logfile._sync
-    calls: list[str] = []
-
-    def counted(fd: int) -> None:
-        if fd == store.fd:
-            calls.append("sync")
-        real(fd)
-
-    monkeypatch.setattr(logfile, "_sync", counted)
+    calls = _log_syncs(store, monkeypatch)
     c.remember("written")
     before_close = len(calls)
     c.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.frames import read_frames
+from helpers.frames import flip_byte, put_slots
 
 from mnemo import IntegrityError, MnemoClient
 from mnemo.client import RecordUnavailable
@@ -65,14 +65,6 @@ def test_a_get_of_a_record_forgotten_under_it_says_what_a_missing_id_says(
         assert str(info.value) == f"no record {gone.id!r} that you may read"
 
 
-def _damage(db: Path, offset: int) -> None:
-    with open(db, "r+b") as f:
-        f.seek(offset)
-        byte = f.read(1)
-        f.seek(offset)
-        f.write(bytes([byte[0] ^ 0x01]))
-
-
 @pytest.mark.parametrize("in_frame", [1, 3], ids=["alone-in-its-frame", "one-of-three-in-a-frame"])
 def test_a_payload_damaged_after_the_open_is_refused_as_damaged(tmp_path: Path, in_frame: int) -> None:
     db = tmp_path / "s.db"
@@ -80,11 +72,8 @@ def test_a_payload_damaged_after_the_open_is_refused_as_damaged(tmp_path: Path, 
         with c.transaction() as tx:
             ids = [tx.remember(f"record {i} " * 5).id for i in range(in_frame)]
         target = ids[in_frame // 2]
-        [(entry_slot)] = [
-            s for f in read_frames(db) for e, s in zip(f.entries, f.slots, strict=True)
-            if e.op == "put" and e.body["id"] == target
-        ]
-        _damage(db, entry_slot.offset + entry_slot.length - 3)
+        entry_slot = put_slots(db)[target][1]
+        flip_byte(db, entry_slot.offset + entry_slot.length - 3)
         with pytest.raises(IntegrityError) as info:
             c.get(target)
         assert str(info.value) == f"{db}: payload slot damaged at offset {entry_slot.offset}"
@@ -102,13 +91,10 @@ def test_an_entry_damaged_after_the_open_stops_its_payload_being_served(tmp_path
         with c.transaction() as tx:
             ids = [tx.remember(f"record {i} " * 5).id for i in range(in_frame)]
         target = ids[in_frame // 2]
-        [(entry, slot)] = [
-            (e, s) for f in read_frames(db) for e, s in zip(f.entries, f.slots, strict=True)
-            if e.op == "put" and e.body["id"] == target
-        ]
+        entry, slot = put_slots(db)[target]
         data = db.read_bytes()
         assert data.count(entry.raw) == 1
-        _damage(db, data.index(entry.raw) + len(entry.raw) - 2)
+        flip_byte(db, data.index(entry.raw) + len(entry.raw) - 2)
         with pytest.raises(IntegrityError) as info:
             c.get(target)
         assert str(info.value).startswith(f"{db}: the payload at offset {slot.offset} is not served: ")

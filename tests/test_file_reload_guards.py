@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from helpers.descriptors import open_descriptors, open_files_holding
-from helpers.frames import read_entries, read_frames
+from helpers.frames import put_slots, read_entries, read_frames
 
 from mnemo import IntegrityError, MnemoClient, NotFound
 from mnemo.audit import verify_db
@@ -27,12 +27,7 @@ OWNER = "owner"
 
 def slots_of(db: Path) -> dict[str, tuple[int, int]]:
     """The payload slot (offset, length) of each record's last put."""
-    found: dict[str, tuple[int, int]] = {}
-    for frame in read_frames(db):
-        for entry, slot in zip(frame.entries, frame.slots, strict=True):
-            if entry.op == "put":
-                found[entry.body["id"]] = (slot.offset, slot.length)
-    return found
+    return {rec_id: (s.offset, s.length) for rec_id, (_e, s) in put_slots(db).items()}
 
 
 def _db_id(db: Path) -> str:

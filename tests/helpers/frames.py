@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mnemo.storage.codec import Entry
-from mnemo.storage.file.framing import HEADER_SIZE, Frame, decode_file_header, frame_length, parse_frame
+from mnemo.storage.file.framing import HEADER_SIZE, Frame, Slot, decode_file_header, frame_length, parse_frame
 
 
 def frame_spans(data: bytes) -> list[tuple[int, int]]:
@@ -37,3 +37,20 @@ def check_chain(entries: list[Entry]) -> None:
         assert e.seq == i, f"entry {i} has seq {e.seq}"
         assert e.prev == prev, f"entry {i} does not link to entry {i - 1}"
         prev = e.hash
+
+
+def put_slots(path: Path | str) -> dict[str, tuple[Entry, Slot]]:
+    """Each record's last put entry and its payload slot."""
+    return {
+        e.body["id"]: (e, s) for f in read_frames(path) for e, s in zip(f.entries, f.slots, strict=True)
+        if e.op == "put"
+    }
+
+
+def flip_byte(path: Path | str, offset: int) -> None:
+    """Damage one byte of the file in place (its lowest bit flipped), as bit rot would."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0x01]))
