@@ -598,3 +598,42 @@ def test_a_writers_open_never_changes_a_mode_through_a_link(tmp_path: Path) -> N
     assert outside.read_bytes() == b"someone else's file"
     assert not snap_path.is_symlink()  # the replay's snapshot was written in the link's place
     assert stat_module.S_IMODE(snap_path.stat().st_mode) == 0o600
+
+
+def test_a_file_system_that_refuses_chmod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where chmod is refused (a file system without modes, a sidecar another user owns): a writer's open
+    leaves the sidecars as they are and goes on; a snapshot that cannot be given the log's mode is not
+    written (and leaves no .tmp); a compaction fails as a compaction does, the old log standing and no
+    DB.compact left. Nothing is ever left wider than the log."""
+    import errno
+    import stat as stat_module
+
+    from mnemo import DurabilityError
+
+    db = tmp_path / "m.db"
+    snap_path, leaves = Path(str(db) + ".snap"), Path(str(db) + ".leaves")
+    with MnemoClient(db, "owner", durability="none") as c:
+        kept = c.remember("kept").id
+    for p in (db, snap_path, leaves):
+        p.chmod(0o644)
+    db.chmod(0o640)
+    before = db.read_bytes()
+
+    def refused(fd: int, mode: int) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "fchmod", refused)
+    with MnemoClient(db, "owner", durability="none") as c:
+        assert [stat_module.S_IMODE(p.stat().st_mode) for p in (snap_path, leaves)] == [0o644, 0o644]
+        c.forget(c.remember("gone " * 40).id)  # removes the snapshot; the close cannot write one
+        with pytest.raises(DurabilityError) as info:
+            c.compact()
+        assert str(info.value) == "compaction failed: [Errno 1] Operation not permitted"
+        assert not Path(str(db) + ".compact").exists()
+        assert db.read_bytes().startswith(before)
+    assert not snap_path.exists()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    monkeypatch.undo()
+    with MnemoClient(db, "owner", durability="none") as c:
+        assert [r.id for r in c.query()] == [kept]
+        assert c.verify().ok
