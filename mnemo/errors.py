@@ -50,6 +50,12 @@ class DurabilityError(MnemoError):
     """An fsync or write failed; the client refuses further writes rather than retry."""
 
 
+class ErasureIncomplete(MnemoError):
+    """A forget was committed and its content erased from the database's files, but this process still
+    holds a descriptor of a log that a compaction replaced (a read through it did not finish in time),
+    through which the erased bytes can still be read until that read ends. The message names it."""
+
+
 class StorageError(MnemoError):
     """The storage backend failed: the PostgreSQL server is unreachable, refused a statement, or holds a
     schema this version cannot use. The message says which; nothing was written unless it says so."""
@@ -59,6 +65,7 @@ __all__ = [
     "Closed",
     "Conflict",
     "DurabilityError",
+    "ErasureIncomplete",
     "IntegrityError",
     "InvalidInput",
     "LockTimeout",

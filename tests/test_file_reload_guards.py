@@ -1,21 +1,27 @@
 """A file store that meets a log it did not write as it read it: a replaced file refused or followed
 without losing a descriptor or its Merkle tree, another genesis of its db_id, a head inside a frame of
-several entries, a reader racing an erasure, live records whose payloads were zeroed, and a durable
-write whose log a compaction replaced before its fsync."""
+several entries, a reader racing an erasure or catching up past a forget appended after it looked,
+live records whose payloads were zeroed, a durable write whose log a compaction replaced before its
+fsync, and a forget that waits for (or names) a reader of a replaced log."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.descriptors import open_descriptors, open_files_holding
 from helpers.frames import put_slots, read_entries, read_frames
+from helpers.procs import subprocess_env
 
-from mnemo import IntegrityError, MnemoClient, NotFound
+from mnemo import ErasureIncomplete, IntegrityError, MnemoClient, NotFound
 from mnemo.audit import verify_db
 from mnemo.storage.codec import make_entry
 from mnemo.storage.file import store as file_store
@@ -320,3 +326,174 @@ def test_a_forget_waits_for_a_reader_of_the_replaced_log_and_only_for_it(tmp_pat
         c.forget(later.id)
         assert spy.waits == 0, "a forget waited for a reader that had finished"
         assert open_files_holding(b"erased later 9c1e") == []
+
+
+class _StaleSize:
+    """The store module's `os`, whose next fstat of one descriptor reports an earlier size: a reader
+    that took the log's size just before a writer appended more."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd, self.size, self.used = fd, size, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+    def fstat(self, fd: int) -> os.stat_result:
+        st = os.fstat(fd)
+        if fd != self.fd or self.used:
+            return st
+        self.used = True
+        return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid, self.size,
+                               int(st.st_atime), int(st.st_mtime), int(st.st_ctime)))
+
+
+@pytest.mark.parametrize("cut", ["after the put", "inside the forget"])
+def test_a_reader_that_took_the_size_before_a_forget_landed_reads_on_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut: str
+) -> None:
+    """A reader catching up takes the log's size, then reads frames up to it. If a writer appends a put
+    and then its forget meanwhile, the put's payload is already zeroed when the reader reaches it, and
+    the forget lies past the size it took (or is cut by it, as a write in progress would be): that is
+    an erasure, not damage. The forget was durable before a byte was zeroed, so it is there to read."""
+    db = tmp_path / "stale.db"
+    with MnemoClient(db, OWNER, durability="none") as reader, MnemoClient(db, OWNER, durability="none") as writer:
+        kept = reader.remember("kept")
+        gone = writer.remember("remembered, then forgotten while the reader looked " * 4)
+        after_put = os.path.getsize(db)
+        writer.forget(gone.id)
+        size = after_put if cut == "after the put" else (after_put + os.path.getsize(db)) // 2
+        store: Any = reader._store
+        stale = _StaleSize(store.fd, size)
+        monkeypatch.setattr(file_store, "os", stale)
+        assert [r.id for r in reader.query()] == [kept.id]
+        assert stale.used
+        with pytest.raises(NotFound):
+            reader.get(gone.id)
+        assert reader.verify().ok
+
+
+def test_a_payload_zeroed_with_no_forget_after_it_is_still_damage_to_a_reader_catching_up(
+    tmp_path: Path,
+) -> None:
+    """Reading on past the size it took finds no forget: the reader names the live record whose
+    payload is zeroed, and the file is left as it was."""
+    db = tmp_path / "zeroed-later.db"
+    with MnemoClient(db, OWNER, durability="none") as reader, MnemoClient(db, OWNER, durability="none") as writer:
+        reader.remember("kept")
+        victim = writer.remember("zeroed on disk, never forgotten " * 4)
+        offset, length = slots_of(db)[victim.id]
+        with open(db, "r+b") as f:
+            f.seek(offset)
+            f.write(bytes(length))
+        damaged = db.read_bytes()
+        with pytest.raises(IntegrityError) as info:
+            reader.query()
+        assert str(info.value) == f"{db}: payload of live record {victim.id} is erased (offset {offset})"
+        assert db.read_bytes() == damaged
+
+
+def test_readers_querying_while_a_writer_remembers_and_forgets_meet_no_damage(tmp_path: Path) -> None:
+    """One process remembers a record and forgets it, over and over; three others query meanwhile, each
+    catching up with the log at every call. A healthy database: not one error, in any of them."""
+    db = tmp_path / "loop.db"
+    with MnemoClient(db, OWNER) as c:
+        c.remember("the first record", tags=["t"])
+    script = str(Path(__file__).parent / "helpers" / "forget_loop.py")
+    procs = [
+        subprocess.Popen([sys.executable, script, role, str(db), "4"], stdout=subprocess.PIPE, text=True,
+                         env=subprocess_env())
+        for role in ("writer", "reader", "reader", "reader")
+    ]
+    results = []
+    for p in procs:
+        out, _ = p.communicate(timeout=60)
+        assert p.returncode == 0
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert [r["errors"] for r in results] == [[], [], [], []]
+    assert all(r["loops"] > 10 for r in results), results
+    with MnemoClient(db, OWNER, readonly=True) as r:
+        assert [x.content for x in r.query()] == ["the first record"]
+        assert r.verify().ok
+
+
+def _busy(seconds: float) -> subprocess.Popen[bytes]:
+    """A process that keeps a core busy for `seconds`: load beside a test of a race."""
+    return subprocess.Popen([sys.executable, "-c", f"import time\nend = time.monotonic() + {seconds}\n"
+                             "while time.monotonic() < end: pass"])
+
+
+def test_a_forget_never_returns_before_the_reader_it_waited_for_closed_the_replaced_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader that lets go of a replaced log closes its descriptor before the forget waiting for it
+    hears so: under load (busy processes on every core), over many rounds, no forget returns while a
+    descriptor of the process still holds what it erased, even with each close taking 20 ms."""
+    real_close = file_store._close_handle
+
+    def slow_close(handle: Any) -> None:
+        time.sleep(0.02)
+        real_close(handle)
+
+    monkeypatch.setattr(file_store, "_close_handle", slow_close)
+    busy = [_busy(60) for _ in range(2)]
+    try:
+        for round_ in range(30):
+            db = tmp_path / f"r{round_}.db"
+            secret = f"a secret to erase {round_:04d} 7f3a".encode()
+            with MnemoClient(db, OWNER, durability="none") as c, MnemoClient(db, OWNER, durability="none") as other:
+                rec = c.remember(secret.decode())
+                store: Any = c._store
+                reading = store._acquire_handle()
+                other.compact()
+                c.query()  # follows the new log; the old one stays open for the reader
+                spy = _SpiedCondition(store._handle_idle)
+                store._handle_idle = spy
+
+                def finish_reading(spy: _SpiedCondition = spy, reading: Any = reading, store: Any = store) -> None:
+                    spy.waiting.wait(10)
+                    store._release(reading)
+
+                reader = threading.Thread(target=finish_reading)
+                reader.start()
+                c.forget(rec.id)
+                assert open_files_holding(secret) == [], f"round {round_}: the forget returned before the close"
+                reader.join(10)
+                assert not reader.is_alive() and spy.waits >= 1
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+
+
+def test_a_forget_whose_reader_of_a_replaced_log_never_finishes_fails_naming_the_descriptor(
+    tmp_path: Path,
+) -> None:
+    """A read through a replaced log that outlasts lock_timeout: the forget does not return quietly. It
+    fails, naming the descriptor that still holds the erased bytes; what it committed stands (the record
+    is forgotten, the log erased), and the descriptor closes when the read ends."""
+    db = tmp_path / "stuck.db"
+    with MnemoClient(db, OWNER, durability="none", lock_timeout=0.2) as c, \
+            MnemoClient(db, OWNER, durability="none") as other:
+        rec = c.remember("a secret a stuck reader keeps 5d2b")
+        kept = c.remember("kept")
+        store: Any = c._store
+        reading = store._acquire_handle()
+        other.compact()
+        assert [r.id for r in c.query()] == [rec.id, kept.id]
+        fd = reading.fd
+        with pytest.raises(ErasureIncomplete) as info:
+            c.forget(rec.id)
+        assert str(info.value) == (
+            f"{db}: the forget is committed and its content erased from the log, but descriptor {fd} of this "
+            f"process (/proc/{os.getpid()}/fd/{fd}) still holds the log a compaction replaced, kept open by 1 "
+            "read(s) in progress for over 0.2 s; the erased bytes stay readable through it until they finish"
+        )
+        assert open_files_holding(b"a secret a stuck reader keeps 5d2b") == [f"{db} (deleted)"]
+        assert b"5d2b" not in db.read_bytes()
+        with pytest.raises(NotFound):
+            c.get(rec.id)
+        assert [r.id for r in other.query()] == [kept.id]
+        store._release(reading)
+        assert open_files_holding(b"a secret a stuck reader keeps 5d2b") == []
+        c.remember("writes go on")
+        assert c.verify().ok

@@ -21,7 +21,15 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ...acl import Acl
-from ...errors import DurabilityError, IntegrityError, InvalidInput, LockTimeout, MnemoError, NotFound
+from ...errors import (
+    DurabilityError,
+    ErasureIncomplete,
+    IntegrityError,
+    InvalidInput,
+    LockTimeout,
+    MnemoError,
+    NotFound,
+)
 from ...record import Problem
 from ..batch import ACL_OPS, Batch, ChainError, apply_entry
 from ..codec import (
@@ -358,25 +366,42 @@ class FileStore(StoreGuards):
                     self._redo_erasure()
                 return
             journal = self._journal()
-            to_check = self._unerased
-            try:
-                if self._first_unsynced is not None:
-                    self._foreign_after_unsynced = True
-                reader = FrameReader(self.fd, self.end, size, SCAN_CHUNK)
-                while reader.offset < size:
-                    if self.index.head_seq >= 0 and self._apply_scanned(reader):
-                        continue
-                    frame, buf, pos = reader.next()
-                    dropped = self._apply_frame(frame, buf, pos, journal, writer)
-                    for rec in dropped:
-                        to_check.extend((v.slot_off, v.slot_len) for v in rec.versions if v.slot_len)
-                    if dropped and self.snapshot_used:
-                        self._dirty_snapshot = True  # it may hold tags of what was forgotten
-            except FrameError as exc:
-                self._torn_or_damaged(exc, size, writer)
+            if self._first_unsynced is not None:
+                self._foreign_after_unsynced = True
+            while True:
+                try:
+                    self._read_frames(size, journal, writer)
+                except FrameError as exc:
+                    self._torn_or_damaged(exc, size, writer)
+                # A reader found a put's payload erased and not yet its forget. The forget was durable
+                # in the file before a byte of the payload was zeroed, so it lies past `size`, appended
+                # after the size was taken: read on to it. (A writer holds the lock: nothing is appended.)
+                if writer or not self._awaiting_forget():
+                    break
+                grown = os.fstat(self.fd).st_size
+                if grown <= size:
+                    break
+                size = grown
             self._check_erased_live()
             if writer:
                 self._redo_erasure()
+
+    def _read_frames(self, size: int, journal: set[tuple[int, int]] | None, writer: bool) -> None:
+        """Apply the frames from self.end up to `size`; FrameError at the first that cannot be read."""
+        reader = FrameReader(self.fd, self.end, size, SCAN_CHUNK)
+        while reader.offset < size:
+            if self.index.head_seq >= 0 and self._apply_scanned(reader):
+                continue
+            frame, buf, pos = reader.next()
+            dropped = self._apply_frame(frame, buf, pos, journal, writer)
+            for rec in dropped:
+                self._unerased.extend((v.slot_off, v.slot_len) for v in rec.versions if v.slot_len)
+            if dropped and self.snapshot_used:
+                self._dirty_snapshot = True  # it may hold tags of what was forgotten
+
+    def _awaiting_forget(self) -> bool:
+        """Whether a live record's payload was read erased (its forget not read yet)."""
+        return any(self.index.has(i) for i in self._erased_live)
 
     def _torn_or_damaged(self, exc: FrameError, size: int, writer: bool) -> None:
         """A frame that cannot be read: a torn last write (cut it) or damage (raise, change nothing).
@@ -399,7 +424,9 @@ class FileStore(StoreGuards):
             raise IntegrityError(f"{where}; valid frames follow it", exc.offset)
         if complete_with_damaged_length(self.fd, exc.offset, size):
             raise IntegrityError(f"{where}: the whole frame is there, with damaged length fields", exc.offset)
-        if any(self.index.has(i) for i in self._erased_live):
+        if not writer and os.fstat(self.fd).st_size > size:
+            return  # a write in progress when the size was taken, perhaps the forget of an erased payload
+        if self._awaiting_forget():
             # Payloads are zeroed only once their forget is durable, so that forget was no torn write.
             raise IntegrityError(f"{where}; it held a durable forget", exc.offset)
         if not writer:
@@ -547,10 +574,16 @@ class FileStore(StoreGuards):
 
     def _erasing(self, slot: Slot, journal: set[tuple[int, int]] | None, writer: bool) -> bool:
         """Whether a slot that fails its checksum is being (or was being) erased: the journal names it
-        exactly, or, for a reader racing an erasure that has just finished, it now reads as all zeros."""
-        if journal is not None and (slot.offset, slot.length) in journal:
+        exactly, or, for a reader racing an erasure, the journal written since names it (the zeros are
+        landing now) or the slot now reads as all zeros (the erasure has finished)."""
+        region = (slot.offset, slot.length)
+        if journal is not None and region in journal:
             return True
-        return not writer and not any(read_exact(self.fd, slot.offset, slot.length))
+        if writer:
+            return False
+        if not any(read_exact(self.fd, slot.offset, slot.length)):
+            return True
+        return region in set(self._journal() or ())
 
     def _check_erased_live(self) -> None:
         live = [i for i in self._erased_live if self.index.has(i)]
@@ -657,18 +690,30 @@ class FileStore(StoreGuards):
             handle.users -= 1
             if not (handle.retired and handle.users == 0):
                 return
+            # Closed before it leaves the list and the waiters hear of it: a forget waiting in
+            # _drain_retired must not return while the descriptor is still open.
+            _close_handle(handle)
             if handle in self._retired:
                 self._retired.remove(handle)
             self._handle_idle.notify_all()
-        _close_handle(handle)
 
-    def _drain_retired(self, timeout: float = 5.0) -> None:
-        """Wait until no thread reads through a replaced log, so that every retired descriptor is closed
-        (a forget must leave no copy of what it erased open in this process)."""
-        deadline = time.monotonic() + timeout
+    def _drain_retired(self) -> None:
+        """Wait, lock_timeout at most, until no thread reads through a replaced log, so that every
+        retired descriptor is closed (a forget must leave no copy of what it erased open in this
+        process). ErasureIncomplete, naming the descriptor, if a read still holds one then."""
+        deadline = time.monotonic() + self.lock_timeout
         with self._handle_lock:
-            while self._retired and time.monotonic() < deadline:
-                self._handle_idle.wait(0.01)
+            while self._retired:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    held = self._retired[0]
+                    raise ErasureIncomplete(
+                        f"{self.path}: the forget is committed and its content erased from the log, but "
+                        f"descriptor {held.fd} of this process (/proc/{os.getpid()}/fd/{held.fd}) still holds "
+                        f"the log a compaction replaced, kept open by {held.users} read(s) in progress for over "
+                        f"{self.lock_timeout} s; the erased bytes stay readable through it until they finish"
+                    )
+                self._handle_idle.wait(left)
 
     # -- compaction ----------------------------------------------------------------------------------
     def compact(self) -> dict[str, int]:
