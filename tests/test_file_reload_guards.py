@@ -372,6 +372,38 @@ def test_a_reader_that_took_the_size_before_a_forget_landed_reads_on_to_it(
         assert reader.verify().ok
 
 
+def test_a_reader_meeting_zeros_landing_takes_the_journal_written_since_it_looked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An erasure writes its journal, then the zeros. A reader that looked for the journal before it was
+    written, and then meets a slot part-way zeroed, reads the journal again: it names that slot exactly,
+    so the slot is being erased (its forget follows), not damaged."""
+    db = tmp_path / "landing.db"
+    with MnemoClient(db, OWNER, durability="none") as reader, MnemoClient(db, OWNER, durability="none") as writer:
+        kept = reader.remember("kept")
+        gone = writer.remember("zeros land on it as the reader reads it " * 4)
+        offset, length = slots_of(db)[gone.id]
+        original = db.read_bytes()[offset:offset + length]
+        writer.forget(gone.id)
+        with open(db, "r+b") as f:  # the zeros part-way: the first half landed, the rest not yet
+            f.seek(offset + length // 2)
+            f.write(original[length // 2:])
+        erase_path = str(db) + ".erase"
+        file_store.snap.write_erase_journal(erase_path, bytes.fromhex(writer.db_id), [(offset, length)])
+        real = file_store.snap.read_erase_journal
+        calls: list[str] = []
+
+        def looked_before_it_was_written(path: str, db_id: bytes | None = None) -> Any:
+            calls.append(path)
+            return None if len(calls) == 1 else real(path, db_id)
+
+        monkeypatch.setattr(file_store.snap, "read_erase_journal", looked_before_it_was_written)
+        assert [r.id for r in reader.query()] == [kept.id]
+        assert len(calls) == 2
+        with pytest.raises(NotFound):
+            reader.get(gone.id)
+
+
 def test_a_payload_zeroed_with_no_forget_after_it_is_still_damage_to_a_reader_catching_up(
     tmp_path: Path,
 ) -> None:
