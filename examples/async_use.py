@@ -1,6 +1,6 @@
 """Mnemo from asyncio: a shared client off the event loop, and the async memory tool in the SDK's runner.
 
-    pip install 'mnemo-chain[anthropic-memory-tool]'
+    pip install -e '.[anthropic-memory-tool]'      # in the checkout
     python examples/async_use.py
 
 `MnemoClient` is synchronous and thread-safe: one client serves many coroutines through

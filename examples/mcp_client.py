@@ -1,6 +1,6 @@
 """Drive `mnemo mcp` with the MCP SDK's own client, as Claude Code or Claude Desktop does.
 
-    pip install 'mnemo-chain[mcp]'
+    pip install -e '.[mcp]'                 # in the checkout
     python examples/mcp_client.py [DB]      # default: memory.mnemo.db in a fresh temporary folder
                                             # (DB: a file path or a postgresql:// URI)
 

@@ -1,6 +1,6 @@
 """Claude's memory tool through the Anthropic SDK's tool runner, its files kept in Mnemo.
 
-    pip install 'mnemo-chain[anthropic-memory-tool]'
+    pip install -e '.[anthropic-memory-tool]'      # in the checkout
     python examples/sdk_tool_runner.py
 
 This runs offline: a scripted transport plays the API (the SDK's own MockTransport), answering with the

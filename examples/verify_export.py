@@ -1,9 +1,11 @@
 """Check a Mnemo audit export with nothing but hashlib, json, base64, msgpack and cryptography.
 
     python examples/verify_export.py EXPORT.jsonl [--pubkey HEX]
+    python examples/verify_export.py       # alone: makes a signed database and its export, and checks it
 
 Follows docs/FORMAT.md, "Verification of an export". Prints each problem and exits 1 if there are any,
-0 if the export is intact, 2 if the file cannot be read.
+0 if the export is intact, 2 if the file cannot be read. An export to check: `mnemo audit export DB -o
+EXPORT.jsonl`; the key, if the database signs its checkpoints: `mnemo keygen`'s KEY.pub.
 """
 
 import base64
@@ -116,7 +118,36 @@ def verify(path, pubkey=None):
     return problems, prev_seq, prev_hash
 
 
+def demo():
+    """Run alone: the one part that uses Mnemo makes what the checks above then read without it."""
+    import tempfile
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from mnemo import MnemoClient
+    from mnemo.audit import export_audit
+
+    key = Ed25519PrivateKey.generate()
+    pub = key.public_key().public_bytes_raw().hex()
+    with tempfile.TemporaryDirectory() as tmp, MnemoClient(f"{tmp}/m.db", "agent-1", signing_key=key) as client:
+        for note in ("prefers trains", "lives in Lisbon", "allergic to cats"):
+            client.remember(note, tags=["user"])
+        client.forget(client.remember("a secret").id, reason="asked to")
+        client.checkpoint()
+        print(f"made an export of {export_audit(f'{tmp}/m.db', f'{tmp}/export.jsonl')} entries; checking it:")
+        code = main([f"{tmp}/export.jsonl", "--pubkey", pub])
+        with open(f"{tmp}/export.jsonl") as f:
+            lines = f.readlines()
+        lines[2] = lines[2].replace('"agent":"agent-1"', '"agent":"mallory"')  # the readable field, not the entry
+        with open(f"{tmp}/export.jsonl", "w") as f:
+            f.writelines(lines)
+        print("the same export, one line changed:")
+        return code if main([f"{tmp}/export.jsonl", "--pubkey", pub]) == 1 else 1
+
+
 def main(argv):
+    if not argv:
+        return demo()
     if len(argv) not in (1, 3) or (len(argv) == 3 and argv[1] != "--pubkey"):
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2

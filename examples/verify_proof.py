@@ -4,6 +4,10 @@ hashlib, base64, json and cryptography (docs/TRANSPARENCY.md §2-§5). Exit 0: t
 
     python examples/verify_proof.py BUNDLE --pubkey HEX
     python examples/verify_proof.py OLD_CHECKPOINT NEW_CHECKPOINT PROOF.json --pubkey HEX
+    python examples/verify_proof.py      # alone: makes a database, a key and the proofs, and checks them
+
+The inputs: `mnemo keygen -o KEY` (HEX is the line in KEY.pub), then `mnemo prove DB --seq N --key KEY -o
+BUNDLE`, or two `mnemo checkpoint DB --key KEY` notes and `mnemo prove DB --from OLD_SIZE` between them.
 """
 
 import base64
@@ -121,7 +125,38 @@ def verify_consistency_files(old_note, new_note, proof_text, pubkey, problems):
     return f"the tree of {new[1]} entries of {new[0]} extends the tree of {old[1]} entries" if old and new else ""
 
 
+def demo():
+    """Run alone: the one part that uses Mnemo makes what the checks above then read without it."""
+    import tempfile
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from mnemo import MnemoClient
+    from mnemo.transparency import commands
+
+    key = Ed25519PrivateKey.generate()
+    pub = key.public_key().public_bytes_raw().hex()
+    with tempfile.TemporaryDirectory() as tmp, MnemoClient(f"{tmp}/m.db", "agent-1") as client:
+        files = {name: f"{tmp}/{name}" for name in ("entry-1.tlog-proof", "old.note", "new.note", "proof.json")}
+        client.remember("prefers trains")
+        Path(files["old.note"]).write_text(commands.checkpoint(f"{tmp}/m.db", key).note)
+        for note in ("lives in Lisbon", "allergic to cats"):
+            client.remember(note)
+        bundle = commands.prove_seq(f"{tmp}/m.db", 1, key=key).bundle
+        Path(files["entry-1.tlog-proof"]).write_text(bundle)
+        Path(files["new.note"]).write_text(commands.checkpoint(f"{tmp}/m.db", key).note)
+        Path(files["proof.json"]).write_text(commands.prove_range(f"{tmp}/m.db", 2).to_text())
+        print("made a database, a key, the bundle of seq 1, two checkpoints and the proof between them")
+        codes = [main([files["entry-1.tlog-proof"], "--pubkey", pub]),
+                 main([files["old.note"], files["new.note"], files["proof.json"], "--pubkey", pub])]
+        Path(files["entry-1.tlog-proof"]).write_text(bundle.replace("index 1\n", "index 2\n"))
+        print("the bundle, its index changed:")
+        return 0 if codes == [0, 0] and main([files["entry-1.tlog-proof"], "--pubkey", pub]) == 1 else 1
+
+
 def main(argv):
+    if not argv:
+        return demo()
     try:
         pubkey = bytes.fromhex(argv[-1]) if len(argv) in (3, 5) and argv[-2] == "--pubkey" else b""
     except ValueError:

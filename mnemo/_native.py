@@ -9,16 +9,21 @@ import os
 from typing import Any
 
 
-def _load() -> Any:
-    if os.environ.get("MNEMO_PURE_PYTHON", "") not in ("", "0"):
-        return None
+def _load() -> tuple[Any, str | None]:
+    """The extension module, or None and why the pure-Python twin runs instead."""
+    chosen = os.environ.get("MNEMO_PURE_PYTHON", "")
+    if chosen not in ("", "0"):
+        return None, f"MNEMO_PURE_PYTHON={chosen} is set"
     try:
-        return importlib.import_module("mnemo._speedups")
-    except ImportError:
-        return None
+        return importlib.import_module("mnemo._speedups"), None
+    except ImportError as exc:
+        return None, (f"the C extension mnemo._speedups is not importable ({exc}); the install builds it where "
+                      "a C compiler and the headers of OpenSSL and zlib are found")
 
 
-speedups: Any = _load()
+speedups: Any
+why_pure: str | None
+speedups, why_pure = _load()
 
 
 def implementation() -> str:
@@ -26,4 +31,4 @@ def implementation() -> str:
     return "native" if speedups is not None else "python"
 
 
-__all__ = ["implementation", "speedups"]
+__all__ = ["implementation", "speedups", "why_pure"]

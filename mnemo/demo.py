@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
+from mnemo._install import install_hint
 from mnemo.client import MnemoClient
 from mnemo.errors import MnemoError
 from mnemo.tools.server import CommandResult, MnemoMemoryToolServer
@@ -443,7 +444,7 @@ def run_chat(
 
         from mnemo.tools.anthropic import MnemoMemoryTool
     except ImportError:
-        out.write("mnemo chat needs the Anthropic SDK: pip install 'mnemo-chain[anthropic-memory-tool]'\n")
+        out.write(f"mnemo chat needs the Anthropic SDK: {install_hint('anthropic-memory-tool')}\n")
         return 2
     db_path = db_path or env.get("MNEMO_CHAT_DB") or "memory.mnemo.db"
     model = model or env.get("MNEMO_CHAT_MODEL") or DEFAULT_CHAT_MODEL

@@ -1,4 +1,5 @@
-"""`mnemo ls`, `cat`, `history`, `log`, `stats`, `compact`: thin shells over MnemoClient and the log."""
+"""`mnemo ls`, `cat`, `history`, `log`, `stats`, `compact`: thin shells over MnemoClient and the log; the
+record commands' default database (`mnemo mcp`'s) and what an empty listing says."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from helpers.backends import is_pg
 
 from mnemo import MnemoClient
 from mnemo.cli import main
+from mnemo.storage.contract import shown_name
+from mnemo.tools.mcp.defaults import DEFAULT_AGENT, default_db_path, ensure_parent
+from mnemo.tools.server import MnemoMemoryToolServer
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -188,3 +192,60 @@ def test_demo_and_chat_call_the_demo_module(
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _err = run(capsys, "--version")
     assert code == 0 and out.startswith("mnemo ")
+
+
+def test_ls_of_nothing_says_why(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty listing is an answer (exit 0), but not a silent one: standard error says no record is
+    readable by that agent and who owns the database."""
+    path, _ids = cli_db
+    shown = shown_name(path)
+    assert run(capsys, "ls", path, "--agent", "newcomer") == (0, "", (
+        f"mnemo ls: no record that newcomer may read in {shown}; the database's owner is owner: --agent owner "
+        "lists every record\n"))
+    assert run(capsys, "ls", path, "--agent", "agent-2", "--tag", "x", "--scope", "agent:*") == (0, "", (
+        f"mnemo ls: no record that agent-2 may read in {shown} that matches --tag x --scope agent:*; the "
+        "database's owner is owner: --agent owner lists every record\n"))
+    assert run(capsys, "ls", path, "--tag", "nope") == (0, "", (
+        f"mnemo ls: no record in {shown} that matches --tag nope (listed as owner, its owner, who may read "
+        "every record)\n"))
+    assert run(capsys, "ls", path, "--agent", "newcomer", "--json") == (0, "", "")  # an empty stream
+    assert run(capsys, "ls", path, "--limit", "0") == (0, "", "")  # nothing was asked for
+
+
+MISSING_DEFAULT = ("mnemo: error: cannot open {}: No such file or directory; it is the default database, the one "
+                   "`mnemo mcp` serves when given no --db (and creates on its first start): give DB to name another\n")
+
+
+def test_the_record_commands_default_to_the_database_of_mnemo_mcp(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("MNEMO_AGENT", raising=False)
+    default = default_db_path()
+    assert default == tmp_path / "data" / "mnemo" / "memory.mnemo.db"
+    for argv in (["ls"], ["stats"], ["compact"], ["cat", "/memories/x.md"], ["history", "/memories/x.md"]):
+        assert run(capsys, *argv) == (2, "", MISSING_DEFAULT.format(default)), argv
+    assert not default.parent.exists()  # nothing was made
+    # what `mnemo mcp` alone writes: its default agent's memory-tool files, in its default database
+    ensure_parent(default)
+    with MnemoClient(default, DEFAULT_AGENT, durability="none") as client:
+        server = MnemoMemoryToolServer(client)
+        server.execute({"command": "create", "path": "/memories/x.md", "file_text": "draft\n"})
+        server.execute({"command": "str_replace", "path": "/memories/x.md", "old_str": "draft", "new_str": "final"})
+        rec_id = client.list_records()[0].id
+    code, out, err = run(capsys, "ls")
+    assert (code, err) == (0, "") and out.split()[:3] == [rec_id, "v2", f"agent:{DEFAULT_AGENT}"]
+    assert out.rstrip().endswith("memorytool path:/memories/x.md")
+    assert run(capsys, "cat", "/memories/x.md") == (0, "final\n", "")
+    assert run(capsys, "cat", rec_id, "--version", "1") == (0, "draft\n", "")
+    code, out, _ = run(capsys, "history", "/memories/x.md")
+    assert code == 0 and [line.split()[0] for line in out.splitlines()] == ["v1", "v2"]
+    assert json.loads(run(capsys, "stats", "--json")[1])["records"] == 1
+    assert run(capsys, "compact")[0] == 0
+    # DB named as before; the database alone where a record is expected; one argument too many
+    assert run(capsys, "cat", str(default), "/memories/x.md") == (0, "final\n", "")
+    assert run(capsys, "cat", str(default)) == (2, "", (
+        f"mnemo: error: {default} is a database, not a record: give DB ID|PATH (the record's id, or a /memories "
+        "path, after the database)\n"))
+    assert run(capsys, "history", str(default), rec_id, "x") == (
+        2, "", "mnemo: error: expected [DB] ID|PATH, got 3 arguments\n")

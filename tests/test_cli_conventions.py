@@ -20,7 +20,7 @@ from helpers.procs import subprocess_env
 from test_audit_support import sample_log
 
 import mnemo
-from mnemo import MnemoClient
+from mnemo import MnemoClient, _native
 from mnemo.cli import cli, main
 
 TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z")
@@ -80,10 +80,57 @@ def test_bare_mnemo_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "--help")[1] == out
 
 
-def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+def test_version(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     # mnemo.__version__ is the one source: the command prints it, and the installed metadata holds it
-    assert run(capsys, "--version") == (0, f"mnemo {mnemo.__version__}\n", "")
+    python = sys.version.split()[0]
+    native = _native.speedups is not None  # the run of the suite under MNEMO_PURE_PYTHON=1 too
+    core = "native (the C extension mnemo._speedups)" if native else \
+        f"pure Python, several times slower: {_native.why_pure}"
+    code, out, err = run(capsys, "--version")
+    assert (code, err) == (0, "")
+    assert out == (
+        f"mnemo {mnemo.__version__} (Python {python})\n"
+        f"scan core: {core}\n"
+        "extras:\n"
+        f"  anthropic-memory-tool  importable (anthropic {version('anthropic')})\n"
+        f"  mcp                    importable (mcp {version('mcp')})\n"
+        f"  postgres               importable (psycopg {version('psycopg')})\n"
+    )
     assert version("mnemo-chain") == mnemo.__version__
+    # an extra that does not import is named, with the line that installs it
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    assert run(capsys, "--version")[1].splitlines()[-1] == (
+        "  postgres               not importable: import of psycopg halted; None in sys.modules; "
+        "pip install -e '.[postgres]' in a checkout of Mnemo (mnemo-chain[postgres] once it is published)")
+    code, out, err = run(capsys, "--version", "--json")
+    assert (code, err) == (0, "") and json.loads(out) == {
+        "version": mnemo.__version__, "python": python,
+        "scan_core": {"implementation": "native" if native else "python", "why_pure_python": _native.why_pure},
+        "extras": {
+            "anthropic-memory-tool": {"importable": True, "distribution": "anthropic",
+                                      "version": version("anthropic"), "error": None},
+            "mcp": {"importable": True, "distribution": "mcp", "version": version("mcp"), "error": None},
+            "postgres": {"importable": False, "distribution": "psycopg", "version": None,
+                         "error": "import of psycopg halted; None in sys.modules"},
+        },
+    }
+
+
+def test_version_says_why_the_scan_core_is_pure_python() -> None:
+    def scan_core(env: dict[str, str], *prelude: str) -> str:
+        code = "; ".join([*prelude, "from mnemo.cli import main", "main(['--version'])"])
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                              env={**subprocess_env(), **env})
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()[1]
+
+    assert scan_core({"MNEMO_PURE_PYTHON": "1"}) == \
+        "scan core: pure Python, several times slower: MNEMO_PURE_PYTHON=1 is set"
+    assert scan_core({"MNEMO_PURE_PYTHON": "0"}) == "scan core: native (the C extension mnemo._speedups)"
+    assert scan_core({"MNEMO_PURE_PYTHON": ""}, "import sys", "sys.modules['mnemo._speedups'] = None") == (
+        "scan core: pure Python, several times slower: the C extension mnemo._speedups is not importable "
+        "(import of mnemo._speedups halted; None in sys.modules); the install builds it where a C compiler "
+        "and the headers of OpenSSL and zlib are found")
 
 
 def test_a_group_without_its_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -92,8 +92,47 @@ def test_forget_by_id_json(cli_db: tuple[str, dict[str, str]], capsys: pytest.Ca
     code, out, err = run(capsys, "forget", str(path), ids["other"], "--json")
     entry = last_entry(path)
     assert (code, err) == (0, "")
-    assert json.loads(out) == {"forgotten": 1, "ids": [ids["other"]], "reason": None,
+    assert json.loads(out) == {"forgotten": 1, "ids": [ids["other"]], "already_forgotten": {}, "reason": None,
                                "entry": {"seq": entry.seq, "hash": entry.hash.hex()}}
+
+
+def test_forget_skips_an_id_already_forgotten_and_forgets_the_rest(
+    cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Later forgets applied to a backup (README, "Forgetting"): an id the backup already lost is reported
+    and skipped, and the others are forgotten, exit 0; an id that was never readable still stops it all."""
+    path, ids = cli_db
+    assert run(capsys, "forget", str(path), ids["trip1"])[0] == 0
+    first = last_entry(path)
+    code, out, err = run(capsys, "forget", str(path), ids["trip2"], ids["trip1"], ids["other"])
+    entry = last_entry(path)
+    assert code == 0
+    assert err == (f"mnemo forget: {ids['trip1']} was already forgotten (forget entry seq {first.seq}); nothing "
+                   "left to erase\n")
+    assert out == f"forgot 2 records (forget entry seq {entry.seq})\n  {ids['trip2']}\n  {ids['other']}\n"
+    assert entry.op == "forget" and entry.body == {"ids": [ids["trip2"], ids["other"]]}
+    with MnemoClient(path, "owner", readonly=True) as c:
+        assert [r.id for r in c.query(tags=["trip"])] == [ids["bob_trip"]] and c.verify().ok
+    # every id already forgotten: nothing is written
+    before = files(path)
+    code, out, err = run(capsys, "forget", str(path), ids["trip1"], ids["trip2"], ids["trip1"], "--json")
+    assert (code, err) == (0, "") and json.loads(out) == {
+        "forgotten": 0, "ids": [], "already_forgotten": {ids["trip1"]: first.seq, ids["trip2"]: entry.seq},
+        "reason": None, "entry": None}
+    code, out, err = run(capsys, "forget", str(path), ids["other"])
+    assert (code, out) == (0, "forgot 0 records: it was already forgotten; nothing written\n")
+    assert err == f"mnemo forget: {ids['other']} was already forgotten (forget entry seq {entry.seq}); nothing " \
+                  "left to erase\n"
+    assert files(path) == before
+    # bob never could read trip1 (the owner's home): to him it is as missing as an id never written, so
+    # nothing is forgotten, his own record neither
+    missing = "0" * 32
+    for unknown in (ids["trip1"], missing):
+        assert run(capsys, "forget", str(path), ids["bob_trip"], unknown, "--agent", "bob") == (
+            1, "", f"mnemo: no record '{unknown}' that you may read\n")
+    assert run(capsys, "forget", str(path), ids["other"], ids["team:x:/memories/trips/lisbon.md"], missing) == (
+        1, "", f"mnemo: no record '{missing}' that you may read\n")
+    assert files(path) == before
 
 
 def test_forget_refusals_change_nothing(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:

@@ -27,8 +27,6 @@ def test_every_example_is_run_here() -> None:
     tested = {name for name in re.findall(r'run_example\("([\w.]+)"\)', Path(__file__).read_text())}
     # these take input or a server to talk to; the tests named run them
     elsewhere = {
-        "verify_export.py",  # an export to check: tests/test_audit_export.py
-        "verify_proof.py",  # a bundle and a proof: tests/test_transparency_db.py
         "mcp_client.py",  # a `mnemo mcp` server: tests/test_mcp_example.py
     }
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested | elsewhere
@@ -107,4 +105,34 @@ def test_erasure_on_request() -> None:
         "audit: seq 3 put v1: erased, forgotten by seq 5",
         "audit: seq 5 forget by support-bot, reason 'erasure request from Ana, 2026-11-30'",
         "the export holds the address: False",
+    ]
+
+
+def test_verify_export_alone_makes_an_export_and_checks_it() -> None:
+    """Run as it is, without arguments: it makes what it checks (an export of a signed database), passes it,
+    and catches one changed line. With arguments it checks a given export (tests/test_audit_export.py)."""
+    lines = run_example("verify_export.py")
+    assert lines[0] == "made an export of 7 entries; checking it:"
+    assert re.fullmatch(r"OK: head 6:[0-9a-f]{64}", lines[1])
+    assert lines[2:] == [
+        "the same export, one line changed:",
+        "line 3 (seq 2): agent does not match the entry",
+        "FAILED: 1 problems",
+    ]
+
+
+def test_verify_proof_alone_makes_a_bundle_and_a_proof_and_checks_them() -> None:
+    """Run as it is: a bundle and a consistency proof it made are accepted, a bundle with another index is
+    not. With arguments it checks given files (tests/test_transparency_db.py)."""
+    lines = run_example("verify_proof.py")
+    origin = r"mnemo\.local/[0-9a-f]{32}"
+    assert lines[0] == "made a database, a key, the bundle of seq 1, two checkpoints and the proof between them"
+    assert re.fullmatch(rf"OK: seq 1 \(put by agent-1, hash [0-9a-f]{{64}}\) is in the tree of 4 entries of {origin}",
+                        lines[1]), lines[1]
+    assert re.fullmatch(rf"OK: the tree of 4 entries of {origin} extends the tree of 2 entries", lines[2]), lines[2]
+    assert lines[3:] == [
+        "the bundle, its index changed:",
+        "the entry is not the Mnemo entry of seq 2",
+        "the inclusion path does not lead to the checkpoint's root",
+        "FAILED: 2 problems",
     ]

@@ -18,6 +18,7 @@ pytest.importorskip("mcp")
 from helpers.backends import snapshot, state  # noqa: E402
 
 from mnemo import MnemoClient  # noqa: E402
+from mnemo.cli import main as cli_main  # noqa: E402
 from mnemo.storage.contract import shown_name  # noqa: E402
 from mnemo.tools import MnemoMemoryToolServer  # noqa: E402
 from tests.helpers.mcp_procs import run_async, stdio_session, text_of  # noqa: E402
@@ -363,3 +364,32 @@ def test_defaults_db_in_the_data_directory_and_agent_from_the_environment(tmp_pa
         assert [r.scope for r in client.query()] == ["agent:env-agent"]
     stderr = (tmp_path / "stderr.txt").read_text()
     assert f"serving {db} as agent env-agent, scope agent:env-agent, over stdio" in stderr
+
+
+def test_mnemo_ls_after_mnemo_mcp_alone_shows_what_the_client_wrote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The newcomer's path: `claude mcp add mnemo -- mnemo mcp` (no --db, no --agent), Claude writes a
+    memory, then `mnemo ls` and `mnemo cat PATH` with no database named show it."""
+    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path / "home")}
+
+    async def body() -> str:
+        with (tmp_path / "stderr.txt").open("w") as errlog:
+            async with stdio_session(env=env, errlog=errlog) as session:
+                r = await session.call_tool("memory_create", {"path": "/memories/user.md", "file_text": "trains\n"})
+                return text_of(r)
+
+    assert run_async(body) == "File created successfully at: /memories/user.md"
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("MNEMO_AGENT", raising=False)
+    code, out, err = cli_run(capsys, "ls")
+    assert (code, err) == (0, "") and out.split()[1:3] == ["v1", "agent:claude"]
+    assert out.rstrip().endswith("memorytool path:/memories/user.md")
+    assert cli_run(capsys, "cat", "/memories/user.md") == (0, "trains\n", "")
+
+
+def cli_run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli_main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err

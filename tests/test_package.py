@@ -17,6 +17,7 @@ import pytest
 from helpers.procs import subprocess_env
 
 import mnemo
+from mnemo._install import install_hint
 
 ROOT = Path(__file__).resolve().parents[1]
 DIST = "mnemo-chain"
@@ -72,15 +73,38 @@ def _shipped_texts() -> list[Path]:
     return files
 
 
-def test_every_install_hint_names_this_distribution() -> None:
+def _extras() -> set[str]:
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    section = pyproject.split("\n[project.optional-dependencies]\n", 1)[1].split("\n[", 1)[0]
+    return set(re.findall(r"(?m)^([a-z][a-z-]*) = ", section))
+
+
+def test_every_install_hint_works_while_the_distribution_is_unpublished() -> None:
+    """`mnemo-chain` is not on PyPI: no text tells a newcomer to `pip install mnemo-chain...` as if it were
+    (the name appears as what to use once published), and every hint installs a real extra from a
+    checkout, in the one wording of mnemo._install."""
     hints = 0
     for path in _shipped_texts():
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"pip install\W+mnemo-db", text), f"{path}: an install hint for mnemo-db"
-        hints += len(re.findall(r"pip install\W+mnemo-chain", text))
-    assert hints >= 3  # README, the SDK adapter's ImportError, mnemo chat's hint
+        for found in re.finditer(r"pip install\W+mnemo-chain", text):
+            before = text[max(0, found.start() - 80):found.start()]
+            assert "once it is published" in before, f"{path}: {text[found.start():found.start() + 60]!r}"
+        for extra in re.findall(r"pip install(?: -e)? '\.\[([a-z,-]+)\]'", text):
+            hints += 1
+            assert set(extra.split(",")) <= _extras(), f"{path}: no such extra {extra}"
+    assert hints >= 8  # README, the examples, POSTGRES.md, and every ImportError and hint in the package
+    for module in ("mnemo/tools/anthropic.py", "mnemo/tools/mcp/app.py", "mnemo/storage/postgres/__init__.py",
+                   "mnemo/demo.py"):
+        assert "install_hint(" in (ROOT / module).read_text(encoding="utf-8"), module
+    assert install_hint("mcp") == \
+        "pip install -e '.[mcp]' in a checkout of Mnemo (mnemo-chain[mcp] once it is published)"
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "pip install mnemo-chain" in readme
+    install = readme.split("## Install\n", 1)[1].split("\n## ", 1)[0]
+    assert "Mnemo is not on PyPI yet: install it from a checkout" in install
+    assert "\npip install .  " in install and "\npip wheel --no-deps -w dist .  " in install
+    assert "\npip install dist/mnemo_chain-*.whl  " in install
+    assert "(once it is published: `pip install mnemo-chain`" in install
     assert "**Do not install it\nin an environment that holds `mnemo-db`**" in readme
 
 
@@ -164,6 +188,6 @@ def test_the_wheel_metadata(wheel: zipfile.ZipFile) -> None:
     test = {re.split(r"[<>=\[]", r)[0] for r in extra("test")}
     assert {"pytest", "hypothesis"} <= test and not test & {"ruff", "mypy", "msgpack-types"}
     assert {f"{DIST}[test]", f"{DIST}[bench]", "ruff>=0.6", "mypy>=1.10", "msgpack-types>=0.3"} <= extra("dev")
-    assert extra("bench") == {"lmdb>=1.4"}
+    assert extra("bench") == {"lmdb>=1.4", "anthropic>=2.14"}  # the baselines of benchmarks/
     core = {r for r in requires if "extra ==" not in r}
     assert core == {"msgpack>=1.0.5", "cryptography>=41", "click>=8.1"}

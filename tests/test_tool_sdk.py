@@ -352,7 +352,8 @@ def test_adapter_without_the_sdk_says_what_is_missing() -> None:
     lines = result.stdout.strip().split("\n")
     assert len(lines) == 2
     for line in lines:
-        assert "pip install 'mnemo-chain[anthropic-memory-tool]'" in line
+        assert line.endswith("install it with: pip install -e '.[anthropic-memory-tool]' in a checkout of Mnemo "
+                             "(mnemo-chain[anthropic-memory-tool] once it is published)")
 
 
 # -- clear_all_memory -------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from helpers.transparency_vectors import (
 from mnemo import MnemoClient
 from mnemo.audit import load_private_key, public_key_bytes
 from mnemo.cli import main
+from mnemo.cli.transparency import NO_CHECKPOINT_OF_KEY
 from mnemo.transparency.cosign import verify_cosigned_checkpoint
 from mnemo.transparency.log import read_tree
 from mnemo.transparency.note import sign_checkpoint_note
@@ -300,3 +301,83 @@ def test_verify_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert (code, out) == (2, "") and "--checkpoint needs --pubkey" in err
     code, out, err = run(capsys, "verify", db, "--origin", "x")
     assert (code, out) == (2, "") and "--origin goes with --checkpoint" in err
+
+
+def test_a_kept_note_is_checked_on_a_database_written_without_a_signing_key(
+    db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's "Proofs for auditors" on the database its Python example wrote (no signing key): the
+    note the key signed is checked, and the log's lack of checkpoints of that key is said, not a failure."""
+    with MnemoClient(db, "agent-1", durability="none") as client:
+        rec = client.remember("The user prefers metric units")
+        client.forget(rec.id)
+    key, pub, note = tmp_path / "mnemo-key", tmp_path / "mnemo-key.pub", tmp_path / "kept.note"
+    assert run(capsys, "keygen", "-o", key)[0] == 0
+    assert run(capsys, "checkpoint", db, "--key", key, "-o", note)[0] == 0
+    size = int(note.read_text().split("\n")[1])
+    origin = read_tree(db).default_origin
+    before = read_tree(db).root()
+    code, out, err = run(capsys, "verify", db, "--pubkey", pub, "--checkpoint", note)
+    assert (code, err) == (0, ""), out
+    assert out.splitlines()[0].startswith(f"OK: {db}: {size} entries, chain intact")
+    assert f"  note: {NO_CHECKPOINT_OF_KEY}\n" in out
+    assert out.endswith(f"checkpoint {note}: OK: the log ({size} entries) extends the checkpoint of {size} entries "
+                        f"of {origin}\n")
+    code, out, _ = run(capsys, "verify", db, "--pubkey", pub, "--checkpoint", note, "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["ok"] and doc["problems"] == [] and doc["notes"][-1] == NO_CHECKPOINT_OF_KEY
+    assert read_tree(db).root() == before  # read as an auditor: nothing written
+    # --pubkey alone still asks for a checkpoint of the key in the log
+    code, out, _ = run(capsys, "verify", db, "--pubkey", pub)
+    assert code == 1 and "problem [unsigned] -: no checkpoint in the log is signed by the given key" in out
+    # the note still pins the log: a note of more entries than the log holds (another, longer history)
+    with MnemoClient(tmp_path / "other.db", "agent-1", durability="none") as client:
+        for i in range(size + 2):
+            client.remember(f"other {i}")
+    longer = tmp_path / "longer.note"
+    assert run(capsys, "checkpoint", tmp_path / "other.db", "--key", key, "--origin", origin, "-o", longer)[0] == 0
+    code, out, _ = run(capsys, "verify", db, "--pubkey", pub, "--checkpoint", longer)
+    assert code == 1 and f"FAILED: checkpoint {longer}: 1 problem\n  problem [truncated]: " in out
+    # and a note of the same size over other entries
+    with MnemoClient(tmp_path / "same.db", "agent-1", durability="none") as client:
+        while read_tree(tmp_path / "same.db").size < size:
+            client.remember("another history")
+    forged = tmp_path / "forged.note"
+    assert run(capsys, "checkpoint", tmp_path / "same.db", "--key", key, "--origin", origin, "-o", forged)[0] == 0
+    code, out, _ = run(capsys, "verify", db, "--pubkey", pub, "--checkpoint", forged)
+    assert code == 1 and f"FAILED: checkpoint {forged}: 1 problem\n  problem [rewritten]: " in out
+
+
+def test_a_log_signed_with_the_notes_key_keeps_every_in_chain_check(
+    db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --checkpoint, a log that holds checkpoints of the key is still checked as --pubkey alone checks
+    it: entries appended without the key fail; a log signed only by another key is checked against the
+    keys its checkpoints name."""
+    key = tmp_path / "k"
+    key.write_bytes(SEED)
+    with MnemoClient(db, "agent-1", durability="none", signing_key=SEED) as client:
+        client.remember("signed")
+        client.checkpoint()
+    note = tmp_path / "kept.note"
+    assert run(capsys, "checkpoint", db, "--key", key, "-o", note)[0] == 0
+    code, out, _ = run(capsys, "verify", db, "--pubkey", PUBKEY.hex(), "--checkpoint", note)
+    assert code == 0 and NO_CHECKPOINT_OF_KEY not in out
+    with MnemoClient(db, "agent-1", durability="none") as client:  # appended by someone without the key
+        client.remember("appended later")
+    last = read_tree(db).size - 1
+    code, out, _ = run(capsys, "verify", db, "--pubkey", PUBKEY.hex(), "--checkpoint", note)
+    assert code == 1 and NO_CHECKPOINT_OF_KEY not in out
+    assert f"problem [unsigned] seq {last}: entries seq {last}..{last} follow the last checkpoint signed by the " \
+           "given key" in out
+    assert f"checkpoint {note}: OK: " in out  # the note itself holds: the log extends it
+    # a log whose only checkpoints are another key's, and a note of this key
+    other = tmp_path / "other.db"
+    with MnemoClient(other, "agent-1", durability="none", signing_key=bytes(range(32))) as client:
+        client.remember("signed by another key")
+        client.checkpoint()
+    other_note = tmp_path / "other.note"
+    assert run(capsys, "checkpoint", other, "--key", key, "-o", other_note)[0] == 0
+    code, out, _ = run(capsys, "verify", other, "--pubkey", PUBKEY.hex(), "--checkpoint", other_note)
+    assert code == 0 and f"  note: {NO_CHECKPOINT_OF_KEY}\n" in out
+    assert "erased versions: 0; checkpoints verified: 1" in out

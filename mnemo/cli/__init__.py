@@ -22,7 +22,6 @@ from collections.abc import Sequence
 
 import click
 
-from .. import __version__
 from .common import (
     CONTEXT_SETTINGS,
     EXIT_INTERRUPTED,
@@ -32,6 +31,7 @@ from .common import (
     PROG,
     State,
     describe_error,
+    emit_json,
     examples,
     json_requested,
     show_error,
@@ -57,15 +57,31 @@ COMMAND_MODULES = (
 )
 
 
+def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """`mnemo --version`: what runs here (mnemo.cli.about), as text or, with --json, one JSON document."""
+    if not value or ctx.resilient_parsing:
+        return
+    from . import about
+
+    run = ctx.ensure_object(State)
+    if run.json:
+        emit_json(about.version_json())
+    else:
+        run.out.write("\n".join(about.version_lines()) + "\n")
+    ctx.exit(EXIT_OK)
+
+
 @click.group(
     PROG, invoke_without_command=True, context_settings=CONTEXT_SETTINGS,
     epilog=examples("mnemo verify memory.mnemo.db", "mnemo ls memory.mnemo.db --agent agent-1 --json",
                     "mnemo COMMAND --help")
     + "\n\nExit codes: 0 fine; 1 problems found; 2 usage error or a file that cannot be read at all.",
 )
-@click.version_option(__version__, "--version", prog_name=PROG, message="%(prog)s %(version)s")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="the version, the scan core in use (native or pure Python) and which extras import")
+@click.option("--json", "as_json", is_flag=True, help="with --version: one JSON document")
 @click.pass_context
-def cli(ctx: click.Context) -> int:
+def cli(ctx: click.Context, as_json: bool) -> int:
     """Mnemo: an embedded, append-only, hash-chained memory store for AI agents."""
     if ctx.invoked_subcommand is None:  # bare `mnemo`: the help, and no error
         state().out.write(ctx.get_help() + "\n")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import io
 import json
 import math
@@ -30,6 +31,7 @@ from ..acl import check_agent_id
 from ..errors import IntegrityError, InvalidInput, MnemoError, NotFound, PermissionDenied
 from ..storage.contract import shown_name
 from ..storage.file.framing import FILE_MAGIC
+from ..tools.mcp.defaults import default_db_path
 
 if TYPE_CHECKING:
     from click._termui_impl import ProgressBar
@@ -378,15 +380,65 @@ def check_mnemo_db(path: str) -> str:
     return path
 
 
-def db_argument(*, mnemo: bool = True) -> Callable[[F], F]:
+def default_db() -> str:
+    """The database of a command given none: `mnemo mcp`'s default (mnemo.tools.mcp.defaults.default_db_path,
+    the one place it is defined: `$XDG_DATA_HOME/mnemo/memory.mnemo.db`, else `~/.local/share/mnemo/...`,
+    on macOS `~/Library/Application Support/mnemo/...`), so that `mnemo ls` after `mnemo mcp` alone shows
+    what was written through it."""
+    return os.fspath(default_db_path())
+
+
+DEFAULT_DB_HELP = (
+    "DB defaults to the database `mnemo mcp` serves when given no --db: $XDG_DATA_HOME/mnemo/memory.mnemo.db, "
+    "else ~/.local/share/mnemo/memory.mnemo.db (on macOS ~/Library/Application Support/mnemo/...)."
+)
+
+
+def _check_db(value: str | None, mnemo: bool) -> str:
+    if value is not None:
+        if is_dsn(value):
+            return value
+        return check_mnemo_db(value) if mnemo else check_input_file(value)
+    path = default_db()
+    if _stat(path, "open") is None:
+        raise UsageError(f"cannot open {path}: No such file or directory; it is the default database, the one "
+                         "`mnemo mcp` serves when given no --db (and creates on its first start): give DB to "
+                         "name another", "UnreadableFile")
+    return check_mnemo_db(path) if mnemo else check_input_file(path)
+
+
+def db_argument(*, mnemo: bool = True, optional: bool = False) -> Callable[[F], F]:
     """The DB argument: a database file (or a PostgreSQL DSN), checked before anything opens it.
-    `mnemo=False` (for verify) accepts any regular file, whose header is then the command's to judge."""
-    check = check_mnemo_db if mnemo else check_input_file
+    `mnemo=False` (for verify) accepts any regular file, whose header is then the command's to judge.
+    `optional=True`: DB may be left out, for `mnemo mcp`'s default database (default_db)."""
 
-    def callback(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
-        return value if is_dsn(value) else check(value)
+    def callback(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
+        return _check_db(value, mnemo)
 
-    return click.argument("db", metavar="DB", callback=callback)
+    return click.argument("db", metavar="[DB]" if optional else "DB", required=not optional, callback=callback)
+
+
+def db_and_record_arguments(f: F) -> F:
+    """`[DB] ID|PATH`: a record (an id, or a memory-tool path) in DB, passed as `db` and `rec_id`; with one
+    argument, the record in the default database (default_db)."""
+
+    def callback(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple[str, str]:
+        if len(value) > 2:
+            raise UsageError(f"expected [DB] ID|PATH, got {len(value)} arguments")
+        if len(value) == 2:
+            return _check_db(value[0], True), value[1]
+        (rec,) = value
+        if is_dsn(rec) or (not rec.startswith("/memories") and os.path.isfile(rec)):
+            raise UsageError(f"{rec} is a database, not a record: give DB ID|PATH (the record's id, or a "
+                             "/memories path, after the database)")
+        return _check_db(None, True), rec
+
+    @functools.wraps(f)  # with the options f was given (click keeps them on the function)
+    def split(*args: Any, db_record: tuple[str, str], **kw: Any) -> Any:
+        return f(*args, db=db_record[0], rec_id=db_record[1], **kw)
+
+    return click.argument("db_record", metavar="[DB] ID|PATH", nargs=-1, required=True,
+                          callback=callback)(split)  # type: ignore[return-value]
 
 
 def load_pubkey(key: str | None) -> bytes | None:

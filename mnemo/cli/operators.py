@@ -12,9 +12,12 @@ from typing import Any
 
 import click
 
+from .. import audit
 from ..acl import PERMISSIONS
-from ..client import MnemoClient
+from ..client import MnemoClient, RecordUnavailable
+from ..errors import IntegrityError, InvalidInput, PermissionDenied
 from ..record import RecordInfo
+from ..storage.contract import shown_name
 from .common import (
     CONTEXT_SETTINGS,
     EXIT_OK,
@@ -117,18 +120,24 @@ def forget(db: str, ids: tuple[str, ...], tag: str | None, path: str | None, sco
     """Forget records: one forget entry, and the content, tags and metadata of every version erased from
     every file of the database before it returns. By ID, by --tag (every record the agent may read with
     it) or by --path (a memory-tool file, or every file beneath a directory); the last two list what they
-    select and ask first on a terminal, and need --yes otherwise. Every record must be one the agent may
-    forget, or nothing is forgotten (PermissionDenied, exit 1)."""
+    select and ask first on a terminal, and need --yes otherwise. An ID already forgotten (from a scope
+    the agent may read) is said on stderr and skipped, and the others are forgotten (exit 0; nothing is
+    written when all were). Every other record must be one the agent may forget, or nothing is forgotten
+    (exit 1: PermissionDenied, or RecordUnavailable for an ID the agent cannot read)."""
     if sum((bool(ids), tag is not None, path is not None)) != 1:
         raise UsageError("give record IDs, or --tag TAG, or --path PATH (exactly one of them)")
     if scope is not None and ids:
         raise UsageError("--scope goes with --tag or --path, not with IDs")
+    already: dict[str, int] = {}
+    entry: dict[str, Any] | None
     with open_client(db, agent, readonly=False, lock_timeout=lock_timeout) as client:
         paths: dict[str, str] = {}
         if ids:
-            n = client.forget(list(ids), reason=reason)
-            entry = _entry(client)
-            forgotten = list(dict.fromkeys(ids))
+            wanted = list(dict.fromkeys(ids))
+            already = _already_forgotten(client, db, wanted)
+            forgotten = [i for i in wanted if i not in already]
+            n = client.forget(forgotten, reason=reason) if forgotten else 0
+            entry = _entry(client) if forgotten else None
         else:
             selection = _Selection(tag, path, scope)
             what = selection.describe(client)
@@ -153,12 +162,60 @@ def forget(db: str, ids: tuple[str, ...], tag: str | None, path: str | None, sco
         doc: dict[str, Any] = {"forgotten": n, "ids": forgotten}
         if path is not None:
             doc["paths"] = paths
+        if ids:
+            doc["already_forgotten"] = already
         emit_json({**doc, "reason": reason, "entry": entry})
     else:
-        echo(f"forgot {_plural(n, 'record')} (forget entry seq {entry['seq']})")
+        for rid, seq in already.items():
+            sys.stderr.write(f"mnemo forget: {rid} was already forgotten (forget entry seq {seq}); "
+                             "nothing left to erase\n")
+        if entry is None:
+            echo(f"forgot 0 records: {'it was' if len(already) == 1 else 'all were'} already forgotten; "
+                 "nothing written")
+        else:
+            echo(f"forgot {_plural(n, 'record')} (forget entry seq {entry['seq']})")
         for rid in forgotten:
             echo(f"  {rid}  {paths[rid]}" if rid in paths else f"  {rid}")
     return EXIT_OK
+
+
+def _already_forgotten(client: MnemoClient, db: str, ids: list[str]) -> dict[str, int]:
+    """The ids among `ids` that the agent cannot read because a forget entry erased them, from a scope it
+    may read now, each with the seq of that forget. Found by reading the chain, and only for ids the
+    agent cannot read: an id it could never have read (another's scope, or none at all) is not told
+    apart from a missing one, and the forget then fails on it as before, forgetting nothing."""
+    unreadable = []
+    for rec_id in ids:
+        try:
+            client.get(rec_id)
+        except RecordUnavailable:
+            unreadable.append(rec_id)
+        except InvalidInput:
+            continue  # a malformed id: forget() refuses it, with the library's words
+    if not unreadable:
+        return {}
+    wanted = set(unreadable)
+    scopes: dict[str, Any] = {}
+    forgets: dict[str, int] = {}
+    try:
+        for item in audit.read_chain(db):
+            e = item.entry
+            if e.op == "put" and e.body.get("id") in wanted:
+                scopes[e.body["id"]] = e.body.get("scope")
+            elif e.op == "forget":
+                for rec_id in wanted.intersection(e.body.get("ids") or ()):
+                    forgets.setdefault(rec_id, e.seq)
+    except IntegrityError as exc:
+        raise Failure(f"{exc} (run `mnemo verify {shown_name(db)}` for the full report)", "IntegrityError") from None
+    found: dict[str, int] = {}
+    for rec_id in unreadable:
+        if rec_id in forgets and isinstance(scopes.get(rec_id), str):
+            try:
+                client.check_permission("read", scopes[rec_id])
+            except (PermissionDenied, InvalidInput):
+                continue
+            found[rec_id] = forgets[rec_id]
+    return found
 
 
 # -- grant, revoke, permissions --------------------------------------------------------------------------

@@ -4,6 +4,7 @@ MnemoClient, so every ACL check applies."""
 from __future__ import annotations
 
 import base64
+import sys
 from typing import Any
 
 import click
@@ -11,14 +12,18 @@ import click
 from .. import audit
 from ..client import MnemoClient
 from ..record import MemoryRecord, RecordInfo
+from ..storage.contract import shown_name
 from . import memory_paths
 from .common import (
     CONTEXT_SETTINGS,
+    DEFAULT_DB_HELP,
     EXIT_OK,
     Failure,
     UsageError,
     agent_option,
+    db_and_record_arguments,
     db_argument,
+    default_agent,
     echo,
     emit_json,
     emit_ndjson,
@@ -59,9 +64,10 @@ def info_json(info: RecordInfo) -> dict[str, Any]:
     epilog=examples(
         "mnemo ls memory.mnemo.db --agent agent-1 --tag prefs",
         "mnemo ls memory.mnemo.db --scope 'team:*' --limit 20 --json   # NDJSON: one record a line",
-    ),
+        "mnemo ls      # the default database: what `mnemo mcp` alone served",
+    ) + "\n\n" + DEFAULT_DB_HELP,
 )
-@db_argument()
+@db_argument(optional=True)
 @agent_option
 @click.option("--tag", "tags", metavar="TAG", multiple=True, help="only records with this tag (repeatable)")
 @click.option("--any-tag", "any_tags", metavar="TAG", multiple=True,
@@ -73,10 +79,17 @@ def info_json(info: RecordInfo) -> dict[str, Any]:
 def ls(db: str, agent: str | None, tags: tuple[str, ...], any_tags: tuple[str, ...], prefix: str | None,
        scope: str | None, limit: int | None, as_json: bool) -> int:
     """List the latest version of every record the agent may read: id, version, scope, size, time, tags.
-    With --json, one JSON object per record and line (NDJSON)."""
+    With --json, one JSON object per record and line (NDJSON). When there is none, standard error says so
+    and names the database's owner (who may read every record), and the exit code is 0: an empty list."""
     with open_client(db, agent) as client:
         infos = client.list_records(tags=list(tags), any_tags=list(any_tags), tag_prefix=prefix, scope=scope,
                                     limit=limit)
+        reader = client.agent_id
+    if not infos and not as_json and limit != 0:
+        filters = [*(f"--tag {t}" for t in tags), *(f"--any-tag {t}" for t in any_tags),
+                   *([f"--prefix {prefix}"] if prefix is not None else []),
+                   *([f"--scope {scope}"] if scope is not None else [])]
+        sys.stderr.write(nothing_listed(db, reader, " ".join(filters)) + "\n")
     for i in infos:
         if as_json:
             emit_ndjson(info_json(i))
@@ -84,6 +97,18 @@ def ls(db: str, agent: str | None, tags: tuple[str, ...], any_tags: tuple[str, .
             echo(f"{i.id}  v{i.version:<3} {i.scope:<20} {i.size:>8}  {timestamp(i.updated_at)}  "
                  f"{' '.join(i.tags)}")
     return EXIT_OK
+
+
+def nothing_listed(db: str, reader: str, filters: str) -> str:
+    """Why `mnemo ls` lists nothing: no record READER may read (that matches the filters), and who owns
+    the database, who may read every record."""
+    owner = default_agent(db)
+    matching = f" that matches {filters}" if filters else ""
+    if reader == owner:
+        return f"mnemo ls: no record in {shown_name(db)}{matching} (listed as {owner}, its owner, who may read " \
+               "every record)"
+    return (f"mnemo ls: no record that {reader} may read in {shown_name(db)}{matching}; the database's owner is "
+            f"{owner}: --agent {owner} lists every record")
 
 
 _SCOPE_HELP = "for a memory-tool PATH: the memory tool's scope (default: the agent's home)"
@@ -105,10 +130,10 @@ def _record_id(client: MnemoClient, arg: str, scope: str | None) -> str:
         "mnemo cat memory.mnemo.db 01a2337d34a371e8aaa945bc92f8585f",
         "mnemo cat memory.mnemo.db /memories/people/ana/profile.md --agent demo-agent",
         "mnemo cat memory.mnemo.db 01a2337d34a371e8aaa945bc92f8585f --version 1 --json",
-    ),
+        "mnemo cat /memories/notes.md      # in the default database",
+    ) + "\n\n" + DEFAULT_DB_HELP,
 )
-@db_argument()
-@click.argument("rec_id", metavar="ID|PATH")
+@db_and_record_arguments
 @click.option("--version", metavar="N", type=click.IntRange(min=0), help="this version instead of the latest")
 @click.option("--scope", metavar="SCOPE", help=_SCOPE_HELP)
 @agent_option
@@ -146,10 +171,9 @@ def cat(db: str, rec_id: str, version: int | None, scope: str | None, agent: str
         "mnemo history memory.mnemo.db 01a2337d34a371e8aaa945bc92f8585f",
         "mnemo history memory.mnemo.db /memories/people/ana/profile.md",
         "mnemo history memory.mnemo.db 01a2337d34a371e8aaa945bc92f8585f --json   # NDJSON: one version a line",
-    ),
+    ) + "\n\n" + DEFAULT_DB_HELP,
 )
-@db_argument()
-@click.argument("rec_id", metavar="ID|PATH")
+@db_and_record_arguments
 @click.option("--scope", metavar="SCOPE", help=_SCOPE_HELP)
 @agent_option
 @json_option
@@ -175,9 +199,10 @@ def history(db: str, rec_id: str, scope: str | None, agent: str | None, as_json:
 @click.command(
     "stats", context_settings=CONTEXT_SETTINGS,
     short_help="counts and sizes",
-    epilog=examples("mnemo stats memory.mnemo.db", "mnemo stats memory.mnemo.db --agent agent-1 --json"),
+    epilog=examples("mnemo stats memory.mnemo.db", "mnemo stats memory.mnemo.db --agent agent-1 --json")
+    + "\n\n" + DEFAULT_DB_HELP,
 )
-@db_argument()
+@db_argument(optional=True)
 @agent_option
 @json_option
 def stats(db: str, agent: str | None, as_json: bool) -> int:
@@ -196,9 +221,10 @@ def stats(db: str, agent: str | None, as_json: bool) -> int:
 @click.command(
     "compact", context_settings=CONTEXT_SETTINGS,
     short_help="rewrite the log without the bytes of erased payloads",
-    epilog=examples("mnemo compact memory.mnemo.db", "mnemo compact memory.mnemo.db --lock-timeout 30 --json"),
+    epilog=examples("mnemo compact memory.mnemo.db", "mnemo compact memory.mnemo.db --lock-timeout 30 --json")
+    + "\n\n" + DEFAULT_DB_HELP,
 )
-@db_argument()
+@db_argument(optional=True)
 @agent_option
 @lock_timeout_option
 @json_option

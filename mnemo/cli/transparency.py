@@ -11,11 +11,13 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import click
 
 from .. import audit
+from ..record import VerifyReport
 from ..storage.contract import shown_name
 from ..transparency import commands as tc
 from ..transparency.errors import Finding, Rejected, TransparencyError
@@ -299,6 +301,26 @@ def _extends_lines(report: ExtendsReport, note: str) -> None:
         _problems(report.problems, f"checkpoint {note}")
 
 
+NO_CHECKPOINT_OF_KEY = (
+    "no checkpoint in the log is signed by the given key (it was written without that signing key): the "
+    "key checked the checkpoint note, the log's own checkpoints were checked against the keys they name, "
+    "and no signature of the key covers the entries after the note's size"
+)
+
+
+def _whole_file(db: str, key: bytes, expect_head: tuple[int, str] | None) -> VerifyReport:
+    """`mnemo verify`'s check beside a checkpoint note. A log that holds checkpoints signed by the note's
+    key is checked as `--pubkey` alone checks it (every checkpoint signed by the key, one covering the
+    head); a log that holds none (written without a signing key, or with another) is checked as without a
+    key, saying so: the note, kept elsewhere, is then what the key vouches for."""
+    report = audit.verify_db(db, pubkey=key, expect_head=expect_head)
+    # the one finding with no seq of its kind: no checkpoint of the key verified anywhere in the log
+    if not any(p.kind == "unsigned" and p.seq is None for p in report.problems):
+        return report
+    plain = audit.verify_db(db, expect_head=expect_head)
+    return replace(plain, notes=(*plain.notes, NO_CHECKPOINT_OF_KEY))
+
+
 def _with_checkpoint(original: Callable[..., Any]) -> Callable[..., Any]:
     """`mnemo verify`'s callback, taking --checkpoint and --origin as well."""
 
@@ -312,7 +334,7 @@ def _with_checkpoint(original: Callable[..., Any]) -> Callable[..., Any]:
             raise UsageError("--checkpoint needs --pubkey: the key that signed the checkpoint")
         with _library_errors():
             key = tc.public_key(pubkey)
-        report = audit.verify_db(db, pubkey=key, expect_head=kw["expect_head"])
+        report = _whole_file(db, key, kw["expect_head"])
         with _library_errors():
             extends = tc.verify_checkpoint(db, checkpoint, key, origin)
         if as_json:
@@ -334,7 +356,7 @@ def _extend_verify(root: click.Group) -> None:
     verify.params[at:at] = [
         click.Option(["--checkpoint"], metavar="NOTE", callback=_file,
                      help="a checkpoint note kept elsewhere (signed by --pubkey): the log must extend it, "
-                          "so a log cut back or rewritten below its size fails"),
+                          "so a log cut back or rewritten below its size fails; any database, signed or not"),
         click.Option(["--origin"], metavar="ORIGIN",
                      help="with --checkpoint: the log's name (default: mnemo.local/<db_id>)"),
     ]

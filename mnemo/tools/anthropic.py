@@ -29,9 +29,11 @@ try:
     from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
     from anyio.to_thread import run_sync
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
+    from mnemo._install import install_hint
+
     raise ImportError(
-        "mnemo.tools.anthropic needs the Anthropic SDK (anthropic>=0.69); "
-        "install it with: pip install 'mnemo-chain[anthropic-memory-tool]'"
+        f"mnemo.tools.anthropic needs the Anthropic SDK (anthropic>=0.69); install it with: "
+        f"{install_hint('anthropic-memory-tool')}"
     ) from _exc
 
 from mnemo.tools.server import INTERNAL_ERROR, CommandResult, MnemoMemoryToolServer

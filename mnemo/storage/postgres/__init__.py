@@ -6,11 +6,10 @@ from __future__ import annotations
 try:
     import psycopg  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the environment
+    from ..._install import install_hint
     from ...errors import StorageError
 
-    raise StorageError(
-        "a postgresql:// database needs psycopg 3: pip install 'mnemo-chain[postgres]'"
-    ) from exc
+    raise StorageError(f"a postgresql:// database needs psycopg 3: {install_hint('postgres')}") from exc
 
 from .store import PostgresStore, application_dsn, display_name, grant_application_role, open_postgres
 

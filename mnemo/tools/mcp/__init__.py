@@ -13,7 +13,7 @@ an error is an MCP tool error, `isError: true`, with the same text), `memory_his
 `memory_verify`. A read-only server does not list the four tools that write. Every command is one
 transaction under the writer lock, so several servers on one database never lose an edit.
 
-The server needs the `mcp` extra (`pip install 'mnemo-chain[mcp]'`). Only `mnemo.tools.mcp.app` imports
+The server needs the `mcp` extra (`pip install -e '.[mcp]'` in a checkout). Only `mnemo.tools.mcp.app` imports
 the SDK, on first use of a name from it: the tools, tokens and defaults need nothing but Mnemo, so a
 bad option can be refused before the SDK is loaded, and `import mnemo` never loads it.
 """

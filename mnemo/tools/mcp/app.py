@@ -25,9 +25,10 @@ try:
     import anyio
     import mcp.types as types
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "mnemo.tools.mcp needs the MCP Python SDK (mcp>=2); install it with: pip install 'mnemo-chain[mcp]'"
-    ) from _exc
+    from mnemo._install import install_hint
+
+    raise ImportError(f"mnemo.tools.mcp needs the MCP Python SDK (mcp>=2); install it with: {install_hint('mcp')}") \
+        from _exc
 from mcp.server import Server, ServerRequestContext
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
