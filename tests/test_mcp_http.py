@@ -5,8 +5,13 @@ Only on 127.0.0.1, on a port the server picks itself (`--port 0`) and announces 
 
 from __future__ import annotations
 
+import contextlib
 import re
+import resource
+import selectors
+import socket
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +19,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
+import anyio  # noqa: E402
 import httpx2  # noqa: E402
 
 from mnemo import MnemoClient  # noqa: E402
@@ -22,6 +28,7 @@ from tests.helpers.mcp_procs import (  # noqa: E402
     TIMEOUT,
     http_server,
     http_session,
+    lowered_nofile,
     mcp_argv,
     run_async,
     server_env,
@@ -151,3 +158,208 @@ def test_http_needs_tokens_and_refuses_bad_ones(tmp_path: Path) -> None:
         assert message in proc.stderr
         assert "short" not in proc.stderr  # not even a refused token is echoed
     assert not db.exists()
+    # Too few descriptors for the connections the server must keep room for: said before anything opens.
+    proc = subprocess.run(
+        mcp_argv("--db", str(db), "--transport", "http", "--port", "0"), stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, env=server_env({"MNEMO_MCP_TOKENS": f"{ALICE} alice"}), timeout=TIMEOUT,
+        preexec_fn=lowered_nofile(200),
+    )
+    assert (proc.returncode, proc.stderr) == (2, (
+        "mnemo: error: the descriptor limit (ulimit -n) is 200, which leaves room for 0 connections beside the 208 "
+        "descriptors the server keeps for itself: raise it to at least 224\n"
+    ))
+    assert not db.exists()
+
+
+# -- connections: how many, and how long a request may take to arrive ----------------------------------
+
+HALF_SENT = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"  # no blank line
+
+
+def answer(status: str, text: str) -> bytes:
+    body = (text + "\n").encode()
+    retry = "retry-after: 1\r\n" if status.startswith("503") else ""
+    return (
+        f"HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+        f"content-length: {len(body)}\r\n{retry}\r\n"
+    ).encode() + body
+
+
+def timed_out(seconds: int) -> bytes:
+    return answer("408 Request Timeout", f"The request did not arrive whole within {seconds} s of the connection "
+                                         "being ready for it; send each request at once.")
+
+
+def port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1].split("/", 1)[0])
+
+
+def need_descriptors(n: int) -> None:
+    """This process (the attacker) must hold `n` sockets: raise its soft limit, or skip."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < n:
+        if hard != resource.RLIM_INFINITY and hard < n:
+            pytest.skip(f"this test opens {n} sockets; the descriptor limit is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard))
+
+
+def half_sent(port: int, n: int) -> list[socket.socket]:
+    """`n` connections, each with the start of a request and never the rest."""
+    out = []
+    for _ in range(n):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        out.append(sock)
+        with contextlib.suppress(OSError):  # closed by the server as soon as accepted
+            sock.sendall(HALF_SENT)
+    return out
+
+
+def closed_by_server(socks: list[socket.socket], timeout: float) -> list[bytes | None]:
+    """What the server sent on each socket before closing it; None for one it still holds after
+    `timeout` seconds (each socket is read until it closes, never longer than that)."""
+    got: dict[socket.socket, bytearray] = {s: bytearray() for s in socks}
+    done: dict[socket.socket, bytes] = {}
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        for s in socks:
+            s.setblocking(False)
+            sel.register(s, selectors.EVENT_READ)
+        while len(done) < len(socks) and (left := deadline - time.monotonic()) > 0:
+            for key, _ in sel.select(min(left, 0.5)):
+                sock: socket.socket = key.fileobj  # type: ignore[assignment]
+                try:
+                    chunk = sock.recv(4096)
+                except ConnectionResetError:
+                    chunk = b""
+                except BlockingIOError:
+                    continue
+                if chunk:
+                    got[sock] += chunk
+                else:
+                    done[sock] = bytes(got[sock])
+                    sel.unregister(sock)
+    return [done.get(s) for s in socks]
+
+
+def still_open(socks: list[socket.socket]) -> int:
+    """How many of `socks` the server has neither answered nor closed (checked without waiting)."""
+    with selectors.DefaultSelector() as sel:
+        for s in socks:
+            sel.register(s, selectors.EVENT_READ)
+        return len(socks) - len(sel.select(0))
+
+
+def test_a_client_is_served_while_a_thousand_half_sent_requests_are_held(tmp_path: Path, tokens_file: Path) -> None:
+    need_descriptors(1400)
+    db = tmp_path / "m.db"
+
+    async def session(url: str) -> list[str]:
+        async with http_session(url, ALICE) as alice:
+            created = await alice.call_tool("memory_create", {"path": "/memories/a.md", "file_text": "held\n"})
+            viewed = await alice.call_tool("memory_view", {"path": "/memories/a.md"})
+        return [text_of(created), text_of(viewed)]
+
+    with http_server("--db", str(db), "--agent", OWNER, "--tokens", str(tokens_file), "--read-timeout", "5") as (
+        url, proc, stderr,
+    ):
+        port = port_of(url)
+        held = half_sent(port, 1000)
+        try:
+            opened = time.monotonic()
+            assert still_open(held) == 1000  # the default limit: 1000 connections, all still held
+            start = time.monotonic()
+            response = post(url, ALICE)
+            served = time.monotonic() - start
+            results = run_async(session, url)
+            in_time = time.monotonic() - opened < 5  # before any held connection could time out
+            # 100 more: each closes the connection that has waited longest (the SDK's took some too).
+            more = half_sent(port, 100)
+            outcomes = closed_by_server(held + more, timeout=5 + TIMEOUT)
+        finally:
+            for s in held + more:
+                s.close()
+        after = post(url, ALICE)
+    assert response.status_code == 200 and served < 2, served
+    assert results == [
+        "File created successfully at: /memories/a.md",
+        "Here's the content of /memories/a.md with line numbers:\n     1\theld\n     2\t",
+    ]
+    assert after.status_code == 200
+    assert in_time
+    busy = answer("503 Service Unavailable", "The server has 1000 connections open, its limit; try again.")
+    assert None not in outcomes  # every one was closed, by the limit or by the timeout
+    assert set(outcomes) <= {busy, timed_out(5)}
+    shed = [i for i, o in enumerate(outcomes) if o == busy]
+    # The ones that waited longest went first, and no more than made room for the newcomers.
+    assert shed == list(range(len(shed)))
+    assert 100 <= len(shed) <= 110
+    assert proc.returncode == 0
+    assert "mnemo mcp: WARNING: 1000 connections open, the limit (--max-connections): each new one now closes the " \
+           "one that has waited longest for its request (counts follow at most once a minute)\n" in stderr.text
+
+
+def test_half_sent_requests_never_exhaust_the_descriptors(db: str, tokens_file: Path) -> None:
+    need_descriptors(1400)
+    with http_server("--db", str(db), "--agent", OWNER, "--tokens", str(tokens_file), "--read-timeout", "5",
+                     nofile=1024) as (url, proc, stderr):
+        stderr.wait_for(r"^mnemo mcp: warning: the descriptor limit \(ulimit -n 1024\) leaves room for 808 "
+                        r"connections, fewer than the 1000 asked for$")
+        held = half_sent(port_of(url), 1100)  # more than the server has descriptors
+        try:
+            opened = time.monotonic()
+            start = time.monotonic()
+            response = post(url, ALICE)
+            served = time.monotonic() - start
+            in_time = time.monotonic() - opened < 5
+            outcomes = closed_by_server(held, timeout=5 + TIMEOUT)
+        finally:
+            for s in held:
+                s.close()
+        after = post(url, BOB)
+    assert response.status_code == 200 and served < 2, served
+    assert in_time and after.status_code == 200
+    busy = answer("503 Service Unavailable", "The server has 808 connections open, its limit; try again.")
+    # Closed by the limit (or as soon as accepted: nothing sent), else after the timeout; none left.
+    assert None not in outcomes and set(outcomes) <= {busy, b"", timed_out(5)}
+    assert 790 <= outcomes.count(timed_out(5)) <= 808
+    assert "Too many open files" not in stderr.text and "out of system resource" not in stderr.text
+    assert proc.returncode == 0
+
+
+def test_a_request_must_arrive_whole_within_the_read_timeout(tmp_path: Path, tokens_file: Path) -> None:
+    async def slow_session(url: str) -> str:
+        async with http_session(url, ALICE) as alice:  # its event stream is open meanwhile
+            await anyio.sleep(2.5)  # idle past the timeout
+            return text_of(await alice.call_tool("memory_view", {"path": "/memories"}))
+
+    with http_server("--db", str(tmp_path / "m.db"), "--tokens", str(tokens_file), "--read-timeout", "1") as (
+        url, _, _,
+    ):
+        port = port_of(url)
+        idle = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        trickle = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        start = time.monotonic()
+        trickled = b""
+        try:
+            for byte in HALF_SENT:  # a byte every 0.1 s does not extend the deadline
+                trickle.sendall(bytes([byte]))
+                trickled += bytes([byte])
+                time.sleep(0.1)
+        except OSError:
+            pass
+        waited = time.monotonic() - start
+        # A second request on a kept-alive connection that never ends.
+        kept = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        kept.sendall(b"GET /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        first = kept.recv(4096)
+        kept.sendall(HALF_SENT)
+        outcomes = closed_by_server([idle, trickle, kept], timeout=TIMEOUT)
+        for s in (idle, trickle, kept):
+            s.close()
+        viewed = run_async(slow_session, url)
+    assert 1 <= waited < 1 + 3 and len(trickled) < len(HALF_SENT)
+    assert outcomes[:2] == [b"", timed_out(1)]
+    assert first.startswith(b"HTTP/1.1 404 Not Found\r\n")
+    kept_out = outcomes[2]
+    assert kept_out is not None and kept_out.endswith(timed_out(1))
+    assert viewed.startswith("Here're the files and directories up to 2 levels deep in /memories")
