@@ -50,7 +50,7 @@ HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "app
 @pytest.fixture
 def tokens_file(tmp_path: Path) -> Path:
     path = tmp_path / "tokens.txt"
-    path.write_text(f"# remote agents\n{ALICE} alice\n\n{BOB} bob the builder\n")
+    path.write_text(f"# remote agents\n{ALICE} alice # laptop\n\n{BOB} bob the builder\n")
     path.chmod(0o600)
     return path
 
@@ -148,6 +148,8 @@ def test_http_needs_tokens_and_refuses_bad_ones(tmp_path: Path) -> None:
         ([], {}, "the HTTP transport needs bearer tokens: --tokens FILE or $MNEMO_MCP_TOKENS"),
         ([], {"MNEMO_MCP_TOKENS": "short alice"}, "$MNEMO_MCP_TOKENS: line 1: a token must be at least 16 characters"),
         (["--tokens", str(tmp_path / "missing.txt")], {}, "cannot read the tokens file"),
+        ([], {"MNEMO_MCP_TOKENS": f'{{"{ALICE}": "alice", "{ALICE}": "mallory"}}'},
+         "$MNEMO_MCP_TOKENS: entry 2: this token is listed twice (first at entry 1): list each token once"),
     ]
     for args, env, message in cases:
         proc = subprocess.run(
@@ -156,7 +158,7 @@ def test_http_needs_tokens_and_refuses_bad_ones(tmp_path: Path) -> None:
         )
         assert proc.returncode == 2, proc.stderr
         assert message in proc.stderr
-        assert "short" not in proc.stderr  # not even a refused token is echoed
+        assert "short" not in proc.stderr and ALICE not in proc.stderr  # not even a refused token is echoed
     assert not db.exists()
     # Too few descriptors for the connections the server must keep room for: said before anything opens.
     proc = subprocess.run(

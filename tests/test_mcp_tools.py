@@ -210,6 +210,23 @@ def test_parse_tokens_lines_and_json() -> None:
 
 
 @pytest.mark.parametrize(
+    ("line", "agent"),
+    [
+        (f"{TOKEN_A} alice # laptop", "alice"),  # a comment after whitespace ends the agent id
+        (f"{TOKEN_A} alice\t#laptop", "alice"),
+        (f"{TOKEN_A}\talice the builder   #  # two", "alice the builder"),
+        (f"   # {TOKEN_B} b\n{TOKEN_A} alice", "alice"),  # a whole-line comment, indented
+        (f"{TOKEN_A} team#1", "team#1"),  # a # inside a word is part of it
+        (f"{TOKEN_A} a#b # c#d", "a#b"),
+    ],
+)
+def test_a_comment_starts_at_a_hash_at_the_start_or_after_whitespace(line: str, agent: str) -> None:
+    assert parse_tokens(line, "f") == {TOKEN_A: agent}
+    # The JSON format holds the same agent ids: one grammar.
+    assert parse_tokens(f'{{"{TOKEN_A}": "{agent}"}}', "f") == {TOKEN_A: agent}
+
+
+@pytest.mark.parametrize(
     ("text", "message"),
     [
         ("", "src: no tokens"),
@@ -218,7 +235,30 @@ def test_parse_tokens_lines_and_json() -> None:
         ("shorttoken a\n", "src: line 1: a token must be at least 16 characters long"),
         (f"\n{TOKEN_A}é a\n", "src: line 2: a token must be letters, digits and -._~+/ (optionally ending in =)"),
         (f"{TOKEN_A}=x a\n", "src: line 1: a token must be letters, digits and -._~+/ (optionally ending in =)"),
-        (f"{TOKEN_A} a\n{TOKEN_A} b\n", "src: line 2: this token is listed twice"),
+        (f"{TOKEN_A} a\n{TOKEN_A} b\n",
+         "src: line 2: this token is listed twice (first at line 1): list each token once"),
+        (f"{TOKEN_A} a\n# {TOKEN_B} b\n{TOKEN_B} c\n{TOKEN_A} a # again\n",
+         "src: line 4: this token is listed twice (first at line 1): list each token once"),
+        # JSON: json.loads alone would keep the last agent of a key listed twice, silently.
+        (f'{{"{TOKEN_A}": "a", "{TOKEN_B}": "b", "{TOKEN_A}": "c"}}',
+         "src: entry 3: this token is listed twice (first at entry 1): list each token once"),
+        (f'{{"{TOKEN_A}": "a", "\\u0041{TOKEN_A[1:]}": "a"}}',  # the same key, written another way
+         "src: entry 2: this token is listed twice (first at entry 1): list each token once"),
+        (f"{TOKEN_A} #alice\n", "src: line 1: expected `token agent_id`"),
+        (f'{{"{TOKEN_A}": "alice # laptop"}}',
+         "src: entry 1: agent id 'alice # laptop' holds a comment (a # at its start or after a space): write the "
+         "agent id alone"),
+        (f'{{"{TOKEN_A}": "#alice"}}',
+         "src: entry 1: agent id '#alice' holds a comment (a # at its start or after a space): write the agent id "
+         "alone"),
+        # Agent ids follow the rule of every agent id (mnemo.acl.check_agent_id), in both formats.
+        (f"{TOKEN_A} al  ice # two spaces\n", "src: line 1: agent id 'al  ice' holds two spaces in a row"),
+        (f"{TOKEN_A} a*\n",
+         "src: line 1: agent id 'a*' contains `*`, the pattern character: a name is never a pattern"),
+        (f'{{"{TOKEN_A}": "\u0430lice"}}',
+         "src: entry 1: agent id '\u0430lice' mixes letters of the CYRILLIC and LATIN scripts in one word, which can "
+         "look alike"),
+        (f'{{"{TOKEN_A}": {{"x": 1}}}}', "src: entry 1: agent id must be a non-empty string, got {'x': 1}"),
         (f"{TOKEN_A} a\x07b\n", "src: line 1: agent id 'a\\x07b' contains the control character U+0007 (unnamed)"),
         (f'{{"{TOKEN_A}": 3}}', "src: entry 1: agent id must be a non-empty string, got 3"),
         (f'{{"{TOKEN_A}": ""}}', "src: entry 1: agent id must be a non-empty string, got ''"),

@@ -110,7 +110,8 @@ def _opening(db: str | None) -> Iterator[None]:
 @click.option("--port", metavar="N", type=click.IntRange(0, 65535),
               help=f"HTTP: the port (default: {DEFAULT_PORT}; 0 picks a free one, announced on stderr)")
 @click.option("--tokens", metavar="FILE",
-              help=f"HTTP: bearer tokens, lines `TOKEN AGENT` or a JSON object (default: ${TOKENS_ENV})")
+              help=f"HTTP: bearer tokens, lines `TOKEN AGENT` (a # at a line's start or after whitespace starts a "
+                   f"comment) or a JSON object (default: ${TOKENS_ENV})")
 @click.option("--max-connections", "max_connections", metavar="N", type=click.IntRange(1),
               help=f"HTTP: connections open at once (default: {DEFAULT_MAX_CONNECTIONS}, fewer if `ulimit -n` "
                    "leaves room for fewer); one more closes the one that has waited longest for its request")
