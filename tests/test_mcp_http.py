@@ -24,6 +24,7 @@ import httpx2  # noqa: E402
 
 from mnemo import MnemoClient  # noqa: E402
 from mnemo.storage.contract import shown_name  # noqa: E402
+from mnemo.tools.mcp.tools import TOOLS  # noqa: E402
 from tests.helpers.mcp_procs import (  # noqa: E402
     TIMEOUT,
     http_server,
@@ -44,6 +45,7 @@ INITIALIZE = {
     "method": "initialize",
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
 }
+NOT_SHOWN = "not shown: the chain's length and head, its erasures and other scopes: the whole report needs admin on *"
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -113,9 +115,13 @@ def test_two_tokens_are_two_agents_with_separate_memories(db: str, tokens_file: 
                 (bob, "memory_view", {"path": "/memories/plan.md"}),
                 (bob, "memory_delete", {"path": "/memories/plan.md"}),
                 (alice, "memory_view", {"path": "/memories"}),
+                (bob, "memory_verify", {}),  # a token agent is not the owner: a check of what it can read
+                (alice, "memory_verify", {}),
             ]:
                 result = await session.call_tool(tool, args)
                 out.append(("E " if result.is_error else "") + text_of(result))
+            listed = (await bob.list_tools()).tools
+            out.append(next(tool.description or "" for tool in listed if tool.name == "memory_verify"))
         return out
 
     with http_server("--db", str(db), "--agent", OWNER, "--tokens", str(tokens_file)) as (url, proc, stderr):
@@ -133,6 +139,11 @@ def test_two_tokens_are_two_agents_with_separate_memories(db: str, tokens_file: 
         "Successfully deleted /memories/plan.md",
         "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and "
         "node_modules:\n13B\t/memories\n13B\t/memories/plan.md",
+        "OK: the chain is intact; this check covers the 0 versions of the 0 records you can read "
+        f"(scope agent:bob the builder)\n{NOT_SHOWN}",
+        "OK: the chain is intact; this check covers the 1 version of the 1 record you can read "
+        f"(scope agent:alice)\n{NOT_SHOWN}",
+        next(tool.description for tool in TOOLS if tool.name == "memory_verify"),
     ]
     # The server stopped cleanly on SIGTERM and the chain says who wrote what, as which agent.
     assert proc.returncode == 0

@@ -8,16 +8,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.backends import snapshot
+from helpers.backends import damage_payload, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mnemo import MemoryRecord, MnemoClient, Problem, VerifyReport
-from mnemo.errors import Closed, InvalidInput
+from mnemo import MemoryRecord, MnemoClient, Problem, ScopeReport, VerifyReport
+from mnemo.errors import Closed, InvalidInput, PermissionDenied
 from mnemo.tools import MnemoMemoryToolServer
 from mnemo.tools.mcp.defaults import default_agent, default_db_path
 from mnemo.tools.mcp.tokens import TokenTable, load_tokens, parse_tokens
-from mnemo.tools.mcp.tools import TOOLS, call_tool, format_history, format_verify, tools_for
+from mnemo.tools.mcp.tools import (
+    TOOLS,
+    call_tool,
+    format_history,
+    format_scope_verify,
+    format_verify,
+    tools_for,
+)
 
 AGENT = "agent-1"
 COMMAND_OF = {t.name: t.command for t in TOOLS if t.command is not None}
@@ -195,6 +202,100 @@ def test_format_verify_of_a_damaged_chain() -> None:
         "FAILED: 1 problem in 0 entries read\nerased versions: 0; signed checkpoints verified: 0\n"
         "problem [header] -: bad magic"
     )
+
+
+NOT_SHOWN = "not shown: the chain's length and head, its erasures and other scopes: the whole report needs admin on *"
+OUTSIDE = "the chain has problems outside what you can read: the owner's `mnemo verify` lists them"
+
+
+def test_verify_is_listed_for_every_agent_and_says_what_it_covers() -> None:
+    (verify,) = [t for t in tools_for(False) if t.name == "memory_verify"]
+    assert verify.description.endswith(
+        "For the store's administrator (admin on *), reports the whole chain: the number of entries, its head and "
+        "every problem found. For any other agent, reports what it can read: the versions of its files in the "
+        "scopes this server serves, every problem among them, and whether the chain has problems elsewhere."
+    )
+
+
+def test_verify_for_an_agent_that_is_not_the_owner_checks_what_it_can_read(db: str) -> None:
+    with MnemoClient(db, "owner") as owner:
+        call_tool(MnemoMemoryToolServer(owner), "memory_create", {"path": "/memories/o.md", "file_text": "o"})
+        owner.grant(AGENT, "team:x", ["read", "write"])
+        (owners_file,) = MnemoMemoryToolServer(owner).history("/memories/o.md")
+        owner_id = owners_file.id
+    with MnemoClient(db, AGENT) as agent:
+        server = MnemoMemoryToolServer(agent)
+        for tool, args in [
+            ("memory_create", {"path": "/memories/a.md", "file_text": "a"}),
+            ("memory_str_replace", {"path": "/memories/a.md", "old_str": "a", "new_str": "b"}),
+            ("memory_create", {"path": "/memories/c.md", "file_text": "c"}),
+        ]:
+            assert not call_tool(server, tool, args).is_error
+        mine = [v.seq for v in server.history("/memories/a.md")]
+        before = snapshot(db)
+        verified = call_tool(server, "memory_verify", {})
+        # With mounts: every scope served that the agent may read; one it may not read is left out.
+        mounted = MnemoMemoryToolServer(agent, mounts={"/memories/team": "team:x", "/memories/o": "agent:owner"})
+        with_mounts = call_tool(mounted, "memory_verify", {}).text
+        denied = call_tool(MnemoMemoryToolServer(agent, scope="agent:owner"), "memory_verify", {})
+    assert snapshot(db) == before  # a check writes nothing
+    assert (verified.text, verified.is_error) == (
+        f"OK: the chain is intact; this check covers the 3 versions of the 2 records you can read (scope agent:{AGENT})"
+        f"\n{NOT_SHOWN}",
+        False,
+    )
+    assert with_mounts == (
+        "OK: the chain is intact; this check covers the 3 versions of the 2 records you can read "
+        f"(scopes agent:{AGENT}, team:x)\n{NOT_SHOWN}"
+    )
+    assert (denied.text, denied.is_error) == (
+        f"Error: Permission denied: {AGENT} may not read in scope agent:owner", True
+    )
+    with MnemoClient(db, "owner") as owner:  # the owner still gets the whole chain's report
+        assert call_tool(MnemoMemoryToolServer(owner), "memory_verify", {}).text.startswith(
+            "OK: the chain is intact: 6 entries verified\nhead: 5:"
+        )
+
+    # Damage beyond what the agent can read is said, not described; damage to its own versions is listed.
+    damage_payload(db, owners_file.seq)
+    with MnemoClient(db, AGENT) as agent:
+        elsewhere = call_tool(MnemoMemoryToolServer(agent), "memory_verify", {})
+    assert (elsewhere.text, elsewhere.is_error) == (
+        f"FAILED: {OUTSIDE}; the 3 versions of the 2 records you can read (scope agent:{AGENT}) show none\n{NOT_SHOWN}",
+        False,
+    )
+    damage_payload(db, mine[0])
+    with MnemoClient(db, AGENT) as agent:
+        both = call_tool(MnemoMemoryToolServer(agent), "memory_verify", {}).text.split("\n")
+    assert both[0] == f"FAILED: 1 problem in the 3 versions of the 2 records you can read (scope agent:{AGENT})"
+    assert both[1].startswith("problem [") and f"] seq {mine[0]}" in both[1]
+    assert both[2:] == [OUTSIDE, NOT_SHOWN]
+    assert owner_id not in "\n".join(both)  # nothing of the owner's damaged record is described
+
+
+def test_verify_scopes_needs_read_in_each_scope(db: str) -> None:
+    with MnemoClient(db, "owner") as owner:
+        owner.remember("x", scope="team:y")
+        owner.grant(AGENT, "team:y", ["read"])
+    with MnemoClient(db, AGENT) as agent:
+        report = agent.verify_scopes(["team:y", "team:y"])
+        assert report == ScopeReport(ok=True, scopes=("team:y",), records=1, versions=1)
+        assert agent.verify_scopes("team:y") == report
+        assert report.to_json() == {
+            "ok": True, "scopes": ["team:y"], "records": 1, "versions": 1, "problems": [], "elsewhere": False,
+        }
+        assert format_scope_verify(report) == (
+            f"OK: the chain is intact; this check covers the 1 version of the 1 record you can read (scope team:y)"
+            f"\n{NOT_SHOWN}"
+        )
+        with pytest.raises(PermissionDenied, match=rf"^{AGENT} may not read in scope agent:owner$"):
+            agent.verify_scopes(["team:y", "agent:owner"])
+        with pytest.raises(InvalidInput, match=r"^verify_scopes needs at least one scope$"):
+            agent.verify_scopes([])
+        with pytest.raises(InvalidInput, match=r"contains `\*`"):
+            agent.verify_scopes(["team:*"])  # exact scopes only
+        with pytest.raises(PermissionDenied, match=rf"^{AGENT} may not verify the chain: it needs admin on \*$"):
+            agent.verify()
 
 
 # -- tokens -----------------------------------------------------------------------------------------
