@@ -17,7 +17,7 @@ hold them all, and once the descriptors are gone no one else is even accepted. H
   is closed at once), so the server never runs out of descriptors.
 
 A connection whose request has arrived (the server is answering it, or streaming events to it) is never
-closed by these bounds. They work on uvicorn's h11 protocol (`GuardedProtocol` is a subclass of it),
+closed by these bounds. They work on uvicorn's h11 protocol (`guarded_protocol` makes a subclass of it),
 whatever HTTP implementation uvicorn would otherwise pick.
 """
 
@@ -172,17 +172,17 @@ class ConnectionGuard:
 
     def _warn(self) -> None:
         now = time.monotonic()
+        n = self.max_connections
+        limit = f"{n} connection{'s' if n != 1 else ''} open, the limit (--max-connections)"
         if self._warned_at is None:
             log.warning(
-                "%d connections open, the limit (--max-connections): each new one now closes the one that has "
-                "waited longest for its request (counts follow at most once a minute)", self.max_connections,
+                "%s: each new one now closes the one that has waited longest for its request (counts follow at "
+                "most once a minute)", limit,
             )
         elif now - self._warned_at >= WARN_EVERY_SECONDS:
             log.warning(
-                "in the last %.0f s, %d connections were closed to make room and %d as soon as accepted "
-                "(limit: %d connections open)",
-                now - self._warned_at, self.shed - self._reported[0], self.refused - self._reported[1],
-                self.max_connections,
+                "in the last %.0f s, %d connections were closed at the limit and %d as soon as accepted (%s)",
+                now - self._warned_at, self.shed - self._reported[0], self.refused - self._reported[1], limit,
             )
         else:
             return
