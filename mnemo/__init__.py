@@ -30,7 +30,7 @@ from .errors import (  # noqa: E402
     ReadOnly,
     StorageError,
 )
-from .record import MemoryRecord, Problem, RecordInfo, VerifyReport  # noqa: E402
+from .record import MemoryRecord, Problem, RecordInfo, ScopeReport, VerifyReport  # noqa: E402
 from .validation import Limits  # noqa: E402
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "ReadOnly",
     "RecordInfo",
     "RecordUnavailable",
+    "ScopeReport",
     "StorageError",
     "VerifyReport",
 ]

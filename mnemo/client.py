@@ -14,7 +14,7 @@ from typing import IO, Any, NamedTuple
 from .acl import PERMISSIONS, Acl, check_agent_id, check_name, check_pattern, home_scope
 from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
 from .ids import new_id, random_bytes
-from .record import MemoryRecord, RecordInfo, VerifyReport, make_memory_record, ns_to_datetime
+from .record import MemoryRecord, RecordInfo, ScopeReport, VerifyReport, make_memory_record, ns_to_datetime
 from .storage import open_storage
 from .storage.batch import Batch
 from .storage.codec import (
@@ -570,6 +570,29 @@ class MnemoClient:
         self._store.refresh()
         self._require_everything(self._acl(), "verify the chain")
         return self._store.verify(_pubkey_bytes(pubkey), expect_head)
+
+    def verify_scopes(self, scopes: str | Iterable[str]) -> ScopeReport:
+        """Check the whole chain as `verify` does, and report what concerns the records this agent may
+        read in `scopes` (exact scope names): every version of each (its entry, its links, its payload
+        against its digest, and what the backend serves for it), and whether the chain has problems
+        elsewhere, which are not described. Needs `read` in each scope, not admin on `*`: the report
+        shows nothing of other scopes, nor the chain's length or head. It reads the whole chain, as
+        `verify` does."""
+        names = [scopes] if isinstance(scopes, str) else list(scopes)
+        wanted = tuple(dict.fromkeys(check_name(scope, "scope") for scope in names))
+        if not wanted:
+            raise InvalidInput("verify_scopes needs at least one scope")
+        self._store.refresh()
+        acl = self._acl()
+        for scope in wanted:
+            self._require(acl, "read", scope)
+        # The versions first: the chain verified next reaches at least as far as they do.
+        founds = self._store.select(Query(), ScopeFilter(False, frozenset(wanted)), payloads=False)
+        seqs = {version.seq for found in founds for version in found.rec.versions}
+        report = self._store.verify(None, None)
+        mine = tuple(problem for problem in report.problems if problem.seq in seqs)
+        elsewhere = len(mine) < len(report.problems) or (not report.ok and not mine)
+        return ScopeReport(report.ok, wanted, len(founds), len(seqs), mine, elsewhere)
 
     def export_audit(
         self, dest: str | os.PathLike[str] | IO[str], since: int = 0, include_content: bool = False

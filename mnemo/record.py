@@ -103,3 +103,27 @@ class VerifyReport:
             "problems": [p.to_json() for p in self.problems],
             "notes": list(self.notes),
         }
+
+
+@dataclass(frozen=True)
+class ScopeReport:
+    """What `MnemoClient.verify_scopes` found: the chain checked whole, reported only for the records
+    an agent may read in some scopes. `problems` are those at their versions; `elsewhere` says that the
+    chain has problems beyond them, which are not described (that needs admin on `*`)."""
+
+    ok: bool
+    scopes: tuple[str, ...]
+    records: int  # the live records of those scopes
+    versions: int  # their versions, every one checked
+    problems: tuple[Problem, ...] = ()
+    elsewhere: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "scopes": list(self.scopes),
+            "records": self.records,
+            "versions": self.versions,
+            "problems": [p.to_json() for p in self.problems],
+            "elsewhere": self.elsewhere,
+        }

@@ -1,5 +1,5 @@
-"""What an agent without admin on `*` learns about the rest of the database: from stats(), head and
-verify(), nothing that changes when someone else writes in a scope it cannot read."""
+"""What an agent without admin on `*` learns about the rest of the database: from stats(), head,
+verify() and verify_scopes(), nothing that changes when someone else writes in a scope it cannot read."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from helpers.backends import stored
 
-from mnemo import MnemoClient
+from mnemo import MnemoClient, ScopeReport
 from mnemo.errors import PermissionDenied
 
 Agents = tuple[MnemoClient, MnemoClient, MnemoClient]
@@ -74,6 +74,26 @@ def test_head_and_verify_need_admin_on_everything(agents: Agents, db: str) -> No
     assert report.ok and report.head_seq == seq
     owner.grant("bob", "*", ["admin"])
     assert bob.head == owner.head and bob.verify().ok
+
+
+def test_verify_scopes_reports_nothing_that_moves_with_what_others_write(agents: Agents) -> None:
+    owner, alice, bob = agents
+    mine = bob.remember("bob's own")
+    bob.update(mine.id, content="bob's own, again")
+    before = bob.verify_scopes(["agent:bob"])
+    assert before == ScopeReport(ok=True, scopes=("agent:bob",), records=1, versions=2)
+    for size in (1, 2, 1000, 1001):  # the attack: does the report follow the size of alice's secret?
+        secret = alice.remember("s" * size, tags=["secret"])
+        alice.update(secret.id, content="t" * size)
+        assert bob.verify_scopes("agent:bob") == before, f"bob's report moved with a secret of {size} bytes"
+        alice.forget(secret.id)
+        assert bob.verify_scopes("agent:bob") == before
+    owner.grant("alice", "team:x", ["read", "write"])
+    alice.remember("team", scope="team:x")
+    assert bob.verify_scopes("agent:bob") == before
+    with pytest.raises(PermissionDenied, match=r"^bob may not read in scope team:x$"):
+        bob.verify_scopes(["agent:bob", "team:x"])
+    assert alice.verify_scopes(["team:x"]) == ScopeReport(ok=True, scopes=("team:x",), records=1, versions=1)
 
 
 def test_what_remains_visible_is_a_records_chain_position(agents: Agents) -> None:

@@ -23,6 +23,9 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     [
         (["--tokens", "t.txt"], "--tokens: only with --transport http"),
         (["--host", "0.0.0.0", "--port", "9000"], "--host, --port: only with --transport http"),
+        (["--max-connections", "5", "--read-timeout", "2"],
+         "--max-connections, --read-timeout: only with --transport http"),
+
         (["--transport", "http"], "the HTTP transport needs bearer tokens: --tokens FILE or $MNEMO_MCP_TOKENS"),
         (["--agent", ""], "--agent: agent must be a non-empty string, got ''"),
     ],
@@ -38,6 +41,27 @@ def test_usage_errors_exit_2_before_anything_opens(
     assert (code, out) == (2, "")
     assert json.loads(err)["error"]["message"] == message
     assert list(tmp_path.iterdir()) == []  # no database, no lock file: nothing was opened
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        *(
+            (["--read-timeout", bad],
+             f"Invalid value for '--read-timeout': expected a finite, positive number of seconds, got '{bad}'")
+            for bad in ("0", "-1", "nan", "inf", "soon")
+        ),
+        (["--max-connections", "0"], "Invalid value for '--max-connections': 0 is not in the range x>=1."),
+    ],
+)
+def test_http_bounds_must_be_positive(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MNEMO_MCP_TOKENS", "tok-0123456789abcdef a")
+    code, out, err = run(capsys, "mcp", "--db", str(tmp_path / "m.db"), "--transport", "http", *argv)
+    assert (code, out) == (2, "")
+    assert err.endswith(f"Error: {message}\n")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_an_empty_mnemo_agent_is_refused_never_replaced(

@@ -8,16 +8,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.backends import snapshot
+from helpers.backends import damage_payload, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mnemo import MemoryRecord, MnemoClient, Problem, VerifyReport
-from mnemo.errors import Closed, InvalidInput
+from mnemo import MemoryRecord, MnemoClient, Problem, ScopeReport, VerifyReport
+from mnemo.errors import Closed, InvalidInput, PermissionDenied
 from mnemo.tools import MnemoMemoryToolServer
 from mnemo.tools.mcp.defaults import default_agent, default_db_path
 from mnemo.tools.mcp.tokens import TokenTable, load_tokens, parse_tokens
-from mnemo.tools.mcp.tools import TOOLS, call_tool, format_history, format_verify, tools_for
+from mnemo.tools.mcp.tools import (
+    TOOLS,
+    call_tool,
+    format_history,
+    format_scope_verify,
+    format_verify,
+    tools_for,
+)
 
 AGENT = "agent-1"
 COMMAND_OF = {t.name: t.command for t in TOOLS if t.command is not None}
@@ -197,6 +204,100 @@ def test_format_verify_of_a_damaged_chain() -> None:
     )
 
 
+NOT_SHOWN = "not shown: the chain's length and head, its erasures and other scopes: the whole report needs admin on *"
+OUTSIDE = "the chain has problems outside what you can read: the owner's `mnemo verify` lists them"
+
+
+def test_verify_is_listed_for_every_agent_and_says_what_it_covers() -> None:
+    (verify,) = [t for t in tools_for(False) if t.name == "memory_verify"]
+    assert verify.description.endswith(
+        "For the store's administrator (admin on *), reports the whole chain: the number of entries, its head and "
+        "every problem found. For any other agent, reports what it can read: the versions of its files in the "
+        "scopes this server serves, every problem among them, and whether the chain has problems elsewhere."
+    )
+
+
+def test_verify_for_an_agent_that_is_not_the_owner_checks_what_it_can_read(db: str) -> None:
+    with MnemoClient(db, "owner") as owner:
+        call_tool(MnemoMemoryToolServer(owner), "memory_create", {"path": "/memories/o.md", "file_text": "o"})
+        owner.grant(AGENT, "team:x", ["read", "write"])
+        (owners_file,) = MnemoMemoryToolServer(owner).history("/memories/o.md")
+        owner_id = owners_file.id
+    with MnemoClient(db, AGENT) as agent:
+        server = MnemoMemoryToolServer(agent)
+        for tool, args in [
+            ("memory_create", {"path": "/memories/a.md", "file_text": "a"}),
+            ("memory_str_replace", {"path": "/memories/a.md", "old_str": "a", "new_str": "b"}),
+            ("memory_create", {"path": "/memories/c.md", "file_text": "c"}),
+        ]:
+            assert not call_tool(server, tool, args).is_error
+        mine = [v.seq for v in server.history("/memories/a.md")]
+        before = snapshot(db)
+        verified = call_tool(server, "memory_verify", {})
+        # With mounts: every scope served that the agent may read; one it may not read is left out.
+        mounted = MnemoMemoryToolServer(agent, mounts={"/memories/team": "team:x", "/memories/o": "agent:owner"})
+        with_mounts = call_tool(mounted, "memory_verify", {}).text
+        denied = call_tool(MnemoMemoryToolServer(agent, scope="agent:owner"), "memory_verify", {})
+    assert snapshot(db) == before  # a check writes nothing
+    assert (verified.text, verified.is_error) == (
+        f"OK: the chain is intact; this check covers the 3 versions of the 2 records you can read (scope agent:{AGENT})"
+        f"\n{NOT_SHOWN}",
+        False,
+    )
+    assert with_mounts == (
+        "OK: the chain is intact; this check covers the 3 versions of the 2 records you can read "
+        f"(scopes agent:{AGENT}, team:x)\n{NOT_SHOWN}"
+    )
+    assert (denied.text, denied.is_error) == (
+        f"Error: Permission denied: {AGENT} may not read in scope agent:owner", True
+    )
+    with MnemoClient(db, "owner") as owner:  # the owner still gets the whole chain's report
+        assert call_tool(MnemoMemoryToolServer(owner), "memory_verify", {}).text.startswith(
+            "OK: the chain is intact: 6 entries verified\nhead: 5:"
+        )
+
+    # Damage beyond what the agent can read is said, not described; damage to its own versions is listed.
+    damage_payload(db, owners_file.seq)
+    with MnemoClient(db, AGENT) as agent:
+        elsewhere = call_tool(MnemoMemoryToolServer(agent), "memory_verify", {})
+    assert (elsewhere.text, elsewhere.is_error) == (
+        f"FAILED: {OUTSIDE}; the 3 versions of the 2 records you can read (scope agent:{AGENT}) show none\n{NOT_SHOWN}",
+        False,
+    )
+    damage_payload(db, mine[0])
+    with MnemoClient(db, AGENT) as agent:
+        both = call_tool(MnemoMemoryToolServer(agent), "memory_verify", {}).text.split("\n")
+    assert both[0] == f"FAILED: 1 problem in the 3 versions of the 2 records you can read (scope agent:{AGENT})"
+    assert both[1].startswith("problem [") and f"] seq {mine[0]}" in both[1]
+    assert both[2:] == [OUTSIDE, NOT_SHOWN]
+    assert owner_id not in "\n".join(both)  # nothing of the owner's damaged record is described
+
+
+def test_verify_scopes_needs_read_in_each_scope(db: str) -> None:
+    with MnemoClient(db, "owner") as owner:
+        owner.remember("x", scope="team:y")
+        owner.grant(AGENT, "team:y", ["read"])
+    with MnemoClient(db, AGENT) as agent:
+        report = agent.verify_scopes(["team:y", "team:y"])
+        assert report == ScopeReport(ok=True, scopes=("team:y",), records=1, versions=1)
+        assert agent.verify_scopes("team:y") == report
+        assert report.to_json() == {
+            "ok": True, "scopes": ["team:y"], "records": 1, "versions": 1, "problems": [], "elsewhere": False,
+        }
+        assert format_scope_verify(report) == (
+            f"OK: the chain is intact; this check covers the 1 version of the 1 record you can read (scope team:y)"
+            f"\n{NOT_SHOWN}"
+        )
+        with pytest.raises(PermissionDenied, match=rf"^{AGENT} may not read in scope agent:owner$"):
+            agent.verify_scopes(["team:y", "agent:owner"])
+        with pytest.raises(InvalidInput, match=r"^verify_scopes needs at least one scope$"):
+            agent.verify_scopes([])
+        with pytest.raises(InvalidInput, match=r"contains `\*`"):
+            agent.verify_scopes(["team:*"])  # exact scopes only
+        with pytest.raises(PermissionDenied, match=rf"^{AGENT} may not verify the chain: it needs admin on \*$"):
+            agent.verify()
+
+
 # -- tokens -----------------------------------------------------------------------------------------
 
 TOKEN_A = "A" * 16
@@ -210,6 +311,23 @@ def test_parse_tokens_lines_and_json() -> None:
 
 
 @pytest.mark.parametrize(
+    ("line", "agent"),
+    [
+        (f"{TOKEN_A} alice # laptop", "alice"),  # a comment after whitespace ends the agent id
+        (f"{TOKEN_A} alice\t#laptop", "alice"),
+        (f"{TOKEN_A}\talice the builder   #  # two", "alice the builder"),
+        (f"   # {TOKEN_B} b\n{TOKEN_A} alice", "alice"),  # a whole-line comment, indented
+        (f"{TOKEN_A} team#1", "team#1"),  # a # inside a word is part of it
+        (f"{TOKEN_A} a#b # c#d", "a#b"),
+    ],
+)
+def test_a_comment_starts_at_a_hash_at_the_start_or_after_whitespace(line: str, agent: str) -> None:
+    assert parse_tokens(line, "f") == {TOKEN_A: agent}
+    # The JSON format holds the same agent ids: one grammar.
+    assert parse_tokens(f'{{"{TOKEN_A}": "{agent}"}}', "f") == {TOKEN_A: agent}
+
+
+@pytest.mark.parametrize(
     ("text", "message"),
     [
         ("", "src: no tokens"),
@@ -218,7 +336,30 @@ def test_parse_tokens_lines_and_json() -> None:
         ("shorttoken a\n", "src: line 1: a token must be at least 16 characters long"),
         (f"\n{TOKEN_A}é a\n", "src: line 2: a token must be letters, digits and -._~+/ (optionally ending in =)"),
         (f"{TOKEN_A}=x a\n", "src: line 1: a token must be letters, digits and -._~+/ (optionally ending in =)"),
-        (f"{TOKEN_A} a\n{TOKEN_A} b\n", "src: line 2: this token is listed twice"),
+        (f"{TOKEN_A} a\n{TOKEN_A} b\n",
+         "src: line 2: this token is listed twice (first at line 1): list each token once"),
+        (f"{TOKEN_A} a\n# {TOKEN_B} b\n{TOKEN_B} c\n{TOKEN_A} a # again\n",
+         "src: line 4: this token is listed twice (first at line 1): list each token once"),
+        # JSON: json.loads alone would keep the last agent of a key listed twice, silently.
+        (f'{{"{TOKEN_A}": "a", "{TOKEN_B}": "b", "{TOKEN_A}": "c"}}',
+         "src: entry 3: this token is listed twice (first at entry 1): list each token once"),
+        (f'{{"{TOKEN_A}": "a", "\\u0041{TOKEN_A[1:]}": "a"}}',  # the same key, written another way
+         "src: entry 2: this token is listed twice (first at entry 1): list each token once"),
+        (f"{TOKEN_A} #alice\n", "src: line 1: expected `token agent_id`"),
+        (f'{{"{TOKEN_A}": "alice # laptop"}}',
+         "src: entry 1: agent id 'alice # laptop' holds a comment (a # at its start or after a space): write the "
+         "agent id alone"),
+        (f'{{"{TOKEN_A}": "#alice"}}',
+         "src: entry 1: agent id '#alice' holds a comment (a # at its start or after a space): write the agent id "
+         "alone"),
+        # Agent ids follow the rule of every agent id (mnemo.acl.check_agent_id), in both formats.
+        (f"{TOKEN_A} al  ice # two spaces\n", "src: line 1: agent id 'al  ice' holds two spaces in a row"),
+        (f"{TOKEN_A} a*\n",
+         "src: line 1: agent id 'a*' contains `*`, the pattern character: a name is never a pattern"),
+        (f'{{"{TOKEN_A}": "\u0430lice"}}',
+         "src: entry 1: agent id '\u0430lice' mixes letters of the CYRILLIC and LATIN scripts in one word, which can "
+         "look alike"),
+        (f'{{"{TOKEN_A}": {{"x": 1}}}}', "src: entry 1: agent id must be a non-empty string, got {'x': 1}"),
         (f"{TOKEN_A} a\x07b\n", "src: line 1: agent id 'a\\x07b' contains the control character U+0007 (unnamed)"),
         (f'{{"{TOKEN_A}": 3}}', "src: entry 1: agent id must be a non-empty string, got 3"),
         (f'{{"{TOKEN_A}": ""}}', "src: entry 1: agent id must be a non-empty string, got ''"),

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
 from collections.abc import Iterator
 
 import click
 
 from ..errors import IntegrityError, NotFound
-from ..tools.mcp.defaults import DEFAULT_AGENT, DEFAULT_HOST, DEFAULT_PORT
+from ..tools.mcp.defaults import (
+    DEFAULT_AGENT,
+    DEFAULT_HOST,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_PORT,
+    DEFAULT_READ_TIMEOUT,
+)
 from ..tools.mcp.tokens import TOKENS_ENV, load_tokens
 from .common import (
     CONTEXT_SETTINGS,
@@ -47,6 +54,19 @@ def _mounts(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...
             raise UsageError(f"--mount {value}: {point} is mounted twice")
         table[point.rstrip("/") or point] = scope
     return table
+
+
+def _positive_seconds(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | None:
+    """A finite, positive number of seconds."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise click.BadParameter(f"expected a finite, positive number of seconds, got {value!r}")
+    return seconds
 
 
 @contextlib.contextmanager
@@ -90,13 +110,21 @@ def _opening(db: str | None) -> Iterator[None]:
 @click.option("--port", metavar="N", type=click.IntRange(0, 65535),
               help=f"HTTP: the port (default: {DEFAULT_PORT}; 0 picks a free one, announced on stderr)")
 @click.option("--tokens", metavar="FILE",
-              help=f"HTTP: bearer tokens, lines `TOKEN AGENT` or a JSON object (default: ${TOKENS_ENV})")
+              help=f"HTTP: bearer tokens, lines `TOKEN AGENT` (a # at a line's start or after whitespace starts a "
+                   f"comment) or a JSON object (default: ${TOKENS_ENV})")
+@click.option("--max-connections", "max_connections", metavar="N", type=click.IntRange(1),
+              help=f"HTTP: connections open at once (default: {DEFAULT_MAX_CONNECTIONS}, fewer if `ulimit -n` "
+                   "leaves room for fewer); one more closes the one that has waited longest for its request")
+@click.option("--read-timeout", "read_timeout", metavar="SECONDS", callback=_positive_seconds,
+              help=f"HTTP: a connection must send a whole request within this many seconds of opening or of "
+                   f"its previous response, else it is closed (default: {DEFAULT_READ_TIMEOUT:g})")
 @lock_timeout_option
 @json_option
 def mcp(
     db: str | None, agent: str, scope: str | None, mounts: dict[str, str] | None, read_only: bool, transport: str,
     host: str | None,
-    port: int | None, tokens: str | None, lock_timeout: float | None, as_json: bool,
+    port: int | None, tokens: str | None, max_connections: int | None, read_timeout: float | None,
+    lock_timeout: float | None, as_json: bool,
 ) -> int:
     """Serve the database as an MCP server: the memory tool's six commands (memory_view, memory_create,
     memory_str_replace, memory_insert, memory_delete, memory_rename), memory_history and memory_verify,
@@ -104,7 +132,9 @@ def mcp(
     the client closes the connection; over HTTP, each request authenticated by its bearer token and served
     as that token's agent, until SIGTERM or Ctrl-C. Several servers may share one database: no edit is
     lost. --json: errors as one JSON object on stderr (stdout is the protocol's)."""
-    given = [name for name, value in (("--host", host), ("--port", port), ("--tokens", tokens)) if value is not None]
+    http_only = (("--host", host), ("--port", port), ("--tokens", tokens), ("--max-connections", max_connections),
+                 ("--read-timeout", read_timeout))
+    given = [name for name, value in http_only if value is not None]
     if transport == "stdio" and given:
         raise UsageError(f"{', '.join(given)}: only with --transport http")
     table = load_tokens(tokens) if transport == "http" else {}  # before anything opens: no tokens, no server
@@ -120,6 +150,8 @@ def mcp(
                 db, table, host=host if host is not None else DEFAULT_HOST,
                 port=port if port is not None else DEFAULT_PORT, agent=agent, scope=scope, read_only=read_only,
                 lock_timeout=lock_timeout, mounts=mounts,
+                max_connections=max_connections if max_connections is not None else DEFAULT_MAX_CONNECTIONS,
+                read_timeout=read_timeout if read_timeout is not None else DEFAULT_READ_TIMEOUT,
             )
     gc.freeze()  # the process ends next: skip a final collection of the SDK's large object graph (~1 s)
     return EXIT_OK

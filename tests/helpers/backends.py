@@ -152,3 +152,21 @@ def write_once(client: Any, write: str, rec_id: str) -> None:
     else:
         with client.transaction():
             client.remember("blocked")
+
+
+def damage_payload(db: str | Path, seq: int) -> None:
+    """Flip a bit of the payload of the entry with this seq, as bit rot (a file) or a hand on the table
+    (PostgreSQL, its triggers off for the session) would."""
+    if not is_pg(db):
+        from helpers.frames import flip_byte, read_frames
+
+        slot = next(s for f in read_frames(db) for e, s in zip(f.entries, f.slots, strict=True) if e.seq == seq)
+        start, length = slot.payload_range()
+        flip_byte(db, start + length // 2)
+        return
+    import psycopg
+
+    with psycopg.connect(str(db), autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")
+        conn.execute("UPDATE mnemo_payloads SET payload = set_byte(payload, 0, get_byte(payload, 0) # 1) "
+                     "WHERE seq = %s", (seq,))

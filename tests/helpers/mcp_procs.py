@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+import resource
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -107,11 +108,23 @@ class StderrLines:
             return "".join(self.lines)
 
 
+def lowered_nofile(limit: int | None) -> Callable[[], None] | None:
+    """For Popen's preexec_fn: the child's descriptor limit, soft and hard, set to `limit`."""
+    if limit is None:
+        return None
+
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    return lower
+
+
 @contextmanager
 def http_server(
-    *args: str, env: dict[str, str] | None = None
+    *args: str, env: dict[str, str] | None = None, nofile: int | None = None
 ) -> Iterator[tuple[str, subprocess.Popen[str], StderrLines]]:
-    """`mnemo mcp --transport http --port 0 ARGS...`; yields (the /mcp URL, the process, its stderr)."""
+    """`mnemo mcp --transport http --port 0 ARGS...`; yields (the /mcp URL, the process, its stderr).
+    `nofile`: the server's descriptor limit (RLIMIT_NOFILE, soft and hard)."""
     proc = subprocess.Popen(
         mcp_argv("--transport", "http", "--host", "127.0.0.1", "--port", "0", *args),
         stdin=subprocess.DEVNULL,
@@ -119,6 +132,7 @@ def http_server(
         stderr=subprocess.PIPE,
         text=True,
         env=server_env(env),
+        preexec_fn=lowered_nofile(nofile),
     )
     try:
         assert proc.stderr is not None

@@ -40,7 +40,16 @@ from mnemo import __version__
 from mnemo.client import MnemoClient
 from mnemo.errors import Closed
 from mnemo.storage.contract import shown_name
-from mnemo.tools.mcp.defaults import DEFAULT_HOST, DEFAULT_PORT, default_agent, default_db_path, ensure_parent
+from mnemo.tools.mcp.connections import ConnectionGuard, GuardedListener, guarded_protocol
+from mnemo.tools.mcp.defaults import (
+    DEFAULT_HOST,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_PORT,
+    DEFAULT_READ_TIMEOUT,
+    default_agent,
+    default_db_path,
+    ensure_parent,
+)
 from mnemo.tools.mcp.tokens import TokenTable
 from mnemo.tools.mcp.tools import INSTRUCTIONS, READ_ONLY_INSTRUCTIONS, ToolSpec, call_tool, tools_for
 from mnemo.tools.server import CommandResult, MnemoMemoryToolServer
@@ -282,9 +291,10 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def _bind(host: str, port: int, guard: ConnectionGuard) -> socket.socket:
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    sock = socket.socket(family, kind, proto)
+    sock = GuardedListener(family, kind, proto)
+    sock.guard = guard
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
@@ -320,6 +330,8 @@ def serve_http(
     announce: TextIO | None = None,
     lock_timeout: float | None = None,
     mounts: Mapping[str, str] | None = None,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
 ) -> None:
     """Serve MCP over streamable HTTP at `http://host:port/mcp` until SIGTERM or SIGINT.
 
@@ -329,11 +341,16 @@ def serve_http(
     identity: it opens the database at start, so that a database that cannot be opened raises here,
     and owns it if it is new. Port 0 picks a free port; the line announcing the URL says which.
     `mounts` (docs/MOUNTS.md) are the same for every agent; the root's scope is `scope`, else each agent's home.
+    At most `max_connections` connections are open at once (fewer if the descriptor limit leaves room
+    for fewer), and each must send a whole request within `read_timeout` seconds of opening or of its
+    previous response (`mnemo.tools.mcp.connections` says how).
     """
     _configure_logging()
     import uvicorn  # the SDK depends on it; imported here so that stdio never loads it
 
     table = TokenTable(tokens)
+    guard = ConnectionGuard(max_connections, read_timeout)  # checks both before anything opens
+    guard.fit_descriptors(agents=len(table.agents) + 1)
     db, agent = _resolve(db, agent)
     out = announce or sys.stderr
     pool = AgentServers(db, scope=scope, read_only=read_only, lock_timeout=lock_timeout, mounts=mounts)
@@ -341,7 +358,7 @@ def serve_http(
     previous = signal.signal(signal.SIGTERM, _raise_stop) if in_main else None
     try:
         pool.get(agent)
-        sock = _bind(host, port)
+        sock = _bind(host, port, guard)
         url = f"http://{_url_host(host)}:{sock.getsockname()[1]}"
         app = build_server(pool, _request_agent).streamable_http_app(
             streamable_http_path=MCP_PATH,
@@ -355,6 +372,12 @@ def serve_http(
                 "put TLS in front of it (a reverse proxy) so that bearer tokens do not cross the network in clear",
                 file=out,
             )
+        if guard.descriptor_limit is not None:
+            print(
+                f"mnemo mcp: warning: the descriptor limit (ulimit -n {guard.descriptor_limit}) leaves room for "
+                f"{guard.max_connections} connections, fewer than the {max_connections} asked for",
+                file=out,
+            )
         agents = ", ".join(table.agents)
         mode = ", read-only" if read_only else ""
         where = f"scope {scope}" if scope is not None else "each agent's home scope"
@@ -365,7 +388,8 @@ def serve_http(
             flush=True,
         )
         config = uvicorn.Config(
-            app, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS, lifespan="on"
+            app, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS, lifespan="on",
+            http=guarded_protocol(guard),
         )
         try:
             uvicorn.Server(config).run(sockets=[sock])

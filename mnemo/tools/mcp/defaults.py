@@ -11,7 +11,9 @@ __all__ = [
     "DB_NAME",
     "DEFAULT_AGENT",
     "DEFAULT_HOST",
+    "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_PORT",
+    "DEFAULT_READ_TIMEOUT",
     "default_agent",
     "default_db_path",
     "ensure_parent",
@@ -21,6 +23,10 @@ DB_NAME = "memory.mnemo.db"
 DEFAULT_AGENT = "claude"
 DEFAULT_HOST = "127.0.0.1"  # HTTP listens on loopback unless told otherwise
 DEFAULT_PORT = 8765
+# HTTP: connections open at once, and the seconds a connection has to send a whole request
+# (mnemo.tools.mcp.connections)
+DEFAULT_MAX_CONNECTIONS = 1000
+DEFAULT_READ_TIMEOUT = 10.0
 
 
 def default_db_path(env: Mapping[str, str] | None = None, platform: str | None = None) -> Path:

@@ -1,8 +1,18 @@
 """Bearer tokens for the HTTP transport: each token names the agent whose memory it opens.
 
-A tokens source is either JSON, an object `{"token": "agent_id", ...}`, or lines `token agent_id` (blank
-lines and lines starting with `#` are skipped; the agent id is the rest of the line). Error messages
-name the line, never the token.
+A tokens source is one of two formats, with one grammar:
+
+- lines `TOKEN AGENT_ID`: the token, whitespace, then the agent id, which runs to the end of the line
+  or to a comment. A comment starts at a `#` that begins the line (after any whitespace) or follows
+  whitespace, and runs to the end of the line: `TOKEN alice  # laptop` is agent `alice`. Blank lines
+  and comment lines are skipped.
+- a JSON object `{"TOKEN": "AGENT_ID", ...}` (its first character other than whitespace is `{`).
+
+In both, a token is at least `MIN_TOKEN_LENGTH` characters of RFC 6750's token alphabet
+(`A-Za-z0-9-._~+/`, optionally ending in `=`), an agent id follows the rule of every agent id
+(`mnemo.acl.check_agent_id`) and holds no comment (no `#` at its start or after whitespace, which the
+lines format would read as one), and no token is listed twice. Error messages name the line or the
+entry, never a token.
 """
 
 from __future__ import annotations
@@ -25,44 +35,67 @@ TOKENS_ENV = "MNEMO_MCP_TOKENS"
 MIN_TOKEN_LENGTH = 16
 # RFC 6750's b64token: what may follow "Bearer " in an Authorization header.
 _B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+# Where a comment starts in the lines format: a `#` at the start, or after whitespace.
+_COMMENT = re.compile(r"(?:^|\s)#")
 
 
-def _check_pair(token: object, agent: object, where: str, seen: dict[str, str]) -> None:
+def _check_pair(token: object, agent: object, source: str, at: str, seen: dict[str, tuple[str, str]]) -> None:
+    """Check the entry at `at` (`line 3`, `entry 2`) and add it to `seen`: token -> (agent id, at)."""
+    where = f"{source}: {at}"
     if not isinstance(token, str) or not _B64TOKEN.fullmatch(token):
         raise InvalidInput(f"{where}: a token must be letters, digits and -._~+/ (optionally ending in =)")
     if len(token) < MIN_TOKEN_LENGTH:
         raise InvalidInput(f"{where}: a token must be at least {MIN_TOKEN_LENGTH} characters long")
     if token in seen:
-        raise InvalidInput(f"{where}: this token is listed twice")
+        raise InvalidInput(f"{where}: this token is listed twice (first at {seen[token][1]}): list each token once")
     try:
-        seen[token] = check_agent_id(agent, "agent id")
+        checked = check_agent_id(agent, "agent id")
     except InvalidInput as exc:
         raise InvalidInput(f"{where}: {exc}") from None
+    if _COMMENT.search(checked):
+        raise InvalidInput(
+            f"{where}: agent id {checked!r} holds a comment (a # at its start or after a space): "
+            "write the agent id alone"
+        )
+    seen[token] = (checked, at)
+
+
+def _json_entries(text: str, source: str) -> list[tuple[str, object]]:
+    """The top-level object's entries, in order, duplicates kept (json.loads keeps only the last)."""
+    pairs_of: dict[int, list[tuple[str, object]]] = {}
+
+    def keep_pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        obj = dict(pairs)
+        pairs_of[id(obj)] = pairs
+        return obj
+
+    try:
+        table = json.loads(text, object_pairs_hook=keep_pairs)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno}, column {exc.colno}"
+        raise InvalidInput(f"{source}: not valid JSON: {exc.msg} at {where}") from None
+    return pairs_of[id(table)]  # valid JSON that starts with `{` is an object
 
 
 def parse_tokens(text: str, source: str) -> dict[str, str]:
-    """Token -> agent id, from the text of a tokens file; `source` names it in error messages."""
-    tokens: dict[str, str] = {}
-    if text.lstrip().startswith("{"):  # valid JSON that starts so is an object
-        try:
-            table: dict[str, object] = json.loads(text)
-        except json.JSONDecodeError as exc:
-            where = f"line {exc.lineno}, column {exc.colno}"
-            raise InvalidInput(f"{source}: not valid JSON: {exc.msg} at {where}") from None
-        for i, (token, agent) in enumerate(table.items(), 1):
-            _check_pair(token, agent, f"{source}: entry {i}", tokens)
+    """Token -> agent id, from the text of a tokens source (see above); `source` names it in errors."""
+    seen: dict[str, tuple[str, str]] = {}
+    if text.lstrip().startswith("{"):
+        for i, (token, agent) in enumerate(_json_entries(text, source), 1):
+            _check_pair(token, agent, source, f"entry {i}", seen)
     else:
         for n, raw in enumerate(text.splitlines(), 1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
+            comment = _COMMENT.search(raw)
+            line = (raw if comment is None else raw[: comment.start()]).strip()
+            if not line:
                 continue
             parts = line.split(None, 1)
             if len(parts) != 2:
                 raise InvalidInput(f"{source}: line {n}: expected `token agent_id`")
-            _check_pair(parts[0], parts[1].strip(), f"{source}: line {n}", tokens)
-    if not tokens:
+            _check_pair(parts[0], parts[1], source, f"line {n}", seen)
+    if not seen:
         raise InvalidInput(f"{source}: no tokens")
-    return tokens
+    return {token: agent for token, (agent, _) in seen.items()}
 
 
 def load_tokens(path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mnemo.errors import InvalidInput, MnemoError, NotFound, PermissionDenied
-from mnemo.record import MemoryRecord, VerifyReport
+from mnemo.record import MemoryRecord, Problem, ScopeReport, VerifyReport
 from mnemo.tools.paths import PATH_TAG_PREFIX
 from mnemo.tools.server import DEFAULT_MAX_VIEW_CHARS, CommandResult, MnemoMemoryToolServer
 
@@ -26,6 +26,7 @@ __all__ = [
     "ToolSpec",
     "call_tool",
     "format_history",
+    "format_scope_verify",
     "format_verify",
     "tools_for",
 ]
@@ -231,9 +232,11 @@ TOOLS: tuple[ToolSpec, ...] = (
         name="memory_verify",
         title="Verify the memory store",
         description=(
-            "Check the integrity of the whole memory store: every entry of its append-only, SHA-256 "
-            "hash-chained log, every link and payload digest, every erasure. Reports the number of "
-            "entries, the head of the chain and every problem found."
+            "Check the integrity of the memory store: every entry of its append-only, SHA-256 hash-chained "
+            "log, every link and payload digest, every erasure. For the store's administrator (admin on *), "
+            "reports the whole chain: the number of entries, its head and every problem found. For any other "
+            "agent, reports what it can read: the versions of its files in the scopes this server serves, "
+            "every problem among them, and whether the chain has problems elsewhere."
         ),
         input_schema=_schema({}, ()),
         hints=Hints(read_only=True, destructive=False, idempotent=True),
@@ -346,7 +349,39 @@ def format_history(
 
 
 def _verify(server: MnemoMemoryToolServer, args: Mapping[str, Any]) -> CommandResult:
-    return CommandResult(format_verify(server.client.verify()))
+    """The whole chain's report for an admin on `*`; for any other agent, the chain checked for the
+    records it can read in the scopes the server serves (`MnemoClient.verify_scopes`)."""
+    client = server.client
+    try:
+        return CommandResult(format_verify(client.verify()))
+    except PermissionDenied:
+        pass
+    readable = []
+    for scope in dict.fromkeys(server.mounts.values()):
+        try:
+            client.check_permission("read", scope)
+        except PermissionDenied:
+            continue  # a mount the agent may not read is not shown
+        readable.append(scope)
+    if not readable:
+        return CommandResult(f"Error: Permission denied: {client.agent_id} may not read in scope {server.scope}", True)
+    return CommandResult(format_scope_verify(client.verify_scopes(readable)))
+
+
+def _problem_lines(problems: tuple[Problem, ...], max_problems: int) -> list[str]:
+    lines = []
+    for problem in problems[:max_problems]:
+        where = [f"seq {problem.seq}"] if problem.seq is not None else []
+        if problem.offset is not None:
+            where.append(f"offset {problem.offset}")
+        lines.append(f"problem [{problem.kind}] {', '.join(where) or '-'}: {problem.message}")
+    if len(problems) > max_problems:
+        lines.append(f"... and {len(problems) - max_problems} more problems (mnemo verify lists them all)")
+    return lines
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
 
 
 def format_verify(report: VerifyReport, max_problems: int = MAX_LISTED_PROBLEMS) -> str:
@@ -354,18 +389,38 @@ def format_verify(report: VerifyReport, max_problems: int = MAX_LISTED_PROBLEMS)
     if report.ok:
         lines = [f"OK: the chain is intact: {report.entries} entries verified"]
     else:
-        n = len(report.problems)
-        lines = [f"FAILED: {n} problem{'s' if n != 1 else ''} in {report.entries} entries read"]
+        lines = [f"FAILED: {_count(len(report.problems), 'problem')} in {report.entries} entries read"]
     if report.head_seq >= 0:
         lines.append(f"head: {report.head_seq}:{report.head_hash}")
     lines.append(f"erased versions: {report.erased}; signed checkpoints verified: {report.checkpoints}")
-    for problem in report.problems[:max_problems]:
-        where = [f"seq {problem.seq}"] if problem.seq is not None else []
-        if problem.offset is not None:
-            where.append(f"offset {problem.offset}")
-        lines.append(f"problem [{problem.kind}] {', '.join(where) or '-'}: {problem.message}")
-    if len(report.problems) > max_problems:
-        lines.append(f"... and {len(report.problems) - max_problems} more problems (mnemo verify lists them all)")
+    lines += _problem_lines(report.problems, max_problems)
     lines.extend(f"note: {note}" for note in report.notes)
+    return "\n".join(lines)
+
+
+SCOPE_REPORT_LIMITS = (
+    "not shown: the chain's length and head, its erasures and other scopes: the whole report needs admin on *"
+)
+
+
+def format_scope_verify(report: ScopeReport, max_problems: int = MAX_LISTED_PROBLEMS) -> str:
+    """A verification of what an agent can read, in a few lines: the verdict and what it covered, the
+    problems at those versions, whether the chain has problems elsewhere, and what is not shown."""
+    scopes = f"scope{'s' if len(report.scopes) != 1 else ''} {', '.join(report.scopes)}"
+    covered = (
+        f"the {_count(report.versions, 'version')} of the {_count(report.records, 'record')} you can read "
+        f"({scopes})"
+    )
+    elsewhere = "the chain has problems outside what you can read: the owner's `mnemo verify` lists them"
+    if report.ok:
+        lines = [f"OK: the chain is intact; this check covers {covered}"]
+    elif report.problems:
+        lines = [f"FAILED: {_count(len(report.problems), 'problem')} in {covered}"]
+        lines += _problem_lines(report.problems, max_problems)
+        if report.elsewhere:
+            lines.append(elsewhere)
+    else:
+        lines = [f"FAILED: {elsewhere}; {covered} show none"]
+    lines.append(SCOPE_REPORT_LIMITS)
     return "\n".join(lines)
 
