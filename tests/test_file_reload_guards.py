@@ -500,25 +500,40 @@ def test_a_forget_never_returns_before_the_reader_it_waited_for_closed_the_repla
 def test_a_forget_whose_reader_of_a_replaced_log_never_finishes_fails_naming_the_descriptor(
     tmp_path: Path,
 ) -> None:
-    """A read through a replaced log that outlasts lock_timeout: the forget does not return quietly. It
-    fails, naming the descriptor that still holds the erased bytes; what it committed stands (the record
-    is forgotten, the log erased), and the descriptor closes when the read ends."""
+    """A forget waits lock_timeout at most for a read through a replaced log: one that ends within it
+    lets the forget return. One that outlasts it: the forget does not return quietly. It fails, about
+    lock_timeout later, naming the descriptor that still holds the erased bytes; what it committed stands
+    (the record is forgotten, the log erased), and the descriptor closes when the read ends."""
     db = tmp_path / "stuck.db"
-    with MnemoClient(db, OWNER, durability="none", lock_timeout=0.2) as c, \
+    with MnemoClient(db, OWNER, durability="none", lock_timeout=0.5) as c, \
             MnemoClient(db, OWNER, durability="none") as other:
+        early = c.remember("a read in flight ends in time")
         rec = c.remember("a secret a stuck reader keeps 5d2b")
         kept = c.remember("kept")
         store: Any = c._store
         reading = store._acquire_handle()
         other.compact()
+        c.query()
+        spy = _SpiedCondition(store._handle_idle)
+        store._handle_idle = spy
+        reader = threading.Thread(target=lambda: (spy.waiting.wait(10), store._release(reading)))
+        reader.start()
+        c.forget(early.id)  # waits for the reader, which lets go well within the 0.5 s
+        reader.join(10)
+        assert spy.waits >= 1 and open_files_holding(b"a read in flight ends in time") == []
+
+        reading = store._acquire_handle()
+        other.compact()
         assert [r.id for r in c.query()] == [rec.id, kept.id]
         fd = reading.fd
+        t0 = time.monotonic()
         with pytest.raises(ErasureIncomplete) as info:
             c.forget(rec.id)
+        assert 0.5 <= time.monotonic() - t0 < 1.4
         assert str(info.value) == (
             f"{db}: the forget is committed and its content erased from the log, but descriptor {fd} of this "
             f"process (/proc/{os.getpid()}/fd/{fd}) still holds the log a compaction replaced, kept open by 1 "
-            "read(s) in progress for over 0.2 s; the erased bytes stay readable through it until they finish"
+            "read(s) in progress for over 0.5 s; the erased bytes stay readable through it until they finish"
         )
         assert open_files_holding(b"a secret a stuck reader keeps 5d2b") == [f"{db} (deleted)"]
         assert b"5d2b" not in db.read_bytes()
