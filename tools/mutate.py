@@ -6,12 +6,13 @@
     python tools/mutate.py mnemo/validation.py --tests tests/test_store_badinput.py
     python tools/mutate.py acl.names --rerun before.txt   # only the survivors a report lists
     python tools/mutate.py file.index --covered      # each mutant against the tests that execute it
-    python tools/mutate.py --rekey HEAD              # after an edit moved lines: move equivalent.txt's keys
+    python tools/mutate.py --check                   # every listed equivalent is still a mutant of the code
 
 Each mutant is one of the operator classes below, applied to a copy of the source tree in a scratch
 directory (the checkout is never written), and judged by running the target's tests in a subprocess
 (`pytest -x`, with a timeout) against that copy: a failing or timed-out run kills it. The kill rate counts
-only mutants not listed as equivalent in tools/mutation/equivalent.txt (`file:line:col kind detail | why`).
+only mutants not listed as equivalent in tools/mutation/equivalent.json, each named by what survives an edit
+elsewhere in its file: the function it is in, the text of its line and the mutation (see `EquivalentKey`).
 Where a module has more mutants than `--max`, an even sample over the file is taken (every k-th, in
 source order), so a rerun picks the same ones. The summary, and each survivor with its file:line and the
 mutation, go to stdout; `--report FILE` also writes them, with the exact test selection, to a file.
@@ -32,6 +33,7 @@ import argparse
 import ast
 import contextlib
 import copy
+import dataclasses
 import json
 import os
 import queue
@@ -49,7 +51,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "tools" / "mutation"
 TARGETS = HERE / "targets.json"
-EQUIVALENT = HERE / "equivalent.txt"
+EQUIVALENT = HERE / "equivalent.json"
 # What the scratch copy holds: the package, its tests and whatever the tests read from the checkout.
 COPIED = ("mnemo", "tests", "docs", "examples", "benchmarks", "tools", "pyproject.toml", "README.md",
           "CHANGELOG.md", "LICENSE")
@@ -76,10 +78,36 @@ class Mutant:
     detail: str
     variant: int = 0  # which of the node's mutations (e.g. +1 or -1)
     span: tuple[int, int] = (0, 0)  # the lines whose execution runs the mutated code (for --covered)
+    where: str = "<module>"  # the qualified name of the function or class it is in
+    code: str = ""  # the text of its line, stripped
+    nth: int = 1  # which of the mutants with the same where, code, kind and detail (in source order)
 
     @property
     def key(self) -> str:
+        """Where it is now: what a report prints, and what --line and --rerun take."""
         return f"{self.line}:{self.col} {self.kind} {self.detail}"
+
+    @property
+    def mutation(self) -> str:
+        return f"{self.kind} {self.detail}"
+
+    def stable_key(self, relpath: str) -> EquivalentKey:
+        """What names it in the equivalents list: unchanged by edits that only move its line."""
+        return EquivalentKey(relpath, self.where, self.code, self.mutation, self.nth)
+
+
+@dataclass(frozen=True)
+class EquivalentKey:
+    """A mutant as equivalent.json names it: its file, the function (or class, or <module>) it is in,
+    the text of its line and the mutation, and `nth` where that line holds the same mutation more than
+    once in that function. Lines added or removed around it leave it as it is; an edit of its own line,
+    or a move to another function, makes it a new mutant, to be judged again."""
+
+    file: str
+    where: str
+    code: str
+    mutation: str
+    nth: int = 1
 
 
 # -- finding the sites --------------------------------------------------------------------------------------
@@ -177,11 +205,31 @@ def _span(node: ast.AST, statement_line: int) -> tuple[int, int]:
     return first, max(first, getattr(end, "end_lineno", None) or statement_line)
 
 
+def _qualified_names(tree: ast.Module) -> dict[int, str]:
+    """id(node) -> the qualified name of the innermost function or class whose body holds it (<module>
+    if none). A def's decorators, defaults and annotations run where the def stands: they are outside."""
+    names: dict[int, str] = {}
+
+    def visit(node: ast.AST, name: str) -> None:
+        names[id(node)] = name
+        body: set[int] = set()
+        inner = name
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            inner = node.name if name == "<module>" else f"{name}.{node.name}"
+            body = {id(stmt) for stmt in node.body}
+        for child in ast.iter_child_nodes(node):
+            visit(child, inner if id(child) in body else name)
+
+    visit(tree, "<module>")
+    return names
+
+
 def find_mutants(source: str) -> list[Mutant]:
     tree = ast.parse(source)
     lines = source.splitlines()
     skip = _skipped_nodes(tree)
     statement = _statement_lines(tree)
+    where = _qualified_names(tree)
     docstrings = {id(n.body[0].value) for n in ast.walk(tree)
                   if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
                   and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
@@ -192,9 +240,17 @@ def find_mutants(source: str) -> list[Mutant]:
         if NO_MUTATE in lines[node.lineno - 1]:
             continue
         span = _span(node, statement[id(node)])
+        code = lines[node.lineno - 1].strip()
         for kind, detail, variant in _sites(node):
-            out.append(Mutant(index, node.lineno, node.col_offset, kind, detail, variant, span))
-    return sorted(out, key=lambda m: (m.line, m.col, m.kind, m.variant))
+            out.append(Mutant(index, node.lineno, node.col_offset, kind, detail, variant, span, where[id(node)], code))
+    out.sort(key=lambda m: (m.line, m.col, m.kind, m.variant))
+    seen: dict[tuple[str, str, str], int] = {}
+    for i, m in enumerate(out):
+        same = (m.where, m.code, m.mutation)
+        seen[same] = seen.get(same, 0) + 1
+        if seen[same] > 1:
+            out[i] = dataclasses.replace(m, nth=seen[same])
+    return out
 
 
 # -- applying one --------------------------------------------------------------------------------------------
@@ -453,20 +509,49 @@ def load_targets() -> dict[str, Target]:
             for name, t in raw.items() if not name.startswith("_")}
 
 
-def load_equivalent() -> dict[str, str]:
-    """{"file:line:col kind detail": why} from equivalent.txt."""
-    out: dict[str, str] = {}
-    for raw in EQUIVALENT.read_text(encoding="utf-8").splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, _, why = line.partition(" | ")
-        out[key.strip()] = why.strip()
+def load_equivalent(path: Path | None = None) -> dict[EquivalentKey, str]:
+    """{key: why} from equivalent.json: a list of objects, one a line, each with `file`, `in` (the
+    function), `code` (its line's text), `mutant` (kind and detail, as a report prints them), `why`,
+    and `nth` where it is not the first of its kind on that line in that function."""
+    entries = json.loads((path or EQUIVALENT).read_text(encoding="utf-8"))
+    out: dict[EquivalentKey, str] = {}
+    for e in entries:
+        key = EquivalentKey(e["file"], e["in"], e["code"], e["mutant"], e.get("nth", 1))
+        if key in out:
+            raise SystemExit(f"equivalent.json lists {key} twice")
+        if not e.get("why"):
+            raise SystemExit(f"equivalent.json lists {key} with no reason")
+        out[key] = e["why"]
     return out
 
 
+def equivalent_entry(key: EquivalentKey, why: str) -> str:
+    """One line of equivalent.json."""
+    entry: dict[str, object] = {"file": key.file, "in": key.where, "code": key.code, "mutant": key.mutation}
+    if key.nth != 1:
+        entry["nth"] = key.nth
+    entry["why"] = why
+    return json.dumps(entry, ensure_ascii=False)
+
+
+def stale_equivalents(equivalent: dict[EquivalentKey, str], root: Path | None = None) -> list[EquivalentKey]:
+    """The listed keys that name no mutant of the code as it is: their line was edited, or went (judge
+    the mutants of the new line again, and remove the entry)."""
+    base = root or ROOT
+    found: dict[str, set[EquivalentKey]] = {}
+    stale = []
+    for key in equivalent:
+        if key.file not in found:
+            source = base / key.file
+            found[key.file] = ({m.stable_key(key.file) for m in find_mutants(source.read_text(encoding="utf-8"))}
+                               if source.is_file() else set())
+        if key not in found[key.file]:
+            stale.append(key)
+    return stale
+
+
 def _split_key(key: str) -> tuple[str, int, str] | None:
-    """("file", line, "col kind detail") of a key `file:line:col kind detail`, or None."""
+    """("file", line, "col kind detail") of a report's key `file:line:col kind detail`, or None."""
     where, space, rest = key.partition(" ")
     path, _, pos = where.rpartition(":")
     path, _, line = path.rpartition(":")
@@ -507,22 +592,6 @@ def moved_keys(keys: list[str], rev: str) -> dict[str, str | None]:
     return out
 
 
-def rekey_equivalents(rev: str) -> list[str]:
-    """Move the line numbers of equivalent.txt's keys from the files as they are at git revision `rev`
-    to the files as they are now, for lines that an edit moved but left alone; rewrites the list and
-    returns the keys it could not move (their line changed or went: judge those again)."""
-    rows = [(raw, *raw.partition(" | ")) for raw in EQUIVALENT.read_text(encoding="utf-8").splitlines()]
-    listed = [key.strip() for raw, key, sep, _ in rows
-              if sep and not raw.lstrip().startswith("#") and _split_key(key.strip()) is not None]
-    moved = moved_keys(listed, rev)
-    out: list[str] = []
-    for raw, key, sep, why in rows:
-        now = moved.get(key.strip()) if sep and not raw.lstrip().startswith("#") else None
-        out.append(f"{now}{sep}{why}" if now is not None else raw)
-    EQUIVALENT.write_text("\n".join(out) + "\n", encoding="utf-8")
-    return [key for key, now in moved.items() if now is None]
-
-
 def code_revision() -> str:
     """The commit the checkout is at, and whether the package differs from it (then a report's line
     numbers are those of uncommitted code, and a later --rerun can move them only approximately)."""
@@ -557,7 +626,7 @@ def survivors_of(report: Path, rev: str | None = None, log: Callable[[str], None
     return {now for now in moved.values() if now is not None}
 
 
-def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: set[int] | None,
+def run_target(target: Target, box: Sandbox, equivalent: dict[EquivalentKey, str], only: set[int] | None,
                log: Callable[[str], None], keys: set[str] | None = None, from_line: int = 0,
                shift: float = 0.0, covered: bool = False, jobs: int = 1) -> tuple[list[Outcome], float, list[str]]:
     base, seconds = box.run(target.tests, target.extra, timeout=1800)
@@ -567,7 +636,7 @@ def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: s
     log(f"{target.name}: unmutated run {seconds:.1f}s, timeout per mutant {timeout:.0f}s")
     reach = measure_reach(target, box) if covered else None
     outcomes: list[Outcome] = []
-    used: list[str] = []
+    used: list[EquivalentKey] = []
     # Each job runs its mutants in a scratch copy of its own, made from the first (the copy the
     # unmutated and coverage runs used); a copy returns to the pool with its file restored.
     boxes = [box] + [box.clone() for _ in range(jobs - 1)]
@@ -609,7 +678,7 @@ def run_target(target: Target, box: Sandbox, equivalent: dict[str, str], only: s
                 futures: dict[int, Future[Outcome]] = {}
                 try:
                     for n, mutant in enumerate(chosen, 1):
-                        key = f"{relpath}:{mutant.key}"
+                        key = mutant.stable_key(relpath)
                         if key in equivalent:
                             used.append(key)
                             judged[n] = Outcome(relpath, mutant, "equivalent", 0.0)
@@ -657,7 +726,9 @@ def summarize(target: Target, outcomes: list[Outcome], base_seconds: float) -> l
     ]
     for o in outcomes:
         if o.result == "survived":
+            # the second line is the entry to add to equivalent.json, once the mutant is shown equivalent
             lines.append(f"  SURVIVED {o.file}:{o.mutant.key}")
+            lines.append(f"    {equivalent_entry(o.mutant.stable_key(o.file), 'WHY')}")
     return lines
 
 
@@ -683,14 +754,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1,
                         help="judge this many mutants at a time, each in a scratch copy of its own (at most "
                              "the number of cores: the timeout is set by the unmutated run, made alone)")
-    parser.add_argument("--rekey", metavar="REV",
-                        help="move equivalent.txt's line numbers from the code at git revision REV to the "
-                             "code as it is now (after an edit moved lines), and stop")
+    parser.add_argument("--check", action="store_true",
+                        help="name each mutant equivalent.json lists that the code no longer has (its line "
+                             "was edited or removed: judge the new line again), and stop; exit 1 if any")
     args = parser.parse_args(argv)
-    if args.rekey:
-        for key in rekey_equivalents(args.rekey):
-            print(f"not moved (its line changed at or after {args.rekey}): {key}")
-        return 0
+    if args.check:
+        stale = stale_equivalents(load_equivalent())
+        for key in stale:
+            print(f"no longer in the code: {equivalent_entry(key, '...')}")
+        print(f"{len(load_equivalent())} listed, {len(stale)} no longer in the code")
+        return 1 if stale else 0
     if not 0.0 <= args.shift < 1.0:
         parser.error("--shift must be at least 0 and below 1")
     if args.jobs < 1:
@@ -732,6 +805,8 @@ def main(argv: list[str] | None = None) -> int:
     survivors = 0
     try:
         for t in chosen:
+            for key in stale_equivalents({k: w for k, w in equivalent.items() if k.file in t.files}):
+                log(f"listed, but no longer in the code (its line was edited: judge it again): {key}")
             outcomes, base, _ = run_target(t, box, equivalent, set(args.line) if args.line else None, log,
                                            rerun, args.from_line, args.shift, args.covered, args.jobs)
             lines = summarize(t, outcomes, base)

@@ -1,17 +1,19 @@
-"""The mutation tool's lists stay true to the code: every mutant listed as equivalent is one the tool finds
-in the source as it is now (a line that moved without its entry would silently count a live mutant as
-equivalent, or an equivalent one as a survivor), and every target names files and tests that exist."""
+"""The mutation tool (tools/mutate.py) and its lists: an equivalent mutant keeps its name when lines move
+around it and loses it when its own line changes; every mutant listed as equivalent is one the tool finds
+in the source as it is now; every target names files and tests that exist. Not part of the product's
+suite: `python -m pytest tools/tests` (from the checkout's root, with the `dev` extra)."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -29,19 +31,38 @@ def mutate() -> ModuleType:
 
 def test_every_equivalent_mutant_is_one_the_tool_finds(mutate: ModuleType) -> None:
     equivalent = mutate.load_equivalent()
-    found: dict[str, set[str]] = {}
-    unresolved = []
-    for key, why in equivalent.items():
-        path = key.split(":", 1)[0]
-        if path not in found:
-            source = ROOT / path
-            found[path] = ({f"{path}:{m.key}" for m in mutate.find_mutants(source.read_text(encoding="utf-8"))}
-                           if source.is_file() else set())
-        if key not in found[path]:
-            unresolved.append(key)
-        assert why, f"{key} is listed with no reason"
-    assert unresolved == []
+    assert mutate.stale_equivalents(equivalent) == []
     assert len(equivalent) > 100
+
+
+def test_an_equivalent_keeps_its_name_when_lines_move_and_loses_it_when_its_line_changes(
+    mutate: ModuleType, tmp_path: Path
+) -> None:
+    before = "def f(x):\n    return x + 1\n\n\ndef g(y):\n    return y + 1 + 1\n"
+    after = 'import os\n\n\ndef f(x):\n    """moved down"""\n    return x + 1\n\n\ndef g(y):\n    return y + 2 + 1\n'
+    keys = [m.stable_key("m.py") for m in mutate.find_mutants(before)]
+    assert {(k.where, k.code, k.mutation, k.nth) for k in keys} >= {
+        ("f", "return x + 1", "const 1 -> 2", 1), ("g", "return y + 1 + 1", "const 1 -> 2", 2),
+    }
+    chosen = [k for k in keys if k.where == "f" and k.mutation == "const 1 -> 2"] + [
+        k for k in keys if k.where == "g" and k.mutation == "const 1 -> 2" and k.nth == 2]
+    listed = tmp_path / "equivalent.json"
+    listed.write_text("[\n" + ",\n".join(mutate.equivalent_entry(k, "why") for k in chosen) + "\n]\n", encoding="utf-8")
+    loaded = mutate.load_equivalent(listed)
+    assert list(loaded) == chosen and set(loaded.values()) == {"why"}
+    (tmp_path / "m.py").write_text(after, encoding="utf-8")
+    assert mutate.stale_equivalents(loaded, tmp_path) == [chosen[1]]  # f's moved down; g's line was edited
+
+
+def test_a_key_listed_twice_or_without_a_reason_is_refused(mutate: ModuleType, tmp_path: Path) -> None:
+    listed = tmp_path / "equivalent.json"
+    entry = {"file": "m.py", "in": "f", "code": "return 1", "mutant": "const 1 -> 2", "why": "w"}
+    listed.write_text(json.dumps([entry, entry]), encoding="utf-8")
+    with pytest.raises(SystemExit, match="twice"):
+        mutate.load_equivalent(listed)
+    listed.write_text(json.dumps([{**entry, "why": ""}]), encoding="utf-8")
+    with pytest.raises(SystemExit, match="no reason"):
+        mutate.load_equivalent(listed)
 
 
 def test_every_target_names_files_and_tests_that_exist(mutate: ModuleType) -> None:
@@ -51,32 +72,6 @@ def test_every_target_names_files_and_tests_that_exist(mutate: ModuleType) -> No
         assert target.files and target.tests, target.name
         for path in [*target.files, *(t.split("::")[0] for t in target.tests)]:
             assert (ROOT / path).is_file(), f"{target.name}: {path}"
-
-
-def test_rekey_moves_the_keys_of_lines_an_edit_moved_and_names_the_ones_it_changed(
-    mutate: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import subprocess
-
-    def git(*args: str) -> None:
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
-                       capture_output=True)
-
-    module = tmp_path / "m.py"
-    module.write_text("a = 1\nb = 2\nc = 3\n", encoding="utf-8")
-    git("init", "-q")
-    git("add", "m.py")
-    git("commit", "-qm", "one")
-    module.write_text("x = 0\na = 1\nb = 20\nc = 3\n", encoding="utf-8")
-    listed = tmp_path / "equivalent.txt"
-    listed.write_text("# a comment: kept as it is\n\nm.py:1:4 const 1 -> 2 | why a\n"
-                      "m.py:2:4 const 2 -> 3 | why b\nm.py:3:4 const 3 -> 4 | why c\n", encoding="utf-8")
-    monkeypatch.setattr(mutate, "ROOT", tmp_path)
-    monkeypatch.setattr(mutate, "EQUIVALENT", listed)
-    assert mutate.rekey_equivalents("HEAD") == ["m.py:2:4 const 2 -> 3"]
-    assert listed.read_text(encoding="utf-8") == (
-        "# a comment: kept as it is\n\nm.py:2:4 const 1 -> 2 | why a\n"
-        "m.py:2:4 const 2 -> 3 | why b\nm.py:4:4 const 3 -> 4 | why c\n")
 
 
 def test_a_rerun_moves_its_survivors_to_the_lines_they_have_now(
