@@ -7,7 +7,9 @@ Mnemo runs with durability="fsync" (a write returns once its commit is flushed).
 (higher is better) with the ratio Mnemo / baseline:
 
 - remember: one writer, then 1, 4 and 16 writer processes at once (total records per second);
-- query(tags=[one tag]) with 100 hits among N records, against a SELECT through the tag index;
+- query(tags=[one tag]) with 100 hits among N records, against a SELECT through the tag index, and
+  list_records (no content returned) against the same SELECT without the content column;
+- forget(id) one record a call, and forget_where of 1,000 records, against DELETEs of the same rows;
 - the memory tool's mixed workload (benchmarks/bench_memory_tool.py) on PostgreSQL and on a log file.
 
 Usage: python benchmarks/bench_postgres.py --dsn postgresql://postgres@127.0.0.1:5432/postgres [--quick]
@@ -172,7 +174,7 @@ class Bench:
             theirs.append(run_writers(plain_writer, plain, writers, per))
         return _result(f"remember, {writers} writer process{'es' if writers > 1 else ''}", ours, theirs, "records/s")
 
-    def query(self, reps: int) -> dict[str, Any]:
+    def query(self, reps: int) -> list[dict[str, Any]]:
         n = 20_000 if self.quick else 100_000
         url, plain = self.fresh()
         hot, step = 100, n // 100  # every step-th record holds the tag: 100 hits
@@ -194,25 +196,79 @@ class Bench:
             conn.execute("ANALYZE plain_tags")
             conn.commit()
         queries = 200 if self.quick else 500
-        ours, theirs = [], []
+        rates: dict[str, list[float]] = {"query": [], "plain": [], "list": [], "plain ids": []}
         with MnemoClient(url, "owner") as c, psycopg.connect(plain, autocommit=True) as conn:
-            assert len(c.query(tags=["hot"])) == hot
+            assert len(c.query(tags=["hot"])) == len(c.list_records(tags=["hot"])) == hot
             sql = ("SELECT r.id, r.scope, r.content, r.metadata, r.created_ns FROM plain_records r "
                    "JOIN plain_tags t ON t.id = r.id WHERE t.tag = %s ORDER BY r.id")
-            assert len(conn.execute(sql, ["hot"]).fetchall()) == hot
-            for _ in range(reps):  # in alternating blocks of 20, so that a change of load hits both alike
-                mine = plain = 0.0
+            ids_sql = ("SELECT r.id, r.scope, r.created_ns FROM plain_records r "
+                       "JOIN plain_tags t ON t.id = r.id WHERE t.tag = %s ORDER BY r.id")
+            assert len(conn.execute(sql, ["hot"]).fetchall()) == len(conn.execute(ids_sql, ["hot"]).fetchall()) == hot
+            runs: dict[str, Callable[[], Any]] = {
+                "query": lambda: c.query(tags=["hot"]), "plain": lambda: conn.execute(sql, ["hot"]).fetchall(),
+                "list": lambda: c.list_records(tags=["hot"]),
+                "plain ids": lambda: conn.execute(ids_sql, ["hot"]).fetchall(),
+            }
+            for _ in range(reps):  # in alternating blocks of 20, so that a change of load hits all alike
+                spent = dict.fromkeys(runs, 0.0)
                 for _ in range(queries // 20):
-                    t0 = time.perf_counter()
-                    for _ in range(20):
-                        c.query(tags=["hot"])
-                    t1 = time.perf_counter()
-                    for _ in range(20):
-                        conn.execute(sql, ["hot"]).fetchall()
-                    mine, plain = mine + t1 - t0, plain + time.perf_counter() - t1
-                ours.append(queries // 20 * 20 / mine)
-                theirs.append(queries // 20 * 20 / plain)
-        return _result(f"query(tags=[one tag]), {hot} hits among {n:,} records", ours, theirs, "queries/s")
+                    for name, run in runs.items():
+                        t0 = time.perf_counter()
+                        for _ in range(20):
+                            run()
+                        spent[name] += time.perf_counter() - t0
+                for name in runs:
+                    rates[name].append(queries // 20 * 20 / spent[name])
+        return [
+            _result(f"query(tags=[one tag]), {hot} hits among {n:,} records", rates["query"], rates["plain"],
+                    "queries/s"),
+            _result(f"list_records(tags=[one tag]), {hot} hits among {n:,} records (baseline: no content)",
+                    rates["list"], rates["plain ids"], "queries/s"),
+        ]
+
+    def forget(self, reps: int) -> list[dict[str, Any]]:
+        """forget(id) one record a call, and one forget_where of 1,000 records, against DELETEs of the
+        same rows (a record and its tags, one transaction a record; by tag, one transaction)."""
+        n, bulk = (100 if self.quick else 300), 1000
+        rates: dict[str, list[float]] = {"one": [], "plain one": [], "bulk": [], "plain bulk": []}
+        for _ in range(reps):
+            url, plain = self.fresh()
+            with MnemoClient(url, "owner") as c, psycopg.connect(plain, autocommit=True) as conn:
+                with c.transaction():
+                    ids = [c.remember(TEXT, tags=["one"]).id for _ in range(n)]
+                    for _ in range(bulk):
+                        c.remember(TEXT, tags=["bulk"])
+                rows = [(secrets.token_hex(16), "one" if i < n else "bulk") for i in range(n + bulk)]
+                with conn.transaction(), conn.cursor() as cur:
+                    with cur.copy("COPY plain_records FROM STDIN") as copy:
+                        for rid, _tag in rows:
+                            copy.write_row((rid, "agent:owner", TEXT, "{}", time.time_ns()))
+                    with cur.copy("COPY plain_tags FROM STDIN") as copy:
+                        for rid, tag in rows:
+                            copy.write_row((tag, rid))
+                t0 = time.perf_counter()
+                for rec_id in ids:
+                    c.forget(rec_id)
+                rates["one"].append(n / (time.perf_counter() - t0))
+                t0 = time.perf_counter()
+                for rid, _tag in rows[:n]:
+                    with conn.transaction():
+                        conn.execute("DELETE FROM plain_tags WHERE id = %s", [rid])
+                        conn.execute("DELETE FROM plain_records WHERE id = %s", [rid])
+                rates["plain one"].append(n / (time.perf_counter() - t0))
+                t0 = time.perf_counter()
+                assert c.forget_where(tags=["bulk"]) == bulk
+                rates["bulk"].append(bulk / (time.perf_counter() - t0))
+                t0 = time.perf_counter()
+                with conn.transaction():
+                    conn.execute("DELETE FROM plain_records WHERE id IN (SELECT id FROM plain_tags WHERE tag = 'bulk')")
+                    conn.execute("DELETE FROM plain_tags WHERE tag = 'bulk'")
+                rates["plain bulk"].append(bulk / (time.perf_counter() - t0))
+        return [
+            _result("forget(id), one record a call", rates["one"], rates["plain one"], "records/s"),
+            _result(f"forget_where(tags=[one tag]), {bulk:,} records in one call", rates["bulk"], rates["plain bulk"],
+                    "records/s"),
+        ]
 
     def memory_tool(self, reps: int) -> dict[str, Any]:
         from bench_memory_tool import MIX, Workload
@@ -249,21 +305,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dsn", default=os.environ.get("MNEMO_TEST_POSTGRES", "postgresql://postgres@127.0.0.1/postgres"))
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--reps", type=int, default=None)
-    parser.add_argument("--only", choices=["remember", "query", "memory"], action="append")
+    parser.add_argument("--only", choices=["remember", "query", "forget", "memory"], action="append")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
     reps = args.reps or (2 if args.quick else 3)
     bench = Bench(args.dsn, args.quick)
     results = []
     try:
-        only = set(args.only or ["remember", "query", "memory"])
+        only = set(args.only or ["remember", "query", "forget", "memory"])
         if "remember" in only:
             for writers in (1, 4, 16):
                 results.append(bench.remember(writers, reps))
                 print(_row(results[-1]), file=sys.stderr, flush=True)
         if "query" in only:
-            results.append(bench.query(reps))
-            print(_row(results[-1]), file=sys.stderr, flush=True)
+            for result in bench.query(reps):
+                results.append(result)
+                print(_row(result), file=sys.stderr, flush=True)
+        if "forget" in only:
+            for result in bench.forget(reps):
+                results.append(result)
+                print(_row(result), file=sys.stderr, flush=True)
         if "memory" in only:
             results.append(bench.memory_tool(reps))
             print(_row(results[-1]), file=sys.stderr, flush=True)

@@ -511,7 +511,8 @@ class MnemoClient:
         scope: str | None = None,
         limit: int | None = None,
     ) -> list[RecordInfo]:
-        """Like query, from the index alone: no content is read."""
+        """Like query, without the content: none is returned (nor, on PostgreSQL, sent; the tags are
+        checked against each record's put all the same)."""
         self._store.refresh()
         query, scopes = self._query(tags, any_tags, tag_prefix, scope, limit)
         infos = []
@@ -530,8 +531,8 @@ class MnemoClient:
         """Whether a live record in exactly `scope` has every tag in `tags` and one starting with
         `tag_prefix`, whether or not this agent may read it. Needs `write` in `scope`: a writer must not
         write beside what it cannot see (a second memory-tool file at one path), so this reveals to it
-        that such a record exists, and nothing else. The index alone answers: the candidates are the
-        records holding `tag_prefix` (if given), else the first tag, so put the rarest tag first."""
+        that such a record exists, and nothing else. No content is read: the candidates are the records
+        the index lists under `tag_prefix` (if given), else the first tag, so put the rarest tag first."""
         return bool(self._scope_recs(scope, tags, tag_prefix, limit=1))
 
     def scope_usage(self, scope: str, tag: str) -> ScopeUsage:

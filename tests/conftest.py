@@ -64,6 +64,20 @@ def pg(pg_database: PgDatabase | None) -> Iterator[Schema]:
         pg_database.drop_schema(schema.name)
 
 
+@pytest.fixture
+def app_role(pg: Schema) -> Iterator[pg_helpers.AppRole]:
+    """An application role on `pg`'s Mnemo database (made first, by agent `owner`, who owns it), dropped
+    after the test: for tests of what a holder of that role's credentials can and cannot do."""
+    from mnemo import MnemoClient
+
+    MnemoClient(pg.url, "owner").close()
+    role = pg_helpers.AppRole(pg)
+    try:
+        yield role
+    finally:
+        role.drop()
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)

@@ -22,6 +22,7 @@ from mnemo.storage.codec import (
     make_entry,
     pack_record_fields,
     packb,
+    served_digest_problem,
     served_put_problem,
     unpackb,
 )
@@ -219,3 +220,18 @@ def test_a_payload_without_packed_fields_is_refused_though_its_digest_matches() 
     assert served_put_problem(raw, h, "r1", 2, "team:a", payload) == "it is shorter than a salt and packed fields"
     raw, h, payload = _put(payload=SALT + b"\xc0")  # one byte of packed fields: served, then decoded
     assert served_put_problem(raw, h, "r1", 2, "team:a", payload) is None
+
+
+def test_a_payload_known_by_its_digest_and_length_is_checked_as_the_payload_itself() -> None:
+    """What PostgreSQL checks a payload it does not send by: its SHA-256 and length, computed by the server."""
+    raw, h, payload = _put()
+    digest = hashlib.sha256(payload).digest()
+    assert served_digest_problem(raw, h, "r1", 2, "team:a", digest, len(payload)) is None
+    assert served_digest_problem(raw, h, "r1", 2, "team:b", digest, len(payload)) == (
+        "its entry is not the put of record r1 version 2 in scope team:b")
+    assert served_digest_problem(raw, h, "r1", 2, "team:a", hashlib.sha256(payload + b"x").digest(), len(payload)) == (
+        "it does not match the digest its chain entry commits to")
+    raw, h, payload = _put(payload=SALT)
+    assert served_digest_problem(raw, h, "r1", 2, "team:a", hashlib.sha256(SALT).digest(), 16) == (
+        "it is shorter than a salt and packed fields")
+    assert served_digest_problem(raw, h, "r1", 2, "team:a", hashlib.sha256(SALT).digest(), 17) is None

@@ -6,6 +6,8 @@ backend is tested once for both, through the `db` fixture.)"""
 from __future__ import annotations
 
 import glob
+import hashlib
+import itertools
 import os
 import secrets
 import threading
@@ -13,11 +15,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import psycopg
 import pytest
 from helpers.backends import write_once
 from helpers.frames import check_chain
-from helpers.pg import Schema, uri
+from helpers.pg import AppRole, Schema, uri
 from helpers.pg_faults import cannot_ask, kill_at_append, terminate
 from helpers.procs import start_writer
 from test_chain_vectors import VECTORS, vector_log
@@ -25,13 +28,19 @@ from test_chain_vectors import VECTORS, vector_log
 from mnemo import MnemoClient, StorageError
 from mnemo.audit import load_private_key, public_key_bytes, read_chain, verify_db
 from mnemo.errors import IntegrityError, LockTimeout, NotFound, PermissionDenied
+from mnemo.storage.codec import Entry, decode_entry, decode_record_fields
 from mnemo.storage.postgres import grant_application_role
 from mnemo.storage.postgres import schema as pg_schema
 from mnemo.storage.postgres import store as pg_store
 
 OWNER = "owner"
 # The routines of a database of the current schema version, made new or migrated
-ROUTINES = [("mnemo_commit", "f"), ("mnemo_put", "p"), ("mnemo_refuse_change", "f"), ("mnemo_uint", "f")]
+ROUTINES = [
+    ("mnemo_check_erasure", "f"), ("mnemo_commit", "f"), ("mnemo_entry_str", "f"), ("mnemo_entry_value", "f"),
+    ("mnemo_forget_ids", "f"), ("mnemo_mp_end", "f"), ("mnemo_mp_items", "f"), ("mnemo_mp_items_at", "f"),
+    ("mnemo_mp_skip", "f"), ("mnemo_mp_str", "f"), ("mnemo_payload_summary", "f"), ("mnemo_put", "p"),
+    ("mnemo_refuse_change", "f"), ("mnemo_uint", "f"),
+]
 
 
 def raws(db: str) -> list[bytes]:
@@ -275,6 +284,75 @@ def test_an_application_role_can_write_and_forget_but_not_rewrite(pg: Schema) ->
     finally:
         pg.sql(f'DROP OWNED BY "{role}"')
         pg.sql(f'DROP ROLE IF EXISTS "{role}"')
+
+
+SALT = bytes(range(16))
+ERASURE_REFUSED = ("mnemo: DELETE of the payload of seq {} on mnemo_payloads is refused: a payload is erased only by "
+                   "the transaction that appends a forget entry naming its record (client.forget)")
+
+
+def _payloads(pg: Schema) -> list[tuple[int, bytes]]:
+    return [(seq, bytes(payload)) for seq, payload in pg.sql("SELECT seq, payload FROM mnemo_payloads ORDER BY seq")]
+
+
+def _forget_entry(pg: Schema, ids: list[str], agent: str = OWNER) -> Entry:
+    """A forget of `ids` that continues the chain from its head, as a client would build it."""
+    from mnemo.storage.codec import make_entry
+
+    ((seq, head, ts),) = pg.sql("SELECT seq, hash, ts_ns FROM mnemo_head")
+    return make_entry(seq + 1, ts + 1, bytes(head), "forget", agent, {"ids": ids})
+
+
+def _refused(role: AppRole, *statements: tuple[str, Any]) -> str:
+    """The first line of the error that refuses the statements, run as `role` in one transaction."""
+    with role.connect() as conn, pytest.raises(psycopg.errors.InsufficientPrivilege) as refused, conn.transaction():
+        for statement, params in statements:
+            conn.execute(statement, params)
+    return str(refused.value).splitlines()[0]
+
+
+def test_the_application_role_cannot_delete_a_payload_outside_a_forget(pg: Schema, app_role: AppRole) -> None:
+    """A DELETE then an INSERT of a payload row is the UPDATE the schema refuses, by other means: the DELETE
+    is refused (alone, beside the INSERT, after a forget of another record appended in the same transaction,
+    and with a temporary table standing in for the chain on the search_path), the rows are unchanged, and
+    forget still erases."""
+    with MnemoClient(app_role.url, OWNER) as c:
+        kept = c.remember("kept", tags=["k"])  # seq 1
+        other = c.remember("another")  # seq 2
+        c.forget(c.remember("forgotten").id, reason="asked")  # seq 3, and its forget at seq 4, with a reason
+    before = _payloads(pg)
+    assert [seq for seq, _ in before] == [1, 2, 4]
+    attempts = [
+        (["DELETE FROM mnemo_payloads WHERE seq = 1"], 1),
+        (["DELETE FROM mnemo_payloads WHERE seq = 1", "INSERT INTO mnemo_payloads VALUES (1, '\\x00')"], 1),
+        (["DELETE FROM mnemo_payloads"], 1),
+        (["DELETE FROM mnemo_payloads WHERE seq = 4"], 4),  # the forget's reason
+    ]
+    for statements, seq in attempts:
+        assert _refused(app_role, *[(statement, None) for statement in statements]) == ERASURE_REFUSED.format(seq)
+    forget = _forget_entry(pg, [other.id])
+    append = ("INSERT INTO mnemo_entries VALUES (%s, 'forget', %s, %s)", [forget.seq, forget.raw, forget.hash])
+    with app_role.connect() as conn, conn.transaction(force_rollback=True):  # what a forget of it may delete
+        conn.execute(*append)
+        assert conn.execute("DELETE FROM mnemo_payloads WHERE seq = 2 RETURNING seq").fetchall() == [(2,)]
+    # the forget names the record of seq 2, not that of seq 1
+    assert _refused(app_role, append, ("DELETE FROM mnemo_payloads WHERE seq IN (1, 2)", None)) == \
+        ERASURE_REFUSED.format(1)
+    assert _refused(
+        app_role,
+        ("CREATE TEMPORARY TABLE mnemo_entries AS SELECT * FROM mnemo_entries", None),
+        ("INSERT INTO pg_temp.mnemo_entries VALUES (%s, 'forget', %s, %s)",
+         [forget.seq, _forget_entry(pg, [kept.id]).raw, forget.hash]),
+        (f'SET LOCAL search_path = pg_temp, "{pg.name}"', None),
+        (f'DELETE FROM "{pg.name}".mnemo_payloads WHERE seq = 1', None),
+    ) == ERASURE_REFUSED.format(1)
+    assert _payloads(pg) == before
+    with MnemoClient(app_role.url, OWNER) as c:
+        assert c.get(kept.id).content == "kept"
+        assert c.forget([kept.id, other.id]) == 2
+        assert c.query() == []
+        assert c.verify().ok
+    assert _payloads(pg) == before[2:]  # only the reason of the first forget is left
 
 
 def test_verify_finds_an_entry_a_superuser_edited_with_the_triggers_off(pg: Schema) -> None:
@@ -598,6 +676,147 @@ def test_an_older_schema_is_migrated_by_a_writer_and_refused_by_a_reader(pg: Sch
         pg.sql("UPDATE mnemo_entries SET op = op")
     # what the migrations leave is what a new database has: no routine left behind, none missing
     assert pg.routines() == ROUTINES
+
+
+def undo_version_4(pg: Schema) -> None:
+    """A database of schema version 4 taken back to exactly version 3: what version 4 adds, undone."""
+    pg.sql("DROP TRIGGER mnemo_payloads_erased_by_forget ON mnemo_payloads")
+    pg.sql("DROP FUNCTION mnemo_check_erasure, mnemo_forget_ids, mnemo_entry_str, mnemo_entry_value, "
+           "mnemo_payload_summary, mnemo_mp_skip, mnemo_mp_end, mnemo_mp_items, mnemo_mp_items_at, mnemo_mp_str")
+    pg.sql("UPDATE mnemo_meta SET schema_version = 3")
+
+
+def test_a_version_3_database_migrates_and_then_refuses_a_payload_delete(pg: Schema, app_role: AppRole) -> None:
+    """Version 3 let any role that may delete payload rows delete them; once the owner has opened it (a
+    migration creates functions: the application role cannot), the application role's DELETE is refused,
+    its forgets still erase, and the chain is as it was."""
+    with MnemoClient(app_role.url, OWNER) as c:
+        kept = c.remember("kept")
+        gone = c.remember("to be forgotten")
+        head = c.verify().head_hash
+    undo_version_4(pg)
+    app_role.sql("BEGIN; DELETE FROM mnemo_payloads WHERE seq = 1; ROLLBACK")  # version 3: not refused
+    with pytest.raises(StorageError) as refused_migration:
+        MnemoClient(app_role.url, OWNER)
+    assert str(refused_migration.value) == (
+        f"PostgreSQL at {pg_store.display_name(app_role.url)} refused: permission denied for schema {pg.name} (a role "
+        "with more privileges is needed for this, see docs/POSTGRES.md)")
+    assert pg.sql("SELECT schema_version FROM mnemo_meta") == [(3,)]
+    with MnemoClient(pg.url, OWNER) as c:
+        assert c.recovery == [f"migrated the schema from version 3 to {pg_schema.SCHEMA_VERSION}"]
+        assert c.verify().head_hash == head
+    assert pg.routines() == ROUTINES
+    with pytest.raises(psycopg.errors.InsufficientPrivilege) as refused:
+        app_role.sql("DELETE FROM mnemo_payloads WHERE seq = 1")
+    assert str(refused.value).splitlines()[0] == ERASURE_REFUSED.format(1)
+    with MnemoClient(app_role.url, OWNER) as c:
+        assert c.forget(gone.id) == 1
+        assert [r.id for r in c.query()] == [kept.id]
+        assert c.verify().ok
+    assert [seq for seq, _ in _payloads(pg)] == [1]
+
+
+# The record ids the erasure guard reads in entries `r` of ops `op`: a put's id, a forget's ids
+_IDS = ("ARRAY(SELECT convert_from(i, 'UTF8') FROM (SELECT mnemo_entry_str({r}, 'put', 'id') "
+        "WHERE {op} = 'put' UNION ALL SELECT mnemo_forget_ids({r}) WHERE {op} = 'forget') x(i) WHERE i IS NOT NULL)")
+
+
+def _entry_ids(pg: Schema, raw: bytes, op: str) -> list[str]:
+    [(ids,)] = pg.sql("SELECT " + _IDS.format(r="%(r)s::bytea", op="%(op)s::text"), {"r": raw, "op": op})
+    return list(ids)
+
+
+def test_the_schema_reads_the_record_ids_of_an_entry_as_it_is_read(pg: Schema) -> None:
+    """mnemo_entry_str and mnemo_forget_ids, which the erasure guard reads the chain with, find what
+    decode_entry does, in entries of every integer and string width msgpack gives their fields."""
+    from mnemo.storage.codec import make_entry
+
+    MnemoClient(pg.url, OWNER).close()
+    ids = [f"r{i}-é" for i in range(17)]  # an array of 16 elements or more has a header of its own
+    cases = []
+    for seq, agent in itertools.product([0, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**63 - 1],
+                                        ["a", "a" * 31, "a" * 32, "é" * 127, "a" * 256, "a" * 65536]):
+        body = {"digest": b"\x02" * 32, "id": ids[seq % 17], "scope": "s" * 40, "size": seq, "ver": 2**31}
+        cases.append((make_entry(seq, seq, b"\x01" * 32, "put", agent, body), "put"))
+        cases.append((make_entry(seq, seq, b"\x03" * 32, "forget", agent, {"ids": ids[: seq % 18]}), "forget"))
+    raws = [(e.raw, op) for e, op in cases]
+    ids_sql = ("SELECT " + _IDS.format(r="u.r", op="u.op") + " FROM unnest(%s::bytea[], %s::text[]) WITH ORDINALITY "
+               "u(r, op, k) ORDER BY k")
+    found = pg.sql(ids_sql, [[r for r, _ in raws], [op for _, op in raws]])
+    for (entry, op), (got,) in zip(cases, found, strict=True):
+        body = decode_entry(entry.raw).body
+        assert got == ([body["id"]] if op == "put" else body["ids"]), (entry.seq, len(entry.agent))
+    other = {"put": "forget", "forget": "put"}
+    assert pg.sql(ids_sql, [[r for r, _ in raws], [other[op] for _, op in raws]]) == [([],)] * len(raws)
+
+
+def test_the_schema_reads_a_payloads_digest_length_and_tags_as_they_are_read(pg: Schema) -> None:
+    """mnemo_payload_summary, which a listing checks a record's tags by without its content, gives the
+    payload's SHA-256 and length, and the bytes of exactly the tags decode_record_fields reads, whatever
+    the width of the content before them; no tags where the payload is not a salt and three fields."""
+    from mnemo.storage.codec import pack_record_fields
+
+    MnemoClient(pg.url, OWNER).close()
+    contents: list[str | bytes] = ["", "a" * 31, "é" * 16, "a" * 255, "a" * 256, "a" * 65536, b"", b"x" * 255,
+                                   b"x" * 256, b"x" * 65536]
+    tag_lists = [[], ["t"], [f"tag-{i}-é" for i in range(16)], ["t" * 300]]
+    payloads = [SALT + pack_record_fields(content, tags, {"k": [1, {"n": None}]})
+                for content in contents for tags in tag_lists]
+    # laid out otherwise: no salt, no fields, two fields, fields cut in the content or the tags, no array
+    # (the tags are read as far as they go: what follows them is the client's to find wrong)
+    cut = {b"": None, SALT: None, SALT + b"\x92\xa0\x90": None, SALT + b"\x93\xa5abc": None,
+           SALT + b"\x93\xa1a\x91": None, SALT + b"\xc1\xa1a": None, SALT + b"\x93\xa1a\x91\xa1t": b"\x91\xa1t"}
+    rows = pg.sql("SELECT s FROM unnest(%s::bytea[]) WITH ORDINALITY u(p, k), mnemo_payload_summary(u.p) s ORDER BY k",
+                  [payloads + list(cut)])
+    for payload, (summary,) in zip(payloads + list(cut), rows, strict=True):
+        digest, length, tags = summary
+        assert (bytes(digest), int.from_bytes(length, "big")) == (hashlib.sha256(payload).digest(), len(payload))
+        if payload in cut:
+            assert tags == cut[payload], payload
+        else:
+            assert list(msgpack.unpackb(tags)) == list(decode_record_fields(payload[16:])[1]), payload[:40]
+
+
+def _hand_made(body: bytes, op: bytes = b"\xa3put", fields: bytes = b"\x97") -> bytes:
+    """An entry's bytes around a body packed by hand: [1, 1, 1, prev, op, "a", body]."""
+    return fields + b"\x01\x01\x01\xc4\x20" + b"\x00" * 32 + op + b"\xa1a" + body
+
+
+@pytest.mark.parametrize(("raw", "op", "ids"), [
+    # values of every other kind and width before the key, skipped whole
+    (_hand_made(b"\x83\xa1a" + msgpack.packb([[1, {"b": b"x"}], 1.5, None, True, False, -5, -200, -40000, -(2**33),
+                                             200, 70000, 2**33, b"x" * 300, b"x" * 70000, "s" * 70000,
+                                             list(range(20)), [0] * 70000, {str(i): i for i in range(20)},
+                                             {str(i): 0 for i in range(70000)}])
+                + b"\xa1e" + msgpack.packb([msgpack.ExtType(i, b"x" * n) for i, n in
+                                             enumerate([1, 2, 3, 4, 8, 16, 20, 300, 70000])])
+                + b"\xa2id\xa2r1"), "put", ["r1"]),
+    (_hand_made(b"\x82\xa1f" + msgpack.packb(1.5, use_single_float=True) + b"\xa2id\xda\x00\x02r2"), "put", ["r2"]),
+    # headers wider than they need be: an array of 7 in 16 bits, a map of 1 in 16, a string of 2 in 32
+    (_hand_made(b"\xde\x00\x01\xa2id\xdb\x00\x00\x00\x02r3", fields=b"\xdc\x00\x07"), "put", ["r3"]),
+    (_hand_made(b"\x81\xa3ids\xdd\x00\x00\x00\x02\xa1x\xd9\x01y", b"\xa6forget"), "forget", ["x", "y"]),
+    (_hand_made(b"\x82\xa2id\xa2r1\xa2id\xa2r2"), "put", ["r2"]),  # a key given twice: the last
+    (_hand_made(b"\x82\xa3ids\x91\xa1x\xa3ids\x92\xa1y\xa1z", b"\xa6forget"), "forget", ["y", "z"]),  # the last
+    (_hand_made(b"\x81\xa3ids\x93\xa1x\x05\xa1y", b"\xa6forget"), "forget", ["x", "y"]),  # not an id: left out
+    (_hand_made(b"\x81\xa2id\xa2r1") + b"\x00", "put", []),  # bytes after the entry
+    (_hand_made(b"\x81\xa2id\xa2r1", fields=b"\x96"), "put", []),  # six fields
+    (_hand_made(b"\x81\xa2id\xa2r1")[:-1], "put", []),  # cut short
+    (_hand_made(b"\x81\xa2id\x05"), "put", []),  # an id that is no string
+    (_hand_made(b"\x82\xa1a\xc1\xa2id\xa2r1"), "put", []),  # a byte that begins no value
+    (_hand_made(b"\x81\xa2id\xd9\xffr1"), "put", []),  # a string longer than what is left
+    (_hand_made(b"\x81\xa3ids\xdd\xff\xff\xff\xff\xa1x", b"\xa6forget"), "forget", []),  # 2**32 - 1 ids claimed
+    (_hand_made(b"\x81\xa2id\xa2r1", b"\xa6forget"), "put", []),  # an op of another name
+    (_hand_made(b"\x91\xa2r1"), "put", []),  # a body that is no map
+    (b"\x97", "put", []),
+])
+def test_the_schema_reads_the_ids_of_hand_made_entries_as_they_are_read(
+    pg: Schema, raw: bytes, op: str, ids: list[str]
+) -> None:
+    MnemoClient(pg.url, OWNER).close()
+    assert _entry_ids(pg, raw, op) == ids
+    if ids:  # what the entry names when it is read
+        body = decode_entry(raw).body
+        assert ids == ([body["id"]] if op == "put" else [i for i in body["ids"] if isinstance(i, str)])
 
 
 def test_two_creators_at_once_make_one_database(pg: Schema) -> None:

@@ -192,7 +192,7 @@ def test_counts_inside_a_transaction_read_no_payloads(pg: Schema) -> None:
     is still counted (reading it is what fails)."""
     with MnemoClient(pg.url, OWNER, durability="none") as c:
         rec = c.remember("committed", tags=["t"])
-    pg.sql("DELETE FROM mnemo_payloads WHERE seq = 1")
+    _damage(pg, "DELETE FROM mnemo_payloads WHERE seq = 1")
     with MnemoClient(pg.url, OWNER, durability="none") as c:
         assert (c.stats()["records"], c.stats()["versions"], c.stats()["tags"]) == (1, 1, 1)
         with c.transaction():
@@ -201,3 +201,30 @@ def test_counts_inside_a_transaction_read_no_payloads(pg: Schema) -> None:
             assert (stats["records"], stats["versions"], stats["tags"]) == (2, 2, 2)
         with pytest.raises(IntegrityError):
             c.get(rec.id)
+
+
+# -- selects that send no content ---------------------------------------------------------------------------
+
+
+def test_a_listing_checks_the_payload_it_does_not_send(pg: Schema) -> None:
+    """list_records and forget_where take a record's tags from its put, checked by the digest and length the
+    server computes of the payload: a changed payload, or a missing one, fails them as it fails a query,
+    and nothing is forgotten."""
+    with MnemoClient(pg.url, OWNER, durability="none") as c:
+        rec = c.remember("listed", tags=["t"])
+    for damage, why in [
+        ("UPDATE mnemo_payloads SET payload = payload || '\\x00'::bytea WHERE seq = 1",
+         "the payload of seq 1 is not served: it does not match the digest its chain entry commits to"),
+        ("UPDATE mnemo_records SET scope = 'agent:other'",
+         "the payload of seq 1 is not served: its entry is not the put of record {id} version 1 in scope agent:other"),
+        ("DELETE FROM mnemo_payloads WHERE seq = 1",
+         "the payload of record {id} version 1 (seq 1) is missing, though the record is live"),
+    ]:
+        _damage(pg, damage)
+        with MnemoClient(pg.url, OWNER, durability="none") as c:
+            for read in (lambda: c.list_records(tags=["t"]), lambda: c.list_records(),
+                         lambda: c.forget_where(tags=["t"]), lambda: c.query(tags=["t"])):
+                with pytest.raises(IntegrityError) as exc:
+                    read()
+                assert str(exc.value) == f"{_path(pg)}: {why.format(id=rec.id)}"
+    assert pg.sql("SELECT op FROM mnemo_entries ORDER BY seq") == [("genesis",), ("put",)]

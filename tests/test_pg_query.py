@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.pg import Schema
+from helpers.pg import AppRole, Schema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_pg_backend import ROUTINES
+from test_pg_backend import ROUTINES, undo_version_4
 
 from mnemo import MnemoClient
 from mnemo.storage.postgres import schema as pg_schema
@@ -157,7 +157,8 @@ def test_a_version_2_database_migrates(pg: Schema) -> None:
             c.remember(f"in {scope}", tags=["x"], scope=scope)
         head = c.verify().head_hash
     assert pg.routines() == ROUTINES  # a new database
-    # back to exactly version 2: what version 3 adds, undone
+    # back to exactly version 2: what versions 3 and 4 add, undone
+    undo_version_4(pg)
     pg.sql('ALTER TABLE mnemo_records ALTER COLUMN scope TYPE text COLLATE "default"')
     pg.sql("DROP PROCEDURE mnemo_put")
     pg.sql("DROP FUNCTION mnemo_uint")
@@ -174,6 +175,65 @@ def test_a_version_2_database_migrates(pg: Schema) -> None:
     assert pg.sql("SELECT collation_name FROM information_schema.columns WHERE table_schema = current_schema() "
                   "AND table_name = 'mnemo_records' AND column_name = 'scope'") == [("C",)]
     assert pg.routines() == ROUTINES  # version 2's mnemo_append went with the migration
+
+
+# -- what a select acts on: the tags the chain gives a record, not the index's rows -------------------------
+
+
+def test_a_tag_row_the_application_role_adds_steers_no_select(pg: Schema, app_role: AppRole) -> None:
+    """A holder of the application role's credentials gives record B the tag `secret` by a row of its own in
+    mnemo_tags: query, list_records and forget_where by that tag act only on the records whose put holds
+    it (a limit still filled, a transaction's own records beside them), B survives untouched, and verify
+    names the row."""
+    with MnemoClient(app_role.url, OWNER) as c:
+        b = c.remember("never tagged secret", tags=["plain"])  # first in id order: a limit meets it first
+        a = c.remember("tagged secret", tags=["secret"])
+        d = c.remember("tagged secret too", tags=["secret", "x"])
+        app_role.sql("INSERT INTO mnemo_tags (tag, id) VALUES ('secret', %s)", [b.id])
+        assert pg.sql("SELECT id FROM mnemo_tags WHERE tag = 'secret' ORDER BY id") == [(b.id,), (a.id,), (d.id,)]
+        secret = [a.id, d.id]
+        assert [r.id for r in c.query(tags=["secret"])] == secret
+        assert [r.id for r in c.query(any_tags=["secret", "nothing"])] == secret
+        assert [r.id for r in c.query(tag_prefix="secr")] == secret
+        assert [r.id for r in c.query(tags=["secret"], limit=1)] == [a.id]
+        assert [r.id for r in c.query(tags=["secret"], limit=2)] == secret
+        assert [i.id for i in c.list_records(tags=["secret"])] == secret
+        assert [i.id for i in c.list_records(tags=["secret"], limit=1)] == [a.id]
+        # listed without a tag filter, B has the tags its put gives it
+        assert [(i.id, i.tags) for i in c.list_records()] == [(b.id, ("plain",)), (a.id, ("secret",)),
+                                                              (d.id, ("secret", "x"))]
+        with c.transaction():
+            e = c.remember("staged secret", tags=["secret"])
+            assert [r.id for r in c.query(tags=["secret"])] == [*secret, e.id]
+            assert [r.id for r in c.query(tags=["secret"], limit=1)] == [a.id]
+        report = c.verify()
+        assert [(p.kind, p.message) for p in report.problems] == [
+            ("tables", f"mnemo_tags lists record {b.id} under tag 'secret', which its latest version does not hold")]
+        assert c.forget_where(tags=["secret"]) == 3
+        assert [(r.id, r.content, r.tags, r.version) for r in c.query()] == [
+            (b.id, "never tagged secret", ("plain",), 1)]
+
+
+def test_a_path_row_the_application_role_adds_invents_no_memory_file(pg: Schema, app_role: AppRole) -> None:
+    """`memorytool` and `path:` rows of mnemo_tags given to a plain note: the memory tool neither lists nor
+    serves a file there, and creates one there as at any free path; the note stays as it was."""
+    from mnemo.tools import MnemoMemoryToolServer
+
+    with MnemoClient(app_role.url, OWNER) as c:
+        server = MnemoMemoryToolServer(c)
+        assert not server.execute({"command": "create", "path": "/memories/real.md", "file_text": "real"}).is_error
+        note = c.remember("a note, not a file", tags=["note"])
+        app_role.sql("INSERT INTO mnemo_tags (tag, id) VALUES ('memorytool', %s), ('path:/memories/invented.md', %s), "
+                     "('path:/memories/dir/deep.md', %s)", [note.id, note.id, note.id])
+        listing = server.execute({"command": "view", "path": "/memories"}).text
+        assert listing.splitlines()[1:] == ["4B\t/memories", "4B\t/memories/real.md"], listing
+        missing = server.execute({"command": "view", "path": "/memories/invented.md"})
+        assert missing.is_error and "does not exist" in missing.text, missing.text
+        created = server.execute({"command": "create", "path": "/memories/invented.md", "file_text": "now real"})
+        assert not created.is_error, created.text
+        assert server.execute({"command": "view", "path": "/memories/invented.md"}).text.endswith("now real")
+        assert not server.execute({"command": "create", "path": "/memories/dir", "file_text": "a file"}).is_error
+        assert (c.get(note.id).content, c.get(note.id).tags) == ("a note, not a file", ("note",))
 
 
 @pytest.mark.parametrize(("prefix", "successor"), [

@@ -13,6 +13,7 @@ import random
 from datetime import datetime, timezone
 from pathlib import Path
 
+import msgpack
 import pytest
 from helpers.backends import is_pg
 from hypothesis import given, settings
@@ -142,6 +143,27 @@ def test_a_put_payload_is_served_only_with_packed_fields_after_its_salt(db: str,
                 with pytest.raises(IntegrityError) as info:
                     read()
                 assert str(info.value).endswith(" is not served: it is shorter than a salt and packed fields")
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("tags", [[5], "t"], ids=["not-strings", "not-a-list"])
+def test_a_put_whose_packed_tags_do_not_read_is_selected_as_its_index_lists_it(db: str, tags: object) -> None:
+    """A put whose entry commits to fields whose tags are not a list of strings (written by hand): a
+    select finds it by the tags it was staged with and hands its fields over as they are, on both
+    backends (PostgreSQL, which checks the index's tags against the put's, cannot, and does not guess);
+    the client, which decodes them, says what is wrong."""
+    store = open_storage(db, AGENT, durability="none")
+    try:
+        salt = bytes(range(16))
+        packed = msgpack.packb(["content", tags, {}])
+        body = {"digest": payload_digest(salt, packed), "id": "r1", "scope": f"agent:{AGENT}", "size": 7, "ver": 1}
+        with store.writing() as batch:
+            batch.stage("put", AGENT, body, encode_put_payload(salt, packed), ("t",))
+        for payloads in (False, True):
+            found = store.select(Query(tags=("t",)), ALL_SCOPES, payloads=payloads)
+            assert [(f.rec.id, f.rec.tags, [bytes(p) for p in f.packed]) for f in found] == [
+                ("r1", ("t",), [packed] if payloads else [])]
     finally:
         store.close()
 

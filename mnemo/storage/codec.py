@@ -165,6 +165,15 @@ def served_put_problem(
     (the entry bytes the index points at) must hash to `chain_hash`, be the put of exactly that
     record, version and scope, and commit by its digest to exactly these payload bytes, which hold a
     salt and at least one byte of packed fields."""
+    return served_digest_problem(raw, chain_hash, rec_id, ver, scope, hashlib.sha256(payload).digest(), len(payload))
+
+
+def served_digest_problem(
+    raw: bytes | memoryview, chain_hash: bytes, rec_id: str, ver: int, scope: str, payload_digest: bytes,
+    payload_len: int,
+) -> str | None:
+    """served_put_problem of a payload known by its SHA-256 and its length, as the server that stores it
+    computed them (PostgreSQL checks what it does not send this way)."""
     if hashlib.sha256(raw).digest() != chain_hash:
         return "its entry does not hash to the chain hash of that version"
     try:
@@ -176,8 +185,8 @@ def served_put_problem(
         return "its entry does not decode"
     if fields != (rec_id, ver, scope):
         return f"its entry is not the put of record {rec_id} version {ver} in scope {scope}"
-    if hashlib.sha256(payload).digest() != digest:
+    if payload_digest != digest:
         return "it does not match the digest its chain entry commits to"
-    if len(payload) < SALT_SIZE + 1:  # an entry can commit to such a payload, but it holds no record
+    if payload_len < SALT_SIZE + 1:  # an entry can commit to such a payload, but it holds no record
         return "it is shorter than a salt and packed fields"
     return None

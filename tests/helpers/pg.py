@@ -140,3 +140,32 @@ class Schema:
         with self.connect() as conn:
             cur = conn.execute(query, params)
             return cur.fetchall() if cur.description else []
+
+
+class AppRole:
+    """A login role holding what `grant_application_role` gives (docs/POSTGRES.md's application role) on
+    a schema: the URI its agents connect with, and SQL as it, as one holding its credentials could run."""
+
+    def __init__(self, schema: Schema) -> None:
+        from mnemo.storage.postgres import application_dsn, grant_application_role
+
+        self.schema = schema
+        self.name = f"mnemo_app_{secrets.token_hex(4)}"
+        schema.sql(f'CREATE ROLE "{self.name}" LOGIN')
+        grant_application_role(schema.url, self.name)
+        self.dsn = application_dsn(schema.database.dsn, self.name)
+        self.url = uri(self.dsn, schema.name)
+
+    def connect(self) -> psycopg.Connection[Any]:
+        import psycopg
+
+        return psycopg.connect(self.dsn, autocommit=True, options=f"-csearch_path={self.schema.name}")
+
+    def sql(self, query: str, params: Any = None) -> list[Any]:
+        with self.connect() as conn:
+            cur = conn.execute(query, params)
+            return cur.fetchall() if cur.description else []
+
+    def drop(self) -> None:
+        self.schema.sql(f'DROP OWNED BY "{self.name}"')
+        self.schema.sql(f'DROP ROLE IF EXISTS "{self.name}"')

@@ -46,9 +46,12 @@ from ..codec import (
     Entry,
     EntryDecodeError,
     decode_entry,
+    decode_record_fields,
     make_entry,
     pack_canonical,
+    served_digest_problem,
     served_put_problem,
+    unpackb,
 )
 from ..contract import Found, LogItem, Payloads, Progress, Query, Rec, ScopeFilter, Usage, Version
 from ..guards import StoreGuards
@@ -236,6 +239,19 @@ def _version(row: tuple[Any, ...]) -> Version:
     ver, seq, ts_ns, agent, size, hash_, entry_len, payload_len = row
     # the row keys stand where the log file keeps offsets: the entry and its payload are both found by seq
     return Version(ver, seq, ts_ns, agent, size, bytes(hash_), seq, payload_len, seq, entry_len)
+
+
+def _put_tags(packed: bytes) -> tuple[str, ...] | None:
+    """The tags in a put's packed fields, or None if they do not read as a list of strings (the client,
+    which decodes the fields it is served, says what is wrong with them)."""
+    try:
+        return _str_tags(list(decode_record_fields(packed)[1]))
+    except Exception:  # msgpack raises several unrelated types on garbage
+        return None
+
+
+def _str_tags(tags: Any) -> tuple[str, ...] | None:
+    return tuple(tags) if type(tags) is list and all(type(tag) is str for tag in tags) else None
 
 
 class _View:
@@ -552,13 +568,34 @@ class PostgresStore(StoreGuards):
             if staged is not None:
                 return staged
         if raw is None or payload is None:
-            raise IntegrityError(f"{self.path}: the payload of record {rec.id} version {version.ver} (seq "
-                                 f"{version.seq}) is missing, though the record is live")
+            raise self._missing(rec, version)
         payload = bytes(payload)
         why = served_put_problem(bytes(raw), version.hash, rec.id, version.ver, rec.scope, payload)
         if why is not None:
             raise IntegrityError(f"{self.path}: the payload of seq {version.seq} is not served: {why}")
         return bytes(payload[16:])
+
+    def _missing(self, rec: Rec, version: Version) -> IntegrityError:
+        return IntegrityError(f"{self.path}: the payload of record {rec.id} version {version.ver} (seq "
+                              f"{version.seq}) is missing, though the record is live")
+
+    def _summary_tags(self, rec: Rec, raw: Any, summary: Any) -> tuple[str, ...] | None:
+        """The tags of the latest put of `rec`, from the server's summary of its payload
+        (mnemo_payload_summary: its SHA-256, length and tags), checked as _checked checks a payload but
+        by the digest and length the server computed: no content leaves the server. None if the tags do
+        not read as a list of strings."""
+        version = rec.latest
+        if raw is None or summary is None:
+            raise self._missing(rec, version)
+        digest, length, tags = summary
+        why = served_digest_problem(bytes(raw), version.hash, rec.id, version.ver, rec.scope, bytes(digest),
+                                    int.from_bytes(length, "big"))
+        if why is not None:
+            raise IntegrityError(f"{self.path}: the payload of seq {version.seq} is not served: {why}")
+        try:
+            return _str_tags(unpackb(bytes(tags)))
+        except Exception:  # msgpack raises several unrelated types on garbage; no tags: `tags` is None
+            return None
 
     def get(self, rec_id: str, scopes: ScopeFilter, payloads: Payloads = "latest") -> Found | None:
         batch = self.current_batch()
@@ -609,21 +646,42 @@ class PostgresStore(StoreGuards):
         ))
 
     def select(self, query: Query, scopes: ScopeFilter, payloads: bool = True) -> list[Found]:
+        """The records `query` and `scopes` admit. A record's tags are those of its latest put, read from
+        the payload that put's entry commits to and checked against it (when no payload is asked for, by
+        the digest, length and tags the server reads from it: no content is sent). A mnemo_tags row,
+        which the application role can write, only makes a record a candidate: one whose put does not
+        hold the tags asked for is left out (verify names the row that put it there), and the query is
+        read again without it, so that a limit is still met."""
+        left_out: list[str] = []
+        while True:
+            found, misses = self._select(query, scopes, payloads, left_out)
+            if not misses or query.limit is None:
+                return found
+            left_out += misses
+
+    def _select(
+        self, query: Query, scopes: ScopeFilter, payloads: bool, left_out: list[str], check_tags: bool = True
+    ) -> tuple[list[Found], list[str]]:
+        """One read of select, without the records `left_out`: what it found, and the ids of the
+        candidates whose checked tags do not match. Without `check_tags`, the tags are mnemo_tags' and no
+        payload is read unless asked for (counts)."""
         batch = self.current_batch()
         conn = self._batch_conn()
         overlay = batch.recs if batch is not None else {}
         source, params, conds = _select_source(query)
         where, scope_params = _scope_sql(scopes)
         conds.insert(0, (where, scope_params))
-        if overlay:
-            conds.append(("NOT (r.id = ANY(%s::text[]))", [list(overlay)]))
+        if overlay or left_out:
+            conds.append(("NOT (r.id = ANY(%s::text[]))", [[*overlay, *left_out]]))
         for _sql, cond_params in conds:
             params += cond_params
         limit = "" if query.limit is None else f" LIMIT {int(query.limit)}"
+        # the latest version's entry, and its payload, or what checks it without its content
+        payload = "p.payload" if payloads else "mnemo_payload_summary(p.payload)"
         loaded = (
             "CASE WHEN v.ver = h.ver THEN (SELECT e.raw FROM mnemo_entries e WHERE e.seq = v.seq) END, "
-            "CASE WHEN v.ver = h.ver THEN (SELECT p.payload FROM mnemo_payloads p WHERE p.seq = v.seq) END"
-        ) if payloads else "NULL, NULL"
+            f"CASE WHEN v.ver = h.ver THEN (SELECT {payload} FROM mnemo_payloads p WHERE p.seq = v.seq) END"
+        ) if payloads or check_tags else "NULL, NULL"
         rows = self._fetch(
             f"WITH h AS MATERIALIZED (SELECT r.id, r.scope, r.ver FROM {source} "
             f"WHERE {' AND '.join(sql for sql, _p in conds)} ORDER BY r.id{limit}) "
@@ -632,8 +690,23 @@ class PostgresStore(StoreGuards):
             "(SELECT * FROM mnemo_versions w WHERE w.id = h.id OFFSET 0) v ORDER BY h.id, v.ver",
             params, conn, binary=True,
         )
-        out = [self._found(rec, loaded, "latest" if payloads else "none", batch)
-               for rec, loaded in self._group(rows, with_payloads=True)]
+        out: list[Found] = []
+        misses: list[str] = []
+        for rec, versions in self._group(rows, with_payloads=True):
+            if not check_tags:
+                out.append(self._found(rec, versions, "latest" if payloads else "none", batch))
+                continue
+            if payloads:
+                packed = self._checked(rec, rec.latest, *versions[-1], batch)
+                tags = _put_tags(packed)
+            else:
+                tags = self._summary_tags(rec, *versions[-1])
+            if tags is not None and tags != rec.tags and set(tags) != set(rec.tags):
+                rec = rec._replace(tags=tags)
+                if not query.matches(tags):
+                    misses.append(rec.id)
+                    continue
+            out.append(Found(rec, (packed,)) if payloads else Found(rec))
         if overlay:
             assert batch is not None
             extra = [
@@ -644,12 +717,13 @@ class PostgresStore(StoreGuards):
             out = sorted(out + extra, key=lambda f: f.rec.id)
             if query.limit is not None:
                 del out[query.limit :]
-        return out
+        return out, misses
 
     def counts(self, scopes: ScopeFilter) -> tuple[int, int, int]:
         batch = self.current_batch()
         if batch is not None and batch.recs:
-            visible = [f.rec for f in self.select(Query(), scopes, payloads=False)]
+            # the tags as mnemo_tags holds them: counting reads no payload
+            visible = [f.rec for f in self._select(Query(), scopes, False, [], check_tags=False)[0]]
             return len(visible), sum(len(r.versions) for r in visible), len({t for r in visible for t in r.tags})
         where, params = _scope_sql(scopes)
         rows = self._fetch(
@@ -1223,9 +1297,10 @@ def open_postgres(
 
 def grant_application_role(dsn: str, role: str) -> None:
     """Give `role` exactly what an application needs of the Mnemo database in the first schema of
-    `dsn`'s search_path (schema.APPLICATION_PRIVILEGES): append entries, erase payloads, keep the derived
-    tables. Run it as the tables' owner. The role can then neither update nor delete an entry, nor
-    disable a trigger or alter a table; compaction (VACUUM FULL) stays the owner's."""
+    `dsn`'s search_path (schema.APPLICATION_PRIVILEGES): append entries, erase payloads (in a forget's
+    transaction only), keep the derived tables. Run it as the tables' owner. The role can then neither
+    update nor delete an entry, nor disable a trigger or alter a table; compaction (VACUUM FULL) and
+    schema migrations stay the owner's."""
     from psycopg import sql
 
     name = display_name(dsn)
