@@ -35,7 +35,7 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,7 @@ from .audit import filelog
 from .client import MnemoClient
 from .errors import InvalidInput, MnemoError
 from .storage.codec import ZERO_HASH, Entry, decode_put_payload, decode_record_fields, payload_digest, unpackb
+from .storage.contract import Progress
 from .storage.file.framing import HEADER_SIZE, Frame, HeaderError, Slot, decode_file_header
 from .storage.file.snapshot import read_erase_journal
 from .validation import Limits
@@ -62,8 +63,6 @@ __all__ = [
 PROVENANCE_SCOPE = "mnemo:salvage"
 PROVENANCE_TAG = "mnemo:salvage"
 PROVENANCE_FORMAT = "mnemo-salvage/1"
-
-Progress = Callable[[int, int], None]
 
 # What the source held was accepted under its writers' limits: the copy must accept all of it.
 _NO_LIMITS = Limits(max_content_bytes=1 << 62, max_tag_chars=1 << 30, max_tags=1 << 30,

@@ -7,11 +7,10 @@ erasures and checkpoint signatures, and reports every problem it finds with its 
 SHA-256, msgpack and Ed25519. docs/FORMAT.md (§5) spells out both algorithms.
 """
 
+from ..storage.contract import PathArg, Progress
 from .common import (
     KeyFileError,
-    PathArg,
     PrivateKeyLike,
-    Progress,
     PublicKeyLike,
     UnreadableDatabase,
     UnreadableExport,

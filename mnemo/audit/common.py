@@ -16,10 +16,8 @@ from ..storage.codec import (
     payload_digest,
 )
 
-PathArg = Union[str, "os.PathLike[str]"]
 PrivateKeyLike = Union[Ed25519PrivateKey, bytes, str, "os.PathLike[str]"]
 PublicKeyLike = Union[Ed25519PublicKey, bytes, str, "os.PathLike[str]"]
-Progress = Callable[[int, int], None]
 
 
 class UnreadableDatabase(MnemoError):

@@ -16,8 +16,8 @@ from ..storage.codec import (
     decode_record_fields,
     unpackb,
 )
-from ..storage.contract import LogItem, Storage, is_dsn
-from .common import PathArg, Progress, _json_default, format_ts, jsonable
+from ..storage.contract import LogItem, PathArg, Progress, Storage, is_dsn
+from .common import _json_default, format_ts, jsonable
 from .filelog import _open_db, _strict_items, _Window
 
 

@@ -13,6 +13,7 @@ from ..errors import IntegrityError, MnemoError
 from ..storage.codec import (
     Entry,
 )
+from ..storage.contract import PathArg, Progress
 from ..storage.file.framing import (
     FRAME_END,
     FRAME_HEADER,
@@ -28,7 +29,7 @@ from ..storage.file.framing import (
     parse_frame,
 )
 from ..storage.file.logfile import complete_with_damaged_length, read_exact
-from .common import PathArg, Progress, UnreadableDatabase
+from .common import UnreadableDatabase
 
 CHUNK = 1 << 20
 _BIG_FRAME = 4 * CHUNK  # above this, a frame's trailer magic is checked before the frame is read whole

@@ -15,7 +15,8 @@ from ..errors import InvalidInput
 from ..storage.codec import (
     checkpoint_message,
 )
-from .common import KeyFileError, PathArg, PrivateKeyLike, PublicKeyLike, _short
+from ..storage.contract import PathArg
+from .common import KeyFileError, PrivateKeyLike, PublicKeyLike, _short
 
 # -- keys and checkpoint signatures --------------------------------------------------------------------
 

@@ -17,7 +17,8 @@ from ..storage.codec import (
     EntryDecodeError,
     decode_entry,
 )
-from .common import PathArg, Progress, UnreadableExport, _body_problem, _packed_problems, _short, format_ts, jsonable
+from ..storage.contract import PathArg, Progress
+from .common import UnreadableExport, _body_problem, _packed_problems, _short, format_ts, jsonable
 from .filelog import open_regular
 from .keys import _checkpoint_findings
 

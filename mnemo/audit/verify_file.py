@@ -21,7 +21,7 @@ from ..storage.codec import (
     decode_put_payload,
     unpackb,
 )
-from ..storage.contract import is_dsn
+from ..storage.contract import PathArg, Progress, is_dsn
 from ..storage.file.framing import (
     ENTRY_HEADER,
     FILE_MAGIC,
@@ -36,7 +36,7 @@ from ..storage.file.framing import (
 from ..storage.file.scan import DIGEST, LEAVES, ScanResult, scan_frames
 from ..storage.file.snapshot import read_erase_journal
 from ..storage.gc_pause import gc_paused
-from .common import PathArg, Progress, _body_problem, _packed_problems, _short
+from .common import _body_problem, _packed_problems, _short
 from .filelog import _BIG_FRAME, _Damage, _entry_offsets, _open_db, _scan, _Window, not_regular
 from .keys import _checkpoint_findings
 

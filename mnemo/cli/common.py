@@ -29,7 +29,7 @@ import click
 from .. import audit
 from ..acl import check_agent_id
 from ..errors import IntegrityError, InvalidInput, MnemoError, NotFound, PermissionDenied
-from ..storage.contract import shown_name
+from ..storage.contract import is_dsn, shown_name
 from ..storage.file.framing import FILE_MAGIC
 from ..tools.mcp.defaults import default_db_path
 
@@ -312,11 +312,6 @@ def progress(label: str, *, enabled: bool = True) -> Iterator[ProgressFn | None]
 
 
 # -- files ---------------------------------------------------------------------------------------------------
-
-
-def is_dsn(db: str) -> bool:
-    """A PostgreSQL DSN rather than a file path: the file checks do not apply."""
-    return db.startswith(("postgresql://", "postgres://"))
 
 
 _KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (

@@ -8,7 +8,7 @@ import os
 import click
 
 from ..record import VerifyReport
-from ..storage.contract import shown_name
+from ..storage.contract import is_dsn, shown_name
 from .common import (
     CONTEXT_SETTINGS,
     EXIT_OK,
@@ -19,7 +19,6 @@ from .common import (
     echo,
     emit_json,
     examples,
-    is_dsn,
     json_option,
     open_client,
     progress,

@@ -10,10 +10,11 @@ caller may read, and return only records it admits, with their payloads checked 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, Union
 
 if TYPE_CHECKING:
     from ..acl import Acl
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
     from .batch import Batch
     from .codec import Entry
 
-Progress = Callable[[int, int], None]
+Progress = Callable[[int, int], None]  # (done, total): how far a long operation has come
+PathArg = Union[str, "os.PathLike[str]"]  # a file path, as a string or a path object
 Payloads = Literal["none", "latest", "all"]
 
 
@@ -225,6 +227,7 @@ def shown_name(db: str) -> str:
 __all__ = [
     "ALL_SCOPES",
     "Found",
+    "PathArg",
     "LogItem",
     "Payloads",
     "Progress",

@@ -17,13 +17,11 @@ import os
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Union
 
 from ..errors import InvalidInput
+from ..storage.contract import PathArg
 from .errors import StaleCache
 from .tree import HASH_SIZE, CompactRange, LeafSource, TreeHead
-
-PathArg = Union[str, "os.PathLike[str]"]
 
 MAGIC = b"MNEMOLHC"
 VERSION = 1
