@@ -615,7 +615,10 @@ class PostgresStore(StoreGuards):
         source, params, conds = _select_source(query)
         where, scope_params = _scope_sql(scopes)
         conds.insert(0, (where, scope_params))
-        if overlay:
+        # The overlay's records are left out of what the tables hold: by the query when it has a limit
+        # (which must count the others only), else below, so as not to send every id of a long
+        # transaction with each read of it.
+        if overlay and query.limit is not None:
             conds.append(("NOT (r.id = ANY(%s::text[]))", [list(overlay)]))
         for _sql, cond_params in conds:
             params += cond_params
@@ -633,13 +636,12 @@ class PostgresStore(StoreGuards):
             params, conn, binary=True,
         )
         out = [self._found(rec, loaded, "latest" if payloads else "none", batch)
-               for rec, loaded in self._group(rows, with_payloads=True)]
+               for rec, loaded in self._group(rows, with_payloads=True) if rec.id not in overlay]
         if overlay:
             assert batch is not None
             extra = [
                 self._overlay_found(r, "latest" if payloads else "none", batch, conn)
-                for r in overlay.values()
-                if r is not None and scopes.admits(r.scope) and query.matches(r.tags)
+                for r in batch.matching(query, scopes.admits)
             ]
             out = sorted(out + extra, key=lambda f: f.rec.id)
             if query.limit is not None:
@@ -675,10 +677,10 @@ class PostgresStore(StoreGuards):
                 continue
             records.setdefault(rec_id, []).append((vver, size))
             latest[rec_id] = rver
-        for rec in overlay.values():
-            if rec is not None and rec.scope == scope and tag in rec.tags:
-                records[rec.id] = [(v.ver, v.size) for v in rec.versions]
-                latest[rec.id] = rec.latest.ver
+        staged = batch.matching(Query((tag,)), scope.__eq__) if batch is not None and overlay else []
+        for rec in staged:
+            records[rec.id] = [(v.ver, v.size) for v in rec.versions]
+            latest[rec.id] = rec.latest.ver
         live = sum(size for rec_id, vs in records.items() for ver, size in vs if ver == latest[rec_id])
         return Usage(len(records), live, sum(map(len, records.values())),
                      sum(size for vs in records.values() for _v, size in vs))
