@@ -155,6 +155,33 @@ def test_the_overlay_s_records_by_tag_are_those_a_scan_finds(ops: list[tuple[Any
             assert b._by_tag == now and b._tags == sorted(now)
 
 
+class CountingQuery(Query):
+    """A query that counts the records it is asked to match."""
+
+    calls = 0
+
+    def matches(self, tags: tuple[str, ...]) -> bool:
+        CountingQuery.calls += 1
+        return super().matches(tags)
+
+
+@pytest.mark.parametrize("query", [
+    CountingQuery(("a1",)), CountingQuery(any_tags=("a1", "zz")), CountingQuery(tag_prefix="a"),
+    CountingQuery(("a1",), tag_prefix="a"),
+])
+def test_a_read_by_tag_looks_only_at_the_records_holding_it(query: Query) -> None:
+    """In a transaction of many writes, a read that names a tag or a prefix goes through the records
+    that hold it, not through every record the transaction wrote; a read with no tag filter does."""
+    b = Batch(Base(), (0, ZERO_HASH, 0), transactional=True)
+    for i in range(200):
+        b.stage("put", AGENT, _body(f"n{i}", 1), b"s" * 16 + b"p", ("b1",), new_record=True)
+    b.stage("put", AGENT, _body("hit", 1), b"s" * 16 + b"p", ("a1", "b1"), new_record=True)
+    CountingQuery.calls = 0
+    assert [r.id for r in b.matching(query, "s".__eq__)] == ["hit"]
+    assert CountingQuery.calls == 1
+    assert len(b.matching(CountingQuery(), "s".__eq__)) == 201 and CountingQuery.calls == 1 + 201
+
+
 def test_a_transaction_of_new_records_applies_each_put_once(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
     real = batch_mod.apply_entry

@@ -12,6 +12,7 @@ import pytest
 from helpers.backends import payload_reader, snapshot
 
 from mnemo import MnemoClient
+from mnemo import client as client_module
 from mnemo.errors import InvalidInput, PermissionDenied
 from mnemo.tools import CommandResult, MnemoMemoryToolServer
 
@@ -316,3 +317,18 @@ def test_writers_racing_for_one_path_through_the_client_make_one_file(owner: Mne
     finally:
         for c in clients:
             c.close()
+
+
+def test_a_file_at_a_root_left_by_an_earlier_version_keeps_no_file_from_the_tree(
+    owner: MnemoClient, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file is a root and a name at least, so only such paths are ancestors that can block a file: a
+    record at `path:/memories` (which an earlier version let the client write, and which no server
+    shows) does not keep files from being made under /memories, by the client or by the tool."""
+    with monkeypatch.context() as old_version:
+        old_version.setattr(client_module, "file_path", lambda tags: None)  # no path rules, no check
+        owner.remember("a root as a file", tags=file_tags("/memories"), scope=TEAM)
+    owner.remember("below it", tags=file_tags("/memories/a.md"), scope=TEAM)
+    team = MnemoMemoryToolServer(owner, scope=TEAM)
+    assert not team.execute({"command": "create", "path": "/memories/d/b.md", "file_text": "b"}).is_error
+    assert listing(team) == ["9B\t/memories", "8B\t/memories/a.md", "1B\t/memories/d/", "1B\t/memories/d/b.md"]

@@ -243,9 +243,10 @@ def test_a_record_is_at_most_one_file_and_the_file_marker_needs_a_path(default: 
     ]:
         refused(c, db, lambda tags=tags: c.remember("x", tags=tags), message)
         refused(c, db, lambda tags=tags: c.update(rec.id, tags=tags), message)
-    # what the tool itself writes, under any root, and a path tag of its own with no marker
+    # what the tool itself writes, under any root (a segment of 255 bytes at most), and a path tag of its
+    # own with no marker
     for tags in (["memorytool", "path:/memories/caf\u00e9 notes.md"], ["memorytool", "path:/notes/agent-1/a"],
-                 ["path:/memories/a.md", "mine"]):
+                 ["memorytool", "path:/memories/" + "\u00e9" * 127 + "a"], ["path:/memories/a.md", "mine"]):
         assert c.remember("x", tags=tags).tags == tuple(sorted(tags))
 
 

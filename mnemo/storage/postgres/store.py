@@ -677,8 +677,7 @@ class PostgresStore(StoreGuards):
                 continue
             records.setdefault(rec_id, []).append((vver, size))
             latest[rec_id] = rver
-        staged = batch.matching(Query((tag,)), scope.__eq__) if batch is not None and overlay else []
-        for rec in staged:
+        for rec in batch.matching(Query((tag,)), scope.__eq__) if batch is not None else ():
             records[rec.id] = [(v.ver, v.size) for v in rec.versions]
             latest[rec.id] = rec.latest.ver
         live = sum(size for rec_id, vs in records.items() for ver, size in vs if ver == latest[rec_id])
