@@ -29,6 +29,11 @@ from .storage.codec import (
 )
 from .storage.contract import Found, Payloads, Progress, Query, Rec, ScopeFilter, Storage, Version
 from .validation import (
+    MEMORY_TAG,
+    PATH_IS_DIRECTORY,
+    PATH_TAG_PREFIX,
+    PATH_TAKEN,
+    PATH_UNDER_FILE,
     Limits,
     canonical_metadata,
     check_content,
@@ -36,7 +41,10 @@ from .validation import (
     check_metadata,
     check_metadata_size,
     check_optional_str,
+    check_tag_prefix,
     check_tags,
+    file_path,
+    path_ancestors,
 )
 
 
@@ -289,23 +297,29 @@ class MnemoClient:
         metadata: dict[str, Any] | None = None,
         scope: str | None = None,
     ) -> MemoryRecord:
-        """Store a new memory (version 1) and return it once it is committed (and durable, by mode)."""
+        """Store a new memory (version 1) and return it once it is committed (and durable, by mode).
+        The tags `memorytool` and `path:...` make it a memory-tool file: they must pass the tool's rules,
+        a path taken in the scope included (docs/MEMORY_TOOL.md §4.1)."""
         store = self._store
         store.check_writable()
         content, size = check_content(content, self.limits)
         tag_tuple = check_tags(tags, self.limits)
+        path = file_path(tag_tuple)
         meta = canonical_metadata(metadata)
         packed = pack_canonical_fields(content, tag_tuple, meta)
         check_metadata_size(meta, self.limits, packed)
         scope = self.home_scope if scope is None else check_name(scope, "scope")
         prepared = seal_put_payload(random_bytes(SALT_SIZE), packed)  # hashing needs no lock
         # blind: a new record depends on nothing but the ACL, so a backend may build it without the
-        # writer lock, and build it again on a newer head (its seq and hash are then the final ones)
-        blind = True
+        # writer lock, and build it again on a newer head (its seq and hash are then the final ones).
+        # A memory-tool file depends on the files of its scope too: it is built under the lock.
+        blind = path is None
         while True:
             try:
                 with store.writing(blind=blind) as batch:  # in a transaction: its open batch, committed at its end
                     self._require(batch.acl, "write", scope)
+                    if path is not None:
+                        self._check_path_free(scope, path, None)
                     record = self._stage_put(batch, new_id(), 1, scope, content, size, tag_tuple, meta, prepared)
                 break
             except PermissionDenied:
@@ -331,10 +345,12 @@ class MnemoClient:
         metadata: dict[str, Any] | None = None,
         expected_version: int | None = None,
     ) -> MemoryRecord:
-        """Write a new version; fields left None keep their value. Conflict if expected_version differs."""
+        """Write a new version; fields left None keep their value. Conflict if expected_version differs.
+        New tags meet the memory tool's rules as in `remember` (docs/MEMORY_TOOL.md §4.1)."""
         self._store.check_writable()
         new_content = None if content is None else check_content(content, self.limits)
         new_tags = None if tags is None else check_tags(tags, self.limits)
+        path = None if new_tags is None else file_path(new_tags)
         new_meta = None if metadata is None else check_metadata(metadata, self.limits)
         if expected_version is not None and (
             not isinstance(expected_version, int) or isinstance(expected_version, bool)
@@ -348,6 +364,8 @@ class MnemoClient:
             current = rec.latest.ver
             if expected_version is not None and expected_version != current:
                 raise Conflict(f"record {rec_id} is at version {current}, not {expected_version}")
+            if path is not None and not (MEMORY_TAG in rec.tags and PATH_TAG_PREFIX + path in rec.tags):
+                self._check_path_free(rec.scope, path, rec.id)  # it becomes a file, or moves
             if keep_some:
                 old = self._record(rec, rec.latest, found.packed[0])
                 new_content = new_content or (old.content, rec.latest.size)
@@ -363,6 +381,32 @@ class MnemoClient:
         self._committed(batch)
         self._checkpoint_if_due()
         return record
+
+    def _check_path_free(self, scope: str, path: str, own_id: str | None) -> None:
+        """Refuse to make a record (other than `own_id`) the memory-tool file at `path` in `scope` while
+        a file of the scope, readable by this agent or not, is at that path, beneath it or at a path
+        above it: a path names at most one file, and never a file and a directory at once. Called in
+        the write's batch, after its `write` check (so only a writer of the scope learns that a path is
+        taken, as the memory tool's own create tells it), under the writer lock: no other write comes
+        between the check and the commit. It names no file the caller may not already name."""
+        store = self._store
+        scopes = ScopeFilter(True, requested=scope)
+
+        def files(query: Query) -> list[Rec]:
+            found = store.select(query, scopes, payloads=False)
+            return [f.rec for f in found if f.rec.id != own_id and MEMORY_TAG in f.rec.tags]
+
+        # the path and every path above it that could be a file, in one look-up
+        above = path_ancestors(path)
+        held = {tag for rec in files(Query(any_tags=tuple(PATH_TAG_PREFIX + p for p in [*above, path])))
+                for tag in rec.tags}
+        if PATH_TAG_PREFIX + path in held:
+            raise InvalidInput(PATH_TAKEN.format(scope=scope, path=path))
+        for ancestor in above:
+            if PATH_TAG_PREFIX + ancestor in held:
+                raise InvalidInput(PATH_UNDER_FILE.format(scope=scope, path=path, ancestor=ancestor))
+        if files(Query(tag_prefix=PATH_TAG_PREFIX + path + "/")):  # no limit: the rest are filtered here
+            raise InvalidInput(PATH_IS_DIRECTORY.format(scope=scope, path=path))
 
     def forget(self, ids: str | Iterable[str], reason: str | None = None) -> int:
         """Forget records: every version's content, tags and metadata are erased before this returns."""
@@ -481,8 +525,7 @@ class MnemoClient:
         """The checked filters of a select, and the scopes this agent may read narrowed to `scope`."""
         all_tags = check_tags(tags, self.limits)
         some_tags = check_tags(any_tags, self.limits, "any_tags")
-        if tag_prefix is not None and not isinstance(tag_prefix, str):
-            raise InvalidInput("tag_prefix must be a string or None")
+        tag_prefix = check_tag_prefix(tag_prefix)
         if scope is not None:
             check_pattern(scope, "scope")  # exact, or a `prefix*` pattern
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
@@ -552,8 +595,7 @@ class MnemoClient:
         check_name(scope, "scope")
         given = list(tags) if isinstance(tags, Iterable) and not isinstance(tags, (str, bytes)) else tags
         wanted = check_tags(given, self.limits)
-        if tag_prefix is not None and not isinstance(tag_prefix, str):
-            raise InvalidInput("tag_prefix must be a string or None")
+        tag_prefix = check_tag_prefix(tag_prefix)
         if not wanted and tag_prefix is None:
             raise InvalidInput("a tag or a tag_prefix must select the records")
         self._store.refresh()

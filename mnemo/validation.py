@@ -1,10 +1,13 @@
-"""Checks on everything a caller passes in: types, limits, JSON-compatibility. Each failure is an
-InvalidInput naming the argument, raised before anything is written. Names (agent ids, principals,
-scopes, patterns) have their one rule in acl/names.py."""
+"""Checks on everything a caller passes in: types, limits, JSON-compatibility, and the memory tool's
+rules for the tags that make a record one of its files. Each failure is an InvalidInput naming the
+argument, raised before anything is written. Names (agent ids, principals, scopes, patterns) have
+their one rule in acl/names.py."""
 
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +16,48 @@ from .errors import InvalidInput
 from .storage.codec import pack_canonical
 
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+
+# The memory tool's files (docs/MEMORY_TOOL.md §4): a record tagged MEMORY_TAG and one path tag.
+PATH_TAG_PREFIX = "path:"
+MEMORY_TAG = "memorytool"
+MAX_SEGMENT_BYTES = 255
+PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+# Refused in a path: controls, format characters (invisible and bidirectional ones: U+200B, U+202E,
+# U+FEFF, ...), lone surrogates, line and paragraph separators.
+REFUSED_PATH_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+# One tag grammar on both backends: PostgreSQL's text cannot hold U+0000, so no tag may.
+NUL_TAG = "tag {tag!r} contains a NUL character (U+0000), which PostgreSQL cannot store: remove it"
+
+# What is refused of the memory tool's tags, whatever writes them (docs/MEMORY_TOOL.md §4.1, word for word)
+NOT_A_PATH = (
+    "tag {tag!r} is not a memory-tool path: {problem}. A path: tag names one memory-tool file by its canonical "
+    "path (docs/MEMORY_TOOL.md §4): give the path in that form, or use another prefix for a tag of your own"
+)
+NOT_ROOTED = "it must be an absolute path of a root and a name below it, such as /memories/notes.md"
+BACKSLASH = "it holds a backslash"
+PERCENT = "it holds a percent-escape (%XX)"
+CHARACTER = "it holds U+{code} {name}, a control, format (invisible or bidirectional) or separator character"
+DOT_SEGMENT = "it has a '.' or '..' segment"
+EMPTY_SEGMENT = "it has an empty segment (a '//', or a '/' at the end)"
+LONG_SEGMENT = f"a segment is {{n}} bytes in UTF-8, over the limit of {MAX_SEGMENT_BYTES}"
+NOT_NFC = "it is not in Unicode normal form NFC (in NFC it is {nfc!r})"
+TWO_PATHS = "a record holds at most one path: tag (a memory-tool file has one path), got {first!r} and {second!r}"
+MARKER_ALONE = (
+    f"the tag {MEMORY_TAG!r} marks a memory-tool file, which needs a path: tag beside it (such as "
+    f"path:/memories/notes.md): add one, or leave {MEMORY_TAG!r} out"
+)
+PATH_TAKEN = (
+    "scope {scope} already has a memory-tool file at {path}, readable by you or not: a path names one file; "
+    "choose another path"
+)
+PATH_UNDER_FILE = (
+    "scope {scope} has a memory-tool file at {ancestor}, readable by you or not, so {path} cannot be a file "
+    "beneath it; choose another path"
+)
+PATH_IS_DIRECTORY = (
+    "scope {scope} has memory-tool files beneath {path}, readable by you or not: {path} is a directory, so it "
+    "cannot be a file; choose another path"
+)
 
 
 @dataclass(frozen=True)
@@ -48,8 +93,8 @@ def check_tags(tags: Any, limits: Limits, what: str = "tags") -> tuple[str, ...]
     out = set()
     max_chars = limits.max_tag_chars
     for tag in tags:
-        # A short ASCII str, the usual tag, passes every check below: skip them (encoding included).
-        if not (type(tag) is str and tag.isascii() and 0 < len(tag) <= max_chars):
+        # A short ASCII str without NUL, the usual tag, passes every check below: skip them.
+        if not (type(tag) is str and tag.isascii() and 0 < len(tag) <= max_chars and "\x00" not in tag):
             _check_tag(tag, limits)
         out.add(tag)
     if len(out) > limits.max_tags:
@@ -66,6 +111,80 @@ def _check_tag(tag: Any, limits: Limits) -> None:
         tag.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInput(f"tag {tag!r} contains lone surrogates") from None
+    if "\x00" in tag:
+        raise InvalidInput(NUL_TAG.format(tag=tag))
+
+
+def check_tag_prefix(prefix: Any) -> str | None:
+    """A `tag_prefix` filter: None, or a string that a tag could start with (no lone surrogate, no NUL)."""
+    if prefix is None:
+        return None
+    if not isinstance(prefix, str):
+        raise InvalidInput("tag_prefix must be a string or None")
+    if not prefix.isascii():
+        try:
+            prefix.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput(f"tag_prefix {prefix!r} contains lone surrogates") from None
+    if "\x00" in prefix:
+        raise InvalidInput(f"tag_prefix {prefix!r} contains a NUL character (U+0000), which no tag holds: remove it")
+    return prefix
+
+
+def path_problem(path: str) -> str | None:
+    """What keeps `path` from being the canonical path of a memory-tool file under some root (a root
+    and at least one name below it, every rule of docs/MEMORY_TOOL.md §4, already in canonical form),
+    or None. The tool's own check (tools/paths.py) applies the same rules to a path as the model sent it."""
+    segments = path.split("/")
+    if segments[0] != "" or len(segments) < 3:
+        return NOT_ROOTED
+    if "\\" in path:
+        return BACKSLASH
+    if PERCENT_ESCAPE.search(path) is not None:
+        return PERCENT
+    for ch in path:
+        if unicodedata.category(ch) in REFUSED_PATH_CATEGORIES:
+            return CHARACTER.format(code=f"{ord(ch):04X}", name=unicodedata.name(ch, "(unnamed)"))
+    if any(segment in (".", "..") for segment in segments):
+        return DOT_SEGMENT
+    if any(segment == "" for segment in segments[1:]):
+        return EMPTY_SEGMENT
+    for segment in segments:
+        size = len(segment.encode("utf-8"))
+        if size > MAX_SEGMENT_BYTES:
+            return LONG_SEGMENT.format(n=size)
+    composed = unicodedata.normalize("NFC", path)
+    if composed != path:
+        return NOT_NFC.format(nfc=composed)
+    return None
+
+
+def file_path(tags: tuple[str, ...]) -> str | None:
+    """The path of the memory-tool file a record with these tags (as check_tags returns them) is, or
+    None when it is none. InvalidInput when the tags break the memory tool's rules: a `path:` tag that
+    is no canonical path, two of them, or the MEMORY_TAG marker without one."""
+    path: str | None = None
+    marked = False
+    for tag in tags:
+        if tag.startswith(PATH_TAG_PREFIX):
+            if path is not None:
+                raise InvalidInput(TWO_PATHS.format(first=PATH_TAG_PREFIX + path, second=tag))
+            path = tag[len(PATH_TAG_PREFIX) :]
+            problem = path_problem(path)
+            if problem is not None:
+                raise InvalidInput(NOT_A_PATH.format(tag=tag, problem=problem))
+        elif tag == MEMORY_TAG:
+            marked = True
+    if marked and path is None:
+        raise InvalidInput(MARKER_ALONE)
+    return path if marked else None
+
+
+def path_ancestors(path: str) -> list[str]:
+    """The ancestors of canonical `path` that could be files (a root and a name at least), nearest
+    the root first: `/a/b/c/d` has `/a/b` and `/a/b/c`."""
+    segments = path.split("/")
+    return ["/".join(segments[:end]) for end in range(3, len(segments))]
 
 
 def _check_text(value: str, path: str) -> None:

@@ -19,7 +19,7 @@ from mnemo import MnemoClient
 from mnemo.acl import Acl
 from mnemo.storage.batch import Batch
 from mnemo.storage.codec import ZERO_HASH
-from mnemo.storage.contract import Rec
+from mnemo.storage.contract import Query, Rec
 
 AGENT = "agent-1"
 
@@ -99,6 +99,87 @@ def _steps(ops: list[tuple[Any, ...]], lazy: bool) -> tuple[dict[str, Rec | None
 @given(OPS)
 def test_the_deferred_overlay_is_the_eager_one(ops: list[tuple[Any, ...]]) -> None:
     assert _run(ops, lazy=True) == _run(ops, lazy=False)
+
+
+# Tag filters a read in a transaction may ask of the overlay (Batch.matching), by tag, any tag or prefix.
+QUERIES = [
+    Query(("a1",)), Query(("a1", "b1")), Query(("zz",)), Query(any_tags=("a1", "b1")), Query(any_tags=("zz",)),
+    Query(tag_prefix="a"), Query(tag_prefix="b1"), Query(tag_prefix="zz"), Query(("a2",), tag_prefix="b"), Query(),
+]
+TAGS = st.lists(st.sampled_from(["a1", "a2", "b1", "b2"]), max_size=3).map(lambda t: tuple(sorted(set(t))))
+# as OPS, with several tags a record, and ("match",) every read of QUERIES of the overlay in between
+MATCH_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("new"), TAGS),
+        st.tuples(st.just("update"), st.integers(0, 30), TAGS),
+        st.tuples(st.just("forget"), st.integers(0, 30)),
+        st.tuples(st.just("match")),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(MATCH_OPS, st.booleans())
+def test_the_overlay_s_records_by_tag_are_those_a_scan_finds(ops: list[tuple[Any, ...]], lazy: bool) -> None:
+    """Batch.matching finds the overlay's records through a tag index built on the first read by tag and
+    kept up to date by every later put and forget: at each read, exactly what a scan of it finds, and
+    after every step the index holds no record that no longer holds a tag."""
+    base = Base()
+    b = Batch(base, (0, base.rec.latest.hash, 0), transactional=True)
+    ids, versions = ["r0"], {"r0": 1}
+    for op in ops:
+        if op[0] == "new":
+            rec_id = f"n{len(ids)}"
+            ids.append(rec_id)
+            versions[rec_id] = 1
+            b.stage("put", AGENT, _body(rec_id, 1), b"s" * 16 + b"p", op[1], new_record=lazy)
+        elif op[0] == "update":
+            rec_id = ids[op[1] % len(ids)]
+            if versions.get(rec_id) is None:
+                continue
+            versions[rec_id] = b.next_ver(rec_id)
+            b.stage("put", AGENT, _body(rec_id, versions[rec_id]), b"s" * 16 + b"q", op[2])
+        elif op[0] == "forget":
+            rec_id = ids[op[1] % len(ids)]
+            versions[rec_id] = None  # type: ignore[assignment]
+            b.stage("forget", AGENT, {"ids": [rec_id]})
+        else:
+            for query, scope in itertools.product(QUERIES, ["s", "other"]):
+                scanned = [r for r in b.recs.values() if r is not None and r.scope == scope and query.matches(r.tags)]
+                found = b.matching(query, scope.__eq__)
+                assert sorted(found, key=lambda r: r.id) == sorted(scanned, key=lambda r: r.id), (query, scope)
+        recs = b.recs  # puts of new records still pending go to the index here
+        if b._by_tag is not None:  # once built, the index holds exactly the records that hold each tag now
+            now = {tag: {i for i, r in recs.items() if r is not None and tag in r.tags} for tag in b._by_tag}
+            assert b._by_tag == now and b._tags == sorted(now)
+
+
+class CountingQuery(Query):
+    """A query that counts the records it is asked to match."""
+
+    calls = 0
+
+    def matches(self, tags: tuple[str, ...]) -> bool:
+        CountingQuery.calls += 1
+        return super().matches(tags)
+
+
+@pytest.mark.parametrize("query", [
+    CountingQuery(("a1",)), CountingQuery(any_tags=("a1", "zz")), CountingQuery(tag_prefix="a"),
+    CountingQuery(("a1",), tag_prefix="a"),
+])
+def test_a_read_by_tag_looks_only_at_the_records_holding_it(query: Query) -> None:
+    """In a transaction of many writes, a read that names a tag or a prefix goes through the records
+    that hold it, not through every record the transaction wrote; a read with no tag filter does."""
+    b = Batch(Base(), (0, ZERO_HASH, 0), transactional=True)
+    for i in range(200):
+        b.stage("put", AGENT, _body(f"n{i}", 1), b"s" * 16 + b"p", ("b1",), new_record=True)
+    b.stage("put", AGENT, _body("hit", 1), b"s" * 16 + b"p", ("a1", "b1"), new_record=True)
+    CountingQuery.calls = 0
+    assert [r.id for r in b.matching(query, "s".__eq__)] == ["hit"]
+    assert CountingQuery.calls == 1
+    assert len(b.matching(CountingQuery(), "s".__eq__)) == 201 and CountingQuery.calls == 1 + 201
 
 
 def test_a_transaction_of_new_records_applies_each_put_once(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

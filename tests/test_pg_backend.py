@@ -26,8 +26,10 @@ from helpers.procs import start_writer
 from test_chain_vectors import VECTORS, vector_log
 
 from mnemo import MnemoClient, StorageError
+from mnemo import client as client_module
 from mnemo.audit import load_private_key, public_key_bytes, read_chain, verify_db
-from mnemo.errors import IntegrityError, LockTimeout, NotFound, PermissionDenied
+from mnemo.cli import main as cli_main
+from mnemo.errors import IntegrityError, InvalidInput, LockTimeout, NotFound, PermissionDenied
 from mnemo.storage.codec import Entry, decode_entry, decode_record_fields
 from mnemo.storage.postgres import grant_application_role
 from mnemo.storage.postgres import schema as pg_schema
@@ -98,6 +100,38 @@ def test_copy_refuses_a_destination_that_exists(pg: Schema, tmp_path: Path) -> N
         with pytest.raises(Exception, match="already holds a Mnemo database"):
             c.copy_to(pg.url)
     assert raws(pg.url) == before
+
+
+def test_a_copy_of_a_file_database_holding_a_nul_tag_names_the_record_and_writes_nothing(
+    pg: Schema, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32, item 9: a file database written before tags with a NUL were refused may hold one, which
+    PostgreSQL's text cannot store. `mnemo copy` to PostgreSQL says which record holds it and what to
+    do, leaves the destination without a table (not half a database, nor a psycopg error), and copies
+    once the record is fixed as it says."""
+    src = tmp_path / "old.mnemo.db"
+    with MnemoClient(src, OWNER, durability="none") as c:
+        c.remember("fine", tags=["t"])
+        with monkeypatch.context() as old_version:  # the tag check of a version that let a NUL through
+            old_version.setattr(client_module, "check_tags", lambda tags, limits, what="tags": tuple(sorted(tags)))
+            bad = c.remember("old", tags=["a\x00b", "t"], scope="team:x")
+    message = (
+        f"record {bad.id!r} (scope 'team:x') has the tag 'a\\x00b', which holds a NUL character (U+0000): "
+        f"PostgreSQL cannot store it, so nothing was written to {pg_store.display_name(pg.url)}. In the source, "
+        "give the record tags without it (update(id, tags=...)) or forget it; then copy again"
+    )
+    with MnemoClient(src, OWNER) as c, pytest.raises(InvalidInput) as exc:
+        c.copy_to(pg.url)
+    assert str(exc.value) == message
+    assert cli_main(["copy", str(src), pg.url]) != 0
+    out, err = capsys.readouterr()
+    assert message in err and "Traceback" not in err and "psycopg" not in err
+    assert pg.sql("SELECT count(*) FROM pg_tables WHERE schemaname = %s", [pg.name]) == [(0,)]
+    with MnemoClient(src, OWNER, durability="none") as c:
+        c.update(bad.id, tags=["ab", "t"])
+        assert c.copy_to(pg.url).ok
+    with MnemoClient(pg.url, OWNER) as p:
+        assert [r.content for r in p.query(tags=["t"])] == ["fine", "old"]
 
 
 # -- many writers, one order ---------------------------------------------------------------------------------

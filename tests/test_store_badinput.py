@@ -48,6 +48,10 @@ BAD_CALLS: list[tuple[str, Call, type[MnemoError]]] = [
     ("tag-list", lambda c, r: c.remember("x", tags=[["nested"]]), InvalidInput),
     ("tag-over-2048", lambda c, r: c.remember("x", tags=["t" * 2049]), InvalidInput),
     ("tag-lone-surrogate", lambda c, r: c.remember("x", tags=["\udfff"]), InvalidInput),
+    ("tag-nul", lambda c, r: c.remember("x", tags=["a\x00"]), InvalidInput),
+    ("tag-path-not-canonical", lambda c, r: c.remember("x", tags=["memorytool", "path:/memories/a//"]), InvalidInput),
+    ("tag-path-taken", lambda c, r: c.remember("x", tags=["memorytool", "path:/memories/taken.md"]), InvalidInput),
+    ("tag-memorytool-alone", lambda c, r: c.remember("x", tags=["memorytool"]), InvalidInput),
     # remember: metadata
     ("metadata-str", lambda c, r: c.remember("x", metadata="k=v"), InvalidInput),
     ("metadata-list", lambda c, r: c.remember("x", metadata=[1, 2]), InvalidInput),
@@ -78,6 +82,9 @@ BAD_CALLS: list[tuple[str, Call, type[MnemoError]]] = [
     ("update-content-over-1MiB", lambda c, r: c.update(r.id, content=b"x" * (MIB + 1)), InvalidInput),
     ("update-tags-str", lambda c, r: c.update(r.id, tags="ab"), InvalidInput),
     ("update-tag-empty", lambda c, r: c.update(r.id, tags=["ok", ""]), InvalidInput),
+    ("update-tag-nul", lambda c, r: c.update(r.id, tags=["ok", "\x00"]), InvalidInput),
+    ("update-tag-path-taken", lambda c, r: c.update(r.id, tags=["memorytool", "path:/memories/taken.md/a"]),
+     InvalidInput),
     ("update-metadata-set", lambda c, r: c.update(r.id, metadata={"a": set()}), InvalidInput),
     ("update-metadata-over-64KiB", lambda c, r: c.update(r.id, metadata={"k": "v" * (64 << 10)}), InvalidInput),
     ("update-expected-wrong", lambda c, r: c.update(r.id, content="x", expected_version=2), Conflict),
@@ -104,6 +111,8 @@ BAD_CALLS: list[tuple[str, Call, type[MnemoError]]] = [
     ("query-tag-int", lambda c, r: c.query(tags=[1]), InvalidInput),
     ("query-any-tags-int", lambda c, r: c.query(any_tags=5), InvalidInput),
     ("query-prefix-int", lambda c, r: c.query(tag_prefix=5), InvalidInput),
+    ("query-prefix-nul", lambda c, r: c.query(tag_prefix="\x00"), InvalidInput),
+    ("query-tag-nul", lambda c, r: c.query(tags=["t\x00"]), InvalidInput),
     ("query-limit-negative", lambda c, r: c.query(limit=-1), InvalidInput),
     ("query-limit-str", lambda c, r: c.query(limit="3"), InvalidInput),
     ("list_records-limit-float", lambda c, r: c.list_records(limit=2.5), InvalidInput),
@@ -113,6 +122,7 @@ BAD_CALLS: list[tuple[str, Call, type[MnemoError]]] = [
 @pytest.fixture
 def setup(db: str) -> Iterator[tuple[MnemoClient, MemoryRecord]]:
     c = MnemoClient(db, AGENT, durability="fsync", lock_timeout=2.0)
+    c.remember("a file", tags=["memorytool", "path:/memories/taken.md"])
     rec = c.remember("existing", tags=["t"], metadata={"k": 1})
     try:
         yield c, rec
@@ -149,7 +159,7 @@ def test_bad_input_inside_a_transaction_aborts_it(setup: tuple[MnemoClient, Memo
         c.remember("fine")
         c.remember(b"x" * (MIB + 1))
     assert state(db) == before
-    assert c.query() == [rec]
+    assert c.query()[1:] == [rec] and [r.content for r in c.query()] == ["a file", "existing"]
 
 
 @pytest.mark.parametrize(

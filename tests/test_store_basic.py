@@ -419,6 +419,19 @@ def test_transaction_commits_at_once(client: MnemoClient, db: str) -> None:
     assert client.verify().ok
 
 
+def test_a_limit_inside_a_transaction_counts_what_it_leaves(client: MnemoClient) -> None:
+    """A query with a limit inside a transaction counts the records as the transaction leaves them: a
+    record it forgot, or whose tag it took away, takes no place among the first `limit`."""
+    first, second, third = (client.remember(f"r{i}", tags=["t"]) for i in range(3))
+    with client.transaction():
+        client.forget(first.id)
+        changed = client.update(second.id, tags=["u"])
+        assert client.query(tags=["t"], limit=1) == [third]
+        assert client.query(tag_prefix="t", limit=1) == [third]
+        assert client.query(limit=1) == [changed]
+        assert [r.id for r in client.list_records(tags=["t"], limit=2)] == [third.id]
+
+
 def test_transaction_abort_writes_nothing(client: MnemoClient, db: str) -> None:
     keep = client.remember("keep", tags=["k"])
     spare = client.remember("spare")

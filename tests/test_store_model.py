@@ -26,12 +26,13 @@ from mnemo.errors import Conflict, NotFound
 
 AGENT = "agent-1"
 HOME = f"agent:{AGENT}"
-TAGS = ["a", "b", "c", "path:/x", "path:/x/y", "path:/z", "pa"]
-PREFIXES = ["a", "p", "pa", "path:", "path:/x", "path:/x/", "q", ""]
+TAGS = ["a", "b", "c", "path:/m/x", "path:/m/x/y", "path:/m/z", "pa"]
+PREFIXES = ["a", "p", "pa", "path:", "path:/m/x", "path:/m/x/", "q", ""]
 SCOPES = [None, "team:x"]
 
 contents = st.one_of(st.text(max_size=24), st.binary(max_size=24))
-tag_sets = st.sets(st.sampled_from(TAGS), max_size=3)
+# a record holds at most one path: tag (docs/MEMORY_TOOL.md §4.1)
+tag_sets = st.sets(st.sampled_from(TAGS), max_size=3).filter(lambda s: sum(t.startswith("path:") for t in s) <= 1)
 json_leaf = st.one_of(
     st.none(),
     st.booleans(),

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from mnemo import validation
 from mnemo.tools import inputs, quotas, server, text
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "MEMORY_TOOL.md").read_text(encoding="utf-8")
@@ -38,6 +39,11 @@ DOC = (Path(__file__).resolve().parents[1] / "docs" / "MEMORY_TOOL.md").read_tex
         " between -2**63 and 2**63 - 1",
         "Error: The memory store is busy (writer lock timeout); try again",
         "Error: The memory store is read-only",
+        # the tool's tags written by any door (§4.1)
+        validation.NOT_A_PATH, validation.NOT_ROOTED, validation.BACKSLASH, validation.PERCENT,
+        validation.CHARACTER, validation.DOT_SEGMENT, validation.EMPTY_SEGMENT, validation.LONG_SEGMENT,
+        validation.NOT_NFC, validation.TWO_PATHS, validation.MARKER_ALONE, validation.PATH_TAKEN,
+        validation.PATH_UNDER_FILE, validation.PATH_IS_DIRECTORY,
     ],
 )
 def test_the_contract_states_each_text(template: str) -> None:

@@ -9,10 +9,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mnemo import MnemoClient
 from mnemo.tools import MnemoMemoryToolServer
 from mnemo.tools.paths import PathError, ancestors, canonicalize, check_root, is_within, retagged
+from mnemo.validation import path_problem
 
 # -- canonical form ----------------------------------------------------------------------------------
 
@@ -388,3 +391,27 @@ def test_a_moved_files_tags_keep_their_order_and_take_the_new_path_tag_last() ->
         "keep", "memorytool", "z", "path:/memories/b/c")
     assert retagged(("memorytool", "path:/memories/a", "path:/memories/old"), "/memories/n") == (
         "memorytool", "path:/memories/n")
+
+
+# -- the client's rule for path tags is the tool's (docs/MEMORY_TOOL.md §4.1) ------------------------------
+
+PIECES = ["/", "//", ".", "..", "a", "b.md", " ", "%2e", "%zz", "\\", "\u00e9", "e\u0301", "\u200b", "\u202e",
+          "\n", "\x00", "\u2028", "\ud800", "\u0958", "x" * 200]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=8).map("".join))
+def test_a_path_tag_passes_exactly_when_it_is_a_path_the_tool_stores(rest: str) -> None:
+    """A path tag written through the client API passes when, and only when, it is what the tool stores
+    for some path it accepts: the canonical form of a path below the root. So nothing the tool refuses
+    (traversal, invisible or control characters, a long segment, a form not NFC) and no second
+    spelling of a file's path (`//`, `.`, a trailing `/`) is ever a path tag."""
+    path = "/memories/" + rest
+    try:
+        canonical: str | None = canonicalize(path)
+    except PathError:
+        canonical = None
+    problem = path_problem(path)
+    assert (problem is None) == (canonical == path), (path, canonical, problem)
+    if canonical is not None and canonical != "/memories":
+        assert path_problem(canonical) is None

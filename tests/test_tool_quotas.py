@@ -348,10 +348,10 @@ def test_scope_usage_inside_a_transaction_counts_its_own_writes(client: MnemoCli
     """Inside a transaction the usage is what it will be once the writes so far commit: a quota checked
     part way through a command sees the files the command already made, changed or forgot."""
     scope = "agent:agent-1"
-    kept = client.remember("aaaa", tags=("memorytool",))
+    kept = client.remember("aaaa", tags=("memorytool", "path:/memories/kept"))
     client.remember("other tag", tags=("notes",))
     with client.transaction():
-        made = client.remember("bb", tags=("memorytool",))
+        made = client.remember("bb", tags=("memorytool", "path:/memories/made"))
         client.update(kept.id, content="a")
         assert client.scope_usage(scope, "memorytool") == (2, 1 + 2, 4 + 1 + 2)
         client.forget([made.id])

@@ -4,6 +4,7 @@ file; and the two client methods that let a writer see that (`scope_has`, `scope
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from helpers.backends import payload_reader, snapshot
 
 from mnemo import MnemoClient
+from mnemo import client as client_module
 from mnemo.errors import InvalidInput, PermissionDenied
 from mnemo.tools import CommandResult, MnemoMemoryToolServer
 
@@ -133,3 +135,200 @@ def test_scope_methods_see_their_own_transaction(
         usage = owner.scope_usage(home, "memorytool")
         assert (usage.records, usage.latest_bytes, usage.version_bytes) == (2, 6 + 11, 6 + 4 + 11)
         monkeypatch.undo()
+
+
+# -- the client API: a path tag names at most one file, whatever wrote it --------------------------------
+
+
+TAKEN = "scope team:research already has a memory-tool file at {}, readable by you or not: a path names one file; " \
+        "choose another path"
+ABOVE = "scope team:research has a memory-tool file at {}, readable by you or not, so {} cannot be a file beneath " \
+        "it; choose another path"
+BENEATH = "scope team:research has memory-tool files beneath {0}, readable by you or not: {0} is a directory, so " \
+          "it cannot be a file; choose another path"
+
+
+def file_tags(path: str, *more: str) -> tuple[str, ...]:
+    return ("memorytool", f"path:{path}", *more)
+
+
+@pytest.fixture
+def shared(owner: MnemoClient) -> dict[str, str]:
+    """The team's files, made by its owner with the tool: a policy, and a directory of one file."""
+    team = MnemoMemoryToolServer(owner, scope=TEAM)
+    for path, text in (("/memories/policy.md", "the owner's policy"), ("/memories/d/x.md", "x")):
+        assert not team.execute({"command": "create", "path": path, "file_text": text}).is_error
+    return {r.tags[-1][len("path:"):]: r.id for r in owner.query(tags=("memorytool",), scope=TEAM)}
+
+
+def readers_view(db: str) -> list[str]:
+    """What a reader of the team sees: a single-scope server's view of the file and of the root, and the
+    team's folder in a mounted server."""
+    with MnemoClient(db, "reader", durability="none") as c:
+        single = MnemoMemoryToolServer(c, scope=TEAM)
+        mounted = MnemoMemoryToolServer(c, mounts={"/memories/team": TEAM})
+        return [
+            single.execute({"command": "view", "path": "/memories/policy.md"}).text,
+            single.execute({"command": "view", "path": "/memories"}).text,
+            mounted.execute({"command": "view", "path": "/memories/team/policy.md"}).text,
+            mounted.execute({"command": "view", "path": "/memories/team"}).text,
+        ]
+
+
+@pytest.mark.parametrize(("path", "message"), [
+    ("/memories/policy.md", TAKEN.format("/memories/policy.md")),
+    ("/memories/d", BENEATH.format("/memories/d")),
+    ("/memories/policy.md/x.md", ABOVE.format("/memories/policy.md", "/memories/policy.md/x.md")),
+    ("/memories/d/x.md/y/z.md", ABOVE.format("/memories/d/x.md", "/memories/d/x.md/y/z.md")),
+])
+def test_a_write_only_agent_cannot_put_a_file_where_one_is_through_the_client(
+    owner: MnemoClient, db: str, shared: dict[str, str], path: str, message: str
+) -> None:
+    """Issue 32, item 3: with `write` but not `read` on the team's scope, remember() with the memory
+    tool's tags at a path that is taken (a file there, files beneath it, a file above it) is refused, in a
+    transaction too: nothing is written, and readers' views, single-scope and mounted, are unchanged."""
+    owner.grant("writer", TEAM, ["write"])
+    owner.grant("reader", TEAM, ["read"])
+    before, head, stored = readers_view(db), owner.head, snapshot(db)
+    assert "the owner's policy" in before[0] and "the owner's policy" in before[2]
+    with MnemoClient(db, "writer", durability="none") as w:
+        with pytest.raises(InvalidInput) as exc:
+            w.remember("ignore the policy", tags=file_tags(path), scope=TEAM)
+        assert str(exc.value) == message
+        with pytest.raises(InvalidInput) as exc, w.transaction():
+            w.remember("a note", scope=TEAM)
+            w.remember("ignore the policy", tags=file_tags(path, "urgent"), metadata={"k": 1}, scope=TEAM)
+        assert str(exc.value) == message
+    assert (owner.head, snapshot(db)) == (head, stored)
+    assert readers_view(db) == before
+
+
+def test_a_write_only_agent_still_puts_a_file_at_a_free_path_and_readers_see_it(
+    owner: MnemoClient, db: str, shared: dict[str, str]
+) -> None:
+    owner.grant("writer", TEAM, ["write"])
+    owner.grant("reader", TEAM, ["read"])
+    with MnemoClient(db, "writer", durability="none") as w:
+        w.remember("new", tags=file_tags("/memories/e/new.md"), scope=TEAM)
+        w.remember("not a file", tags=("path:/memories/policy.md",), scope=TEAM)  # no memorytool: a plain tag
+    views = readers_view(db)
+    assert "the owner's policy" in views[0]
+    assert views[1].split("\n")[1:] == [
+        "22B\t/memories", "1B\t/memories/d/", "1B\t/memories/d/x.md", "3B\t/memories/e/", "3B\t/memories/e/new.md",
+        "18B\t/memories/policy.md",
+    ]
+
+
+def test_an_update_cannot_make_a_record_a_second_file_or_move_one_onto_another(
+    owner: MnemoClient, db: str, shared: dict[str, str]
+) -> None:
+    """update(id, tags=...) that makes a record a file, or moves a file, meets the same check; one that
+    keeps a file's path (or changes only its content) does not. The check leaves the record itself
+    out: a file may take the path of the directory only it makes."""
+    owner.grant("editor", TEAM, ["read", "write"])
+    with MnemoClient(db, "editor", durability="none") as e:
+        plain = e.remember("a note", tags=("note",), scope=TEAM)
+        head, stored = owner.head, snapshot(db)
+        for rec_id, path, message in [
+            (plain.id, "/memories/policy.md", TAKEN.format("/memories/policy.md")),
+            (shared["/memories/d/x.md"], "/memories/policy.md", TAKEN.format("/memories/policy.md")),
+            (shared["/memories/d/x.md"], "/memories/policy.md/x.md",
+             ABOVE.format("/memories/policy.md", "/memories/policy.md/x.md")),
+            (shared["/memories/policy.md"], "/memories/d", BENEATH.format("/memories/d")),
+            (plain.id, "/memories/d/x.md/y", ABOVE.format("/memories/d/x.md", "/memories/d/x.md/y")),
+        ]:
+            with pytest.raises(InvalidInput) as exc:
+                e.update(rec_id, tags=file_tags(path))
+            assert str(exc.value) == message, (rec_id, path)
+        assert (owner.head, snapshot(db)) == (head, stored)
+        policy = shared["/memories/policy.md"]
+        assert e.update(policy, content="edited").tags == file_tags("/memories/policy.md")
+        assert e.update(policy, tags=file_tags("/memories/policy.md", "kept")).version == 3
+        assert e.update(shared["/memories/d/x.md"], tags=file_tags("/memories/d")).tags == file_tags("/memories/d")
+        with pytest.raises(InvalidInput, match="at /memories/d, readable by you or not, so /memories/d/x.md cannot"):
+            e.update(plain.id, tags=file_tags("/memories/d/x.md"))  # /memories/d is a file now
+        assert e.update(plain.id, tags=file_tags("/memories/free.md")).tags == file_tags("/memories/free.md")
+
+
+def test_a_transaction_sees_the_files_it_made_moved_and_forgot(owner: MnemoClient, db: str) -> None:
+    """Inside one transaction the check counts its own writes: a second file at a path it just used is
+    refused (and the transaction with it), a path it freed by a forget or a move may be used again."""
+    head, stored = owner.head, snapshot(db)
+    with pytest.raises(InvalidInput) as exc, owner.transaction():
+        owner.remember("one", tags=file_tags("/memories/a.md"), scope=TEAM)
+        owner.remember("two", tags=file_tags("/memories/a.md"), scope=TEAM)
+    assert str(exc.value) == TAKEN.format("/memories/a.md")
+    with pytest.raises(InvalidInput) as exc, owner.transaction():
+        owner.remember("one", tags=file_tags("/memories/a/b.md"), scope=TEAM)
+        owner.remember("two", tags=file_tags("/memories/a"), scope=TEAM)
+    assert str(exc.value) == BENEATH.format("/memories/a")
+    assert (owner.head, snapshot(db)) == (head, stored)
+    with owner.transaction():
+        gone = owner.remember("one", tags=file_tags("/memories/a.md"), scope=TEAM)
+        moved = owner.remember("two", tags=file_tags("/memories/b.md"), scope=TEAM)
+        owner.forget(gone.id)
+        owner.update(moved.id, tags=file_tags("/memories/c.md"))
+        owner.remember("three", tags=file_tags("/memories/a.md"), scope=TEAM)
+        owner.remember("four", tags=file_tags("/memories/b.md/d.md"), scope=TEAM)
+    found = {r.tags[-1]: r.content for r in owner.query(tags=("memorytool",), scope=TEAM)}
+    assert found == {"path:/memories/a.md": "three", "path:/memories/c.md": "two", "path:/memories/b.md/d.md": "four"}
+
+
+def test_the_check_is_per_scope_and_needs_write_first(owner: MnemoClient, db: str, shared: dict[str, str]) -> None:
+    """The same path in another scope is another file; an agent that may not write the scope learns
+    nothing of its files (the permission error comes first)."""
+    owner.remember("mine", tags=file_tags("/memories/policy.md"))
+    with MnemoClient(db, "stranger", durability="none") as s:
+        with pytest.raises(PermissionDenied, match="stranger may not write in scope team:research"):
+            s.remember("x", tags=file_tags("/memories/policy.md"), scope=TEAM)
+        with pytest.raises(PermissionDenied, match="stranger may not write in scope team:research"):
+            s.remember("x", tags=file_tags("/memories/free.md"), scope=TEAM)
+
+
+def test_writers_racing_for_one_path_through_the_client_make_one_file(owner: MnemoClient, db: str) -> None:
+    """The check and the put are one step under the writer lock: of four clients that remember a file at
+    the same path at once (write-only agents among them), exactly one succeeds, each round."""
+    for agent in ("w1", "w2", "w3"):
+        owner.grant(agent, TEAM, ["write"])
+    clients = [MnemoClient(db, agent, durability="none", lock_timeout=30) for agent in ("owner", "w1", "w2", "w3")]
+    try:
+        for round_ in range(5):
+            path = f"/memories/race-{round_}.md"
+            start = threading.Barrier(len(clients), timeout=30)
+            outcomes: list[str] = []
+
+            def write(c: MnemoClient, path: str = path, start: threading.Barrier = start,
+                      outcomes: list[str] = outcomes) -> None:
+                start.wait()
+                try:
+                    c.remember(f"by {c.agent_id}", tags=file_tags(path), scope=TEAM)
+                    outcomes.append("written")
+                except InvalidInput as exc:
+                    outcomes.append(str(exc))
+
+            threads = [threading.Thread(target=write, args=(c,)) for c in clients]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=60)
+            assert not any(t.is_alive() for t in threads)
+            assert sorted(outcomes) == sorted(["written"] + [TAKEN.format(path)] * 3), outcomes
+            assert len(owner.query(tags=(f"path:{path}",), scope=TEAM)) == 1
+    finally:
+        for c in clients:
+            c.close()
+
+
+def test_a_file_at_a_root_left_by_an_earlier_version_keeps_no_file_from_the_tree(
+    owner: MnemoClient, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file is a root and a name at least, so only such paths are ancestors that can block a file: a
+    record at `path:/memories` (which an earlier version let the client write, and which no server
+    shows) does not keep files from being made under /memories, by the client or by the tool."""
+    with monkeypatch.context() as old_version:
+        old_version.setattr(client_module, "file_path", lambda tags: None)  # no path rules, no check
+        owner.remember("a root as a file", tags=file_tags("/memories"), scope=TEAM)
+    owner.remember("below it", tags=file_tags("/memories/a.md"), scope=TEAM)
+    team = MnemoMemoryToolServer(owner, scope=TEAM)
+    assert not team.execute({"command": "create", "path": "/memories/d/b.md", "file_text": "b"}).is_error
+    assert listing(team) == ["9B\t/memories", "8B\t/memories/a.md", "1B\t/memories/d/", "1B\t/memories/d/b.md"]

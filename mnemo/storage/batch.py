@@ -3,12 +3,14 @@ overlay of the records and ACL they change, so that reads inside a transaction s
 
 from __future__ import annotations
 
+import bisect
 import time
+from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 from ..acl import Acl
 from .codec import SALT_SIZE, Entry, make_entry
-from .contract import Rec, Version
+from .contract import Query, Rec, Version
 
 ACL_OPS = frozenset({"genesis", "grant", "revoke"})
 
@@ -50,6 +52,10 @@ class Batch:
         self.head_seq, self.head_hash, self.head_ts = head
         self.payloads: dict[int, bytes] = {}  # seq -> payload of the overlay's staged versions
         self._looked_up: tuple[str, Rec | None] | None = None
+        # The overlay's records by tag, and its tags in order (for prefixes; a tag stays when no record
+        # holds it any more): built on the first read by tag, kept up to date by put and drop after it.
+        self._by_tag: dict[str, set[str]] | None = None
+        self._tags: list[str] = []
 
     @property
     def recs(self) -> dict[str, Rec | None]:
@@ -81,12 +87,66 @@ class Batch:
         looked_up, self._looked_up = self._looked_up, None
         prev = looked_up[1] if looked_up is not None and looked_up[0] == rec_id else self.get_rec(rec_id)
         versions = (version,) if prev is None else prev.versions + (version,)
+        if self._by_tag is not None:
+            self._unindex(rec_id)
+            self._index(rec_id, tags)
         self._recs[rec_id] = Rec(rec_id, scope, tags, versions)
 
     def drop(self, rec_id: str) -> Rec | None:
         rec = self.get_rec(rec_id)
+        if self._by_tag is not None:
+            self._unindex(rec_id)
         self._recs[rec_id] = None
         return rec
+
+    def _index(self, rec_id: str, tags: tuple[str, ...]) -> None:
+        by_tag = self._by_tag
+        assert by_tag is not None
+        for tag in tags:
+            ids = by_tag.get(tag)
+            if ids is None:
+                by_tag[tag] = ids = set()
+                bisect.insort(self._tags, tag)
+            ids.add(rec_id)
+
+    def _unindex(self, rec_id: str) -> None:
+        """Take the overlay's current record of this id (if any) out of the tag index."""
+        by_tag = self._by_tag
+        assert by_tag is not None
+        old = self._recs.get(rec_id)
+        if old is not None:
+            for tag in old.tags:
+                by_tag[tag].discard(rec_id)
+
+    def matching(self, query: Query, admits: Callable[[str], bool]) -> list[Rec]:
+        """The overlay's live records (in no order) in a scope `admits` that match the query's tag
+        filters (its limit is the caller's to apply). Found through the tag index when the query names
+        tags or a prefix, so that a read in a transaction of many writes does not go through them all."""
+        recs = self.recs
+        if not recs:
+            return []
+        candidates: Any = recs.values()
+        if query.tags or query.any_tags or query.tag_prefix is not None:
+            if self._by_tag is None:
+                self._by_tag = {}
+                for rec in recs.values():
+                    if rec is not None:
+                        self._index(rec.id, rec.tags)
+            by_tag = self._by_tag
+            if query.tags:
+                ids: set[str] = min((by_tag.get(tag, set()) for tag in query.tags), key=len)
+            elif query.any_tags:
+                ids = set().union(*(by_tag.get(tag, ()) for tag in query.any_tags))
+            else:
+                prefix, tags = query.tag_prefix, self._tags
+                assert prefix is not None
+                ids = set()
+                for i in range(bisect.bisect_left(tags, prefix), len(tags)):
+                    if not tags[i].startswith(prefix):
+                        break
+                    ids.update(by_tag[tags[i]])
+            candidates = [recs[rec_id] for rec_id in ids]
+        return [r for r in candidates if r is not None and admits(r.scope) and query.matches(r.tags)]
 
     def drop_many(self, rec_ids: list[str]) -> list[Rec]:
         return [rec for rec in map(self.drop, rec_ids) if rec is not None]

@@ -8,11 +8,17 @@ change a path's length.
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Sequence
 
 from mnemo.tools.text import echo
+from mnemo.validation import (
+    MAX_SEGMENT_BYTES,
+    MEMORY_TAG,
+    PATH_TAG_PREFIX,
+    PERCENT_ESCAPE,
+    REFUSED_PATH_CATEGORIES,
+)
 
 __all__ = [
     "DEFAULT_MAX_PATH_LENGTH",
@@ -31,14 +37,10 @@ __all__ = [
 
 DEFAULT_ROOT = "/memories"
 DEFAULT_MAX_PATH_LENGTH = 1024
-MAX_SEGMENT_BYTES = 255
-PATH_TAG_PREFIX = "path:"
-MEMORY_TAG = "memorytool"  # with a path tag, what makes a record a memory-tool file
-
-_PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
-# controls, format characters (invisible and bidirectional ones: U+200B, U+202E, U+FEFF, ...),
-# lone surrogates, line and paragraph separators
-_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+# MEMORY_TAG, with a path tag, is what makes a record a memory-tool file. These rules are defined in
+# mnemo.validation, which applies them to the path tags a client writes by any other door.
+_PERCENT_ESCAPE = PERCENT_ESCAPE
+_REFUSED_CATEGORIES = REFUSED_PATH_CATEGORIES
 
 
 class PathError(Exception):

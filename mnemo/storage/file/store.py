@@ -1091,10 +1091,7 @@ class FileStore(StoreGuards):
             if batch is not None and batch.recs:
                 overlay = batch.recs
                 hits = [hit for hit in hits if hit[0] not in overlay]
-                hits.extend(
-                    (r.id, r) for r in overlay.values()
-                    if r is not None and scopes.admits(r.scope) and query.matches(r.tags)
-                )
+                hits.extend((r.id, r) for r in batch.matching(query, scopes.admits))
             hits.sort(key=lambda hit: hit[0])
             if query.limit is not None:
                 del hits[query.limit :]
@@ -1167,7 +1164,7 @@ class FileStore(StoreGuards):
             if batch is not None and batch.recs:
                 overlay = batch.recs
                 recs = [r for r in recs if r.id not in overlay]
-                recs.extend(r for r in overlay.values() if r is not None and r.scope == scope and tag in r.tags)
+                recs.extend(batch.matching(Query((tag,)), scope.__eq__))
         versions = [v for r in recs for v in r.versions]
         return Usage(len(recs), sum(r.latest.size for r in recs), len(versions), sum(v.size for v in versions))
 

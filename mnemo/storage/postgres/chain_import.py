@@ -78,6 +78,8 @@ def _write(conn: psycopg.Connection[Any], name: str, items: Iterable[ChainItem],
             for row in payload_rows:
                 payloads.write_row(row)
         live = [r for r in replay.recs.values() if r is not None]
+        for r in live:
+            _check_text(r, name)
         with cur.copy("COPY mnemo_records (id, scope, ver) FROM STDIN") as records:
             for r in live:
                 records.write_row((r.id, r.scope, r.latest.ver))
@@ -99,6 +101,25 @@ def _write(conn: psycopg.Connection[Any], name: str, items: Iterable[ChainItem],
     conn.commit()
     if progress is not None:
         progress(done, total or done)
+
+
+def _check_text(rec: Rec, name: str) -> None:
+    """Refuse, naming it, a live record whose id, scope, tags or agents hold a NUL character: PostgreSQL's
+    text cannot store one. Mnemo refuses such tags and names at write time, but a file database written
+    before it did may hold a tag with one. Raised inside the copy's transaction: nothing is written."""
+    fields = [("id", rec.id), ("scope", rec.scope)]
+    fields += [("tag", tag) for tag in rec.tags]
+    fields += [(f"version {v.ver}'s agent", v.agent) for v in rec.versions]
+    for what, value in fields:
+        if "\x00" in value:
+            fix = "forget it"
+            if what == "tag":
+                fix = "give the record tags without it (update(id, tags=...)) or forget it"
+            raise InvalidInput(
+                f"record {rec.id!r} (scope {rec.scope!r}) has the {what} {value!r}, which holds a NUL character "
+                f"(U+0000): PostgreSQL cannot store it, so nothing was written to {name}. In the source, {fix}; "
+                "then copy again"
+            )
 
 
 __all__ = ["write_chain"]

@@ -671,8 +671,12 @@ class PostgresStore(StoreGuards):
         source, params, conds = _select_source(query)
         where, scope_params = _scope_sql(scopes)
         conds.insert(0, (where, scope_params))
-        if overlay or left_out:
-            conds.append(("NOT (r.id = ANY(%s::text[]))", [[*overlay, *left_out]]))
+        # The overlay's records are left out of what the tables hold: by the query when it has a limit
+        # (which must count the others only), else below, so as not to send every id of a long
+        # transaction with each read of it. Records whose checked tags did not match are left out here.
+        excluded = [*left_out, *(overlay if query.limit is not None else ())]
+        if excluded:
+            conds.append(("NOT (r.id = ANY(%s::text[]))", [excluded]))
         for _sql, cond_params in conds:
             params += cond_params
         limit = "" if query.limit is None else f" LIMIT {int(query.limit)}"
@@ -693,6 +697,8 @@ class PostgresStore(StoreGuards):
         out: list[Found] = []
         misses: list[str] = []
         for rec, versions in self._group(rows, with_payloads=True):
+            if rec.id in overlay:
+                continue
             if not check_tags:
                 out.append(self._found(rec, versions, "latest" if payloads else "none", batch))
                 continue
@@ -711,8 +717,7 @@ class PostgresStore(StoreGuards):
             assert batch is not None
             extra = [
                 self._overlay_found(r, "latest" if payloads else "none", batch, conn)
-                for r in overlay.values()
-                if r is not None and scopes.admits(r.scope) and query.matches(r.tags)
+                for r in batch.matching(query, scopes.admits)
             ]
             out = sorted(out + extra, key=lambda f: f.rec.id)
             if query.limit is not None:
@@ -749,10 +754,9 @@ class PostgresStore(StoreGuards):
                 continue
             records.setdefault(rec_id, []).append((vver, size))
             latest[rec_id] = rver
-        for rec in overlay.values():
-            if rec is not None and rec.scope == scope and tag in rec.tags:
-                records[rec.id] = [(v.ver, v.size) for v in rec.versions]
-                latest[rec.id] = rec.latest.ver
+        for rec in batch.matching(Query((tag,)), scope.__eq__) if batch is not None else ():
+            records[rec.id] = [(v.ver, v.size) for v in rec.versions]
+            latest[rec.id] = rec.latest.ver
         live = sum(size for rec_id, vs in records.items() for ver, size in vs if ver == latest[rec_id])
         return Usage(len(records), live, sum(map(len, records.values())),
                      sum(size for vs in records.values() for _v, size in vs))
