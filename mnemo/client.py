@@ -27,7 +27,18 @@ from .storage.codec import (
     seal_put_payload,
     unpackb,
 )
-from .storage.contract import Found, Payloads, Progress, Query, Rec, ScopeFilter, Storage, Version
+from .storage.contract import (
+    Found,
+    Payloads,
+    Progress,
+    Query,
+    Rec,
+    ScopeFilter,
+    Storage,
+    Version,
+    check_durability,
+    check_group_commit_wait,
+)
 from .validation import (
     MEMORY_TAG,
     PATH_IS_DIRECTORY,
@@ -84,17 +95,12 @@ class MnemoClient:
         group_commit_wait: float | None = None,
     ) -> None:
         check_agent_id(agent_id, "agent_id")
-        if not isinstance(durability, str) or durability not in ("fsync", "batch", "none"):
-            raise InvalidInput(f"durability must be 'fsync', 'batch' or 'none', got {durability!r}")
+        check_durability(durability)
         if not isinstance(lock_timeout, (int, float)) or lock_timeout < 0:
             raise InvalidInput(f"lock_timeout must be a non-negative number, got {lock_timeout!r}")
         if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 1):
             raise InvalidInput("checkpoint_every must be a positive integer or None")
-        if group_commit_wait is not None and (
-            isinstance(group_commit_wait, bool) or not isinstance(group_commit_wait, (int, float))
-            or not 0 <= group_commit_wait <= 1
-        ):
-            raise InvalidInput(f"group_commit_wait must be between 0 and 1 second, or None, got {group_commit_wait!r}")
+        check_group_commit_wait(group_commit_wait)
         self.agent_id = agent_id
         self.home_scope = home_scope(agent_id)
         self.limits = limits or Limits()

@@ -49,7 +49,7 @@ def test_a_prefix_ending_below_the_last_code_point_ends_at_the_last_code_point(p
 def test_an_unknown_durability_is_refused_before_anything_is_made(db: str) -> None:
     with pytest.raises(InvalidInput) as info:  # a ValueError too
         open_storage(db, OWNER, durability="sometimes")
-    assert str(info.value) == "durability must be one of ('fsync', 'batch', 'none'), got 'sometimes'"
+    assert str(info.value) == "durability must be 'fsync', 'batch' or 'none', got 'sometimes'"
     with pytest.raises(NotFound, match="no Mnemo database"):  # no database was made
         open_storage(db, OWNER, readonly=True)
 

@@ -19,11 +19,10 @@ def open_storage(
 
         return open_postgres(name, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout)
     from .file import FileStore
-    from .file.store import GROUP_COMMIT_WAIT
 
-    wait = GROUP_COMMIT_WAIT if group_commit_wait is None else group_commit_wait
     return FileStore(
-        name, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout, group_commit_wait=wait
+        name, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout,
+        group_commit_wait=group_commit_wait,
     )
 
 

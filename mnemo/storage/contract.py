@@ -16,11 +16,32 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, Union
 
+from ..errors import InvalidInput
+
 if TYPE_CHECKING:
     from ..acl import Acl
     from ..record import VerifyReport
     from .batch import Batch
     from .codec import Entry
+
+# How a write is made durable, on every backend: "fsync" returns once it is on disk (one fsync shared by
+# concurrent writers), "batch" fsyncs at least every BATCH_INTERVAL seconds, "none" leaves it to the OS.
+DURABILITY_MODES = ("fsync", "batch", "none")
+BATCH_INTERVAL = 0.05
+
+
+def check_durability(durability: object) -> str:
+    """`durability` if it is one of DURABILITY_MODES; InvalidInput otherwise."""
+    if not isinstance(durability, str) or durability not in DURABILITY_MODES:
+        raise InvalidInput(f"durability must be 'fsync', 'batch' or 'none', got {durability!r}")
+    return durability
+
+
+def check_group_commit_wait(wait: object) -> None:
+    """None (the backend's default) or a number of seconds from 0 to 1; InvalidInput otherwise."""
+    if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= 1):
+        raise InvalidInput(f"group_commit_wait must be between 0 and 1 second, or None, got {wait!r}")
+
 
 Progress = Callable[[int, int], None]  # (done, total): how far a long operation has come
 PathArg = Union[str, "os.PathLike[str]"]  # a file path, as a string or a path object
@@ -226,6 +247,8 @@ def shown_name(db: str) -> str:
 
 __all__ = [
     "ALL_SCOPES",
+    "BATCH_INTERVAL",
+    "DURABILITY_MODES",
     "Found",
     "PathArg",
     "LogItem",
@@ -237,6 +260,8 @@ __all__ = [
     "Storage",
     "Usage",
     "Version",
+    "check_durability",
+    "check_group_commit_wait",
     "is_dsn",
     "shown_name",
 ]

@@ -25,7 +25,6 @@ from ...errors import (
     DurabilityError,
     ErasureIncomplete,
     IntegrityError,
-    InvalidInput,
     LockTimeout,
     MnemoError,
     NotFound,
@@ -41,7 +40,21 @@ from ..codec import (
     make_entry,
     served_put_problem,
 )
-from ..contract import Found, LogItem, Payloads, Progress, Query, Rec, ScopeFilter, Usage, Version
+from ..contract import (
+    BATCH_INTERVAL,
+    DURABILITY_MODES,
+    Found,
+    LogItem,
+    Payloads,
+    Progress,
+    Query,
+    Rec,
+    ScopeFilter,
+    Usage,
+    Version,
+    check_durability,
+    check_group_commit_wait,
+)
 from ..gc_pause import gc_paused, release_freed_memory
 from ..guards import StoreGuards
 from . import snapshot as snap
@@ -86,9 +99,7 @@ if TYPE_CHECKING:
     from ...audit import ExpectedIndex
     from ...record import VerifyReport
 
-DURABILITY_MODES = ("fsync", "batch", "none")
 _NO_SCOPE = ""  # not a valid scope, so no record is in it (and no filter admits it)
-BATCH_INTERVAL = 0.05
 # How long the thread about to fsync waits, while other threads are inside a write, for them to finish
 # it so that the one fsync covers theirs too: well under the cost of an fsync, so a lone writer (who
 # never waits) and a group both come out ahead. 0 turns the wait off.
@@ -101,14 +112,10 @@ class FileStore(StoreGuards):
     def __init__(
         self, path: str, agent: str, *, readonly: bool = False, durability: str = "fsync",
         lock_timeout: float = 10.0, create: bool = True, use_snapshot: bool = True,
-        group_commit_wait: float = GROUP_COMMIT_WAIT,
+        group_commit_wait: float | None = None,
     ) -> None:
-        if durability not in DURABILITY_MODES:
-            raise InvalidInput(f"durability must be one of {DURABILITY_MODES}, got {durability!r}")
-        if isinstance(group_commit_wait, bool) or not isinstance(group_commit_wait, (int, float)) or not (
-            0 <= group_commit_wait <= 1
-        ):
-            raise ValueError(f"group_commit_wait must be between 0 and 1 second, got {group_commit_wait!r}")
+        check_durability(durability)
+        check_group_commit_wait(group_commit_wait)
         self.path = path
         self.agent = agent
         self.readonly = readonly
@@ -129,7 +136,7 @@ class FileStore(StoreGuards):
         # wakes only the leader, not every thread waiting for the fsync.
         self._writers_done = threading.Condition(sync_lock)
         self._writers = 0  # threads inside a write (from asking for the writer lock to their commit)
-        self.group_commit_wait = float(group_commit_wait)
+        self.group_commit_wait = GROUP_COMMIT_WAIT if group_commit_wait is None else float(group_commit_wait)
         self.fsyncs = 0  # fsyncs of the log by the commit path (group commit folds many writes into one)
         self._fsync_seconds = GROUP_COMMIT_WAIT  # how long one takes, averaged over the last few
         self._syncing = False

@@ -32,7 +32,6 @@ from ...acl import Acl
 from ...errors import (
     DurabilityError,
     IntegrityError,
-    InvalidInput,
     LockTimeout,
     MnemoError,
     NotFound,
@@ -53,17 +52,27 @@ from ..codec import (
     served_put_problem,
     unpackb,
 )
-from ..contract import Found, LogItem, Payloads, Progress, Query, Rec, ScopeFilter, Usage, Version
+from ..contract import (
+    BATCH_INTERVAL,
+    Found,
+    LogItem,
+    Payloads,
+    Progress,
+    Query,
+    Rec,
+    ScopeFilter,
+    Usage,
+    Version,
+    check_durability,
+)
 from ..guards import StoreGuards
 from . import horizon, schema
 
-DURABILITY_MODES = ("fsync", "batch", "none")
 # A commit whose rows come to more than this is sent outside a pipeline (one round trip more, nothing
 # next to its size): psycopg 3.3's pipeline mode stops sending a query of several MB part way and then
 # waits for its result for ever, the server waiting for the rest (psycopg 3.3.9: 16 records of 900 kB hang,
 # 12 do not; test_store_basic.py's test_a_transaction_of_many_megabytes_commits_whole commits 20).
 PIPELINE_MAX_BYTES = 1 << 20
-BATCH_INTERVAL = 0.05
 FLUSH_WAIT = 0.005  # how long a flush may wait for this process's writes in progress, to cover them too
 TREE_SAVE_EVERY = 1024  # entries between saved compact ranges of the tree
 SCHEMA_LOCK = "mnemo.schema"  # advisory lock key text: creators and migrators of one schema take turns
@@ -289,8 +298,7 @@ class PostgresStore(StoreGuards):
         self, dsn: str, agent: str, *, readonly: bool = False, durability: str = "fsync",
         lock_timeout: float = 10.0, create: bool = True,
     ) -> None:
-        if durability not in DURABILITY_MODES:
-            raise InvalidInput(f"durability must be one of {DURABILITY_MODES}, got {durability!r}")
+        check_durability(durability)
         self._dsn = dsn
         self._conninfo = _session_conninfo(dsn)
         self.path = display_name(dsn)
