@@ -10,7 +10,7 @@ from typing import Any, NamedTuple, Protocol
 
 from ..acl import Acl
 from .codec import SALT_SIZE, Entry, make_entry
-from .contract import Query, Rec, Version
+from .types import Query, Rec, Version
 
 ACL_OPS = frozenset({"genesis", "grant", "revoke"})
 

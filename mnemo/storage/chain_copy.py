@@ -7,16 +7,12 @@ had its erasure pending."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple
 
 from ..errors import IntegrityError, InvalidInput
-from .codec import ZERO_HASH, Entry
-from .contract import Progress, Storage, is_dsn
-
-
-class ChainItem(NamedTuple):
-    entry: Entry
-    payload: bytes | None
+from .codec import ZERO_HASH
+from .contract import Storage
+from .file.chain_import import write_chain as write_file
+from .types import ChainItem, Progress, is_dsn
 
 
 def linked(items: Iterable[ChainItem], source: str) -> Iterator[ChainItem]:
@@ -68,12 +64,10 @@ def write_chain(destination: str, items: Iterable[ChainItem], progress: Progress
         raise InvalidInput("the destination must be a file path or a postgresql:// URI")
     checked = linked(items, "the source")
     if is_dsn(destination):
-        from .postgres.chain_import import write_chain as write_pg
+        from .postgres.chain_import import write_chain as write_pg  # psycopg: an optional dependency
 
         write_pg(destination, checked, progress, total)
     else:
-        from .file.chain_import import write_chain as write_file
-
         write_file(destination, checked, progress, total)
 
 

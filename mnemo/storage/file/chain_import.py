@@ -8,8 +8,7 @@ import os
 from collections.abc import Iterable
 
 from ...errors import InvalidInput, MnemoError
-from ..chain_copy import ChainItem
-from ..contract import Progress
+from ..types import ChainItem, Progress
 from . import snapshot as snap
 from .framing import encode_file_header, encode_frame
 from .logfile import fsync_dir, sync, write_all

@@ -12,9 +12,8 @@ import psycopg
 from ...acl import Acl
 from ...errors import InvalidInput, MnemoError
 from ..batch import ACL_OPS, Batch, apply_entry
-from ..chain_copy import ChainItem
 from ..codec import ZERO_HASH, decode_put_payload, decode_record_fields
-from ..contract import Progress, Rec
+from ..types import ChainItem, Progress, Rec
 from . import schema
 from .store import SCHEMA_LOCK, display_name, dsn_params, storage_error
 
