@@ -3,9 +3,10 @@
 Damage in the middle of a log (anything but a torn last write) stops every writer from opening it, by
 design (docs/FORMAT.md §3, "Reading and recovery"). `salvage(damaged, new)` reads the damaged log
 leniently, as `mnemo verify` does (mnemo.audit's scanner: a frame whose only fault is its checksum is
-still read, and a damaged stretch is skipped up to the next good frame), and copies every record
-version that still verifies into a new database, through MnemoClient's public API alone: a fresh chain
-with new record ids.
+still read, and a damaged stretch is skipped up to the next frame of the chain, never to a frame inside
+a record's content: docs/FORMAT.md §3, "Where the chain resumes"), and copies every record version that
+still verifies into a new database, through MnemoClient's public API alone: a fresh chain with new
+record ids.
 
 What counts as verified, entry by entry:
 - the entry's hash is vouched for by the next entry of the log, whose `prev` names it (seq + 1); where
@@ -233,7 +234,7 @@ class _Reader:
             self.read.checksum_frames.append(frame.offset)
         for e, slot in zip(frame.entries, frame.slots, strict=True):
             if e.seq <= self.last_seq:
-                continue  # not of this chain: a frame's bytes inside a payload, found by a resync
+                continue  # at or below a seq already taken: not the chain's next entry
             if self.pending is not None:
                 prev_e, prev_slot, prev_ok, prev_frame = self.pending
                 if e.seq != prev_e.seq + 1:  # a gap in the seqs: nothing vouches for the entry before it

@@ -1,7 +1,8 @@
 """The auditor's reader of log files (mnemo/audit/filelog.py): a window that holds at most a chunk, reads
 each byte it serves from the file exactly once while it holds it, in any order of requests; a file that
 grows while it is read (a frame being appended is not a torn one) or shrinks; frames too large to read
-before their end marker is seen; and the search for the next good frame from any offset."""
+before their end marker is seen; and the scan's damaged stretches (where the chain resumes after one is
+logfile.after_damage's, tested with it in test_log_io.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mnemo import IntegrityError, MnemoClient
-from mnemo.audit import filelog, read_log
+from mnemo.audit import filelog, read_log, verify_db
 from mnemo.storage.file.framing import FrameError
 
 
@@ -152,33 +153,6 @@ def test_a_large_frame_without_its_end_marker_is_refused_before_it_is_read(log: 
     assert (end - 4, 4) in reads and all(n <= filelog.CHUNK for _o, n in reads)
 
 
-def test_the_next_good_frame_is_found_from_exactly_its_start(log: Path, fd: int, monkeypatch: pytest.MonkeyPatch
-                                                             ) -> None:
-    data = log.read_bytes()
-    spans = frame_spans(data)
-    for chunk in (64, 1 << 20):
-        monkeypatch.setattr(filelog, "CHUNK", chunk)
-        for start, _end in spans:
-            win = filelog._Window(fd, len(data), str(log), None)
-            assert filelog._resync(win, start) == start
-            assert filelog._resync(win, start + 1) == next((s for s, _ in spans if s > start), None)
-        win = filelog._Window(fd, len(data), str(log), None)
-        assert filelog._resync(win, len(data)) is None
-
-
-def test_a_frame_whose_magic_a_chunk_cuts_is_found(log: Path, fd: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The search reads a chunk at a time: a frame whose magic begins in the last one, two or three bytes
-    of a chunk is found all the same, the next chunk starting early enough to hold all of it."""
-    data = log.read_bytes()
-    spans = frame_spans(data)
-    assert len(spans) >= 3
-    for (prev, _), (start, _) in zip(spans, spans[1:], strict=False):
-        for inside in (1, 2, 3):
-            monkeypatch.setattr(filelog, "CHUNK", start + inside - (prev + 1))
-            win = filelog._Window(fd, len(data), str(log), None)
-            assert filelog._resync(win, prev + 1) == start
-
-
 def test_a_read_the_disk_fails_is_an_unreadable_database_naming_the_offset(
     log: Path, fd: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -199,22 +173,70 @@ def test_a_read_the_disk_fails_is_an_unreadable_database_naming_the_offset(
     assert str(info.value) == f"cannot read {log} at offset 0: Input/output error"
 
 
-def test_the_search_for_a_good_frame_passes_over_one_whose_checksum_fails(log: Path, tmp_path: Path) -> None:
-    """The search resumes at a frame that parses with a good checksum: one whose only fault is its
-    checksum (which the lenient read still returns, for its entries to be reported) is passed over."""
-    data = bytearray(log.read_bytes())
-    spans = frame_spans(bytes(data))
-    (second, end), (third, _) = spans[1], spans[2]
-    data[end - 8] ^= 0xFF  # the trailer's checksum: the frame is whole, its checksum wrong
-    damaged = tmp_path / "damaged.db"
-    damaged.write_bytes(data)
-    fd = os.open(damaged, os.O_RDONLY)
+def _damages(path: Path, data: bytes) -> list[tuple[int, int | None, bool]]:
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
     try:
-        win = filelog._Window(fd, len(data), str(damaged), None)
-        assert filelog._read_frame(win, second, lenient=True)[1] is False  # the checksum alone is wrong
-        assert filelog._resync(win, second) == third
+        items = list(filelog._scan(filelog._Window(fd, len(data), str(path), None), lenient=True))
     finally:
         os.close(fd)
+    return [(d.offset, d.resume, d.torn) for d in items if isinstance(d, filelog._Damage)]
+
+
+def _unbounded(data: bytes, at: int, end: int) -> bytes:
+    """The frame at..end with its entries length past the end of the file and its trailer broken: where
+    it ends cannot be found, only the link of the next frame to its entries tells where it resumes."""
+    data = data[:at + 16] + len(data).to_bytes(4, "big") + data[at + 20:]
+    return data[:end - 4] + b"XXXX" + data[end:]
+
+
+def test_the_frames_after_a_damaged_one_link_to_the_last_entry_read(tmp_path: Path) -> None:
+    """The scan walks a damaged frame's entries from the last entry it read (the last of a transaction's
+    frame; before the genesis, none), so the next frame, which links to them, is where it resumes even
+    with more damage further on."""
+    path = tmp_path / "db"
+    with MnemoClient(path, "owner", durability="none") as c:
+        with c.transaction():
+            c.remember("one")
+            c.remember("two")
+        for i in range(4):
+            c.remember(f"record {i}")
+    data = path.read_bytes()
+    spans = frame_spans(data)
+    assert [len(f.entries) for f in read_frames(path)] == [1, 2, 1, 1, 1, 1]
+    later = spans[4][0]
+    broken = bytes(data[:later]) + b"XXXX" + bytes(data[later + 4:])
+    for k in (2, 0):
+        damaged = _unbounded(broken, *spans[k])
+        assert _damages(path, damaged) == [(spans[k][0], spans[k + 1][0], False), (later, spans[5][0], False)]
+        # verify, which reads part of the log by its fast path, resumes at the same frames
+        resumed = [p.message.split("next good frame at offset ")[1].split(";")[0]
+                   for p in verify_db(path).problems if p.kind == "bad-frame"]
+        assert resumed == [str(spans[k + 1][0]), str(spans[5][0])]
+
+
+def test_a_read_that_fails_after_damage_is_an_unreadable_database(log: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from mnemo.audit.common import UnreadableDatabase
+    from mnemo.storage.file import logfile
+
+    data = bytearray(log.read_bytes())
+    second = frame_spans(bytes(data))[1][0]
+    data[second] ^= 0xFF
+    damaged = tmp_path / "damaged.db"
+    damaged.write_bytes(bytes(data))
+
+    def failing(fd: int, offset: int, n: int) -> bytes:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(logfile, "read_exact", failing)
+    fd = os.open(damaged, os.O_RDONLY)
+    try:
+        with pytest.raises(UnreadableDatabase) as info:
+            list(filelog._scan(filelog._Window(fd, len(data), str(damaged), None), lenient=True))
+    finally:
+        os.close(fd)
+    assert str(info.value) == f"cannot read {damaged} after offset {second}: Input/output error"
 
 
 def test_a_stray_byte_before_a_frame_is_the_only_damage(log: Path, tmp_path: Path) -> None:

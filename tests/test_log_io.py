@@ -15,16 +15,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.frames import frame_spans, read_frames
+from helpers.frames import forged_put_frame, frame_spans, read_frames
 
 from mnemo import MnemoClient
 from mnemo.errors import DurabilityError, LockTimeout
 from mnemo.storage.file import logfile
 from mnemo.storage.file.framing import FRAME_END, FRAME_HEADER, FRAME_MAGIC, TRAILER
 from mnemo.storage.file.logfile import (
+    AfterDamage,
+    after_damage,
     complete_with_damaged_length,
-    find_next_frame,
     frame_holding,
+    frames_after,
     fsync_dir,
     lock_log,
     read_exact,
@@ -209,6 +211,11 @@ def test_the_lock_retries_twice_as_late_each_time_up_to_20_ms_and_never_past_its
 # -- the scans recovery relies on -----------------------------------------------------------------------
 
 
+def find_next_frame(fd: int, start: int, end: int, min_seq: int = 0) -> int | None:
+    """The offset of the first frame frames_after finds after `start` whose first seq is at least min_seq."""
+    return next((at for at, frame in frames_after(fd, start, end) if frame.entries[0].seq >= min_seq), None)
+
+
 @pytest.fixture
 def log(tmp_path: Path) -> Path:
     path = tmp_path / "db"
@@ -234,6 +241,53 @@ def test_the_next_valid_frame_is_found_after_a_damaged_one(log: Path) -> None:
         assert find_next_frame(fd, start, spans[3][1]) == spans[3][0]
         assert find_next_frame(fd, start, spans[3][1] - 1) is None  # the next frame does not fit in the range
         assert find_next_frame(fd, 0, len(data)) == 32  # from the file header on: the genesis frame, seq 0
+    finally:
+        os.close(fd)
+
+
+def test_the_next_good_frame_is_found_from_exactly_its_start(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = log.read_bytes()
+    spans = frame_spans(data)
+    fd = os.open(log, os.O_RDONLY)
+    try:
+        for chunk in (64, 1 << 20):
+            monkeypatch.setattr(logfile, "CHUNK", chunk)
+            for start, _end in spans:
+                assert find_next_frame(fd, start - 1, len(data)) == start
+                assert find_next_frame(fd, start, len(data)) == next((s for s, _ in spans if s > start), None)
+            assert find_next_frame(fd, len(data) - 1, len(data)) is None
+    finally:
+        os.close(fd)
+
+
+def test_a_frame_whose_magic_a_chunk_cuts_is_found(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search reads a chunk at a time: a frame whose magic begins in the last one, two or three bytes
+    of a chunk is found all the same, the next chunk starting early enough to hold all of it."""
+    data = log.read_bytes()
+    spans = frame_spans(data)
+    assert len(spans) >= 3
+    fd = os.open(log, os.O_RDONLY)
+    try:
+        for (prev, _), (start, _) in zip(spans, spans[1:], strict=False):
+            for inside in (1, 2, 3):
+                monkeypatch.setattr(logfile, "CHUNK", start + inside - (prev + 1))
+                assert find_next_frame(fd, prev, len(data)) == start
+    finally:
+        os.close(fd)
+
+
+def test_the_search_for_a_good_frame_passes_over_one_whose_checksum_fails(log: Path, tmp_path: Path) -> None:
+    """The search finds frames that parse with a good checksum: one whose only fault is its checksum
+    (which the auditor's lenient read still returns, for its entries to be reported) is passed over."""
+    data = bytearray(log.read_bytes())
+    spans = frame_spans(bytes(data))
+    (second, end), (third, _) = spans[1], spans[2]
+    data[end - 8] ^= 0xFF  # the trailer's checksum: the frame is whole, its checksum wrong
+    damaged = tmp_path / "damaged.db"
+    damaged.write_bytes(data)
+    fd = os.open(damaged, os.O_RDONLY)
+    try:
+        assert find_next_frame(fd, second - 1, len(data)) == third
     finally:
         os.close(fd)
 
@@ -266,6 +320,134 @@ def test_the_frame_holding_a_seq_is_found_by_its_header(log: Path) -> None:
         assert frame_holding(fd, frames[3].entries[0].seq, 32, len(data)) is None
     finally:
         os.close(fd)
+
+
+@pytest.fixture
+def carrier_log(tmp_path: Path) -> tuple[Path, list[bytes]]:
+    """Eight frames: the genesis, three records; the carrier, a transaction of two puts (seqs 4 and 5)
+    whose second one's content holds three forged frames: one linked to the entry before the carrier
+    (seq 4, its prev the hash of seq 3), one at the carrier's last seq (5), one at seq 1,000,000; then a
+    transaction of two records, and two records. Returns the path and the forged frames."""
+    path = tmp_path / "db"
+    with MnemoClient(path, "owner", durability="none") as c:
+        for i in range(3):
+            c.remember(f"record {i}")
+        seq, head = c.head
+        forged = [forged_put_frame(seq + 1, bytes.fromhex(head)), forged_put_frame(seq + 2),
+                  forged_put_frame(1_000_000)]
+        with c.transaction():
+            c.remember("the carrier's first")
+            c.remember(b"copies: " + b" and ".join(forged) + b" and after them")
+        with c.transaction():
+            c.remember("after 0")
+            c.remember("after 1")
+        for i in range(2, 4):
+            c.remember(f"after {i}")
+    return path, forged
+
+
+@pytest.mark.parametrize("chunk", [None, 40], ids=["chunk", "40-byte-chunks"])
+def test_the_chain_resumes_where_it_puts_the_next_frame_never_inside_a_payload(
+    carrier_log: tuple[Path, list[bytes]], monkeypatch: pytest.MonkeyPatch, chunk: int | None
+) -> None:
+    """after_damage on the carrier's frame, damaged in each way: the chain resumes at the next frame of
+    the chain (found where the frame ends, by the link to its own entries, or as the start of a run of
+    frames to the end of the file), never at a forged frame inside its content, though each is whole,
+    its checksum sound, one at the carrier's own first seq with its prev the hash of the entry before.
+    Read a chunk at a time, entries longer than a chunk are read whole (up to the entries length)."""
+    if chunk is not None:
+        monkeypatch.setattr(logfile, "CHUNK", chunk)
+    path, forged = carrier_log
+    data = path.read_bytes()
+    spans = frame_spans(data)
+    frames = read_frames(path)
+    assert [len(f.entries) for f in frames] == [1, 1, 1, 1, 2, 2, 1, 1]
+    at, end = spans[4]
+    before = frames[3].entries[-1]
+    insides = [data.index(f) for f in forged]
+    assert at < insides[0] < insides[1] < insides[2] < end
+    nxt = spans[5][0]
+
+    def after(damaged: bytes, anchor: tuple[int, bytes] = (before.seq, before.hash)) -> AfterDamage:
+        path.write_bytes(damaged)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return after_damage(fd, at, len(damaged), anchor)
+        finally:
+            os.close(fd)
+
+    def put(data: bytes, offset: int, value: bytes) -> bytes:
+        return data[:offset] + value + data[offset + len(value):]
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert [at for at, _f in frames_after(fd, at, nxt)] == insides  # whole, their checksums sound
+    finally:
+        os.close(fd)
+    raised = put(data, at + 16, struct.pack(">I", len(data)))
+    proven = {
+        # its magic: the header's lengths match its entries, so it ends where the header says
+        "magic": (put(data, at, b"XXXX"), False),
+        # its count: the walked lengths lead to a trailer whose checksum holds, where it ends
+        "count": (put(data, at + 4, struct.pack(">I", 0)), True),
+        # its entries length, past the end of the file: the same
+        "entries length": (raised, True),
+        # ... its trailer too, so that where it ends is not known: the next frame links to its entries
+        "entries length and trailer": (put(raised, end - 4, b"XXXX"), False),
+        # its first entry (no longer a msgpack array of 7): where the header says it ends
+        "entry": (put(data, at + 32, b"\x96"), False),
+    }
+    for what, (damaged, whole) in proven.items():
+        assert after(damaged) == AfterDamage(nxt, whole), what
+        # found without the frames after it: a damaged frame further on changes nothing
+        assert after(put(damaged, spans[6][0], b"XXXX")) == AfterDamage(nxt, whole), what
+    # its header and its entry: the next frame starts a run of linked frames to the end of the file
+    unreadable = put(put(data, at, bytes(24)), at + 32, b"\x96")
+    assert after(unreadable) == AfterDamage(nxt, False)
+    # ... which a damaged frame further on breaks, or a frame of another chain at the seq it holds: the
+    # frames before it are not the chain's for certain, and it resumes after it
+    assert after(put(unreadable, spans[6][0], b"XXXX")) == AfterDamage(spans[7][0], False)
+    other = forged_put_frame(frames[6].entries[0].seq)
+    spliced = unreadable[:spans[6][0]] + other + unreadable[spans[6][1]:]
+    assert after(spliced) == AfterDamage(spans[6][0] + len(other), False)
+    # bytes written before the carrier (its header unreadable at the damaged offset): the carrier itself
+    # starts a run to the end of the file
+    assert after(data[:at] + b"junk" + data[at:]) == AfterDamage(at + 4, False)
+    # an anchor its entries do not link from: where the header says it ends, all the same
+    assert after(put(data, at, b"XXXX"), (before.seq, bytes(32))) == AfterDamage(nxt, False)
+    # the carrier last: torn anywhere, nothing follows, a forged frame ending where the file does too;
+    # whole with damaged lengths, nothing follows
+    ends = [i + len(f) for i, f in zip(insides, forged, strict=True)]
+    for cut in (at + 30, *(i + 1 for i in insides), *ends, end - 1):
+        assert after(data[:cut]) == AfterDamage(None, False), cut
+    assert after(raised[:end]) == AfterDamage(None, True)
+    assert after(raised[:end + 40]) == AfterDamage(None, True)  # the next frame torn
+    # its lengths damaged and torn at the end of the forged frame at its own last seq: not the chain's
+    assert after(raised[:ends[1]]) == AfterDamage(None, False)
+
+
+def test_an_entry_longer_than_a_chunk_is_read_up_to_the_entries_length(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk of a damaged frame reads an entry whole only up to a chunk or the entries length its
+    header gives (a damaged entry header may claim gigabytes), not the payloads length: a grant's frame
+    holds no payload, yet its entry, longer than the chunk, is read and the frame found whole."""
+    monkeypatch.setattr(logfile, "CHUNK", 40)
+    path = tmp_path / "db"
+    with MnemoClient(path, "owner", durability="none") as c:
+        c.grant("bob", "team:a-scope-name-long-enough", ["read", "write"])
+    data = path.read_bytes()
+    start, end = frame_spans(data)[-1]
+    frames = read_frames(path)
+    assert frames[-1].entries[0].op == "grant" and frames[-1].slots[0].length == 0
+    assert len(frames[-1].entries[0].raw) > 40
+    before = frames[-2].entries[-1]
+    for elen in (end - start, 1 << 20):  # the entries length raised: the frame runs past the end of the file
+        path.write_bytes(data[:start + 16] + struct.pack(">I", elen) + data[start + 20:])
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            assert after_damage(fd, start, len(data), (before.seq, before.hash)) == AfterDamage(None, True)
+        finally:
+            os.close(fd)
 
 
 def test_a_whole_frame_with_damaged_length_fields_is_told_from_a_torn_one(log: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.frames import read_frames
+from helpers.frames import FORGED_CONTENT, forged_put_frame, read_frames
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_audit_support import fix_frame_crc
@@ -125,6 +125,80 @@ def without(*names: str, **changed: list[Any]) -> dict[str, list[Any]]:
     out = {k: v for k, v in ALL.items() if k not in names}
     out.update(changed)
     return out
+
+
+# -- content bytes never become chain entries ------------------------------------------------------------
+
+
+def carrier_source(path: Path, links: bool) -> tuple[int, dict[str, str]]:
+    """A record, then one whose content holds a forged frame (a put into agent:alice, its checksums and
+    digest valid) claiming seq 1,000,000 or (`links`) the carrier's own seq, linked to the entry before
+    it; then three more records. Returns the carrier's seq and the text of each record by id."""
+    with MnemoClient(path, "owner", durability="none") as c:
+        texts = {c.remember("before").id: "before"}
+        head = c.head
+        forged = forged_put_frame(head[0] + 1, bytes.fromhex(head[1])) if links else forged_put_frame(1_000_000)
+        carrier = c.remember(b"a file I was given: " + forged + b" (end of file)", tags=["carrier"])
+        for i in range(3):
+            texts[c.remember(f"after {i}").id] = f"after {i}"
+    return carrier.seq, texts
+
+
+# one byte of each field of the carrier's frame header: its magic; count to 0; first seq; entries length
+# +64 KiB (past the end of the file); payloads length
+HEADER_BYTES = {"magic": 0, "count": 7, "first-seq": 15, "entries-length": 17, "payloads-length": 23}
+
+
+@pytest.mark.parametrize("links", [False, True], ids=["seq-1000000", "linked-to-the-entry-before"])
+@pytest.mark.parametrize("field", sorted(HEADER_BYTES))
+def test_a_frame_inside_a_records_content_is_never_copied(tmp_path: Path, field: str, links: bool) -> None:
+    """One byte of the carrier's frame header damaged: the reading resumes at the next frame of the chain,
+    never at the forged frame inside the carrier's content. The forged put is not copied (no record of
+    agent:alice), every record after the carrier is, and only the carrier's seq is lost."""
+    path = tmp_path / "source.mnemo.db"
+    seq, texts = carrier_source(path, links)
+    frames = seqs_of(path)
+    carrier, after = frames[seq], frames[seq + 1]
+    data = bytearray(path.read_bytes())
+    data[carrier.offset + HEADER_BYTES[field]] ^= 0x01
+    damaged = path.with_name("damaged.mnemo.db")
+    damaged.write_bytes(bytes(data))
+    report = salvage(damaged, tmp_path / "new.mnemo.db")
+    assert [(d["offset"], d["bytes"], d["torn"]) for d in report.damage] == [(carrier.offset, carrier.length, False)]
+    assert report.lost_seq_ranges == ((seq, seq),) and report.lost_versions == () and report.lost_records == ()
+    assert report.head_read is not None and report.head_read[0] == seq + 3
+    assert set(report.id_map) == set(texts)
+    copied = contents(Path(report.new))
+    assert sorted(versions[0][0] for versions in copied.values()) == sorted(texts.values())
+    assert {versions[0][3] for versions in copied.values()} == {"agent:owner"}
+    assert FORGED_CONTENT.encode() not in Path(report.new).read_bytes()
+    # verify resumes at the same frame
+    (problem,) = audit.verify_db(damaged).problems
+    assert (problem.kind, problem.offset) == ("bad-frame", carrier.offset)
+    assert f"{carrier.length} bytes skipped up to the next good frame at offset {after.offset}" in problem.message
+
+
+@pytest.mark.parametrize("links", [False, True], ids=["seq-1000000", "linked-to-the-entry-before"])
+def test_a_frame_inside_a_records_content_is_never_copied_when_the_carriers_entry_is_unreadable(
+    tmp_path: Path, links: bool
+) -> None:
+    """The carrier's own entry damaged too, so that nothing of its frame can be read: the forged frame,
+    linked to the entry before or not, does not start a run of frames to the end of the file; the chain's
+    next frame does, and the reading resumes there."""
+    path = tmp_path / "source.mnemo.db"
+    seq, texts = carrier_source(path, links)
+    frames = seqs_of(path)
+    carrier = frames[seq]
+    data = bytearray(path.read_bytes())
+    data[carrier.offset] ^= 0x01  # its magic
+    data[carrier.offset + 32] ^= 0x01  # its entry is a msgpack array of 7: now of 6
+    damaged = path.with_name("damaged.mnemo.db")
+    damaged.write_bytes(bytes(data))
+    report = salvage(damaged, tmp_path / "new.mnemo.db")
+    assert [(d["offset"], d["bytes"]) for d in report.damage] == [(carrier.offset, carrier.length)]
+    assert report.lost_seq_ranges == ((seq, seq),)
+    assert set(report.id_map) == set(texts)
+    assert {versions[0][3] for versions in contents(Path(report.new)).values()} == {"agent:owner"}
 
 
 # -- a flipped byte in a middle frame ------------------------------------------------------------------------

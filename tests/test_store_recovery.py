@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers.frames import frame_spans, read_frames
+from helpers.frames import forged_put_frame, frame_spans, read_frames
 
 from mnemo import MemoryRecord, MnemoClient
 from mnemo.audit import verify_db
@@ -106,6 +106,88 @@ def test_a_torn_frame_whose_content_holds_a_whole_frame_is_still_a_torn_tail(tmp
             assert records(c) == {first.id: first}
             assert c.head == head
         assert db.read_bytes() == data[:start]
+
+
+def _carrier_db(path: Path, links: bool, after: int = 0, tx: bool = False
+                ) -> tuple[MemoryRecord, tuple[int, str], bytes, int]:
+    """A db of one record, then the carrier: a record whose content holds a forged frame (a put into
+    agent:alice, every checksum and digest valid) claiming seq 1,000,000, or (`links`) the next seq,
+    linked to the head as it was when the record was written; with `tx`, the last of three puts of one
+    transaction. Then `after` more records. Returns the first record, the head before the carrier, the
+    forged frame and the carrier's frame's first seq."""
+    with MnemoClient(path, AGENT, durability="none") as c:
+        first = c.remember("before")
+        head = c.head
+        forged = forged_put_frame(head[0] + 1, bytes.fromhex(head[1])) if links else forged_put_frame(1_000_000)
+        with c.transaction():
+            for i in range(2 if tx else 0):
+                c.remember(f"in the carrier's transaction {i}")
+            c.remember(b"a file I was given: " + forged + b" (end of file)", tags=["carrier"])
+        for i in range(after):
+            c.remember(f"after {i}")
+    Path(str(path) + ".snap").unlink(missing_ok=True)
+    return first, head, forged, head[0] + 1
+
+
+@pytest.mark.parametrize("tx", [False, True], ids=["put", "tx"])
+@pytest.mark.parametrize("links", [False, True], ids=["seq-1000000", "linked-to-the-head"])
+def test_a_torn_write_of_a_record_holding_a_forged_frame_is_cut_as_torn(tmp_path: Path, links: bool,
+                                                                        tx: bool) -> None:
+    """Content bytes never become chain entries: a crash that tears the write of a record (alone, or the
+    last put of a transaction) whose content holds a forged frame, wherever it cuts after that frame (at
+    its very end too, so that the forged frame ends where the file does), leaves a torn write. A reader
+    stops before it, verify calls it a torn tail, and the next writer cuts it: the records before it
+    intact, the forged put nowhere."""
+    db = tmp_path / "db"
+    first, head, forged, _seq = _carrier_db(db, links, tx=tx)
+    data = db.read_bytes()
+    start, end = frame_spans(data)[-1]
+    forged_end = data.index(forged, start) + len(forged)
+    for cut in (forged_end, forged_end + 1, end - 1):
+        db.write_bytes(data[:cut])
+        assert [p.kind for p in verify_db(db).problems] == ["torn-tail"], cut
+        with MnemoClient(db, AGENT, readonly=True) as r:
+            assert records(r) == {first.id: first} and r.head == head
+        assert db.read_bytes() == data[:cut]
+        with MnemoClient(db, AGENT, durability="none") as c:
+            assert c.recovery == [
+                f"cut a torn last frame at offset {start} ({cut - start} bytes): file ends inside a frame"]
+            assert records(c) == {first.id: first} and c.head == head
+            assert c.verify().ok
+        assert db.read_bytes() == data[:start]
+
+
+@pytest.mark.parametrize("links", [False, True], ids=["seq-1000000", "linked-to-the-head"])
+def test_damage_to_a_record_holding_a_forged_frame_is_still_damage(tmp_path: Path, links: bool) -> None:
+    """Real damage stays damage beside a forged frame: the frame holding it, its entries length raised
+    past the end of the file, with the chain's frames after it (found by the link to its own entries,
+    or, its entry damaged too, as a run of linked frames to the end of the file); and the same frame
+    last, whole, its payloads length raised, with or without a torn write after it."""
+    db = tmp_path / "db"
+    _first, _head, _forged, seq = _carrier_db(db, links, after=3)
+    data = db.read_bytes()
+    frames = read_frames(db)
+    carrier = next(f for f in frames if f.entries[0].seq == seq)
+    at = carrier.offset
+
+    def raised(data: bytes, field: int) -> bytes:
+        return data[:at + field] + (len(data) + 1000).to_bytes(4, "big") + data[at + field + 4:]
+
+    follow, whole = "; valid frames follow it", ": the whole frame is there, with damaged length fields"
+    cases = [
+        (raised(data, 16), follow),
+        (flip(raised(data, 16), at + FRAME_HEADER.size + 8, 0x01), follow),  # its entry no longer decodes
+        (raised(data[:carrier.end], 20), whole),
+        (raised(data[:carrier.end + 30], 20), whole),  # the next frame torn
+    ]
+    for damaged, why in cases:
+        db.write_bytes(damaged)
+        for readonly in (False, True):
+            with pytest.raises(IntegrityError) as exc:
+                MnemoClient(db, AGENT, readonly=readonly).close()
+            assert str(exc.value) == f"{db}: damaged frame at offset {at} (file ends inside a frame){why}"
+            assert exc.value.offset == at
+            assert db.read_bytes() == damaged
 
 
 def test_a_log_ending_at_a_frame_boundary_needs_no_repair(tmp_path: Path) -> None:

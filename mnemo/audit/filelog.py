@@ -10,14 +10,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..errors import IntegrityError, MnemoError
-from ..storage.codec import (
-    Entry,
-)
+from ..storage.codec import ZERO_HASH, Entry
 from ..storage.contract import PathArg, Progress
 from ..storage.file.framing import (
     FRAME_END,
     FRAME_HEADER,
-    FRAME_MAGIC,
     HEADER_SIZE,
     TRAILER,
     Frame,
@@ -28,7 +25,7 @@ from ..storage.file.framing import (
     frame_length,
     parse_frame,
 )
-from ..storage.file.logfile import complete_with_damaged_length, read_exact
+from ..storage.file.logfile import after_damage, complete_with_damaged_length, read_exact
 from .common import UnreadableDatabase
 
 CHUNK = 1 << 20
@@ -128,27 +125,6 @@ def _read_frame(win: _Window, pos: int, lenient: bool) -> tuple[Frame, bool]:
         raise original from None
 
 
-def _resync(win: _Window, start: int) -> int | None:
-    """The offset of the first frame at or after `start` that parses with a good checksum, or None."""
-    p = start
-    while p < win.size:
-        win.ensure(p, CHUNK)
-        i = win.buf.find(FRAME_MAGIC, p - win.start)
-        if i < 0:
-            bend = win.start + len(win.buf)
-            if bend >= win.size:
-                return None
-            p = max(p + 1, bend - len(FRAME_MAGIC) + 1)
-            continue
-        cand = win.start + i
-        try:
-            _read_frame(win, cand, lenient=False)
-            return cand
-        except FrameError:
-            p = cand + 1
-    return None
-
-
 @dataclass(frozen=True)
 class _Damage:
     offset: int
@@ -158,12 +134,16 @@ class _Damage:
 
 
 def _scan(
-    win: _Window, lenient: bool, skip: Callable[[_Window, int], int] | None = None
+    win: _Window, lenient: bool, skip: Callable[[_Window, int], int] | None = None,
+    anchor: Callable[[], tuple[int, bytes]] | None = None,
 ) -> Iterator[tuple[Frame, bool] | _Damage]:
     """Every frame from offset 32 on, with damaged stretches between them reported and skipped.
     `skip(win, pos)`, if given, takes care of the frames from `pos` on that it can, and returns the
-    offset where they end."""
+    offset where they end; `anchor()` then gives the (seq, hash) of the last entry read, which the scan
+    otherwise takes from the frames it yields. A damaged stretch ends at the next frame the chain puts
+    there (logfile.after_damage), never at a frame inside a record's content."""
     pos = HEADER_SIZE
+    last: tuple[int, bytes] = (-1, ZERO_HASH)
     while pos < win.size:
         if skip is not None:
             pos = skip(win, pos)
@@ -172,17 +152,20 @@ def _scan(
         try:
             item = _read_frame(win, pos, lenient)
         except FrameError as exc:
-            resume = _resync(win, pos + 1)
-            # as the engine judges it: only a frame cut short, with nothing after it, is a torn write
-            torn = exc.kind == "incomplete" and resume is None and not complete_with_damaged_length(
-                win.fd, pos, win.size
-            )
-            yield _Damage(pos, resume, torn, str(exc))
-            if resume is None:
+            try:
+                after = after_damage(win.fd, pos, win.size, anchor() if anchor is not None else last)
+                # as the engine judges it: only a frame cut short, with nothing after it, is a torn write
+                torn = exc.kind == "incomplete" and after.resume is None and not after.whole and not \
+                    complete_with_damaged_length(win.fd, pos, win.size)
+            except OSError as err:
+                raise UnreadableDatabase(f"cannot read {win.path} after offset {pos}: {err.strerror}") from None
+            yield _Damage(pos, after.resume, torn, str(exc))
+            if after.resume is None:
                 return
-            pos = resume
+            pos = after.resume
             continue
         yield item
+        last = (item[0].entries[-1].seq, item[0].entries[-1].hash)
         pos = item[0].end
 
 

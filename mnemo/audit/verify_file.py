@@ -170,6 +170,10 @@ class _DbVerifier:
             return
         self.pending_damage = (d, exp)
 
+    def anchor(self) -> tuple[int, bytes]:
+        """The (seq, hash) of the last entry read: what the entries after a damaged frame link to."""
+        return (self.last_seq, self.last_hash) if self.last_hash is not None else (-1, ZERO_HASH)
+
     def resumed(self, first_seq: int) -> None:
         if self.pending_damage is None:
             return
@@ -579,7 +583,7 @@ def _verify_db(
         v.load_journal()
         v.leftovers()
         with gc_paused():
-            for item in _scan(win, lenient=True, skip=v.fast_frames):
+            for item in _scan(win, lenient=True, skip=v.fast_frames, anchor=v.anchor):
                 if isinstance(item, _Damage):
                     v.damage(item)
                 else:

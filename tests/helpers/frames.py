@@ -4,8 +4,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mnemo.storage.codec import Entry
-from mnemo.storage.file.framing import HEADER_SIZE, Frame, Slot, decode_file_header, frame_length, parse_frame
+from mnemo.storage.codec import (
+    ZERO_HASH,
+    Entry,
+    encode_put_payload,
+    make_entry,
+    pack_record_fields,
+    payload_digest,
+)
+from mnemo.storage.file.framing import (
+    HEADER_SIZE,
+    Frame,
+    Slot,
+    decode_file_header,
+    encode_frame,
+    frame_length,
+    parse_frame,
+)
+
+FORGED_CONTENT = "planted in another record's content"
 
 
 def frame_spans(data: bytes) -> list[tuple[int, int]]:
@@ -54,3 +71,15 @@ def flip_byte(path: Path | str, offset: int) -> None:
         byte = f.read(1)
         f.seek(offset)
         f.write(bytes([byte[0] ^ 0x01]))
+
+
+def forged_put_frame(seq: int, prev: bytes = ZERO_HASH, *, rid: str = "forged", scope: str = "agent:alice",
+                     agent: str = "alice") -> bytes:
+    """A well-formed frame of one put of FORGED_CONTENT into `scope` (frame checksum, slot checksum and
+    digest all valid), made with the engine's own encoders: what a record's content may hold to pass for
+    an entry of the chain."""
+    salt, packed = bytes(range(16)), pack_record_fields(FORGED_CONTENT, ["forged"], {})
+    body = {"digest": payload_digest(salt, packed), "id": rid, "scope": scope,
+            "size": len(FORGED_CONTENT.encode()), "ver": 1}
+    entry = make_entry(seq, 1_700_000_000_000_000_000, prev, "put", agent, body)
+    return encode_frame([(entry.raw, encode_put_payload(salt, packed))])

@@ -1,6 +1,7 @@
 """Raw file access for the log: positioned reads and writes, fsync, the writer lock, chunked frame reads.
 
-Nothing outside mnemo/storage touches files; nothing here knows about records.
+Nothing outside mnemo/storage touches files; nothing here knows about records (only about chain
+entries, which tell where the chain resumes after damage).
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ import struct
 import time
 import zlib
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from ...errors import DurabilityError, LockTimeout
+from ..codec import Entry, EntryDecodeError, decode_entry
 from .framing import (
     ENTRY_HEADER,
     FRAME_END,
     FRAME_HEADER,
     FRAME_MAGIC,
+    FRAME_OVERHEAD,
     TRAILER,
     Frame,
     FrameError,
@@ -177,30 +181,158 @@ def iter_frames(fd: int, start: int, end: int) -> Iterator[tuple[Frame, memoryvi
         yield reader.next()
 
 
-def find_next_frame(fd: int, start: int, end: int, min_seq: int = 0) -> int | None:
-    """The offset of the first valid frame after `start` whose first seq is at least `min_seq`, or
-    None: tells a torn tail from damage."""
-    from .framing import FRAME_MAGIC
-
+def frames_after(fd: int, start: int, end: int) -> Iterator[tuple[int, Frame]]:
+    """Every offset after `start` at which a whole frame with a good checksum parses within `end`, with
+    that frame, in file order: where a frame may lie, not which of them the chain holds (a record's
+    content may hold frames too)."""
     offset = start + 1
     while offset < end:
         data = read_exact(fd, offset, min(CHUNK, end - offset))
         i = data.find(FRAME_MAGIC)
         while i != -1:
             at = offset + i
+            frame = None
             try:
                 length = frame_length(read_exact(fd, at, FRAME_HEADER.size), 0, at)
                 if at + length <= end:
                     frame = parse_frame(read_exact(fd, at, length), 0, at)
-                    if frame.entries[0].seq >= min_seq:
-                        return at
             except FrameError:
                 pass
+            if frame is not None:
+                yield at, frame
             i = data.find(FRAME_MAGIC, i + 1)
         if len(data) < len(FRAME_MAGIC):
             break
         offset += len(data) - len(FRAME_MAGIC) + 1
-    return None
+
+
+class AfterDamage(NamedTuple):
+    """What follows a frame that cannot be read (see after_damage)."""
+
+    resume: int | None  # the offset of the first frame the chain puts after it, or None
+    whole: bool  # the frame is there whole, its header's length fields alone wrong
+
+
+def after_damage(fd: int, start: int, end: int, anchor: tuple[int, bytes]) -> AfterDamage:
+    """Where the chain resumes after the unreadable frame at `start`, whose entries follow `anchor`, the
+    (seq, hash) of the last entry before it ((-1, zero hash) before the genesis); this tells a torn
+    tail from damage, and where a reader of a damaged log goes on.
+
+    A frame found after `start` (a whole one, its checksum sound) is the chain's only where the chain
+    puts it, never at an offset inside a payload, which holds whatever a record's content holds: frames
+    too, forged ones included, whatever seq and link they claim.
+    - The damaged frame's own entry section is read first, entry header by entry header, for as long as
+      its entries decode and link from `anchor` (its header's fields are not trusted: they may be the
+      damage). Where the header's count and entries length match those entries, and its payloads
+      length their slots, the header is sound, and the frame ends where it says: only what lies beyond
+      that end is looked at. Where they differ but the walked lengths lead to a trailer whose checksum
+      holds, the frame is there whole with damaged length fields, and ends there.
+    - A frame after that is the chain's when it starts where the damaged frame ends (as found above,
+      or else as its header says), when its first entry links to the last entry walked (a hash no
+      content can name in advance: each put commits to a random salt), or when it starts a run of
+      frames, every entry linking to the one before, that ends exactly at `end`."""
+    body = start + FRAME_HEADER.size
+    data = _Bytes(fd, end)
+    head = data.get(start, FRAME_HEADER.size)
+    fields = FRAME_HEADER.unpack(head) if len(head) == FRAME_HEADER.size else None
+    entries: list[Entry] = []
+    seq, prev = anchor
+    pos, slots, confirmed = body, 0, False
+    limit = max(CHUNK, fields[3] if fields is not None else 0)  # how long an entry is read whole
+    while True:
+        if entries and fields is not None and len(entries) == fields[1] and pos - body == fields[3]:
+            confirmed = True
+            break
+        lengths = data.get(pos, ENTRY_HEADER.size)
+        if len(lengths) < ENTRY_HEADER.size:
+            break
+        rlen, slen = ENTRY_HEADER.unpack(lengths)
+        if rlen > limit:
+            break  # not read whole: longer than a chunk and than the entries length of the header
+        try:
+            entry = decode_entry(data.get(pos + ENTRY_HEADER.size, rlen))
+        except EntryDecodeError:
+            break
+        if entry.seq != seq + 1 or entry.prev != prev:
+            break
+        entries.append(entry)
+        seq, prev = entry.seq, entry.hash
+        pos += ENTRY_HEADER.size + rlen
+        slots += slen
+    extent: int | None = None
+    whole = False
+    if confirmed and fields is not None and fields[4] == slots:
+        extent = start + FRAME_OVERHEAD + fields[3] + slots
+    elif entries:
+        length = FRAME_OVERHEAD + (pos - body) + slots
+        if start + length <= end:
+            crc, magic = TRAILER.unpack(read_exact(fd, start + length - TRAILER.size, TRAILER.size))
+            sound = FRAME_HEADER.pack(FRAME_MAGIC, len(entries), entries[0].seq, pos - body, slots)
+            if magic == FRAME_END and crc == zlib.crc32(read_exact(fd, body, pos - body), zlib.crc32(sound)):
+                extent, whole = start + length, True
+    ends = extent
+    if ends is None and fields is not None:
+        ends = start + FRAME_OVERHEAD + fields[3] + fields[4]  # where its header says it ends
+    after = extent - 1 if extent is not None else pos - 1 if entries else start
+    failed: set[int] = set()
+    for at, frame in frames_after(fd, after, end):
+        first = frame.entries[0]
+        if first.seq <= seq:
+            continue  # before what the damaged frame holds: not the chain's next frame
+        if at == ends or (entries and first.seq == seq + 1 and first.prev == prev):
+            return AfterDamage(at, whole)
+        if _runs_to_end(fd, at, end, failed):
+            return AfterDamage(at, whole)
+    return AfterDamage(None, whole)
+
+
+class _Bytes:
+    """Reads of a file up to `end`, served from one chunk held at a time."""
+
+    def __init__(self, fd: int, end: int) -> None:
+        self.fd, self.end = fd, end
+        self.base, self.buf = 0, b""
+
+    def get(self, offset: int, n: int) -> bytes:
+        rel = offset - self.base
+        if rel < 0 or rel + n > len(self.buf):
+            self.buf = read_exact(self.fd, offset, min(max(n, CHUNK), self.end - offset))
+            self.base, rel = offset, 0
+        return self.buf[rel:rel + n]
+
+
+def _runs_to_end(fd: int, start: int, end: int, failed: set[int]) -> bool:
+    """Whether the frames from `start` follow each other, every entry linking to the one before, up to
+    exactly `end`. `failed` holds frames already known not to: those this run passed are added to it
+    when it fails, so a run is walked once however many of its frames are found."""
+    reader = FrameReader(fd, start, end)
+    passed: list[int] = []
+    last: Entry | None = None
+    try:
+        while reader.offset < end:
+            if reader.offset in failed:
+                break
+            offset = reader.offset
+            frame, _buf, _pos = reader.next()
+            if not _follows(last, frame.entries):
+                break
+            passed.append(offset)
+            last = frame.entries[-1]
+        else:
+            return True
+    except FrameError:
+        pass
+    failed.update(passed)
+    return False
+
+
+def _follows(last: Entry | None, entries: tuple[Entry, ...]) -> bool:
+    """Whether each entry links to the one before it, the first to `last` (None: nothing before)."""
+    for entry in entries:
+        if last is not None and (entry.seq != last.seq + 1 or entry.prev != last.hash):
+            return False
+        last = entry
+    return True
 
 
 def frame_holding(fd: int, seq: int, start: int, end: int) -> Frame | None:

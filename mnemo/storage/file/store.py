@@ -81,8 +81,8 @@ from .logfile import (
     SCAN_CHUNK,
     FrameReader,
     LogHandle,
+    after_damage,
     complete_with_damaged_length,
-    find_next_frame,
     frame_holding,
     fsync_dir,
     iter_frames,
@@ -413,10 +413,11 @@ class FileStore(StoreGuards):
     def _torn_or_damaged(self, exc: FrameError, size: int, writer: bool) -> None:
         """A frame that cannot be read: a torn last write (cut it) or damage (raise, change nothing).
 
-        Only a frame that stops short of its own declared length, with nothing readable after it, is a
-        torn write: an append cut off by a crash leaves a prefix of its frame. A complete frame that
-        fails its checksum was written whole, and an fsynced one may have been acknowledged: that is
-        damage, never cut."""
+        Only a frame that stops short of its own declared length, with no frame of the chain after it
+        (logfile.after_damage: never one inside its own payloads, whatever seq it claims), is a torn
+        write: an append cut off by a crash leaves a prefix of its frame. A complete frame that fails
+        its checksum was written whole, and an fsynced one may have been acknowledged: that is damage,
+        never cut."""
         where = f"{self.path}: damaged frame at offset {exc.offset} ({exc})"
         if exc.offset == HEADER_SIZE:
             # Creation is atomic (write, fsync, rename), so a bad genesis frame is damage, never a tear.
@@ -425,11 +426,12 @@ class FileStore(StoreGuards):
             )
         if exc.kind != "incomplete":
             raise IntegrityError(f"{where}: a complete frame that fails its checks is damage", exc.offset)
-        # Valid frames that continue the chain after it mean damage. Seqs at or below the head are
-        # frames inside the torn frame's own content (a record may hold a copy of a Mnemo log).
-        if find_next_frame(self.fd, exc.offset, size, min_seq=self.index.head_seq + 1) is not None:
+        # Frames of the chain after it mean damage; frames inside its own payloads (a record may hold a
+        # copy of a Mnemo log, or a forged frame) are content, whatever seq they claim.
+        after = after_damage(self.fd, exc.offset, size, (self.index.head_seq, self.index.head_hash))
+        if after.resume is not None:
             raise IntegrityError(f"{where}; valid frames follow it", exc.offset)
-        if complete_with_damaged_length(self.fd, exc.offset, size):
+        if after.whole or complete_with_damaged_length(self.fd, exc.offset, size):
             raise IntegrityError(f"{where}: the whole frame is there, with damaged length fields", exc.offset)
         if not writer and os.fstat(self.fd).st_size > size:
             return  # a write in progress when the size was taken, perhaps the forget of an erased payload
