@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ...acl import Acl
 from ...errors import IntegrityError
-from ..contract import Rec, Version
+from ..types import Rec, Version
 
 if TYPE_CHECKING:
     from .scan import ScanResult

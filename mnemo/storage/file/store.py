@@ -40,7 +40,9 @@ from ..codec import (
     make_entry,
     served_put_problem,
 )
-from ..contract import (
+from ..gc_pause import gc_paused, release_freed_memory
+from ..guards import StoreGuards
+from ..types import (
     BATCH_INTERVAL,
     DURABILITY_MODES,
     Found,
@@ -55,8 +57,6 @@ from ..contract import (
     check_durability,
     check_group_commit_wait,
 )
-from ..gc_pause import gc_paused, release_freed_memory
-from ..guards import StoreGuards
 from . import snapshot as snap
 from .framing import (
     ENTRY_HEADER,

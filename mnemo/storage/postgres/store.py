@@ -52,7 +52,8 @@ from ..codec import (
     served_put_problem,
     unpackb,
 )
-from ..contract import (
+from ..guards import StoreGuards
+from ..types import (
     BATCH_INTERVAL,
     Found,
     LogItem,
@@ -65,7 +66,6 @@ from ..contract import (
     Version,
     check_durability,
 )
-from ..guards import StoreGuards
 from . import horizon, schema
 
 # A commit whose rows come to more than this is sent outside a pipeline (one round trip more, nothing

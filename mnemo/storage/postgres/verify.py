@@ -22,8 +22,8 @@ from ...errors import InvalidInput
 from ...record import Problem, VerifyReport
 from ...transparency.tree import CompactRange
 from ..codec import EntryDecodeError, decode_entry
-from ..contract import Progress
 from ..file.framing import SLOT_CRC, Slot
+from ..types import Progress
 
 if TYPE_CHECKING:
     from .store import PostgresStore
