@@ -15,6 +15,7 @@ import pytest
 
 from mnemo import MnemoClient
 from mnemo.storage.codec import packb
+from mnemo.storage.file import atomic
 from mnemo.storage.file import snapshot as snap
 from mnemo.storage.file.snapshot import (
     ERASE_MAGIC,
@@ -176,7 +177,7 @@ def test_a_failed_atomic_write_leaves_the_old_file_and_no_temporary(tmp_path: Pa
         os.write(fd, data[:2])
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(snap, "write_all", full)
+    monkeypatch.setattr(atomic, "write_all", full)
     with pytest.raises(OSError, match="No space"):
         write_atomic(path, b"new bytes")
     assert Path(path).read_bytes() == b"old"
@@ -196,14 +197,14 @@ def test_the_erasure_journal_is_on_disk_before_it_returns_and_a_snapshot_is_neve
     the rename, and the directory after it. A snapshot only speeds up the next open, so it costs no sync."""
     events: list[tuple[str, ...]] = []
     real_replace = os.replace
-    monkeypatch.setattr(snap, "sync", lambda fd: events.append(("sync", os.readlink(f"/proc/self/fd/{fd}"))))
-    monkeypatch.setattr(snap, "fsync_dir", lambda path: events.append(("fsync_dir", path)))
+    monkeypatch.setattr(atomic, "sync", lambda fd: events.append(("sync", os.readlink(f"/proc/self/fd/{fd}"))))
+    monkeypatch.setattr(atomic, "fsync_dir", lambda path: events.append(("fsync_dir", path)))
 
     def replace(src: str, dst: str) -> None:
         events.append(("replace", src, dst))
         real_replace(src, dst)
 
-    monkeypatch.setattr(snap.os, "replace", replace)
+    monkeypatch.setattr(atomic.os, "replace", replace)
     journal = str(tmp_path / "x.erase")
     write_erase_journal(journal, b"i" * 16, [(10, 5)])
     assert events == [("sync", journal + ".tmp"), ("replace", journal + ".tmp", journal), ("fsync_dir", journal)]

@@ -6,7 +6,7 @@
     python tools/mutate.py mnemo/validation.py --tests tests/test_store_badinput.py
     python tools/mutate.py acl.names --rerun before.txt   # only the survivors a report lists
     python tools/mutate.py file.index --covered      # each mutant against the tests that execute it
-    python tools/mutate.py --check                   # every listed equivalent is still a mutant of the code
+    python tools/mutate.py --check                   # every listed equivalent and target path still exists
 
 Each mutant is one of the operator classes below, applied to a copy of the source tree in a scratch
 directory (the checkout is never written), and judged by running the target's tests in a subprocess
@@ -509,6 +509,16 @@ def load_targets() -> dict[str, Target]:
             for name, t in raw.items() if not name.startswith("_")}
 
 
+def missing_paths(targets: dict[str, Target]) -> list[str]:
+    """Each file or test a target names that the checkout no longer has (a module or test file moved)."""
+    out = []
+    for t in targets.values():
+        for path in [*t.files, *t.tests]:
+            if not (ROOT / path.split("::")[0]).exists():
+                out.append(f"{t.name}: {path}")
+    return out
+
+
 def load_equivalent(path: Path | None = None) -> dict[EquivalentKey, str]:
     """{key: why} from equivalent.json: a list of objects, one a line, each with `file`, `in` (the
     function), `code` (its line's text), `mutant` (kind and detail, as a report prints them), `why`,
@@ -756,14 +766,18 @@ def main(argv: list[str] | None = None) -> int:
                              "the number of cores: the timeout is set by the unmutated run, made alone)")
     parser.add_argument("--check", action="store_true",
                         help="name each mutant equivalent.json lists that the code no longer has (its line "
-                             "was edited or removed: judge the new line again), and stop; exit 1 if any")
+                             "was edited or removed: judge the new line again) and each path targets.json "
+                             "names that is not there, and stop; exit 1 if any")
     args = parser.parse_args(argv)
     if args.check:
         stale = stale_equivalents(load_equivalent())
         for key in stale:
             print(f"no longer in the code: {equivalent_entry(key, '...')}")
         print(f"{len(load_equivalent())} listed, {len(stale)} no longer in the code")
-        return 1 if stale else 0
+        missing = missing_paths(load_targets())
+        for where in missing:
+            print(f"targets.json names a path that is not there: {where}")
+        return 1 if stale or missing else 0
     if not 0.0 <= args.shift < 1.0:
         parser.error("--shift must be at least 0 and below 1")
     if args.jobs < 1:

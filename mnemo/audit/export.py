@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -17,6 +16,7 @@ from ..storage.codec import (
     unpackb,
 )
 from ..storage.contract import LogItem, PathArg, Progress, Storage, is_dsn
+from ..storage.file.atomic import write_text_atomic
 from .common import _json_default, format_ts, jsonable
 from .filelog import _open_db, _strict_items, _Window
 
@@ -130,17 +130,8 @@ def export_audit(
 def _write_to(dest: PathArg | IO[str], write: Callable[[IO[str]], int]) -> int:
     if not isinstance(dest, (str, os.PathLike)):
         return write(dest)
-    target = os.fspath(dest)
-    tmp = f"{target}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as out:
-            n = write(out)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return n
+    # a name of this process's own: exports take no lock, and two may write the same file at once
+    return write_text_atomic(dest, write, tmp=f"{os.fspath(dest)}.tmp{os.getpid()}")
 
 
 def _write_export(

@@ -17,7 +17,6 @@ False (exit 1) when they found problems.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ..audit import KeyFileError, PathArg, PrivateKeyLike, public_key_bytes
 from ..errors import InvalidInput
+from ..storage.file.atomic import write_text_atomic
 from .bundle import BundleCheck, build_bundle, bundle_json, verify_bundle
 from .consistency import ConsistencyCheck, ConsistencyProof, parse_consistency, verify_consistency_proof
 from .cosign import cosign
@@ -84,17 +84,12 @@ def read_text_file(path: PathArg, what: str) -> bytes:
 
 
 def write_file_atomic(path: PathArg, text: str) -> None:
-    """Write `text` to `path` through `path.tmp` and a rename, so that a reader never sees half of it."""
-    target = os.fspath(path)
-    tmp = target + ".tmp"
+    """Write `text` to `path` through `path.tmp`, fsync and a rename, so that a reader never sees half
+    of it and a crash leaves the old file or the new one."""
     try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(tmp, target)
+        write_text_atomic(path, lambda out: out.write(text))
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise UnreadableInput(f"cannot write {target}: {exc.strerror or exc}") from None
+        raise UnreadableInput(f"cannot write {os.fspath(path)}: {exc.strerror or exc}") from None
 
 
 # -- mnemo checkpoint -----------------------------------------------------------------------------------

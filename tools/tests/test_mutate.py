@@ -72,6 +72,9 @@ def test_every_target_names_files_and_tests_that_exist(mutate: ModuleType) -> No
         assert target.files and target.tests, target.name
         for path in [*target.files, *(t.split("::")[0] for t in target.tests)]:
             assert (ROOT / path).is_file(), f"{target.name}: {path}"
+    assert mutate.missing_paths(targets) == []
+    moved = {"t": mutate.Target("t", ["mnemo/gone.py"], ["tests/test_gone.py::test_x", "tests"], [], None)}
+    assert mutate.missing_paths(moved) == ["t: mnemo/gone.py", "t: tests/test_gone.py::test_x"]
 
 
 def test_a_rerun_moves_its_survivors_to_the_lines_they_have_now(

@@ -13,7 +13,7 @@ from typing import Any
 import msgpack
 
 from ..codec import packb, unpackb
-from .logfile import fsync_dir, match_mode, sync, write_all
+from .atomic import write_atomic
 
 SNAP_MAGIC = b"MNEMOSNP"
 SNAP_VERSION = 2
@@ -36,29 +36,6 @@ def _unseal(magic: bytes, data: bytes) -> memoryview | None:
     if not hmac.compare_digest(hashlib.sha256(view[:-32]).digest(), view[-32:]):
         return None
     return view[len(magic) : -32]
-
-
-def write_atomic(path: str, data: bytes, durable: bool = True, mode: int | None = None) -> None:
-    """Write via `path.tmp` and rename. Callers hold the writer lock, so one fixed temp name is safe,
-    and a writer that opens after a crash knows which leftover to remove. `mode`: the file's exact
-    permission bits (the log's, for a sidecar that holds what the log holds), whatever the umask."""
-    tmp = f"{path}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else 0o600)
-    try:
-        try:
-            if mode is not None:
-                match_mode(fd, mode)  # before a byte is written; an older .tmp kept its own mode
-            write_all(fd, data, 0)  # retries short writes
-            if durable:
-                sync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        remove(tmp)  # a part-written copy may hold tags: never leave it behind (a full disk, say)
-        raise
-    if durable:
-        fsync_dir(path)
 
 
 def remove(path: str) -> None:
