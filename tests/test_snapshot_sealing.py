@@ -234,3 +234,38 @@ def test_a_reopened_store_with_updated_records_uses_its_snapshot(tmp_path: Path)
     with MnemoClient(db, "a", readonly=True) as c:
         assert c.stats()["snapshot_used"] is True
         assert [v.content for v in c.history(rid)] == ["v1", "v2"]
+
+
+def test_an_audit_export_and_a_checkpoint_note_are_synced_before_the_rename_and_the_folder_after(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export or a note handed on as evidence must survive a power loss whole or not at all, like
+    the journal: file, rename, folder, in that order. An export takes no lock, so its temp file is named
+    for its process."""
+    from mnemo.audit import export_audit
+    from mnemo.transparency.commands import write_file_atomic
+
+    events: list[tuple[str, ...]] = []
+    real_replace = os.replace
+    monkeypatch.setattr(atomic, "sync", lambda fd: events.append(("sync", os.readlink(f"/proc/self/fd/{fd}"))))
+    monkeypatch.setattr(atomic, "fsync_dir", lambda path: events.append(("fsync_dir", path)))
+
+    def replace(src: str, dst: str) -> None:
+        events.append(("replace", src, dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", replace)
+    db = str(tmp_path / "m.db")
+    with MnemoClient(db, "a") as c:
+        c.remember("the content", scope="s")
+    out = str(tmp_path / "audit.jsonl")
+    events.clear()
+    export_audit(db, out)
+    tmp = f"{out}.tmp{os.getpid()}"
+    assert events == [("sync", tmp), ("replace", tmp, out), ("fsync_dir", out)]
+    assert Path(out).read_text(encoding="utf-8").count("\n") == 2
+    assert not [name for name in os.listdir(tmp_path) if ".tmp" in name]
+    events.clear()
+    note = str(tmp_path / "checkpoint.txt")
+    write_file_atomic(note, "a note\n")
+    assert events == [("sync", note + ".tmp"), ("replace", note + ".tmp", note), ("fsync_dir", note)]
+    assert Path(note).read_bytes() == b"a note\n"
