@@ -14,6 +14,7 @@ import msgpack
 import pytest
 
 from mnemo import MnemoClient
+from mnemo.audit import export_audit
 from mnemo.storage.codec import packb
 from mnemo.storage.file import atomic
 from mnemo.storage.file import snapshot as snap
@@ -29,6 +30,7 @@ from mnemo.storage.file.snapshot import (
     write_erase_journal,
     write_snapshot,
 )
+from mnemo.transparency.commands import write_file_atomic
 
 
 def _seal(data: bytes) -> bytes:
@@ -241,9 +243,6 @@ def test_an_audit_export_and_a_checkpoint_note_are_synced_before_the_rename_and_
     """An export or a note handed on as evidence must survive a power loss whole or not at all, like
     the journal: file, rename, folder, in that order. An export takes no lock, so its temp file is named
     for its process."""
-    from mnemo.audit import export_audit
-    from mnemo.transparency.commands import write_file_atomic
-
     events: list[tuple[str, ...]] = []
     real_replace = os.replace
     monkeypatch.setattr(atomic, "sync", lambda fd: events.append(("sync", os.readlink(f"/proc/self/fd/{fd}"))))
