@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mnemo._install import install_hint
+from mnemo.audit import export_audit, read_log, verify_db
+from mnemo.cli.verify import report_lines
 from mnemo.client import MnemoClient
 from mnemo.errors import MnemoError
 from mnemo.tools.server import CommandResult, MnemoMemoryToolServer
@@ -257,8 +259,6 @@ def _count_in_files(db_path: str, needle: bytes) -> int:
 
 
 def _audit_excerpt(page: _Page, db_path: str, lines: int = 4) -> None:
-    from mnemo.audit import export_audit
-
     buffer = io.StringIO()
     total = export_audit(db_path, buffer, since=0, include_content=False)
     rows = buffer.getvalue().splitlines()
@@ -279,8 +279,6 @@ def _tamper(copy: str, record_id: str) -> int:
     """Change the latest version of the profile in `copy` as someone who knows the format would: the
     words in the payload, then the slot's CRC-32 so that the cheap checksum still holds. Returns the
     offset of the changed slot."""
-    from mnemo.audit import read_log
-
     slot = payload = None
     for item in read_log(copy, payloads=True):
         e = item.entry
@@ -297,9 +295,6 @@ def _tamper(copy: str, record_id: str) -> int:
 
 def _attack(page: _Page, db_path: str, copy: str, record_id: str) -> bool:
     """The chain catching a changed byte, on a copy of the database. True if it was caught."""
-    from mnemo.audit import verify_db
-    from mnemo.cli.verify import report_lines
-
     shutil.copyfile(db_path, copy)  # the log alone: a snapshot is rebuilt from it
     offset = _tamper(copy, record_id)
     page.line("--- an attacker edits the profile (on a copy of the database) ---")
