@@ -31,6 +31,7 @@ from .errors import (  # noqa: E402
     StorageError,
 )
 from .record import MemoryRecord, Problem, RecordInfo, ScopeReport, VerifyReport  # noqa: E402
+from .tools.server import MnemoMemoryToolServer  # noqa: E402
 from .validation import Limits  # noqa: E402
 
 __all__ = [
@@ -57,11 +58,3 @@ __all__ = [
     "VerifyReport",
 ]
 
-
-def __getattr__(name: str) -> object:
-    # The memory-tool server lives in mnemo.tools; imported on first use so `import mnemo` stays light.
-    if name == "MnemoMemoryToolServer":
-        from .tools.server import MnemoMemoryToolServer
-
-        return MnemoMemoryToolServer
-    raise AttributeError(f"module 'mnemo' has no attribute {name!r}")

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import click
 
+from . import about
 from .common import (
     CONTEXT_SETTINGS,
     EXIT_INTERRUPTED,
@@ -61,8 +62,6 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     """`mnemo --version`: what runs here (mnemo.cli.about), as text or, with --json, one JSON document."""
     if not value or ctx.resilient_parsing:
         return
-    from . import about
-
     run = ctx.ensure_object(State)
     if run.json:
         emit_json(about.version_json())

@@ -28,6 +28,7 @@ import click
 
 from .. import audit
 from ..acl import check_agent_id
+from ..client import MnemoClient
 from ..errors import IntegrityError, InvalidInput, MnemoError, NotFound, PermissionDenied
 from ..storage.contract import is_dsn, shown_name
 from ..storage.file.framing import FILE_MAGIC
@@ -35,8 +36,6 @@ from ..tools.mcp.defaults import default_db_path
 
 if TYPE_CHECKING:
     from click._termui_impl import ProgressBar
-
-    from ..client import MnemoClient
 
 PROG = "mnemo"
 
@@ -521,8 +520,6 @@ def open_client(
 ) -> Iterator[MnemoClient]:
     """A MnemoClient on DB as `agent` (None: the owner), closed on leaving. DB has passed db_argument."""
     agent = agent or default_agent(db)
-    from ..client import MnemoClient
-
     options: dict[str, Any] = {} if lock_timeout is None else {"lock_timeout": lock_timeout}
     try:
         client = MnemoClient(db, agent, readonly=readonly, **options)
