@@ -11,12 +11,17 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import IO, Any, NamedTuple
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
 from .acl import PERMISSIONS, Acl, check_agent_id, check_name, check_pattern, home_scope
+from .audit import export_audit, load_private_key, load_public_key
 from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
 from .ids import new_id, random_bytes
 from .record import MemoryRecord, RecordInfo, ScopeReport, VerifyReport, make_memory_record, ns_to_datetime
 from .storage import open_storage
 from .storage.batch import Batch
+from .storage.chain_copy import chain_of, write_chain
 from .storage.codec import (
     SALT_SIZE,
     canonical,
@@ -651,8 +656,6 @@ class MnemoClient:
         self._store.refresh()
         if not self._acl().allows(self.agent_id, "admin", "*"):
             raise PermissionDenied(f"{self.agent_id} may not export the audit trail: it needs admin on *")
-        from .audit import export_audit
-
         return export_audit(self._store, dest, since=since, include_content=include_content)
 
     def copy_to(self, destination: str | os.PathLike[str], progress: Progress | None = None) -> VerifyReport:
@@ -663,8 +666,6 @@ class MnemoClient:
         self._store.refresh()
         if not self._acl().allows(self.agent_id, "admin", "*"):
             raise PermissionDenied(f"{self.agent_id} may not copy the database: it needs admin on *")
-        from .storage.chain_copy import chain_of, write_chain
-
         target = os.fspath(destination)
         last, items = chain_of(self._store)
         write_chain(target, items, progress, last[0] + 1)
@@ -680,8 +681,6 @@ class MnemoClient:
         self._store.check_writable()
         seq = None
         if self._signing_key is not None:
-            from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-
             key = self._signing_key
             with self._store.writing() as batch:
                 db_id = self._store.db_id
@@ -751,15 +750,11 @@ def _prepare_payload(content: str | bytes, tags: tuple[str, ...], metadata: dict
 
 
 def _load_signing_key(key: Any) -> Any:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
     if isinstance(key, Ed25519PrivateKey):
         return key
     if isinstance(key, (bytes, bytearray)) and len(key) == 32:
         return Ed25519PrivateKey.from_private_bytes(bytes(key))
     if isinstance(key, (str, os.PathLike)):
-        from .audit import load_private_key
-
         return load_private_key(key)
     raise InvalidInput("signing_key must be an Ed25519PrivateKey, 32 raw seed bytes, or a key file path")
 
@@ -767,6 +762,4 @@ def _load_signing_key(key: Any) -> Any:
 def _pubkey_bytes(pubkey: bytes | str | None) -> bytes | None:
     if pubkey is None or isinstance(pubkey, bytes):
         return pubkey
-    from .audit import load_public_key
-
     return load_public_key(pubkey)
