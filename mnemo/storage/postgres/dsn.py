@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import quote
 
 import psycopg
 from psycopg import sql
@@ -13,6 +14,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import Conninfo
 
 from ...errors import StorageError
+from ..types import is_dsn, shown_name
 from . import schema
 from .errors import first_line, storage_error
 
@@ -20,18 +22,28 @@ UNREADABLE_DSN = "postgresql://(an unreadable DSN)"
 
 
 def display_name(dsn: str) -> str:
-    """The DSN without its password, for messages and stats."""
+    """The DSN without its password, for messages and stats: as the CLI names it (shown_name), a
+    key=value DSN as the URI it stands for; a DSN libpq cannot read, by no piece of it."""
     try:
         params = conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
         return UNREADABLE_DSN
-    params.pop("password", None)
-    host = params.get("host", "")
-    port = params.get("port", "")
-    user = params.get("user", "")
+    return shown_name(dsn if is_dsn(dsn) else _as_uri(params))
+
+
+def _as_uri(params: dict[str, Any]) -> str:
+    """The URI of a key=value DSN's parameters: the user, hosts, ports and database in their places, every
+    other parameter (the password among them, for shown_name to leave out) in its query. Each piece is
+    percent-encoded, but for a host's `/`, `,`, `:` and brackets (socket directories, host lists, IPv6),
+    so that none can pass for another piece."""
+    host = quote(str(params.get("host", "")), safe="/,:[]")
+    port = quote(str(params.get("port", "")), safe=",")
+    user = quote(str(params.get("user", "")), safe="")
     where = f"{user}@" if user else ""
-    where += f"{host}:{port}" if port else str(host)
-    return f"postgresql://{where}/{params.get('dbname', '')}"
+    where += f"{host}:{port}" if port else host
+    query = "&".join(f"{quote(str(key), safe='')}={quote(str(value), safe='')}" for key, value in params.items()
+                     if key not in ("host", "port", "user", "dbname"))
+    return f"postgresql://{where}/{quote(str(params.get('dbname', '')), safe='')}" + (f"?{query}" if query else "")
 
 
 def session_conninfo(dsn: str) -> str:
