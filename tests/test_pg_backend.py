@@ -31,6 +31,7 @@ from mnemo.audit import load_private_key, public_key_bytes, read_chain, verify_d
 from mnemo.cli import main as cli_main
 from mnemo.errors import IntegrityError, InvalidInput, LockTimeout, NotFound, PermissionDenied
 from mnemo.storage.codec import Entry, decode_entry, decode_record_fields
+from mnemo.storage.postgres import commit as pg_commit
 from mnemo.storage.postgres import grant_application_role
 from mnemo.storage.postgres import schema as pg_schema
 from mnemo.storage.postgres import store as pg_store
@@ -234,7 +235,7 @@ def test_a_blind_write_that_keeps_losing_to_acl_changes_commits_under_the_head_r
     with MnemoClient(pg.url, OWNER) as admin:
         admin.grant("bob", "team:x", ["write"])
         start = admin.stats()["head_seq"]
-        real = pg_store._put_columns
+        real = pg_commit._put_columns
         calls = []
 
         def acl_changes_first(batch: Any) -> list[Any]:
@@ -245,7 +246,7 @@ def test_a_blind_write_that_keeps_losing_to_acl_changes_commits_under_the_head_r
                 admin.grant(f"agent-{len(calls)}", "team:y", ["read"])
             return real(batch)
 
-        monkeypatch.setattr(pg_store, "_put_columns", acl_changes_first)
+        monkeypatch.setattr(pg_commit, "_put_columns", acl_changes_first)
         with MnemoClient(pg.url, "bob") as bob:  # opened after the grant: its first remember is blind
             if change == "revoke":
                 with pytest.raises(PermissionDenied) as info:

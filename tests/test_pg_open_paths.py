@@ -22,7 +22,7 @@ from mnemo.storage import is_dsn, open_storage
 from mnemo.storage.codec import ZERO_HASH, make_entry
 from mnemo.storage.file import FileStore
 from mnemo.storage.postgres import schema as pg_schema
-from mnemo.storage.postgres import store as pg_store
+from mnemo.storage.postgres import sql as pg_sql
 from mnemo.storage.postgres.store import PostgresStore
 
 OWNER = "owner"
@@ -40,7 +40,7 @@ def test_a_prefix_ending_below_the_last_code_point_ends_at_the_last_code_point(p
     """The range's upper bound is the least string above the prefix: a bound further up (carrying
     over one character too early) would still answer rightly, beside the LIKE, but make an index scan
     read every string of the character before it."""
-    assert pg_store._successor(prefix) == successor
+    assert pg_sql._successor(prefix) == successor
 
 
 # -- what the constructor refuses or assumes ------------------------------------------------------------------

@@ -17,6 +17,7 @@ from test_pg_backend import ROUTINES, undo_version_4
 
 from mnemo import MnemoClient
 from mnemo.storage.postgres import schema as pg_schema
+from mnemo.storage.postgres import sql as pg_sql
 from mnemo.storage.postgres import store as pg_store
 
 OWNER = "owner"
@@ -246,4 +247,4 @@ def test_a_path_row_the_application_role_adds_invents_no_memory_file(pg: Schema,
     ("", None),
 ])
 def test_a_prefix_range_ends_at_the_least_string_above_it(prefix: str, successor: str | None) -> None:
-    assert pg_store._successor(prefix) == successor
+    assert pg_sql._successor(prefix) == successor

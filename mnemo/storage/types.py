@@ -5,6 +5,7 @@ durability modes every backend takes. Nothing here knows a backend."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, Union
@@ -154,18 +155,22 @@ def is_dsn(path: str) -> bool:
 
 def shown_name(db: str) -> str:
     """How messages name a database: a file path as given; a connection URI without its password
-    (in the user part or a `password=` parameter), the rest kept, so that schemas stay apart."""
+    (in the user part or a `password=` parameter), the rest kept, so that schemas stay apart. The one
+    place a password is left out of a name (the PostgreSQL backend's display_name comes here too).
+
+    The URI is cut where libpq cuts it, not as a URL: its user part runs to an `@` before the first `/`,
+    and may hold a `?` or `#`, which a URL parser takes for the start of the query or fragment (and
+    so would show `postgresql://u:a?b@h/d` whole). Of several `@`, the last is taken, and the user
+    name ends at a `?` too: whatever might be a password is left out."""
     if not is_dsn(db):
         return db
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(db)
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, hosts = netloc.rsplit("@", 1)
-        netloc = user.split(":", 1)[0] + "@" + hosts
-    query = "&".join(p for p in parts.query.split("&") if p.split("=", 1)[0].lower() != "password")
-    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+    scheme, _, rest = db.partition("://")
+    slash = rest.find("/")
+    at = rest.rfind("@", 0, len(rest) if slash < 0 else slash)
+    user = re.split("[:?]", rest[:at], maxsplit=1)[0] + "@" if at >= 0 else ""
+    where, _, query = rest[at + 1 :].partition("?")
+    query = "&".join(p for p in query.split("&") if p.split("=", 1)[0].lower() != "password")
+    return f"{scheme}://{user}{where}" + (f"?{query}" if query else "")
 
 
 __all__ = [

@@ -15,7 +15,9 @@ from ..batch import ACL_OPS, Batch, apply_entry
 from ..codec import ZERO_HASH, decode_put_payload, decode_record_fields
 from ..types import ChainItem, Progress, Rec
 from . import schema
-from .store import SCHEMA_LOCK, display_name, dsn_params, storage_error
+from .dsn import display_name, dsn_params
+from .errors import storage_error
+from .schema import SCHEMA_LOCK
 
 
 class _Empty:

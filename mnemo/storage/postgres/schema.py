@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 SCHEMA_VERSION = 4
+SCHEMA_LOCK = "mnemo.schema"  # advisory lock key text: creators and migrators of one schema take turns
 
 _V1 = """
 CREATE TABLE mnemo_meta (
@@ -548,4 +549,4 @@ def migrate(execute: Callable[[str], Any], from_version: int, to_version: int = 
         execute(f"UPDATE mnemo_meta SET schema_version = {int(to_version)}")
 
 
-__all__ = ["APPLICATION_PRIVILEGES", "MIGRATIONS", "SCHEMA_VERSION", "TABLES", "migrate"]
+__all__ = ["APPLICATION_PRIVILEGES", "MIGRATIONS", "SCHEMA_LOCK", "SCHEMA_VERSION", "TABLES", "migrate"]

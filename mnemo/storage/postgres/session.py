@@ -1,0 +1,141 @@
+"""What a PostgreSQL store holds before it reads or writes: its settings, its connections (the read
+connection, reconnected when lost, and the queries run on it or on a writer's), this process's writer
+lock, and the head and ACL it has caught up to. Writing is commit.py's; the store is store.py's."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+import psycopg
+
+from ...acl import Acl
+from ...errors import IntegrityError, LockTimeout
+from ..codec import ZERO_HASH, EntryDecodeError, decode_entry
+from ..guards import StoreGuards
+from ..types import check_durability
+from .dsn import display_name, session_conninfo
+from .errors import storage_error
+
+
+class Session(StoreGuards):
+    """A store's connections and the state every part of it reads: the base of PostgresStore."""
+
+    _read: psycopg.Connection[Any]  # made by PostgresStore.__init__, whose open time counts it
+
+    def __init__(self, dsn: str, agent: str, *, readonly: bool, durability: str, lock_timeout: float) -> None:
+        check_durability(durability)
+        self._dsn = dsn
+        self._conninfo = session_conninfo(dsn)
+        self.path = display_name(dsn)
+        self.agent = agent
+        self.readonly = readonly
+        self.durability = durability
+        self.lock_timeout = lock_timeout
+        self.closed = False
+        self._failed: BaseException | None = None
+        self._mutex = threading.RLock()  # one writer thread of this process at a time
+        self._read_lock = threading.RLock()
+        self._local = threading.local()
+        self._acl = Acl()
+        self._acl_upto = -1  # the seq of the last ACL entry _acl has applied
+        self._head: tuple[int, bytes, int] = (-1, ZERO_HASH, 0)
+        self._write: psycopg.Connection[Any] | None = None
+        self._sync: psycopg.Connection[Any] | None = None
+
+    # -- connections ---------------------------------------------------------------------------------
+    def _connect(self, autocommit: bool) -> psycopg.Connection[Any]:
+        self._check_open()  # a closed store makes no connection again: close() would never close it
+        try:
+            conn = psycopg.connect(self._conninfo, autocommit=autocommit, connect_timeout=10)
+        except psycopg.Error as exc:
+            raise storage_error(exc, self.path) from None
+        return conn
+
+    @property
+    def _lock_timeout_setting(self) -> str:
+        """lock_timeout as a session setting, in ms: at least 1, since PostgreSQL's 0 is "no limit"."""
+        return f"SET lock_timeout = {max(1, int(self.lock_timeout * 1000))}"
+
+    def _hold_writer_lock(self) -> None:
+        """Take this process's writer lock (one writer thread at a time), lock_timeout at most."""
+        if not self._mutex.acquire(timeout=self.lock_timeout):
+            raise LockTimeout(f"another thread held the writer lock for over {self.lock_timeout} s")
+
+    def _reads(self) -> psycopg.Connection[Any]:
+        """The read connection, reconnected if it broke (a server restart, a killed backend)."""
+        if self._read.broken or self._read.closed:
+            with contextlib.suppress(psycopg.Error):
+                self._read.close()
+            self._read = self._connect(autocommit=True)
+        return self._read
+
+    def _fetch(
+        self, sql: str, params: Any = None, conn: psycopg.Connection[Any] | None = None, binary: bool = False
+    ) -> list[Any]:
+        """Rows of a query: on the given connection (a writer's, inside its transaction), else on the
+        read connection, retried once on a fresh connection if the old one was lost. `binary`: the rows
+        come in PostgreSQL's binary format (bytea as it is, not hex: less to make and to parse)."""
+        if conn is not None:
+            try:
+                return conn.execute(sql, params, binary=binary).fetchall()
+            except psycopg.Error as exc:
+                raise storage_error(exc, self.path) from None
+        with self._read_lock:
+            for attempt in (0, 1):
+                try:
+                    return self._reads().execute(sql, params, binary=binary).fetchall()
+                except psycopg.OperationalError as exc:
+                    if attempt or not self._read.broken:
+                        raise storage_error(exc, self.path) from None
+                except psycopg.Error as exc:
+                    raise storage_error(exc, self.path) from None
+        raise AssertionError("unreachable")
+
+    # -- catching up -----------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        self._check_open()
+        if self.current_batch() is not None:
+            return  # we hold the head row: nobody else committed
+        rows = self._fetch("SELECT seq, hash, ts_ns, acl_seq FROM mnemo_head")
+        if not rows:
+            raise IntegrityError(f"{self.path}: mnemo_head holds no row")
+        self._absorb_head(rows[0], None)
+
+    def _absorb_head(self, row: tuple[Any, ...], conn: psycopg.Connection[Any] | None) -> None:
+        seq, head, ts, acl_seq = row
+        if acl_seq > self._acl_upto:
+            self._load_acl(acl_seq, conn)
+        self._head = (seq, bytes(head), ts)
+
+    def _load_acl(self, upto: int, conn: psycopg.Connection[Any] | None) -> None:
+        rows = self._fetch(
+            "SELECT seq, raw FROM mnemo_entries WHERE op IN ('genesis', 'grant', 'revoke') AND seq > %s "
+            "AND seq <= %s ORDER BY seq", [self._acl_upto, upto], conn,
+        )
+        acl = self._acl.copy()
+        for seq, raw in rows:
+            try:
+                entry = decode_entry(bytes(raw))
+                if entry.seq != seq:
+                    raise EntryDecodeError(f"its bytes say seq {entry.seq}")
+                body = entry.body
+                if entry.op == "genesis":
+                    acl.owner = entry.agent
+                elif entry.op == "grant":
+                    acl.grant(body["principal"], body["scope"], body["perms"])
+                else:
+                    acl.revoke(body["principal"], body["scope"], body["perms"])
+            except (EntryDecodeError, KeyError, TypeError) as exc:
+                raise IntegrityError(f"{self.path}: the ACL entry at seq {seq} is unreadable: {exc}") from None
+        self._acl, self._acl_upto = acl, upto
+
+    def _close_connections(self) -> None:
+        for conn in (self._read, self._write, self._sync):
+            if conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()
+
+
+__all__ = ["Session"]

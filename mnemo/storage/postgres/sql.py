@@ -1,0 +1,128 @@
+"""The SQL the PostgreSQL store sends beside its schema (schema.py): the calls that commit, the columns
+and subqueries of a record's reads, the WHERE conditions that scopes and a query's tags make; and the
+records read back from their rows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ..types import Query, Rec, ScopeFilter, Version
+
+VERSION_COLUMNS = "v.ver, v.seq, v.ts_ns, v.agent, v.size, v.hash, v.entry_len, v.payload_len"
+TAGS = "(SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{}') FROM mnemo_tags t WHERE t.id = r.id)"
+# A record's versions, looked up by key for each record `r` (OFFSET 0: never flattened into a join)
+VERSIONS = "(SELECT * FROM mnemo_versions w WHERE w.id = r.id OFFSET 0) v"
+PUT_CALL = (
+    "CALL mnemo_put(%s, %s, %s::bigint[], %s::bytea[], %s::bytea[], %s::text[], %s::text[], %s::text[], "
+    "%s::bigint[], %s::text[], %s::integer[])"
+)
+COMMIT_CALL = (
+    "SELECT mnemo_commit(%s::bigint[], %s::text[], %s::bytea[], %s::bytea[], %s::bigint[], %s::bytea[], "
+    "%s::text[], %s::text[], %s::text[], %s::text[], %s::integer[], %s::text[], %s::text[], %s::integer[], "
+    "%s::text[], %s::integer[], %s::bigint[], %s::bigint[], %s::text[], %s::bigint[], %s::bytea[], "
+    "%s::integer[], %s::integer[], %s::text[], %s::text[], %s::text[], %s, %s, %s, %s)"
+)
+
+
+def _like_prefix(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _prefix_sql(column: str, prefix: str) -> tuple[str, list[Any]]:
+    """A condition that `column` (of collation "C": bytes order, which is code point order) starts with
+    `prefix`, and its parameters: the LIKE says it exactly; the range beside it is what an index scan
+    bounds itself by, also in a generic plan, where the planner does not see the pattern."""
+    upper = _successor(prefix)
+    sql = f"{column} LIKE %s AND {column} >= %s" + ("" if upper is None else f" AND {column} < %s")
+    return sql, [_like_prefix(prefix), prefix] + ([] if upper is None else [upper])
+
+
+def _successor(prefix: str) -> str | None:
+    """The least string above every string that starts with `prefix`, or None if there is none."""
+    chars = list(prefix)
+    while chars:
+        code = ord(chars.pop()) + 1
+        if code == 0xD800:
+            code = 0xE000  # surrogates are no characters of a stored text
+        if code <= 0x10FFFF:
+            return "".join(chars) + chr(code)
+    return None
+
+
+def scope_sql(scopes: ScopeFilter, column: str = "r.scope") -> tuple[str, list[Any]]:
+    """A WHERE condition admitting exactly the scopes `scopes` admits, and its parameters."""
+    parts: list[str] = []
+    params: list[Any] = []
+    if not scopes.everything:
+        parts.append(f"({column} = ANY(%s::text[]) OR {column} LIKE ANY(%s::text[]))")
+        params += [sorted(scopes.exact), [_like_prefix(p) for p in scopes.prefixes]]
+    requested = scopes.requested
+    if requested is not None:
+        if requested.endswith("*"):
+            sql, prefix_params = _prefix_sql(column, requested[:-1])
+            parts.append(sql)
+            params += prefix_params
+        else:
+            parts.append(f"{column} = %s")
+            params.append(requested)
+    return (" AND ".join(parts) or "true"), params
+
+
+def select_source(query: Query) -> tuple[str, list[Any], list[tuple[str, list[Any]]]]:
+    """The FROM clause of a select's records `r`, its parameters, and the conditions left on `r`.
+
+    Whenever the query names tags, the tag index drives: its key is (tag, id), so the candidates come by
+    an index range and each finds its record by key. The LATERAL subquery ends in OFFSET 0 so that the
+    planner cannot flatten it into a join costed on guesses (it keeps no statistics of tags, schema.py,
+    and none at all of a table autovacuum has not analysed yet): the plan stays index lookups."""
+    conds: list[tuple[str, list[Any]]] = []
+    params: list[Any]
+    if query.tags:
+        driver, params = "SELECT t0.id FROM mnemo_tags t0 WHERE t0.tag = %s", [query.tags[0]]
+        conds += [(f"EXISTS (SELECT 1 FROM mnemo_tags t{i} WHERE t{i}.tag = %s AND t{i}.id = r.id)", [tag])
+                  for i, tag in enumerate(query.tags[1:], 1)]
+    elif query.any_tags:
+        driver = "SELECT DISTINCT t0.id FROM mnemo_tags t0 WHERE t0.tag = ANY(%s::text[])"
+        params = [list(query.any_tags)]
+    elif query.tag_prefix is not None:
+        sql, params = _prefix_sql("t0.tag", query.tag_prefix)
+        driver = f"SELECT DISTINCT t0.id FROM mnemo_tags t0 WHERE {sql}"
+    else:
+        return "mnemo_records r", [], conds
+    if query.any_tags and query.tags:
+        conds.append(("EXISTS (SELECT 1 FROM mnemo_tags a WHERE a.id = r.id AND a.tag = ANY(%s::text[]))",
+                      [list(query.any_tags)]))
+    if query.tag_prefix is not None and (query.tags or query.any_tags):
+        sql, prefix_params = _prefix_sql("p.tag", query.tag_prefix)
+        conds.append((f"EXISTS (SELECT 1 FROM mnemo_tags p WHERE p.id = r.id AND {sql})", prefix_params))
+    source = (f"({driver}) c CROSS JOIN LATERAL "
+              "(SELECT x.id, x.scope, x.ver FROM mnemo_records x WHERE x.id = c.id OFFSET 0) r")
+    return source, params, conds
+
+
+def _version(row: tuple[Any, ...]) -> Version:
+    ver, seq, ts_ns, agent, size, hash_, entry_len, payload_len = row
+    # the row keys stand where the log file keeps offsets: the entry and its payload are both found by seq
+    return Version(ver, seq, ts_ns, agent, size, bytes(hash_), seq, payload_len, seq, entry_len)
+
+
+def group_rows(rows: list[Any], with_payloads: bool) -> Iterator[tuple[Rec, list[tuple[Any, Any]]]]:
+    """Recs from rows of (id, scope, tags, version columns..., [raw, payload]) in (id, ver) order,
+    with the (raw, payload) of each version that carries them."""
+    i = 0
+    while i < len(rows):
+        rec_id, scope, tags = rows[i][0], rows[i][1], rows[i][2]
+        versions: list[Version] = []
+        loaded: list[tuple[Any, Any]] = []
+        while i < len(rows) and rows[i][0] == rec_id:
+            row = rows[i]
+            versions.append(_version(row[3:11]))
+            loaded.append((row[11], row[12]) if with_payloads else (None, None))
+            i += 1
+        yield Rec(rec_id, scope, tuple(tags), tuple(versions)), loaded
+
+
+__all__ = [
+    "COMMIT_CALL", "PUT_CALL", "TAGS", "VERSIONS", "VERSION_COLUMNS", "group_rows", "scope_sql", "select_source",
+]
