@@ -75,6 +75,15 @@ def sync(fd: int) -> None:
         raise DurabilityError(f"fsync failed: {exc}") from exc
 
 
+def pread(fd: int, length: int, offset: int) -> bytes:
+    """os.pread, in its argument order, read on after a short read: `length` bytes, or fewer only at
+    the end of the file."""
+    data = os.pread(fd, length, offset)
+    if len(data) < length:  # a short read: at the end of the file, or interrupted
+        data = read_exact(fd, offset, length)
+    return data
+
+
 def read_exact(fd: int, offset: int, length: int) -> bytes:
     chunks = []
     while length > 0:

@@ -88,6 +88,7 @@ from .logfile import (
     iter_frames,
     lock_log,
     match_mode,
+    pread,
     read_exact,
     sync,
     unlock_log,
@@ -1010,12 +1011,13 @@ class FileStore(StoreGuards):
         e_off, e_len, offset, length = version.entry_off, version.entry_len, version.slot_off, version.slot_len
         handle = self._acquire_handle()
         try:
+            # (views: their slices copy nothing)
             if e_off + e_len == offset:  # one entry in its frame: the entry's bytes end where its slot starts
-                data = _pread(handle.fd, e_len + length, e_off)
+                data = memoryview(pread(handle.fd, e_len + length, e_off))
                 raw, slot = data[:e_len], data[e_len:]
             else:
-                slot = _pread(handle.fd, length, offset)
-                raw = _pread(handle.fd, e_len, e_off) if e_off >= 0 else memoryview(b"")
+                slot = memoryview(pread(handle.fd, length, offset))
+                raw = memoryview(pread(handle.fd, e_len, e_off)) if e_off >= 0 else memoryview(b"")
         finally:
             self._release(handle)
         state = slot_state(slot) if len(slot) == length and length >= SLOT_CRC.size else "bad"
@@ -1559,13 +1561,6 @@ def _creation_leftovers(path: str) -> list[str]:
         except OSError:
             pass  # alive, but not ours to signal
     return out
-
-
-def _pread(fd: int, length: int, offset: int) -> memoryview:
-    data = os.pread(fd, length, offset)
-    if len(data) < length:  # a short read: at the end of the file, or interrupted
-        data = read_exact(fd, offset, length)
-    return memoryview(data)  # slices of a view copy nothing
 
 
 class SnapshotRefused(ValueError):
