@@ -369,7 +369,7 @@ def test_a_long_posting_sheds_its_stale_rows() -> None:
 def test_a_writer_that_replayed_keeps_the_compact_form(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """After replaying many rows (no snapshot), a writer's open writes the snapshot and serves the index
     loaded back from it: the same records, tags and history, now from the sorted id blob."""
-    from mnemo.storage.file import store as engine
+    from mnemo.storage.file import opening as engine
 
     monkeypatch.setattr(engine, "REBASE_ROWS", 10)
     db = tmp_path / "r.db"

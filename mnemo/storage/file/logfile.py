@@ -123,20 +123,6 @@ def unlock_log(fd: int) -> None:
     fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-class LogHandle:
-    """One open descriptor of a log file, shared by a store's threads. A compaction replaces the log
-    with a new file: the old handle is then retired, and closed as soon as no thread is reading
-    through it, so that a process never keeps an unlinked copy of the log (holding payloads that are
-    forgotten later) beyond the reads in flight."""
-
-    __slots__ = ("fd", "users", "retired")
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.users = 0
-        self.retired = False
-
-
 class FrameReader:
     """The frames of [start, end), read in chunks, never the whole file: `window()` gives a buffer
     holding the whole frame at `offset` (and what follows it in the chunk), `next()` parses that frame
