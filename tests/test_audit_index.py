@@ -294,7 +294,7 @@ def test_an_index_that_does_not_hang_together_is_a_finding(tmp_path: Path, monke
         c.remember("kept")
 
     def no_id(self: Any, row: int) -> str | None:
-        raise index_module._inconsistent(row)
+        raise index_module.inconsistent(row)
 
     monkeypatch.setattr(index_module.Index, "id_at", no_id)
     report = verify_db(db)

@@ -20,7 +20,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from mnemo import IntegrityError, MnemoClient
 from mnemo.storage.file import index as index_mod
 from mnemo.storage.file import snapshot as snap
-from mnemo.storage.file.index import Index, Rec, SortedIds, Version
+from mnemo.storage.file.index import Index, Rec, Version
+from mnemo.storage.file.index_columns import SortedIds
 
 IDS = [f"{i:032x}" for i in (1, 2, 3, 5, 8, 13, 21, 34, 55, 89)] + ["short-id", "ünïcode-id"]
 TAGS = ["a", "ab", "abc", "b", "big", "c"]

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import IntegrityError
 from ..types import Rec
-from .index import COLUMNS, HASH_SIZE, Index
+from .index import Index
+from .index_columns import COLUMNS, HASH_SIZE
 
 if TYPE_CHECKING:
     from ...audit import ExpectedIndex

@@ -16,7 +16,7 @@ from ..types import Rec, Version
 from . import snapshot as snap
 from .framing import ENTRY_HEADER, FRAME_HEADER, HEADER_SIZE, MAX_FRAME, SLOT_CRC, Frame, FrameError, Slot
 from .handles import LogHandle, open_regular
-from .index import COLUMNS, HASH_SIZE
+from .index_columns import COLUMNS, HASH_SIZE
 from .logfile import (
     SCAN_CHUNK,
     FrameReader,
