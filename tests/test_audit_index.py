@@ -13,6 +13,7 @@ import pytest
 
 from mnemo import MnemoClient
 from mnemo.audit import verify_db_and_index
+from mnemo.storage.file import index_diff
 from mnemo.storage.file import snapshot as snap
 from mnemo.storage.file import store as engine
 from mnemo.storage.file.index import Index
@@ -86,8 +87,8 @@ def test_a_sound_index_matches_in_bulk(db: Path) -> None:
             report, expected = verify_db_and_index(db)
             assert report.ok
             index = c._store.index
-            assert engine._same_records(index, expected)  # the bulk comparison vouches for it ...
-            assert engine._record_differences(index, expected) == []  # ... as record by record does
+            assert index_diff._same_records(index, expected)  # the bulk comparison vouches for it ...
+            assert index_diff._record_differences(index, expected) == []  # ... as record by record does
             assert c.verify().ok
 
 
@@ -293,7 +294,7 @@ def test_an_index_that_does_not_hang_together_is_a_finding(tmp_path: Path, monke
         c.remember("kept")
 
     def no_id(self: Any, row: int) -> str | None:
-        raise index_module._inconsistent(row)
+        raise index_module.inconsistent(row)
 
     monkeypatch.setattr(index_module.Index, "id_at", no_id)
     report = verify_db(db)

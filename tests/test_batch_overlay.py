@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mnemo.storage.batch as batch_mod
-import mnemo.storage.file.store as store_mod
+import mnemo.storage.file.commit as store_mod
 from mnemo import MnemoClient
 from mnemo.acl import Acl
 from mnemo.storage.batch import Batch

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mnemo import MnemoClient
-from mnemo.storage.file.store import _runs
+from mnemo.storage.file.compaction import _runs
 from mnemo.tools import MnemoMemoryToolServer
 
 AGENT = "agent-1"

@@ -293,7 +293,7 @@ def test_forget_in_other_scopes(db: str) -> None:
 # Opens the db, arms one crash point, then forgets the ids given: SIGKILL at that point of the erasure.
 ERASE_CHILD = r"""
 import os, signal, sys
-import mnemo.storage.file.store as engine
+import mnemo.storage.file.compaction as engine
 import mnemo.storage.file.snapshot as snap
 from mnemo import MnemoClient
 

@@ -135,7 +135,7 @@ def test_a_long_transaction_holds_no_durable_write_up_past_the_group_commit_boun
                 leave.wait(10)
 
         other = threading.Thread(target=open_transaction)
-        real_sync_upto = store._sync_upto
+        real_sync_upto = store._group.sync_upto
         waited: list[float] = []
 
         def sync_upto(end: int, generation: int | None = None) -> None:
@@ -147,7 +147,7 @@ def test_a_long_transaction_holds_no_durable_write_up_past_the_group_commit_boun
             finally:
                 waited.append(time.monotonic() - started)
 
-        monkeypatch.setattr(store, "_sync_upto", sync_upto)
+        monkeypatch.setattr(store._group, "sync_upto", sync_upto)
         try:
             c.remember("acknowledged while a transaction stays open")
         finally:
@@ -165,7 +165,7 @@ def test_close_fsyncs_what_batch_mode_has_not_yet(
     """durability="batch" fsyncs in the background every BATCH_INTERVAL; closing the client fsyncs what
     was written since, so a clean exit loses nothing. "fsync" has synced every write already, and "none"
     never fsyncs the log."""
-    from mnemo.storage.file import store as file_store
+    from mnemo.storage.file import group_commit as file_store
 
     monkeypatch.setattr(file_store, "BATCH_INTERVAL", 3600.0)  # the background syncer never runs here
     c = MnemoClient(tmp_path / "b.db", AGENT, durability=durability)

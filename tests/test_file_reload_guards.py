@@ -24,7 +24,7 @@ from helpers.procs import subprocess_env
 from mnemo import ErasureIncomplete, IntegrityError, MnemoClient, NotFound
 from mnemo.audit import verify_db
 from mnemo.storage.codec import make_entry
-from mnemo.storage.file import store as file_store
+from mnemo.storage.file import handles, replay
 from mnemo.storage.file.framing import encode_file_header, encode_frame
 from mnemo.storage.file.logfile import FrameReader
 
@@ -195,7 +195,7 @@ def test_a_reader_racing_an_erasure_takes_a_slot_zeroed_since_it_was_read(
         f.seek(offset + half)
         f.write(original[half:])
     race = _FinishingErasure(db, slot)
-    monkeypatch.setattr(file_store, "FrameReader", race.reader())
+    monkeypatch.setattr(replay, "FrameReader", race.reader())
     if readonly:
         with MnemoClient(db, OWNER, readonly=True) as r:
             assert race.finished
@@ -273,7 +273,7 @@ def test_a_durable_write_whose_log_a_compaction_replaced_before_its_fsync_return
 
 
 class _SpiedCondition:
-    """The store's _handle_idle condition, noting each time a thread waits on it (a forget waiting for
+    """The store's _handles.idle condition, noting each time a thread waits on it (a forget waiting for
     readers of a replaced log)."""
 
     def __init__(self, real: threading.Condition) -> None:
@@ -305,16 +305,16 @@ def test_a_forget_waits_for_a_reader_of_the_replaced_log_and_only_for_it(tmp_pat
         secret = c.remember("a secret to erase 7f3a")
         later = c.remember("erased later 9c1e")
         store: Any = c._store
-        reading = store._acquire_handle()  # a reader mid-read on the log as it is now
+        reading = store._handles.acquire()  # a reader mid-read on the log as it is now
         other.compact()
         assert [r.id for r in c.query()] == [secret.id, later.id]  # follows the new log
         assert open_files_holding(b"a secret to erase 7f3a")  # the old log (and the new one) hold it
-        spy = _SpiedCondition(store._handle_idle)
-        store._handle_idle = spy
+        spy = _SpiedCondition(store._handles.idle)
+        store._handles.idle = spy
 
         def finish_reading() -> None:
             spy.waiting.wait(5)  # the reader lets go only once the forget waits for it
-            store._release(reading)
+            store._handles.release(reading)
 
         reader = threading.Thread(target=finish_reading)
         reader.start()
@@ -364,7 +364,7 @@ def test_a_reader_that_took_the_size_before_a_forget_landed_reads_on_to_it(
         size = after_put if cut == "after the put" else (after_put + os.path.getsize(db)) // 2
         store: Any = reader._store
         stale = _StaleSize(store.fd, size)
-        monkeypatch.setattr(file_store, "os", stale)
+        monkeypatch.setattr(replay, "os", stale)
         assert [r.id for r in reader.query()] == [kept.id]
         assert stale.used
         with pytest.raises(NotFound):
@@ -389,15 +389,15 @@ def test_a_reader_meeting_zeros_landing_takes_the_journal_written_since_it_looke
             f.seek(offset + length // 2)
             f.write(original[length // 2:])
         erase_path = str(db) + ".erase"
-        file_store.snap.write_erase_journal(erase_path, bytes.fromhex(writer.db_id), [(offset, length)])
-        real = file_store.snap.read_erase_journal
+        replay.snap.write_erase_journal(erase_path, bytes.fromhex(writer.db_id), [(offset, length)])
+        real = replay.snap.read_erase_journal
         calls: list[str] = []
 
         def looked_before_it_was_written(path: str, db_id: bytes | None = None) -> Any:
             calls.append(path)
             return None if len(calls) == 1 else real(path, db_id)
 
-        monkeypatch.setattr(file_store.snap, "read_erase_journal", looked_before_it_was_written)
+        monkeypatch.setattr(replay.snap, "read_erase_journal", looked_before_it_was_written)
         assert [r.id for r in reader.query()] == [kept.id]
         assert len(calls) == 2
         with pytest.raises(NotFound):
@@ -460,13 +460,13 @@ def test_a_forget_never_returns_before_the_reader_it_waited_for_closed_the_repla
     """The reader that lets go of a replaced log closes its descriptor before the forget waiting for it
     hears so: under load (busy processes on every core), over many rounds, no forget returns while a
     descriptor of the process still holds what it erased, even with each close taking 20 ms."""
-    real_close = file_store._close_handle
+    real_close = handles.close_handle
 
     def slow_close(handle: Any) -> None:
         time.sleep(0.02)
         real_close(handle)
 
-    monkeypatch.setattr(file_store, "_close_handle", slow_close)
+    monkeypatch.setattr(handles, "close_handle", slow_close)
     busy = [_busy(60) for _ in range(2)]
     try:
         for round_ in range(30):
@@ -475,15 +475,15 @@ def test_a_forget_never_returns_before_the_reader_it_waited_for_closed_the_repla
             with MnemoClient(db, OWNER, durability="none") as c, MnemoClient(db, OWNER, durability="none") as other:
                 rec = c.remember(secret.decode())
                 store: Any = c._store
-                reading = store._acquire_handle()
+                reading = store._handles.acquire()
                 other.compact()
                 c.query()  # follows the new log; the old one stays open for the reader
-                spy = _SpiedCondition(store._handle_idle)
-                store._handle_idle = spy
+                spy = _SpiedCondition(store._handles.idle)
+                store._handles.idle = spy
 
                 def finish_reading(spy: _SpiedCondition = spy, reading: Any = reading, store: Any = store) -> None:
                     spy.waiting.wait(10)
-                    store._release(reading)
+                    store._handles.release(reading)
 
                 reader = threading.Thread(target=finish_reading)
                 reader.start()
@@ -511,18 +511,18 @@ def test_a_forget_whose_reader_of_a_replaced_log_never_finishes_fails_naming_the
         rec = c.remember("a secret a stuck reader keeps 5d2b")
         kept = c.remember("kept")
         store: Any = c._store
-        reading = store._acquire_handle()
+        reading = store._handles.acquire()
         other.compact()
         c.query()
-        spy = _SpiedCondition(store._handle_idle)
-        store._handle_idle = spy
-        reader = threading.Thread(target=lambda: (spy.waiting.wait(10), store._release(reading)))
+        spy = _SpiedCondition(store._handles.idle)
+        store._handles.idle = spy
+        reader = threading.Thread(target=lambda: (spy.waiting.wait(10), store._handles.release(reading)))
         reader.start()
         c.forget(early.id)  # waits for the reader, which lets go well within the 0.5 s
         reader.join(10)
         assert spy.waits >= 1 and open_files_holding(b"a read in flight ends in time") == []
 
-        reading = store._acquire_handle()
+        reading = store._handles.acquire()
         other.compact()
         assert [r.id for r in c.query()] == [rec.id, kept.id]
         fd = reading.fd
@@ -540,7 +540,7 @@ def test_a_forget_whose_reader_of_a_replaced_log_never_finishes_fails_naming_the
         with pytest.raises(NotFound):
             c.get(rec.id)
         assert [r.id for r in other.query()] == [kept.id]
-        store._release(reading)
+        store._handles.release(reading)
         assert open_files_holding(b"a secret a stuck reader keeps 5d2b") == []
         c.remember("writes go on")
         assert c.verify().ok

@@ -292,7 +292,7 @@ def test_an_open_whose_snapshot_cannot_be_written_serves_the_replayed_index(
     from it; a full disk that refuses the snapshot leaves it the index it replayed, and the open goes on."""
     import errno
 
-    from mnemo.storage.file import store as file_store
+    from mnemo.storage.file import opening as file_store
 
     db = tmp_path / "m.db"
     with MnemoClient(db, "owner", durability="none") as c:
@@ -387,7 +387,7 @@ def test_something_not_a_file_put_at_the_path_while_creating_is_refused(
     """Another process puts a FIFO at the path between the creator's look (nothing there) and its link:
     the creator refuses it, without opening it for reading (a FIFO would block) or replacing it."""
     from mnemo import MnemoError
-    from mnemo.storage.file import store as file_store
+    from mnemo.storage.file import opening as file_store
 
     db = tmp_path / "m.db"
     real_link = os.link
@@ -530,7 +530,7 @@ def test_the_compacted_log_is_private_until_its_copy_is_done(tmp_path: Path, mon
     written, so no other user can open it while it grows, whatever the log's mode and the umask."""
     import stat as stat_module
 
-    from mnemo.storage.file import store as file_store
+    from mnemo.storage.file import compaction as file_store
 
     db = tmp_path / "p.db"
     with MnemoClient(db, "owner", durability="none") as c:

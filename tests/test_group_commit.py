@@ -16,6 +16,7 @@ from mnemo import MnemoClient
 from mnemo.errors import Conflict, InvalidInput
 from mnemo.storage.file import logfile
 from mnemo.storage.file.framing import HEADER_SIZE
+from mnemo.storage.file.group_commit import GroupCommit
 from mnemo.storage.file.logfile import iter_frames
 from mnemo.storage.file.store import FileStore
 
@@ -138,13 +139,13 @@ def test_an_acknowledged_write_was_fsynced(db_path: Path, tmp_path: Path, slow_d
 
 def test_a_lone_writer_never_waits(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     waits: list[int] = []
-    real = FileStore._wait_for_writers
+    real = GroupCommit._wait_for_writers
 
-    def spy(self: FileStore) -> None:
-        waits.append(self._writers)
+    def spy(self: GroupCommit) -> None:
+        waits.append(self.writers)
         real(self)
 
-    monkeypatch.setattr(FileStore, "_wait_for_writers", spy)
+    monkeypatch.setattr(GroupCommit, "_wait_for_writers", spy)
     with MnemoClient(db_path, AGENT, durability="fsync", group_commit_wait=1.0) as c:
         t0 = time.monotonic()
         for i in range(20):
@@ -166,7 +167,7 @@ def test_the_wait_is_counted_only_for_writes_in_progress(db_path: Path) -> None:
         with pytest.raises(RuntimeError), c.transaction():
             c.remember("rolled back")
             raise RuntimeError("abort")
-        assert store._writers == 0
+        assert store._group.writers == 0
 
 
 @pytest.mark.parametrize("bad", [-0.001, 1.5, "0.001", True])

@@ -20,7 +20,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from mnemo import IntegrityError, MnemoClient
 from mnemo.storage.file import index as index_mod
 from mnemo.storage.file import snapshot as snap
-from mnemo.storage.file.index import Index, Rec, SortedIds, Version
+from mnemo.storage.file.index import Index, Rec, Version
+from mnemo.storage.file.index_columns import SortedIds
 
 IDS = [f"{i:032x}" for i in (1, 2, 3, 5, 8, 13, 21, 34, 55, 89)] + ["short-id", "ünïcode-id"]
 TAGS = ["a", "ab", "abc", "b", "big", "c"]
@@ -369,7 +370,7 @@ def test_a_long_posting_sheds_its_stale_rows() -> None:
 def test_a_writer_that_replayed_keeps_the_compact_form(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """After replaying many rows (no snapshot), a writer's open writes the snapshot and serves the index
     loaded back from it: the same records, tags and history, now from the sorted id blob."""
-    from mnemo.storage.file import store as engine
+    from mnemo.storage.file import opening as engine
 
     monkeypatch.setattr(engine, "REBASE_ROWS", 10)
     db = tmp_path / "r.db"

@@ -13,7 +13,7 @@ from helpers.frames import frame_spans
 
 from mnemo import MnemoClient
 from mnemo.errors import IntegrityError
-from mnemo.storage.file import logfile, store
+from mnemo.storage.file import logfile, replay
 
 AGENT = "agent-1"
 CHUNKS = [4, 5, 6, 7, 9, 13, 24, 25, 31, 64, 1000]
@@ -39,7 +39,7 @@ def build(path: Path) -> dict[str, tuple[str | bytes, tuple[str, ...]]]:
 def chunk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
     size = int(request.param)
     monkeypatch.setattr(logfile, "CHUNK", size)
-    monkeypatch.setattr(store, "SCAN_CHUNK", size)  # the replay's window, passed to its FrameReader
+    monkeypatch.setattr(replay, "SCAN_CHUNK", size)  # the replay's window, passed to its FrameReader
     return size
 
 

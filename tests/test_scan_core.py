@@ -25,7 +25,7 @@ from mnemo import MnemoClient
 from mnemo.audit import verify_db, verify_db_and_index, verify_file
 from mnemo.errors import MnemoError
 from mnemo.storage.codec import ZERO_HASH, encode_put_payload, make_entry, payload_digest
-from mnemo.storage.file import scan, store
+from mnemo.storage.file import replay, scan
 from mnemo.storage.file.framing import FRAME_HEADER, HEADER_SIZE, encode_frame, parse_frame
 from mnemo.storage.file.store import FileStore
 
@@ -259,9 +259,9 @@ def _replay(path: Path, how: str) -> tuple[Any, ...]:
     """Open the log read-only by replay: through the C scan, its twin, or the general path alone."""
     patches: list[Any] = []
     if how == "python":
-        patches.append(mock.patch.object(store, "scan_frames", scan.pure_scan))
+        patches.append(mock.patch.object(replay, "scan_frames", scan.pure_scan))
     elif how == "native":
-        patches.append(mock.patch.object(store, "scan_frames", native))
+        patches.append(mock.patch.object(replay, "scan_frames", native))
     else:
         patches.append(mock.patch.object(FileStore, "_apply_scanned", lambda self, reader: False))
     for p in patches:

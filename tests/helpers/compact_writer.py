@@ -16,8 +16,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import mnemo.storage.file.compaction as engine
 import mnemo.storage.file.snapshot as snap
-import mnemo.storage.file.store as engine
 from mnemo import MnemoClient
 
 

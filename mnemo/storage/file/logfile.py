@@ -75,6 +75,15 @@ def sync(fd: int) -> None:
         raise DurabilityError(f"fsync failed: {exc}") from exc
 
 
+def pread(fd: int, length: int, offset: int) -> bytes:
+    """os.pread, in its argument order, read on after a short read: `length` bytes, or fewer only at
+    the end of the file."""
+    data = os.pread(fd, length, offset)
+    if len(data) < length:  # a short read: at the end of the file, or interrupted
+        data = read_exact(fd, offset, length)
+    return data
+
+
 def read_exact(fd: int, offset: int, length: int) -> bytes:
     chunks = []
     while length > 0:
@@ -112,20 +121,6 @@ def lock_log(fd: int, deadline: float, what: str) -> None:
 
 def unlock_log(fd: int) -> None:
     fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-class LogHandle:
-    """One open descriptor of a log file, shared by a store's threads. A compaction replaces the log
-    with a new file: the old handle is then retired, and closed as soon as no thread is reading
-    through it, so that a process never keeps an unlinked copy of the log (holding payloads that are
-    forgotten later) beyond the reads in flight."""
-
-    __slots__ = ("fd", "users", "retired")
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.users = 0
-        self.retired = False
 
 
 class FrameReader:

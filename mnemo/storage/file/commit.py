@@ -1,0 +1,184 @@
+"""Writing: the writer context that holds the writer lock around a body staging entries in a Batch,
+committing it as one frame and applying it to the index (a forget made durable and erased at once),
+and what a failed write or fsync leaves behind taken back."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Any
+
+from ...errors import DurabilityError, LockTimeout, MnemoError
+from ..batch import ACL_OPS, Batch, apply_entry
+from ..types import Rec
+from .framing import ENTRY_HEADER, FRAME_HEADER, encode_frame_slots
+from .logfile import sync, write_all
+from .state import StoreState
+
+
+class Writes(StoreState):
+    """FileStore's part that commits what a writer context staged."""
+
+    def writing(self, transactional: bool = False, blind: bool = False) -> _Writing:
+        """A context that holds the writer lock, caught up with the log, and commits what its body
+        stages as one frame (nothing, if the body raises). Inside this thread's open batch it yields
+        that batch and commits nothing. `transactional`: the body reads its own staged writes (see Batch).
+        `blind` changes nothing here: the writer lock is local and held only while the body runs."""
+        return _Writing(self, transactional)
+
+    def _commit(self, batch: Batch) -> int:
+        """Write the batch as one frame and apply it; a forget is made durable and erased right here."""
+        self.check_writable()
+        staged_list = batch.staged
+        frame_bytes, slots = encode_frame_slots(
+            [(s.entry.raw, s.payload) for s in staged_list], staged_list[0].entry.seq
+        )
+        offset = self.end
+        forgets = any(s.entry.op == "forget" for s in staged_list)
+        with self._index_lock:
+            index = self.index
+            try:
+                write_all(self.fd, frame_bytes, offset)
+                if forgets:
+                    sync(self.fd)
+            except DurabilityError as exc:
+                self._fail(exc, offset)
+                raise
+            dropped: list[Rec] = []
+            entry_pos = offset + FRAME_HEADER.size + ENTRY_HEADER.size
+            acl_frame = False
+            for (entry, _payload, tags), (slot_pos, slot_len) in zip(staged_list, slots, strict=True):
+                dropped.extend(apply_entry(index, entry, offset + slot_pos, slot_len, tags, entry_pos))
+                entry_pos += len(entry.raw) + ENTRY_HEADER.size
+                acl_frame = acl_frame or entry.op in ACL_OPS
+                index.head_seq, index.head_hash = entry.seq, entry.hash
+                index.entries += 1
+            if acl_frame:
+                index.acl_frames.append(offset)
+            self._grow_tree([s.entry.raw for s in staged_list], staged_list[0].entry.seq)
+            self.head_ts = batch.head_ts
+            end = offset + len(frame_bytes)
+            group = self._group
+            if group.first_unsynced is None and not forgets:
+                group.first_unsynced, group.foreign_after_unsynced = offset, False
+            self.end = end
+            self.last_frame_offset = offset
+            self._dirty_snapshot = True
+            if forgets:
+                group.synced_end = max(group.synced_end, end)
+                group.first_unsynced = None
+                regions = [(v.slot_off, v.slot_len) for rec in dropped for v in rec.versions if v.slot_len]
+                try:
+                    self._erase(regions)
+                except (DurabilityError, OSError) as exc:
+                    self._fail(exc, None)
+                    raise DurabilityError(f"erasure failed: {exc}") from exc
+        return end
+
+    def _fail(self, exc: BaseException, offset: int | None) -> None:
+        """A write or fsync failed: refuse further writes, and drop whatever part of the frame landed."""
+        self._failed = exc
+        if offset is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, offset)
+
+    def _drop_unsynced(self) -> None:
+        """fsync failed under durability="fsync": no frame we wrote since the last good fsync was
+        acknowledged. Cut them from the log, so that a reopen holds exactly what was acknowledged,
+        unless another process appended after them (its fsync then covered ours: leave them)."""
+        group = self._group
+        start = group.first_unsynced
+        if self.durability != "fsync" or self.readonly or start is None or group.foreign_after_unsynced:
+            return
+        if not self._mutex.acquire(timeout=self.lock_timeout):
+            return
+        try:
+            self._lock(time.monotonic() + self.lock_timeout)
+            try:
+                with self._index_lock:
+                    if os.fstat(self.fd).st_size == self.end:
+                        # Frames before the last good fsync's end were acknowledged: keep those.
+                        os.ftruncate(self.fd, max(start, group.synced_end))
+                        self._load()  # the index still shows the dropped writes: rebuild it
+                        self._catch_up(writer=False)
+                        group.first_unsynced = None
+            finally:
+                self._unlock()
+        except (MnemoError, OSError):
+            pass  # the client refuses writes anyway; a reopen sorts out what is on disk
+        finally:
+            self._mutex.release()
+
+
+class _Writing:
+    """FileStore.writing's context. A class rather than a generator: every write enters one, and a plain
+    __enter__/__exit__ pair costs a fraction of contextlib's machinery."""
+
+    __slots__ = ("store", "transactional", "batch", "counted")
+
+    def __init__(self, store: Writes, transactional: bool) -> None:
+        self.store = store
+        self.transactional = transactional
+        self.batch: Batch | None = None  # None: nested in an open batch, which commits at its own end
+        self.counted = False  # counted in store._group.writers (for the fsync leader's wait)
+
+    def __enter__(self) -> Batch:
+        store = self.store
+        outer = store.current_batch()
+        if outer is not None:
+            return outer
+        store.check_writable()
+        if store.durability == "fsync":
+            store._group.enter_write()
+            self.counted = True
+        try:
+            return self._begin(store)
+        except BaseException:
+            self._leave()
+            raise
+
+    def _leave(self) -> None:
+        if self.counted:
+            self.counted = False
+            self.store._group.leave_write()
+
+    def _begin(self, store: Writes) -> Batch:
+        deadline = time.monotonic() + store.lock_timeout
+        if not store._mutex.acquire(timeout=store.lock_timeout):
+            raise LockTimeout(f"another thread held the writer lock for over {store.lock_timeout} s")
+        try:
+            store._lock(deadline)
+            try:
+                store._check_open()
+                store._catch_up(writer=True)
+                batch = Batch(store.index, (store.index.head_seq, store.index.head_hash, store.head_ts),
+                              self.transactional)
+            except BaseException:
+                store._unlock()
+                raise
+        except BaseException:
+            store._mutex.release()
+            raise
+        store._local.batch = self.batch = batch
+        return batch
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        batch = self.batch
+        if batch is None:
+            return
+        store = self.store
+        store._local.batch = None
+        end = generation = 0
+        try:
+            try:
+                if exc_type is None and batch.staged:
+                    end = store._commit(batch)
+                    generation = store.generation
+            finally:
+                store._unlock()
+        finally:
+            store._mutex.release()
+            self._leave()
+        if end and store.durability == "fsync":
+            store._group.sync_upto(end, generation)

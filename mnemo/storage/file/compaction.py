@@ -1,0 +1,135 @@
+"""Compaction and erasure: rewriting the log without erased payload bytes, and zeroing the payload
+slots of forgotten records in place, each crash-safely (a crash leaves the old log, or a journal that
+the next writer finishes from)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ...errors import DurabilityError, IntegrityError, MnemoError
+from . import snapshot as snap
+from .framing import HEADER_SIZE, SLOT_CRC, encode_file_header, encode_frame
+from .handles import LogHandle
+from .logfile import fsync_dir, iter_frames, lock_log, match_mode, read_exact, sync, write_all
+from .state import StoreState
+
+ZEROS_PER_WRITE = 1 << 20  # the most one write of an erasure zeroes
+
+
+class Compaction(StoreState):
+    """FileStore's part that compacts the log and erases forgotten payloads."""
+
+    # -- compaction ----------------------------------------------------------------------------------
+    def compact(self) -> dict[str, int]:
+        """Rewrite the log without erased payload bytes, keeping every entry and hash. Crash-safe: the
+        new log is written beside the old one, fsynced, and renamed over it."""
+        if self.current_batch() is not None:
+            raise MnemoError("compact() cannot run inside a transaction")
+        tmp = self.path + ".compact"
+        with self.writing():
+            before = self.end
+            try:
+                self._rewrite(tmp)
+            except (DurabilityError, OSError) as exc:
+                # The old log stands unless the rename happened; either way, stop writing until a reopen
+                # has looked at what is on disk.
+                self._failed = exc
+                snap.remove(tmp)
+                raise DurabilityError(f"compaction failed: {exc}") from exc
+            self._write_snapshot()
+        return {"bytes_before": before, "bytes_after": self.end, "reclaimed": before - self.end}
+
+    def _rewrite(self, tmp: str) -> None:
+        """Copy the log to `tmp` without erased slots, fsync it, rename it over the log, and reload.
+        The new file is locked before it is renamed into place, so the writer lock never lapses: a
+        writer waiting on the old file finds, once it gets that lock, that the path names another
+        file, and moves on to wait for this one."""
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)  # private until its mode is set
+        handle = LogHandle(fd)
+        try:
+            out = HEADER_SIZE
+            write_all(fd, encode_file_header(self.db_id), 0)
+            forgotten = self.index.forgotten
+            for frame, buf, pos in iter_frames(self.fd, HEADER_SIZE, self.end):
+                items: list[tuple[bytes, bytes | None]] = []
+                for entry, slot in zip(frame.entries, frame.slots, strict=True):
+                    payload = None
+                    if slot.state == "ok" and not (entry.op == "put" and entry.body["id"] in forgotten):
+                        start = pos + (slot.offset - frame.offset) + SLOT_CRC.size
+                        payload = bytes(buf[start : start + slot.length - SLOT_CRC.size])
+                    elif slot.state == "bad":
+                        raise IntegrityError(f"{self.path}: payload slot damaged at offset {slot.offset}",
+                                             slot.offset)
+                    items.append((entry.raw, payload))
+                data = encode_frame(items, frame.entries[0].seq)
+                write_all(fd, data, out)
+                out += len(data)
+            # The log's permission bits as they are now (a chmod during the copy counts): a chmod 600
+            # outlives the compaction. Owner and group are the compacting process's.
+            match_mode(fd, self._log_mode())
+            sync(fd)
+            lock_log(fd, time.monotonic(), tmp)  # nobody else opens DB.compact: free at once
+            old = self._handles.current
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.close(fd)
+            snap.remove(tmp)  # it holds every payload: never leave it behind, whatever stopped the copy
+            raise
+        # The new file is the log now, and its lock is this store's to let go (writing() does, however
+        # what follows ends): else a failure below would leave the database locked until exit.
+        self._unlock()
+        self._locked = handle
+        snap.remove(self.snap_path)
+        self._reload(adopt=handle)
+        self._catch_up(writer=True)
+        fsync_dir(self.path)
+        assert self._handles.current is handle and old is not handle
+
+    # -- erasure -------------------------------------------------------------------------------------
+    def _redo_erasure(self) -> None:
+        """Finish any erasure a crash interrupted: slots of records that forgets read from the log since
+        this store last held the lock dropped, where not yet zero. Only those: a journal on its own
+        never makes anything be zeroed (see _journal)."""
+        journal = self._journal()
+        # A slot the journal names may read as zeros that never reached the disk: it is zeroed again,
+        # and synced, like one that still holds bytes.
+        regions = [
+            (off, length) for off, length in self._unerased
+            if (journal is not None and (off, length) in journal) or any(read_exact(self.fd, off, length))
+        ]
+        self._unerased = []
+        if regions:
+            self._erase(regions)
+            self.recovery.append(f"completed an interrupted erasure of {len(regions)} payload slots")
+        elif journal is not None:
+            snap.remove(self.erase_path)
+
+    def _erase(self, regions: list[tuple[int, int]]) -> None:
+        """Overwrite payload slots with zeros, crash-safely: journal first, zeros, fsync, drop journal.
+        Then nothing else of this database may keep the erased bytes: the snapshot (it holds tags) and
+        every leftover temp file go, and every descriptor of a replaced log this process still holds
+        is closed."""
+        snap.remove(self.snap_path)  # it holds tags of the forgotten records
+        self._remove_leftovers()
+        snap.write_erase_journal(self.erase_path, self.db_id, regions)
+        for off, length in _runs(regions):
+            for start in range(off, off + length, ZEROS_PER_WRITE):
+                write_all(self.fd, bytes(min(ZEROS_PER_WRITE, off + length - start)), start)
+        sync(self.fd)
+        snap.remove(self.erase_path)
+        self._dirty_snapshot = True
+        self._handles.drain(self.path, self.lock_timeout)
+
+
+def _runs(regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The regions (offset, length) merged where one ends exactly where the next starts: the slots of
+    one frame lie back to back, so a directory forgotten at once is zeroed in a few writes, not one
+    per record. Regions never merge across a gap, which holds entries."""
+    runs: list[tuple[int, int]] = []
+    for off, length in sorted(regions):
+        if runs and runs[-1][0] + runs[-1][1] == off:
+            runs[-1] = (runs[-1][0], runs[-1][1] + length)
+        else:
+            runs.append((off, length))
+    return runs

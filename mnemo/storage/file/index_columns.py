@@ -1,0 +1,174 @@
+"""What an index's rows are made of: the columns' typecodes, the interned scopes and agents, the
+reference-counted tag sets, the sorted blob of ids that a snapshot loads as it is, and IndexData, which
+holds them."""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any
+
+from ...acl import Acl
+from ...errors import IntegrityError
+from ..types import Version
+
+HASH_SIZE = 32
+
+# Column name -> array typecode. "I" is 4 bytes and "q" 8 on every platform CPython supports.
+COLUMNS = {
+    "scope": "I", "tagset": "I", "agent": "I", "ver": "I", "slot_len": "I",
+    "seq": "q", "ts": "q", "size": "q", "slot_off": "q", "entry_off": "q", "entry_len": "I",
+}
+
+
+class Interned:
+    """Values numbered in first-seen order, so that a row stores a 4-byte code. Scopes and agent ids
+    repeat across millions of records and are never erased, so this table only grows."""
+
+    def __init__(self, values: list[Any] | None = None) -> None:
+        self.values: list[Any] = values if values is not None else []
+        self.codes: dict[Any, int] = {v: i for i, v in enumerate(self.values)}
+
+    def code(self, value: Any) -> int:
+        code = self.codes.get(value)
+        if code is None:
+            code = self.codes[value] = len(self.values)
+            self.values.append(value)
+        return code
+
+
+class TagSets:
+    """Distinct tag tuples, reference counted: a tag set no live record uses is freed at once, so a
+    forgotten record's tags do not linger in memory (nor reach the next snapshot)."""
+
+    def __init__(self, values: list[tuple[str, ...] | None] | None = None, refs: list[int] | None = None) -> None:
+        self.values: list[tuple[str, ...] | None] = values if values is not None else [()]
+        self.refs: list[int] = refs if refs is not None else [0] * len(self.values)
+        self._codes: dict[tuple[str, ...], int] | None = None
+        self.free: list[int] = []
+
+    @property
+    def codes(self) -> dict[tuple[str, ...], int]:
+        """Tag set -> code; built on first use, as only writes need it (not an open's reads)."""
+        if self._codes is None:
+            self._codes = {t: i for i, t in enumerate(self.values) if t is not None}
+        return self._codes
+
+    def acquire(self, tags: tuple[str, ...], uses: int = 1) -> int:
+        code = self.codes.get(tags)
+        if code is None:
+            if self.free:
+                code = self.free.pop()
+                self.values[code], self.refs[code] = tags, 0
+            else:
+                code = len(self.values)
+                self.values.append(tags)
+                self.refs.append(0)
+            self.codes[tags] = code
+        self.refs[code] += uses
+        return code
+
+    def release(self, code: int) -> None:
+        self.refs[code] -= 1
+        if self.refs[code] == 0 and code != 0:
+            tags = self.values[code]
+            assert tags is not None
+            del self.codes[tags]
+            self.values[code] = None
+            self.free.append(code)
+
+
+def all_str(values: list[Any]) -> bool:
+    """Whether every item of a list read from a snapshot is a str (checked by one join, in C)."""
+    try:
+        "".join(values)
+    except TypeError:
+        return False
+    return True
+
+
+def inconsistent(row: int) -> IntegrityError:
+    return IntegrityError(f"the index snapshot is inconsistent (row {row}); delete it and reopen, or run verify")
+
+
+class SortedIds:
+    """The ids of the rows a snapshot loaded: one ASCII blob of fixed-width ids in sorted order, row i
+    at i * width. Looking an id up is a binary search over the blob, so opening a snapshot builds no
+    dict and no string per record; only ids looked at become str objects."""
+
+    def __init__(self, blob: bytes = b"", width: int = 0) -> None:
+        if width <= 0 and blob:
+            raise ValueError("sorted ids need a positive width")
+        if width and len(blob) % width:
+            raise ValueError("sorted ids blob is not a whole number of ids")
+        self.blob, self.width = blob, width
+        self.n = len(blob) // width if width else 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def find(self, rec_id: str) -> int | None:
+        w = self.width
+        if len(rec_id) != w or not rec_id.isascii():
+            return None
+        key, blob = rec_id.encode(), self.blob
+        if not self.n or key > blob[-w:]:
+            return None  # the usual case for a new record: ids start with their creation time
+        lo, hi = 0, self.n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if blob[mid * w : mid * w + w] < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo if lo < self.n and blob[lo * w : lo * w + w] == key else None
+
+    def at(self, row: int) -> str:
+        w = self.width
+        return self.blob[row * w : row * w + w].decode("ascii")
+
+    @classmethod
+    def pack(cls, ids: list[str]) -> SortedIds | None:
+        """The blob for sorted `ids`, or None when they are not all ASCII of one width."""
+        if not ids:
+            return cls()
+        width = len(ids[0])
+        blob = "".join(ids)
+        if width == 0 or len(blob) != width * len(ids) or not blob.isascii():
+            return None
+        if max(map(len, ids)) != width:  # equal total length does not mean equal widths (nor min = max)
+            return None
+        return cls(blob.encode("ascii"), width)
+
+
+class IndexData:
+    """An index's rows and tables, as Index (index.py) and its snapshot form (index_state.py) see them."""
+
+    def __init__(self, db_id: bytes = b"", acl: Acl | None = None) -> None:
+        self.db_id = db_id
+        self.acl = acl or Acl()
+        self.head_seq = -1
+        self.head_hash = b"\x00" * 32
+        self.entries = 0
+        self.forgotten: set[str] = set()
+        # Rows 0 .. len(base)-1 came from a snapshot (their ids in `base`, forgotten ones in
+        # `base_dead`); later rows have their id in `rows` and `extra`.
+        self.base = SortedIds()
+        self.base_dead: set[int] = set()
+        self.rows: dict[str, int] = {}  # id -> row, for rows after the base
+        self.extra: list[str | None] = []  # row - len(base) -> id; None once the record is forgotten
+        self.live = 0
+        self.cols: dict[str, array[int]] = {name: array(tc) for name, tc in COLUMNS.items()}
+        self.hashes = bytearray()  # row -> latest version's entry hash, 32 bytes each
+        self.older: dict[int, tuple[Version, ...]] = {}  # row -> earlier versions, for updated records
+        self.scopes = Interned()
+        self.agents = Interned()
+        self.tagsets = TagSets()
+        self.postings: dict[str, array[int]] = {}  # tag -> rows (may hold stale rows, see _unpost)
+        self.stale_tags: dict[str, int] = {}  # tag -> rows its posting names that no longer hold it
+        self.sorted_tags: list[str] = []
+        # While drop_many runs: tags gone from every record, taken out of sorted_tags in one pass at
+        # its end (one at a time, each removal shifts the list: quadratic for a directory's paths).
+        self._unsorted: set[str] | None = None
+        # Offsets of the log frames that hold genesis, grant or revoke entries: a snapshot lists them
+        # instead of holding the ACL, which is rebuilt from those entries of the log itself.
+        self.acl_frames = array("q")

@@ -1,0 +1,102 @@
+"""How an index differs from what the log says it must hold, from the one pass over the log that verify
+makes (audit.verify_db_and_index): compared in bulk, column by column, and record by record only where
+the bulk comparison fails."""
+
+from __future__ import annotations
+
+from array import array
+from typing import TYPE_CHECKING, Any
+
+from ...errors import IntegrityError
+from ..types import Rec
+from .index import Index
+from .index_columns import COLUMNS, HASH_SIZE
+
+if TYPE_CHECKING:
+    from ...audit import ExpectedIndex
+
+
+def differences(index: Index, expected: ExpectedIndex) -> list[str]:
+    """How `index` differs from what the log says it must hold (FileStore.index_differences)."""
+    out = [] if _same_records(index, expected) else _record_differences(index, expected)
+    if index.acl.to_state() != expected.acl.to_state():
+        out.append("the grants in the index differ from those in the log")
+    if index.forgotten != expected.forgotten:
+        out.append("the forgotten records in the index differ from those the log's forgets name")
+    if index.entries != expected.entries:
+        out.append(f"the index counts {index.entries} entries, the log holds {expected.entries}")
+    return out
+
+
+def _same_records(index: Index, expected: ExpectedIndex) -> bool:
+    """Whether the index holds exactly the records the log says, compared in bulk, column by column,
+    straight from the index's columns. False when they differ, or when the index does not hang
+    together: _record_differences then looks record by record."""
+    live = expected.live
+    try:
+        rows = list(index.live_rows())
+        ids = [index.id_at(row) for row in rows]
+        if len(ids) != len(live) or len(set(ids)) != len(ids):
+            return False
+        # the log's latest put of each record, in the index's row order (a KeyError if the index has a
+        # record the log has not)
+        puts = [live[rec_id] for rec_id in ids]  # type: ignore[index]
+        cols = index.cols
+        dense = len(rows) == len(cols["ver"])  # no forgotten rows: the columns are the live rows
+
+        def column(name: str) -> array[int]:
+            col = cols[name]
+            return col if dense else array(col.typecode, map(col.__getitem__, rows))
+
+        def logged(k: int) -> list[Any]:
+            return [put[k] for put in puts]
+
+        scopes, agents, tagsets = index.scopes.values, index.agents.values, index.tagsets.values
+        h = HASH_SIZE
+        hashes = bytes(index.hashes) if dense else b"".join(index.hashes[r * h : r * h + h] for r in rows)
+        return bool(
+            [scopes[c] for c in column("scope")] == logged(1)
+            and [agents[c] for c in column("agent")] == logged(6)
+            and [tagsets[c] for c in column("tagset")] == [tuple(t) for t in logged(2)]
+            and all(
+                column(name) == array(COLUMNS[name], logged(k))
+                for name, k in (
+                    ("ver", 3), ("seq", 4), ("ts", 5), ("size", 7), ("slot_off", 9), ("slot_len", 10),
+                    ("entry_off", 11), ("entry_len", 12),
+                )
+            )
+            and hashes == b"".join(logged(8))
+            and {index.id_at(row): [tuple(v) for v in versions] for row, versions in index.older.items()}
+            == {rec_id: [put[3:] for put in older] for rec_id, older in expected.older.items()}
+        )
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError, IntegrityError):
+        return False
+
+
+def _record_differences(index: Index, expected: ExpectedIndex) -> list[str]:
+    """Record by record, how the index's records differ from what the log says."""
+    served: dict[str, Rec | None] = {}
+    try:
+        for row in index.live_rows():
+            rec_id = index.id_at(row)
+            if rec_id is None:
+                continue
+            try:
+                served[rec_id] = index.rec_at(row)
+            except IntegrityError:  # a record that does not hang together differs from anything
+                served[rec_id] = None
+    except IntegrityError as exc:
+        return [f"the index does not hang together: {exc}"]
+    live, older = expected.live, expected.older
+    out = [
+        f"record {rec_id} is only in {'the log' if rec_id in live else 'the index'}"
+        for rec_id in sorted(served.keys() ^ live.keys())
+    ]
+
+    def from_log(rec_id: str) -> tuple[Any, ...]:  # compares equal to the Rec it must be
+        latest = live[rec_id]
+        versions = tuple(put[3:] for put in older.get(rec_id, ())) + (latest[3:],)
+        return (rec_id, latest[1], tuple(latest[2]), versions)
+
+    differ = [rec_id for rec_id in served.keys() & live.keys() if served[rec_id] != from_log(rec_id)]
+    return out + [f"record {rec_id} differs between the index and the log" for rec_id in sorted(differ)]

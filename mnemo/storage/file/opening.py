@@ -1,0 +1,244 @@
+"""Opening a log: creating it atomically, taking the writer lock, and loading the header, the index
+(from a snapshot that belongs to the log, else empty for a replay) and the Merkle tree state."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import stat
+import threading
+import time
+from typing import Any
+
+from ...errors import IntegrityError, MnemoError, NotFound
+from ..codec import ZERO_HASH, make_entry
+from . import snapshot as snap
+from .framing import HEADER_SIZE, HeaderError, decode_file_header, encode_file_header, encode_frame
+from .handles import LogHandle, open_regular
+from .index import Index
+from .index_snapshot import SnapshotRefused, load_snapshot
+from .logfile import fsync_dir, lock_log, match_mode, read_exact, sync, unlock_log, write_all
+from .state import StoreState
+
+REBASE_ROWS = 10_000
+
+
+class Opening(StoreState):
+    """FileStore's part that opens the log and takes and lets go of the writer lock."""
+
+    # -- opening -------------------------------------------------------------------------------------
+    def _open(self, create: bool) -> None:
+        st = stat_or_none(self.path)
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            raise MnemoError(f"cannot open the database at {self.path}: not a regular file")
+        if st is None or st.st_size == 0:
+            if self.readonly or not create:
+                raise NotFound(f"no Mnemo database at {self.path}")
+            self._create()
+        self._handles.current = LogHandle(open_regular(self.path, self.readonly))
+        self._load()
+        self._open_catch_up()
+        if self.index.head_seq < 0:
+            raise IntegrityError(f"{self.path}: the log holds no genesis entry", HEADER_SIZE)
+        self._group.synced_end = self.end
+
+    def _open_catch_up(self) -> None:
+        if self.readonly:
+            self._catch_up(writer=False)
+            return
+        self._lock(time.monotonic() + self.lock_timeout)
+        try:
+            # Leftovers of a crash: a compaction (the old log stands), temp files that may hold tags,
+            # and temp files of a creation that lost its race.
+            self._remove_leftovers()
+            for name in _creation_leftovers(self.path):
+                snap.remove(name)
+            self._match_sidecar_modes()
+            self._catch_up(writer=True, opening=True)
+            if self._dirty_snapshot:
+                state = self._write_snapshot()
+                if state is not None and len(self.index.extra) >= REBASE_ROWS:
+                    # Rows replayed from the log each hold a dict entry and an id string; loaded
+                    # from the snapshot's form they share one sorted blob, half the memory.
+                    index = Index.from_state(self.db_id, state)
+                    index.acl = self.index.acl
+                    self.index = index
+                    self._rebased = True
+        finally:
+            self._unlock()
+
+    def _remove_leftovers(self) -> None:
+        """Temp files a crashed writer may have left, each possibly holding payload bytes or tags:
+        removed under the writer lock (nobody else is writing them), at open and by every forget."""
+        for leftover in (".compact", ".snap.tmp", ".erase.tmp"):
+            snap.remove(self.path + leftover)
+
+    # -- the writer lock -----------------------------------------------------------------------------
+    def _lock(self, deadline: float) -> None:
+        """Take the writer lock: an flock on the log file itself. Once held, the file at the path must
+        still be the one locked; if a compaction renamed a new log over it meanwhile, follow it (after
+        checking that it continues this chain) and lock that one instead."""
+        while True:
+            handle = self._handles.current
+            lock_log(handle.fd, deadline, self.path)
+            st = stat_or_none(self.path)
+            if st is not None and (st.st_ino, st.st_dev) == self._identity:
+                self._locked = handle
+                return
+            unlock_log(handle.fd)
+            if st is None:
+                raise MnemoError(f"the database file {self.path} was removed")
+            self._reload()
+
+    def _unlock(self) -> None:
+        handle, self._locked = self._locked, None
+        if handle is not None and handle.fd >= 0:
+            with contextlib.suppress(OSError):
+                unlock_log(handle.fd)
+
+    def _create(self) -> None:
+        """Write header and genesis to a temp file, fsync it, and put it in place atomically: hard-linked
+        to the path if none exists (a creator that loses the race finds the winner's file), or renamed
+        over an empty file while holding that file's lock (others re-check after locking)."""
+        db_id = os.urandom(16)
+        genesis = make_entry(0, time.time_ns(), ZERO_HASH, "genesis", self.agent, {"db_id": db_id, "format": 1})
+        data = encode_file_header(db_id) + encode_frame([(genesis.raw, None)])
+        tmp = f"{self.path}.new{os.getpid()}-{threading.get_ident()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            write_all(fd, data, 0)
+            sync(fd)
+        finally:
+            os.close(fd)
+        try:
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                self._create_over_empty(tmp)
+            fsync_dir(self.path)
+        finally:
+            snap.remove(tmp)
+
+    def _create_over_empty(self, tmp: str) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return  # removed meanwhile: the next open finds no database, or another creator's
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise MnemoError(f"cannot open the database at {self.path}: not a regular file")
+            lock_log(fd, time.monotonic() + self.lock_timeout, self.path)
+            now = stat_or_none(self.path)
+            if now is not None and (now.st_ino, now.st_dev) == (st.st_ino, st.st_dev) and os.fstat(fd).st_size == 0:
+                os.replace(tmp, self.path)
+        finally:
+            os.close(fd)
+
+    def _load(self, keep_tree: bool = False) -> None:
+        """Read the header, then take the index from a valid snapshot or start from an empty one.
+        `keep_tree`: leave the previous tree open (a reload may have to go back to it)."""
+        if self.tree is not None and not keep_tree:
+            self.tree.close()
+            self.tree = None
+        try:
+            self.db_id = decode_file_header(read_exact(self.fd, 0, HEADER_SIZE))
+        except HeaderError as exc:
+            raise IntegrityError(f"{self.path}: {exc}", 0) from None
+        self.index = Index(self.db_id)
+        self.end = HEADER_SIZE
+        self.last_frame_offset = 0
+        self.head_ts = 0
+        self.snapshot_used = False
+        # An erasure journal means an erasure was cut short: the snapshot cannot be current then, so only
+        # a replay of the log (which meets every forget again) says what must be erased.
+        use = self.use_snapshot and not os.path.exists(self.erase_path)
+        body = snap.read_snapshot(self.snap_path) if use else None
+        self.snapshot_refused = None
+        if body is not None:
+            try:
+                loaded = load_snapshot(self.fd, self.db_id, body)
+            except SnapshotRefused as exc:
+                loaded, self.snapshot_refused = None, str(exc)
+            size = _saved_tree_size(body) if loaded is not None else None
+            if loaded is not None and size is not None and size == loaded[0].entries:
+                self.index, self.end, self.last_frame_offset, self.head_ts = loaded
+                self.snapshot_used = True
+            elif loaded is not None:
+                self.snapshot_refused = "its Merkle tree state is missing or does not match its index"
+        self._open_tree(body["tree"] if self.snapshot_used and body is not None else None)
+        if not self.snapshot_used:
+            # Missing, stale or damaged: the log is the truth. The next close writes a fresh snapshot.
+            self._dirty_snapshot = True
+        st = os.fstat(self.fd)
+        self._identity = (st.st_ino, st.st_dev)
+
+    def _open_tree(self, saved: bytes | None) -> None:
+        """The tree as of the index just loaded: from the snapshot's compact range, or empty for a replay
+        from seq 0 (which adds every entry). The leaf-hash cache DB.leaves beside the log is opened with
+        it, and set aside (then rebuilt by a writer) if it does not match."""
+        from ...transparency.backend import TreeState  # here: the package imports the audit package
+
+        self.tree = TreeState(self.path, self.db_id, saved=saved, readonly=self.readonly)
+
+    def _log_mode(self) -> int:
+        """The log's permission bits, which the files that hold what it holds (its compacted copy, the
+        snapshot with the index's ids and tags) take, so that they are never readable by more."""
+        return os.fstat(self.fd).st_mode & 0o777  # not setuid, setgid or sticky: no sidecar wants them
+
+    def _match_sidecar_modes(self) -> None:
+        """Give the snapshot and the leaf-hash cache the log's permission bits, at a writer's open: a log
+        chmod-ed since they were written (a `chmod 600` of a database shared until then) is no more
+        readable through them. Never through a link (opened with O_NOFOLLOW, checked regular). A
+        sidecar this process may not chmod is left as it is: the snapshot takes the log's mode when it
+        is next written, the cache when a writer that may chmod it opens."""
+        from ...transparency.leaves import cache_path  # here: the package imports the audit package
+
+        mode = self._log_mode()
+        for name in (self.snap_path, cache_path(self.path)):
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                continue  # missing, or a link: not ours to change
+            try:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    match_mode(fd, mode)
+            except OSError:
+                pass  # not this process's file to chmod
+            finally:
+                os.close(fd)
+
+
+def _saved_tree_size(body: dict[str, Any]) -> int | None:
+    """The tree size a snapshot's compact range is of, or None if it holds none that is well-formed."""
+    from ...transparency.tree import CompactRange
+
+    try:
+        return CompactRange.from_bytes(body["tree"]).size
+    except Exception:  # missing, or not a compact range: the snapshot cannot be continued from
+        return None
+
+
+def stat_or_none(path: str) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
+
+
+def _creation_leftovers(path: str) -> list[str]:
+    """Temp files of creations whose process is gone (they hold a genesis entry and nothing else); a
+    running creator's file is left alone, whatever its state."""
+    out = []
+    for name in glob.glob(glob.escape(path) + ".new*"):
+        pid = name[len(path) + 4 :].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            out.append(name)
+        except OSError:
+            pass  # alive, but not ours to signal
+    return out

@@ -1,0 +1,222 @@
+"""The contract's reads: records looked up in the in-memory index, their payloads read from the log and
+checked against the chain before they are served (a read that races a forget or a compaction retries,
+or answers as for a missing id), and the log's entries in order."""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Iterator
+
+from ...acl import Acl
+from ...errors import IntegrityError, NotFound
+from ..batch import Batch
+from ..codec import SALT_SIZE, decode_put_payload, served_put_problem
+from ..types import Found, LogItem, Payloads, Query, Rec, ScopeFilter, Usage, Version
+from .framing import SLOT_CRC, slot_state
+from .logfile import pread
+from .state import StoreState
+
+_NO_SCOPE = ""  # not a valid scope, so no record is in it (and no filter admits it)
+
+
+class Reads(StoreState):
+    """FileStore's part that serves reads."""
+
+    def read_packed(
+        self, version: Version, batch: Batch | None = None, rec_id: str = "", scope: str = ""
+    ) -> bytes | memoryview:
+        """The packed record fields of one version (its payload without the salt), checked against the
+        chain: the entry it is served as must be the one the index names (same chain hash) and a put of
+        this record, version and scope, and the payload must match the digest that entry commits to. So
+        a payload rewritten in the file, even with its checksum recomputed, is never served. NotFound if
+        its slot was erased meanwhile."""
+        if version.slot_off < 0:
+            if batch is None or version.seq not in batch.payloads:
+                raise NotFound("staged version is not visible outside its transaction")
+            return decode_put_payload(batch.payloads[version.seq])[1]
+        e_off, e_len, offset, length = version.entry_off, version.entry_len, version.slot_off, version.slot_len
+        handles = self._handles
+        handle = handles.acquire()
+        try:
+            # (views: their slices copy nothing)
+            if e_off + e_len == offset:  # one entry in its frame: the entry's bytes end where its slot starts
+                data = memoryview(pread(handle.fd, e_len + length, e_off))
+                raw, slot = data[:e_len], data[e_len:]
+            else:
+                slot = memoryview(pread(handle.fd, length, offset))
+                raw = memoryview(pread(handle.fd, e_len, e_off)) if e_off >= 0 else memoryview(b"")
+        finally:
+            handles.release(handle)
+        state = slot_state(slot) if len(slot) == length and length >= SLOT_CRC.size else "bad"
+        if state == "erased":
+            raise NotFound("the record was forgotten")
+        if state != "ok":
+            raise IntegrityError(f"{self.path}: payload slot damaged at offset {offset}", offset)
+        payload = slot[SLOT_CRC.size :]
+        why = served_put_problem(raw, version.hash, rec_id, version.ver, scope, payload)
+        if why is not None:
+            raise IntegrityError(f"{self.path}: the payload at offset {offset} is not served: {why}", offset)
+        return payload[SALT_SIZE:]
+
+    # -- the contract's reads ------------------------------------------------------------------------
+    def head(self) -> tuple[int, bytes]:
+        batch = self.current_batch()
+        if batch is not None:
+            return batch.head_seq, batch.head_hash
+        with self._index_lock:
+            return self.index.head_seq, self.index.head_hash
+
+    def acl(self) -> Acl:
+        batch = self.current_batch()
+        return batch.acl if batch is not None else self.index.acl
+
+    def get(self, rec_id: str, scopes: ScopeFilter, payloads: Payloads = "latest") -> Found | None:
+        batch = self.current_batch()
+        for _attempt in range(5):
+            with self._index_lock:  # the index changes rows in place: never read one half-written
+                rec = self._admitted(rec_id, scopes, batch)
+                generation = self.generation
+            if rec is None or payloads == "none":
+                return None if rec is None else Found(rec)
+            versions = rec.versions if payloads == "all" else (rec.latest,)
+            try:
+                quick = self._quick_packed([(rec, v) for v in versions])
+                packed = tuple(
+                    p if p is not None else self._packed(rec, v, batch) for v, p in zip(versions, quick, strict=True)
+                )
+            except (NotFound, IntegrityError):
+                if self.generation == generation:
+                    self.refresh()  # forgotten (erased) by another process meanwhile?
+                    with self._index_lock:
+                        now = self._admitted(rec_id, scopes, batch)
+                    if self.generation == generation and now == rec:
+                        raise
+                continue
+            if self.generation == generation:
+                return Found(rec, packed)
+            self.refresh()  # compacted meanwhile: the offsets read may be the old file's
+        return None
+
+    def _admitted(self, rec_id: str, scopes: ScopeFilter, batch: Batch | None) -> Rec | None:
+        """The record if `scopes` admits it. A missing id and one not admitted take the same steps, so
+        that timing does not tell them apart: one index lookup, one scope read from the index (for a
+        missing id, that of a row the id's hash picks, then set aside), the filter asked about a scope
+        (one no record has, for a missing id). Only an admitted record is built."""
+        index = self.index
+        row: int | None = None
+        rec: Rec | None = None
+        if batch is not None and rec_id in batch.recs:  # written (or forgotten) in this transaction
+            rec = batch.recs[rec_id]
+            scope = _NO_SCOPE if rec is None else rec.scope
+        else:
+            row = index.row_of(rec_id)
+            live = len(index)
+            probe = hash(rec_id) % live if live else 0
+            scope = index.scope_at(probe if row is None else row) if live else _NO_SCOPE
+            scope = _NO_SCOPE if row is None else scope
+        if not scopes.admits(scope):
+            return None
+        return index.rec_at(row, rec_id) if row is not None else rec
+
+    def select(self, query: Query, scopes: ScopeFilter, payloads: bool = True) -> list[Found]:
+        batch = self.current_batch()
+        with self._index_lock:
+            base = self.index
+            # The index's candidates match the tag filters exactly; scopes are decided once per
+            # distinct scope, not per record. Only the records returned become Rec tuples.
+            rows = base.candidate_rows(query.tags, query.any_tags, query.tag_prefix)
+            hits: list[tuple[str, int | Rec]] = list(base.rows_in_scopes(rows, scopes.admits))
+            if batch is not None and batch.recs:
+                overlay = batch.recs
+                hits = [hit for hit in hits if hit[0] not in overlay]
+                hits.extend((r.id, r) for r in batch.matching(query, scopes.admits))
+            hits.sort(key=lambda hit: hit[0])
+            if query.limit is not None:
+                del hits[query.limit :]
+            recs = [base.rec_at(r, i) if isinstance(r, int) else r for i, r in hits]
+        if not payloads:
+            return [Found(rec) for rec in recs]
+        out = []
+        for rec, quick in zip(recs, self._quick_packed([(r, r.latest) for r in recs]), strict=True):
+            if quick is not None:
+                out.append(Found(rec, (quick,)))
+                continue
+            try:
+                out.append(Found(rec, (self._packed(rec, rec.latest, batch),)))
+            except (NotFound, IntegrityError):
+                # Forgotten (being erased) by another process since the selection, or compacted away?
+                self.refresh()
+                found = self.get(rec.id, scopes)
+                if found is not None:
+                    out.append(found)
+        return out
+
+    def _quick_packed(self, items: list[tuple[Rec, Version]]) -> list[memoryview | None]:
+        """The packed fields of each (record, version), read through one handle and checked as
+        read_packed checks them (slot CRC, the entry's chain hash, that it is the put of this record,
+        version and scope, the payload digest it commits to). None where a check fails, or for a
+        version staged in a transaction: read_packed then reads it, or says what is wrong."""
+        out: list[memoryview | None] = []
+        minimum = SLOT_CRC.size + SALT_SIZE + 1
+        crc_of, crc_at = zlib.crc32, SLOT_CRC.unpack_from
+        handles = self._handles
+        handle = handles.acquire()
+        try:
+            fd = handle.fd
+            for rec, v in items:
+                e_off, e_len, offset, length = v.entry_off, v.entry_len, v.slot_off, v.slot_len
+                if offset < 0 or e_off < 0 or length < minimum:
+                    out.append(None)
+                    continue
+                if e_off + e_len == offset:  # one entry in its frame: entry and slot are adjacent
+                    data = memoryview(os.pread(fd, e_len + length, e_off))
+                    raw, slot = data[:e_len], data[e_len:]
+                else:
+                    slot, raw = memoryview(os.pread(fd, length, offset)), memoryview(os.pread(fd, e_len, e_off))
+                if len(slot) != length or len(raw) != e_len:
+                    out.append(None)
+                    continue
+                payload = slot[SLOT_CRC.size :]
+                ok = crc_at(slot)[0] == crc_of(payload) and (
+                    served_put_problem(raw, v.hash, rec.id, v.ver, rec.scope, payload) is None
+                )
+                out.append(payload[SALT_SIZE:] if ok else None)
+        finally:
+            handles.release(handle)
+        return out
+
+    def _packed(self, rec: Rec, version: Version, batch: Batch | None) -> bytes | memoryview:
+        return self.read_packed(version, batch, rec.id, rec.scope)
+
+    def counts(self, scopes: ScopeFilter) -> tuple[int, int, int]:
+        with self._index_lock:
+            if scopes.everything and scopes.requested is None and self.current_batch() is None:
+                return self.index.counts()  # a transaction's counts include its own writes: select()
+        visible = [f.rec for f in self.select(Query(), scopes, payloads=False)]
+        return len(visible), sum(len(r.versions) for r in visible), len({t for r in visible for t in r.tags})
+
+    def usage(self, scope: str, tag: str) -> Usage:
+        batch = self.current_batch()
+        with self._index_lock:
+            base = self.index
+            recs = [base.rec_at(row, i) for i, row in base.rows_in_scopes(base.rows_with_tag(tag), scope.__eq__)]
+            if batch is not None and batch.recs:
+                overlay = batch.recs
+                recs = [r for r in recs if r.id not in overlay]
+                recs.extend(batch.matching(Query((tag,)), scope.__eq__))
+        versions = [v for r in recs for v in r.versions]
+        return Usage(len(recs), sum(r.latest.size for r in recs), len(versions), sum(v.size for v in versions))
+
+    def log(self, since: int = 0, payloads: bool = False) -> Iterator[LogItem]:
+        from ...audit import read_log
+
+        for item in read_log(self.path, payloads=payloads):
+            if item.entry.seq >= since:
+                yield LogItem(item.entry, item.slot.state, item.payload, item.offset)
+
+    def tree_head(self) -> tuple[int, bytes]:
+        with self._index_lock:
+            assert self.tree is not None
+            head = self.tree.head()
+            return head.size, head.root

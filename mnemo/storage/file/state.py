@@ -1,0 +1,98 @@
+"""What the parts of FileStore share: the store's state, and the methods each part calls on the others.
+
+FileStore (store.py) is one class made of parts, each in its own module and each a base class of it:
+opening and the writer lock (opening.py), catching up with the log (replay.py), writes (commit.py),
+compaction and erasure (compaction.py), the index snapshot (index_snapshot.py) and reads (reads.py).
+They work on the state set up here. Two parts keep state of their own and are objects the store holds:
+its log descriptors (handles.py) and its fsync leader (group_commit.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from ..guards import StoreGuards
+from .group_commit import GroupCommit
+from .handles import LogHandle, LogHandles
+from .index import Index
+
+if TYPE_CHECKING:
+    from ..batch import Batch
+
+
+class StoreState(StoreGuards):
+    # Set by _load, which every open runs before anything reads them.
+    db_id: bytes
+    end: int  # where the last frame read or written ends
+    last_frame_offset: int
+    _identity: tuple[int, int]  # (st_ino, st_dev) of the log file this store has open
+    open_seconds: float
+
+    def __init__(
+        self, path: str, agent: str, readonly: bool, durability: str, lock_timeout: float, use_snapshot: bool,
+        group_commit_wait: float | None,
+    ) -> None:
+        self.path = path
+        self.agent = agent
+        self.readonly = readonly
+        self.durability = durability
+        self.lock_timeout = lock_timeout
+        self.recovery: list[str] = []
+        self.use_snapshot = use_snapshot
+        self.snapshot_used = False
+        self.snapshot_refused: str | None = None  # why a snapshot of this log was not loaded
+        self.closed = False
+        self._failed: BaseException | None = None
+        self._mutex = threading.RLock()  # one writer thread at a time, held through a transaction
+        self._index_lock = threading.RLock()  # short critical sections: index reads and updates
+        self._local = threading.local()
+        self._dirty_snapshot = False
+        self._erased_live: set[str] = set()  # puts seen with an erased slot, awaiting their forget
+        # Slots of records dropped by forgets read from the log (written by others): a writer checks
+        # they were erased, and completes the erasure if their writer crashed first.
+        self._unerased: list[tuple[int, int]] = []
+        self._handles = LogHandles()  # the descriptors of the log, the current one and those replaced
+        self._group = GroupCommit(self, self._handles, self._index_lock, group_commit_wait)  # the fsync leader
+        self._locked: LogHandle | None = None  # the handle whose file this store holds the writer lock on
+        self.generation = 0
+        self.index = Index()  # until _load reads the real one
+        self.tree: Any = None  # the TreeState of the Merkle tree over the entries (mnemo.transparency)
+        self.head_ts = 0
+        self._rebased = False
+
+    @property
+    def snap_path(self) -> str:
+        return self.path + ".snap"
+
+    @property
+    def erase_path(self) -> str:
+        return self.path + ".erase"
+
+    @property
+    def fd(self) -> int:
+        """The descriptor of the current log file (writes, replay; reads take one from _handles)."""
+        return self._handles.current.fd
+
+    if TYPE_CHECKING:  # what the parts call on one another, each defined by the part named
+        # opening
+        def _lock(self, deadline: float) -> None: ...
+        def _unlock(self) -> None: ...
+        def _load(self, keep_tree: bool = False) -> None: ...
+        def _remove_leftovers(self) -> None: ...
+        def _log_mode(self) -> int: ...
+        # replay
+        def refresh(self) -> None: ...
+        def _catch_up(self, writer: bool, opening: bool = False) -> None: ...
+        def _reload(self, adopt: LogHandle | None = None) -> None: ...
+        def _journal(self) -> set[tuple[int, int]] | None: ...
+        def _grow_tree(self, entries: list[bytes], first_seq: int) -> None: ...
+        # commit
+        def writing(self, transactional: bool = False, blind: bool = False) -> AbstractContextManager[Batch]: ...
+        def _drop_unsynced(self) -> None: ...
+        # compaction
+        def _redo_erasure(self) -> None: ...
+        def _erase(self, regions: list[tuple[int, int]]) -> None: ...
+        # index_snapshot
+        def _write_snapshot(self) -> dict[str, Any] | None: ...
