@@ -35,7 +35,7 @@ from mnemo.audit import (  # noqa: E402
     verify_db_and_index,
     verify_file,  # noqa: E402
 )
-from mnemo.storage.codec import (  # noqa: E402
+from mnemo.chain.codec import (  # noqa: E402
     ZERO_HASH,
     encode_put_payload,
     make_entry,

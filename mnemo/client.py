@@ -12,12 +12,7 @@ from datetime import datetime
 from typing import IO, Any, NamedTuple
 
 from .acl import PERMISSIONS, Acl, check_agent_id, check_name, check_pattern, home_scope
-from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
-from .ids import new_id, random_bytes
-from .record import MemoryRecord, RecordInfo, ScopeReport, VerifyReport, make_memory_record, ns_to_datetime
-from .storage import open_storage
-from .storage.batch import Batch
-from .storage.codec import (
+from .chain.codec import (
     SALT_SIZE,
     canonical,
     checkpoint_message,
@@ -27,6 +22,11 @@ from .storage.codec import (
     seal_put_payload,
     unpackb,
 )
+from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
+from .ids import new_id, random_bytes
+from .record import MemoryRecord, RecordInfo, ScopeReport, VerifyReport, make_memory_record, ns_to_datetime
+from .storage import open_storage
+from .storage.batch import Batch
 from .storage.contract import (
     Found,
     Payloads,

@@ -44,9 +44,9 @@ from . import audit
 from .acl import Acl
 from .audit import common as audit_checks
 from .audit import filelog
+from .chain.codec import ZERO_HASH, Entry, decode_put_payload, decode_record_fields, payload_digest, unpackb
 from .client import MnemoClient
 from .errors import InvalidInput, MnemoError
-from .storage.codec import ZERO_HASH, Entry, decode_put_payload, decode_record_fields, payload_digest, unpackb
 from .storage.contract import Progress
 from .storage.file.framing import HEADER_SIZE, Frame, HeaderError, Slot, decode_file_header
 from .storage.file.snapshot import read_erase_journal

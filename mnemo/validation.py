@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .chain.codec import pack_canonical
 from .errors import InvalidInput
-from .storage.codec import pack_canonical
 
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 

@@ -18,9 +18,9 @@ from test_audit_support import (
 
 import mnemo.audit as audit
 from mnemo.audit import UnreadableDatabase, verify_db
+from mnemo.chain.codec import encode_put_payload, make_entry, pack_record_fields
 from mnemo.errors import InvalidInput
 from mnemo.record import Problem, VerifyReport
-from mnemo.storage.codec import encode_put_payload, make_entry, pack_record_fields
 from mnemo.storage.file.framing import HEADER_SIZE, encode_frame
 from mnemo.storage.file.snapshot import write_erase_journal
 

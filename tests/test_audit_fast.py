@@ -25,8 +25,8 @@ from test_audit_support import (
 
 from mnemo import MnemoClient
 from mnemo.audit import ExpectedIndex, filelog, verify_db, verify_db_and_index, verify_file
+from mnemo.chain.codec import encode_put_payload, make_entry, pack_record_fields, payload_digest
 from mnemo.record import VerifyReport
-from mnemo.storage.codec import encode_put_payload, make_entry, pack_record_fields, payload_digest
 from mnemo.storage.file import scan
 from mnemo.storage.file.framing import FRAME_HEADER, encode_frame
 

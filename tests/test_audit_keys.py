@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from mnemo.audit import generate_keypair, load_private_key, load_public_key, public_key_bytes, sign_checkpoint
 from mnemo.audit.common import KeyFileError
+from mnemo.chain.codec import checkpoint_message
 from mnemo.errors import InvalidInput
-from mnemo.storage.codec import checkpoint_message
 
 SEED = bytes(range(32))
 KEY = Ed25519PrivateKey.from_private_bytes(SEED)

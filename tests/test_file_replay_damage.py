@@ -198,7 +198,7 @@ def test_a_put_making_again_a_record_the_snapshot_holds_is_damage(tmp_path: Path
     as version 1, a record the snapshot already holds: the replay refuses it as the general path does."""
     from helpers.frames import read_entries
 
-    from mnemo.storage.codec import encode_put_payload, make_entry, pack_record_fields, payload_digest
+    from mnemo.chain.codec import encode_put_payload, make_entry, pack_record_fields, payload_digest
     from mnemo.storage.file.framing import encode_frame
 
     db = tmp_path / "m.db"

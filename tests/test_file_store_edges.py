@@ -11,7 +11,7 @@ import pytest
 from helpers.frames import read_entries, read_frames
 
 from mnemo import IntegrityError, MnemoClient, NotFound
-from mnemo.storage.codec import make_entry
+from mnemo.chain.codec import make_entry
 from mnemo.storage.file.framing import FILE_MAGIC, HEADER_SIZE, encode_frame
 
 OWNER = "owner"

@@ -13,8 +13,8 @@ from helpers.pg import Schema
 
 from mnemo import MnemoClient, StorageError
 from mnemo.audit import read_chain
+from mnemo.chain.codec import make_entry
 from mnemo.errors import IntegrityError
-from mnemo.storage.codec import make_entry
 from mnemo.storage.postgres import store as pg_store
 from mnemo.transparency.tree import CompactRange
 

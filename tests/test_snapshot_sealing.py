@@ -14,7 +14,7 @@ import msgpack
 import pytest
 
 from mnemo import MnemoClient
-from mnemo.storage.codec import packb
+from mnemo.chain.codec import packb
 from mnemo.storage.file import snapshot as snap
 from mnemo.storage.file.snapshot import (
     ERASE_MAGIC,

@@ -30,7 +30,7 @@ from helpers.transparency_vectors import (
 
 from mnemo import MnemoClient
 from mnemo.audit import load_private_key, public_key_bytes, verify_db
-from mnemo.storage.codec import ZERO_HASH, make_entry
+from mnemo.chain.codec import ZERO_HASH, make_entry
 from mnemo.storage.file.framing import encode_file_header, encode_frame
 from mnemo.transparency import commands
 from mnemo.transparency.bundle import NotABundle, verify_bundle

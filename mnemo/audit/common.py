@@ -10,11 +10,11 @@ from typing import Any, Union
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from ..acl import PERMISSIONS
-from ..errors import MnemoError
-from ..storage.codec import (
+from ..chain.codec import (
     decode_record_fields,
     payload_digest,
 )
+from ..errors import MnemoError
 
 PrivateKeyLike = Union[Ed25519PrivateKey, bytes, str, "os.PathLike[str]"]
 PublicKeyLike = Union[Ed25519PublicKey, bytes, str, "os.PathLike[str]"]

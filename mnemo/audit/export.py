@@ -9,13 +9,13 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
-from ..errors import IntegrityError, InvalidInput
-from ..storage.codec import (
+from ..chain.codec import (
     Entry,
     decode_put_payload,
     decode_record_fields,
     unpackb,
 )
+from ..errors import IntegrityError, InvalidInput
 from ..storage.contract import LogItem, PathArg, Progress, Storage, is_dsn
 from .common import _json_default, format_ts, jsonable
 from .filelog import _open_db, _strict_items, _Window

@@ -9,8 +9,8 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from ..chain.codec import ZERO_HASH, Entry
 from ..errors import IntegrityError, MnemoError
-from ..storage.codec import ZERO_HASH, Entry
 from ..storage.contract import PathArg, Progress
 from ..storage.file.framing import (
     FRAME_END,

@@ -11,10 +11,10 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from ..errors import InvalidInput
-from ..storage.codec import (
+from ..chain.codec import (
     checkpoint_message,
 )
+from ..errors import InvalidInput
 from ..storage.contract import PathArg
 from .common import KeyFileError, PrivateKeyLike, PublicKeyLike, _short
 

@@ -9,14 +9,14 @@ import os
 from collections.abc import Iterator
 from typing import IO, Any
 
-from ..errors import InvalidInput
-from ..record import Problem, VerifyReport
-from ..storage.codec import (
+from ..chain.codec import (
     ZERO_HASH,
     Entry,
     EntryDecodeError,
     decode_entry,
 )
+from ..errors import InvalidInput
+from ..record import Problem, VerifyReport
 from ..storage.contract import PathArg, Progress
 from .common import UnreadableExport, _body_problem, _packed_problems, _short, format_ts, jsonable
 from .filelog import open_regular

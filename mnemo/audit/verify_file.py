@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..acl import Acl
-from ..errors import InvalidInput, MnemoError
-from ..record import Problem, VerifyReport
-from ..storage.codec import (
+from ..chain.codec import (
     FORMAT_VERSION,
     ZERO_HASH,
     Entry,
     decode_put_payload,
     unpackb,
 )
+from ..errors import InvalidInput, MnemoError
+from ..record import Problem, VerifyReport
 from ..storage.contract import PathArg, Progress, is_dsn
 from ..storage.file.framing import (
     ENTRY_HEADER,

@@ -1,5 +1,5 @@
-"""Storage: the chain's encoding (codec), the contract the client builds on (contract, batch), and its
-backends: the embedded log file (file) and PostgreSQL (postgres). `open_storage` picks one by name."""
+"""Storage: the contract the client builds on (contract, types, batch) over the chain (mnemo.chain), and
+its backends: the embedded log file (file) and PostgreSQL (postgres). `open_storage` picks one by name."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..storage.codec import EntryDecodeError, decode_entry
+from ..chain.codec import EntryDecodeError, decode_entry
 from .errors import Finding, UnreadableInput
 from .keys import KeyLike
 from .note import DECIMAL, b64, b64_strict, parse_checkpoint, verify_checkpoint_note

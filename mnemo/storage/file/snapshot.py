@@ -12,7 +12,7 @@ from typing import Any
 
 import msgpack
 
-from ..codec import packb, unpackb
+from ...chain.codec import packb, unpackb
 from .logfile import fsync_dir, match_mode, sync, write_all
 
 SNAP_MAGIC = b"MNEMOSNP"

@@ -21,6 +21,15 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ...acl import Acl
+from ...chain.codec import (
+    SALT_SIZE,
+    ZERO_HASH,
+    Entry,
+    decode_put_payload,
+    decode_record_fields,
+    make_entry,
+    served_put_problem,
+)
 from ...errors import (
     DurabilityError,
     ErasureIncomplete,
@@ -31,15 +40,6 @@ from ...errors import (
 )
 from ...record import Problem
 from ..batch import ACL_OPS, Batch, ChainError, apply_entry
-from ..codec import (
-    SALT_SIZE,
-    ZERO_HASH,
-    Entry,
-    decode_put_payload,
-    decode_record_fields,
-    make_entry,
-    served_put_problem,
-)
 from ..gc_pause import gc_paused, release_freed_memory
 from ..guards import StoreGuards
 from ..types import (

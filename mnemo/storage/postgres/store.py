@@ -29,18 +29,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import Conninfo
 
 from ...acl import Acl
-from ...errors import (
-    DurabilityError,
-    IntegrityError,
-    LockTimeout,
-    MnemoError,
-    NotFound,
-    PermissionDenied,
-    StorageError,
-)
-from ...record import VerifyReport
-from ..batch import ACL_OPS, Batch, apply_entry
-from ..codec import (
+from ...chain.codec import (
     ZERO_HASH,
     Entry,
     EntryDecodeError,
@@ -52,6 +41,17 @@ from ..codec import (
     served_put_problem,
     unpackb,
 )
+from ...errors import (
+    DurabilityError,
+    IntegrityError,
+    LockTimeout,
+    MnemoError,
+    NotFound,
+    PermissionDenied,
+    StorageError,
+)
+from ...record import VerifyReport
+from ..batch import ACL_OPS, Batch, apply_entry
 from ..guards import StoreGuards
 from ..types import (
     BATCH_INTERVAL,
