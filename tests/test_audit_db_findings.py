@@ -629,7 +629,7 @@ def test_a_log_of_no_entries_has_no_head(db: Path) -> None:
 def test_the_index_gathered_names_the_logs_head_and_tree(db: Path) -> None:
     from mnemo.audit import verify_db_and_index
     from mnemo.chain.codec import ZERO_HASH
-    from mnemo.transparency.tree import CompactRange
+    from mnemo.chain.tree import CompactRange
 
     _b, built = sample_log(checkpoint=True)
     db.write_bytes(bytes(built.data))

@@ -1143,7 +1143,7 @@ def test_a_saved_tree_range_whose_row_lies_about_its_size_is_not_used(pg: Schema
     """mnemo_tree is a cache: a saved range whose own size is not the one its row gives (here one of
     ten leaves filed at size 1, for a chain of three entries) is dropped, and the tree read from the
     entries, which gives the root a store without that row gives."""
-    from mnemo.transparency.tree import CompactRange
+    from mnemo.chain.tree import CompactRange
 
     with MnemoClient(pg.url, OWNER) as c:
         c.remember("one")

@@ -358,7 +358,7 @@ def test_a_client_database_opens_to_the_same_index_every_way(tmp_path: Path) -> 
 def test_mnemo_pure_python_picks_the_twin(value: str, expected: str) -> None:
     env = dict(os.environ, MNEMO_PURE_PYTHON=value)
     code = ("from mnemo._native import implementation; from mnemo.storage.file import scan; "
-            "from mnemo.transparency import tree; "
+            "from mnemo.chain import tree; "
             "print(implementation(), scan.scan_frames.__name__, tree.speedups is not None)")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     name = "native_scan" if expected == "native" else "pure_scan"

@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from mnemo import MnemoClient
+from mnemo.chain.tree import CompactRange, HashList, TreeHead, leaf_hash
 from mnemo.errors import InvalidInput
 from mnemo.transparency.errors import StaleCache, UsageError
 from mnemo.transparency.leaves import HEADER_SIZE, LeafCache, cache_path, encode_header
 from mnemo.transparency.log import read_tree
 from mnemo.transparency.prover import CacheProver
-from mnemo.transparency.tree import CompactRange, HashList, TreeHead, leaf_hash
 
 DB_ID = bytes(range(16))
 OTHER_ID = bytes(range(16, 32))

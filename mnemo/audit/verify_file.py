@@ -19,6 +19,7 @@ from ..chain.codec import (
     decode_put_payload,
     unpackb,
 )
+from ..chain.tree import CompactRange
 from ..errors import InvalidInput, MnemoError
 from ..record import Problem, VerifyReport
 from ..storage.contract import PathArg, Progress, is_dsn
@@ -575,8 +576,6 @@ def _verify_db(
         v = _DbVerifier(name, size, pubkey, head)
         v.index = index
         if index is not None:
-            from ..transparency.tree import CompactRange  # here: that package imports this one
-
             v.tree = CompactRange()
         win = _Window(fd, size, name, progress)
         v.header(win.get(0, HEADER_SIZE))

@@ -2,8 +2,9 @@
 are the entries' exact bytes, C2SP signed-note checkpoints, inclusion bundles (c2sp.org/tlog-proof),
 consistency proofs, and witness cosignatures (c2sp.org/tlog-cosignature).
 
-- tree: leaf and node hashes, roots, inclusion paths, consistency proofs and their verification, and
-  `CompactRange`, the O(log n) running root a storage backend keeps beside its index;
+- the tree itself (leaf and node hashes, roots, inclusion paths, consistency proofs and their
+  verification, and `CompactRange`, the O(log n) running root a storage backend keeps beside its index)
+  is mnemo.chain.tree, below the backends that keep it; its names are re-exported here;
 - leaves: `LeafCache`, the `DB.leaves` sidecar of leaf hashes; prover: `CacheProver`, proofs from it
   checked against the tree head computed from the log before they are handed out;
 - keys, note: key IDs, vkeys, checkpoint notes; cosign: witnesses; bundle, consistency: the proof
@@ -11,6 +12,20 @@ consistency proofs, and witness cosignatures (c2sp.org/tlog-cosignature).
   checkpoint kept elsewhere; commands: one function per command-line command.
 """
 
+from ..chain.tree import (
+    EMPTY_ROOT,
+    CompactRange,
+    HashList,
+    LeafSource,
+    TreeHead,
+    consistency_proof,
+    inclusion_path,
+    leaf_hash,
+    node_hash,
+    root,
+    verify_consistency,
+    verify_inclusion,
+)
 from .bundle import BundleCheck, build_bundle, verify_bundle
 from .consistency import ConsistencyCheck, ConsistencyProof, verify_consistency_proof
 from .cosign import cosign, verify_cosigned_checkpoint
@@ -29,20 +44,6 @@ from .note import (
     verify_checkpoint_note,
 )
 from .prover import CacheProver
-from .tree import (
-    EMPTY_ROOT,
-    CompactRange,
-    HashList,
-    LeafSource,
-    TreeHead,
-    consistency_proof,
-    inclusion_path,
-    leaf_hash,
-    node_hash,
-    root,
-    verify_consistency,
-    verify_inclusion,
-)
 
 sign_checkpoint = sign_checkpoint_note  # the names docs/TRANSPARENCY.md §7 uses
 verify_checkpoint = verify_checkpoint_note

@@ -25,10 +25,10 @@ import os
 from collections.abc import Sequence
 
 from ..audit import PathArg
+from ..chain.tree import HASH_SIZE, CompactRange, LeafSource, TreeHead
 from .errors import StaleCache
 from .leaves import CacheCheck, LeafCache, cache_path
 from .prover import CacheProver
-from .tree import HASH_SIZE, CompactRange, LeafSource, TreeHead
 
 
 class TreeState:

@@ -18,10 +18,10 @@ import struct
 import zlib
 from dataclasses import dataclass
 
+from ..chain.tree import HASH_SIZE, CompactRange, LeafSource, TreeHead
 from ..errors import InvalidInput
 from ..storage.contract import PathArg
 from .errors import StaleCache
-from .tree import HASH_SIZE, CompactRange, LeafSource, TreeHead
 
 MAGIC = b"MNEMOLHC"
 VERSION = 1

@@ -18,13 +18,13 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, cast
 
 from ...acl import Acl
+from ...chain.tree import HASH_SIZE
 from ...errors import IntegrityError
 from ..types import Rec, Version
 
 if TYPE_CHECKING:
     from .scan import ScanResult
 
-HASH_SIZE = 32
 # Postings up to this long drop a row at once; longer ones are cleaned lazily (see _unpost).
 SMALL_POSTING = 64
 # Up to this many tags gone in one drop_many leave the sorted tag list one by one; more, in one pass.

@@ -30,6 +30,7 @@ from ...chain.codec import (
     make_entry,
     served_put_problem,
 )
+from ...chain.tree import HASH_SIZE, CompactRange
 from ...errors import (
     DurabilityError,
     ErasureIncomplete,
@@ -76,7 +77,7 @@ from .framing import (
     parse_frame,
     slot_state,
 )
-from .index import COLUMNS, HASH_SIZE, Index
+from .index import COLUMNS, Index
 from .logfile import (
     SCAN_CHUNK,
     FrameReader,
@@ -1509,8 +1510,6 @@ def _tags_of(payload: bytes) -> tuple[str, ...]:
 
 def _saved_tree_size(body: dict[str, Any]) -> int | None:
     """The tree size a snapshot's compact range is of, or None if it holds none that is well-formed."""
-    from ...transparency.tree import CompactRange
-
     try:
         return CompactRange.from_bytes(body["tree"]).size
     except Exception:  # missing, or not a compact range: the snapshot cannot be continued from

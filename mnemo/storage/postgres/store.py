@@ -41,6 +41,7 @@ from ...chain.codec import (
     served_put_problem,
     unpackb,
 )
+from ...chain.tree import CompactRange
 from ...errors import (
     DurabilityError,
     IntegrityError,
@@ -500,8 +501,6 @@ class PostgresStore(StoreGuards):
         """The tree over the entries up to the head: continued from the compact range this store last
         held, or from the latest one saved in mnemo_tree (checked as it is used: a saved range that
         does not continue into the entries read after it is dropped and the tree read from seq 0)."""
-        from ...transparency.tree import CompactRange
-
         seq, _head = self.head()
         with self._tree_lock:
             compact = self._tree

@@ -19,9 +19,9 @@ import psycopg
 from ...acl import Acl
 from ...audit.verify_file import ExpectedIndex, _DbVerifier, _parse_expect_head
 from ...chain.codec import EntryDecodeError, decode_entry
+from ...chain.tree import CompactRange
 from ...errors import InvalidInput
 from ...record import Problem, VerifyReport
-from ...transparency.tree import CompactRange
 from ..file.framing import SLOT_CRC, Slot
 from ..types import Progress
 
