@@ -42,9 +42,9 @@ from typing import Any
 
 from . import audit
 from .acl import Acl
-from .audit import common as audit_checks
 from .audit import filelog
 from .chain.codec import ZERO_HASH, Entry, decode_put_payload, decode_record_fields, payload_digest, unpackb
+from .chain.rules import body_problem
 from .client import MnemoClient
 from .errors import InvalidInput, MnemoError
 from .storage.contract import Progress
@@ -283,7 +283,7 @@ class _Reader:
             read.bad_slots += 1
         if (e.seq == 0) != (e.op == "genesis") or (e.seq == 0 and e.prev != ZERO_HASH):
             verified = False
-        if verified and audit_checks._body_problem(e.op, e.body) is not None:
+        if verified and body_problem(e.op, e.body) is not None:
             verified = False
         if verified and e.op not in ("put", "forget") and slot.state != "none":
             verified = False  # only puts and forgets carry a payload: this entry is not as written

@@ -20,8 +20,8 @@ from test_audit_support import (
 )
 
 from mnemo.audit import sign_checkpoint, verify_db
-from mnemo.audit.common import _short
 from mnemo.chain.codec import encode_put_payload, make_entry, pack_record_fields
+from mnemo.chain.rules import short_hash as _short
 from mnemo.storage.file.framing import HEADER_SIZE
 from mnemo.storage.file.snapshot import write_erase_journal
 

@@ -7,19 +7,20 @@ erasures and checkpoint signatures, and reports every problem it finds with its 
 SHA-256, msgpack and Ed25519. docs/FORMAT.md (§5) spells out both algorithms.
 """
 
-from ..storage.contract import PathArg, Progress
-from .common import (
+from ..chain.checkpoints import sign_checkpoint
+from ..keys import (
     KeyFileError,
     PrivateKeyLike,
     PublicKeyLike,
-    UnreadableDatabase,
-    UnreadableExport,
-    format_ts,
-    jsonable,
+    generate_keypair,
+    load_private_key,
+    load_public_key,
+    public_key_bytes,
 )
+from ..storage.contract import PathArg, Progress
+from .common import UnreadableDatabase, UnreadableExport, format_ts, jsonable
 from .export import export_audit, export_line
 from .filelog import LogItem, read_log
-from .keys import generate_keypair, load_private_key, load_public_key, public_key_bytes, sign_checkpoint
 from .sources import read_chain
 from .verify_export import verify_export
 from .verify_file import ExpectedIndex, check_snapshot_file, verify_db, verify_db_and_index

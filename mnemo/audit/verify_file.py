@@ -19,6 +19,7 @@ from ..chain.codec import (
     decode_put_payload,
     unpackb,
 )
+from ..chain.rules import body_problem, checkpoint_findings, packed_problems, short_hash
 from ..chain.tree import CompactRange
 from ..errors import InvalidInput, MnemoError
 from ..record import Problem, VerifyReport
@@ -37,9 +38,7 @@ from ..storage.file.framing import (
 from ..storage.file.scan import DIGEST, LEAVES, ScanResult, scan_frames
 from ..storage.file.snapshot import read_erase_journal
 from ..storage.gc_pause import gc_paused
-from .common import _body_problem, _packed_problems, _short
 from .filelog import _BIG_FRAME, _Damage, _entry_offsets, _open_db, _scan, _Window, not_regular
-from .keys import _checkpoint_findings
 
 # -- verify_db -------------------------------------------------------------------------------------------
 
@@ -220,15 +219,15 @@ class _DbVerifier:
             elif e.seq < exp:
                 self.problem("seq", f"seq {e.seq} out of order (after seq {before})", e.seq, off)
         if last_hash is not None and not self.lost_before and e.prev != last_hash:
-            self.problem("link", f"prev of seq {e.seq} is {_short(e.prev)}, but the entry before it "
-                         f"(seq {self.last_seq}) hashes to {_short(last_hash)}", e.seq, off)
+            self.problem("link", f"prev of seq {e.seq} is {short_hash(e.prev)}, but the entry before it "
+                         f"(seq {self.last_seq}) hashes to {short_hash(last_hash)}", e.seq, off)
         self.lost_before = False
         self.next_seq = max(self.next_seq, e.seq + 1)
         self.last_seq, self.last_hash = e.seq, e.hash
         if self.expect_head is not None and e.seq == self.expect_head[0]:
             self.head_hashes.append(e.hash)
 
-        why = _body_problem(e.op, e.body)
+        why = body_problem(e.op, e.body)
         if why is not None:
             self.problem("body", why, e.seq, off)
             if e.op == "put" and slot.state == "bad" and not self.in_journal(slot):
@@ -382,7 +381,7 @@ class _DbVerifier:
                 msg = f"put payload does not decode: {exc}"
                 self.problem("payload", msg, e.seq, slot.offset)
             else:
-                msgs, fields = _packed_problems(body, salt, packed)
+                msgs, fields = packed_problems(body, salt, packed)
                 for msg in msgs:
                     self.problem("payload", f"record {rid} v{ver}: {msg}", e.seq, slot.offset)
                 if fields is not None:
@@ -445,7 +444,7 @@ class _DbVerifier:
         self.seq0_check(e, off)
         self.no_payload(e, slot)
         self.keys.add(e.body["key"])
-        found = _checkpoint_findings(e.seq, e.prev, e.body, self.db_id, self.pubkey)
+        found = checkpoint_findings(e.seq, e.prev, e.body, self.db_id, self.pubkey)
         for kind, msg in found:
             self.problem(kind, msg, e.seq, off)
         if not found:
