@@ -56,6 +56,12 @@ class ErasureIncomplete(MnemoError):
     through which the erased bytes can still be read until that read ends. The message names it."""
 
 
+class UnreadableDatabase(MnemoError):
+    """The database file cannot be opened or read at all (missing, a directory, no permission, I/O error).
+
+    Damage inside a readable file is never this: it is a Problem in the VerifyReport."""
+
+
 class StorageError(MnemoError):
     """The storage backend failed: the PostgreSQL server is unreachable, refused a statement, or holds a
     schema this version cannot use. The message says which; nothing was written unless it says so."""

@@ -8,6 +8,7 @@ SHA-256, msgpack and Ed25519. docs/FORMAT.md (§5) spells out both algorithms.
 """
 
 from ..chain.checkpoints import sign_checkpoint
+from ..errors import UnreadableDatabase
 from ..keys import (
     KeyFileError,
     PrivateKeyLike,
@@ -18,9 +19,9 @@ from ..keys import (
     public_key_bytes,
 )
 from ..storage.contract import PathArg, Progress
-from .common import UnreadableDatabase, UnreadableExport, format_ts, jsonable
+from ..storage.file.reader import LogItem, read_log
+from .common import UnreadableExport, format_ts, jsonable
 from .export import export_audit, export_line
-from .filelog import LogItem, read_log
 from .sources import read_chain
 from .verify_export import verify_export
 from .verify_file import ExpectedIndex, check_snapshot_file, verify_db, verify_db_and_index

@@ -8,12 +8,6 @@ from typing import Any
 from ..errors import MnemoError
 
 
-class UnreadableDatabase(MnemoError):
-    """The database file cannot be opened or read at all (missing, a directory, no permission, I/O error).
-
-    Damage inside a readable file is never this: it is a Problem in the VerifyReport."""
-
-
 class UnreadableExport(MnemoError):
     """The export file cannot be opened or read at all."""
 

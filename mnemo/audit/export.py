@@ -17,8 +17,8 @@ from ..chain.codec import (
 )
 from ..errors import IntegrityError, InvalidInput
 from ..storage.contract import LogItem, PathArg, Progress, Storage, is_dsn
+from ..storage.file.reader import _open_db, _strict_items, _Window
 from .common import _json_default, format_ts, jsonable
-from .filelog import _open_db, _strict_items, _Window
 
 
 def _forgotten_by(items: Iterable[LogItem]) -> tuple[dict[int, tuple[int, str, int]], int]:

@@ -19,8 +19,8 @@ from ..chain.rules import body_problem, checkpoint_findings, packed_problems, sh
 from ..errors import InvalidInput
 from ..record import Problem, VerifyReport
 from ..storage.contract import PathArg, Progress
+from ..storage.file.reader import open_regular
 from .common import UnreadableExport, format_ts, jsonable
-from .filelog import open_regular
 
 # -- verify_export ---------------------------------------------------------------------------------------
 

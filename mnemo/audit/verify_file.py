@@ -35,10 +35,10 @@ from ..storage.file.framing import (
     Slot,
     decode_file_header,
 )
+from ..storage.file.reader import _BIG_FRAME, _Damage, _entry_offsets, _open_db, _scan, _Window, not_regular
 from ..storage.file.scan import DIGEST, LEAVES, ScanResult, scan_frames
 from ..storage.file.snapshot import read_erase_journal
 from ..storage.gc_pause import gc_paused
-from .filelog import _BIG_FRAME, _Damage, _entry_offsets, _open_db, _scan, _Window, not_regular
 
 # -- verify_db -------------------------------------------------------------------------------------------
 
