@@ -22,10 +22,11 @@ from test_audit_fast import rich_log
 from test_audit_support import LogBuilder, erase_slot, fix_frame_crc, fix_slot_crc
 
 from mnemo import MnemoClient
-from mnemo.audit import verify_db, verify_db_and_index, verify_file
+from mnemo.audit import verify_db, verify_db_and_index
 from mnemo.chain.codec import ZERO_HASH, encode_put_payload, make_entry, payload_digest
 from mnemo.errors import MnemoError
 from mnemo.storage.file import scan, store
+from mnemo.storage.file import verify as verify_file
 from mnemo.storage.file.framing import FRAME_HEADER, HEADER_SIZE, encode_frame, parse_frame
 from mnemo.storage.file.store import FileStore
 

@@ -20,11 +20,11 @@ from ..keys import (
 )
 from ..storage.contract import PathArg, Progress
 from ..storage.file.reader import LogItem, read_log
+from ..storage.file.verify import ExpectedIndex, check_snapshot_file, verify_db, verify_db_and_index
 from .common import UnreadableExport, format_ts, jsonable
 from .export import export_audit, export_line
 from .sources import read_chain
 from .verify_export import verify_export
-from .verify_file import ExpectedIndex, check_snapshot_file, verify_db, verify_db_and_index
 
 __all__ = [
     "ExpectedIndex",

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from ...acl import Acl
-from ...audit.verify_file import ExpectedIndex, _DbVerifier, _parse_expect_head
 from ...chain.codec import EntryDecodeError, decode_entry
 from ...chain.tree import CompactRange
 from ...errors import InvalidInput
 from ...record import Problem, VerifyReport
 from ..file.framing import SLOT_CRC, Slot
+from ..file.verify import ExpectedIndex, _DbVerifier, _parse_expect_head
 from ..types import Progress
 
 if TYPE_CHECKING:

@@ -11,20 +11,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..acl import Acl
-from ..chain.codec import (
+from ...acl import Acl
+from ...chain.codec import (
     FORMAT_VERSION,
     ZERO_HASH,
     Entry,
     decode_put_payload,
     unpackb,
 )
-from ..chain.rules import body_problem, checkpoint_findings, packed_problems, short_hash
-from ..chain.tree import CompactRange
-from ..errors import InvalidInput, MnemoError
-from ..record import Problem, VerifyReport
-from ..storage.contract import PathArg, Progress, is_dsn
-from ..storage.file.framing import (
+from ...chain.rules import body_problem, checkpoint_findings, packed_problems, short_hash
+from ...chain.tree import CompactRange
+from ...errors import InvalidInput, MnemoError
+from ...record import Problem, VerifyReport
+from ..contract import PathArg, Progress, is_dsn
+from ..gc_pause import gc_paused
+from .framing import (
     ENTRY_HEADER,
     FILE_MAGIC,
     FRAME_HEADER,
@@ -35,10 +36,9 @@ from ..storage.file.framing import (
     Slot,
     decode_file_header,
 )
-from ..storage.file.reader import _BIG_FRAME, _Damage, _entry_offsets, _open_db, _scan, _Window, not_regular
-from ..storage.file.scan import DIGEST, LEAVES, ScanResult, scan_frames
-from ..storage.file.snapshot import read_erase_journal
-from ..storage.gc_pause import gc_paused
+from .reader import _BIG_FRAME, _Damage, _entry_offsets, _open_db, _scan, _Window, not_regular
+from .scan import DIGEST, LEAVES, ScanResult, scan_frames
+from .snapshot import read_erase_journal
 
 # -- verify_db -------------------------------------------------------------------------------------------
 
@@ -542,7 +542,7 @@ def verify_db(
     `path` may also be a postgresql:// URI: the database is then checked through its backend (the same
     checks on its rows, and its derived tables against the chain)."""
     if isinstance(path, str) and is_dsn(path):
-        from .sources import open_readonly
+        from ...audit.sources import open_readonly
 
         with open_readonly(path) as store:
             return store.verify(pubkey, expect_head, progress)
@@ -611,7 +611,7 @@ def check_snapshot_file(path: str, expected: ExpectedIndex) -> tuple[list[Proble
     """Whether the index snapshot beside a sound log holds exactly what the log says (problems), or is
     stale and would be ignored (notes). Opens the database as a read-only client would, from the
     snapshot, so that what is compared is what a client would serve."""
-    from ..storage.file.store import FileStore as Store
+    from .store import FileStore as Store
 
     label = f"the index snapshot {os.path.basename(path)}.snap"
     try:
