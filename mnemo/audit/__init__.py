@@ -8,6 +8,7 @@ SHA-256, msgpack and Ed25519. docs/FORMAT.md (§5) spells out both algorithms.
 """
 
 from ..chain.checkpoints import sign_checkpoint
+from ..chain.rules import ExpectedIndex
 from ..errors import UnreadableDatabase
 from ..keys import (
     KeyFileError,
@@ -19,11 +20,13 @@ from ..keys import (
     public_key_bytes,
 )
 from ..storage.contract import PathArg, Progress
+from ..storage.file.check import check_snapshot_file
 from ..storage.file.reader import LogItem, read_log
-from ..storage.file.verify import ExpectedIndex, check_snapshot_file, verify_db, verify_db_and_index
+from ..storage.file.verify import verify_db_and_index
 from .common import UnreadableExport, format_ts, jsonable
 from .export import export_audit, export_line
 from .sources import read_chain
+from .verify import verify_db
 from .verify_export import verify_export
 
 __all__ = [

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from ..storage import open_storage
 from ..storage.contract import LogItem, Storage, is_dsn
 from ..storage.file.reader import read_log
 
@@ -14,8 +15,6 @@ from ..storage.file.reader import read_log
 @contextlib.contextmanager
 def open_readonly(db: str) -> Iterator[Storage]:
     """A PostgreSQL database opened read-only, as no agent in particular (the chain needs none)."""
-    from ..storage import open_storage
-
     store = open_storage(db, "", readonly=True)
     try:
         yield store
