@@ -226,7 +226,7 @@ def test_a_tree_that_does_not_follow_the_replayed_log_is_an_integrity_error(
     """As for a write (test_file_store_edges.py), for the puts the scan core replays: only a bug makes
     the tree refuse them, and the open says so as an IntegrityError naming the tree."""
     from mnemo import MnemoError
-    from mnemo.transparency.backend import TreeState
+    from mnemo.storage.file.tree_state import TreeState
 
     db = tmp_path / "m.db"
     db.write_bytes(bytes(_puts().data))

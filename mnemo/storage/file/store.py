@@ -78,6 +78,7 @@ from .framing import (
     slot_state,
 )
 from .index import COLUMNS, Index
+from .leaves import cache_path
 from .logfile import (
     SCAN_CHUNK,
     FrameReader,
@@ -94,10 +95,13 @@ from .logfile import (
     unlock_log,
     write_all,
 )
+from .reader import read_log
 from .scan import LEAVES, ScanResult, scan_frames
+from .tree_state import TreeState
+from .verify import verify_db_and_index
 
 if TYPE_CHECKING:
-    from ...audit import ExpectedIndex
+    from ...chain.rules import ExpectedIndex
     from ...record import VerifyReport
 
 _NO_SCOPE = ""  # not a valid scope, so no record is in it (and no filter admits it)
@@ -342,8 +346,6 @@ class FileStore(StoreGuards):
         """The tree as of the index just loaded: from the snapshot's compact range, or empty for a replay
         from seq 0 (which adds every entry). The leaf-hash cache DB.leaves beside the log is opened with
         it, and set aside (then rebuilt by a writer) if it does not match."""
-        from ...transparency.backend import TreeState  # here: the package imports the audit package
-
         self.tree = TreeState(self.path, self.db_id, saved=saved, readonly=self.readonly)
 
     def _grow_tree(self, entries: list[bytes], first_seq: int) -> None:
@@ -1179,8 +1181,6 @@ class FileStore(StoreGuards):
         return Usage(len(recs), sum(r.latest.size for r in recs), len(versions), sum(v.size for v in versions))
 
     def log(self, since: int = 0, payloads: bool = False) -> Iterator[LogItem]:
-        from ...audit import read_log
-
         for item in read_log(self.path, payloads=payloads):
             if item.entry.seq >= since:
                 yield LogItem(item.entry, item.slot.state, item.payload, item.offset)
@@ -1190,8 +1190,6 @@ class FileStore(StoreGuards):
     ) -> VerifyReport:
         """The file checked end to end (audit.verify_db), then the index this store serves compared with
         what that pass over the file says it must hold."""
-        from ...audit import verify_db_and_index
-
         self.refresh()
         report, expected = verify_db_and_index(self.path, pubkey=pubkey, expect_head=expect_head)
         if not report.ok:
@@ -1230,8 +1228,6 @@ class FileStore(StoreGuards):
         readable through them. Never through a link (opened with O_NOFOLLOW, checked regular). A
         sidecar this process may not chmod is left as it is: the snapshot takes the log's mode when it
         is next written, the cache when a writer that may chmod it opens."""
-        from ...transparency.leaves import cache_path  # here: the package imports the audit package
-
         mode = self._log_mode()
         for name in (self.snap_path, cache_path(self.path)):
             try:
