@@ -68,6 +68,7 @@ from ..types import (
     check_durability,
 )
 from . import horizon, schema
+from .verify import verify_postgres
 
 # A commit whose rows come to more than this is sent outside a pipeline (one round trip more, nothing
 # next to its size): psycopg 3.3's pipeline mode stops sending a query of several MB part way and then
@@ -799,8 +800,6 @@ class PostgresStore(StoreGuards):
     def verify(
         self, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None = None
     ) -> VerifyReport:
-        from .verify import verify_postgres
-
         return verify_postgres(self, pubkey, expect_head, progress)
 
     def compact(self) -> dict[str, int]:

@@ -12,7 +12,7 @@ with what the chain says they must hold.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import psycopg
 
@@ -21,9 +21,19 @@ from ...chain.rules import ChainVerifier, ExpectedIndex, verify_arguments
 from ...chain.tree import CompactRange
 from ...record import Problem, VerifyReport
 from ..types import Progress
+from .errors import storage_error
 
-if TYPE_CHECKING:
-    from .store import PostgresStore
+
+class _Rows(Protocol):
+    """What verify reads through: the store's name, its db_id and a connection of its own."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def db_id(self) -> bytes: ...
+
+    def _connect(self, autocommit: bool) -> psycopg.Connection[Any]: ...
 
 
 class _Payload:
@@ -54,11 +64,9 @@ class _RowVerifier(ChainVerifier):
 
 
 def verify_postgres(
-    store: PostgresStore, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None
+    store: _Rows, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None
 ) -> VerifyReport:
     head = verify_arguments(pubkey, expect_head)
-    from .store import storage_error
-
     v = _RowVerifier(pubkey, head)
     v.db_id = store.db_id
     v.index = expected = ExpectedIndex.empty()
