@@ -4,6 +4,7 @@ its backends: the embedded log file (file) and PostgreSQL (postgres). `open_stor
 from __future__ import annotations
 
 from .contract import Storage, is_dsn
+from .file import FileStore
 
 
 def open_storage(
@@ -18,8 +19,6 @@ def open_storage(
         from .postgres import open_postgres
 
         return open_postgres(name, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout)
-    from .file import FileStore
-
     return FileStore(
         name, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout,
         group_commit_wait=group_commit_wait,
