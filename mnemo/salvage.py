@@ -49,6 +49,7 @@ from .errors import InvalidInput, MnemoError
 from .storage.contract import Progress
 from .storage.file import reader as file_reader
 from .storage.file.framing import HEADER_SIZE, Frame, HeaderError, Slot, decode_file_header
+from .storage.file.logfile import read_exact
 from .storage.file.snapshot import read_erase_journal
 from .validation import Limits
 
@@ -443,18 +444,6 @@ def _grants(acl: Acl) -> list[dict[str, Any]]:
 # -- writing the new database ---------------------------------------------------------------------------
 
 
-def _pread(fd: int, offset: int, length: int) -> bytes:
-    chunks: list[bytes] = []
-    while length > 0:
-        chunk = os.pread(fd, length, offset)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        offset += len(chunk)
-        length -= len(chunk)
-    return b"".join(chunks)
-
-
 @contextlib.contextmanager
 def _temporary_db(new: str) -> Iterator[str]:
     """A database path beside `new`, removed with its sidecars unless it was linked into place."""
@@ -585,7 +574,7 @@ def _copy(client: MnemoClient, fd: int, v: _Version, id_map: dict[str, str], ref
         return "the new database refused the record's first kept version"
     start, length = v.slot.payload_range()
     try:
-        content, tags, metadata = _fields(_pread(fd, start, length), v.digest, v.size)
+        content, tags, metadata = _fields(read_exact(fd, start, length), v.digest, v.size)
     except ValueError as exc:
         return str(exc)
     try:
