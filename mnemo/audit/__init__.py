@@ -5,6 +5,11 @@ header, the framing, every hash and link, sequence numbers, genesis, payload dig
 erasures and checkpoint signatures, and reports every problem it finds with its seq and byte offset.
 `export_audit` writes the chain as JSON Lines and `verify_export` checks such a file with nothing but
 SHA-256, msgpack and Ed25519. docs/FORMAT.md (§5) spells out both algorithms.
+
+Each backend owns the check of what it stores, on the chain rules of mnemo.chain.rules: the log file's
+reader and verifier are mnemo.storage.file.reader, .verify and .check; PostgreSQL's is its store's
+`verify`. This package picks the backend by name and re-exports their names, with the keys'
+(mnemo.keys) and the checkpoint signing (mnemo.chain.checkpoints).
 """
 
 from ..chain.checkpoints import sign_checkpoint

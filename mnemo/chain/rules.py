@@ -161,9 +161,7 @@ class ExpectedIndex:
     its one pass over the chain, for the store to compare with what it serves (the file backend's
     `index_differences`, PostgreSQL's derived tables)."""
 
-    # id -> its latest put since the last forget naming it, as
-    # (id, scope, tags, ver, seq, ts_ns, agent, size, hash, slot offset, slot length, entry offset,
-    # entry length)
+    # id -> its latest put since the last forget naming it
     live: dict[str, PutRow]
     # id -> its earlier puts since that forget, oldest first (records with more than one version)
     older: dict[str, list[PutRow]]
