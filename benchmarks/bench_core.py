@@ -27,8 +27,9 @@ from unittest import mock
 
 from mnemo import MnemoClient
 from mnemo._native import implementation
-from mnemo.audit import read_log, verify_file
-from mnemo.storage.codec import decode_put_payload
+from mnemo.audit import read_log
+from mnemo.chain.codec import decode_put_payload
+from mnemo.storage.file import verify as verify_file
 from mnemo.storage.file.scan import pure_scan
 
 from .baselines import LmdbStore, RawAppendFile, SqliteStore, lmdb_available, sha256_loop

@@ -34,13 +34,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mnemo import MnemoClient  # noqa: E402
+from mnemo.chain.tree import CompactRange, verify_consistency, verify_inclusion  # noqa: E402
 from mnemo.storage.batch import Batch  # noqa: E402
+from mnemo.storage.file.leaves import LeafCache  # noqa: E402
+from mnemo.storage.file.prover import CacheProver  # noqa: E402
 from mnemo.storage.file.store import FileStore as Store  # noqa: E402
-from mnemo.transparency.backend import TreeState  # noqa: E402
-from mnemo.transparency.leaves import LeafCache  # noqa: E402
+from mnemo.storage.file.tree_state import TreeState  # noqa: E402
 from mnemo.transparency.log import read_tree  # noqa: E402
-from mnemo.transparency.prover import CacheProver  # noqa: E402
-from mnemo.transparency.tree import CompactRange, verify_consistency, verify_inclusion  # noqa: E402
 
 CONTENT = ("The user prefers concise answers with metric units and ISO dates; they review pull requests in the "
            "morning and asked the assistant to remember the names of the services that page them at night. ") * 2

@@ -33,15 +33,15 @@ from mnemo.audit import (  # noqa: E402
     sign_checkpoint,
     verify_db,
     verify_db_and_index,
-    verify_file,  # noqa: E402
 )
-from mnemo.storage.codec import (  # noqa: E402
+from mnemo.chain.codec import (  # noqa: E402
     ZERO_HASH,
     encode_put_payload,
     make_entry,
     pack_record_fields,
     payload_digest,
 )
+from mnemo.storage.file import verify as verify_file  # noqa: E402
 from mnemo.storage.file.framing import encode_file_header, encode_frame  # noqa: E402
 from mnemo.storage.file.scan import pure_scan  # noqa: E402
 

@@ -16,13 +16,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from .acl import PERMISSIONS, Acl, check_agent_id, check_name, check_pattern, home_scope
 from .audit import export_audit, load_private_key, load_public_key
-from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
-from .ids import new_id, random_bytes
-from .record import MemoryRecord, RecordInfo, ScopeReport, VerifyReport, make_memory_record, ns_to_datetime
-from .storage import open_storage
-from .storage.batch import Batch
-from .storage.chain_copy import chain_of, write_chain
-from .storage.codec import (
+from .chain.codec import (
     SALT_SIZE,
     canonical,
     checkpoint_message,
@@ -32,6 +26,12 @@ from .storage.codec import (
     seal_put_payload,
     unpackb,
 )
+from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
+from .ids import new_id, random_bytes
+from .record import MemoryRecord, RecordInfo, ScopeReport, VerifyReport, make_memory_record, ns_to_datetime
+from .storage import open_storage
+from .storage.batch import Batch
+from .storage.chain_copy import chain_of, write_chain
 from .storage.contract import (
     Found,
     Payloads,

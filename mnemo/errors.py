@@ -56,6 +56,34 @@ class ErasureIncomplete(MnemoError):
     through which the erased bytes can still be read until that read ends. The message names it."""
 
 
+class UnreadableDatabase(MnemoError):
+    """The database file cannot be opened or read at all (missing, a directory, no permission, I/O error).
+
+    Damage inside a readable file is never this: it is a Problem in the VerifyReport."""
+
+
+# The transparency library's errors (mnemo.transparency re-exports them) start here, below the file
+# backend, whose leaf-hash cache and its proofs raise StaleCache and UsageError.
+class TransparencyError(MnemoError):
+    """Base class; `exit_code` is what the command line returns for it."""
+
+    exit_code = 1
+
+
+class UsageError(TransparencyError, InvalidInput):
+    """Arguments that make no sense together or are out of range (a tree of size 0, a seq past the
+    tree, both or neither of a key and a checkpoint). Nothing was read or signed."""
+
+    exit_code = 2
+
+
+class StaleCache(TransparencyError):
+    """A leaf-hash cache that is not the log's: another database's, damaged, behind, or disagreeing
+    with the tree head computed from the log. Rebuild it from the log; never use it."""
+
+    exit_code = 1
+
+
 class StorageError(MnemoError):
     """The storage backend failed: the PostgreSQL server is unreachable, refused a statement, or holds a
     schema this version cannot use. The message says which; nothing was written unless it says so."""
@@ -73,5 +101,9 @@ __all__ = [
     "NotFound",
     "PermissionDenied",
     "ReadOnly",
+    "StaleCache",
     "StorageError",
+    "TransparencyError",
+    "UnreadableDatabase",
+    "UsageError",
 ]

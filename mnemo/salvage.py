@@ -2,11 +2,11 @@
 
 Damage in the middle of a log (anything but a torn last write) stops every writer from opening it, by
 design (docs/FORMAT.md §3, "Reading and recovery"). `salvage(damaged, new)` reads the damaged log
-leniently, as `mnemo verify` does (mnemo.audit's scanner: a frame whose only fault is its checksum is
-still read, and a damaged stretch is skipped up to the next frame of the chain, never to a frame inside
-a record's content: docs/FORMAT.md §3, "Where the chain resumes"), and copies every record version that
-still verifies into a new database, through MnemoClient's public API alone: a fresh chain with new
-record ids.
+leniently, through the reader `mnemo verify` reads it with (mnemo.storage.file.reader: a frame whose
+only fault is its checksum is still read, and a damaged stretch is skipped up to the next frame of the
+chain, never to a frame inside a record's content: docs/FORMAT.md §3, "Where the chain resumes"), and
+copies every record version that still verifies into a new database, through MnemoClient's public API
+alone: a fresh chain with new record ids.
 
 What counts as verified, entry by entry:
 - the entry's hash is vouched for by the next entry of the log, whose `prev` names it (seq + 1); where
@@ -42,12 +42,12 @@ from typing import Any
 
 from . import audit
 from .acl import Acl
-from .audit import common as audit_checks
-from .audit import filelog
+from .chain.codec import ZERO_HASH, Entry, decode_put_payload, decode_record_fields, payload_digest, unpackb
+from .chain.rules import body_problem
 from .client import MnemoClient
 from .errors import InvalidInput, MnemoError
-from .storage.codec import ZERO_HASH, Entry, decode_put_payload, decode_record_fields, payload_digest, unpackb
 from .storage.contract import Progress
+from .storage.file import reader as file_reader
 from .storage.file.framing import HEADER_SIZE, Frame, HeaderError, Slot, decode_file_header
 from .storage.file.logfile import pread
 from .storage.file.snapshot import read_erase_journal
@@ -222,7 +222,7 @@ class _Read:
 class _Reader:
     """The first pass: entries in file order, each judged once the item after it is known."""
 
-    def __init__(self, read: _Read, win: filelog._Window) -> None:
+    def __init__(self, read: _Read, win: file_reader._Window) -> None:
         self.read = read
         self.win = win
         # an entry waiting for its successor: (entry, slot, its frame's checksum holds, its frame's offset)
@@ -257,7 +257,7 @@ class _Reader:
             self.last_seq = e.seq
             self.pending = (e, slot, crc_ok, frame.offset)
 
-    def feed_damage(self, damage: filelog._Damage) -> None:
+    def feed_damage(self, damage: file_reader._Damage) -> None:
         self.flush()
         read = self.read
         end = damage.resume if damage.resume is not None else read.size
@@ -284,7 +284,7 @@ class _Reader:
             read.bad_slots += 1
         if (e.seq == 0) != (e.op == "genesis") or (e.seq == 0 and e.prev != ZERO_HASH):
             verified = False
-        if verified and audit_checks._body_problem(e.op, e.body) is not None:
+        if verified and body_problem(e.op, e.body) is not None:
             verified = False
         if verified and e.op not in ("put", "forget") and slot.state != "none":
             verified = False  # only puts and forgets carry a payload: this entry is not as written
@@ -376,17 +376,17 @@ def _fields(payload: bytes, digest: bytes, size: int) -> tuple[str | bytes, tupl
 
 
 def _read_log(path: str, progress: Progress | None) -> _Read:
-    fd, size, name = filelog._open_db(path)
+    fd, size, name = file_reader._open_db(path)
     try:
         read = _Read(name, size)
-        win = filelog._Window(fd, size, name, progress, growable=False)
+        win = file_reader._Window(fd, size, name, progress, growable=False)
         try:
             read.header_db_id = decode_file_header(win.get(0, HEADER_SIZE))
         except HeaderError as exc:
             read.header_problem = str(exc)
         reader = _Reader(read, win)
-        for item in filelog._scan(win, lenient=True):
-            if isinstance(item, filelog._Damage):
+        for item in file_reader._scan(win, lenient=True):
+            if isinstance(item, file_reader._Damage):
                 reader.feed_damage(item)
             else:
                 reader.feed_frame(item[0], item[1])

@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack
+
 from .errors import InvalidInput
-from .storage.codec import pack_canonical
 
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
@@ -251,7 +252,8 @@ def check_metadata_size(metadata: dict[str, Any], limits: Limits, packed_fields:
     the packed metadata: when they fit in the limit it does too, and needs no packing of its own."""
     if packed_fields is not None and len(packed_fields) <= limits.max_metadata_bytes:
         return
-    size = len(pack_canonical(metadata))
+    # the bytes chain.codec.pack_canonical packs it to (msgpack, bin type on): this layer is below the codec
+    size = len(msgpack.packb(metadata, use_bin_type=True))
     if size > limits.max_metadata_bytes:
         raise InvalidInput(f"metadata is {size} bytes packed, over the limit of {limits.max_metadata_bytes}")
 

@@ -18,9 +18,10 @@ from test_audit_support import (
 
 import mnemo.audit as audit
 from mnemo.audit import UnreadableDatabase, verify_db
+from mnemo.chain.codec import encode_put_payload, make_entry, pack_record_fields
 from mnemo.errors import InvalidInput
 from mnemo.record import Problem, VerifyReport
-from mnemo.storage.codec import encode_put_payload, make_entry, pack_record_fields
+from mnemo.storage.file import reader as filelog
 from mnemo.storage.file.framing import HEADER_SIZE, encode_frame
 from mnemo.storage.file.snapshot import write_erase_journal
 
@@ -409,7 +410,7 @@ def test_small_chunks_give_the_same_report(db: Path, monkeypatch: pytest.MonkeyP
     expected = verify_db(db, pubkey=PUB)
     assert not expected.ok
     for chunk in (7, 64, 333):
-        monkeypatch.setattr(audit.filelog, "CHUNK", chunk)
+        monkeypatch.setattr(filelog, "CHUNK", chunk)
         assert verify_db(db, pubkey=PUB) == expected
 
 

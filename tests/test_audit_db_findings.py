@@ -20,8 +20,8 @@ from test_audit_support import (
 )
 
 from mnemo.audit import sign_checkpoint, verify_db
-from mnemo.audit.common import _short
-from mnemo.storage.codec import encode_put_payload, make_entry, pack_record_fields
+from mnemo.chain.codec import encode_put_payload, make_entry, pack_record_fields
+from mnemo.chain.rules import short_hash as _short
 from mnemo.storage.file.framing import HEADER_SIZE
 from mnemo.storage.file.snapshot import write_erase_journal
 
@@ -628,8 +628,8 @@ def test_a_log_of_no_entries_has_no_head(db: Path) -> None:
 
 def test_the_index_gathered_names_the_logs_head_and_tree(db: Path) -> None:
     from mnemo.audit import verify_db_and_index
-    from mnemo.storage.codec import ZERO_HASH
-    from mnemo.transparency.tree import CompactRange
+    from mnemo.chain.codec import ZERO_HASH
+    from mnemo.chain.tree import CompactRange
 
     _b, built = sample_log(checkpoint=True)
     db.write_bytes(bytes(built.data))

@@ -19,9 +19,9 @@ from helpers.backends import onto
 from test_audit_support import SEED, LogBuilder, erase_slot, fix_frame_crc, pubkey_hex, sample_log
 
 from mnemo.audit import UnreadableExport, export_audit, format_ts, verify_db, verify_export
+from mnemo.chain.codec import make_entry
 from mnemo.errors import IntegrityError
 from mnemo.record import VerifyReport
-from mnemo.storage.codec import make_entry
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "verify_export.py"

@@ -15,10 +15,11 @@ import pytest
 from test_audit_support import SEED, LogBuilder, erase_slot, pubkey_hex, sample_log
 
 from mnemo.audit import UnreadableExport, export_audit, format_ts, sign_checkpoint, verify_export
-from mnemo.audit.common import _short, jsonable
+from mnemo.audit.common import jsonable
+from mnemo.chain.codec import make_entry
+from mnemo.chain.rules import short_hash as _short
 from mnemo.errors import InvalidInput
 from mnemo.record import VerifyReport
-from mnemo.storage.codec import make_entry
 
 PUB = bytes.fromhex(pubkey_hex())
 Line = dict[str, Any]

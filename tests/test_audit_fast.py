@@ -24,10 +24,12 @@ from test_audit_support import (
 )
 
 from mnemo import MnemoClient
-from mnemo.audit import ExpectedIndex, filelog, verify_db, verify_db_and_index, verify_file
+from mnemo.audit import ExpectedIndex, verify_db, verify_db_and_index
+from mnemo.chain.codec import encode_put_payload, make_entry, pack_record_fields, payload_digest
 from mnemo.record import VerifyReport
-from mnemo.storage.codec import encode_put_payload, make_entry, pack_record_fields, payload_digest
+from mnemo.storage.file import reader as filelog
 from mnemo.storage.file import scan
+from mnemo.storage.file import verify as verify_file
 from mnemo.storage.file.framing import FRAME_HEADER, encode_frame
 
 PUB = bytes.fromhex(pubkey_hex())

@@ -1,4 +1,4 @@
-"""The auditor's reader of log files (mnemo/audit/filelog.py): a window that holds at most a chunk, reads
+"""The auditor's reader of log files (mnemo/storage/file/reader.py): a window that holds at most a chunk, reads
 each byte it serves from the file exactly once while it holds it, in any order of requests; a file that
 grows while it is read (a frame being appended is not a torn one) or shrinks; frames too large to read
 before their end marker is seen; and the scan's damaged stretches (where the chain resumes after one is
@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mnemo import IntegrityError, MnemoClient
-from mnemo.audit import filelog, read_log, verify_db
+from mnemo.audit import read_log, verify_db
+from mnemo.storage.file import reader as filelog
 from mnemo.storage.file.framing import FrameError
 
 
@@ -158,7 +159,7 @@ def test_a_read_the_disk_fails_is_an_unreadable_database_naming_the_offset(
 ) -> None:
     """A read error (a bad sector: EIO) is UnreadableDatabase with the file, the offset and the reason,
     for the auditor to report; never bytes that are not the file's."""
-    from mnemo.audit.common import UnreadableDatabase
+    from mnemo.audit import UnreadableDatabase
 
     def failing(fd: int, offset: int, n: int) -> bytes:
         raise OSError(5, "Input/output error")
@@ -217,7 +218,7 @@ def test_the_frames_after_a_damaged_one_link_to_the_last_entry_read(tmp_path: Pa
 
 def test_a_read_that_fails_after_damage_is_an_unreadable_database(log: Path, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from mnemo.audit.common import UnreadableDatabase
+    from mnemo.audit import UnreadableDatabase
     from mnemo.storage.file import logfile
 
     data = bytearray(log.read_bytes())

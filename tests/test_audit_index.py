@@ -253,7 +253,7 @@ def test_a_snapshot_whose_tree_state_was_altered_is_a_finding(tmp_path: Path) ->
     """The snapshot's Merkle tree state is checked against the tree over the log's entries: one of the
     right size over other leaves, re-sealed, is a snapshot problem (clients would serve its root)."""
     from mnemo.audit import verify_db
-    from mnemo.transparency.tree import CompactRange
+    from mnemo.chain.tree import CompactRange
 
     db = tmp_path / "s.db"
     with MnemoClient(db, "owner", durability="none") as c:

@@ -13,10 +13,16 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from mnemo.audit import generate_keypair, load_private_key, load_public_key, public_key_bytes, sign_checkpoint
-from mnemo.audit.common import KeyFileError
+from mnemo.audit import (
+    KeyFileError,
+    generate_keypair,
+    load_private_key,
+    load_public_key,
+    public_key_bytes,
+    sign_checkpoint,
+)
+from mnemo.chain.codec import checkpoint_message
 from mnemo.errors import InvalidInput
-from mnemo.storage.codec import checkpoint_message
 
 SEED = bytes(range(32))
 KEY = Ed25519PrivateKey.from_private_bytes(SEED)

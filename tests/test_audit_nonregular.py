@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from mnemo import MnemoClient, audit
+from mnemo import MnemoClient
 from mnemo.audit import UnreadableDatabase, UnreadableExport, export_audit, read_log, verify_db, verify_export
+from mnemo.storage.file import reader as filelog
 
 LIMIT = 5.0
 
@@ -122,7 +123,7 @@ def test_a_file_swapped_after_the_check_is_refused_without_blocking(
     def stat_before_the_swap(name: Any, *args: Any, **kwargs: Any) -> os.stat_result:
         return real_stat(regular if os.fspath(name) == str(path) else name, *args, **kwargs)
 
-    monkeypatch.setattr(audit.filelog.os, "stat", stat_before_the_swap)
+    monkeypatch.setattr(filelog.os, "stat", stat_before_the_swap)
     with time_limit(), pytest.raises(UnreadableDatabase) as exc:
         verify_db(path)
     assert str(exc.value) == f"cannot read {path}: {what}"

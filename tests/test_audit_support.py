@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.audit import load_private_key, sign_checkpoint
-from mnemo.storage.codec import (
+from mnemo.chain.codec import (
     ZERO_HASH,
     Entry,
     encode_forget_payload,

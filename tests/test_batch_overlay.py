@@ -17,8 +17,8 @@ import mnemo.storage.batch as batch_mod
 import mnemo.storage.file.commit as store_mod
 from mnemo import MnemoClient
 from mnemo.acl import Acl
+from mnemo.chain.codec import ZERO_HASH
 from mnemo.storage.batch import Batch
-from mnemo.storage.codec import ZERO_HASH
 from mnemo.storage.contract import Query, Rec
 
 AGENT = "agent-1"

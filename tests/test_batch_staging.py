@@ -12,8 +12,8 @@ import pytest
 
 from mnemo import MnemoClient, NotFound
 from mnemo.acl import Acl
+from mnemo.chain.codec import SALT_SIZE, ZERO_HASH, make_entry
 from mnemo.storage.batch import Batch, ChainError, apply_entry
-from mnemo.storage.codec import SALT_SIZE, ZERO_HASH, make_entry
 from mnemo.storage.contract import Rec, Version
 
 AGENT = "agent-1"

@@ -18,7 +18,7 @@ from mnemo.audit import (
     verify_db,
     verify_export,
 )
-from mnemo.storage.codec import (
+from mnemo.chain.codec import (
     Entry,
     checkpoint_message,
     decode_entry,

@@ -9,7 +9,7 @@ from helpers.backends import entries as read_entries
 
 from mnemo import MnemoClient
 from mnemo.audit import verify_db
-from mnemo.storage.codec import checkpoint_message
+from mnemo.chain.codec import checkpoint_message
 
 SEED = b"\x07" * 32
 

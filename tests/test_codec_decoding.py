@@ -10,8 +10,8 @@ from typing import Any
 import msgpack
 import pytest
 
-from mnemo.storage import codec
-from mnemo.storage.codec import (
+from mnemo.chain import codec
+from mnemo.chain.codec import (
     EntryDecodeError,
     canonical,
     checkpoint_message,

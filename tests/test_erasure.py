@@ -415,7 +415,7 @@ def test_forget_frame_written_by_hand_is_erased_on_open(db_path: Path) -> None:
     """A forget entry that reached the log without any erasure (a crash right after the write)."""
     from helpers.frames import read_entries
 
-    from mnemo.storage.codec import encode_forget_payload, make_entry
+    from mnemo.chain.codec import encode_forget_payload, make_entry
     from mnemo.storage.file.framing import encode_frame
 
     with MnemoClient(db_path, OWNER, durability="none") as c:

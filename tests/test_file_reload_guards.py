@@ -23,7 +23,7 @@ from helpers.procs import subprocess_env
 
 from mnemo import ErasureIncomplete, IntegrityError, MnemoClient, NotFound
 from mnemo.audit import verify_db
-from mnemo.storage.codec import make_entry
+from mnemo.chain.codec import make_entry
 from mnemo.storage.file import handles, replay
 from mnemo.storage.file.framing import encode_file_header, encode_frame
 from mnemo.storage.file.logfile import FrameReader

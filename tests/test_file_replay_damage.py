@@ -198,7 +198,7 @@ def test_a_put_making_again_a_record_the_snapshot_holds_is_damage(tmp_path: Path
     as version 1, a record the snapshot already holds: the replay refuses it as the general path does."""
     from helpers.frames import read_entries
 
-    from mnemo.storage.codec import encode_put_payload, make_entry, pack_record_fields, payload_digest
+    from mnemo.chain.codec import encode_put_payload, make_entry, pack_record_fields, payload_digest
     from mnemo.storage.file.framing import encode_frame
 
     db = tmp_path / "m.db"
@@ -226,7 +226,7 @@ def test_a_tree_that_does_not_follow_the_replayed_log_is_an_integrity_error(
     """As for a write (test_file_store_edges.py), for the puts the scan core replays: only a bug makes
     the tree refuse them, and the open says so as an IntegrityError naming the tree."""
     from mnemo import MnemoError
-    from mnemo.transparency.backend import TreeState
+    from mnemo.storage.file.tree_state import TreeState
 
     db = tmp_path / "m.db"
     db.write_bytes(bytes(_puts().data))

@@ -11,7 +11,7 @@ import pytest
 from helpers.frames import read_entries, read_frames
 
 from mnemo import IntegrityError, MnemoClient, NotFound
-from mnemo.storage.codec import make_entry
+from mnemo.chain.codec import make_entry
 from mnemo.storage.file.framing import FILE_MAGIC, HEADER_SIZE, encode_frame
 
 OWNER = "owner"
@@ -435,7 +435,7 @@ def test_a_tree_that_does_not_follow_the_log_is_an_integrity_error(
     """Only a bug makes the Merkle tree refuse entries the index took; should it, the write is an
     IntegrityError naming the tree, not the tree's own exception."""
     from mnemo.errors import MnemoError
-    from mnemo.transparency.backend import TreeState
+    from mnemo.storage.file.tree_state import TreeState
 
     def refuse(self: TreeState, entries: object, first_seq: int) -> None:
         raise MnemoError(f"leaf cache ends before seq {first_seq}")

@@ -14,8 +14,8 @@ import pytest
 from helpers.frames import frame_spans, read_frames
 
 from mnemo import MnemoClient
+from mnemo.chain.codec import ZERO_HASH, make_entry
 from mnemo.errors import IntegrityError
-from mnemo.storage.codec import ZERO_HASH, make_entry
 from mnemo.storage.file import framing
 from mnemo.storage.file.framing import (
     FrameError,

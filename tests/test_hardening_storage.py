@@ -523,7 +523,7 @@ def _snapshot_over_a_forged_frame(tmp_path: Path, op: str, body: dict[str, objec
         Path, dict[str, Any], int]:
     """A log with one more frame appended by hand (an entry `op` with `body`, linked to the head), and a
     snapshot body that ends at that frame and lists the ACL frames named in `acl` ("genesis", "forged")."""
-    from mnemo.storage.codec import make_entry
+    from mnemo.chain.codec import make_entry
     from mnemo.storage.file.framing import HEADER_SIZE, encode_frame
 
     db = tmp_path / "forged.db"

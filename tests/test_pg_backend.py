@@ -28,9 +28,9 @@ from test_chain_vectors import VECTORS, vector_log
 from mnemo import MnemoClient, StorageError
 from mnemo import client as client_module
 from mnemo.audit import load_private_key, public_key_bytes, read_chain, verify_db
+from mnemo.chain.codec import Entry, decode_entry, decode_record_fields
 from mnemo.cli import main as cli_main
 from mnemo.errors import IntegrityError, InvalidInput, LockTimeout, NotFound, PermissionDenied
-from mnemo.storage.codec import Entry, decode_entry, decode_record_fields
 from mnemo.storage.postgres import commit as pg_commit
 from mnemo.storage.postgres import grant_application_role
 from mnemo.storage.postgres import schema as pg_schema
@@ -332,7 +332,7 @@ def _payloads(pg: Schema) -> list[tuple[int, bytes]]:
 
 def _forget_entry(pg: Schema, ids: list[str], agent: str = OWNER) -> Entry:
     """A forget of `ids` that continues the chain from its head, as a client would build it."""
-    from mnemo.storage.codec import make_entry
+    from mnemo.chain.codec import make_entry
 
     ((seq, head, ts),) = pg.sql("SELECT seq, hash, ts_ns FROM mnemo_head")
     return make_entry(seq + 1, ts + 1, bytes(head), "forget", agent, {"ids": ids})
@@ -690,7 +690,7 @@ def test_a_newer_schema_is_refused(pg: Schema) -> None:
 
 def test_an_older_schema_is_migrated_by_a_writer_and_refused_by_a_reader(pg: Schema) -> None:
     """A database made at schema version 1 (the tables, without version 2's triggers and settings)."""
-    from mnemo.storage.codec import ZERO_HASH, make_entry
+    from mnemo.chain.codec import ZERO_HASH, make_entry
 
     genesis = make_entry(0, time.time_ns(), ZERO_HASH, "genesis", OWNER, {"db_id": b"\x07" * 16, "format": 1})
     with pg.connect(autocommit=False) as conn:
@@ -764,7 +764,7 @@ def _entry_ids(pg: Schema, raw: bytes, op: str) -> list[str]:
 def test_the_schema_reads_the_record_ids_of_an_entry_as_it_is_read(pg: Schema) -> None:
     """mnemo_entry_str and mnemo_forget_ids, which the erasure guard reads the chain with, find what
     decode_entry does, in entries of every integer and string width msgpack gives their fields."""
-    from mnemo.storage.codec import make_entry
+    from mnemo.chain.codec import make_entry
 
     MnemoClient(pg.url, OWNER).close()
     ids = [f"r{i}-é" for i in range(17)]  # an array of 16 elements or more has a header of its own
@@ -789,7 +789,7 @@ def test_the_schema_reads_a_payloads_digest_length_and_tags_as_they_are_read(pg:
     """mnemo_payload_summary, which a listing checks a record's tags by without its content, gives the
     payload's SHA-256 and length, and the bytes of exactly the tags decode_record_fields reads, whatever
     the width of the content before them; no tags where the payload is not a salt and three fields."""
-    from mnemo.storage.codec import pack_record_fields
+    from mnemo.chain.codec import pack_record_fields
 
     MnemoClient(pg.url, OWNER).close()
     contents: list[str | bytes] = ["", "a" * 31, "é" * 16, "a" * 255, "a" * 256, "a" * 65536, b"", b"x" * 255,
@@ -1144,7 +1144,7 @@ def test_a_saved_tree_range_whose_row_lies_about_its_size_is_not_used(pg: Schema
     """mnemo_tree is a cache: a saved range whose own size is not the one its row gives (here one of
     ten leaves filed at size 1, for a chain of three entries) is dropped, and the tree read from the
     entries, which gives the root a store without that row gives."""
-    from mnemo.transparency.tree import CompactRange
+    from mnemo.chain.tree import CompactRange
 
     with MnemoClient(pg.url, OWNER) as c:
         c.remember("one")

@@ -13,7 +13,7 @@ from helpers.pg import Schema
 
 from mnemo import MnemoClient, PermissionDenied, StorageError
 from mnemo.audit import read_chain
-from mnemo.storage.codec import make_entry
+from mnemo.chain.codec import make_entry
 
 OWNER = "owner"
 

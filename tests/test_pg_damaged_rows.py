@@ -13,10 +13,10 @@ from helpers.pg import Schema
 
 from mnemo import MnemoClient, StorageError
 from mnemo.audit import read_chain
+from mnemo.chain.codec import make_entry
+from mnemo.chain.tree import CompactRange
 from mnemo.errors import IntegrityError
-from mnemo.storage.codec import make_entry
 from mnemo.storage.postgres import store as pg_store
-from mnemo.transparency.tree import CompactRange
 
 OWNER = "owner"
 

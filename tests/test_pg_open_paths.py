@@ -17,9 +17,9 @@ from helpers.pg_faults import spy_flushes
 from helpers.waiting import wait_for
 
 from mnemo import MnemoClient, StorageError
+from mnemo.chain.codec import ZERO_HASH, make_entry
 from mnemo.errors import Closed, IntegrityError, InvalidInput, NotFound
 from mnemo.storage import is_dsn, open_storage
-from mnemo.storage.codec import ZERO_HASH, make_entry
 from mnemo.storage.file import FileStore
 from mnemo.storage.postgres import schema as pg_schema
 from mnemo.storage.postgres import sql as pg_sql

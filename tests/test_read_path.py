@@ -20,10 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mnemo import MemoryRecord, MnemoClient
+from mnemo.chain.codec import encode_put_payload, payload_digest
 from mnemo.errors import IntegrityError, NotFound
 from mnemo.record import make_memory_record, ns_to_datetime
 from mnemo.storage import open_storage
-from mnemo.storage.codec import encode_put_payload, payload_digest
 from mnemo.storage.contract import ALL_SCOPES, Query
 
 AGENT = "agent-1"
@@ -300,7 +300,7 @@ _FIELDS = st.tuples(st.text() | st.binary() | _ANY, st.lists(st.text(max_size=3)
 def test_records_built_in_one_loop_are_those_of_record(value: object) -> None:
     """Whatever the packed fields hold, the query's loop builds what _record builds, or raises what it
     raises."""
-    from mnemo.storage.codec import packb
+    from mnemo.chain.codec import packb
     from mnemo.storage.contract import Found, Rec, Version
 
     client = _OFFLINE

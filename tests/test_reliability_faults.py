@@ -23,8 +23,8 @@ from helpers.reliability_model import State, db_state, describe_difference, valu
 from mnemo import MnemoClient
 from mnemo.audit import verify_db
 from mnemo.errors import DurabilityError, MnemoError
+from mnemo.storage.file.leaves import cache_path
 from mnemo.tools.server import MnemoMemoryToolServer
-from mnemo.transparency.leaves import cache_path
 
 AGENT = "owner"
 

@@ -22,10 +22,11 @@ from test_audit_fast import rich_log
 from test_audit_support import LogBuilder, erase_slot, fix_frame_crc, fix_slot_crc
 
 from mnemo import MnemoClient
-from mnemo.audit import verify_db, verify_db_and_index, verify_file
+from mnemo.audit import verify_db, verify_db_and_index
+from mnemo.chain.codec import ZERO_HASH, encode_put_payload, make_entry, payload_digest
 from mnemo.errors import MnemoError
-from mnemo.storage.codec import ZERO_HASH, encode_put_payload, make_entry, payload_digest
 from mnemo.storage.file import replay, scan
+from mnemo.storage.file import verify as verify_file
 from mnemo.storage.file.framing import FRAME_HEADER, HEADER_SIZE, encode_frame, parse_frame
 from mnemo.storage.file.store import FileStore
 
@@ -358,7 +359,7 @@ def test_a_client_database_opens_to_the_same_index_every_way(tmp_path: Path) -> 
 def test_mnemo_pure_python_picks_the_twin(value: str, expected: str) -> None:
     env = dict(os.environ, MNEMO_PURE_PYTHON=value)
     code = ("from mnemo._native import implementation; from mnemo.storage.file import scan; "
-            "from mnemo.transparency import tree; "
+            "from mnemo.chain import tree; "
             "print(implementation(), scan.scan_frames.__name__, tree.speedups is not None)")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     name = "native_scan" if expected == "native" else "pure_scan"

@@ -15,7 +15,7 @@ import pytest
 
 from mnemo import MnemoClient
 from mnemo.audit import export_audit
-from mnemo.storage.codec import packb
+from mnemo.chain.codec import packb
 from mnemo.storage.file import atomic
 from mnemo.storage.file import snapshot as snap
 from mnemo.storage.file.snapshot import (

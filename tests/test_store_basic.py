@@ -19,9 +19,7 @@ from helpers.backends import entries, is_pg, payload, snapshot, write_once
 from helpers.frames import check_chain, frame_spans, read_frames
 
 from mnemo import MemoryRecord, MnemoClient
-from mnemo.errors import Closed, Conflict, DurabilityError, LockTimeout, MnemoError, NotFound
-from mnemo.record import RecordInfo, VerifyReport
-from mnemo.storage.codec import (
+from mnemo.chain.codec import (
     ZERO_HASH,
     decode_put_payload,
     decode_record_fields,
@@ -29,6 +27,8 @@ from mnemo.storage.codec import (
     payload_digest,
     unpackb,
 )
+from mnemo.errors import Closed, Conflict, DurabilityError, LockTimeout, MnemoError, NotFound
+from mnemo.record import RecordInfo, VerifyReport
 from mnemo.storage.file.framing import HEADER_SIZE, decode_file_header
 
 AGENT = "agent-1"

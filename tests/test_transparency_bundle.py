@@ -11,11 +11,11 @@ import pytest
 from helpers.transparency_vectors import BUNDLE_1, CONSISTENCY_3_5_DISPLAY, ENTRIES, NOTE_5, ORIGIN, PUBKEY, SEED, VKEY
 
 from mnemo.audit import load_private_key, public_key_bytes
+from mnemo.chain.tree import HashList, leaf_hash
 from mnemo.transparency.bundle import NotABundle, build_bundle, bundle_json, verify_bundle
 from mnemo.transparency.consistency import NotJSON, parse_consistency, verify_consistency_proof
 from mnemo.transparency.keys import key_id
 from mnemo.transparency.note import sign_checkpoint_note
-from mnemo.transparency.tree import HashList, leaf_hash
 
 LEAVES = HashList([leaf_hash(e) for e in ENTRIES])
 OTHER = b"\x07" * 32

@@ -9,9 +9,9 @@ import json
 import pytest
 from helpers.transparency_vectors import BUNDLE_1, ENTRIES, NOTE_5, ORIGIN, PUBKEY, SEED
 
+from mnemo.chain.tree import HashList, leaf_hash
 from mnemo.transparency.bundle import NotABundle, build_bundle, bundle_json, verify_bundle
 from mnemo.transparency.note import sign_checkpoint_note
-from mnemo.transparency.tree import HashList, leaf_hash
 
 LEAVES = HashList([leaf_hash(e) for e in ENTRIES])
 HEADER = "c2sp.org/tlog-proof@v1"

@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from mnemo import MnemoClient
+from mnemo.chain.tree import CompactRange, HashList, TreeHead, leaf_hash
 from mnemo.errors import InvalidInput
+from mnemo.storage.file.leaves import HEADER_SIZE, LeafCache, cache_path, encode_header
+from mnemo.storage.file.prover import CacheProver
 from mnemo.transparency.errors import StaleCache, UsageError
-from mnemo.transparency.leaves import HEADER_SIZE, LeafCache, cache_path, encode_header
 from mnemo.transparency.log import read_tree
-from mnemo.transparency.prover import CacheProver
-from mnemo.transparency.tree import CompactRange, HashList, TreeHead, leaf_hash
 
 DB_ID = bytes(range(16))
 OTHER_ID = bytes(range(16, 32))
@@ -301,7 +301,7 @@ def frames_of(db: Path) -> list[tuple[int, list[bytes]]]:
 
 
 def test_tree_state_follows_the_log_and_resumes_from_a_snapshot(tmp_path: Path) -> None:
-    from mnemo.transparency.backend import TreeState
+    from mnemo.storage.file.tree_state import TreeState
 
     db = client_db(tmp_path)
     tree = read_tree(db)
@@ -334,7 +334,7 @@ def test_tree_state_follows_the_log_and_resumes_from_a_snapshot(tmp_path: Path) 
 
 
 def test_tree_state_sets_a_bad_cache_aside_and_rebuilds_it(tmp_path: Path) -> None:
-    from mnemo.transparency.backend import TreeState, remove_cache
+    from mnemo.storage.file.tree_state import TreeState, remove_cache
 
     db = client_db(tmp_path)
     tree = read_tree(db)
@@ -373,7 +373,7 @@ def test_tree_state_sets_a_bad_cache_aside_and_rebuilds_it(tmp_path: Path) -> No
 
 
 def test_tree_state_drops_leaves_past_the_log(tmp_path: Path) -> None:
-    from mnemo.transparency.backend import TreeState
+    from mnemo.storage.file.tree_state import TreeState
 
     db = client_db(tmp_path, 10)
     tree = read_tree(db)

@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers.transparency_vectors import ENTRIES, NOTE_5, ORIGIN, PUBKEY, SEED
 
 from mnemo.audit import load_private_key, public_key_bytes
+from mnemo.chain.tree import HashList, leaf_hash
 from mnemo.errors import InvalidInput
 from mnemo.transparency.commands import cosign_checkpoint
 from mnemo.transparency.consistency import ConsistencyProof
@@ -27,7 +28,6 @@ from mnemo.transparency.cosign import (
 from mnemo.transparency.errors import Rejected, UsageError
 from mnemo.transparency.keys import SIG_COSIGNATURE, key_id
 from mnemo.transparency.note import parse_checkpoint, parse_note, sign_checkpoint_note, verify_checkpoint_note
-from mnemo.transparency.tree import HashList, leaf_hash
 
 LEAVES = HashList([leaf_hash(e) for e in ENTRIES])
 W1, W2 = b"\x11" * 32, b"\x22" * 32

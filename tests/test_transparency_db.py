@@ -30,7 +30,8 @@ from helpers.transparency_vectors import (
 
 from mnemo import MnemoClient
 from mnemo.audit import load_private_key, public_key_bytes, verify_db
-from mnemo.storage.codec import ZERO_HASH, make_entry
+from mnemo.chain.codec import ZERO_HASH, make_entry
+from mnemo.chain.tree import leaf_hash, verify_consistency
 from mnemo.storage.file.framing import encode_file_header, encode_frame
 from mnemo.transparency import commands
 from mnemo.transparency.bundle import NotABundle, verify_bundle
@@ -40,7 +41,6 @@ from mnemo.transparency.errors import DamagedLog, Rejected, TransparencyError, U
 from mnemo.transparency.extends import log_extends
 from mnemo.transparency.log import read_tree
 from mnemo.transparency.note import parse_checkpoint, verify_checkpoint_note
-from mnemo.transparency.tree import leaf_hash, verify_consistency
 
 ROOT = Path(__file__).resolve().parents[1]
 OTHER = b"\x07" * 32
@@ -133,8 +133,8 @@ def test_a_torn_last_frame_is_left_out(vfile: Path) -> None:
 
 
 def sign_note_of(size: int, key: bytes = SEED) -> str:
+    from mnemo.chain.tree import HashList
     from mnemo.transparency.note import sign_checkpoint_note
-    from mnemo.transparency.tree import HashList
 
     return sign_checkpoint_note(ORIGIN, size, HashList([leaf_hash(e) for e in ENTRIES]).root(size), key)
 

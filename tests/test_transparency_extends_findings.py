@@ -14,9 +14,9 @@ from helpers.backends import is_pg
 from helpers.transparency_vectors import ENTRIES, NOTE_5, ORIGIN, PUBKEY, SEED, write_vector_db
 
 from mnemo import MnemoClient
+from mnemo.chain.tree import HashList, leaf_hash
 from mnemo.transparency.extends import log_extends
 from mnemo.transparency.note import Note, sign_checkpoint_note, sign_note_text
-from mnemo.transparency.tree import HashList, leaf_hash
 
 LEAVES = HashList([leaf_hash(e) for e in ENTRIES])
 ROOT5 = LEAVES.root(5)

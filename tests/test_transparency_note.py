@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers.transparency_vectors import DB_ID, ENTRIES, KEY_ID, NOTE_5, ORIGIN, PUBKEY, ROOTS, SEED, VKEY
 
 from mnemo.audit import KeyFileError, generate_keypair, load_private_key, public_key_bytes
+from mnemo.chain.tree import HashList, leaf_hash
 from mnemo.errors import InvalidInput
 from mnemo.transparency.cosign import cosign_note_text
 from mnemo.transparency.keys import SIG_COSIGNATURE, VerifierKey, key_id, load_verifier_key, parse_vkey, vkey
@@ -27,7 +28,6 @@ from mnemo.transparency.note import (
     sign_note_text,
     verify_checkpoint_note,
 )
-from mnemo.transparency.tree import HashList, leaf_hash
 
 OTHER = b"\x07" * 32
 OTHER_PUB = public_key_bytes(load_private_key(OTHER))

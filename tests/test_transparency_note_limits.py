@@ -13,6 +13,7 @@ import pytest
 from helpers.transparency_vectors import ENTRIES, KEY_ID, NOTE_5, ORIGIN, PUBKEY, SEED, VKEY
 
 from mnemo.audit import KeyFileError, load_private_key, public_key_bytes
+from mnemo.chain.tree import HashList, leaf_hash
 from mnemo.errors import InvalidInput
 from mnemo.transparency.keys import (
     SIG_COSIGNATURE,
@@ -36,7 +37,6 @@ from mnemo.transparency.note import (
     sign_note_text,
     verify_checkpoint_note,
 )
-from mnemo.transparency.tree import HashList, leaf_hash
 
 ROOT5 = HashList([leaf_hash(e) for e in ENTRIES]).root(5)
 TEXT = NOTE_5.split("\n\n")[0] + "\n"

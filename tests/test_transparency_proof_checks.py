@@ -11,11 +11,11 @@ import json
 import pytest
 from helpers.transparency_vectors import ENTRIES, NOTE_5, ORIGIN, PUBKEY, SEED
 
+from mnemo.chain.tree import CompactRange, HashList, TreeHead, leaf_hash
+from mnemo.storage.file.prover import CacheProver
 from mnemo.transparency.consistency import ConsistencyProof, parse_consistency, verify_consistency_proof
 from mnemo.transparency.errors import StaleCache, UsageError
 from mnemo.transparency.note import sign_checkpoint_note
-from mnemo.transparency.prover import CacheProver
-from mnemo.transparency.tree import CompactRange, HashList, TreeHead, leaf_hash
 
 LEAVES = HashList([leaf_hash(e) for e in ENTRIES])
 

@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mnemo.errors import InvalidInput
-from mnemo.transparency.tree import (
+from mnemo.chain.tree import (
     EMPTY_ROOT,
     CompactRange,
     HashList,
@@ -25,6 +24,7 @@ from mnemo.transparency.tree import (
     verify_consistency,
     verify_inclusion,
 )
+from mnemo.errors import InvalidInput
 
 # -- §8 A: the RFC 6962 reference leaves --------------------------------------------------------------
 

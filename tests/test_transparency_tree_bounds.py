@@ -8,8 +8,7 @@ import hashlib
 
 import pytest
 
-from mnemo.errors import InvalidInput
-from mnemo.transparency.tree import (
+from mnemo.chain.tree import (
     EMPTY_ROOT,
     HashList,
     LeafSource,
@@ -18,6 +17,7 @@ from mnemo.transparency.tree import (
     verify_consistency,
     verify_inclusion,
 )
+from mnemo.errors import InvalidInput
 
 MAX = (1 << 63) - 1  # the largest tree size a checkpoint can name
 
@@ -224,7 +224,7 @@ def test_an_honest_proof_under_smaller_sizes_is_refused() -> None:
 
 @pytest.mark.parametrize("native", [True, False])
 def test_leaf_hashes_back_to_back_give_the_root_of_every_size(native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mnemo.transparency import tree
+    from mnemo.chain import tree
 
     if not native:
         monkeypatch.setattr(tree, "speedups", None)
@@ -241,7 +241,7 @@ def test_leaf_hashes_back_to_back_give_the_root_of_every_size(native: bool, monk
 
 
 def test_a_compact_range_of_every_small_size_round_trips() -> None:
-    from mnemo.transparency.tree import CompactRange
+    from mnemo.chain.tree import CompactRange
 
     for n in (0, 1, 2, 3, 4, 5):
         cr = CompactRange()

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from mnemo import MnemoClient
+from mnemo.chain.codec import pack_canonical
 from mnemo.errors import InvalidInput
-from mnemo.storage.codec import pack_canonical
 from mnemo.validation import Limits
 
 AGENT = "agent-1"

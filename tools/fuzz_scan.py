@@ -53,7 +53,7 @@ def load(path: Path) -> Any:
 def seeds() -> list[bytes]:
     """Frames of canonical puts (single and grouped, tags, metadata, binary and non-ASCII content)."""
     sys.path.insert(0, str(ROOT))
-    from mnemo.storage.codec import ZERO_HASH, encode_put_payload, make_entry, pack_record_fields, payload_digest
+    from mnemo.chain.codec import ZERO_HASH, encode_put_payload, make_entry, pack_record_fields, payload_digest
     from mnemo.storage.file.framing import encode_frame
 
     out = []

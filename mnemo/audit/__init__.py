@@ -5,24 +5,34 @@ header, the framing, every hash and link, sequence numbers, genesis, payload dig
 erasures and checkpoint signatures, and reports every problem it finds with its seq and byte offset.
 `export_audit` writes the chain as JSON Lines and `verify_export` checks such a file with nothing but
 SHA-256, msgpack and Ed25519. docs/FORMAT.md (§5) spells out both algorithms.
+
+Each backend owns the check of what it stores, on the chain rules of mnemo.chain.rules: the log file's
+reader and verifier are mnemo.storage.file.reader, .verify and .check; PostgreSQL's is its store's
+`verify`. This package picks the backend by name and re-exports their names, with the keys'
+(mnemo.keys) and the checkpoint signing (mnemo.chain.checkpoints).
 """
 
-from ..storage.contract import PathArg, Progress
-from .common import (
+from ..chain.checkpoints import sign_checkpoint
+from ..chain.rules import ExpectedIndex
+from ..errors import UnreadableDatabase
+from ..keys import (
     KeyFileError,
     PrivateKeyLike,
     PublicKeyLike,
-    UnreadableDatabase,
-    UnreadableExport,
-    format_ts,
-    jsonable,
+    generate_keypair,
+    load_private_key,
+    load_public_key,
+    public_key_bytes,
 )
+from ..storage.contract import PathArg, Progress
+from ..storage.file.check import check_snapshot_file
+from ..storage.file.reader import LogItem, read_log
+from ..storage.file.verify import verify_db_and_index
+from .common import UnreadableExport, format_ts, jsonable
 from .export import export_audit, export_line
-from .filelog import LogItem, read_log
-from .keys import generate_keypair, load_private_key, load_public_key, public_key_bytes, sign_checkpoint
 from .sources import read_chain
+from .verify import verify_db
 from .verify_export import verify_export
-from .verify_file import ExpectedIndex, check_snapshot_file, verify_db, verify_db_and_index
 
 __all__ = [
     "ExpectedIndex",

@@ -8,17 +8,18 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
-from ..errors import IntegrityError, InvalidInput
-from ..storage.codec import (
+from ..chain.codec import (
     Entry,
     decode_put_payload,
     decode_record_fields,
     unpackb,
 )
+from ..errors import IntegrityError, InvalidInput
 from ..storage.contract import LogItem, PathArg, Progress, Storage, is_dsn
 from ..storage.file.atomic import write_text_atomic
+from ..storage.file.reader import _open_db, _strict_items, _Window
 from .common import _json_default, format_ts, jsonable
-from .filelog import _open_db, _strict_items, _Window
+from .sources import open_readonly
 
 
 def _forgotten_by(items: Iterable[LogItem]) -> tuple[dict[int, tuple[int, str, int]], int]:
@@ -101,8 +102,6 @@ def export_audit(
     if not (isinstance(since, int) and since >= 0):
         raise InvalidInput("since must be a non-negative integer")
     if isinstance(source, str) and is_dsn(source):
-        from .sources import open_readonly
-
         with open_readonly(source) as store:
             return export_audit(store, dest, since=since, include_content=include_content, progress=progress)
     if isinstance(source, (str, os.PathLike)):

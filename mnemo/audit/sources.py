@@ -1,21 +1,20 @@
 """The chain of a database named by a path or a postgresql:// URI, for the auditor's commands (verify,
 log, audit export), which read a database without acting as any agent: a log file is read as a file
-(mnemo.audit.filelog), PostgreSQL through its backend, read-only."""
+(mnemo.storage.file.reader), PostgreSQL through its backend, read-only."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
 
+from ..storage import open_storage
 from ..storage.contract import LogItem, Storage, is_dsn
-from .filelog import read_log
+from ..storage.file.reader import read_log
 
 
 @contextlib.contextmanager
 def open_readonly(db: str) -> Iterator[Storage]:
     """A PostgreSQL database opened read-only, as no agent in particular (the chain needs none)."""
-    from ..storage import open_storage
-
     store = open_storage(db, "", readonly=True)
     try:
         yield store

@@ -9,18 +9,18 @@ import os
 from collections.abc import Iterator
 from typing import IO, Any
 
-from ..errors import InvalidInput
-from ..record import Problem, VerifyReport
-from ..storage.codec import (
+from ..chain.codec import (
     ZERO_HASH,
     Entry,
     EntryDecodeError,
     decode_entry,
 )
+from ..chain.rules import body_problem, checkpoint_findings, packed_problems, short_hash
+from ..errors import InvalidInput
+from ..record import Problem, VerifyReport
 from ..storage.contract import PathArg, Progress
-from .common import UnreadableExport, _body_problem, _packed_problems, _short, format_ts, jsonable
-from .filelog import open_regular
-from .keys import _checkpoint_findings
+from ..storage.file.reader import open_regular
+from .common import UnreadableExport, format_ts, jsonable
 
 # -- verify_export ---------------------------------------------------------------------------------------
 
@@ -104,11 +104,11 @@ class _ExportVerifier:
             if s != last.seq + 1:
                 self.problem("seq", f"{where}: seq follows seq {last.seq}", min(s, last.seq + 1), offset)
             if e.prev != last.hash:
-                self.problem("link", f"{where}: prev {_short(e.prev)} is not the hash of the line before "
-                             f"(seq {last.seq}, {_short(last.hash)})", s, offset)
+                self.problem("link", f"{where}: prev {short_hash(e.prev)} is not the hash of the line before "
+                             f"(seq {last.seq}, {short_hash(last.hash)})", s, offset)
         self.lost_before = False
         self.last = e
-        why = _body_problem(e.op, e.body)
+        why = body_problem(e.op, e.body)
         if why is not None:
             self.problem("body", f"{where}: {why}", s, offset)
             return
@@ -154,7 +154,7 @@ class _ExportVerifier:
             salt, packed = b"", None
         if len(salt) != 16 or packed is None:
             return ["payload lacks a 16-byte hex salt or base64 packed bytes"]
-        msgs, fields = _packed_problems(e.body, salt, packed)
+        msgs, fields = packed_problems(e.body, salt, packed)
         if fields is None:
             return msgs
         content, tags, metadata = fields
@@ -196,7 +196,7 @@ class _ExportVerifier:
     def checkpoint(self, e: Entry, where: str, offset: int) -> None:
         if self.db_id is None:
             self.db_id = e.body["db_id"]
-        found = _checkpoint_findings(e.seq, e.prev, e.body, self.db_id, self.pubkey)
+        found = checkpoint_findings(e.seq, e.prev, e.body, self.db_id, self.pubkey)
         for kind, msg in found:
             self.problem(kind, f"{where}: {msg}", e.seq, offset)
         if not found:

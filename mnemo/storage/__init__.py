@@ -1,9 +1,10 @@
-"""Storage: the chain's encoding (codec), the contract the client builds on (contract, batch), and its
-backends: the embedded log file (file) and PostgreSQL (postgres). `open_storage` picks one by name."""
+"""Storage: the contract the client builds on (contract, types, batch) over the chain (mnemo.chain), and
+its backends: the embedded log file (file) and PostgreSQL (postgres). `open_storage` picks one by name."""
 
 from __future__ import annotations
 
 from .contract import Storage, is_dsn
+from .file import FileStore
 
 
 def open_storage(
@@ -18,8 +19,6 @@ def open_storage(
         from .postgres import open_postgres
 
         return open_postgres(name, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout)
-    from .file import FileStore
-
     return FileStore(
         name, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout,
         group_commit_wait=group_commit_wait,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 from ..acl import Acl
-from .codec import SALT_SIZE, Entry, make_entry
+from ..chain.codec import SALT_SIZE, Entry, make_entry
 from .types import Query, Rec, Version
 
 ACL_OPS = frozenset({"genesis", "grant", "revoke"})

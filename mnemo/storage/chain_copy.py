@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from ..chain.codec import ZERO_HASH
 from ..errors import IntegrityError, InvalidInput
-from .codec import ZERO_HASH
 from .contract import Storage
 from .file.chain_import import write_chain as write_file
 from .types import ChainItem, Progress, is_dsn

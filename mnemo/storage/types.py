@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, Union
 
+from ..chain.codec import Entry
 from ..errors import InvalidInput
-from .codec import Entry
 
 # How a write is made durable, on every backend: "fsync" returns once it is on disk (one fsync shared by
 # concurrent writers), "batch" fsyncs at least every BATCH_INTERVAL seconds, "none" leaves it to the OS.

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..storage.codec import EntryDecodeError, decode_entry
+from ..chain.codec import EntryDecodeError, decode_entry
+from ..chain.tree import HASH_SIZE, leaf_hash, verify_inclusion
 from .errors import Finding, UnreadableInput
 from .keys import KeyLike
 from .note import DECIMAL, b64, b64_strict, parse_checkpoint, verify_checkpoint_note
-from .tree import HASH_SIZE, leaf_hash, verify_inclusion
 
 BUNDLE_HEADER = "c2sp.org/tlog-proof@v1"
 SUFFIX = ".tlog-proof"

@@ -24,8 +24,9 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ..audit import KeyFileError, PathArg, PrivateKeyLike, public_key_bytes
+from ..audit import PathArg
 from ..errors import InvalidInput
+from ..keys import KeyFileError, PrivateKeyLike, public_key_bytes
 from ..storage.file.atomic import write_text_atomic
 from .bundle import BundleCheck, build_bundle, bundle_json, verify_bundle
 from .consistency import ConsistencyCheck, ConsistencyProof, parse_consistency, verify_consistency_proof

@@ -13,10 +13,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..chain.tree import HASH_SIZE, verify_consistency
 from .errors import Finding, UnreadableInput
 from .keys import KeyLike, load_verifier_key
 from .note import b64, b64_strict, verify_checkpoint_note
-from .tree import HASH_SIZE, verify_consistency
 
 
 class NotJSON(UnreadableInput):

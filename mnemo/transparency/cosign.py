@@ -16,8 +16,9 @@ from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 
-from ..audit import PrivateKeyLike, public_key_bytes
+from ..chain.tree import verify_consistency
 from ..errors import InvalidInput
+from ..keys import PrivateKeyLike, public_key_bytes
 from .errors import Finding, Rejected
 from .keys import SIG_COSIGNATURE, KeyLike, VerifierKey, key_id, load_signing_key, load_verifier_key, valid_key_name
 from .note import (
@@ -27,7 +28,6 @@ from .note import (
     NoteSignature,
     verify_checkpoint_note,
 )
-from .tree import verify_consistency
 
 MAX_TIMESTAMP = (1 << 63) - 1
 

@@ -1,13 +1,14 @@
 """The errors of the transparency library, each carrying the exit code its command returns
 (docs/TRANSPARENCY.md §6): 1 for a defect inside a readable input, 2 for a usage error or an input
-that cannot be read at all."""
+that cannot be read at all. The base class, UsageError and StaleCache are defined in mnemo.errors,
+below the file backend, whose leaf-hash cache raises them; they are re-exported here."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidInput, MnemoError
+from ..errors import StaleCache, TransparencyError, UsageError
 
 
 @dataclass(frozen=True)
@@ -22,19 +23,6 @@ class Finding:
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.message}"
-
-
-class TransparencyError(MnemoError):
-    """Base class; `exit_code` is what the command line returns for it."""
-
-    exit_code = 1
-
-
-class UsageError(TransparencyError, InvalidInput):
-    """Arguments that make no sense together or are out of range (a tree of size 0, a seq past the
-    tree, both or neither of a key and a checkpoint). Nothing was read or signed."""
-
-    exit_code = 2
 
 
 class UnreadableInput(TransparencyError):
@@ -64,13 +52,6 @@ class Rejected(TransparencyError):
     def __init__(self, message: str, problems: tuple[Finding, ...] = ()) -> None:
         super().__init__(message)
         self.problems = problems
-
-
-class StaleCache(TransparencyError):
-    """A leaf-hash cache that is not the log's: another database's, damaged, behind, or disagreeing
-    with the tree head computed from the log. Rebuild it from the log; never use it."""
-
-    exit_code = 1
 
 
 __all__ = ["DamagedLog", "Finding", "Rejected", "StaleCache", "TransparencyError", "UnreadableInput", "UsageError"]

@@ -12,8 +12,8 @@ from typing import Union
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from ..audit import KeyFileError, PublicKeyLike, load_private_key, load_public_key, public_key_bytes
 from ..errors import InvalidInput
+from ..keys import KeyFileError, PublicKeyLike, load_private_key, load_public_key, public_key_bytes
 
 SIG_ED25519 = 0x01  # plain Ed25519 note signatures: the log's key
 SIG_COSIGNATURE = 0x04  # timestamped Ed25519 cosignatures (c2sp.org/tlog-cosignature): witnesses

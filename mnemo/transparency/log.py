@@ -11,13 +11,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..audit import PathArg, UnreadableDatabase, read_chain
+from ..chain.codec import ZERO_HASH
+from ..chain.tree import HashList
 from ..errors import IntegrityError
-from ..storage.codec import ZERO_HASH
 from ..storage.contract import is_dsn
 from ..storage.file.framing import HEADER_SIZE, HeaderError, decode_file_header
 from .errors import DamagedLog, UnreadableInput
 from .note import default_origin
-from .tree import HashList
 
 
 @dataclass

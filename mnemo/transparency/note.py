@@ -15,11 +15,11 @@ from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 
-from ..audit import PrivateKeyLike, public_key_bytes
+from ..chain.tree import HASH_SIZE
 from ..errors import InvalidInput
+from ..keys import PrivateKeyLike, public_key_bytes
 from .errors import Finding, TransparencyError
 from .keys import SIG_ED25519, KeyLike, VerifierKey, key_id, load_signing_key, load_verifier_key, valid_key_name
-from .tree import HASH_SIZE
 
 SIGNATURE_PREFIX = "\u2014 "  # em dash, space
 MAX_SIGNATURES = 256  # C2SP asks verifiers to accept at least 16

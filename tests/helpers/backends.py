@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.audit import read_chain
-from mnemo.storage.codec import Entry
+from mnemo.chain.codec import Entry
 
 # The tables a write changes; mnemo_tree is a cache of the Merkle tree (as the file's .leaves is),
 # saved when a client closes, and not part of what a write changes.

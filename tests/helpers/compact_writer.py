@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import mnemo.storage.file.atomic as atomic
 import mnemo.storage.file.compaction as engine
 import mnemo.storage.file.snapshot as snap
 from mnemo import MnemoClient
@@ -46,7 +47,7 @@ class Tripwire:
     def install(self) -> None:
         """Every way compaction (and the snapshot written after it) touches a file."""
         targets: list[tuple[Any, str]] = [
-            (engine, "write_all"), (engine, "sync"), (engine, "fsync_dir"), (snap, "fsync_dir"), (snap, "remove"),
+            (engine, "write_all"), (engine, "sync"), (engine, "fsync_dir"), (atomic, "fsync_dir"), (snap, "remove"),
             (os, "replace"), (os, "write"), (os, "fsync"),
         ]
         for module, name in targets:

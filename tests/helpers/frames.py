@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mnemo.storage.codec import (
+from mnemo.chain.codec import (
     ZERO_HASH,
     Entry,
     encode_put_payload,

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from mnemo import MnemoClient
 from mnemo.audit import UnreadableDatabase, verify_db
+from mnemo.chain.codec import packb
 from mnemo.errors import MnemoError
 from mnemo.record import VerifyReport
-from mnemo.storage.codec import packb
 from mnemo.storage.file.framing import HEADER_SIZE, frame_length
 from mnemo.storage.file.snapshot import decode_snapshot, encode_snapshot
 from mnemo.tools.server import MnemoMemoryToolServer

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from mnemo.audit import load_private_key, public_key_bytes
-from mnemo.storage.codec import encode_forget_payload, encode_put_payload
+from mnemo.chain.codec import encode_forget_payload, encode_put_payload
 from mnemo.storage.file.framing import encode_file_header, encode_frame
 
 VECTORS = json.loads((Path(__file__).resolve().parents[1] / "data" / "chain-vectors.json").read_text())["vectors"]

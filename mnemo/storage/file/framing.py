@@ -12,7 +12,7 @@ import zlib
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from ..codec import Entry, EntryDecodeError, decode_entry
+from ...chain.codec import Entry, EntryDecodeError, decode_entry
 
 FILE_MAGIC = b"MNEMOLOG"
 FILE_VERSION = 1

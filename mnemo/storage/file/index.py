@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from ...acl import Acl
+from ...chain.tree import HASH_SIZE
 from ...errors import IntegrityError
 from ..types import Rec, Version
-from .index_columns import HASH_SIZE, IndexData, inconsistent
+from .index_columns import IndexData, inconsistent
 from .index_state import load_state, to_state
 
 if TYPE_CHECKING:

@@ -11,8 +11,6 @@ from ...acl import Acl
 from ...errors import IntegrityError
 from ..types import Version
 
-HASH_SIZE = 32
-
 # Column name -> array typecode. "I" is 4 bytes and "q" 8 on every platform CPython supports.
 COLUMNS = {
     "scope": "I", "tagset": "I", "agent": "I", "ver": "I", "slot_len": "I",

@@ -7,13 +7,14 @@ from __future__ import annotations
 from array import array
 from typing import TYPE_CHECKING, Any
 
+from ...chain.tree import HASH_SIZE
 from ...errors import IntegrityError
 from ..types import Rec
 from .index import Index
-from .index_columns import COLUMNS, HASH_SIZE
+from .index_columns import COLUMNS
 
 if TYPE_CHECKING:
-    from ...audit import ExpectedIndex
+    from ...chain.rules import ExpectedIndex
 
 
 def differences(index: Index, expected: ExpectedIndex) -> list[str]:

@@ -8,8 +8,9 @@ from array import array
 from itertools import islice
 from typing import Any, cast
 
+from ...chain.tree import HASH_SIZE
 from ..types import Version
-from .index_columns import COLUMNS, HASH_SIZE, IndexData, Interned, SortedIds, TagSets, all_str, inconsistent
+from .index_columns import COLUMNS, IndexData, Interned, SortedIds, TagSets, all_str, inconsistent
 
 SNAPSHOT_LAYOUT = 3
 STATE_KEYS = frozenset({

@@ -16,8 +16,8 @@ import zlib
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from ...chain.codec import Entry, EntryDecodeError, decode_entry
 from ...errors import DurabilityError, LockTimeout
-from ..codec import Entry, EntryDecodeError, decode_entry
 from .framing import (
     ENTRY_HEADER,
     FRAME_END,

@@ -11,15 +11,18 @@ import threading
 import time
 from typing import Any
 
+from ...chain.codec import ZERO_HASH, make_entry
+from ...chain.tree import CompactRange
 from ...errors import IntegrityError, MnemoError, NotFound
-from ..codec import ZERO_HASH, make_entry
 from . import snapshot as snap
 from .framing import HEADER_SIZE, HeaderError, decode_file_header, encode_file_header, encode_frame
 from .handles import LogHandle, open_regular
 from .index import Index
 from .index_snapshot import SnapshotRefused, load_snapshot
+from .leaves import cache_path
 from .logfile import fsync_dir, lock_log, match_mode, read_exact, sync, unlock_log, write_all
 from .state import StoreState
+from .tree_state import TreeState
 
 REBASE_ROWS = 10_000
 
@@ -178,8 +181,6 @@ class Opening(StoreState):
         """The tree as of the index just loaded: from the snapshot's compact range, or empty for a replay
         from seq 0 (which adds every entry). The leaf-hash cache DB.leaves beside the log is opened with
         it, and set aside (then rebuilt by a writer) if it does not match."""
-        from ...transparency.backend import TreeState  # here: the package imports the audit package
-
         self.tree = TreeState(self.path, self.db_id, saved=saved, readonly=self.readonly)
 
     def _log_mode(self) -> int:
@@ -193,8 +194,6 @@ class Opening(StoreState):
         readable through them. Never through a link (opened with O_NOFOLLOW, checked regular). A
         sidecar this process may not chmod is left as it is: the snapshot takes the log's mode when it
         is next written, the cache when a writer that may chmod it opens."""
-        from ...transparency.leaves import cache_path  # here: the package imports the audit package
-
         mode = self._log_mode()
         for name in (self.snap_path, cache_path(self.path)):
             try:
@@ -212,8 +211,6 @@ class Opening(StoreState):
 
 def _saved_tree_size(body: dict[str, Any]) -> int | None:
     """The tree size a snapshot's compact range is of, or None if it holds none that is well-formed."""
-    from ...transparency.tree import CompactRange
-
     try:
         return CompactRange.from_bytes(body["tree"]).size
     except Exception:  # missing, or not a compact range: the snapshot cannot be continued from

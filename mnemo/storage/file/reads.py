@@ -9,12 +9,13 @@ import zlib
 from collections.abc import Iterator
 
 from ...acl import Acl
+from ...chain.codec import SALT_SIZE, decode_put_payload, served_put_problem
 from ...errors import IntegrityError, NotFound
 from ..batch import Batch
-from ..codec import SALT_SIZE, decode_put_payload, served_put_problem
 from ..types import Found, LogItem, Payloads, Query, Rec, ScopeFilter, Usage, Version
 from .framing import SLOT_CRC, slot_state
 from .logfile import pread
+from .reader import read_log
 from .state import StoreState
 
 _NO_SCOPE = ""  # not a valid scope, so no record is in it (and no filter admits it)
@@ -209,8 +210,6 @@ class Reads(StoreState):
         return Usage(len(recs), sum(r.latest.size for r in recs), len(versions), sum(v.size for v in versions))
 
     def log(self, since: int = 0, payloads: bool = False) -> Iterator[LogItem]:
-        from ...audit import read_log
-
         for item in read_log(self.path, payloads=payloads):
             if item.entry.seq >= since:
                 yield LogItem(item.entry, item.slot.state, item.payload, item.offset)

@@ -8,15 +8,16 @@ import os
 from array import array
 from typing import Any
 
+from ...chain.codec import Entry, decode_put_payload, decode_record_fields
+from ...chain.tree import HASH_SIZE
 from ...errors import IntegrityError, MnemoError
 from ..batch import ACL_OPS, ChainError, apply_entry
-from ..codec import Entry, decode_put_payload, decode_record_fields
 from ..gc_pause import gc_paused
 from ..types import Rec, Version
 from . import snapshot as snap
 from .framing import ENTRY_HEADER, FRAME_HEADER, HEADER_SIZE, MAX_FRAME, SLOT_CRC, Frame, FrameError, Slot
 from .handles import LogHandle, open_regular
-from .index_columns import COLUMNS, HASH_SIZE
+from .index_columns import COLUMNS
 from .logfile import (
     SCAN_CHUNK,
     FrameReader,

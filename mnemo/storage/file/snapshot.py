@@ -12,7 +12,7 @@ from typing import Any
 
 import msgpack
 
-from ..codec import packb, unpackb
+from ...chain.codec import packb, unpackb
 from .atomic import write_atomic
 
 SNAP_MAGIC = b"MNEMOSNP"

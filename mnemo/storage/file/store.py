@@ -27,9 +27,10 @@ from .index_snapshot import SnapshotRefused, Snapshots, acl_from_frames, load_sn
 from .opening import Opening
 from .reads import Reads
 from .replay import Replay
+from .verify import verify_db_and_index
 
 if TYPE_CHECKING:
-    from ...audit import ExpectedIndex
+    from ...chain.rules import ExpectedIndex
     from ...record import VerifyReport
 
 
@@ -68,8 +69,6 @@ class FileStore(Reads, Writes, Compaction, Snapshots, Replay, Opening):
     ) -> VerifyReport:
         """The file checked end to end (audit.verify_db), then the index this store serves compared with
         what that pass over the file says it must hold."""
-        from ...audit import verify_db_and_index
-
         self.refresh()
         report, expected = verify_db_and_index(self.path, pubkey=pubkey, expect_head=expect_head)
         if not report.ok:

@@ -10,9 +10,9 @@ from typing import Any
 import psycopg
 
 from ...acl import Acl
+from ...chain.codec import ZERO_HASH, decode_put_payload, decode_record_fields
 from ...errors import InvalidInput, MnemoError
 from ..batch import ACL_OPS, Batch, apply_entry
-from ..codec import ZERO_HASH, decode_put_payload, decode_record_fields
 from ..types import ChainItem, Progress, Rec
 from . import schema
 from .dsn import display_name, dsn_params

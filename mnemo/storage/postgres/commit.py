@@ -26,9 +26,9 @@ from typing import Any
 import psycopg
 
 from ...acl import Acl
+from ...chain.codec import ZERO_HASH, Entry, decode_entry, make_entry, pack_canonical
 from ...errors import DurabilityError, IntegrityError, PermissionDenied, StorageError
 from ..batch import ACL_OPS, Batch, apply_entry
-from ..codec import ZERO_HASH, Entry, decode_entry, make_entry, pack_canonical
 from ..types import Rec, Version
 from .errors import first_line, storage_error
 from .session import Session

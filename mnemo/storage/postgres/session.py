@@ -11,8 +11,8 @@ from typing import Any
 import psycopg
 
 from ...acl import Acl
+from ...chain.codec import ZERO_HASH, EntryDecodeError, decode_entry
 from ...errors import IntegrityError, LockTimeout
-from ..codec import ZERO_HASH, EntryDecodeError, decode_entry
 from ..guards import StoreGuards
 from ..types import check_durability
 from .dsn import display_name, session_conninfo

@@ -19,10 +19,7 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from ...acl import Acl
-from ...errors import IntegrityError, MnemoError, NotFound, StorageError
-from ...record import VerifyReport
-from ..batch import Batch
-from ..codec import (
+from ...chain.codec import (
     ZERO_HASH,
     EntryDecodeError,
     decode_entry,
@@ -32,6 +29,10 @@ from ..codec import (
     served_put_problem,
     unpackb,
 )
+from ...chain.tree import CompactRange
+from ...errors import IntegrityError, MnemoError, NotFound, StorageError
+from ...record import VerifyReport
+from ..batch import Batch
 from ..types import BATCH_INTERVAL, Found, LogItem, Payloads, Progress, Query, Rec, ScopeFilter, Usage, Version
 from . import horizon, schema
 from .commit import PIPELINE_MAX_BYTES as PIPELINE_MAX_BYTES  # re-exported: tests size commits by it
@@ -40,6 +41,7 @@ from .dsn import application_dsn, display_name, grant_application_role
 from .errors import storage_error
 from .schema import SCHEMA_LOCK
 from .sql import TAGS, VERSION_COLUMNS, VERSIONS, group_rows, scope_sql, select_source
+from .verify import verify_postgres
 
 TREE_SAVE_EVERY = 1024  # entries between saved compact ranges of the tree
 
@@ -154,8 +156,6 @@ class PostgresStore(Commits):
         """The tree over the entries up to the head: continued from the compact range this store last
         held, or from the latest one saved in mnemo_tree (checked as it is used: a saved range that
         does not continue into the entries read after it is dropped and the tree read from seq 0)."""
-        from ...transparency.tree import CompactRange
-
         seq, _head = self.head()
         with self._tree_lock:
             compact = self._tree
@@ -419,8 +419,6 @@ class PostgresStore(Commits):
     def verify(
         self, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None = None
     ) -> VerifyReport:
-        from .verify import verify_postgres
-
         return verify_postgres(self, pubkey, expect_head, progress)
 
     def compact(self) -> dict[str, int]:

@@ -1,36 +1,43 @@
 """`verify` of a PostgreSQL database: the same checks as for a log file, fed from rows.
 
-The rows of `mnemo_entries` and `mnemo_payloads`, in seq order, go through the verifier of log files
-(mnemo.audit.verify_file), entry by entry: every hash is recomputed from the stored bytes, every link and
-seq checked, payloads against their digests, erasures, checkpoint signatures, an expected head. Nothing
-a column says about an entry is trusted: a stored hash, seq or op that disagrees with the entry's bytes
-is a problem of its own, so an entry edited by someone who disabled the triggers is found. Then the
-derived tables (records, versions, tags, forgotten ids, the head row) are compared with what the chain
-says they must hold.
+The rows of `mnemo_entries` and `mnemo_payloads`, in seq order, go through the chain rules every backend
+applies (mnemo.chain.rules.ChainVerifier), entry by entry: every hash is recomputed from the stored
+bytes, every link and seq checked, payloads against their digests, erasures, checkpoint signatures, an
+expected head. Nothing a column says about an entry is trusted: a stored hash, seq or op that disagrees
+with the entry's bytes is a problem of its own, so an entry edited by someone who disabled the triggers
+is found. Then the derived tables (records, versions, tags, forgotten ids, the head row) are compared
+with what the chain says they must hold.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple, Protocol
 
 import psycopg
 
-from ...acl import Acl
-from ...audit.verify_file import ExpectedIndex, _DbVerifier, _parse_expect_head
-from ...errors import InvalidInput
+from ...chain.codec import EntryDecodeError, decode_entry
+from ...chain.rules import ChainVerifier, ExpectedIndex, verify_arguments
+from ...chain.tree import CompactRange
 from ...record import Problem, VerifyReport
-from ...transparency.tree import CompactRange
-from ..codec import EntryDecodeError, decode_entry
-from ..file.framing import SLOT_CRC, Slot
 from ..types import Progress
+from .errors import storage_error
 
-if TYPE_CHECKING:
-    from .store import PostgresStore
+
+class _Rows(Protocol):
+    """What verify reads through: the store's name, its db_id and a connection of its own."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def db_id(self) -> bytes: ...
+
+    def _connect(self, autocommit: bool) -> psycopg.Connection[Any]: ...
 
 
 class _Payload:
-    """Stands where the file verifier reads payload bytes from its window: the current row's payload."""
+    """Where the rules read payload bytes from: the current row's payload."""
 
     data = b""
 
@@ -38,24 +45,31 @@ class _Payload:
         return self.data
 
 
-class _RowVerifier(_DbVerifier):
-    """The file verifier, fed rows: problems carry a seq but no byte offset."""
+class _RowSlot(NamedTuple):
+    """A row's payload as the rules see a slot: there or not (a row holds no byte offsets)."""
+
+    offset: int
+    length: int
+    state: str
+
+    def payload_range(self) -> tuple[int, int]:
+        return 0, self.length
+
+
+class _RowVerifier(ChainVerifier):
+    """The chain rules, fed rows: problems carry a seq but no byte offset."""
 
     def problem(self, kind: str, message: str, seq: int | None, offset: int | None) -> None:
         self.problems.append(Problem(kind, message, seq, None))
 
 
 def verify_postgres(
-    store: PostgresStore, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None
+    store: _Rows, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None
 ) -> VerifyReport:
-    head = _parse_expect_head(expect_head)
-    if pubkey is not None and not (isinstance(pubkey, bytes) and len(pubkey) == 32):
-        raise InvalidInput("pubkey must be a raw 32-byte Ed25519 public key")
-    from .store import storage_error
-
-    v = _RowVerifier(store.path, 0, pubkey, head)
+    head = verify_arguments(pubkey, expect_head)
+    v = _RowVerifier(pubkey, head)
     v.db_id = store.db_id
-    v.index = expected = ExpectedIndex({}, {}, set(), Acl())
+    v.index = expected = ExpectedIndex.empty()
     window = _Payload()
     conn = store._connect(autocommit=False)
     try:
@@ -118,11 +132,11 @@ def _row(
     if entry.seq != seq or entry.op != op:
         v.problem("row", f"the row of seq {seq} ({op}) holds the entry of seq {entry.seq} ({entry.op})", seq, None)
     if payload is None:
-        slot = Slot(0, 0, "erased" if entry.op == "put" else "none")
+        slot = _RowSlot(0, 0, "erased" if entry.op == "put" else "none")
     else:
         window.data = payload
-        slot = Slot(0, len(payload) + SLOT_CRC.size, "ok")
-    v.entry(entry, slot, 0, window)  # type: ignore[arg-type]
+        slot = _RowSlot(0, len(payload), "ok")
+    v.entry(entry, slot, 0, window)
 
 
 def _table_problems(conn: psycopg.Connection[Any], expected: ExpectedIndex, report: VerifyReport) -> list[Problem]:

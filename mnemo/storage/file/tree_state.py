@@ -24,11 +24,11 @@ import contextlib
 import os
 from collections.abc import Sequence
 
-from ..audit import PathArg
-from .errors import StaleCache
+from ...chain.tree import HASH_SIZE, CompactRange, LeafSource, TreeHead
+from ...errors import StaleCache
+from ..types import PathArg
 from .leaves import CacheCheck, LeafCache, cache_path
 from .prover import CacheProver
-from .tree import HASH_SIZE, CompactRange, LeafSource, TreeHead
 
 
 class TreeState:

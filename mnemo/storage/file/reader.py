@@ -1,4 +1,5 @@
-"""Reading a log file as an auditor: in chunks, without opening it as a client, never writing."""
+"""Reading a log file as an auditor: in chunks, without opening it as a client, never writing. The reader
+the file backend's verification, its `log()`, the audit export and salvage share."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ..errors import IntegrityError, MnemoError
-from ..storage.codec import ZERO_HASH, Entry
-from ..storage.contract import PathArg, Progress
-from ..storage.file.framing import (
+from ...chain.codec import ZERO_HASH, Entry
+from ...errors import IntegrityError, MnemoError, UnreadableDatabase
+from ..types import PathArg, Progress
+from .framing import (
     FRAME_END,
     FRAME_HEADER,
     HEADER_SIZE,
@@ -25,8 +26,7 @@ from ..storage.file.framing import (
     frame_length,
     parse_frame,
 )
-from ..storage.file.logfile import after_damage, complete_with_damaged_length, read_exact
-from .common import UnreadableDatabase
+from .logfile import after_damage, complete_with_damaged_length, read_exact
 
 CHUNK = 1 << 20
 _BIG_FRAME = 4 * CHUNK  # above this, a frame's trailer magic is checked before the frame is read whole

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import StaleCache, UsageError
-from .tree import CompactRange, LeafSource, TreeHead, leaf_hash, verify_consistency, verify_inclusion
+from ...chain.tree import CompactRange, LeafSource, TreeHead, leaf_hash, verify_consistency, verify_inclusion
+from ...errors import StaleCache, UsageError
 
 
 @dataclass(frozen=True)

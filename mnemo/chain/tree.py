@@ -1,10 +1,10 @@
 """The RFC 6962 Merkle tree over the chain's entries (docs/TRANSPARENCY.md §1, §2).
 
 Leaves are the exact entry bytes, in seq order. `LeafSource` is anything that hands out leaf hashes by
-range (an in-memory list, the sidecar cache of leaves.py); it computes roots and proofs over them,
-keeping the hashes of aligned perfect subtrees of 16 leaves and more once computed, so that after the
-first proof every further one costs O(log n) hashes. `CompactRange` is the other
-half: the stack of subtree roots that tracks the root of a growing log in O(log n) per entry.
+range (an in-memory list, the file backend's sidecar cache, storage/file/leaves.py); it computes roots
+and proofs over them, keeping the hashes of aligned perfect subtrees of 16 leaves and more once
+computed, so that after the first proof every further one costs O(log n) hashes. `CompactRange` is the
+other half: the stack of subtree roots that tracks the root of a growing log in O(log n) per entry.
 """
 
 from __future__ import annotations

@@ -1,24 +1,26 @@
-"""Ed25519 keys (files, PEM, raw, hex) and the signatures of in-chain checkpoint entries."""
+"""Ed25519 keys: loaded from key objects, files, PEM, raw bytes or hex, and made. The keys layer: below
+the chain, whose checkpoints they sign (mnemo.chain.checkpoints), and the audit and transparency
+commands that take them."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import os
-from typing import Any
+from typing import Union
 
-from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from ..errors import InvalidInput
-from ..storage.codec import (
-    checkpoint_message,
-)
-from ..storage.contract import PathArg
-from .common import KeyFileError, PrivateKeyLike, PublicKeyLike, _short
+from .errors import MnemoError
 
-# -- keys and checkpoint signatures --------------------------------------------------------------------
+PrivateKeyLike = Union[Ed25519PrivateKey, bytes, str, "os.PathLike[str]"]
+PublicKeyLike = Union[Ed25519PublicKey, bytes, str, "os.PathLike[str]"]
+
+
+class KeyFileError(MnemoError, ValueError):
+    """A key file or key string is missing, unreadable or not an Ed25519 key."""
 
 
 def public_key_bytes(key: Ed25519PrivateKey | Ed25519PublicKey) -> bytes:
@@ -36,7 +38,7 @@ def generate_keypair() -> tuple[bytes, bytes]:
     return pem, public_key_bytes(sk)
 
 
-def _read_key_file(path: PathArg) -> bytes:
+def _read_key_file(path: str | os.PathLike[str]) -> bytes:
     try:
         with open(path, "rb") as f:
             return f.read(1 << 16)
@@ -120,40 +122,12 @@ def load_public_key(key: PublicKeyLike) -> bytes:
     return _public_from_bytes(_read_key_file(key))
 
 
-def sign_checkpoint(private_key: PrivateKeyLike, db_id: bytes, seq: int, head: bytes) -> dict[str, Any]:
-    """The body of a `checkpoint` entry signing (`seq`, `head`), the entry just before it."""
-    if not (isinstance(db_id, bytes) and len(db_id) == 16):
-        raise InvalidInput("db_id must be 16 bytes")
-    if not (isinstance(head, bytes) and len(head) == 32):
-        raise InvalidInput("head must be a 32-byte hash")
-    if not (isinstance(seq, int) and 0 <= seq < 1 << 64):
-        raise InvalidInput("seq must be a non-negative 64-bit integer")
-    sk = load_private_key(private_key)
-    sig = sk.sign(checkpoint_message(db_id, seq, head))
-    return {"db_id": db_id, "head": head, "key": public_key_bytes(sk), "seq": seq, "sig": sig}
-
-
-def _checkpoint_findings(
-    entry_seq: int, prev: bytes, body: dict[str, Any], db_id: bytes | None, pubkey: bytes | None
-) -> list[tuple[str, str]]:
-    """(kind, message) for everything wrong with a well-typed checkpoint body; empty when it verifies."""
-    found: list[tuple[str, str]] = []
-    if db_id is not None and body["db_id"] != db_id:
-        found.append(("checkpoint", f"checkpoint names db_id {body['db_id'].hex()}, not {db_id.hex()}"))
-    if body["seq"] != entry_seq - 1 or body["head"] != prev:
-        found.append((
-            "checkpoint",
-            f"checkpoint signs seq {body['seq']} head {_short(body['head'])}, not the entry before it "
-            f"(seq {entry_seq - 1}, {_short(prev)})",
-        ))
-    try:
-        Ed25519PublicKey.from_public_bytes(body["key"]).verify(
-            body["sig"], checkpoint_message(body["db_id"], body["seq"], body["head"])
-        )
-    except (InvalidSignature, ValueError):
-        found.append(
-            ("checkpoint-signature", f"checkpoint signature does not verify with key {body['key'].hex()}")
-        )
-    if pubkey is not None and body["key"] != pubkey:
-        found.append(("checkpoint-key", f"checkpoint signed by key {body['key'].hex()}, not the given key"))
-    return found
+__all__ = [
+    "KeyFileError",
+    "PrivateKeyLike",
+    "PublicKeyLike",
+    "generate_keypair",
+    "load_private_key",
+    "load_public_key",
+    "public_key_bytes",
+]

@@ -18,10 +18,9 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from ..errors import InvalidInput
-from ..storage.contract import PathArg
-from .errors import StaleCache
-from .tree import HASH_SIZE, CompactRange, LeafSource, TreeHead
+from ...chain.tree import HASH_SIZE, CompactRange, LeafSource, TreeHead
+from ...errors import InvalidInput, StaleCache
+from ..types import PathArg
 
 MAGIC = b"MNEMOLHC"
 VERSION = 1

@@ -1,0 +1,286 @@
+"""The file backend's check of its log (docs/FORMAT.md §5.1), as `mnemo verify` and `FileStore.verify`
+make it: the file read in chunks, without opening it as a client and without writing; its header,
+framing, frame and slot checksums, the erasure journal and leftover files checked here, and every entry
+through the chain rules (mnemo.chain.rules.ChainVerifier). A fast path takes runs of frames of
+canonical puts through the scan core (scan.py). The index snapshot beside the log is check.py's."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from array import array
+
+from ...chain.codec import ZERO_HASH
+from ...chain.rules import ChainVerifier, ExpectedIndex, PayloadSlot, verify_arguments
+from ...chain.tree import CompactRange
+from ...record import VerifyReport
+from ..gc_pause import gc_paused
+from ..types import PathArg, Progress
+from .framing import ENTRY_HEADER, FILE_MAGIC, FRAME_HEADER, HEADER_SIZE, Frame, HeaderError, decode_file_header
+from .reader import _BIG_FRAME, _Damage, _entry_offsets, _open_db, _scan, _Window, not_regular
+from .scan import DIGEST, LEAVES, ScanResult, scan_frames
+from .snapshot import read_erase_journal
+
+_FH = FRAME_HEADER.size
+_SCAN_COLUMNS = (("ver", "I"), ("slot_len", "I"), ("entry_len", "I"), ("seq", "q"), ("ts", "q"), ("size", "q"),
+                 ("slot_off", "q"), ("entry_off", "q"))
+
+
+class _DbVerifier(ChainVerifier):
+    """The chain rules fed from a log file's frames, with what only a file has: a header, damaged
+    stretches between frames, frame checksums, the erasure journal and files a crashed writer left."""
+
+    FIRST_OFFSET = HEADER_SIZE
+    ENTRY_HEADER_SIZE = ENTRY_HEADER.size
+
+    def __init__(
+        self, path: str, size: int, pubkey: bytes | None, expect_head: tuple[int, bytes] | None
+    ) -> None:
+        super().__init__(pubkey, expect_head)
+        self.path = path
+        self.size = size
+        self.journal: set[tuple[int, int]] | None = None
+        self.pending_damage: tuple[_Damage, int] | None = None
+
+    # header and sidecars
+    def header(self, data: bytes) -> None:
+        if not data:
+            self.problem("header", "the file is empty: not a Mnemo log", None, 0)
+            return
+        if not FILE_MAGIC.startswith(data[: len(FILE_MAGIC)]):
+            self.problem("header", "bad file header: not a Mnemo log (bad magic)", None, 0)
+            return
+        try:
+            self.db_id = decode_file_header(data)
+        except HeaderError as exc:
+            self.problem("header", f"bad file header: {exc}", None, 0)
+
+    def load_journal(self) -> None:
+        journal = self.path + ".erase"
+        with contextlib.suppress(OSError):
+            mode = os.stat(journal).st_mode
+            if not stat.S_ISREG(mode):  # never opened: a FIFO would block the read
+                self.journal = set()  # read as a damaged journal is: it lists nothing
+                self.notes.append(not_regular(journal, mode) + ": not read as an erasure journal")
+                return
+        regions = read_erase_journal(journal)
+        self.journal = None if regions is None else set(regions)
+        if self.journal is not None:
+            self.notes.append(
+                f"an erasure journal ({os.path.basename(self.path)}.erase) lists {len(self.journal)} "
+                "regions: an interrupted erasure the next writer completes"
+            )
+
+    def leftovers(self) -> None:
+        for suffix in (".compact", ".snap.tmp", ".erase.tmp"):
+            if os.path.exists(self.path + suffix):
+                self.notes.append(
+                    f"{os.path.basename(self.path)}{suffix} is left over from a writer that crashed; it may hold "
+                    "payload bytes, and the next writer to open the database, or the next forget, removes it"
+                )
+
+    def erasure_listed(self, slot: PayloadSlot) -> bool:
+        # exactly a slot: a journal never stands for anything but whole payload slots
+        return self.journal is not None and (slot.offset, slot.length) in self.journal
+
+    # damage
+    def damage(self, d: _Damage) -> None:
+        exp = self.next_seq
+        if d.torn:
+            self.problem(
+                "torn-tail",
+                f"the last frame is incomplete ({self.size - d.offset} bytes at the end of the file): "
+                f"a torn write that the next writer to open the log cuts off ({d.message})",
+                exp, d.offset,
+            )
+            return
+        if d.resume is None:
+            self.problem("bad-frame", f"{d.message}; no readable frame follows "
+                         f"({self.size - d.offset} bytes to the end of the file)", exp, d.offset)
+            self.lost_before = True
+            return
+        self.pending_damage = (d, exp)
+
+    def anchor(self) -> tuple[int, bytes]:
+        """The (seq, hash) of the last entry read: what the entries after a damaged frame link to."""
+        return (self.last_seq, self.last_hash) if self.last_hash is not None else (-1, ZERO_HASH)
+
+    def resumed(self, first_seq: int) -> None:
+        if self.pending_damage is None:
+            return
+        d, exp = self.pending_damage
+        self.pending_damage = None
+        resume = d.resume if d.resume is not None else d.offset
+        lost = f"; entries seq {exp}..{first_seq - 1} are unreadable" if first_seq > exp else ""
+        self.problem("bad-frame", f"{d.message}; {resume - d.offset} bytes skipped up to the next good "
+                     f"frame at offset {resume}{lost}", exp, d.offset)
+        self.lost_before = first_seq > exp
+
+    # frames and entries
+    def frame(self, frame: Frame, crc_ok: bool, win: _Window) -> None:
+        first = frame.entries[0].seq
+        self.resumed(first)
+        if not crc_ok:
+            last = frame.entries[-1].seq
+            span = f"seq {first}" if first == last else f"seq {first}..{last}"
+            self.problem("frame-checksum", f"frame checksum mismatch at offset {frame.offset} ({span}): "
+                         "its entries were changed after it was written", first, frame.offset)
+        if len(frame.entries) == 1:
+            self.entry(frame.entries[0], frame.slots[0], frame.offset + FRAME_HEADER.size, win)
+            return
+        for e, slot, off in zip(frame.entries, frame.slots, _entry_offsets(frame), strict=True):
+            self.entry(e, slot, off, win)
+
+    # the fast path
+    def fast_frames(self, win: _Window, pos: int) -> int:
+        """Check the frames from `pos` on for as long as each holds only canonical puts with nothing wrong
+        with them, read by the scan core (mnemo/storage/file/scan.py) instead of being decoded into
+        objects; return the offset of the first frame left to the general path (`frame`), which then
+        finds exactly what is wrong with it, or checks an op this path does not read.
+
+        It makes every check `frame` and `op_put` make, to the same outcome, and changes the state as
+        they would; a frame it leaves to the general path leaves no trace."""
+        if self.pending_damage is not None or self.lost_before or self.last_hash is None or self.next_seq < 1:
+            return pos
+        want = self.expect_head[0] if self.expect_head is not None else -1
+        flags = DIGEST | (LEAVES if self.tree is not None else 0)
+        while pos + _FH <= win.size:
+            rel = pos - win.start
+            if rel < 0 or rel + _FH > len(win.buf):
+                win.ensure(pos, _FH)
+                rel = pos - win.start
+            res = scan_frames(win.buf, win.start, rel, self.next_seq, self.last_hash, want, _BIG_FRAME, flags)
+            taken = self.take_scanned(res)
+            if taken is not None:
+                return taken  # a version that does not follow: the general path reports it
+            pos = win.start + res.pos
+            if res.need:  # the next frame is not whole in the buffer
+                if pos + res.need > win.size:
+                    break
+                win.ensure(pos, res.need)
+            elif len(win.buf) - res.pos >= _FH:  # a frame the scan does not take
+                break
+            # else fewer bytes than a frame header are left in the buffer: read on
+        return pos
+
+    def take_scanned(self, res: ScanResult) -> int | None:
+        """Apply the scanned frames to the state, frame by frame; None when all were taken, else the
+        offset of the first frame whose version numbers do not follow (nothing of it is applied)."""
+        if not res.ids:
+            return None
+        versions, index, tree = self.versions, self.index, self.tree
+        live, older = (index.live, index.older) if index is not None else ({}, {})
+        ids = res.ids
+        cols = {name: array(tc, res.columns[name]) for name, tc in _SCAN_COLUMNS}
+        vers, seqs = cols["ver"], cols["seq"]
+        scopes, agents, tagsets = res.scopes, res.agents, res.tagsets
+        sc, ag, tg = array("I", res.scope_codes), array("I", res.agent_codes), array("I", res.tagset_codes)
+        hashes = res.hashes
+        spans = res.frame_spans()
+        n = len(ids)
+        if vers.count(1) == n and len(set(ids)) == n and versions.keys().isdisjoint(ids):
+            # every put a new record (the usual case): the state is updated in bulk
+            versions.update(zip(ids, vers, strict=True))
+            if index is not None:
+                live.update(zip(ids, zip(
+                    ids, map(scopes.__getitem__, sc), map(list, map(tagsets.__getitem__, tg)), vers, seqs,
+                    cols["ts"], map(agents.__getitem__, ag), cols["size"],
+                    [hashes[i:i + 32] for i in range(0, 32 * n, 32)], cols["slot_off"], cols["slot_len"],
+                    cols["entry_off"], cols["entry_len"], strict=True,
+                ), strict=True))
+            if tree is not None:
+                tree.add_leaf_hashes(res.leaves)
+            self.entries += n
+            self.next_seq = seqs[n - 1] + 1
+            self.last_seq, self.last_hash = seqs[n - 1], hashes[(n - 1) * 32:]
+            return None
+        k = 0
+        for off, _end, count in spans:
+            if count == 1:
+                if versions.get(ids[k], 0) + 1 != vers[k]:
+                    return off
+            else:
+                seen: dict[str, int] = {}
+                for i in range(k, k + count):
+                    rid = ids[i]
+                    ver = seen.get(rid) or versions.get(rid, 0) + 1
+                    if vers[i] != ver:
+                        return off
+                    seen[rid] = ver + 1
+            for i in range(k, k + count):
+                rid = ids[i]
+                ver = vers[i]
+                versions[rid] = ver
+                if index is not None:
+                    if ver > 1:
+                        older.setdefault(rid, []).append(live[rid])
+                    live[rid] = (
+                        rid, scopes[sc[i]], list(tagsets[tg[i]]), ver, seqs[i], cols["ts"][i], agents[ag[i]],
+                        cols["size"][i], hashes[i * 32:i * 32 + 32], cols["slot_off"][i], cols["slot_len"][i],
+                        cols["entry_off"][i], cols["entry_len"][i],
+                    )
+            if tree is not None:
+                tree.add_leaf_hashes(res.leaves[k * 32:(k + count) * 32])
+            k += count
+            self.entries += count
+            self.next_seq = seqs[k - 1] + 1
+            self.last_seq, self.last_hash = seqs[k - 1], hashes[(k - 1) * 32:k * 32]
+        return None
+
+    def finish(self) -> None:
+        self.resumed(self.next_seq)  # a resync always finds a frame, so this is a no-op
+        super().finish()
+
+
+def verify_db_and_index(
+    path: PathArg, *, pubkey: bytes | None = None, expect_head: tuple[int, str] | None = None
+) -> tuple[VerifyReport, ExpectedIndex]:
+    """verify_db, and, from the same pass over the file, what a client's index of it must hold (for
+    `Store.index_differences`; meaningful only when the report is ok). The snapshot file is left to
+    the caller, which compares the index it serves."""
+    index = ExpectedIndex.empty()
+    report = verify_log(path, pubkey, expect_head, None, index)
+    return report, index
+
+
+def verify_log(
+    path: PathArg, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None,
+    index: ExpectedIndex | None,
+) -> VerifyReport:
+    """The log file at `path` checked completely, every problem reported (the arguments as verify_db's).
+    With `index` (empty), what a client's index of the log must hold is gathered into it as well, with
+    the Merkle tree over the entries."""
+    head = verify_arguments(pubkey, expect_head)
+    fd, size, name = _open_db(path)
+    try:
+        v = _DbVerifier(name, size, pubkey, head)
+        v.index = index
+        if index is not None:
+            v.tree = CompactRange()
+        win = _Window(fd, size, name, progress)
+        v.header(win.get(0, HEADER_SIZE))
+        v.load_journal()
+        v.leftovers()
+        with gc_paused():
+            for item in _scan(win, lenient=True, skip=v.fast_frames, anchor=v.anchor):
+                if isinstance(item, _Damage):
+                    v.damage(item)
+                else:
+                    v.frame(item[0], item[1], win)
+        v.finish()
+        if progress is not None:
+            progress(win.size, win.size)
+    finally:
+        os.close(fd)
+    report = v.report()
+    if index is not None:
+        index.head_seq, index.entries = report.head_seq, report.entries
+        if v.tree is not None:
+            tree_head = v.tree.head()
+            index.tree = (tree_head.size, tree_head.root)
+        index.head_hash = bytes.fromhex(report.head_hash) if report.head_hash else ZERO_HASH
+    return report
+
+
+__all__ = ["verify_db_and_index", "verify_log"]
