@@ -435,9 +435,9 @@ def run_chat(
         )
         return 2
     try:
-        import anthropic
+        import anthropic  # noqa: PLC0415 - the optional SDK, only `mnemo chat` needs it
 
-        from mnemo.tools.anthropic import MnemoMemoryTool
+        from mnemo.tools.anthropic import MnemoMemoryTool  # noqa: PLC0415 - imports the optional SDK
     except ImportError:
         out.write(f"mnemo chat needs the Anthropic SDK: {install_hint('anthropic-memory-tool')}\n")
         return 2

@@ -139,7 +139,7 @@ def mcp(
         raise UsageError(f"{', '.join(given)}: only with --transport http")
     table = load_tokens(tokens) if transport == "http" else {}  # before anything opens: no tokens, no server
     try:
-        from ..tools.mcp import app
+        from ..tools.mcp import app  # noqa: PLC0415 - needs the optional mcp extra, which this reports
     except ImportError as exc:
         raise UsageError(str(exc), "MissingDependency") from None
     with _opening(db):

@@ -16,7 +16,7 @@ def open_storage(
     file backend; None for its default) is how long a thread about to fsync waits for writes in progress
     to join it; PostgreSQL groups commits in the server."""
     if is_dsn(name):
-        from .postgres import open_postgres
+        from .postgres import open_postgres  # noqa: PLC0415 - psycopg, an optional dependency
 
         return open_postgres(name, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout)
     return FileStore(

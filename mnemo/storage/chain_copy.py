@@ -64,7 +64,7 @@ def write_chain(destination: str, items: Iterable[ChainItem], progress: Progress
         raise InvalidInput("the destination must be a file path or a postgresql:// URI")
     checked = linked(items, "the source")
     if is_dsn(destination):
-        from .postgres.chain_import import write_chain as write_pg  # psycopg: an optional dependency
+        from .postgres.chain_import import write_chain as write_pg  # noqa: PLC0415 - psycopg, an optional dependency
 
         write_pg(destination, checked, progress, total)
     else:

@@ -29,7 +29,7 @@ _SDK_NAMES = frozenset({"MnemoMemoryTool", "AsyncMnemoMemoryTool"})
 
 def __getattr__(name: str) -> Any:
     if name in _SDK_NAMES:
-        from mnemo.tools import anthropic as adapter
+        from mnemo.tools import anthropic as adapter  # noqa: PLC0415 - it imports the optional SDK
 
         return getattr(adapter, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -61,7 +61,7 @@ _APP_NAMES = frozenset({"MCP_PATH", "AgentServers", "build_server", "serve_http"
 
 def __getattr__(name: str) -> Any:
     if name in _APP_NAMES:
-        from mnemo.tools.mcp import app
+        from mnemo.tools.mcp import app  # noqa: PLC0415 - it imports the optional mcp SDK
 
         return getattr(app, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -346,7 +346,7 @@ def serve_http(
     previous response (`mnemo.tools.mcp.connections` says how).
     """
     _configure_logging()
-    import uvicorn  # the SDK depends on it; imported here so that stdio never loads it
+    import uvicorn  # noqa: PLC0415 - the SDK depends on it; imported here so that stdio never loads it
 
     table = TokenTable(tokens)
     guard = ConnectionGuard(max_connections, read_timeout)  # checks both before anything opens

@@ -23,9 +23,11 @@ whatever HTTP implementation uvicorn would otherwise pick.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import math
+import resource
 import socket
 import time
 from typing import TYPE_CHECKING, Any, Protocol
@@ -74,10 +76,6 @@ def check_limits(max_connections: object, read_timeout: object) -> tuple[int, fl
 def _descriptor_room(wanted: int, reserve: int) -> int | None:
     """How many descriptors the soft RLIMIT_NOFILE leaves beside `reserve`, after raising it towards
     the hard limit as far as `wanted` more need; None if it leaves room for all of them."""
-    try:
-        import resource
-    except ImportError:  # pragma: no cover - not POSIX: no such limit to read
-        return None
     need = wanted + reserve
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     infinite = resource.RLIM_INFINITY
@@ -206,12 +204,10 @@ class GuardedListener(socket.socket):
 def guarded_protocol(guard: ConnectionGuard) -> type[H11Protocol]:
     """A protocol class for `uvicorn.Config(http=...)`: uvicorn's h11 protocol, its connections under
     the bounds of `guard`. (uvicorn is imported here, not with this module: stdio never loads it.)"""
-    import asyncio
-
-    import h11
-    from uvicorn.config import Config
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-    from uvicorn.server import ServerState
+    import h11  # noqa: PLC0415 - the HTTP server's dependencies: stdio never loads them
+    from uvicorn.config import Config  # noqa: PLC0415 - as above
+    from uvicorn.protocols.http.h11_impl import H11Protocol  # noqa: PLC0415 - as above
+    from uvicorn.server import ServerState  # noqa: PLC0415 - as above
 
     class GuardedProtocol(H11Protocol):
         def __init__(
