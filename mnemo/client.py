@@ -1,6 +1,10 @@
 """MnemoClient: the one public API. It checks input and permissions, builds chain entries and hands
 them to a storage backend through the storage contract (mnemo/storage/contract.py); it never touches
-files or tables itself."""
+files or tables itself.
+
+Longer than a module should be, for a reason: it is one class whose public methods are the API users
+read top to bottom (docs/API.md); each method is a few checks over one call below, and splitting the
+class would scatter one permission model over several files."""
 
 from __future__ import annotations
 
