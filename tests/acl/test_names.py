@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from helpers.backends import is_empty, onto, stored
+from helpers.logs import LogBuilder
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_audit_support import LogBuilder
 
 from mnemo import MnemoClient, RecordUnavailable
 from mnemo.acl import MAX_AGENT_ID_CHARS, MAX_NAME_CHARS, Acl, check_agent_id, check_name, check_pattern

@@ -16,14 +16,14 @@ from typing import Any
 import msgpack
 import pytest
 from helpers.backends import onto
-from test_audit_support import SEED, LogBuilder, erase_slot, fix_frame_crc, pubkey_hex, sample_log
+from helpers.logs import SEED, LogBuilder, erase_slot, fix_frame_crc, pubkey_hex, sample_log
+from helpers.paths import ROOT
 
 from mnemo.audit import UnreadableExport, export_audit, format_ts, verify_db, verify_export
 from mnemo.errors import IntegrityError
 from mnemo.record import VerifyReport
 from mnemo.storage.codec import make_entry
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "verify_export.py"
 PUB = bytes.fromhex(pubkey_hex())
 LINE_KEYS = {"seq", "ts", "op", "agent", "prev", "hash", "entry", "body"}

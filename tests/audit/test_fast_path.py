@@ -13,13 +13,14 @@ from unittest import mock
 
 import msgpack
 import pytest
-from test_audit_support import (
+from helpers.logs import (
     SEED,
     LogBuilder,
     erase_slot,
     fix_frame_crc,
     fix_slot_crc,
     pubkey_hex,
+    rich_log,
     sample_log,
 )
 
@@ -81,35 +82,6 @@ def write(path: Path, data: bytes | bytearray) -> Path:
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     return tmp_path / "memory.mnemo.db"
-
-
-def rich_log(n: int = 40) -> LogBuilder:
-    """Puts in single and multi-entry frames, updates, re-puts of a forgotten id, binary and non-ASCII
-    content, several agents and scopes, grants, a revoke, forgets and checkpoints."""
-    rng = random.Random(7)
-    b = LogBuilder()
-    b.grant("owner", "bob", "team:*", ["read", "write"])
-    for i in range(n):
-        agent = ("agent-1", "bob", "ägent-ü")[i % 3]
-        content: str | bytes = f"memory {i}: " + "x" * rng.randrange(0, 300)
-        if i % 7 == 3:
-            content = bytes(range(i % 256)) + b"\xff\x00"
-        elif i % 7 == 5:
-            content = "ünïcödé " * (i % 5) + "✓"
-        tags = sorted({f"t{i % 4}", "all", f"ü{i % 2}"})[: i % 4]
-        meta: dict[str, Any] = {"i": i, "nested": {"b": [1, 2.5, None, True], "a": "x"}} if i % 2 else {}
-        if i % 5 == 0:
-            with b.frame():
-                for j in range(4):
-                    b.put(agent, f"f{i}-{j}", f"in a frame {j}", tags=tags, metadata=meta)
-        b.put(agent, f"r{i % 9}", content, tags=tags, metadata=meta, scope="team:x" if i % 4 == 1 else None)
-        if i % 11 == 10:
-            b.forget(agent, [f"r{(i + 3) % 9}", "no-such-id"], reason="asked")
-        if i % 13 == 12:
-            b.checkpoint()
-    b.grant("owner", "bob", "team:*", ["write"], op="revoke")
-    b.checkpoint()
-    return b
 
 
 def test_clean_logs_verify_the_same_both_ways(db: Path) -> None:

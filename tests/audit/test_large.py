@@ -7,9 +7,11 @@ import importlib.util
 import time
 from pathlib import Path
 
+from helpers.paths import ROOT
+
 from mnemo.audit import load_private_key, public_key_bytes, verify_db
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_verify.py"
+BENCH = ROOT / "benchmarks" / "bench_verify.py"
 
 
 def test_100k_entries_verify(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgpack
 import pytest
-from test_audit_support import SEED, LogBuilder, erase_slot, pubkey_hex, sample_log
+from helpers.logs import SEED, LogBuilder, erase_slot, pubkey_hex, sample_log
 
 from mnemo.audit import UnreadableExport, export_audit, format_ts, sign_checkpoint, verify_export
 from mnemo.audit.common import _short, jsonable

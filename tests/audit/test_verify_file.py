@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_audit_support import (
+from helpers.logs import (
     SEED,
     Built,
     LogBuilder,

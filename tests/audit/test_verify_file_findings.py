@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_audit_support import (
+from helpers.logs import (
     SEED,
     TS0,
     Built,
@@ -18,6 +18,7 @@ from test_audit_support import (
     pubkey_hex,
     sample_log,
 )
+from helpers.snapshots import replace, tamper
 
 from mnemo.audit import sign_checkpoint, verify_db
 from mnemo.audit.common import _short
@@ -648,8 +649,6 @@ def test_the_index_gathered_names_the_logs_head_and_tree(db: Path) -> None:
 
 
 def test_verify_db_checks_the_index_snapshot_beside_the_log(tmp_path: Path) -> None:
-    from test_audit_index import replace, tamper
-
     from mnemo import MnemoClient
 
     db = tmp_path / "i.db"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.transparency_vectors import VECTORS, vector_log
 
 from mnemo.audit import (
     export_audit,
@@ -22,15 +23,11 @@ from mnemo.storage.codec import (
     Entry,
     checkpoint_message,
     decode_entry,
-    encode_forget_payload,
-    encode_put_payload,
     make_entry,
     pack_record_fields,
     payload_digest,
 )
-from mnemo.storage.file.framing import encode_file_header, encode_frame
 
-VECTORS = json.loads((Path(__file__).parent / "data" / "chain-vectors.json").read_text())["vectors"]
 BYTES_FIELDS = {"db_id", "digest", "head", "key", "sig"}
 
 
@@ -82,21 +79,6 @@ def test_checkpoint_signature_reproduces_from_the_seed() -> None:
     signed = sign_checkpoint(seed, body["db_id"], body["seq"], body["head"])
     assert signed == body  # Ed25519 is deterministic: the same key and message give the same signature
     assert public_key_bytes(load_private_key(seed)).hex() == v["body"]["key"]
-
-
-def vector_log() -> bytes:
-    """The vectors as a database file, one frame per entry, with the put's and forget's payloads."""
-    (put,) = [v for v in VECTORS if "payload" in v]
-    p = put["payload"]
-    packed = bytes.fromhex(p["packed_hex"])
-    payloads = {
-        put["seq"]: encode_put_payload(bytes.fromhex(p["salt"]), packed),
-        3: encode_forget_payload(None),
-    }
-    data = encode_file_header(bytes.fromhex(VECTORS[0]["body"]["db_id"]))
-    for v in VECTORS:
-        data += encode_frame([(bytes.fromhex(v["entry_hex"]), payloads.get(v["seq"]))])
-    return data
 
 
 def test_the_vector_chain_verifies(tmp_path: Path) -> None:

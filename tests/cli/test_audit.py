@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from helpers.backends import onto
-from test_audit_support import erase_slot, pubkey_hex, sample_log
+from helpers.logs import erase_slot, pubkey_hex, sample_log
 
 from mnemo.cli import main
 

@@ -16,8 +16,8 @@ from typing import Any
 import click
 import pytest
 from helpers.backends import snapshot
+from helpers.logs import sample_log
 from helpers.procs import subprocess_env
-from test_audit_support import sample_log
 
 import mnemo
 from mnemo import MnemoClient, _native

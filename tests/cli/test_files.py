@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.logs import erase_slot, sample_log
 from helpers.procs import subprocess_env
-from test_audit_support import erase_slot, sample_log
 
 from mnemo import MnemoClient
 

@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 from helpers.backends import onto
-from test_audit_support import SEED, erase_slot, pubkey_hex, sample_log
+from helpers.logs import SEED, erase_slot, pubkey_hex, sample_log
+from helpers.paths import ROOT
 
 from mnemo.cli import common, main
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture

@@ -11,13 +11,13 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from helpers.paths import ROOT
 from helpers.procs import subprocess_env
 
 import mnemo
 
 pytest.importorskip("anthropic")  # mnemo.tools.anthropic is documented too
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tools" / "gen_api_docs.py"
 
 

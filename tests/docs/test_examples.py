@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.paths import ROOT
 from helpers.procs import subprocess_env
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 ID = r"[0-9a-f]{32}"
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from helpers.paths import ROOT
 
 from mnemo import validation
 from mnemo.tools import inputs, quotas, server, text
 
-DOC = (Path(__file__).resolve().parents[1] / "docs" / "MEMORY_TOOL.md").read_text(encoding="utf-8")
+DOC = (ROOT / "docs" / "MEMORY_TOOL.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(

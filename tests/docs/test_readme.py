@@ -15,11 +15,11 @@ from pathlib import Path
 
 import click
 import pytest
+from helpers.paths import ROOT
 
 from mnemo.cli import cli
 from mnemo.cli.transparency import NO_CHECKPOINT_OF_KEY
 
-ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 
 

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers.paths import HELPERS
 from helpers.procs import subprocess_env
 
 from mnemo import MnemoClient
 from mnemo.errors import NotFound
 
 OWNER = "owner"
-HELPER = Path(__file__).resolve().parent / "helpers" / "compact_writer.py"
+HELPER = HELPERS / "compact_writer.py"
 DB = "memory.mnemo.db"
 
 

@@ -9,11 +9,11 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.backends import commits, entries, stored
+from helpers.paths import ROOT
 
 from mnemo import MnemoClient
 from mnemo.tools import MnemoMemoryToolServer
@@ -30,7 +30,7 @@ from anthropic.types.beta import (  # noqa: E402
 from mnemo.tools.anthropic import AsyncMnemoMemoryTool, MnemoMemoryTool  # noqa: E402
 
 ROOT_HEADER = "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
-REPO = str(Path(__file__).resolve().parents[1])
+REPO = str(ROOT)
 
 
 @pytest.fixture

@@ -13,19 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.frames import read_frames
+from helpers.paths import HELPERS, ROOT
+from helpers.procs import subprocess_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mnemo import MnemoClient
 from mnemo.errors import InvalidInput, NotFound
 from mnemo.tools import CommandResult, MnemoMemoryToolServer
-from tests.helpers.frames import read_frames
-from tests.helpers.procs import subprocess_env
 
 TEAM, ORG = "team:research", "org:handbook"
 MOUNTS = {"/memories": "agent:me", "/memories/team": TEAM, "/memories/org": ORG}
 HEADER = "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
-EDITOR = Path(__file__).resolve().parent / "helpers" / "mounts_editor.py"
+EDITOR = HELPERS / "mounts_editor.py"
 
 
 @pytest.fixture
@@ -442,7 +443,7 @@ def test_moves_across_mounts_lose_no_edit_of_another_process(admin: MnemoClient,
 def test_docs_state_the_texts_of_mounts() -> None:
     from mnemo.tools import mounts
 
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "MOUNTS.md").read_text(encoding="utf-8")
+    doc = (ROOT / "docs" / "MOUNTS.md").read_text(encoding="utf-8")
     for verb, path in (("delete", "{path}"), ("rename", "{old_path}")):
         assert mounts.FIXED_TEXT.format(verb=verb, point="{mount point}") in doc
         assert mounts.HOLDS_TEXT.format(verb=verb, path=path, point="{mount point}") in doc

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from helpers import pg
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
@@ -23,7 +24,6 @@ from mnemo import MnemoClient
 from mnemo.tools import MnemoMemoryToolServer
 from mnemo.tools.quotas import FILES_TEXT
 from mnemo.tools.text import EDITED, format_file_view, format_size, insert_text, replace_snippet
-from tests.helpers import pg
 
 ROOT = "/memories"
 ADMIN = "admin"

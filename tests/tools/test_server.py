@@ -8,12 +8,12 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from helpers.backends import commits, is_pg, payload_reader, snapshot, stored
+from helpers.paths import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -707,7 +707,7 @@ WORKER = textwrap.dedent(
 
 def test_two_processes_never_lose_an_update(client: MnemoClient, server: MnemoMemoryToolServer, db: str) -> None:
     run(server, command="create", path="/memories/shared.txt", file_text="counter\n")
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(ROOT)
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
     n = 40
     procs = [

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from helpers.backends import is_pg, snapshot, stored
+from helpers.paths import ROOT
 from helpers.transparency_vectors import (
     BUNDLE_1,
     CONSISTENCY_3_5_DISPLAY,
@@ -42,7 +43,6 @@ from mnemo.transparency.log import read_tree
 from mnemo.transparency.note import parse_checkpoint, verify_checkpoint_note
 from mnemo.transparency.tree import leaf_hash, verify_consistency
 
-ROOT = Path(__file__).resolve().parents[1]
 OTHER = b"\x07" * 32
 OTHER_PUB = public_key_bytes(load_private_key(OTHER))
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgpack
 import pytest
+from helpers.paths import ROOT
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -214,7 +215,7 @@ def test_a_forged_snapshot_with_impossible_codes_fails_cleanly(tmp_path: Path, c
 
 def _documented_snapshot_keys() -> set[str]:
     """The keys of the snapshot's index, as the table of docs/FORMAT.md §DB.snap lists them."""
-    text = (Path(__file__).resolve().parents[1] / "docs" / "FORMAT.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "FORMAT.md").read_text(encoding="utf-8")
     table = text.split("### `DB.snap`", 1)[1].split("| key | value |", 1)[1].split("\n\n", 1)[0]
     keys = set()
     for row in table.splitlines()[2:]:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from helpers.descriptors import open_descriptors, open_files_holding
 from helpers.frames import put_slots, read_entries, read_frames
+from helpers.paths import HELPERS
 from helpers.procs import subprocess_env
 
 from mnemo import ErasureIncomplete, IntegrityError, MnemoClient, NotFound
@@ -430,7 +431,7 @@ def test_readers_querying_while_a_writer_remembers_and_forgets_meet_no_damage(tm
     db = tmp_path / "loop.db"
     with MnemoClient(db, OWNER) as c:
         c.remember("the first record", tags=["t"])
-    script = str(Path(__file__).parent / "helpers" / "forget_loop.py")
+    script = str(HELPERS / "forget_loop.py")
     procs = [
         subprocess.Popen([sys.executable, script, role, str(db), "4"], stdout=subprocess.PIPE, text=True,
                          env=subprocess_env())

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_audit_support import TS0, Built, LogBuilder, sample_log
+from helpers.logs import TS0, Built, LogBuilder, erase_slot, sample_log
 
 from mnemo import IntegrityError, MnemoClient
 
@@ -137,8 +137,6 @@ def test_a_damaged_log_does_not_open_and_is_left_as_it_was(tmp_path: Path, case:
 def test_a_torn_frame_that_held_a_durable_forget_is_damage(tmp_path: Path, readonly: bool) -> None:
     """Payloads are zeroed only once their forget is durable: a last frame cut short whose forget names
     a record with an erased slot was written whole once, so it is damage, never a tear to cut."""
-    from test_audit_support import erase_slot
-
     b = LogBuilder()
     b.put("a", "x", "one")
     b.forget("a", ["x"])

@@ -16,10 +16,9 @@ from unittest import mock
 
 import msgpack
 import pytest
+from helpers.logs import LogBuilder, erase_slot, fix_frame_crc, fix_slot_crc, rich_log
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_audit_fast import rich_log
-from test_audit_support import LogBuilder, erase_slot, fix_frame_crc, fix_slot_crc
 
 from mnemo import MnemoClient
 from mnemo.audit import verify_db, verify_db_and_index, verify_file

@@ -5,7 +5,6 @@ backend is tested once for both, through the `db` fixture.)"""
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import itertools
 import os
@@ -22,8 +21,9 @@ from helpers.backends import write_once
 from helpers.frames import check_chain
 from helpers.pg import AppRole, Schema, uri
 from helpers.pg_faults import cannot_ask, kill_at_append, terminate
+from helpers.pg_server import ROUTINES, data_directory, files_holding, undo_version_4
 from helpers.procs import start_writer
-from test_chain_vectors import VECTORS, vector_log
+from helpers.transparency_vectors import VECTORS, vector_log
 
 from mnemo import MnemoClient, StorageError
 from mnemo import client as client_module
@@ -37,14 +37,6 @@ from mnemo.storage.postgres import store as pg_store
 
 OWNER = "owner"
 # The routines of a database of the current schema version, made new or migrated
-ROUTINES = [
-    ("mnemo_check_erasure", "f"), ("mnemo_commit", "f"), ("mnemo_entry_str", "f"), ("mnemo_entry_value", "f"),
-    ("mnemo_forget_ids", "f"), ("mnemo_mp_end", "f"), ("mnemo_mp_items", "f"), ("mnemo_mp_items_at", "f"),
-    ("mnemo_mp_skip", "f"), ("mnemo_mp_str", "f"), ("mnemo_payload_summary", "f"), ("mnemo_put", "p"),
-    ("mnemo_refuse_change", "f"), ("mnemo_uint", "f"),
-]
-
-
 def raws(db: str) -> list[bytes]:
     return [item.entry.raw for item in read_chain(db)]
 
@@ -423,29 +415,8 @@ def test_verify_finds_derived_tables_that_disagree_with_the_chain(pg: Schema) ->
 # -- forget erases, in the server's files too ----------------------------------------------------------------
 
 
-def _data_directory(pg: Schema) -> Path | None:
-    (row,) = pg.sql("SELECT current_setting('data_directory')")
-    path = Path(row[0]) / "base"
-    try:
-        return path if any(path.iterdir()) else None
-    except OSError:
-        return None
-
-
-def _files_holding(base: Path, needle: bytes) -> list[str]:
-    found = []
-    for name in glob.glob(str(base / "**" / "*"), recursive=True):
-        try:
-            with open(name, "rb") as f:
-                if needle in f.read():
-                    found.append(name)
-        except OSError:
-            continue
-    return found
-
-
 def test_forget_then_compact_leaves_nothing_under_base(pg: Schema) -> None:
-    base = _data_directory(pg)
+    base = data_directory(pg)
     if base is None:
         pytest.skip("the server's data directory is not readable by this user")
     secret = f"SECRET-{secrets.token_hex(8)}".encode()
@@ -455,11 +426,11 @@ def test_forget_then_compact_leaves_nothing_under_base(pg: Schema) -> None:
         large = c.remember(big.decode(), tags=["big"])
         kept = c.remember("kept")
         pg.sql("CHECKPOINT")
-        assert _files_holding(base, secret), "the test would prove nothing: the content is not on disk"
+        assert files_holding(base, secret), "the test would prove nothing: the content is not on disk"
         c.forget([small.id, large.id])
         c.compact()
         pg.sql("CHECKPOINT")
-        assert _files_holding(base, secret) == []
+        assert files_holding(base, secret) == []
         assert c.get(kept.id).content == "kept" and c.verify().ok
 
 
@@ -710,14 +681,6 @@ def test_an_older_schema_is_migrated_by_a_writer_and_refused_by_a_reader(pg: Sch
         pg.sql("UPDATE mnemo_entries SET op = op")
     # what the migrations leave is what a new database has: no routine left behind, none missing
     assert pg.routines() == ROUTINES
-
-
-def undo_version_4(pg: Schema) -> None:
-    """A database of schema version 4 taken back to exactly version 3: what version 4 adds, undone."""
-    pg.sql("DROP TRIGGER mnemo_payloads_erased_by_forget ON mnemo_payloads")
-    pg.sql("DROP FUNCTION mnemo_check_erasure, mnemo_forget_ids, mnemo_entry_str, mnemo_entry_value, "
-           "mnemo_payload_summary, mnemo_mp_skip, mnemo_mp_end, mnemo_mp_items, mnemo_mp_items_at, mnemo_mp_str")
-    pg.sql("UPDATE mnemo_meta SET schema_version = 3")
 
 
 def test_a_version_3_database_migrates_and_then_refuses_a_payload_delete(pg: Schema, app_role: AppRole) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 from helpers.pg import Schema
-from test_pg_backend import _data_directory, _files_holding
+from helpers.pg_server import data_directory, files_holding
 
 from mnemo import MnemoClient
 from mnemo.errors import LockTimeout
@@ -47,7 +47,7 @@ def _secret_records(c: MnemoClient) -> tuple[bytes, list[str]]:
 
 
 def test_compact_waits_for_a_snapshot_older_than_the_forget_then_erases(pg: Schema) -> None:
-    base = _data_directory(pg)
+    base = data_directory(pg)
     if base is None:
         pytest.skip("the server's data directory is not readable by this user")
     with MnemoClient(pg.url, OWNER, lock_timeout=20) as c:
@@ -64,7 +64,7 @@ def test_compact_waits_for_a_snapshot_older_than_the_forget_then_erases(pg: Sche
         pg.sql("CHECKPOINT")
         assert waited >= 0.4, "compact ran beside the older snapshot"
         assert result["reclaimed"] > 0
-        assert _files_holding(base, secret) == []
+        assert files_holding(base, secret) == []
         assert c.get(kept.id).content == "kept" and c.verify().ok
 
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from helpers.pg import AppRole, Schema
+from helpers.pg_server import ROUTINES, undo_version_4
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_pg_backend import ROUTINES, undo_version_4
 
 from mnemo import MnemoClient
 from mnemo.storage.postgres import schema as pg_schema

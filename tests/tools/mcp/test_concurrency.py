@@ -8,9 +8,10 @@ import pytest
 
 pytest.importorskip("mcp")
 
+from helpers.mcp_procs import run_async, stdio_session, text_of  # noqa: E402
+
 from mnemo import MemoryRecord, MnemoClient  # noqa: E402
 from mnemo.tools import MnemoMemoryToolServer  # noqa: E402
-from tests.helpers.mcp_procs import run_async, stdio_session, text_of  # noqa: E402
 
 AGENT = "agent-1"
 PATH = "/memories/shared.md"

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("mcp")
 
-from mnemo.storage.contract import shown_name  # noqa: E402
-from tests.helpers.mcp_procs import server_env  # noqa: E402
+from helpers.mcp_procs import server_env  # noqa: E402
+from helpers.paths import ROOT
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "mcp_client.py"
+from mnemo.storage.contract import shown_name  # noqa: E402
+
+EXAMPLE = ROOT / "examples" / "mcp_client.py"
 
 
 def test_the_mcp_client_example(db: str) -> None:

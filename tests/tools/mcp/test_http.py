@@ -21,12 +21,7 @@ pytest.importorskip("mcp")
 
 import anyio  # noqa: E402
 import httpx2  # noqa: E402
-
-from mnemo import MnemoClient  # noqa: E402
-from mnemo.errors import InvalidInput  # noqa: E402
-from mnemo.storage.contract import shown_name  # noqa: E402
-from mnemo.tools.mcp.tools import TOOLS  # noqa: E402
-from tests.helpers.mcp_procs import (  # noqa: E402
+from helpers.mcp_procs import (  # noqa: E402
     TIMEOUT,
     http_server,
     http_session,
@@ -36,6 +31,11 @@ from tests.helpers.mcp_procs import (  # noqa: E402
     server_env,
     text_of,
 )
+
+from mnemo import MnemoClient  # noqa: E402
+from mnemo.errors import InvalidInput  # noqa: E402
+from mnemo.storage.contract import shown_name  # noqa: E402
+from mnemo.tools.mcp.tools import TOOLS  # noqa: E402
 
 ALICE = "alice-token-0123456789abcdef"
 BOB = "bob-token-0123456789abcdef-xyz"

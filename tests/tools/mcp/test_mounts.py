@@ -10,10 +10,11 @@ import pytest
 
 pytest.importorskip("mcp")
 
+from helpers.mcp_procs import run_async, stdio_session, text_of  # noqa: E402
+
 from mnemo import MnemoClient  # noqa: E402
 from mnemo.tools import CommandResult, MnemoMemoryToolServer  # noqa: E402
 from mnemo.tools.mcp.tools import call_tool  # noqa: E402
-from tests.helpers.mcp_procs import run_async, stdio_session, text_of  # noqa: E402
 
 AGENT = "agent-1"
 TEAM, ORG = "team:research", "org:handbook"

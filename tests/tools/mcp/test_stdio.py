@@ -16,12 +16,12 @@ import pytest
 pytest.importorskip("mcp")
 
 from helpers.backends import snapshot, state  # noqa: E402
+from helpers.mcp_procs import run_async, stdio_session, text_of  # noqa: E402
 
 from mnemo import MnemoClient  # noqa: E402
 from mnemo.cli import main as cli_main  # noqa: E402
 from mnemo.storage.contract import shown_name  # noqa: E402
 from mnemo.tools import MnemoMemoryToolServer  # noqa: E402
-from tests.helpers.mcp_procs import run_async, stdio_session, text_of  # noqa: E402
 
 AGENT = "agent-1"
 
