@@ -1,6 +1,7 @@
 """client.verify() checks the file and compares the index the client serves with what the same pass over
 the file says it must hold: a snapshot altered in any field and re-sealed is reported, naming the record;
-a sound one, however the database was written, is not."""
+a sound one, however the database was written, is not. A re-sealed snapshot that hides a record, adds a
+grant or carries a tree state that is not its index's gives no power and fails verify."""
 
 from __future__ import annotations
 
@@ -273,3 +274,83 @@ def test_an_index_that_does_not_hang_together_is_a_finding(tmp_path: Path, monke
     assert [(p.kind, p.message) for p in report.problems] == [(
         "snapshot", "the index does not hang together: the index snapshot is inconsistent (row 0); delete it and "
         f"reopen, or run verify: the index snapshot {db.name}.snap was altered")]
+
+
+def _tamper(db: Path, edit: object) -> None:
+    body = snap.read_snapshot(str(db) + ".snap")
+    assert body is not None
+    edit(body)  # type: ignore[operator]
+    snap.write_snapshot(str(db) + ".snap", body)  # re-sealed: its checksum is valid again
+
+
+def test_a_resealed_snapshot_hiding_a_record_fails_verify(tmp_path: Path) -> None:
+    db = tmp_path / "g.db"
+    with MnemoClient(db, "a", durability="none") as c:
+        ids = [c.remember(f"r{i}").id for i in range(3)]
+        db_id = bytes.fromhex(c.db_id)
+
+    def hide(body: dict[str, Any]) -> None:
+        index = Index.from_state(db_id, body["index"])
+        index.drop(ids[1])
+        index.forgotten.discard(ids[1])  # no trace of it at all
+        body["index"] = index.to_state()
+
+    _tamper(db, hide)
+    with MnemoClient(db, "a", durability="none", readonly=True) as c:
+        assert c.stats()["snapshot_used"]
+        report = c.verify()
+        assert not report.ok
+        assert [p.kind for p in report.problems] == ["index"]
+        assert ids[1] in report.problems[0].message
+
+
+def test_a_resealed_snapshot_adding_a_grant_gives_no_power_and_fails_verify(tmp_path: Path) -> None:
+    """The ACL is never read from the snapshot: a grant written into it (re-sealed) makes the snapshot
+    refused, the log is replayed instead, mallory reads nothing, and both verifies name the snapshot."""
+    from mnemo.audit import verify_db
+    from mnemo.client import RecordUnavailable
+
+    db = tmp_path / "g.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        secret = c.remember("owner's secret").id
+    _tamper(db, lambda b: b["index"].__setitem__("acl", {"owner": "owner", "grants": {"mallory": {"*": ["admin"]}}}))
+    with MnemoClient(db, "mallory", durability="none", readonly=True) as m:
+        assert not m.stats()["snapshot_used"]
+        with pytest.raises(RecordUnavailable):
+            m.get(secret)
+        assert m.query() == []
+        assert m.permissions() == {"agent:mallory": ("admin", "forget", "read", "write")}
+    with MnemoClient(db, "owner", durability="none", readonly=True) as c:
+        report = c.verify()
+        assert not report.ok and [p.kind for p in report.problems] == ["snapshot"]
+    report = verify_db(db)
+    assert not report.ok and [p.kind for p in report.problems] == ["snapshot"]
+    assert "was refused" in report.problems[0].message
+
+
+@pytest.mark.parametrize("edit", ["missing", "another size"])
+def test_a_resealed_snapshot_whose_tree_state_is_not_its_indexs_is_refused_and_named(tmp_path: Path, edit: str
+                                                                                     ) -> None:
+    from mnemo.audit import verify_db
+
+    db = tmp_path / "g.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        rid = c.remember("kept").id
+    if edit == "missing":
+        _tamper(db, lambda b: b.pop("tree"))
+    else:
+        with MnemoClient(tmp_path / "other.db", "owner", durability="none") as other:
+            for i in range(3):
+                other.remember(f"o{i}")
+        tree = snap.read_snapshot(str(tmp_path / "other.db") + ".snap")
+        assert tree is not None
+        _tamper(db, lambda b: b.__setitem__("tree", bytes(tree["tree"])))
+    with MnemoClient(db, "owner", durability="none", readonly=True) as c:
+        assert not c.stats()["snapshot_used"] and c.get(rid).content == "kept"
+        report = c.verify()
+        assert [(p.kind, p.message) for p in report.problems] == [(
+            "snapshot", "the index snapshot ends at this log's head but was refused (its Merkle tree state is "
+            "missing or does not match its index): it was altered; this client replayed the log instead")]
+    assert [(p.kind, p.message) for p in verify_db(db).problems] == [(
+        "snapshot", f"the index snapshot {db.name}.snap ends at this log's head but was refused (its Merkle tree "
+        "state is missing or does not match its index): it was altered; clients replay the log instead")]

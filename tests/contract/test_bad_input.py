@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.backends import is_empty, is_pg, state
+from helpers.backends import is_empty, is_pg, snapshot, state
 
 from mnemo import MemoryRecord, MnemoClient
 from mnemo.errors import Closed, Conflict, IntegrityError, InvalidInput, MnemoError, NotFound, ReadOnly
@@ -316,3 +316,15 @@ def test_compact_inside_a_transaction_is_refused_and_the_transaction_goes_on(db:
         assert c.compact()["bytes_after"] >= 0
         assert c.get(kept.id).content == "kept" and c.get(staged.id).content == "in the transaction"
         assert c.verify().ok
+
+
+def test_forget_where_without_a_filter_is_refused(db: str) -> None:
+    with MnemoClient(db, "a", durability="none") as c:
+        c.remember("keep me", tags=["t"])
+        before = snapshot(db)
+        with pytest.raises(InvalidInput, match="needs tags"):
+            c.forget_where()
+        with pytest.raises(InvalidInput):
+            c.forget_where(tags=[])
+        assert snapshot(db) == before
+        assert c.forget_where(scope=c.home_scope) == 1

@@ -1,6 +1,10 @@
 """`handle()` and `execute()` never raise, whatever object they are given, and the SDK adapters raise
 nothing but `ToolError` (docs/MEMORY_TOOL.md §2 and §3): objects whose properties, `__eq__`, `__hash__`,
-`__str__`, `__len__` or `__iter__` raise, dict subclasses whose `get` raises, recursion, huge values."""
+`__str__`, `__len__` or `__iter__` raise, dict subclasses whose `get` raises, recursion, huge values.
+
+The memory tool's integer fields on both sides of their range: -2**63 and 2**63 - 1 pass the input
+check (and reach the command's own range check), one past either end is refused with the contract's
+text, and nothing is written; on both backends."""
 
 from __future__ import annotations
 
@@ -361,3 +365,52 @@ def test_a_server_subclass_that_raises(client: MnemoClient) -> None:
         with pytest.raises(ToolError) as info:
             call()
         assert info.value.content == "Error: Internal error"
+
+
+OUT_OF_RANGE = " between -2**63 and 2**63 - 1"
+
+
+@pytest.mark.parametrize("line", [-(2**63), 2**63 - 1])
+def test_an_insert_line_at_either_end_of_the_range_reaches_the_command(server: MnemoMemoryToolServer,
+                                                                      line: int) -> None:
+    head = server.client.head
+    result = server.execute({"command": "insert", "path": "/memories/a.txt", "insert_line": line, "insert_text": "x"})
+    assert result == CommandResult(f"Error: Invalid `insert_line` parameter: {line}. It should be within the range "
+                                   "of lines of the file: [0, 2]", True)
+    assert server.client.head == head
+
+
+@pytest.mark.parametrize("line", [-(2**63) - 1, 2**63])
+def test_an_insert_line_past_either_end_is_refused_as_input(server: MnemoMemoryToolServer, line: int) -> None:
+    head = server.client.head
+    result = server.execute({"command": "insert", "path": "/memories/a.txt", "insert_line": line, "insert_text": "x"})
+    assert result == CommandResult(
+        f"Error: Parameter `insert_line` of command `insert` must be an integer{OUT_OF_RANGE}", True)
+    assert server.client.head == head
+
+
+@pytest.mark.parametrize("bounds", [[-(2**63), 1], [1, 2**63 - 1], [-(2**63), 2**63 - 1]])
+def test_a_view_range_at_the_ends_of_the_range_is_not_refused_as_input(server: MnemoMemoryToolServer,
+                                                                      bounds: list[int]) -> None:
+    result = server.execute({"command": "view", "path": "/memories/a.txt", "view_range": bounds})
+    assert "must be a list of two integers" not in result.text
+
+
+@pytest.mark.parametrize("bounds", [[-(2**63) - 1, 1], [1, 2**63]])
+def test_a_view_range_past_the_ends_is_refused_as_input(server: MnemoMemoryToolServer, bounds: list[int]) -> None:
+    result = server.execute({"command": "view", "path": "/memories/a.txt", "view_range": bounds})
+    assert result == CommandResult(
+        f"Error: Parameter `view_range` of command `view` must be a list of two integers{OUT_OF_RANGE}", True)
+
+
+def test_a_tool_use_block_that_is_a_mapping_but_no_dict_is_read_as_one(server: MnemoMemoryToolServer) -> None:
+    """A block may come as any read-only mapping (a MappingProxyType here), not only a dict or an SDK
+    object with attributes: its fields, and those of its input, are read the same."""
+    from types import MappingProxyType
+
+    block = {"type": "tool_use", "id": "toolu_01", "name": "memory",
+             "input": {"command": "view", "path": "/memories/a.txt"}}
+    want = server.handle(block)
+    assert "is_error" not in want and "/memories/a.txt" in want["content"]
+    assert server.handle(MappingProxyType(block)) == want
+    assert server.handle(MappingProxyType({**block, "input": MappingProxyType(block["input"])})) == want

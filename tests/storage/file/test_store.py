@@ -1,6 +1,7 @@
 """The file backend at its edges: a log on descriptor 0, a database made over an empty file, a reader
-that meets a damaged payload or a write in progress just after a compaction, and a log tail that leaves
-the snapshot as it is."""
+that meets a damaged payload or a write in progress just after a compaction, a log tail that leaves
+the snapshot as it is, a log under another database's header, and an open that fails, which closes no
+descriptor it did not open."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers.frames import read_entries, read_frames
 
-from mnemo import IntegrityError, MnemoClient, NotFound
+from mnemo import IntegrityError, MnemoClient, MnemoError, NotFound
 from mnemo.storage.codec import make_entry
 from mnemo.storage.file.framing import FILE_MAGIC, HEADER_SIZE, encode_frame
 
@@ -637,3 +638,41 @@ def test_a_file_system_that_refuses_chmod(tmp_path: Path, monkeypatch: pytest.Mo
     with MnemoClient(db, "owner", durability="none") as c:
         assert [r.id for r in c.query()] == [kept]
         assert c.verify().ok
+
+
+def test_a_log_under_another_databases_header_does_not_open(tmp_path: Path) -> None:
+    """A valid header of database B on the log of database A: its genesis names A, so the log is refused
+    (and the file is left as it was)."""
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    for path in (a, b):
+        with MnemoClient(path, "owner", durability="none") as c:
+            c.remember(f"in {path.name}")
+    forged = tmp_path / "forged.db"
+    forged.write_bytes(b.read_bytes()[:32] + a.read_bytes()[32:])
+    before = forged.read_bytes()
+    for readonly in (True, False):
+        with pytest.raises(IntegrityError) as refused:
+            MnemoClient(forged, "owner", durability="none", readonly=readonly)
+        assert str(refused.value) == f"{forged}: the genesis at offset 32 belongs to another database"
+        assert refused.value.offset == 32
+    assert forged.read_bytes() == before
+
+
+def test_an_open_that_fails_closes_no_descriptor_it_did_not_open(tmp_path: Path) -> None:
+    """Whatever stops an open (a directory in the database's place, a log of another database), the
+    descriptors of the process are as they were: none leaked, and none closed that the store never
+    opened (descriptor 0 among them)."""
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    for path in (a, b):
+        with MnemoClient(path, "owner", durability="none") as c:
+            c.remember("x")
+    forged = tmp_path / "forged.db"
+    forged.write_bytes(b.read_bytes()[:32] + a.read_bytes()[32:])
+    (tmp_path / "dir.db").mkdir()
+    before = sorted(os.listdir("/proc/self/fd"))
+    assert "0" in before
+    for path, error in ((tmp_path / "dir.db", MnemoError), (forged, IntegrityError)):
+        for readonly in (True, False):
+            with pytest.raises(error):
+                MnemoClient(path, "owner", durability="none", readonly=readonly)
+            assert sorted(os.listdir("/proc/self/fd")) == before, (path, readonly)
