@@ -15,8 +15,7 @@ from typing import Any
 
 import msgpack
 import pytest
-from helpers.backends import onto
-from helpers.logs import SEED, LogBuilder, erase_slot, fix_frame_crc, pubkey_hex, sample_log
+from helpers.logs import SEED, LogBuilder, fix_frame_crc, pubkey_hex, sample_log
 from helpers.paths import ROOT
 
 from mnemo.audit import UnreadableExport, export_audit, format_ts, verify_db, verify_export
@@ -58,16 +57,8 @@ def run_example(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
-@pytest.fixture
-def db(db: str, tmp_path: Path) -> Any:
-    """The sample log (r1 forgotten and erased) on each backend: the file, or its copy in PostgreSQL."""
-    b, built = sample_log(checkpoint=True)
-    erase_slot(built.data, built, next(e.seq for e in built.entries if e.body.get("id") == "r1"))
-    return onto(db, built.write(tmp_path / "memory.mnemo.db"))
-
-
-def test_export_lines_follow_the_contract(db: Path) -> None:
-    lines = export_lines(db)
+def test_export_lines_follow_the_contract(sample_db_erased: Path) -> None:
+    lines = export_lines(sample_db_erased)
     assert [x["seq"] for x in lines] == list(range(len(lines)))
     for x in lines:
         assert set(x) - LINE_KEYS <= {"erased", "forgotten_by"} and not LINE_KEYS - set(x)
@@ -87,15 +78,15 @@ def test_format_ts_keeps_nanoseconds() -> None:
     assert format_ts(0) == "1970-01-01T00:00:00.000000000Z"
 
 
-def test_include_content(db: Path) -> None:
-    lines = export_lines(db, include_content=True)
+def test_include_content(sample_db_erased: Path) -> None:
+    lines = export_lines(sample_db_erased, include_content=True)
     by_id = {x["body"].get("id"): x for x in lines if x["op"] == "put"}
     r0 = by_id["r0"]  # the latest put of r0 (v2) overrides v1 in this dict
     p = r0["payload"]
     assert set(p) == {"salt", "packed", "content", "tags", "metadata"}
     assert p["content"] == "memory number 0, updated" and p["tags"] == ["all"]
     assert p["metadata"] == {"i": 0, "v": 2}
-    assert hashlib.sha256(bytes.fromhex(p["salt"]) + base64.b64decode(p["packed"])).hexdigest() == \
+    assert hashlib.sha256(bytes.fromhex(p["salt"]) + base64.b64decode(p["packed"])).hexdigest() ==\
         r0["body"]["digest"]
     assert base64.b64decode(by_id["tx1"]["payload"]["content_b64"]) == b"\x00\x01binary"
     assert "content" not in by_id["tx1"]["payload"]
@@ -107,8 +98,8 @@ def test_include_content(db: Path) -> None:
     assert all("payload" not in x for x in lines if x["op"] in ("genesis", "grant", "checkpoint"))
 
 
-def test_no_content_without_the_flag(db: Path) -> None:
-    lines = export_lines(db)
+def test_no_content_without_the_flag(sample_db_erased: Path) -> None:
+    lines = export_lines(sample_db_erased)
     assert all("payload" not in x for x in lines)
     assert sum(1 for x in lines if x.get("erased")) == 1  # the marker does not depend on the flag
 
@@ -122,29 +113,29 @@ def test_pending_erasure_is_never_exported(tmp_path: Path) -> None:
     assert b"memory number 1" not in dumps(lines).encode()
 
 
-def test_clean_export_verifies(db: Path) -> None:
+def test_clean_export_verifies(sample_db_erased: Path) -> None:
     for flag in (False, True):
-        lines = export_lines(db, include_content=flag)
+        lines = export_lines(sample_db_erased, include_content=flag)
         r = verify_lines(lines, pubkey=PUB)
         assert r.ok, r.problems
-        db_report = verify_db(db)
+        db_report = verify_db(sample_db_erased)
         assert (r.entries, r.head_seq, r.head_hash) == (db_report.entries, db_report.head_seq,
                                                          db_report.head_hash)
         assert (r.erased, r.checkpoints) == (1, 1)
 
 
-def test_export_since_verifies_on_its_own(db: Path) -> None:
-    lines = export_lines(db, since=5, include_content=True)
+def test_export_since_verifies_on_its_own(sample_db_erased: Path) -> None:
+    lines = export_lines(sample_db_erased, since=5, include_content=True)
     assert lines[0]["seq"] == 5
     r = verify_lines(lines, pubkey=PUB)
     assert r.ok, r.problems
     assert any("anchored" in n and lines[0]["prev"] in n for n in r.notes)
-    assert export_lines(db, since=10_000) == []
+    assert export_lines(sample_db_erased, since=10_000) == []
 
 
-def test_export_to_a_path(db: Path, tmp_path: Path) -> None:
+def test_export_to_a_path(sample_db_erased: Path, tmp_path: Path) -> None:
     dest = tmp_path / "audit.jsonl"
-    n = export_audit(db, dest, include_content=True)
+    n = export_audit(sample_db_erased, dest, include_content=True)
     assert n == len(dest.read_text().splitlines())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.jsonl", "memory.mnemo.db"]
     assert verify_export(dest, pubkey=PUB).ok
@@ -177,70 +168,70 @@ def tampered(db: Path, edit: Callable[[list[Line]], object], **kw: Any) -> Verif
     return verify_lines(lines, **kw)
 
 
-def test_edited_body_field(db: Path) -> None:
+def test_edited_body_field(sample_db_erased: Path) -> None:
     def edit(lines: list[Line]) -> None:
         lines[4]["body"]["scope"] = "agent:someone-else"
 
-    assert kinds(tampered(db, edit)) == {("mismatch", 4)}
+    assert kinds(tampered(sample_db_erased, edit)) == {("mismatch", 4)}
 
 
-def test_edited_agent_and_time(db: Path) -> None:
+def test_edited_agent_and_time(sample_db_erased: Path) -> None:
     def edit(lines: list[Line]) -> None:
         lines[3]["agent"] = "owner"
         lines[5]["ts"] = "2020-01-01T00:00:00.000000000Z"
 
-    assert kinds(tampered(db, edit)) == {("mismatch", 3), ("mismatch", 5)}
+    assert kinds(tampered(sample_db_erased, edit)) == {("mismatch", 3), ("mismatch", 5)}
 
 
-def test_edited_content(db: Path) -> None:
+def test_edited_content(sample_db_erased: Path) -> None:
     def edit(lines: list[Line]) -> None:
         lines[2]["payload"]["content"] = "memory number 0, but different"
 
-    r = tampered(db, edit)
+    r = tampered(sample_db_erased, edit)
     assert kinds(r) == {("payload", 2)} and "content" in r.problems[0].message
 
 
-def test_edited_tags_and_packed(db: Path) -> None:
+def test_edited_tags_and_packed(sample_db_erased: Path) -> None:
     def edit(lines: list[Line]) -> None:
         p = lines[4]["payload"]
         p["tags"] = ["all", "tX"]
         content, _tags, metadata = msgpack.unpackb(base64.b64decode(p["packed"]), raw=False)
         p["packed"] = base64.b64encode(msgpack.packb([content, ["all", "tX"], metadata])).decode()
 
-    r = tampered(db, edit)
+    r = tampered(sample_db_erased, edit)
     assert kinds(r) == {("payload", 4)} and "digest" in r.problems[0].message
 
 
-def test_rewritten_entry_with_recomputed_hash(db: Path) -> None:
+def test_rewritten_entry_with_recomputed_hash(sample_db_erased: Path) -> None:
     def edit(lines: list[Line]) -> None:
         x = lines[6]
         version, seq, ts_ns, prev, op, agent, body = msgpack.unpackb(base64.b64decode(x["entry"]), raw=False)
         e = make_entry(seq, ts_ns, prev, op, "owner", body)
         x.update(agent="owner", entry=base64.b64encode(e.raw).decode(), hash=e.hash.hex())
 
-    assert kinds(tampered(db, edit)) == {("link", 7)}
+    assert kinds(tampered(sample_db_erased, edit)) == {("link", 7)}
 
 
-def test_hash_field_edited(db: Path) -> None:
+def test_hash_field_edited(sample_db_erased: Path) -> None:
     def edit(lines: list[Line]) -> None:
         lines[2]["hash"] = "00" * 32
 
-    assert kinds(tampered(db, edit)) == {("hash", 2)}
+    assert kinds(tampered(sample_db_erased, edit)) == {("hash", 2)}
 
 
-def test_deleted_and_swapped_lines(db: Path) -> None:
-    r = tampered(db, lambda lines: lines.pop(4))
+def test_deleted_and_swapped_lines(sample_db_erased: Path) -> None:
+    r = tampered(sample_db_erased, lambda lines: lines.pop(4))
     assert kinds(r) == {("seq", 4), ("link", 5)}
 
     def swap(lines: list[Line]) -> None:
         lines[3], lines[4] = lines[4], lines[3]
 
-    r = tampered(db, swap)
+    r = tampered(sample_db_erased, swap)
     assert {3, 4} <= {p.seq for p in r.problems}
 
 
-def test_unreadable_line_and_the_rest_still_checked(db: Path) -> None:
-    lines = export_lines(db, include_content=True)
+def test_unreadable_line_and_the_rest_still_checked(sample_db_erased: Path) -> None:
+    lines = export_lines(sample_db_erased, include_content=True)
     lines[6]["payload"]["content"] = "changed"
     text = dumps(lines).splitlines(keepends=True)
     text[3] = "{not json\n"
@@ -250,7 +241,7 @@ def test_unreadable_line_and_the_rest_still_checked(db: Path) -> None:
     assert next(p for p in r.problems if p.kind == "line").offset == offset
 
 
-def test_forged_checkpoint_in_export(db: Path) -> None:
+def test_forged_checkpoint_in_export(sample_db_erased: Path) -> None:
     def edit(lines: list[Line]) -> None:
         x = lines[-1]
         version, seq, ts_ns, prev, op, agent, body = msgpack.unpackb(base64.b64decode(x["entry"]), raw=False)
@@ -259,17 +250,17 @@ def test_forged_checkpoint_in_export(db: Path) -> None:
         x.update(entry=base64.b64encode(e.raw).decode(), hash=e.hash.hex())
         x["body"]["sig"] = "00" * 64
 
-    last = export_lines(db)[-1]["seq"]
-    assert kinds(tampered(db, edit)) == {("checkpoint-signature", last)}
-    assert kinds(tampered(db, edit, pubkey=PUB)) == {("checkpoint-signature", last), ("unsigned", None)}
+    last = export_lines(sample_db_erased)[-1]["seq"]
+    assert kinds(tampered(sample_db_erased, edit)) == {("checkpoint-signature", last)}
+    assert kinds(tampered(sample_db_erased, edit, pubkey=PUB)) == {("checkpoint-signature", last), ("unsigned", None)}
 
 
-def test_erased_markers_are_checked(db: Path) -> None:
+def test_erased_markers_are_checked(sample_db_erased: Path) -> None:
     def leak(lines: list[Line]) -> None:
         x = next(x for x in lines if x.get("erased"))
         del x["erased"], x["forgotten_by"]
 
-    r = tampered(db, leak)
+    r = tampered(sample_db_erased, leak)
     assert {k for k, _ in kinds(r)} == {"erased"}
 
     def fake(lines: list[Line]) -> None:
@@ -278,19 +269,19 @@ def test_erased_markers_are_checked(db: Path) -> None:
         x["forgotten_by"] = {"seq": 11, "agent": "agent-1", "ts": lines[11]["ts"]}
         del x["payload"]
 
-    assert kinds(tampered(db, fake)) == {("erased", 4)}
+    assert kinds(tampered(sample_db_erased, fake)) == {("erased", 4)}
 
 
-def test_a_payload_salt_that_is_not_hex_is_a_finding(db: Path) -> None:
+def test_a_payload_salt_that_is_not_hex_is_a_finding(sample_db_erased: Path) -> None:
     def edit(lines: list[Line]) -> None:
         lines[2]["payload"]["salt"] = "zz" * 16
 
-    r = tampered(db, edit)
+    r = tampered(sample_db_erased, edit)
     assert [(p.kind, p.message, p.seq) for p in r.problems] == [
         ("payload", "line 3: payload lacks a 16-byte hex salt or base64 packed bytes", 2)]
 
 
-def test_appended_line_without_signature(db: Path) -> None:
+def test_appended_line_without_signature(sample_db_erased: Path) -> None:
     def edit(lines: list[Line]) -> None:
         last = lines[-1]
         e = make_entry(last["seq"] + 1, 1, bytes.fromhex(last["hash"]), "grant", "owner",
@@ -299,9 +290,9 @@ def test_appended_line_without_signature(db: Path) -> None:
                       "hash": e.hash.hex(), "entry": base64.b64encode(e.raw).decode(),
                       "body": {"perms": ["admin"], "principal": "mallory", "scope": "*"}})
 
-    assert tampered(db, edit).ok
-    n = len(export_lines(db))
-    assert kinds(tampered(db, edit, pubkey=PUB)) == {("unsigned", n)}
+    assert tampered(sample_db_erased, edit).ok
+    n = len(export_lines(sample_db_erased))
+    assert kinds(tampered(sample_db_erased, edit, pubkey=PUB)) == {("unsigned", n)}
 
 
 def test_empty_and_unreadable_exports(tmp_path: Path) -> None:
@@ -320,19 +311,19 @@ def test_empty_and_unreadable_exports(tmp_path: Path) -> None:
 # -- the standalone example verifier ----------------------------------------------------------------------
 
 
-def test_example_accepts_a_real_export(db: Path, tmp_path: Path) -> None:
+def test_example_accepts_a_real_export(sample_db_erased: Path, tmp_path: Path) -> None:
     dest = tmp_path / "audit.jsonl"
-    export_audit(db, dest, include_content=True)
+    export_audit(sample_db_erased, dest, include_content=True)
     done = run_example(dest, "--pubkey", PUB.hex())
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("OK: head")
     partial = tmp_path / "partial.jsonl"
-    export_audit(db, partial, since=7, include_content=True)
+    export_audit(sample_db_erased, partial, since=7, include_content=True)
     assert run_example(partial).returncode == 0
 
 
-def test_example_catches_tampering(db: Path, tmp_path: Path) -> None:
-    lines = export_lines(db, include_content=True)
+def test_example_catches_tampering(sample_db_erased: Path, tmp_path: Path) -> None:
+    lines = export_lines(sample_db_erased, include_content=True)
     lines[2]["payload"]["content"] = "edited"
     lines[5]["body"]["size"] = 999
     dest = tmp_path / "bad.jsonl"

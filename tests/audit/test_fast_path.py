@@ -79,22 +79,17 @@ def write(path: Path, data: bytes | bytearray) -> Path:
     return path
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "memory.mnemo.db"
-
-
-def test_clean_logs_verify_the_same_both_ways(db: Path) -> None:
+def test_clean_logs_verify_the_same_both_ways(db_path: Path) -> None:
     _b, built = sample_log(n_puts=30, checkpoint=True)
-    assert both(write(db, built.data), pubkey=PUB).ok
+    assert both(write(db_path, built.data), pubkey=PUB).ok
     built = rich_log().build()
-    r = both(write(db, built.data), pubkey=PUB)
+    r = both(write(db_path, built.data), pubkey=PUB)
     assert r.ok, r.problems
     head = built.entries[-10]
-    assert both(db, expect_head=(head.seq, head.hash.hex())).ok  # its frame goes the general way
+    assert both(db_path, expect_head=(head.seq, head.hash.hex())).ok  # its frame goes the general way
 
 
-def test_the_fast_path_reads_the_puts(db: Path) -> None:
+def test_the_fast_path_reads_the_puts(db_path: Path) -> None:
     b = LogBuilder()
     for i in range(50):
         b.put("a", f"x{i}", f"content {i}", tags=["t"])
@@ -102,25 +97,25 @@ def test_the_fast_path_reads_the_puts(db: Path) -> None:
         for i in range(50):
             b.put("a", f"y{i}", f"content {i}")
     b.checkpoint()
-    write(db, b.build().data)
+    write(db_path, b.build().data)
     with counting_general_frames() as general:
-        assert verify_db(db).ok
+        assert verify_db(db_path).ok
     assert general == [1, 1]  # the genesis and the checkpoint; 100 puts in 51 frames went fast
 
 
-def test_the_fast_path_reads_frames_up_to_the_files_last_byte(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_fast_path_reads_frames_up_to_the_files_last_byte(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Read in small chunks, each frame of puts still goes the fast way, the one ending the file too."""
     b = LogBuilder()
     for i in range(6):
         b.put("a", f"x{i}", f"content {i} " + "y" * 40)
-    write(db, b.build().data)
+    write(db_path, b.build().data)
     monkeypatch.setattr(filelog, "CHUNK", 64)
     with counting_general_frames() as general:
-        assert verify_db(db).ok
+        assert verify_db(db_path).ok
     assert general == [1]  # only the genesis
 
 
-def test_updates_and_records_put_again_go_the_fast_way(db: Path) -> None:
+def test_updates_and_records_put_again_go_the_fast_way(db_path: Path) -> None:
     """Versions past 1, in frames of one put and of several, the same record twice in one frame."""
     b = LogBuilder()
     b.put("a", "x", "x v1")
@@ -132,23 +127,23 @@ def test_updates_and_records_put_again_go_the_fast_way(db: Path) -> None:
         b.put("a", "z", "z v2")
         b.put("a", "y", "y v2")
     b.put("a", "w", "w v1")
-    write(db, b.build().data)
+    write(db_path, b.build().data)
     with counting_general_frames() as general:
-        assert verify_db(db).ok
+        assert verify_db(db_path).ok
     assert general == [1]  # only the genesis
-    assert both(db).ok
+    assert both(db_path).ok
 
 
-def test_seq_encodings_across_their_boundaries(db: Path) -> None:
+def test_seq_encodings_across_their_boundaries(db_path: Path) -> None:
     b = LogBuilder()
     with b.frame():
         for i in range(300):  # seq 1..300: fixint, uint8 and uint16 encodings, in one frame
             b.put("a", f"x{i}", "c")
     for i in range(3):
         b.put("a", f"z{i}", "c")
-    assert both(write(db, b.build().data)).ok
+    assert both(write(db_path, b.build().data)).ok
     with counting_general_frames() as general:
-        assert verify_db(db).ok
+        assert verify_db(db_path).ok
     assert general == [1]  # only the genesis
     big = make_entry(0x10000, 1 << 60, b"\x00" * 32, "put", "a", {"digest": b"\x01" * 32, "id": "q", "scope": "s",
                                                             "size": 1, "ver": 1})
@@ -157,7 +152,7 @@ def test_seq_encodings_across_their_boundaries(db: Path) -> None:
     assert scan._seq_head(1 << 40) == huge.raw[:len(scan._seq_head(1 << 40))]
 
 
-def test_every_single_damage_is_reported_the_same(db: Path) -> None:
+def test_every_single_damage_is_reported_the_same(db_path: Path) -> None:
     """Byte flips anywhere, with and without a forger's fixed checksums, erased slots, cuts."""
     built = rich_log(25).build()
     rng = random.Random(2024)
@@ -186,11 +181,11 @@ def test_every_single_damage_is_reported_the_same(db: Path) -> None:
             k = rng.randrange(1, len(spans) - 1)
             (a0, a1), (b0, b1) = spans[k], spans[k + 1]
             data[a0:b1] = data[b0:b1] + data[a0:a1]
-        both(write(db, data))
-        both(db, pubkey=PUB)
+        both(write(db_path, data))
+        both(db_path, pubkey=PUB)
 
 
-def test_damage_deep_in_a_big_frame(db: Path) -> None:
+def test_damage_deep_in_a_big_frame(db_path: Path) -> None:
     """A frame of many puts where one entry is wrong: the fast path reads the ones before it, then
     leaves the whole frame to the general path with no trace of them."""
     for bad in range(5):
@@ -225,7 +220,7 @@ def test_damage_deep_in_a_big_frame(db: Path) -> None:
                 forged = b.items[:]
                 forged[seq] = (make_entry(e.seq, e.ts_ns, e.prev, "put", e.agent, body), payload)
                 data = bytearray(_rebuild(b, forged))
-            r = both(write(db, data))
+            r = both(write(db_path, data))
             assert not r.ok and any(p.seq in (seq, seq + 1) for p in r.problems), (damage, r.problems)
 
 
@@ -240,7 +235,7 @@ def _frame_of_raw(entries: list[tuple[bytes, bytes | None]], first: int) -> byte
     return encode_frame(entries, first)
 
 
-def test_non_canonical_and_undecodable_entries(db: Path) -> None:
+def test_non_canonical_and_undecodable_entries(db_path: Path) -> None:
     """Entries the fast path does not read (non-canonical msgpack that decodes all the same, non-str
     map keys, garbage under a valid checksum) go the general way, with the same report."""
     b = LogBuilder()
@@ -275,22 +270,22 @@ def test_non_canonical_and_undecodable_entries(db: Path) -> None:
     variants.append([(r1, payload), (r2, payload)])
     for entries in variants:
         data = bytes(built.data) + encode_frame(entries, 2)
-        both(write(db, data))
-        both(write(db, data + encode_frame([(put_raw(2 + len(entries), b"\x00" * 32, dict(body, id="z")),
-                                             payload)], 2 + len(entries))))
+        both(write(db_path, data))
+        both(write(db_path, data + encode_frame([(put_raw(2 + len(entries), b"\x00" * 32, dict(body, id="z")),
+                                                  payload)], 2 + len(entries))))
 
 
-def test_frames_appended_while_reading_and_small_chunks(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_frames_appended_while_reading_and_small_chunks(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     built = rich_log(20).build()
-    write(db, built.data)
-    expected = both(db)
+    write(db_path, built.data)
+    expected = both(db_path)
     for chunk in (7, 64, 333, 4096):
         monkeypatch.setattr(filelog, "CHUNK", chunk)
-        assert verify_db(db) == expected
+        assert verify_db(db_path) == expected
 
 
-def test_a_client_database_verifies_and_gathers_the_same(db: Path) -> None:
-    with MnemoClient(db, "agent-1", durability="none", signing_key=SEED, checkpoint_every=7) as c:
+def test_a_client_database_verifies_and_gathers_the_same(db_path: Path) -> None:
+    with MnemoClient(db_path, "agent-1", durability="none", signing_key=SEED, checkpoint_every=7) as c:
         ids = [c.remember(f"memory {i} ✓" * (i % 3 + 1), tags=[f"t{i % 3}", "all"],
                           metadata={"i": i}).id for i in range(30)]
         for rid in ids[:10]:
@@ -303,4 +298,4 @@ def test_a_client_database_verifies_and_gathers_the_same(db: Path) -> None:
         c.forget(ids[5:15], reason="asked")
         c.revoke("bob", "agent:agent-1")
         c.remember("last")
-    assert both(db, pubkey=PUB).ok
+    assert both(db_path, pubkey=PUB).ok

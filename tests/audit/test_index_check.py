@@ -46,18 +46,13 @@ def verify_problems(db: Path) -> list[tuple[str, str]]:
     return [(p.kind, p.message) for p in report.problems]
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "i.db"
-
-
-def test_a_sound_index_matches_in_bulk(db: Path) -> None:
-    build(db)
+def test_a_sound_index_matches_in_bulk(db_path: Path) -> None:
+    build(db_path)
     for use_snapshot in (True, False):
-        with MnemoClient(db, "owner", durability="none", readonly=True) as c:
+        with MnemoClient(db_path, "owner", durability="none", readonly=True) as c:
             if not use_snapshot:
-                c._store.index = engine.FileStore(str(db), "owner", readonly=True, use_snapshot=False).index
-            report, expected = verify_db_and_index(db)
+                c._store.index = engine.FileStore(str(db_path), "owner", readonly=True, use_snapshot=False).index
+            report, expected = verify_db_and_index(db_path)
             assert report.ok
             index = c._store.index
             assert engine._same_records(index, expected)  # the bulk comparison vouches for it ...
@@ -65,9 +60,9 @@ def test_a_sound_index_matches_in_bulk(db: Path) -> None:
             assert c.verify().ok
 
 
-def test_a_sound_index_after_more_writes_and_a_reopen(db: Path) -> None:
-    ids = build(db)
-    with MnemoClient(db, "owner", durability="none") as c:
+def test_a_sound_index_after_more_writes_and_a_reopen(db_path: Path) -> None:
+    ids = build(db_path)
+    with MnemoClient(db_path, "owner", durability="none") as c:
         assert c._store.snapshot_used
         c.update(ids["b1"], content="changed after the snapshot")
         c.forget([ids["r1"]])
@@ -87,20 +82,20 @@ def test_a_sound_index_after_more_writes_and_a_reopen(db: Path) -> None:
     {"hash": b"\x01" * 32},
     {"seq": 2},
 ])
-def test_an_altered_record_is_named(db: Path, change: dict[str, Any]) -> None:
-    ids = build(db)
-    sound = Path(str(db) + ".snap").read_bytes()
+def test_an_altered_record_is_named(db_path: Path, change: dict[str, Any]) -> None:
+    ids = build(db_path)
+    sound = Path(str(db_path) + ".snap").read_bytes()
     for name in ("r2", "r0", "b3"):  # a record of one version, of three, and one from a transaction
-        tamper(db, replace(ids[name], **change))
-        problems = verify_problems(db)
+        tamper(db_path, replace(ids[name], **change))
+        problems = verify_problems(db_path)
         assert problems == [("index", f"record {ids[name]} differs between the index and the log: the index "
                                       "snapshot was altered")]
-        Path(str(db) + ".snap").write_bytes(sound)
-        assert verify_problems(db) == []
+        Path(str(db_path) + ".snap").write_bytes(sound)
+        assert verify_problems(db_path) == []
 
 
-def test_an_altered_older_version_is_named(db: Path) -> None:
-    ids = build(db)
+def test_an_altered_older_version_is_named(db_path: Path) -> None:
+    ids = build(db_path)
 
     def edit(index: Index) -> None:
         rec = index.get_rec(ids["r0"])
@@ -111,67 +106,67 @@ def test_an_altered_older_version_is_named(db: Path) -> None:
         for v in rec.versions[1:]:
             index.put(ids["r0"], rec.scope, rec.tags, v)
 
-    tamper(db, edit)
-    assert verify_problems(db) == [("index", f"record {ids['r0']} differs between the index and the log: the "
-                                              "index snapshot was altered")]
+    tamper(db_path, edit)
+    assert verify_problems(db_path) == [("index", f"record {ids['r0']} differs between the index and the log: the "
+                                                   "index snapshot was altered")]
 
 
-def test_records_added_hidden_or_forgotten_in_the_snapshot(db: Path) -> None:
-    ids = build(db)
+def test_records_added_hidden_or_forgotten_in_the_snapshot(db_path: Path) -> None:
+    ids = build(db_path)
 
     def add(index: Index) -> None:
         rec = index.get_rec(ids["r7"])
         assert rec is not None
         index.put("0" * len(ids["r7"]), rec.scope, rec.tags, rec.versions[-1])
 
-    tamper(db, add)
-    assert [m for _k, m in verify_problems(db)] == [
+    tamper(db_path, add)
+    assert [m for _k, m in verify_problems(db_path)] == [
         f"record {'0' * len(ids['r7'])} is only in the index: the index snapshot was altered"]
-    tamper(db, lambda index: (index.drop("0" * len(ids["r7"])), index.forgotten.discard("0" * len(ids["r7"]))))
-    assert verify_problems(db) == []
-    tamper(db, lambda index: index.forgotten.add(ids["r8"]))  # compaction would drop its payload
-    assert [m for _k, m in verify_problems(db)] == [
+    tamper(db_path, lambda index: (index.drop("0" * len(ids["r7"])), index.forgotten.discard("0" * len(ids["r7"]))))
+    assert verify_problems(db_path) == []
+    tamper(db_path, lambda index: index.forgotten.add(ids["r8"]))  # compaction would drop its payload
+    assert [m for _k, m in verify_problems(db_path)] == [
         "the forgotten records in the index differ from those the log's forgets name: the index snapshot was "
         "altered"]
-    tamper(db, lambda index: index.forgotten.discard(ids["r8"]))
+    tamper(db_path, lambda index: index.forgotten.discard(ids["r8"]))
     # a count of entries the snapshot's Merkle tree state does not share: refused, and named
-    tamper(db, lambda index: setattr(index, "entries", index.entries + 1))
-    with MnemoClient(db, "owner", durability="none", readonly=True) as c:
+    tamper(db_path, lambda index: setattr(index, "entries", index.entries + 1))
+    with MnemoClient(db_path, "owner", durability="none", readonly=True) as c:
         assert not c.stats()["snapshot_used"]
         assert [p.kind for p in c.verify().problems] == ["snapshot"]
 
 
-def test_a_revoke_left_out_of_the_snapshots_acl_frames(db: Path) -> None:
+def test_a_revoke_left_out_of_the_snapshots_acl_frames(db_path: Path) -> None:
     """The ACL is rebuilt from the log frames the snapshot lists; leaving the revoke's frame out of the
     list is the one way left to change it, and verify names it."""
-    build(db)
-    tamper(db, lambda index: setattr(index, "acl_frames", index.acl_frames[:-1]))
-    assert [m for _k, m in verify_problems(db)] == [
+    build(db_path)
+    tamper(db_path, lambda index: setattr(index, "acl_frames", index.acl_frames[:-1]))
+    assert [m for _k, m in verify_problems(db_path)] == [
         "the grants in the index differ from those in the log: the index snapshot was altered"]
 
 
-def test_an_index_moved_on_is_compared_by_replay(db: Path) -> None:
-    build(db)
-    report, expected = verify_db_and_index(db)
-    with MnemoClient(db, "owner", durability="none") as c:
+def test_an_index_moved_on_is_compared_by_replay(db_path: Path) -> None:
+    build(db_path)
+    report, expected = verify_db_and_index(db_path)
+    with MnemoClient(db_path, "owner", durability="none") as c:
         c.remember("appended after the file was read")
         assert c._store.index.head_seq == expected.head_seq + 1
         assert c._store.index_differences(expected) == []  # (by a fresh replay of the log)
 
 
-def test_a_record_hidden_from_a_tag_index_is_named(db: Path) -> None:
+def test_a_record_hidden_from_a_tag_index_is_named(db_path: Path) -> None:
     """Records intact, but one left out of a tag's postings: tag queries would miss it."""
-    ids = build(db)
+    ids = build(db_path)
     victim = ids["r7"]
 
     def edit(index: Index) -> None:
         row = index.row_of(victim)
         index.postings["t1"] = array("I", (r for r in index.postings["t1"] if r != row))
 
-    tamper(db, edit)
-    with MnemoClient(db, "owner", durability="none", readonly=True) as c:
+    tamper(db_path, edit)
+    with MnemoClient(db_path, "owner", durability="none", readonly=True) as c:
         assert victim not in [r.id for r in c.query(tags=["t1"])]  # what the tamperer wanted
-    assert verify_problems(db) == [
+    assert verify_problems(db_path) == [
         ("index", f"record {victim} is missing from the index of tag 't1': the index snapshot was altered")
     ]
 
@@ -246,12 +241,12 @@ def test_a_snapshot_whose_tree_state_was_altered_is_a_finding(tmp_path: Path) ->
         "log's entries: it was altered")]
 
 
-def test_an_altered_snapshot_is_found_by_the_replay_when_nothing_was_gathered(db: Path) -> None:
+def test_an_altered_snapshot_is_found_by_the_replay_when_nothing_was_gathered(db_path: Path) -> None:
     """Without what verify gathered (or with it behind the index), the index is compared with a fresh
     replay of the log, never with another load of the same snapshot: the alteration shows."""
-    ids = build(db)
-    tamper(db, replace(ids["r8"], tags=("t2", "all", "injected")))
-    with MnemoClient(db, "owner", durability="none", readonly=True) as c:
+    ids = build(db_path)
+    tamper(db_path, replace(ids["r8"], tags=("t2", "all", "injected")))
+    with MnemoClient(db_path, "owner", durability="none", readonly=True) as c:
         assert c.stats()["snapshot_used"]
         assert c._store.index_differences() == [f"record {ids['r8']} differs between the index and the log"]
 

@@ -6,29 +6,11 @@ import io
 import json
 import stat
 from pathlib import Path
-from typing import Any
 
 import pytest
-from helpers.backends import onto
-from helpers.logs import erase_slot, pubkey_hex, sample_log
+from helpers.logs import pubkey_hex, sample_log
 
 from mnemo.cli import main
-
-
-@pytest.fixture
-def db(db: str, tmp_path: Path) -> Any:
-    """The sample log on each backend: the file, or its copy in PostgreSQL."""
-    _b, built = sample_log(checkpoint=True)
-    erase_slot(built.data, built, 3)  # r1, forgotten at seq 11
-    return onto(db, built.write(tmp_path / "memory.mnemo.db"))
-
-
-@pytest.fixture
-def log_file(tmp_path: Path) -> Path:
-    """The sample log in a file."""
-    _b, built = sample_log(checkpoint=True)
-    erase_slot(built.data, built, 3)
-    return built.write(tmp_path / "memory.mnemo.db")
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -37,8 +19,8 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_export_to_stdout(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "audit", "export", str(db))
+def test_export_to_stdout(sample_db_erased: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "audit", "export", str(sample_db_erased))
     assert code == 0 and err == ""
     lines = [json.loads(x) for x in out.splitlines()]
     assert [x["seq"] for x in lines] == list(range(13))
@@ -46,15 +28,15 @@ def test_export_to_stdout(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[3]["erased"] is True
 
 
-def test_export_options(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_options(sample_db_erased: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dest = tmp_path / "audit.jsonl"
-    code, out, err = run(capsys, "audit", "export", str(db), "-o", str(dest), "--since", "4",
+    code, out, err = run(capsys, "audit", "export", str(sample_db_erased), "-o", str(dest), "--since", "4",
                          "--include-content")
     assert code == 0 and out == ""
     assert err == f"exported 9 entries to {dest}\n"
     lines = [json.loads(x) for x in dest.read_text().splitlines()]
     assert lines[0]["seq"] == 4 and lines[0]["payload"]["content"] == "memory number 2"
-    assert run(capsys, "audit", "export", str(db), "--since", "-1")[0] == 2
+    assert run(capsys, "audit", "export", str(sample_db_erased), "--since", "-1")[0] == 2
 
 
 def test_export_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -70,9 +52,9 @@ def test_export_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert code in (1, 2)
 
 
-def test_audit_verify(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_audit_verify(sample_db_erased: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dest = tmp_path / "audit.jsonl"
-    assert run(capsys, "audit", "export", str(db), "-o", str(dest), "--include-content")[0] == 0
+    assert run(capsys, "audit", "export", str(sample_db_erased), "-o", str(dest), "--include-content")[0] == 0
     code, out, _err = run(capsys, "audit", "verify", str(dest), "--pubkey", pubkey_hex())
     assert code == 0 and out.startswith(f"OK: {dest}: 13 entries")
     code, out, _err = run(capsys, "audit", "verify", str(dest), "--json")
@@ -91,9 +73,9 @@ def test_audit_verify(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 
 def test_audit_verify_stdin(
-    db: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    sample_db_erased: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    code, exported, _err = run(capsys, "audit", "export", str(db), "--since", "6")
+    code, exported, _err = run(capsys, "audit", "export", str(sample_db_erased), "--since", "6")
     assert code == 0 and exported
     monkeypatch.setattr("sys.stdin", io.StringIO(exported))
     code, out, _err = run(capsys, "audit", "verify", "-")
@@ -147,9 +129,9 @@ def test_keygen_sign_and_verify_end_to_end(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_export_never_overwrites_the_database(
-    log_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    sample_file_erased: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    db = log_file
+    db = sample_file_erased
     before = db.read_bytes()
     link = tmp_path / "same.db"
     link.symlink_to(db)

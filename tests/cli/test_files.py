@@ -62,7 +62,8 @@ def short_dir() -> Iterator[Path]:
 
 
 @pytest.fixture
-def db(short_dir: Path) -> Path:
+def short_db(short_dir: Path) -> Path:
+    """A file database holding one memory, in the short directory (whose path a socket can take)."""
     path = short_dir / "memory.mnemo.db"
     with MnemoClient(path, "owner", durability="none") as c:
         c.remember("a memory")
@@ -89,10 +90,10 @@ def make_special(kind: str, where: Path) -> tuple[Path, str]:
 
 
 @pytest.mark.parametrize("kind", ["fifo", "directory", "device", "socket"])
-def test_non_regular_files_are_refused_at_once(kind: str, short_dir: Path, db: Path) -> None:
+def test_non_regular_files_are_refused_at_once(kind: str, short_dir: Path, short_db: Path) -> None:
     special, what = make_special(kind, short_dir)
     before = os.stat(special)
-    p, d = str(special), str(db)
+    p, d = str(special), str(short_db)
     as_db = [["verify", p], ["log", p], ["audit", "export", p], ["ls", p], ["cat", p, "x"], ["history", p, "x"],
              ["stats", p], ["compact", p], ["verify", p, "--json"], ["ls", p, "--agent", "owner"]]
     as_file = [["audit", "verify", p], ["audit", "verify", p, "--json"]]
@@ -119,8 +120,8 @@ def test_non_regular_files_are_refused_at_once(kind: str, short_dir: Path, db: P
     assert not any(name.startswith(special.name + ".") for name in os.listdir(special.parent)), "a temp file"
 
 
-def test_a_missing_output_directory_is_exit_2(short_dir: Path, db: Path) -> None:
-    [r] = run_all([["audit", "export", str(db), "-o", str(short_dir / "no" / "audit.jsonl")]])
+def test_a_missing_output_directory_is_exit_2(short_dir: Path, short_db: Path) -> None:
+    [r] = run_all([["audit", "export", str(short_db), "-o", str(short_dir / "no" / "audit.jsonl")]])
     assert r["code"] == 2 and "cannot write" in str(r["err"]) and "No such file" in str(r["err"])
 
 

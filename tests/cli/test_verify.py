@@ -8,28 +8,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from helpers.backends import onto
 from helpers.logs import SEED, erase_slot, pubkey_hex, sample_log
 from helpers.paths import ROOT
 
 from mnemo.cli import common, main
-
-
-@pytest.fixture
-def db(db: str, tmp_path: Path) -> Any:
-    """The sample log on each backend: the file, or its copy in PostgreSQL."""
-    _b, built = sample_log(checkpoint=True)
-    return onto(db, built.write(tmp_path / "memory.mnemo.db"))
-
-
-@pytest.fixture
-def log_file(tmp_path: Path) -> Path:
-    """The sample log in a file."""
-    _b, built = sample_log(checkpoint=True)
-    return built.write(tmp_path / "memory.mnemo.db")
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -38,15 +22,15 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_clean_db(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "verify", str(db))
+def test_clean_db(sample_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "verify", str(sample_db))
     assert code == 0 and err == ""
-    assert out.startswith(f"OK: {db}: 13 entries, chain intact\n")
+    assert out.startswith(f"OK: {sample_db}: 13 entries, chain intact\n")
     assert "head: 12:" in out and "checkpoints verified: 1" in out
 
 
-def test_json_shape(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _err = run(capsys, "verify", str(db), "--json")
+def test_json_shape(sample_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = run(capsys, "verify", str(sample_db), "--json")
     doc = json.loads(out)
     assert code == 0
     assert set(doc) == {"file", "ok", "entries", "head_seq", "head_hash", "erased", "checkpoints", "problems",
@@ -112,18 +96,18 @@ def test_expect_head(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
         assert code == 2 and "SEQ:HASH" in err
 
 
-def test_pubkey_as_hex_or_file(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(capsys, "verify", str(db), "--pubkey", pubkey_hex())[0] == 0
+def test_pubkey_as_hex_or_file(sample_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "verify", str(sample_db), "--pubkey", pubkey_hex())[0] == 0
     keyfile = tmp_path / "k.pub"
     keyfile.write_text(pubkey_hex() + "\n")
-    assert run(capsys, "verify", str(db), "--pubkey", str(keyfile))[0] == 0
+    assert run(capsys, "verify", str(sample_db), "--pubkey", str(keyfile))[0] == 0
     other = pubkey_hex(b"\x01" * 32)
-    code, out, _err = run(capsys, "verify", str(db), "--pubkey", other)
+    code, out, _err = run(capsys, "verify", str(sample_db), "--pubkey", other)
     assert code == 1 and "[checkpoint-key]" in out and "[unsigned]" in out
-    code, _out, err = run(capsys, "verify", str(db), "--pubkey", str(tmp_path / "nope.pub"))
+    code, _out, err = run(capsys, "verify", str(sample_db), "--pubkey", str(tmp_path / "nope.pub"))
     assert code == 2 and "--pubkey" in err
     keyfile.write_text("not a key")
-    assert run(capsys, "verify", str(db), "--pubkey", str(keyfile))[0] == 2
+    assert run(capsys, "verify", str(sample_db), "--pubkey", str(keyfile))[0] == 2
 
 
 def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
@@ -159,23 +143,23 @@ def test_progress_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_verify_draws_a_click_progress_bar_on_a_terminal(
-    db: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    sample_db: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(common, "PROGRESS_DELAY", 0)
     tty = _Tty()
     monkeypatch.setattr(sys, "stderr", tty)
-    code, out, _err = run(capsys, "verify", str(db))
+    code, out, _err = run(capsys, "verify", str(sample_db))
     assert code == 0 and out.startswith("OK: ")
     assert "verifying" in tty.getvalue() and "[####" in tty.getvalue() and "100%" in tty.getvalue()
 
 
-def test_no_progress_when_stderr_is_not_a_terminal(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _code, _out, err = run(capsys, "verify", str(db))
+def test_no_progress_when_stderr_is_not_a_terminal(sample_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _code, _out, err = run(capsys, "verify", str(sample_db))
     assert err == ""
 
 
-def test_python_dash_m(log_file: Path, tmp_path: Path) -> None:
-    db = log_file
+def test_python_dash_m(sample_file: Path, tmp_path: Path) -> None:
+    db = sample_file
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
 
     def mnemo(*args: str) -> subprocess.CompletedProcess[str]:

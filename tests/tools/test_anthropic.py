@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,12 +30,6 @@ from mnemo.tools.anthropic import AsyncMnemoMemoryTool, MnemoMemoryTool  # noqa:
 
 ROOT_HEADER = "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
 REPO = str(ROOT)
-
-
-@pytest.fixture
-def client(db: str) -> Iterator[MnemoClient]:
-    with MnemoClient(db, "agent-1", durability="none") as c:
-        yield c
 
 
 def tool_use(tool_id: str, **tool_input: Any) -> dict[str, Any]:

@@ -4,7 +4,7 @@ say what was left out and how to see it: huge lines, huge listings, long snippet
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,17 +26,6 @@ CUT_NOTE = (
 )
 LISTING_NOTE = "... (showing {k} of {m} entries; to list what a subdirectory holds, view its path)"
 ECHO = 7488  # (16,000 - 1,024) // 2: what one echoed value may take by default
-
-
-@pytest.fixture
-def client(db: str) -> Iterator[MnemoClient]:
-    with MnemoClient(db, "agent-1", durability="none") as c:
-        yield c
-
-
-@pytest.fixture
-def server(client: MnemoClient) -> MnemoMemoryToolServer:
-    return MnemoMemoryToolServer(client)
 
 
 def run(server: MnemoMemoryToolServer, **tool_input: Any) -> CommandResult:

@@ -9,7 +9,7 @@ text, and nothing is written; on both backends."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -96,16 +96,10 @@ class CollidingKey:
 
 
 @pytest.fixture
-def client(db: str) -> Iterator[MnemoClient]:
-    with MnemoClient(db, "agent-1", durability="none") as c:
-        yield c
-
-
-@pytest.fixture
-def server(client: MnemoClient) -> MnemoMemoryToolServer:
-    s = MnemoMemoryToolServer(client)
-    assert not s.execute({"command": "create", "path": "/memories/a.txt", "file_text": "one\ntwo\n"}).is_error
-    return s
+def server(server: MnemoMemoryToolServer) -> MnemoMemoryToolServer:
+    """The server of tools/conftest.py with a file written: these tests send commands that read it."""
+    assert not server.execute({"command": "create", "path": "/memories/a.txt", "file_text": "one\ntwo\n"}).is_error
+    return server
 
 
 def block(tool_input: object, **overrides: Any) -> dict[str, Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 import unicodedata
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -207,12 +206,6 @@ def test_canonicalize_refuses(path: str, template: str) -> None:
     with pytest.raises(PathError) as info:
         canonicalize(path)
     assert "Error: " + info.value.text == template.format(path)
-
-
-@pytest.fixture
-def client(db: str) -> Iterator[MnemoClient]:
-    with MnemoClient(db, "agent-1", durability="none") as c:
-        yield c
 
 
 def _inputs(path: str) -> list[dict[str, Any]]:

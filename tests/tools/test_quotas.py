@@ -4,7 +4,7 @@ On both backends."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +16,6 @@ from mnemo import MnemoClient
 from mnemo.errors import InvalidInput
 from mnemo.tools import CommandResult, MnemoMemoryToolServer
 from mnemo.tools.quotas import Quotas
-
-
-@pytest.fixture
-def client(db: str) -> Iterator[MnemoClient]:
-    with MnemoClient(db, "agent-1", durability="none") as c:
-        yield c
 
 
 def run(server: MnemoMemoryToolServer, **tool_input: Any) -> CommandResult:

@@ -4,7 +4,6 @@ by the server, which then writes nothing)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,12 +12,6 @@ from mnemo import MnemoClient
 from mnemo.errors import InvalidInput
 from mnemo.tools import MnemoMemoryToolServer
 from mnemo.tools.paths import check_root
-
-
-@pytest.fixture
-def client(db: str) -> Iterator[MnemoClient]:
-    with MnemoClient(db, "agent-1", durability="none") as c:
-        yield c
 
 
 @pytest.mark.parametrize(("root", "canonical"), [("/a", "/a"), ("/a/", "/a"), ("/a/b", "/a/b"), ("/a/b//", "/a/b"),

@@ -7,7 +7,6 @@ import struct
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -27,17 +26,6 @@ ROOT_HEADER = "Here're the files and directories up to 2 levels deep in {}, excl
 FILE_HEADER = "Here's the content of {} with line numbers:"
 MISSING = "The path {} does not exist. Please provide a valid path."
 EDITED = "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n"
-
-
-@pytest.fixture
-def client(db: str) -> Iterator[MnemoClient]:
-    with MnemoClient(db, "agent-1", durability="none") as c:
-        yield c
-
-
-@pytest.fixture
-def server(client: MnemoClient) -> MnemoMemoryToolServer:
-    return MnemoMemoryToolServer(client)
 
 
 def run(server: MnemoMemoryToolServer, **tool_input: Any) -> CommandResult:

@@ -10,10 +10,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from helpers.backends import is_pg, snapshot, stored
+from helpers.backends import snapshot, stored
 from helpers.paths import ROOT
 from helpers.transparency_vectors import (
     BUNDLE_1,
@@ -26,7 +25,6 @@ from helpers.transparency_vectors import (
     SEED,
     VECTORS,
     VKEY,
-    write_vector_db,
 )
 
 from mnemo import MnemoClient
@@ -45,22 +43,6 @@ from mnemo.transparency.tree import leaf_hash, verify_consistency
 
 OTHER = b"\x07" * 32
 OTHER_PUB = public_key_bytes(load_private_key(OTHER))
-
-
-@pytest.fixture
-def vfile(tmp_path: Path) -> Path:
-    """The vector chain in a log file."""
-    return write_vector_db(tmp_path / "vectors.db")
-
-
-@pytest.fixture
-def vdb(db: str, vfile: Path) -> Any:
-    """The vector chain on each backend: the log file, or its copy (entry for entry) in PostgreSQL."""
-    if not is_pg(db):
-        return vfile
-    with MnemoClient(vfile, "owner", readonly=True) as c:
-        assert c.copy_to(db).ok
-    return db
 
 
 def test_read_tree_of_the_vector_log(vdb: Path) -> None:

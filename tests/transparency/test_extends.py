@@ -10,10 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.backends import is_pg
 from helpers.transparency_vectors import ENTRIES, NOTE_5, ORIGIN, PUBKEY, SEED, write_vector_db
 
-from mnemo import MnemoClient
 from mnemo.transparency.extends import log_extends
 from mnemo.transparency.note import Note, sign_checkpoint_note, sign_note_text
 from mnemo.transparency.tree import HashList, leaf_hash
@@ -34,16 +32,6 @@ def unsigned_size_note(size: int, root: bytes) -> str:
     """A note the log's key signed for a size sign_checkpoint_note refuses (say 0)."""
     text = f"{ORIGIN}\n{size}\n{b64(root)}\n"
     return str(Note(text, (sign_note_text(text, ORIGIN, SEED),)))
-
-
-@pytest.fixture
-def vdb(db: str, tmp_path: Path) -> Any:
-    vfile = write_vector_db(tmp_path / "vectors.db")
-    if not is_pg(db):
-        return vfile
-    with MnemoClient(vfile, "owner", readonly=True) as c:
-        assert c.copy_to(db).ok
-    return db
 
 
 def kinds(report: Any) -> list[tuple[str, str]]:
