@@ -2,7 +2,7 @@
 each byte it serves from the file exactly once while it holds it, in any order of requests; a file that
 grows while it is read (a frame being appended is not a torn one) or shrinks; frames too large to read
 before their end marker is seen; and the scan's damaged stretches (where the chain resumes after one is
-logfile.after_damage's, tested with it in test_log_io.py)."""
+logfile.after_damage's, tested with it in tests/storage/file/test_logfile.py)."""
 
 from __future__ import annotations
 

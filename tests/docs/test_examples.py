@@ -27,7 +27,7 @@ def test_every_example_is_run_here() -> None:
     tested = {name for name in re.findall(r'run_example\("([\w.]+)"\)', Path(__file__).read_text())}
     # these take input or a server to talk to; the tests named run them
     elsewhere = {
-        "mcp_client.py",  # a `mnemo mcp` server: tests/test_mcp_example.py
+        "mcp_client.py",  # a `mnemo mcp` server: tests/tools/mcp/test_example.py
     }
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested | elsewhere
 
@@ -110,7 +110,7 @@ def test_erasure_on_request() -> None:
 
 def test_verify_export_alone_makes_an_export_and_checks_it() -> None:
     """Run as it is, without arguments: it makes what it checks (an export of a signed database), passes it,
-    and catches one changed line. With arguments it checks a given export (tests/test_audit_export.py)."""
+    and catches one changed line. With arguments it checks a given export (tests/audit/test_export.py)."""
     lines = run_example("verify_export.py")
     assert lines[0] == "made an export of 7 entries; checking it:"
     assert re.fullmatch(r"OK: head 6:[0-9a-f]{64}", lines[1])
@@ -123,7 +123,7 @@ def test_verify_export_alone_makes_an_export_and_checks_it() -> None:
 
 def test_verify_proof_alone_makes_a_bundle_and_a_proof_and_checks_them() -> None:
     """Run as it is: a bundle and a consistency proof it made are accepted, a bundle with another index is
-    not. With arguments it checks given files (tests/test_transparency_db.py)."""
+    not. With arguments it checks given files (tests/transparency/test_database.py)."""
     lines = run_example("verify_proof.py")
     origin = r"mnemo\.local/[0-9a-f]{32}"
     assert lines[0] == "made a database, a key, the bundle of seq 1, two checkpoints and the proof between them"

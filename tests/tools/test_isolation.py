@@ -56,7 +56,7 @@ def test_another_agents_server_reaches_nothing_of_a(db: str) -> None:
 
 def test_deleting_a_directory_of_1000_files_is_one_commit_and_erases_all(db: str) -> None:
     with MnemoClient(db, "a", durability="none") as c:
-        server = MnemoMemoryToolServer(c, max_files=None)  # quotas: tests/test_tool_quotas.py
+        server = MnemoMemoryToolServer(c, max_files=None)  # quotas: tests/tools/test_quotas.py
         with c.transaction():  # set up quickly; the delete below is what is measured
             for i in range(1000):
                 server.execute({"command": "create", "path": f"/memories/big/f{i:04}.md",

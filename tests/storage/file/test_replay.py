@@ -221,7 +221,7 @@ def test_a_put_making_again_a_record_the_snapshot_holds_is_damage(tmp_path: Path
 def test_a_tree_that_does_not_follow_the_replayed_log_is_an_integrity_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """As for a write (test_file_store_edges.py), for the puts the scan core replays: only a bug makes
+    """As for a write (tests/storage/file/test_store.py), for the puts the scan core replays: only a bug makes
     the tree refuse them, and the open says so as an IntegrityError naming the tree."""
     from mnemo import MnemoError
     from mnemo.transparency.backend import TreeState

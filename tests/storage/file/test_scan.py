@@ -47,7 +47,7 @@ def assert_twins(buf: bytes | bytearray, base: int, pos: int, seq: int, last: by
 
 
 def damaged_logs(n: int = 25, trials: int = 240, seed: int = 2024) -> Iterator[bytes]:
-    """The corruption corpus of the verifier's tests (test_audit_fast): byte flips anywhere, flips under
+    """The corruption corpus of the verifier's tests (audit/test_fast_path.py): byte flips anywhere, flips under
     a forger's fixed frame or slot checksum, erased slots, cuts and swapped frames."""
     built = rich_log(n).build()
     rng = random.Random(seed)

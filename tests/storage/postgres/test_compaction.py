@@ -9,7 +9,7 @@ The guards of compact() on PostgreSQL and the writer session's setup: the holder
 measures), an error or an operator's cancel part way, and how long the writer's session waits for the
 head row (lock_timeout in ms, at least 1 ms: 0 is never "wait for ever"), its setup refused, and a
 refused head row that is not retried on another connection. (A compaction refused while another thread
-holds the writer lock is tested on both backends, in test_store_basic.py.)"""
+holds the writer lock is tested on both backends, in tests/contract/test_client.py.)"""
 
 from __future__ import annotations
 

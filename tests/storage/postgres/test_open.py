@@ -100,7 +100,7 @@ def test_a_meta_row_deleted_while_a_writer_migrates_is_refused_as_damage(pg: Sch
     of the schema version and its read of the database's id: the writer's migration waits for that
     session, which then commits, and the open is refused with IntegrityError, as a missing row is."""
     genesis = make_entry(0, time.time_ns(), ZERO_HASH, "genesis", OWNER, {"db_id": b"\x07" * 16, "format": 1})
-    with pg.connect(autocommit=False) as conn:  # a database of schema version 1 (see test_pg_backend.py)
+    with pg.connect(autocommit=False) as conn:  # a database of schema version 1 (see test_backend.py)
         conn.execute(pg_schema.MIGRATIONS[0])
         conn.execute("INSERT INTO mnemo_meta (schema_version, db_id) VALUES (1, %s)", [b"\x07" * 16])
         conn.execute("INSERT INTO mnemo_entries VALUES (0, 'genesis', %s, %s)", [genesis.raw, genesis.hash])
@@ -186,7 +186,7 @@ def test_a_remember_beside_another_write_in_progress_leaves_its_flush_to_be_shar
 ) -> None:
     """Under "fsync", a remember made while another thread of the process is already writing commits
     without waiting for its own flush and is flushed after (a flush the other write can share); once it
-    is alone, a remember is made durable by its own call (test_pg_commit.py)."""
+    is alone, a remember is made durable by its own call (tests/storage/postgres/test_commit.py)."""
     flushes = spy_flushes(monkeypatch)
     with MnemoClient(pg.url, OWNER, durability="fsync") as c:
         store: Any = c._store
