@@ -18,6 +18,8 @@ if importlib.util.find_spec("mnemo") is None:  # running from a checkout without
     sys.path.insert(0, str(ROOT))
 
 from helpers import pg as pg_helpers  # noqa: E402
+from helpers.backends import onto  # noqa: E402
+from helpers.logs import erase_slot, sample_log  # noqa: E402
 from helpers.pg import PgDatabase, Schema  # noqa: E402
 
 AGENT = "agent-1"
@@ -129,3 +131,30 @@ def client(db: str) -> Iterator[MnemoClient]:
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture
+def sample_file(tmp_path: Path) -> Path:
+    """The sample log of helpers/logs.py, with a signed checkpoint, in a file."""
+    _b, built = sample_log(checkpoint=True)
+    return built.write(tmp_path / "memory.mnemo.db")
+
+
+@pytest.fixture
+def sample_file_erased(tmp_path: Path) -> Path:
+    """The sample log in a file, with the payload of r1 (put at seq 3, forgotten at seq 11) erased."""
+    _b, built = sample_log(checkpoint=True)
+    erase_slot(built.data, built, 3)
+    return built.write(tmp_path / "memory.mnemo.db")
+
+
+@pytest.fixture
+def sample_db(db: str, sample_file: Path) -> str:
+    """The sample log on each backend: the file, or its copy (entry for entry) in PostgreSQL."""
+    return onto(db, sample_file)
+
+
+@pytest.fixture
+def sample_db_erased(db: str, sample_file_erased: Path) -> str:
+    """The sample log with r1 erased on each backend: the file, or its copy in PostgreSQL."""
+    return onto(db, sample_file_erased)

@@ -1,16 +1,20 @@
 """`mnemo demo`: its database kept with --dir, the chain catching a changed byte on a copy, the text
-wrapped to the terminal, and next steps whose commands work."""
+wrapped to the terminal, and next steps whose commands work; the scripted demo (offline) and `mnemo chat`
+(the SDK's real tool runner, here against a scripted API)."""
 
 from __future__ import annotations
 
 import io
+import json
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from mnemo import MnemoClient
 from mnemo.cli import main
-from mnemo.demo import run_demo, terminal_width
+from mnemo.demo import run_chat, run_demo, terminal_width
 
 RAW = ("  {", "  ...", "  mnemo ", "$ mnemo ")  # data (audit JSON) and commands: never wrapped
 
@@ -86,3 +90,148 @@ def test_the_width_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert terminal_width() == 100
     monkeypatch.setenv("COLUMNS", "10")
     assert terminal_width() == 40
+
+
+def test_demo_transcript_chain_check_and_audit(tmp_path: Path) -> None:
+    out = io.StringIO()
+    assert run_demo(out, db_dir=str(tmp_path)) == 0
+    text = out.getvalue()
+    for expected in [
+        "User: Hi! I'm Ana.",
+        "  > memory.view /memories\n",
+        "  = File created successfully at: /memories/trips/lisbon.md\n",
+        "  = The file /memories/trips/lisbon.md has been edited.\n",
+        "  ! Error: Path /memories/../../etc/passwd would escape /memories directory\n",
+        "  = Successfully deleted /memories/trips\n",
+        "  = Successfully renamed /memories/user to /memories/people/ana\n",
+        "Claude: Done: the trip is forgotten",
+        "Bytes of the forgotten trip ('Lisbon') left in the database files: 0\n",
+        "Chain check: OK: ",
+        "0 problems\n",
+        "Audit export (JSON Lines, ",
+    ]:
+        assert expected in text, expected
+    excerpt = text.split("Audit export")[1].split("\n\n")[0]  # the attack on a copy follows it
+    audit_lines = [line.strip() for line in excerpt.splitlines()[1:] if line.strip() != "..."]
+    assert len(audit_lines) == 4
+    entries = [json.loads(line) for line in audit_lines]
+    assert entries[0]["op"] == "genesis"
+    assert {"seq", "ts", "op", "agent", "prev", "hash", "entry", "body"} <= set(entries[-1])
+    assert all("payload" not in entry for entry in entries)  # exported without content
+    with MnemoClient(str(tmp_path / "demo.mnemo.db"), "demo-agent", readonly=True) as client:
+        paths = [t for info in client.list_records() for t in info.tags if t.startswith("path:")]
+        assert paths == ["path:/memories/people/ana/profile.md"]
+        assert client.verify().ok
+    again = io.StringIO()
+    assert run_demo(again, db_dir=str(tmp_path)) == 2
+    assert "already exists" in again.getvalue()
+
+
+def test_demo_in_a_temporary_directory() -> None:
+    out = io.StringIO()
+    assert run_demo(out) == 0
+    database = out.getvalue().split("database: ")[1].split()[0]
+    assert not Path(database).exists()
+
+
+def test_chat_without_a_key_says_what_is_missing() -> None:
+    out = io.StringIO()
+    assert run_chat(out, io.StringIO("hello\n"), environ={}) == 2
+    assert out.getvalue() == (
+        "mnemo chat needs an Anthropic API key: set ANTHROPIC_API_KEY in the environment "
+        "(for an offline run, try `mnemo demo`).\n"
+    )
+
+
+def test_chat_through_the_tool_runner(tmp_path: Path) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    httpx2 = pytest.importorskip("httpx2")
+    replies: list[dict[str, Any]] = [
+        {
+            "type": "tool_use",
+            "id": "toolu_1",
+            "name": "memory",
+            "input": {"command": "view", "path": "/memories"},
+        },
+        {
+            "type": "tool_use",
+            "id": "toolu_2",
+            "name": "memory",
+            "input": {"command": "create", "path": "/memories/likes.md", "file_text": "tea\n"},
+        },
+        {"type": "text", "text": "I'll remember that you like tea."},
+        {"type": "text", "text": "Goodbye!"},
+    ]
+    requests: list[dict[str, Any]] = []
+
+    def api(request: Any) -> Any:
+        requests.append(json.loads(request.content))
+        block = replies[len(requests) - 1]
+        return httpx2.Response(
+            200,
+            json={
+                "id": f"msg_{len(requests)}",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-test",
+                "content": [block],
+                "stop_reason": "tool_use" if block["type"] == "tool_use" else "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+            },
+        )
+
+    def make_client() -> Any:
+        return anthropic.Anthropic(
+            api_key="sk-test", max_retries=0, http_client=httpx2.Client(transport=httpx2.MockTransport(api))
+        )
+
+    out = io.StringIO()
+    db = str(tmp_path / "chat.mnemo.db")
+    code = run_chat(
+        out,
+        io.StringIO("I like tea.\nbye\n\n"),
+        db_path=db,
+        model="claude-test",
+        environ={},
+        make_client=make_client,
+    )
+    assert code == 0, out.getvalue()
+    text = out.getvalue()
+    assert "  > memory.create /memories/likes.md\n  = File created successfully at: /memories/likes.md\n" in text
+    assert "claude: I'll remember that you like tea.\n" in text
+    assert "claude: Goodbye!\n" in text
+    assert requests[0]["model"] == "claude-test"
+    assert requests[0]["tools"] == [{"type": "memory_20250818", "name": "memory"}]
+    with MnemoClient(db, "chat", readonly=True) as client:
+        assert [r.content for r in client.query(tags=("path:/memories/likes.md",))] == ["tea\n"]
+
+
+def test_demo_two_agents_share_a_team_folder(tmp_path: Path) -> None:
+    out = io.StringIO()
+    assert run_demo(out, db_dir=str(tmp_path), width=100) == 0
+    shared = out.getvalue().split("--- a shared team folder: two agents, one of them read-only ---\n", 1)[1]
+    shared = shared.split("\n\n", 1)[0]
+    for expected in [
+        "  > assistant: memory.create /memories/team/lisbon.md\n"
+        "  = File created successfully at: /memories/team/lisbon.md\n",
+        # the concierge sees the team's folder, not the assistant's own notes
+        "  > concierge: memory.view /memories\n  = Here're the files and directories up to 2 levels deep in /memories,",
+        "      53B  /memories\n      53B  /memories/team/\n      53B  /memories/team/lisbon.md\n  > concierge",
+        '  > concierge: memory.str_replace /memories/team/lisbon.md "June" -> "July"\n'
+        "  ! Error: Permission denied: concierge may not write in scope team:trips\n",
+        "  > concierge: memory.rename /memories/hotels.md -> /memories/team/hotels.md\n"
+        "  ! Error: Permission denied: concierge may not write in scope team:trips\n",
+        "  = Successfully renamed /memories/notes.md to /memories/team/notes.md\n",
+        "      79B  /memories/team\n      53B  /memories/team/lisbon.md\n      26B  /memories/team/notes.md\n",
+        "Chain check of team.mnemo.db: OK: 8 entries",
+    ]:
+        assert expected in shared, expected
+    with MnemoClient(str(tmp_path / "team.mnemo.db"), "demo-agent", readonly=True) as owner:
+        stored = sorted((r.scope, r.tags, r.content) for r in owner.query(tags=("memorytool",)))
+    assert stored == [
+        ("agent:concierge", ("memorytool", "path:/memories/hotels.md"), "- Alfama, near the tram\n"),
+        ("team:trips", ("memorytool", "path:/memories/lisbon.md"),
+         "# Lisbon, June\n- two travellers\n- trains, no flights\n"),
+        ("team:trips", ("memorytool", "path:/memories/notes.md"), "Ana prefers window seats.\n"),
+    ]

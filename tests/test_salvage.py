@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from helpers.frames import FORGED_CONTENT, forged_put_frame, read_frames
+from helpers.logs import fix_frame_crc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_audit_support import fix_frame_crc
 
 from mnemo import IntegrityError, InvalidInput, MnemoClient, audit
 from mnemo.cli import main

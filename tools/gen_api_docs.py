@@ -3,7 +3,7 @@
     python tools/gen_api_docs.py            # rewrite docs/API.md
     python tools/gen_api_docs.py --check    # exit 1 if docs/API.md differs from what the code says
 
-The names are each module's `__all__` (for mnemo.audit, the list below). tests/test_api_docs.py runs the
+The names are each module's `__all__` (for mnemo.audit, the list below). tests/docs/test_api.py runs the
 check, so the reference cannot drift from the code. Needs the `anthropic-memory-tool` extra, for the SDK
 adapters.
 """

@@ -3,7 +3,7 @@
     python tools/mutate.py --list                    # the targets (tools/mutation/targets.json)
     python tools/mutate.py acl.names                 # mutate one target against its test selection
     python tools/mutate.py acl.names paths --max 80  # several targets, at most 80 mutants each
-    python tools/mutate.py mnemo/validation.py --tests tests/test_store_badinput.py
+    python tools/mutate.py mnemo/validation.py --tests tests/contract/test_bad_input.py
     python tools/mutate.py acl.names --rerun before.txt   # only the survivors a report lists
     python tools/mutate.py file.index --covered      # each mutant against the tests that execute it
     python tools/mutate.py --check                   # every listed equivalent and target path still exists

@@ -1,4 +1,4 @@
-"""One process of a remember-and-forget race (tests/test_file_reload_guards.py): `writer DB SECONDS`
+"""One process of a remember-and-forget race (tests/storage/file/test_reload.py): `writer DB SECONDS`
 remembers a record and forgets it, over and over; `reader DB SECONDS` queries. Each prints one JSON line
 at the end: how many loops it made and the errors it met."""
 

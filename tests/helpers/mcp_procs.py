@@ -19,7 +19,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from tests.helpers.procs import subprocess_env
+from helpers.procs import subprocess_env
 
 TIMEOUT = 30.0  # for any one session or process step: a hang fails the test instead of stalling the run
 

@@ -1,5 +1,5 @@
 """Fuzzing with hypothesis: the memory tool's handle() on arbitrary input, and opening and verifying
-arbitrary and mutated db files. Shared by tests/test_reliability_fuzz.py (a few hundred inputs) and
+arbitrary and mutated db files. Shared by tests/reliability/test_fuzz.py (a few hundred inputs) and
 tests/soak (many thousands).
 
 Every example runs under a wall-clock alarm, so a hang fails the example instead of the run.

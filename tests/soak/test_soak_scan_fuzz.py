@@ -1,5 +1,6 @@
-"""The long fuzzing run of the scan core (see tests/test_scan_fuzz.py): 5 minutes coverage-guided over
-the twin, then 5 minutes through the AddressSanitizer + UBSan build. MNEMO_FUZZ_SECONDS sets each."""
+"""The long fuzzing run of the scan core (see tests/storage/file/test_scan_fuzz.py): 5 minutes
+coverage-guided over the twin, then 5 minutes through the AddressSanitizer + UBSan build.
+MNEMO_FUZZ_SECONDS sets each."""
 
 from __future__ import annotations
 

@@ -125,7 +125,7 @@ def test_jobs_judge_each_mutant_in_a_copy_of_their_own_and_report_in_source_orde
     reports = []
     for jobs in ("1", "2"):
         report = tmp_path / f"report-{jobs}.txt"
-        mutate.main(["mnemo/acl/names.py", "--tests", "tests/test_acl_names.py::test_the_length_limits_on_both_sides",
+        mutate.main(["mnemo/acl/names.py", "--tests", "tests/acl/test_names.py::test_the_length_limits_on_both_sides",
                      "--max", "6", "--jobs", jobs, "--quiet", "--report", str(report)])
         lines = report.read_text(encoding="utf-8").splitlines()
         reports.append([line for line in lines if line.startswith(("mutants ", "  SURVIVED"))])

@@ -1,0 +1,45 @@
+"""What the PostgreSQL tests check on the server itself: the routines of the current schema version (and
+a database taken back to version 3), and whether the server's data files hold some bytes."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+from .pg import Schema
+
+ROUTINES = [
+    ("mnemo_check_erasure", "f"), ("mnemo_commit", "f"), ("mnemo_entry_str", "f"), ("mnemo_entry_value", "f"),
+    ("mnemo_forget_ids", "f"), ("mnemo_mp_end", "f"), ("mnemo_mp_items", "f"), ("mnemo_mp_items_at", "f"),
+    ("mnemo_mp_skip", "f"), ("mnemo_mp_str", "f"), ("mnemo_payload_summary", "f"), ("mnemo_put", "p"),
+    ("mnemo_refuse_change", "f"), ("mnemo_uint", "f"),
+]
+
+
+def undo_version_4(pg: Schema) -> None:
+    """A database of schema version 4 taken back to exactly version 3: what version 4 adds, undone."""
+    pg.sql("DROP TRIGGER mnemo_payloads_erased_by_forget ON mnemo_payloads")
+    pg.sql("DROP FUNCTION mnemo_check_erasure, mnemo_forget_ids, mnemo_entry_str, mnemo_entry_value, "
+           "mnemo_payload_summary, mnemo_mp_skip, mnemo_mp_end, mnemo_mp_items, mnemo_mp_items_at, mnemo_mp_str")
+    pg.sql("UPDATE mnemo_meta SET schema_version = 3")
+
+
+def data_directory(pg: Schema) -> Path | None:
+    (row,) = pg.sql("SELECT current_setting('data_directory')")
+    path = Path(row[0]) / "base"
+    try:
+        return path if any(path.iterdir()) else None
+    except OSError:
+        return None
+
+
+def files_holding(base: Path, needle: bytes) -> list[str]:
+    found = []
+    for name in glob.glob(str(base / "**" / "*"), recursive=True):
+        try:
+            with open(name, "rb") as f:
+                if needle in f.read():
+                    found.append(name)
+        except OSError:
+            continue
+    return found

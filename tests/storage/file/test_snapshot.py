@@ -1,0 +1,329 @@
+"""The snapshot container: large byte strings as raw sections after the msgpack header, all sealed by
+one SHA-256; damage anywhere, or a section reference out of range, discards the snapshot.
+
+The sealed sidecars of a log file, byte by byte: a snapshot is magic, version, header length, msgpack
+header, raw sections and SHA-256 of all that; anything short, of another version, mis-sealed or with a
+section out of range reads as no snapshot. The erasure journal reads as None (none), [] (damaged, of
+another database, or not a regular file) or its regions. Sidecars are replaced atomically."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from mnemo import MnemoClient
+from mnemo.audit import export_audit
+from mnemo.chain.codec import packb
+from mnemo.storage.file import atomic
+from mnemo.storage.file import snapshot as snap
+from mnemo.storage.file.snapshot import (
+    ERASE_MAGIC,
+    SNAP_MAGIC,
+    SNAP_VERSION,
+    decode_snapshot,
+    encode_snapshot,
+    read_erase_journal,
+    read_snapshot,
+    write_atomic,
+    write_erase_journal,
+    write_snapshot,
+)
+from mnemo.transparency.commands import write_file_atomic
+
+
+def test_large_byte_strings_become_sections_and_come_back() -> None:
+    big, small = bytes(range(256)) * 1024, b"x" * 10
+    body = {"a": big, "nested": {"b": big[::-1], "small": small, "view": memoryview(big)[:70_000]}, "n": 3}
+    data = encode_snapshot(body)
+    header_len = struct.unpack(">I", data[12:16])[0]
+    header = data[16 : 16 + header_len]
+    assert big not in header and small in header  # the large one is a section, the small one inline
+    back = decode_snapshot(data)
+    assert back is not None
+    assert bytes(back["a"]) == big and bytes(back["nested"]["b"]) == big[::-1]
+    assert bytes(back["nested"]["view"]) == big[:70_000]
+    assert back["nested"]["small"] == small and back["n"] == 3
+    assert decode_snapshot(encode_snapshot(back)) == back  # a decoded body encodes again as it was
+
+
+def _sealed(header: bytes, sections: bytes) -> bytes:
+    data = SNAP_MAGIC + struct.pack(">II", SNAP_VERSION, len(header)) + header + sections
+    return data + hashlib.sha256(data).digest()
+
+
+@pytest.mark.parametrize("ref", [(0, 11), (5, 6), (2**63, 1), (0, 2**64 - 1)])
+def test_a_section_reference_out_of_range_is_refused(ref: tuple[int, int]) -> None:
+    header = msgpack.packb({"a": msgpack.ExtType(1, struct.pack(">QQ", *ref))}, use_bin_type=True)
+    assert decode_snapshot(_sealed(header, b"0123456789")) is None
+    ok = msgpack.packb({"a": msgpack.ExtType(1, struct.pack(">QQ", 2, 3))}, use_bin_type=True)
+    body = decode_snapshot(_sealed(ok, b"0123456789"))
+    assert body is not None and bytes(body["a"]) == b"234"
+
+
+def test_an_unknown_ext_type_or_a_short_header_is_refused() -> None:
+    header = msgpack.packb({"a": msgpack.ExtType(7, b"")}, use_bin_type=True)
+    assert decode_snapshot(_sealed(header, b"")) is None
+    data = SNAP_MAGIC + struct.pack(">II", SNAP_VERSION, 1000) + b"\x80"
+    assert decode_snapshot(data + hashlib.sha256(data).digest()) is None
+
+
+def test_damage_inside_a_section_discards_the_snapshot(tmp_path: Path) -> None:
+    """Enough records that the index columns are raw sections; a flipped bit in one is caught by the
+    seal, and the next open rebuilds the index from the log."""
+    db = tmp_path / "s.db"
+    with MnemoClient(db, "a", durability="none") as c, c.transaction():
+        ids = [c.remember(f"m{i}", tags=[f"t{i % 5}"]).id for i in range(3000)]
+    snap = Path(str(db) + ".snap")
+    data = snap.read_bytes()
+    header_len = struct.unpack(">I", data[12:16])[0]
+    assert len(data) - 16 - header_len - 32 > 100_000, "the columns should be raw sections"
+    pos = 16 + header_len + (len(data) - 16 - header_len - 32) // 2  # inside the sections
+    snap.write_bytes(data[:pos] + bytes([data[pos] ^ 0x01]) + data[pos + 1 :])
+    with MnemoClient(db, "a", durability="none") as c:
+        assert not c.stats()["snapshot_used"]
+        assert [r.id for r in c.query(tags=["t3"])] == ids[3::5]
+    with MnemoClient(db, "a", durability="none", readonly=True) as c:
+        assert c.stats()["snapshot_used"]  # rebuilt by the writer's open
+        assert c.get(ids[1234]).content == "m1234"
+
+
+def _seal(data: bytes) -> bytes:
+    return data + hashlib.sha256(data).digest()
+
+
+def _snapshot(header: bytes, sections: bytes = b"", version: int = SNAP_VERSION,
+              header_len: int | None = None) -> bytes:
+    n = len(header) if header_len is None else header_len
+    return _seal(SNAP_MAGIC + struct.pack(">II", version, n) + header + sections)
+
+
+def test_the_container_layout() -> None:
+    assert (SNAP_MAGIC, SNAP_VERSION, ERASE_MAGIC) == (b"MNEMOSNP", 2, b"MNEMOERS")
+    body = {"b": 1, "a": [b"x", "y"]}
+    data = encode_snapshot(body)
+    header = msgpack.packb(body, use_bin_type=True)  # plain msgpack, keys as given
+    assert data == _snapshot(header)
+    assert decode_snapshot(data) == {"b": 1, "a": [b"x", "y"]}
+
+
+def test_byte_strings_from_64_kib_on_are_raw_sections() -> None:
+    below, at = b"b" * (2**16 - 1), b"a" * 2**16
+    data = encode_snapshot({"below": below, "at": at, "also": at})
+    header_len = struct.unpack(">I", data[12:16])[0]
+    header = msgpack.unpackb(data[16 : 16 + header_len], raw=False)
+    assert header["below"] == below
+    assert header["at"] == msgpack.ExtType(1, struct.pack(">QQ", 0, 2**16))
+    assert header["also"] == msgpack.ExtType(1, struct.pack(">QQ", 2**16, 2**16))
+    assert data[16 + header_len : -32] == at + at
+    back = decode_snapshot(data)
+    assert back is not None
+    assert back["below"] == below and isinstance(back["below"], bytes)
+    assert isinstance(back["at"], memoryview) and back["at"] == at and back["also"] == at
+
+
+def test_a_section_reaching_exactly_the_end_is_read() -> None:
+    header = msgpack.packb({"a": msgpack.ExtType(1, struct.pack(">QQ", 4, 6))}, use_bin_type=True)
+    body = decode_snapshot(_snapshot(header, b"0123456789"))
+    assert body is not None and bytes(body["a"]) == b"456789"
+    header = msgpack.packb({"a": msgpack.ExtType(1, struct.pack(">QQ", 4, 7))}, use_bin_type=True)
+    assert decode_snapshot(_snapshot(header, b"0123456789")) is None
+    header = msgpack.packb({"a": msgpack.ExtType(2, struct.pack(">QQ", 0, 1))}, use_bin_type=True)
+    assert decode_snapshot(_snapshot(header, b"0123456789")) is None
+
+
+def test_a_header_reaching_exactly_the_end_is_read_and_one_byte_more_is_not() -> None:
+    header = msgpack.packb({"k": "v"}, use_bin_type=True)
+    assert decode_snapshot(_snapshot(header)) == {"k": "v"}
+    assert decode_snapshot(_snapshot(header, header_len=len(header) + 1)) is None
+    assert decode_snapshot(_snapshot(header, header_len=len(header) - 1)) is None  # truncated msgpack
+
+
+@pytest.mark.parametrize("version", [SNAP_VERSION - 1, SNAP_VERSION + 1, 0])
+def test_a_snapshot_of_another_version_is_no_snapshot(version: int) -> None:
+    header = msgpack.packb({"k": "v"}, use_bin_type=True)
+    assert decode_snapshot(_snapshot(header, version=version)) is None
+
+
+def test_a_snapshot_that_is_not_a_map_is_no_snapshot() -> None:
+    assert decode_snapshot(_snapshot(msgpack.packb([1, 2]))) is None
+    assert decode_snapshot(_snapshot(b"\xc1")) is None
+
+
+def test_short_or_mis_sealed_bytes_are_no_snapshot() -> None:
+    good = encode_snapshot({"k": "v"})
+    assert decode_snapshot(good) == {"k": "v"}
+    assert decode_snapshot(good[:-1]) is None
+    assert decode_snapshot(good[:-1] + bytes([good[-1] ^ 1])) is None
+    assert decode_snapshot(b"MNEMOSNX" + good[8:]) is None  # wrong magic
+    assert decode_snapshot(_seal(b"MNEMOSNX" + good[8:-32])) is None  # wrong magic, sealed anyway
+    assert decode_snapshot(b"") is None
+    assert decode_snapshot(SNAP_MAGIC) is None
+    for inner in (b"", b"\x00" * 7):  # sealed, but too short for a version and a length
+        assert decode_snapshot(_seal(SNAP_MAGIC + inner)) is None
+    empty = _seal(SNAP_MAGIC + struct.pack(">II", SNAP_VERSION, 0))  # a header of no bytes: no map
+    assert decode_snapshot(empty) is None
+
+
+def test_snapshots_round_trip_through_files(tmp_path: Path) -> None:
+    path = str(tmp_path / "x.snap")
+    assert read_snapshot(path) is None
+    write_snapshot(path, {"k": [1, 2], "big": b"z" * 70_000})
+    back = read_snapshot(path)
+    assert back is not None and back["k"] == [1, 2] and back["big"] == b"z" * 70_000
+    assert not os.path.exists(path + ".tmp")
+    Path(path).write_bytes(Path(path).read_bytes()[:-1])
+    assert read_snapshot(path) is None
+    os.unlink(path)
+    os.mkdir(path)
+    assert read_snapshot(path) is None  # a directory is not a snapshot
+
+
+def test_a_fifo_in_a_sidecars_place_is_never_read(tmp_path: Path) -> None:
+    fifo = str(tmp_path / "x.snap")
+    os.mkfifo(fifo)
+    assert read_snapshot(fifo) is None  # and does not block
+    journal = str(tmp_path / "x.erase")
+    os.mkfifo(journal)
+    assert read_erase_journal(journal) == []
+
+
+def test_the_erasure_journal(tmp_path: Path) -> None:
+    path = str(tmp_path / "x.erase")
+    db_id = b"i" * 16
+    assert read_erase_journal(path) is None
+    assert read_erase_journal(path, db_id) is None
+    write_erase_journal(path, db_id, [(10, 5), (100, 7)])
+    data = Path(path).read_bytes()
+    assert data == _seal(ERASE_MAGIC + packb({"db_id": db_id, "regions": [(10, 5), (100, 7)]}))
+    assert read_erase_journal(path) == [(10, 5), (100, 7)]
+    assert read_erase_journal(path, db_id) == [(10, 5), (100, 7)]
+    assert read_erase_journal(path, b"j" * 16) == []  # another database's
+    Path(path).write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    assert read_erase_journal(path, db_id) == []
+    Path(path).write_bytes(data[: len(ERASE_MAGIC) + 31])
+    assert read_erase_journal(path, db_id) == []
+    Path(path).write_bytes(_seal(b"MNEMOSNP" + data[8:-32]))
+    assert read_erase_journal(path, db_id) == []  # a snapshot's magic
+    Path(path).write_bytes(_seal(ERASE_MAGIC + packb({"db_id": db_id})))
+    assert read_erase_journal(path, db_id) == []  # sealed, but no regions
+    Path(path).write_bytes(_seal(ERASE_MAGIC + packb({"db_id": db_id, "regions": [(1, 2, 3)]})))
+    assert read_erase_journal(path, db_id) == []
+    Path(path).write_bytes(_seal(ERASE_MAGIC + packb({"db_id": db_id, "regions": []})))
+    assert read_erase_journal(path, db_id) == []  # an empty journal is an empty list, not None
+    os.unlink(path)
+    os.symlink(str(tmp_path / "nowhere"), path)
+    assert read_erase_journal(path, db_id) == []  # there (a dangling link), but unreadable
+
+
+def test_an_atomic_write_replaces_the_whole_file(tmp_path: Path) -> None:
+    path = str(tmp_path / "side")
+    write_atomic(path, b"first version, longer")
+    write_atomic(path, b"second", durable=False)
+    assert Path(path).read_bytes() == b"second"
+    assert sorted(os.listdir(tmp_path)) == ["side"]
+    assert os.stat(path).st_mode & 0o777 == 0o644 & ~_umask()
+
+
+def test_a_failed_atomic_write_leaves_the_old_file_and_no_temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                   ) -> None:
+    path = str(tmp_path / "side")
+    write_atomic(path, b"old")
+
+    def full(fd: int, data: bytes, offset: int) -> None:
+        os.write(fd, data[:2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(atomic, "write_all", full)
+    with pytest.raises(OSError, match="No space"):
+        write_atomic(path, b"new bytes")
+    assert Path(path).read_bytes() == b"old"
+    assert sorted(os.listdir(tmp_path)) == ["side"]
+    snap.remove(str(tmp_path / "absent"))  # removing what is not there is no error
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_the_erasure_journal_is_on_disk_before_it_returns_and_a_snapshot_is_never_synced(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The journal is what finishes an erasure cut short by a power loss: its bytes are synced before
+    the rename, and the directory after it. A snapshot only speeds up the next open, so it costs no sync."""
+    events: list[tuple[str, ...]] = []
+    real_replace = os.replace
+    monkeypatch.setattr(atomic, "sync", lambda fd: events.append(("sync", os.readlink(f"/proc/self/fd/{fd}"))))
+    monkeypatch.setattr(atomic, "fsync_dir", lambda path: events.append(("fsync_dir", path)))
+
+    def replace(src: str, dst: str) -> None:
+        events.append(("replace", src, dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", replace)
+    journal = str(tmp_path / "x.erase")
+    write_erase_journal(journal, b"i" * 16, [(10, 5)])
+    assert events == [("sync", journal + ".tmp"), ("replace", journal + ".tmp", journal), ("fsync_dir", journal)]
+    assert read_erase_journal(journal, b"i" * 16) == [(10, 5)]
+    events.clear()
+    snapshot = str(tmp_path / "x.snap")
+    write_snapshot(snapshot, {"k": 1})
+    assert events == [("replace", snapshot + ".tmp", snapshot)]
+    events.clear()
+    other = str(tmp_path / "other")
+    write_atomic(other, b"durable unless told otherwise")
+    assert events == [("sync", other + ".tmp"), ("replace", other + ".tmp", other), ("fsync_dir", other)]
+
+
+def test_maps_keyed_by_integers_come_back() -> None:
+    """The index keeps the older versions of a record in a map keyed by row number: a snapshot that read
+    such a map back as damaged would cost every open a replay of the whole log."""
+    body = {"older": {0: [b"a" * 32], 7: [b"b" * 32, b"c" * 32]}, "tags": {"t": 1}}
+    assert decode_snapshot(encode_snapshot(body)) == body
+
+
+def test_a_reopened_store_with_updated_records_uses_its_snapshot(tmp_path: Path) -> None:
+    db = tmp_path / "u.db"
+    with MnemoClient(db, "a", durability="none") as c:
+        rid = c.remember("v1").id
+        c.update(rid, content="v2")
+    with MnemoClient(db, "a", readonly=True) as c:
+        assert c.stats()["snapshot_used"] is True
+        assert [v.content for v in c.history(rid)] == ["v1", "v2"]
+
+
+def test_an_audit_export_and_a_checkpoint_note_are_synced_before_the_rename_and_the_folder_after(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export or a note handed on as evidence must survive a power loss whole or not at all, like
+    the journal: file, rename, folder, in that order. An export takes no lock, so its temp file is named
+    for its process."""
+    events: list[tuple[str, ...]] = []
+    real_replace = os.replace
+    monkeypatch.setattr(atomic, "sync", lambda fd: events.append(("sync", os.readlink(f"/proc/self/fd/{fd}"))))
+    monkeypatch.setattr(atomic, "fsync_dir", lambda path: events.append(("fsync_dir", path)))
+
+    def replace(src: str, dst: str) -> None:
+        events.append(("replace", src, dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", replace)
+    db = str(tmp_path / "m.db")
+    with MnemoClient(db, "a") as c:
+        c.remember("the content", scope="s")
+    out = str(tmp_path / "audit.jsonl")
+    events.clear()
+    export_audit(db, out)
+    tmp = f"{out}.tmp{os.getpid()}"
+    assert events == [("sync", tmp), ("replace", tmp, out), ("fsync_dir", out)]
+    assert Path(out).read_text(encoding="utf-8").count("\n") == 2
+    assert not [name for name in os.listdir(tmp_path) if ".tmp" in name]
+    events.clear()
+    note = str(tmp_path / "checkpoint.txt")
+    write_file_atomic(note, "a note\n")
+    assert events == [("sync", note + ".tmp"), ("replace", note + ".tmp", note), ("fsync_dir", note)]
+    assert Path(note).read_bytes() == b"a note\n"
