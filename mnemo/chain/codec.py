@@ -1,6 +1,6 @@
 """The hashed chain encoding (docs/FORMAT.md §1): canonical msgpack entries, payloads and their digests.
 
-Every byte this module produces is part of the contract; tests/test_chain_vectors.py pins it.
+Every byte this module produces is part of the contract; tests/chain/test_vectors.py pins it.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ that writes), `json_option` (every command), `open_client`, the output helpers (
 `common.UsageError` (exit 2) or `common.Failure` (exit 1), or let the library's errors through:
 `common.describe_error` gives every error its exit code and message, in one place. Give each command a
 short example in its epilog (`common.examples`) and a row in the README's command table
-(tests/test_cli_conventions.py and tests/test_cli_docs.py check them).
+(tests/cli/test_conventions.py and tests/docs/test_readme.py check them).
 
 Exit codes: 0 fine; 1 problems found; 2 a usage error or a file that cannot be used at all.
 """

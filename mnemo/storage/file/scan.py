@@ -11,7 +11,7 @@ buffer holds.
 
 The C extension mnemo._speedups implements the same function; this module is its pure-Python twin,
 which runs without a compiler or with MNEMO_PURE_PYTHON=1, and must return equal results for every
-input (tests/test_scan_core.py holds the two to it).
+input (tests/storage/file/test_scan.py holds the two to it).
 """
 
 from __future__ import annotations

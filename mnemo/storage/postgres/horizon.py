@@ -5,7 +5,7 @@ beside an older snapshot keeps the erased bytes in the new files too. Before it 
 until nothing on the server is older than a horizon taken as it starts, after every forget it is to make
 good: no backend whose snapshot (backend_xmin) or transaction (backend_xid) predates it, in any database
 (a REPEATABLE READ snapshot in another database of the cluster holds the rows back as well: see
-tests/test_pg_compact.py), no prepared transaction, no replication slot holding an older xmin. Which
+tests/storage/postgres/test_compaction.py), no prepared transaction, no replication slot holding an older xmin. Which
 forget deleted a row is not known here, so a snapshot begun after the forget while an older transaction
 ran counts as older too: the wait is never too short, sometimes longer than needed. Plain VACUUM
 processes are left out, as PostgreSQL leaves them out of the horizon itself; an ANALYZE holds a snapshot
