@@ -222,7 +222,7 @@ class _Read:
 class _Reader:
     """The first pass: entries in file order, each judged once the item after it is known."""
 
-    def __init__(self, read: _Read, win: file_reader._Window) -> None:
+    def __init__(self, read: _Read, win: file_reader.Window) -> None:
         self.read = read
         self.win = win
         # an entry waiting for its successor: (entry, slot, its frame's checksum holds, its frame's offset)
@@ -257,7 +257,7 @@ class _Reader:
             self.last_seq = e.seq
             self.pending = (e, slot, crc_ok, frame.offset)
 
-    def feed_damage(self, damage: file_reader._Damage) -> None:
+    def feed_damage(self, damage: file_reader.Damage) -> None:
         self.flush()
         read = self.read
         end = damage.resume if damage.resume is not None else read.size
@@ -376,17 +376,17 @@ def _fields(payload: bytes, digest: bytes, size: int) -> tuple[str | bytes, tupl
 
 
 def _read_log(path: str, progress: Progress | None) -> _Read:
-    fd, size, name = file_reader._open_db(path)
+    fd, size, name = file_reader.open_db(path)
     try:
         read = _Read(name, size)
-        win = file_reader._Window(fd, size, name, progress, growable=False)
+        win = file_reader.Window(fd, size, name, progress, growable=False)
         try:
             read.header_db_id = decode_file_header(win.get(0, HEADER_SIZE))
         except HeaderError as exc:
             read.header_problem = str(exc)
         reader = _Reader(read, win)
-        for item in file_reader._scan(win, lenient=True):
-            if isinstance(item, file_reader._Damage):
+        for item in file_reader.scan_log(win, lenient=True):
+            if isinstance(item, file_reader.Damage):
                 reader.feed_damage(item)
             else:
                 reader.feed_frame(item[0], item[1])

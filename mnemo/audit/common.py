@@ -36,5 +36,5 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def _json_default(value: Any) -> Any:
+def json_default(value: Any) -> Any:
     return repr(value)

@@ -17,8 +17,8 @@ from ..chain.codec import (
 from ..errors import IntegrityError, InvalidInput
 from ..storage.contract import LogItem, PathArg, Progress, Storage, is_dsn
 from ..storage.file.atomic import write_text_atomic
-from ..storage.file.reader import _open_db, _strict_items, _Window
-from .common import _json_default, format_ts, jsonable
+from ..storage.file.reader import Window, open_db, strict_items
+from .common import format_ts, json_default, jsonable
 from .sources import open_readonly
 
 
@@ -80,8 +80,8 @@ def export_line(entry: Entry) -> dict[str, Any]:
     }
 
 
-def _file_items(win: _Window, payloads: bool) -> Iterator[LogItem]:
-    for item in _strict_items(win, payloads):
+def _file_items(win: Window, payloads: bool) -> Iterator[LogItem]:
+    for item in strict_items(win, payloads):
         yield LogItem(item.entry, item.slot.state, item.payload, item.offset)
 
 
@@ -105,12 +105,12 @@ def export_audit(
         with open_readonly(source) as store:
             return export_audit(store, dest, since=since, include_content=include_content, progress=progress)
     if isinstance(source, (str, os.PathLike)):
-        fd, size, name = _open_db(source)
+        fd, size, name = open_db(source)
         try:
-            win = _Window(fd, size, name, None)
+            win = Window(fd, size, name, None)
             forgotten, last = _forgotten_by(_file_items(win, payloads=False))
             end = win.size
-            win = _Window(fd, end, name, progress, growable=False)  # exactly what the first pass read
+            win = Window(fd, end, name, progress, growable=False)  # exactly what the first pass read
             n = _write_to(dest, lambda out: _write_export(
                 _file_items(win, include_content), out, name, since, last, include_content, forgotten
             ))
@@ -154,7 +154,7 @@ def _write_export(
             payload = _payload_json(item, path)
             if payload is not None:
                 line["payload"] = payload
-        out.write(json.dumps(line, ensure_ascii=True, separators=(",", ":"), default=_json_default))
+        out.write(json.dumps(line, ensure_ascii=True, separators=(",", ":"), default=json_default))
         out.write("\n")
         n += 1
     return n

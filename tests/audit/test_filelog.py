@@ -40,7 +40,7 @@ def fd(log: Path) -> Iterator[int]:
 DATA = bytes(range(256)) * 40  # 10,240 bytes
 
 
-def recorded_reads(win: filelog._Window) -> list[tuple[int, int]]:
+def recorded_reads(win: filelog.Window) -> list[tuple[int, int]]:
     """(offset, n) of every read the window makes from the file from now on."""
     reads: list[tuple[int, int]] = []
     pread = win.pread
@@ -67,7 +67,7 @@ def test_a_window_serves_exactly_the_bytes_asked_for_in_any_order(requests: list
         mp = pytest.MonkeyPatch()
         mp.setattr(filelog, "CHUNK", chunk)
         try:
-            win = filelog._Window(f.fileno(), len(DATA), f.name, None)
+            win = filelog.Window(f.fileno(), len(DATA), f.name, None)
             reads = recorded_reads(win)
             for offset, n in requests:
                 held = (win.start, win.start + len(win.buf))
@@ -91,7 +91,7 @@ def test_a_window_over_a_file_that_shrank_ends_where_the_file_now_ends(tmp_path:
     seen: list[tuple[int, int]] = []
     fd = os.open(path, os.O_RDONLY)
     try:
-        win = filelog._Window(fd, len(DATA), str(path), lambda done, total: seen.append((done, total)))
+        win = filelog.Window(fd, len(DATA), str(path), lambda done, total: seen.append((done, total)))
         assert win.get(0, 10) == DATA[:10] and seen == [(0, len(DATA))]
         os.truncate(path, 5000)
         assert win.get(4990, 100) == DATA[4990:5000]
@@ -105,7 +105,7 @@ def test_a_frame_appended_while_the_log_is_read_is_read_whole(log: Path, fd: int
     spans = frame_spans(data)
     start, end = spans[-1]
     os.truncate(log, start)
-    win = filelog._Window(fd, start, str(log), None)  # opened before the last frame was written
+    win = filelog.Window(fd, start, str(log), None)  # opened before the last frame was written
     with open(log, "ab") as f:
         f.write(data[start:])
     frame, ok = filelog._read_frame(win, start, lenient=False)
@@ -114,7 +114,7 @@ def test_a_frame_appended_while_the_log_is_read_is_read_whole(log: Path, fd: int
     # knew of its header or not
     for known, cut in ((start, start + 10), (start, end - 1), (start + 30, end - 1)):
         log.write_bytes(data[:cut])
-        win = filelog._Window(fd, known, str(log), None)
+        win = filelog.Window(fd, known, str(log), None)
         with pytest.raises(FrameError) as torn:
             filelog._read_frame(win, start, lenient=False)
         assert torn.value.kind == "incomplete"
@@ -126,11 +126,11 @@ def test_a_frame_appended_while_the_log_is_read_is_read_whole(log: Path, fd: int
 def test_a_window_that_may_not_grow_reads_only_what_it_was_given(log: Path, fd: int) -> None:
     data = log.read_bytes()
     start, _end = frame_spans(data)[-1]
-    win = filelog._Window(fd, start + 30, str(log), None, growable=False)
+    win = filelog.Window(fd, start + 30, str(log), None, growable=False)
     assert win.grew() is False and win.size == start + 30
     with pytest.raises(FrameError, match=f"^the file ends inside the frame at offset {start}$"):
         filelog._read_frame(win, start, lenient=False)
-    grows = filelog._Window(fd, start + 30, str(log), None)
+    grows = filelog.Window(fd, start + 30, str(log), None)
     assert grows.grew() is True and grows.size == len(data)
     assert grows.grew() is False  # no larger than it was
 
@@ -139,13 +139,13 @@ def test_a_large_frame_without_its_end_marker_is_refused_before_it_is_read(log: 
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     data = bytearray(log.read_bytes())
     start, end = frame_spans(bytes(data))[-1]
-    monkeypatch.setattr(filelog, "_BIG_FRAME", end - start - 1)  # the last frame counts as large
-    win = filelog._Window(fd, len(data), str(log), None)
+    monkeypatch.setattr(filelog, "BIG_FRAME", end - start - 1)  # the last frame counts as large
+    win = filelog.Window(fd, len(data), str(log), None)
     frame, ok = filelog._read_frame(win, start, lenient=False)
     assert frame.offset == start and ok
     data[end - 1] ^= 0x01  # the last byte of its end marker
     log.write_bytes(bytes(data))
-    win = filelog._Window(fd, len(data), str(log), None)
+    win = filelog.Window(fd, len(data), str(log), None)
     reads = recorded_reads(win)
     with pytest.raises(FrameError) as refused:
         filelog._read_frame(win, start, lenient=False)
@@ -165,7 +165,7 @@ def test_a_read_the_disk_fails_is_an_unreadable_database_naming_the_offset(
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(filelog, "read_exact", failing)
-    win = filelog._Window(fd, os.fstat(fd).st_size, str(log), None)
+    win = filelog.Window(fd, os.fstat(fd).st_size, str(log), None)
     with pytest.raises(UnreadableDatabase) as info:
         win.get(100, 10)
     assert str(info.value) == f"cannot read {log} at offset 100: Input/output error"
@@ -178,10 +178,10 @@ def _damages(path: Path, data: bytes) -> list[tuple[int, int | None, bool]]:
     path.write_bytes(data)
     fd = os.open(path, os.O_RDONLY)
     try:
-        items = list(filelog._scan(filelog._Window(fd, len(data), str(path), None), lenient=True))
+        items = list(filelog.scan_log(filelog.Window(fd, len(data), str(path), None), lenient=True))
     finally:
         os.close(fd)
-    return [(d.offset, d.resume, d.torn) for d in items if isinstance(d, filelog._Damage)]
+    return [(d.offset, d.resume, d.torn) for d in items if isinstance(d, filelog.Damage)]
 
 
 def _unbounded(data: bytes, at: int, end: int) -> bytes:
@@ -234,7 +234,7 @@ def test_a_read_that_fails_after_damage_is_an_unreadable_database(log: Path, tmp
     fd = os.open(damaged, os.O_RDONLY)
     try:
         with pytest.raises(UnreadableDatabase) as info:
-            list(filelog._scan(filelog._Window(fd, len(data), str(damaged), None), lenient=True))
+            list(filelog.scan_log(filelog.Window(fd, len(data), str(damaged), None), lenient=True))
     finally:
         os.close(fd)
     assert str(info.value) == f"cannot read {damaged} after offset {second}: Input/output error"
@@ -250,11 +250,11 @@ def test_a_stray_byte_before_a_frame_is_the_only_damage(log: Path, tmp_path: Pat
     damaged.write_bytes(data[:second] + b"\x00" + data[second:])
     fd = os.open(damaged, os.O_RDONLY)
     try:
-        win = filelog._Window(fd, len(data) + 1, str(damaged), None)
-        items = list(filelog._scan(win, lenient=True))
+        win = filelog.Window(fd, len(data) + 1, str(damaged), None)
+        items = list(filelog.scan_log(win, lenient=True))
     finally:
         os.close(fd)
-    damages = [i for i in items if isinstance(i, filelog._Damage)]
+    damages = [i for i in items if isinstance(i, filelog.Damage)]
     assert [(d.offset, d.resume, d.torn) for d in damages] == [(second, second + 1, False)]
     assert len(items) == len(spans) + 1  # every frame, and the one damaged stretch
 

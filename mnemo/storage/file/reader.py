@@ -29,13 +29,13 @@ from .framing import (
 from .logfile import after_damage, complete_with_damaged_length, read_exact
 
 CHUNK = 1 << 20
-_BIG_FRAME = 4 * CHUNK  # above this, a frame's trailer magic is checked before the frame is read whole
+BIG_FRAME = 4 * CHUNK  # above this, a frame's trailer magic is checked before the frame is read whole
 
 
 # -- reading the log in chunks ---------------------------------------------------------------------------
 
 
-class _Window:
+class Window:
     """A sliding window over the log file: at most a chunk (or one frame) in memory at a time."""
 
     def __init__(
@@ -90,7 +90,7 @@ class _Window:
         return self.buf[rel:rel + n]
 
 
-def _read_frame(win: _Window, pos: int, lenient: bool) -> tuple[Frame, bool]:
+def _read_frame(win: Window, pos: int, lenient: bool) -> tuple[Frame, bool]:
     """Parse the frame at `pos`: (frame, checksum ok). Raises FrameError.
 
     With `lenient`, a frame whose only fault is its checksum is still returned (checksum ok = False), so
@@ -101,7 +101,7 @@ def _read_frame(win: _Window, pos: int, lenient: bool) -> tuple[Frame, bool]:
     total = frame_length(win.buf, pos - win.start, pos)
     if pos + total > win.size and not (win.grew() and pos + total <= win.size):
         raise FrameError("incomplete", f"the file ends inside the frame at offset {pos}", pos, total)
-    if total > _BIG_FRAME and win.pread(pos + total - len(FRAME_END), len(FRAME_END)) != FRAME_END:
+    if total > BIG_FRAME and win.pread(pos + total - len(FRAME_END), len(FRAME_END)) != FRAME_END:
         raise FrameError("bad", f"frame at offset {pos} has no end marker where its length says", pos, total)
     win.ensure(pos, total)
     rel = pos - win.start
@@ -126,17 +126,17 @@ def _read_frame(win: _Window, pos: int, lenient: bool) -> tuple[Frame, bool]:
 
 
 @dataclass(frozen=True)
-class _Damage:
+class Damage:
     offset: int
     resume: int | None  # the next good frame, or None when nothing readable follows
     torn: bool  # the file ends inside this frame, and nothing readable follows: a torn write
     message: str
 
 
-def _scan(
-    win: _Window, lenient: bool, skip: Callable[[_Window, int], int] | None = None,
+def scan_log(
+    win: Window, lenient: bool, skip: Callable[[Window, int], int] | None = None,
     anchor: Callable[[], tuple[int, bytes]] | None = None,
-) -> Iterator[tuple[Frame, bool] | _Damage]:
+) -> Iterator[tuple[Frame, bool] | Damage]:
     """Every frame from offset 32 on, with damaged stretches between them reported and skipped.
     `skip(win, pos)`, if given, takes care of the frames from `pos` on that it can, and returns the
     offset where they end; `anchor()` then gives the (seq, hash) of the last entry read, which the scan
@@ -159,7 +159,7 @@ def _scan(
                     complete_with_damaged_length(win.fd, pos, win.size)
             except OSError as err:
                 raise UnreadableDatabase(f"cannot read {win.path} after offset {pos}: {err.strerror}") from None
-            yield _Damage(pos, after.resume, torn, str(exc))
+            yield Damage(pos, after.resume, torn, str(exc))
             if after.resume is None:
                 return
             pos = after.resume
@@ -169,7 +169,7 @@ def _scan(
         pos = item[0].end
 
 
-def _entry_offsets(frame: Frame) -> list[int]:
+def entry_offsets(frame: Frame) -> list[int]:
     """File offset of each entry's length header inside the frame."""
     out: list[int] = []
     off = frame.offset + FRAME_HEADER.size
@@ -219,7 +219,7 @@ def open_regular(name: str, error: type[MnemoError]) -> tuple[int, int]:
     return fd, st.st_size
 
 
-def _open_db(path: PathArg) -> tuple[int, int, str]:
+def open_db(path: PathArg) -> tuple[int, int, str]:
     name = os.fspath(path)
     fd, size = open_regular(name, UnreadableDatabase)
     return fd, size, name
@@ -238,19 +238,19 @@ class LogItem:
     payload: bytes | None  # the payload bytes of an `ok` slot, when asked for
 
 
-def _strict_items(win: _Window, payloads: bool) -> Iterator[LogItem]:
+def strict_items(win: Window, payloads: bool) -> Iterator[LogItem]:
     try:
         decode_file_header(win.get(0, HEADER_SIZE))
     except HeaderError as exc:
         raise IntegrityError(f"{win.path}: bad file header: {exc}", 0) from None
-    for item in _scan(win, lenient=False):
-        if isinstance(item, _Damage):
+    for item in scan_log(win, lenient=False):
+        if isinstance(item, Damage):
             if item.torn:
                 return  # a torn or in-progress last write: a reader stops before it
             raise IntegrityError(f"{win.path}: damaged frame at offset {item.offset} ({item.message}); "
                                  "run `mnemo verify` for the full report", item.offset)
         frame = item[0]
-        for e, slot, off in zip(frame.entries, frame.slots, _entry_offsets(frame), strict=True):
+        for e, slot, off in zip(frame.entries, frame.slots, entry_offsets(frame), strict=True):
             data = None
             if payloads and slot.state == "ok":
                 start, length = slot.payload_range()
@@ -264,8 +264,8 @@ def read_log(path: PathArg, *, payloads: bool = False) -> Iterator[LogItem]:
     Stops before an incomplete last frame (a torn or in-progress write); raises IntegrityError at damage
     anywhere else and UnreadableDatabase if the file cannot be read. Does not check hashes or links:
     that is verify_db's work."""
-    fd, size, name = _open_db(path)
+    fd, size, name = open_db(path)
     try:
-        yield from _strict_items(_Window(fd, size, name, None), payloads)
+        yield from strict_items(Window(fd, size, name, None), payloads)
     finally:
         os.close(fd)

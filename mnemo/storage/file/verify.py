@@ -18,7 +18,7 @@ from ...record import VerifyReport
 from ..gc_pause import gc_paused
 from ..types import PathArg, Progress
 from .framing import ENTRY_HEADER, FILE_MAGIC, FRAME_HEADER, HEADER_SIZE, Frame, HeaderError, decode_file_header
-from .reader import _BIG_FRAME, _Damage, _entry_offsets, _open_db, _scan, _Window, not_regular
+from .reader import BIG_FRAME, Damage, Window, entry_offsets, not_regular, open_db, scan_log
 from .scan import DIGEST, LEAVES, ScanResult, scan_frames
 from .snapshot import read_erase_journal
 
@@ -41,7 +41,7 @@ class _DbVerifier(ChainVerifier):
         self.path = path
         self.size = size
         self.journal: set[tuple[int, int]] | None = None
-        self.pending_damage: tuple[_Damage, int] | None = None
+        self.pending_damage: tuple[Damage, int] | None = None
 
     # header and sidecars
     def header(self, data: bytes) -> None:
@@ -85,7 +85,7 @@ class _DbVerifier(ChainVerifier):
         return self.journal is not None and (slot.offset, slot.length) in self.journal
 
     # damage
-    def damage(self, d: _Damage) -> None:
+    def damage(self, d: Damage) -> None:
         exp = self.next_seq
         if d.torn:
             self.problem(
@@ -118,7 +118,7 @@ class _DbVerifier(ChainVerifier):
         self.lost_before = first_seq > exp
 
     # frames and entries
-    def frame(self, frame: Frame, crc_ok: bool, win: _Window) -> None:
+    def frame(self, frame: Frame, crc_ok: bool, win: Window) -> None:
         first = frame.entries[0].seq
         self.resumed(first)
         if not crc_ok:
@@ -129,11 +129,11 @@ class _DbVerifier(ChainVerifier):
         if len(frame.entries) == 1:
             self.entry(frame.entries[0], frame.slots[0], frame.offset + FRAME_HEADER.size, win)
             return
-        for e, slot, off in zip(frame.entries, frame.slots, _entry_offsets(frame), strict=True):
+        for e, slot, off in zip(frame.entries, frame.slots, entry_offsets(frame), strict=True):
             self.entry(e, slot, off, win)
 
     # the fast path
-    def fast_frames(self, win: _Window, pos: int) -> int:
+    def fast_frames(self, win: Window, pos: int) -> int:
         """Check the frames from `pos` on for as long as each holds only canonical puts with nothing wrong
         with them, read by the scan core (mnemo/storage/file/scan.py) instead of being decoded into
         objects; return the offset of the first frame left to the general path (`frame`), which then
@@ -150,7 +150,7 @@ class _DbVerifier(ChainVerifier):
             if rel < 0 or rel + _FH > len(win.buf):
                 win.ensure(pos, _FH)
                 rel = pos - win.start
-            res = scan_frames(win.buf, win.start, rel, self.next_seq, self.last_hash, want, _BIG_FRAME, flags)
+            res = scan_frames(win.buf, win.start, rel, self.next_seq, self.last_hash, want, BIG_FRAME, flags)
             taken = self.take_scanned(res)
             if taken is not None:
                 return taken  # a version that does not follow: the general path reports it
@@ -252,19 +252,19 @@ def verify_log(
     With `index` (empty), what a client's index of the log must hold is gathered into it as well, with
     the Merkle tree over the entries."""
     head = verify_arguments(pubkey, expect_head)
-    fd, size, name = _open_db(path)
+    fd, size, name = open_db(path)
     try:
         v = _DbVerifier(name, size, pubkey, head)
         v.index = index
         if index is not None:
             v.tree = CompactRange()
-        win = _Window(fd, size, name, progress)
+        win = Window(fd, size, name, progress)
         v.header(win.get(0, HEADER_SIZE))
         v.load_journal()
         v.leftovers()
         with gc_paused():
-            for item in _scan(win, lenient=True, skip=v.fast_frames, anchor=v.anchor):
-                if isinstance(item, _Damage):
+            for item in scan_log(win, lenient=True, skip=v.fast_frames, anchor=v.anchor):
+                if isinstance(item, Damage):
                     v.damage(item)
                 else:
                     v.frame(item[0], item[1], win)
