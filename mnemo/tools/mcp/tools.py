@@ -16,7 +16,7 @@ from typing import Any
 
 from mnemo.errors import InvalidInput, MnemoError, NotFound, PermissionDenied
 from mnemo.record import MemoryRecord, Problem, ScopeReport, VerifyReport
-from mnemo.tools.paths import PATH_TAG_PREFIX
+from mnemo.tools.layout import tagged_path
 from mnemo.tools.server import DEFAULT_MAX_VIEW_CHARS, CommandResult, MnemoMemoryToolServer
 
 __all__ = [
@@ -300,13 +300,6 @@ def _history(server: MnemoMemoryToolServer, args: Mapping[str, Any]) -> CommandR
     return CommandResult(format_history(path, versions, path_of=server.version_path))
 
 
-def _version_path(record: MemoryRecord) -> str:
-    for tag in record.tags:
-        if tag.startswith(PATH_TAG_PREFIX):
-            return tag[len(PATH_TAG_PREFIX) :]
-    return "?"
-
-
 def format_history(
     path: str,
     versions: list[MemoryRecord],
@@ -339,7 +332,7 @@ def format_history(
         when = record.updated_at.isoformat(timespec="seconds").replace("+00:00", "Z")
         out.append(
             f"--- version {record.version}, {when}, by {record.agent_id}, "
-            f"at {(path_of or _version_path)(record)} (seq {record.seq})"
+            f"at {(path_of or tagged_path)(record)} (seq {record.seq})"
         )
         out.append(text)
     return "\n".join(out)
