@@ -164,7 +164,7 @@ def test_a_read_the_disk_fails_is_an_unreadable_database_naming_the_offset(
     def failing(fd: int, offset: int, n: int) -> bytes:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(filelog, "read_exact", failing)
+    monkeypatch.setattr(filelog, "pread", failing)
     win = filelog.Window(fd, os.fstat(fd).st_size, str(log), None)
     with pytest.raises(UnreadableDatabase) as info:
         win.get(100, 10)
@@ -230,7 +230,7 @@ def test_a_read_that_fails_after_damage_is_an_unreadable_database(log: Path, tmp
     def failing(fd: int, offset: int, n: int) -> bytes:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(logfile, "read_exact", failing)
+    monkeypatch.setattr(logfile, "pread", failing)
     fd = os.open(damaged, os.O_RDONLY)
     try:
         with pytest.raises(UnreadableDatabase) as info:

@@ -11,7 +11,7 @@ from ...errors import DurabilityError, IntegrityError, MnemoError
 from . import snapshot as snap
 from .framing import HEADER_SIZE, SLOT_CRC, encode_file_header, encode_frame
 from .handles import LogHandle
-from .logfile import fsync_dir, iter_frames, lock_log, match_mode, read_exact, sync, write_all
+from .logfile import fsync_dir, iter_frames, lock_log, match_mode, pread, sync, write_all
 from .state import StoreState
 
 ZEROS_PER_WRITE = 1 << 20  # the most one write of an erasure zeroes
@@ -96,7 +96,7 @@ class Compaction(StoreState):
         # and synced, like one that still holds bytes.
         regions = [
             (off, length) for off, length in self._unerased
-            if (journal is not None and (off, length) in journal) or any(read_exact(self.fd, off, length))
+            if (journal is not None and (off, length) in journal) or any(pread(self.fd, length, off))
         ]
         self._unerased = []
         if regions:

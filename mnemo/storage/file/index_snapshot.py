@@ -13,7 +13,7 @@ from ..batch import ACL_OPS, ChainError
 from . import snapshot as snap
 from .framing import FRAME_HEADER, HEADER_SIZE, FrameError, frame_length, parse_frame
 from .index import Index
-from .logfile import read_exact
+from .logfile import pread
 from .state import StoreState
 
 
@@ -69,7 +69,7 @@ def load_snapshot(fd: int, db_id: bytes, body: dict[str, Any]) -> tuple[Index, i
         off, start = int(body["offset"]), int(body["frame_offset"])
         if not (HEADER_SIZE <= start < off <= os.fstat(fd).st_size):
             return None
-        frame = parse_frame(read_exact(fd, start, off - start), 0, start)
+        frame = parse_frame(pread(fd, off - start, start), 0, start)
         last = frame.entries[-1]
         state = body["index"]
         if not (frame.end == off and last.seq == state["head_seq"] and last.hash == state["head_hash"]):
@@ -93,10 +93,10 @@ def acl_from_frames(fd: int, offsets: Iterable[int], end: int) -> Acl:
     for off in offsets:
         if not (HEADER_SIZE <= off < end) or (first and off != HEADER_SIZE):
             raise ChainError(f"no ACL frame at offset {off}")
-        total = frame_length(read_exact(fd, off, FRAME_HEADER.size), 0, off)
+        total = frame_length(pread(fd, FRAME_HEADER.size, off), 0, off)
         if off + total > end:
             raise ChainError(f"the ACL frame at offset {off} runs past the snapshot's end")
-        frame = parse_frame(read_exact(fd, off, total), 0, off)
+        frame = parse_frame(pread(fd, total, off), 0, off)
         if frame.entries[0].seq <= last_seq or (first and frame.entries[0].op != "genesis"):
             raise ChainError(f"the ACL frame at offset {off} is out of order")
         if not any(entry.op in ACL_OPS for entry in frame.entries):

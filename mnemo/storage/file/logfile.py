@@ -77,14 +77,7 @@ def sync(fd: int) -> None:
 
 def pread(fd: int, length: int, offset: int) -> bytes:
     """os.pread, in its argument order, read on after a short read: `length` bytes, or fewer only at
-    the end of the file."""
-    data = os.pread(fd, length, offset)
-    if len(data) < length:  # a short read: at the end of the file, or interrupted
-        data = read_exact(fd, offset, length)
-    return data
-
-
-def read_exact(fd: int, offset: int, length: int) -> bytes:
+    the end of the file. The one positional read of the file backend."""
     chunks = []
     while length > 0:
         chunk = os.pread(fd, length, offset)
@@ -154,7 +147,7 @@ class FrameReader:
                 parse_frame(self.buf, pos, self.offset)
                 raise FrameError("incomplete", "file ends inside a frame", self.offset)
             want = max(need, self.chunk)
-            self.buf = memoryview(read_exact(self.fd, self.offset, min(want, self.end - self.offset)))
+            self.buf = memoryview(pread(self.fd, min(want, self.end - self.offset), self.offset))
             self.base = self.offset
             reread = len(self.buf) < want  # all the file holds from here is in the buffer now
 
@@ -182,15 +175,15 @@ def frames_after(fd: int, start: int, end: int) -> Iterator[tuple[int, Frame]]:
     content may hold frames too)."""
     offset = start + 1
     while offset < end:
-        data = read_exact(fd, offset, min(CHUNK, end - offset))
+        data = pread(fd, min(CHUNK, end - offset), offset)
         i = data.find(FRAME_MAGIC)
         while i != -1:
             at = offset + i
             frame = None
             try:
-                length = frame_length(read_exact(fd, at, FRAME_HEADER.size), 0, at)
+                length = frame_length(pread(fd, FRAME_HEADER.size, at), 0, at)
                 if at + length <= end:
-                    frame = parse_frame(read_exact(fd, at, length), 0, at)
+                    frame = parse_frame(pread(fd, length, at), 0, at)
             except FrameError:
                 pass
             if frame is not None:
@@ -261,9 +254,9 @@ def after_damage(fd: int, start: int, end: int, anchor: tuple[int, bytes]) -> Af
     elif entries:
         length = FRAME_OVERHEAD + (pos - body) + slots
         if start + length <= end:
-            crc, magic = TRAILER.unpack(read_exact(fd, start + length - TRAILER.size, TRAILER.size))
+            crc, magic = TRAILER.unpack(pread(fd, TRAILER.size, start + length - TRAILER.size))
             sound = FRAME_HEADER.pack(FRAME_MAGIC, len(entries), entries[0].seq, pos - body, slots)
-            if magic == FRAME_END and crc == zlib.crc32(read_exact(fd, body, pos - body), zlib.crc32(sound)):
+            if magic == FRAME_END and crc == zlib.crc32(pread(fd, pos - body, body), zlib.crc32(sound)):
                 extent, whole = start + length, True
     ends = extent
     if ends is None and fields is not None:
@@ -291,7 +284,7 @@ class _Bytes:
     def get(self, offset: int, n: int) -> bytes:
         rel = offset - self.base
         if rel < 0 or rel + n > len(self.buf):
-            self.buf = read_exact(self.fd, offset, min(max(n, CHUNK), self.end - offset))
+            self.buf = pread(self.fd, min(max(n, CHUNK), self.end - offset), offset)
             self.base, rel = offset, 0
         return self.buf[rel:rel + n]
 
@@ -340,7 +333,7 @@ def frame_holding(fd: int, seq: int, start: int, end: int) -> Frame | None:
     while offset + FRAME_HEADER.size <= end:
         rel = offset - base
         if rel + FRAME_HEADER.size > len(buf):
-            buf, base = read_exact(fd, offset, min(CHUNK, end - offset)), offset
+            buf, base = pread(fd, min(CHUNK, end - offset), offset), offset
             rel = 0
             if len(buf) < FRAME_HEADER.size:
                 return None
@@ -353,7 +346,7 @@ def frame_holding(fd: int, seq: int, start: int, end: int) -> Frame | None:
         _magic, count, first, _elen, _plen = FRAME_HEADER.unpack_from(buf, rel)
         if first <= seq < first + count:
             try:
-                return parse_frame(read_exact(fd, offset, total), 0, offset)
+                return parse_frame(pread(fd, total, offset), 0, offset)
             except FrameError:
                 return None
         if first > seq:
@@ -367,7 +360,7 @@ def complete_with_damaged_length(fd: int, offset: int, size: int) -> bool:
     alone were damaged. Such a frame claims to run past the end of the file, as a torn write does;
     but a torn write leaves a prefix of its frame, whereas these bytes walk, entry header by entry
     header, to a trailer whose checksum holds once the header carries the lengths walked."""
-    data = read_exact(fd, offset, size - offset)
+    data = pread(fd, size - offset, offset)
     if len(data) < FRAME_HEADER.size + TRAILER.size or data[-len(FRAME_END):] != FRAME_END:
         return False
     magic, count, first, _elen, _plen = FRAME_HEADER.unpack_from(data, 0)

@@ -20,7 +20,7 @@ from .handles import LogHandle, open_regular
 from .index import Index
 from .index_snapshot import SnapshotRefused, load_snapshot
 from .leaves import cache_path
-from .logfile import fsync_dir, lock_log, match_mode, read_exact, sync, unlock_log, write_all
+from .logfile import fsync_dir, lock_log, match_mode, pread, sync, unlock_log, write_all
 from .state import StoreState
 from .tree_state import TreeState
 
@@ -146,7 +146,7 @@ class Opening(StoreState):
             self.tree.close()
             self.tree = None
         try:
-            self.db_id = decode_file_header(read_exact(self.fd, 0, HEADER_SIZE))
+            self.db_id = decode_file_header(pread(self.fd, HEADER_SIZE, 0))
         except HeaderError as exc:
             raise IntegrityError(f"{self.path}: {exc}", 0) from None
         self.index = Index(self.db_id)

@@ -26,7 +26,7 @@ from .framing import (
     frame_length,
     parse_frame,
 )
-from .logfile import after_damage, complete_with_damaged_length, read_exact
+from .logfile import after_damage, complete_with_damaged_length, pread
 
 CHUNK = 1 << 20
 BIG_FRAME = 4 * CHUNK  # above this, a frame's trailer magic is checked before the frame is read whole
@@ -80,7 +80,7 @@ class Window:
 
     def pread(self, offset: int, n: int) -> bytes:
         try:
-            return read_exact(self.fd, offset, n)
+            return pread(self.fd, n, offset)
         except OSError as exc:
             raise UnreadableDatabase(f"cannot read {self.path} at offset {offset}: {exc.strerror}") from None
 

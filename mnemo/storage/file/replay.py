@@ -24,7 +24,7 @@ from .logfile import (
     after_damage,
     complete_with_damaged_length,
     frame_holding,
-    read_exact,
+    pread,
     sync,
 )
 from .opening import stat_or_none
@@ -274,7 +274,7 @@ class Replay(StoreState):
             return True
         if writer:
             return False
-        if not any(read_exact(self.fd, slot.offset, slot.length)):
+        if not any(pread(self.fd, slot.length, slot.offset)):
             return True
         return region in set(self._journal() or ())
 

@@ -29,7 +29,7 @@ from mnemo.storage.file.logfile import (
     frames_after,
     fsync_dir,
     lock_log,
-    read_exact,
+    pread,
     sync,
     unlock_log,
     write_all,
@@ -58,7 +58,7 @@ def test_short_writes_are_carried_on_until_every_byte_is_written(fd: int, monkey
     write_all(fd, b"hello", 3)
     monkeypatch.undo()
     assert calls == [3, 4, 5, 6, 7]
-    assert read_exact(fd, 0, 100) == b"\x00\x00\x00hello"
+    assert pread(fd, 100, 0) == b"\x00\x00\x00hello"
 
 
 def test_a_write_that_makes_no_progress_is_a_durability_error(fd: int, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -115,19 +115,19 @@ def test_short_reads_are_carried_on_and_a_read_stops_at_the_end_of_the_file(fd: 
         return real(f, min(n, 3), offset)
 
     monkeypatch.setattr(os, "pread", three_bytes)
-    assert read_exact(fd, 1, 8) == b"12345678"
+    assert pread(fd, 8, 1) == b"12345678"
     assert calls == [(8, 1), (5, 4), (2, 7)]  # read on until the last byte, and no further
     calls.clear()
-    assert read_exact(fd, 6, 100) == b"6789"
+    assert pread(fd, 100, 6) == b"6789"
     assert calls == [(100, 6), (97, 9), (96, 10)]  # the end of the file: an empty read stops it
     calls.clear()
     calls.clear()
-    assert read_exact(fd, 3, 4) == b"3456"  # the last read is of one byte
-    assert read_exact(fd, 9, 1) == b"9"
+    assert pread(fd, 4, 3) == b"3456"  # the last read is of one byte
+    assert pread(fd, 1, 9) == b"9"
     assert calls == [(4, 3), (1, 6), (1, 9)]
     calls.clear()
-    assert read_exact(fd, 10, 5) == b""
-    assert read_exact(fd, 2, 0) == b""
+    assert pread(fd, 5, 10) == b""
+    assert pread(fd, 0, 2) == b""
     assert calls == [(5, 10)]  # nothing to read: no call at all
 
 
