@@ -138,24 +138,23 @@ class Commands:
         found = [i for i in self._client.list_records(tags=(tag,), scope=mount.scope) if MEMORY_TAG in i.tags]
         return max(found, key=lambda info: info.seq) if found else None
 
-    def _stored_beneath(self, scope: str, stored: str) -> Iterator[tuple[RecordInfo, str]]:
-        """The readable file records of `scope` strictly beneath stored directory `stored`, with their
-        stored paths (no content read)."""
-        prefix = path_tag(stored) + "/"
-        for info in self._client.list_records(tag_prefix=prefix, scope=scope):
+    def _files_beneath(self, tree: Tree, mount: Mount, directory: str) -> Iterator[tuple[RecordInfo, str]]:
+        """The readable files of `mount` strictly beneath tree directory `directory`, with tree paths (no
+        content read): those seen, not beneath a deeper mount nor where a directory holding a mount point is.
+
+        `mount` owns `directory` (every caller's is `tree.owner(directory)`), so only a mount beneath
+        `directory` can take a file from it."""
+        deeper = tuple(m.point + "/" for m in tree.mounts_beneath(directory))
+        prefix = path_tag(tree.stored(mount, directory)) + "/"
+        for info in self._client.list_records(tag_prefix=prefix, scope=mount.scope):
             if MEMORY_TAG not in info.tags:
                 continue
             for tag in info.tags:
                 if tag.startswith(prefix):
-                    yield info, tag[len(PATH_TAG_PREFIX) :]
+                    path = tree.listed(mount, tag[len(PATH_TAG_PREFIX) :])
+                    if path not in tree.held and not path.startswith(deeper):
+                        yield info, path
                     break
-
-    def _files_beneath(self, tree: Tree, mount: Mount, directory: str) -> Iterator[tuple[RecordInfo, str]]:
-        """The readable files of `mount` strictly beneath tree directory `directory`, with tree paths."""
-        for info, stored in self._stored_beneath(mount.scope, tree.stored(mount, directory)):
-            path = tree.listed(mount, stored)
-            if tree.shown(mount, path):
-                yield info, path
 
     def _is_dir(self, tree: Tree, mount: Mount, path: str) -> bool:
         """Whether a directory is at `path`: a mount point, one above it, or a readable file beneath."""
@@ -453,11 +452,12 @@ class Commands:
 
     def clear_all(self) -> CommandResult:
         """Forget every file of the root's scope under the root (those a mount shadows too), in one commit."""
-        scope = self._layout.scope
+        root = self._layout.table[-1]
+        alone = Tree(self._root, (root,))  # the root's scope as if nothing were mounted on it
         with self._writing():
-            self._permit("forget", scope)
-            self._permit("read", scope)  # the store forgets only what its caller may read
-            ids = [info.id for info, _ in self._stored_beneath(scope, self._root)]
+            self._permit("forget", root.scope)
+            self._permit("read", root.scope)  # the store forgets only what its caller may read
+            ids = [info.id for info, _ in self._files_beneath(alone, root, self._root)]
             if ids:
                 self._client.forget(ids, reason="memory tool: clear all memory")
         return CommandResult(CLEARED)

@@ -66,11 +66,6 @@ class Tree:
         """The tree path of a file stored at `stored` in `mount`'s scope."""
         return mount.point + stored[len(self.root) :]
 
-    def shown(self, mount: Mount, path: str) -> bool:
-        """Whether a file of `mount`'s scope at tree path `path` is seen: not beneath a deeper mount,
-        nor where a directory holding a mount point is."""
-        return self.owner(path) == mount and path not in self.held
-
     def mounts_beneath(self, directory: str) -> list[Mount]:
         return [m for m in self.visible if m.point != directory and is_within(m.point, directory)]
 
