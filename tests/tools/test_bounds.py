@@ -124,6 +124,7 @@ def test_an_old_str_of_500_kb_is_echoed_cut(server: MnemoMemoryToolServer) -> No
         "/memories/f.",
         True,
     )
+    assert server.echo_limit == ECHO  # the limit the server says it quotes whole
 
 
 def test_many_occurrences_are_listed_cut_and_found_fast(server: MnemoMemoryToolServer) -> None:

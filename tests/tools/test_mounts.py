@@ -177,6 +177,7 @@ def test_a_move_across_mounts_needs_write_on_the_target_and_forget_on_the_source
         ok(server, "create", path="/memories/a.md", file_text="a")
         ok(server, "create", path="/memories/team/t.md", file_text="t")
         assert ok(server, "rename", old_path="/memories/a.md", new_path="/memories/team/a.md")
+        ok(server, "rename", old_path="/memories/team/t.md", new_path="/memories/team/u.md")  # within: no forget
         before = files_of(admin)
         assert run(server, "rename", old_path="/memories/team/a.md", new_path="/memories/a.md") == CommandResult(
             f"Error: Permission denied: me may not forget in scope {TEAM}", True
@@ -399,7 +400,7 @@ def test_the_roots_scope_is_the_tables_else_the_one_given_else_home(
     with open_client(db, "me") as me:
         server = MnemoMemoryToolServer(me, scope=scope, mounts=mounts)
         assert server.mounts == {**mounts, "/memories": root}
-        assert server.scope_of("/memories/a.md") == root
+        assert server.scope_of("/memories/a.md") == server.scope == root
 
 
 def test_moves_across_mounts_lose_no_edit_of_another_process(admin: MnemoClient, db: str) -> None:

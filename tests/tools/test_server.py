@@ -388,6 +388,14 @@ def test_str_replace(client: MnemoClient, server: MnemoMemoryToolServer) -> None
     assert rec.version == 3
 
 
+def test_str_replace_snippet_counts_a_leading_empty_line(server: MnemoMemoryToolServer) -> None:
+    text = "\n" + "".join(f"l{i}\n" for i in range(1, 8)) + "target\nl9\n"  # target is line 9
+    run(server, command="create", path="/memories/blank.txt", file_text=text)
+    assert run(server, command="str_replace", path="/memories/blank.txt", old_str="target", new_str="T") == ok(
+        EDITED + "     7\tl6\n     8\tl7\n     9\tT\n    10\tl9\n    11\t"
+    )
+
+
 def test_str_replace_size_limit(client: MnemoClient) -> None:
     server = MnemoMemoryToolServer(client, max_file_bytes=8)
     run(server, command="create", path="/memories/s", file_text="abcd")
