@@ -252,10 +252,10 @@ def _umask() -> int:
     return mask
 
 
-def test_the_erasure_journal_is_on_disk_before_it_returns_and_a_snapshot_is_never_synced(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The journal is what finishes an erasure cut short by a power loss: its bytes are synced before
-    the rename, and the directory after it. A snapshot only speeds up the next open, so it costs no sync."""
+@pytest.fixture
+def disk_events(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    """What whole-file writes do to the disk, in order: each sync (of the file it names), rename and
+    sync of a folder."""
     events: list[tuple[str, ...]] = []
     real_replace = os.replace
     monkeypatch.setattr(atomic, "sync", lambda fd: events.append(("sync", os.readlink(f"/proc/self/fd/{fd}"))))
@@ -266,18 +266,25 @@ def test_the_erasure_journal_is_on_disk_before_it_returns_and_a_snapshot_is_neve
         real_replace(src, dst)
 
     monkeypatch.setattr(atomic.os, "replace", replace)
+    return events
+
+
+def test_the_erasure_journal_is_on_disk_before_it_returns_and_a_snapshot_is_never_synced(
+        tmp_path: Path, disk_events: list[tuple[str, ...]]) -> None:
+    """The journal is what finishes an erasure cut short by a power loss: its bytes are synced before
+    the rename, and the directory after it. A snapshot only speeds up the next open, so it costs no sync."""
     journal = str(tmp_path / "x.erase")
     write_erase_journal(journal, b"i" * 16, [(10, 5)])
-    assert events == [("sync", journal + ".tmp"), ("replace", journal + ".tmp", journal), ("fsync_dir", journal)]
+    assert disk_events == [("sync", journal + ".tmp"), ("replace", journal + ".tmp", journal), ("fsync_dir", journal)]
     assert read_erase_journal(journal, b"i" * 16) == [(10, 5)]
-    events.clear()
+    disk_events.clear()
     snapshot = str(tmp_path / "x.snap")
     write_snapshot(snapshot, {"k": 1})
-    assert events == [("replace", snapshot + ".tmp", snapshot)]
-    events.clear()
+    assert disk_events == [("replace", snapshot + ".tmp", snapshot)]
+    disk_events.clear()
     other = str(tmp_path / "other")
     write_atomic(other, b"durable unless told otherwise")
-    assert events == [("sync", other + ".tmp"), ("replace", other + ".tmp", other), ("fsync_dir", other)]
+    assert disk_events == [("sync", other + ".tmp"), ("replace", other + ".tmp", other), ("fsync_dir", other)]
 
 
 def test_maps_keyed_by_integers_come_back() -> None:
@@ -298,32 +305,22 @@ def test_a_reopened_store_with_updated_records_uses_its_snapshot(tmp_path: Path)
 
 
 def test_an_audit_export_and_a_checkpoint_note_are_synced_before_the_rename_and_the_folder_after(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, disk_events: list[tuple[str, ...]]) -> None:
     """An export or a note handed on as evidence must survive a power loss whole or not at all, like
     the journal: file, rename, folder, in that order. An export takes no lock, so its temp file is named
     for its process."""
-    events: list[tuple[str, ...]] = []
-    real_replace = os.replace
-    monkeypatch.setattr(atomic, "sync", lambda fd: events.append(("sync", os.readlink(f"/proc/self/fd/{fd}"))))
-    monkeypatch.setattr(atomic, "fsync_dir", lambda path: events.append(("fsync_dir", path)))
-
-    def replace(src: str, dst: str) -> None:
-        events.append(("replace", src, dst))
-        real_replace(src, dst)
-
-    monkeypatch.setattr(atomic.os, "replace", replace)
     db = str(tmp_path / "m.db")
     with MnemoClient(db, "a") as c:
         c.remember("the content", scope="s")
     out = str(tmp_path / "audit.jsonl")
-    events.clear()
+    disk_events.clear()
     export_audit(db, out)
     tmp = f"{out}.tmp{os.getpid()}"
-    assert events == [("sync", tmp), ("replace", tmp, out), ("fsync_dir", out)]
+    assert disk_events == [("sync", tmp), ("replace", tmp, out), ("fsync_dir", out)]
     assert Path(out).read_text(encoding="utf-8").count("\n") == 2
     assert not [name for name in os.listdir(tmp_path) if ".tmp" in name]
-    events.clear()
+    disk_events.clear()
     note = str(tmp_path / "checkpoint.txt")
     write_file_atomic(note, "a note\n")
-    assert events == [("sync", note + ".tmp"), ("replace", note + ".tmp", note), ("fsync_dir", note)]
+    assert disk_events == [("sync", note + ".tmp"), ("replace", note + ".tmp", note), ("fsync_dir", note)]
     assert Path(note).read_bytes() == b"a note\n"
