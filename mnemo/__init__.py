@@ -30,7 +30,7 @@ from .errors import (  # noqa: E402
     ReadOnly,
     StorageError,
 )
-from .record import MemoryRecord, Problem, RecordInfo, ScopeReport, VerifyReport  # noqa: E402
+from .record import MemoryRecord, Problem, Recalled, RecordInfo, ScopeReport, VerifyReport  # noqa: E402
 from .tools.server import MnemoMemoryToolServer  # noqa: E402
 from .validation import Limits  # noqa: E402
 
@@ -51,6 +51,7 @@ __all__ = [
     "PermissionDenied",
     "Problem",
     "ReadOnly",
+    "Recalled",
     "RecordInfo",
     "RecordUnavailable",
     "ScopeReport",

@@ -32,7 +32,9 @@ from .chain.codec import (
 )
 from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
 from .ids import new_id, random_bytes
-from .record import MemoryRecord, RecordInfo, ScopeReport, VerifyReport, make_memory_record, ns_to_datetime
+from .recall.analysis import matching_lines
+from .recall.query import parse as parse_recall_query
+from .record import MemoryRecord, Recalled, RecordInfo, ScopeReport, VerifyReport, make_memory_record, ns_to_datetime
 from .storage import open_storage
 from .storage.batch import Batch
 from .storage.chain_copy import chain_of, write_chain
@@ -67,6 +69,8 @@ from .validation import (
     path_ancestors,
 )
 
+MAX_RECALL = 1000
+"""The most results one recall returns."""
 
 class RecordUnavailable(NotFound, PermissionDenied):
     """No record the caller may read has this id. Raised alike for a missing id and for one in a scope
@@ -560,6 +564,37 @@ class MnemoClient:
         self._store.refresh()
         query, scopes = self._query(tags, any_tags, tag_prefix, scope, limit)
         return self._latest_records(self._store.select(query, scopes))
+
+    def recall(
+        self,
+        query: str,
+        *,
+        scope: str | None = None,
+        tags: Iterable[str] = (),
+        any_tags: Iterable[str] = (),
+        limit: int = 10,
+    ) -> list[Recalled]:
+        """The readable records whose content best matches `query` (docs/RECALL.md: words, "phrases",
+        -excluded, prefix*), best first: ranked by BM25 over the live records this agent may read in
+        `scope` (exact, or a `prefix*` pattern) whose content is text, so that records it cannot read
+        change neither the hits nor a score. `tags` and `any_tags` keep only hits with all of `tags`
+        and one of `any_tags`. At most `limit` (1 to 1,000) results; each has the matching lines of
+        its content. A query that cannot be read is InvalidInput, saying what is wrong."""
+        self._store.refresh()
+        if not isinstance(query, str):
+            raise InvalidInput(f"the query must be a string, got {type(query).__name__}")
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_RECALL:
+            raise InvalidInput(f"limit must be an int from 1 to {MAX_RECALL}, got {limit!r}")
+        parsed = parse_recall_query(query)
+        filters, scopes = self._query(tags, any_tags, None, scope, None)
+        hits = self._store.recall(parsed, scopes, filters, limit)
+        records = self._latest_records([hit.found for hit in hits])
+        wanted, prefixes = parsed.highlights
+        return [
+            Recalled(record, hit.score, tuple(
+                matching_lines(record.content, wanted, prefixes) if isinstance(record.content, str) else ()))
+            for record, hit in zip(records, hits, strict=True)
+        ]
 
     def list_records(
         self,

@@ -52,6 +52,17 @@ def make_memory_record(
 
 
 @dataclass(frozen=True)
+class Recalled:
+    """A record recall found: the record (its latest version, as `get` returns it), its BM25 score, and
+    the best few lines of its content that match the query, as (line number from 1, line cut to 200
+    characters), in line order (docs/RECALL.md)."""
+
+    record: MemoryRecord
+    score: float
+    lines: tuple[tuple[int, str], ...]
+
+
+@dataclass(frozen=True)
 class RecordInfo:
     """What the index knows about a record's latest version, without reading its content from disk."""
 

@@ -16,8 +16,10 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ..acl import Acl
+from ..recall.query import Query as RecallQuery
 from ..record import VerifyReport
 from .batch import Batch
+from .recall import Hit
 from .types import (
     ALL_SCOPES,
     BATCH_INTERVAL,
@@ -84,6 +86,13 @@ class Storage(Protocol):
     def select(self, query: Query, scopes: ScopeFilter, payloads: bool = True) -> list[Found]:
         """The live records `query` and `scopes` admit, in id order, with their latest payloads."""
 
+    def recall(self, query: RecallQuery, scopes: ScopeFilter, tags: Query, limit: int) -> list[Hit]:
+        """The `limit` best live records whose latest version matches `query` (docs/RECALL.md), in a
+        scope `scopes` admits and with tags `tags` matches (its limit unused), ranked by BM25 over the
+        corpus of every live record `scopes` admits whose latest content is text (tags leave it as it
+        is), as of this thread's open batch; each with its latest packed fields. Nothing of a replaced
+        or forgotten version is found or counted. Precondition: limit >= 0."""
+
     def counts(self, scopes: ScopeFilter) -> tuple[int, int, int]:
         """(records, versions, distinct tags) of the live records `scopes` admits."""
 
@@ -119,6 +128,7 @@ __all__ = [
     "DURABILITY_MODES",
     "ChainItem",
     "Found",
+    "Hit",
     "LogItem",
     "PathArg",
     "Payloads",

@@ -137,6 +137,7 @@ class Index(IndexData):
             row = self.rows[rec_id] = self.base.n + len(self.extra)
             self.extra.append(rec_id)
             self.live += 1
+            self.text.added((row,))
             for tag in tags:
                 self._post(row, tag)
             c["scope"].append(self.scopes.code(scope))
@@ -154,6 +155,7 @@ class Index(IndexData):
             return
         prev = self.rec_at(row)
         self.older[row] = prev.versions
+        self.text.changed(row)
         if prev.tags != tags:
             for tag in prev.tags:
                 if tag not in tags:
@@ -183,6 +185,7 @@ class Index(IndexData):
         n = len(ids)
         first = self.base.n + len(self.extra)
         self.rows.update(zip(ids, range(first, first + n), strict=True))
+        self.text.added(range(first, first + n))
         self.extra.extend(ids)
         self.live += n
         c = self.cols
@@ -230,6 +233,7 @@ class Index(IndexData):
             del self.rows[rec_id]
             self.extra[row - self.base.n] = None
         self.live -= 1
+        self.text.remove_row(row)
         for tag in rec.tags:
             self._unpost(row, tag)
         self.tagsets.release(self.cols["tagset"][row])

@@ -10,6 +10,7 @@ from typing import Any
 from ...acl import Acl
 from ...errors import IntegrityError
 from ..types import Version
+from .text_index import TextIndex
 
 # Column name -> array typecode. "I" is 4 bytes and "q" 8 on every platform CPython supports.
 COLUMNS = {
@@ -170,3 +171,4 @@ class IndexData:
         # Offsets of the log frames that hold genesis, grant or revoke entries: a snapshot lists them
         # instead of holding the ACL, which is rebuilt from those entries of the log itself.
         self.acl_frames = array("q")
+        self.text = TextIndex()  # recall's index of the live records' text (text_index.py)

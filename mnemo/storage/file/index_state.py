@@ -11,12 +11,13 @@ from typing import Any, cast
 from ...chain.tree import HASH_SIZE
 from ..types import Version
 from .index_columns import COLUMNS, IndexData, Interned, SortedIds, TagSets, all_str, inconsistent
+from .text_index import TextIndex
 
-SNAPSHOT_LAYOUT = 3
+SNAPSHOT_LAYOUT = 4
 STATE_KEYS = frozenset({
     "layout", "byteorder", "rows", "id_blob", "id_width", "ids", "columns", "hashes", "older", "scopes",
     "agents", "tagset_tags", "tagset_lens", "tagset_refs", "posting_tags", "posting_lens", "posting_rows",
-    "forgotten", "acl_frames", "head_seq", "head_hash", "entries",
+    "forgotten", "acl_frames", "head_seq", "head_hash", "entries", "text",
 })
 
 
@@ -73,6 +74,7 @@ def _to_state(index: IndexData) -> dict[str, Any]:
         hashes = b"".join(index.hashes[r * HASH_SIZE : (r + 1) * HASH_SIZE] for r in order)
         renumber = {row: new for new, row in enumerate(order)}
         older = {renumber[row]: versions for row, versions in index.older.items()}
+    text = index.text.to_state(None if identity else renumber.__getitem__)
     # Tag sets and postings are renumbered densely from the live rows.
     tagset_col = array("I", out_cols["tagset"])
     codes: dict[int, int] = {0: 0}
@@ -126,6 +128,7 @@ def _to_state(index: IndexData) -> dict[str, Any]:
         "head_seq": index.head_seq,
         "head_hash": index.head_hash,
         "entries": index.entries,
+        "text": text,
     }
 
 
@@ -199,3 +202,4 @@ def load_state(index: IndexData, state: dict[str, Any]) -> None:
     index.head_seq = state["head_seq"]
     index.head_hash = state["head_hash"]
     index.entries = state["entries"]
+    index.text = TextIndex.from_state(state["text"], n, len(index.scopes.values))

@@ -25,8 +25,8 @@ from .compaction import Compaction
 from .index_diff import differences
 from .index_snapshot import SnapshotRefused, Snapshots, acl_from_frames, load_snapshot
 from .opening import Opening
-from .reads import Reads
 from .replay import Replay
+from .search import Search
 from .verify import verify_db_and_index
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ...record import VerifyReport
 
 
-class FileStore(Reads, Writes, Compaction, Snapshots, Replay, Opening):
+class FileStore(Search, Writes, Compaction, Snapshots, Replay, Opening):
     def __init__(
         self, path: str, agent: str, *, readonly: bool = False, durability: str = "fsync",
         lock_timeout: float = 10.0, create: bool = True, use_snapshot: bool = True,

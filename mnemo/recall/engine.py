@@ -1,0 +1,191 @@
+"""Recall over an index a backend keeps: a query's clauses turned into features, their documents read
+from a Source, phrases checked against the documents' text, excluded clauses applied, and the matches
+ranked by BM25 (bm25.py) over the Source's corpus.
+
+A Source is one backend's index seen through one caller's eyes: its corpus is exactly the documents
+that caller may search (docs/RECALL.md §3), so every statistic, and so every score, depends on nothing
+else. `Overlay` puts a transaction's own writes over a Source.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from .analysis import Analysed, analyse, atoms
+from .bm25 import K1, B, idf
+from .query import Feature, Phrase, Prefix, Query, Term
+
+K = TypeVar("K", bound=Hashable)
+Postings = Mapping[K, int]
+
+
+class Source(Protocol[K]):
+    """What recall reads of an index, over one corpus. A document is named by a key of the backend's
+    choosing; every key a method returns is a document of the corpus."""
+
+    def totals(self) -> tuple[int, int]:
+        """(number of documents, sum of their lengths) of the corpus."""
+
+    def postings(self, term: str) -> Postings[K]:
+        """The documents of the corpus holding `term`, each with how often it does (>= 1)."""
+
+    def expand(self, prefix: str) -> Iterable[str]:
+        """At least every term starting with `prefix` that a document of the corpus holds (a term none
+        holds may be among them: its postings are empty)."""
+
+    def length(self, key: K) -> int:
+        """A document's length: its number of terms (analysis.terms)."""
+
+    def seq(self, key: K) -> int:
+        """The seq of the entry that wrote the document (equal scores rank the highest first)."""
+
+    def text(self, key: K) -> str:
+        """A document's text, as it was analysed (for phrases)."""
+
+
+def search(
+    query: Query, source: Source[K], limit: int, keep: Callable[[K], bool] | None = None
+) -> list[tuple[K, float]]:
+    """The `limit` best documents of `source` matching `query` (and `keep`, when given: a filter on the
+    hits that leaves the corpus as it is), with their BM25 scores, best first, equal scores newest
+    first. Each score equals bm25.score of the document's features over the corpus's statistics.
+    Precondition: limit >= 0."""
+    n_docs, total = source.totals()
+    if n_docs == 0 or limit == 0:
+        return []
+    texts: dict[K, list[str]] = {}
+
+    def positions(key: K) -> list[str]:
+        found = texts.get(key)
+        if found is None:
+            found = texts[key] = atoms(source.text(key))
+        return found
+
+    features: dict[Feature, Postings[K]] = {}
+    for clause in query.include:
+        features.update(_clause_postings(clause, source, positions))
+    if not features:
+        return []
+    excluded: set[K] = set()
+    for clause in query.exclude:
+        for postings in _clause_postings(clause, source, positions).values():
+            excluded.update(postings)
+    avg = total / n_docs
+    length = source.length
+    scores: dict[K, float] = {}
+    norms: dict[K, float] = {}
+    k1_plus_1 = K1 + 1
+    # features in bm25.score's order, so that each document's sum is the same float
+    for _feature, postings in sorted(features.items(), key=lambda item: repr(item[0])):
+        weight = idf(n_docs, len(postings))
+        for key, tf in postings.items():
+            norm = norms.get(key)
+            if norm is None:
+                if key in excluded or (keep is not None and not keep(key)):
+                    norms[key] = -1.0
+                    continue
+                norm = norms[key] = K1 * (1 - B + B * length(key) / avg)
+                scores[key] = 0.0
+            elif norm < 0:
+                continue
+            scores[key] += weight * (tf * k1_plus_1 / (tf + norm))
+    seq = source.seq
+    best = heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], -seq(item[0])))
+    return best
+
+
+def _clause_postings(
+    clause: Term | Phrase | Prefix, source: Source[K], positions: Callable[[K], list[str]]
+) -> dict[Feature, Postings[K]]:
+    """The features a clause stands for in the corpus, each with its documents (none that no document
+    holds)."""
+    if isinstance(clause, Term):
+        postings = source.postings(clause.text)
+        return {clause: postings} if postings else {}
+    if isinstance(clause, Prefix):
+        out: dict[Feature, Postings[K]] = {}
+        for term in source.expand(clause.text):
+            if term.startswith(clause.text):
+                postings = source.postings(term)
+                if postings:
+                    out[Term(term)] = postings
+        return out
+    # A phrase: the documents holding all its atoms, then each one's text read for the atoms in order.
+    lists = sorted((source.postings(atom) for atom in set(clause.atoms)), key=len)
+    if not lists or not lists[0]:
+        return {}
+    candidates = [key for key in lists[0] if all(key in other for other in lists[1:])]
+    found: dict[K, int] = {}
+    width, first = len(clause.atoms), clause.atoms[0]
+    for key in candidates:
+        seen = positions(key)
+        starts = sum(
+            1 for i in range(len(seen) - width + 1) if seen[i] == first and tuple(seen[i:i + width]) == clause.atoms
+        )
+        if starts:
+            found[key] = starts
+    return {clause: found} if found else {}
+
+
+@dataclass(frozen=True)
+class Staged:
+    """The key of a document written in an open transaction: the id of its record."""
+
+    rec_id: str
+
+
+@dataclass(frozen=True)
+class StagedDoc:
+    """A document written in an open transaction: its text, seq and terms counted."""
+
+    text: str
+    seq: int
+    counts: Counter[str]
+    length: int
+
+    @classmethod
+    def of(cls, text: str, seq: int) -> StagedDoc:
+        analysed: Analysed = analyse(text)
+        return cls(text, seq, Counter(analysed.terms), len(analysed.terms))
+
+
+class Overlay(Generic[K]):
+    """A Source as an open transaction sees it: `hidden` documents of the base (the committed versions
+    of records the transaction replaced or forgot, each one of the base's corpus) are gone, and `added`
+    documents (the latest version the transaction wrote of each record it keeps in the corpus) are in."""
+
+    def __init__(self, base: Source[K], hidden: Iterable[K], added: Mapping[str, StagedDoc]) -> None:
+        self.base = base
+        self.hidden = set(hidden)
+        self.added = {Staged(rec_id): doc for rec_id, doc in added.items()}
+
+    def totals(self) -> tuple[int, int]:
+        docs, total = self.base.totals()
+        docs += len(self.added) - len(self.hidden)
+        total += sum(doc.length for doc in self.added.values()) - sum(map(self.base.length, self.hidden))
+        return docs, total
+
+    def postings(self, term: str) -> Postings[K | Staged]:
+        out: dict[K | Staged, int] = {key: tf for key, tf in self.base.postings(term).items() if key not in self.hidden}
+        for key, doc in self.added.items():
+            tf = doc.counts.get(term)
+            if tf:
+                out[key] = tf
+        return out
+
+    def expand(self, prefix: str) -> Iterable[str]:
+        mine = {term for doc in self.added.values() for term in doc.counts if term.startswith(prefix)}
+        return sorted(mine.union(self.base.expand(prefix)))
+
+    def length(self, key: K | Staged) -> int:
+        return self.added[key].length if isinstance(key, Staged) else self.base.length(key)
+
+    def seq(self, key: K | Staged) -> int:
+        return self.added[key].seq if isinstance(key, Staged) else self.base.seq(key)
+
+    def text(self, key: K | Staged) -> str:
+        return self.added[key].text if isinstance(key, Staged) else self.base.text(key)

@@ -1,0 +1,306 @@
+"""Recall's index in the file backend: the terms of each live record's latest version whose content is
+text, kept in memory beside the index (index.py) and in its snapshot.
+
+A document is one indexed version, numbered in the order documents were made; its number never changes,
+so the postings need no renumbering when the index's rows are (a snapshot orders rows by id). Each
+document knows its row, scope and length, and the distinct terms it holds (so that it leaves every
+posting when its record is updated or forgotten, even when its text can no longer be read). Each term
+has one posting: documents in increasing order, with how often each holds the term. Each scope keeps
+its number of documents and their total length, so that the statistics of any set of scopes are sums.
+
+The index learns of a change from the index's rows: a forgotten or replaced version leaves at once (its
+record's `drop` or `put`); a new version is indexed when recall next reads the index, or before a
+snapshot is written (its text is read from the log then), so that writes pay nothing for a search they
+may never need. Nothing of a document that left is kept: its terms leave the vocabulary when no other
+document holds them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import sys
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from ...recall.analysis import terms as analysed_terms
+
+TEXT_LAYOUT = 1
+# Document numbers of postings, and term ids of a document's list, are this type.
+_CODE = "I"
+
+
+class TextIndex:
+    """Terms -> documents, documents -> terms, scope totals, and the rows not indexed yet. Not
+    thread-safe: the store's index lock is held by whoever reads or changes it."""
+
+    def __init__(self) -> None:
+        self.term_ids: dict[str, int] = {}
+        self.terms: list[str | None] = []  # term id -> term (None: free)
+        self.free: list[int] = []  # term ids to reuse
+        self.docs: list[array[int]] = []  # term id -> its documents, in increasing order
+        self.freqs: list[array[int]] = []  # term id -> how often each of its documents holds it
+        self.doc_row = array("q")  # document -> its record's row (-1: the document left)
+        self.doc_scope = array("I")  # document -> scope code (the index's Interned scopes)
+        self.doc_len = array("I")  # document -> number of terms
+        self.doc_terms: dict[int, bytes] = {}  # document -> its distinct term ids, packed
+        self.row_doc: dict[int, int] = {}  # row -> its document
+        self.scope_totals: dict[int, list[int]] = {}  # scope code -> [documents, total length]
+        self.pending: set[int] = set()  # rows whose latest version is not indexed yet
+        self.sorted_terms: list[str] = []  # for prefixes; may lack new_terms and hold terms gone
+        self.new_terms: list[str] = []
+        self.gone_terms = 0
+
+    # -- what the index's rows tell it -------------------------------------------------------------
+    def changed(self, row: int) -> None:
+        """Row `row` has a new latest version: its old document leaves now, the new one is indexed
+        before the next read."""
+        self.remove_row(row)
+        self.pending.add(row)
+
+    def added(self, rows: Iterable[int]) -> None:
+        """New rows, not indexed yet."""
+        self.pending.update(rows)
+
+    def remove_row(self, row: int) -> None:
+        """Row `row`'s record was forgotten (or replaced): its document leaves every structure."""
+        self.pending.discard(row)
+        doc = self.row_doc.pop(row, None)
+        if doc is None:
+            return
+        scope = self.doc_scope[doc]
+        totals = self.scope_totals[scope]
+        totals[0] -= 1
+        totals[1] -= self.doc_len[doc]
+        if totals[0] == 0:
+            del self.scope_totals[scope]
+        for tid in array(_CODE, self.doc_terms.pop(doc)):
+            docs = self.docs[tid]
+            i = bisect.bisect_left(docs, doc)
+            del docs[i]
+            del self.freqs[tid][i]
+            if not docs:
+                self._drop_term(tid)
+        self.doc_row[doc] = -1
+        self.doc_len[doc] = 0
+        self.doc_scope[doc] = 0
+
+    def _drop_term(self, tid: int) -> None:
+        term = self.terms[tid]
+        assert term is not None
+        del self.term_ids[term]
+        self.terms[tid] = None
+        self.free.append(tid)
+        self.gone_terms += 1
+
+    def add(self, row: int, scope: int, text: str) -> None:
+        """Index `text` as row `row`'s document, in scope code `scope`. Precondition: the row has none."""
+        found = analysed_terms(text)
+        counts = Counter(found)
+        doc = len(self.doc_row)
+        self.doc_row.append(row)
+        self.doc_scope.append(scope)
+        self.doc_len.append(len(found))
+        self.row_doc[row] = doc
+        totals = self.scope_totals.get(scope)
+        if totals is None:
+            self.scope_totals[scope] = [1, len(found)]
+        else:
+            totals[0] += 1
+            totals[1] += len(found)
+        ids = array(_CODE)
+        term_ids = self.term_ids
+        for term, tf in counts.items():
+            tid = term_ids.get(term)
+            if tid is None:
+                tid = self._new_term(term)
+            self.docs[tid].append(doc)  # the newest document: the posting stays in order
+            self.freqs[tid].append(tf)
+            ids.append(tid)
+        self.doc_terms[doc] = ids.tobytes()
+
+    def _new_term(self, term: str) -> int:
+        if self.free:
+            tid = self.free.pop()
+            self.terms[tid] = term
+            self.docs[tid] = array(_CODE)
+            self.freqs[tid] = array(_CODE)
+        else:
+            tid = len(self.terms)
+            self.terms.append(term)
+            self.docs.append(array(_CODE))
+            self.freqs.append(array(_CODE))
+        self.term_ids[term] = tid
+        self.new_terms.append(term)
+        return tid
+
+    def catch_up(self, read: Callable[[int], tuple[int, str | None]]) -> None:
+        """Index every pending row: `read(row)` gives its scope code and its latest version's searchable
+        text (None: not text, so not indexed). Rows are indexed in row order."""
+        for row in sorted(self.pending):
+            scope, text = read(row)
+            self.pending.discard(row)
+            if text is not None:
+                self.add(row, scope, text)
+
+    # -- reads -------------------------------------------------------------------------------------
+    def totals(self, scopes: Iterable[int]) -> tuple[int, int]:
+        docs = total = 0
+        for scope in scopes:
+            found = self.scope_totals.get(scope)
+            if found is not None:
+                docs += found[0]
+                total += found[1]
+        return docs, total
+
+    def postings(self, term: str, scopes: set[int] | None) -> dict[int, int]:
+        """Documents holding `term` (in one of `scopes`, None: any) -> how often."""
+        tid = self.term_ids.get(term)
+        if tid is None:
+            return {}
+        docs, freqs = self.docs[tid], self.freqs[tid]
+        if scopes is None:
+            return dict(zip(docs, freqs, strict=True))
+        scope_of = self.doc_scope
+        return {doc: tf for doc, tf in zip(docs, freqs, strict=True) if scope_of[doc] in scopes}
+
+    def expand(self, prefix: str) -> Iterator[str]:
+        """Every term starting with `prefix`, in order (the sorted list is brought up to date first)."""
+        if self.new_terms or self.gone_terms > len(self.sorted_terms) // 4:
+            known = self.term_ids
+            merged = [t for t in self.sorted_terms if t in known] if self.gone_terms else self.sorted_terms
+            merged.extend(self.new_terms)
+            merged.sort()
+            self.sorted_terms, self.new_terms, self.gone_terms = merged, [], 0
+        ordered = self.sorted_terms
+        for i in range(bisect.bisect_left(ordered, prefix), len(ordered)):
+            term = ordered[i]
+            if not term.startswith(prefix):
+                break
+            if term in self.term_ids:
+                yield term
+
+    # -- the snapshot ------------------------------------------------------------------------------
+    def to_state(self, renumber: Callable[[int], int] | None) -> dict[str, Any]:
+        """The index as plain data, its rows renumbered by `renumber` (old row -> new row; None: kept),
+        with documents, terms and postings made dense, so nothing of a document that left is written.
+        Rows not indexed yet are listed as such: a snapshot never waits for their text to be read."""
+        live = [doc for doc in range(len(self.doc_row)) if self.doc_row[doc] >= 0]
+        dense = {doc: new for new, doc in enumerate(live)}
+        term_order = sorted(self.term_ids)
+        new_tid = {self.term_ids[t]: i for i, t in enumerate(term_order)}
+        rows = array("q", (self.doc_row[d] for d in live))
+        pending = array("q", sorted(self.pending))
+        if renumber is not None:
+            rows = array("q", map(renumber, rows))
+            pending = array("q", sorted(map(renumber, pending)))
+        post_docs, post_freqs, post_lens = array(_CODE), array(_CODE), array(_CODE)
+        for term in term_order:
+            tid = self.term_ids[term]
+            post_docs.extend(map(dense.__getitem__, self.docs[tid]))
+            post_freqs.extend(self.freqs[tid])
+            post_lens.append(len(self.docs[tid]))
+        doc_terms, doc_term_lens = array(_CODE), array(_CODE)
+        for doc in live:
+            ids = array(_CODE, self.doc_terms[doc])
+            doc_terms.extend(map(new_tid.__getitem__, ids))
+            doc_term_lens.append(len(ids))
+        return {
+            "layout": TEXT_LAYOUT,
+            "byteorder": sys.byteorder,
+            "terms": term_order,
+            "post_lens": post_lens.tobytes(),
+            "post_docs": post_docs.tobytes(),
+            "post_freqs": post_freqs.tobytes(),
+            "doc_row": rows.tobytes(),
+            "doc_scope": array(_CODE, (self.doc_scope[d] for d in live)).tobytes(),
+            "doc_len": array(_CODE, (self.doc_len[d] for d in live)).tobytes(),
+            "doc_term_lens": doc_term_lens.tobytes(),
+            "doc_terms": doc_terms.tobytes(),
+            "pending": pending.tobytes(),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any], rows: int, scopes: int) -> TextIndex:
+        """An index from to_state()'s data, for an index of `rows` rows and `scopes` scope codes.
+        ValueError (or KeyError, TypeError, IndexError) on anything inconsistent."""
+        if state["layout"] != TEXT_LAYOUT or state["byteorder"] != sys.byteorder:
+            raise ValueError("text index of another layout or byte order")
+        text = cls()
+        terms = state["terms"]
+        if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
+            raise ValueError("text index terms are not strings")
+        text.terms = list(terms)
+        text.term_ids = {t: i for i, t in enumerate(terms)}
+        text.sorted_terms = list(terms)
+        text.doc_row = _column("q", state["doc_row"])
+        n = len(text.doc_row)
+        text.doc_scope = _column(_CODE, state["doc_scope"])
+        text.doc_len = _column(_CODE, state["doc_len"])
+        if len(text.doc_scope) != n or len(text.doc_len) != n:
+            raise ValueError("text index document columns differ in length")
+        # Ranges are checked in bulk; the order of each posting is not (a million comparisons in
+        # Python would cost more than the load): the checksum rules out accidents, and verify compares
+        # the whole index with one built from the log, so a forged one is named there.
+        if n and (min(text.doc_row) < 0 or max(text.doc_row) >= rows or max(text.doc_scope) >= scopes):
+            raise ValueError("text index names a row or scope the index lacks")
+        text.row_doc = {row: doc for doc, row in enumerate(text.doc_row)}
+        text.pending = set(_column("q", state["pending"]))
+        if len(text.row_doc) != n or not text.pending.isdisjoint(text.row_doc):
+            raise ValueError("text index names a row twice")
+        if text.pending and (min(text.pending) < 0 or max(text.pending) >= rows):
+            raise ValueError("text index names a row the index lacks")
+        post_lens = _column(_CODE, state["post_lens"])
+        post_docs = _column(_CODE, state["post_docs"])
+        post_freqs = _column(_CODE, state["post_freqs"])
+        if len(post_lens) != len(terms) or len(post_docs) != sum(post_lens) or len(post_freqs) != len(post_docs):
+            raise ValueError("text index postings do not match its terms")
+        if post_docs and (max(post_docs) >= n or not min(post_lens)):
+            raise ValueError("text index posting out of range")
+        at = 0
+        for k in post_lens:
+            text.docs.append(post_docs[at:at + k])
+            text.freqs.append(post_freqs[at:at + k])
+            at += k
+        lens = _column(_CODE, state["doc_term_lens"])
+        ids = _column(_CODE, state["doc_terms"])
+        if len(lens) != n or len(ids) != sum(lens) or any(t >= len(terms) for t in ids):
+            raise ValueError("text index document terms do not match")
+        at = 0
+        for doc, k in enumerate(lens):
+            text.doc_terms[doc] = ids[at:at + k].tobytes()
+            at += k
+            scope = text.doc_scope[doc]
+            totals = text.scope_totals.setdefault(scope, [0, 0])
+            totals[0] += 1
+            totals[1] += text.doc_len[doc]
+        return text
+
+    def describe(
+        self, row_id: Callable[[int], str | None], scope_name: Callable[[int], str]
+    ) -> dict[str | None, tuple[str, int, dict[str, int]]]:
+        """Each document as (scope, length, term -> frequency), by its record's id: what verify compares
+        with an index built from the log. A document whose own list of terms disagrees with the postings
+        is described with a length of -1, so that it never compares equal."""
+        freq_of: dict[int, dict[int, int]] = {}
+        for tid, term in enumerate(self.terms):
+            if term is not None:
+                for doc, tf in zip(self.docs[tid], self.freqs[tid], strict=True):
+                    freq_of.setdefault(doc, {})[tid] = tf
+        out: dict[str | None, tuple[str, int, dict[str, int]]] = {}
+        for doc, row in enumerate(self.doc_row):
+            if row < 0:
+                continue
+            held = freq_of.get(doc, {})
+            listed = set(array(_CODE, self.doc_terms.get(doc, b"")))
+            length = self.doc_len[doc] if listed == set(held) else -1
+            found = {self.terms[t] or "": f for t, f in held.items()}
+            out[row_id(row)] = (scope_name(self.doc_scope[doc]), length, found)
+        return out
+
+
+def _column(typecode: str, blob: Any) -> array[int]:
+    column = array(typecode)
+    column.frombytes(bytes(blob))
+    return column

@@ -1,0 +1,56 @@
+"""Recall as every backend serves it: what a record's searchable text is, and a backend's index seen
+through an open transaction (its own writes in, what it replaced or forgot out). The index itself is
+the backend's (the file backend keeps it in memory, PostgreSQL in its tables); the ranking is
+mnemo.recall.engine's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import NamedTuple, TypeVar
+
+from ..chain.codec import decode_record_fields
+from ..recall.engine import Overlay, Source, StagedDoc
+from .batch import Batch
+from .types import Found, Rec, ScopeFilter
+
+K = TypeVar("K", bound=Hashable)
+
+
+class Hit(NamedTuple):
+    """A record recall found: with its latest version's packed fields, and its score."""
+
+    found: Found
+    score: float
+
+
+def searchable_text(packed: bytes | memoryview) -> str | None:
+    """The text recall indexes of a version, from its packed record fields: its content when that is a
+    str (content given as bytes is not searched). ValueError if the fields do not decode."""
+    content = decode_record_fields(packed)[0]
+    return content if isinstance(content, str) else None
+
+
+def in_transaction(
+    base: Source[K], batch: Batch | None, scopes: ScopeFilter, key_of: Callable[[str], K | None],
+    text_of: Callable[[Rec], str | None],
+) -> Source[K] | Overlay[K]:
+    """`base` as this thread's open transaction sees it: the committed documents of the records it
+    wrote or forgot left out, the latest version it wrote of each record still live put in.
+    `key_of(id)`: the base's key of a record's committed document, None when it is not in the base's
+    corpus; `text_of(rec)`: the searchable text of a record's latest version, staged or committed."""
+    if batch is None or not batch.recs:
+        return base
+    hidden: list[K] = []
+    added: dict[str, StagedDoc] = {}
+    for rec_id, rec in batch.recs.items():
+        key = key_of(rec_id)
+        if key is not None:
+            hidden.append(key)
+        if rec is not None and scopes.admits(rec.scope):
+            text = text_of(rec)
+            if text is not None:
+                added[rec_id] = StagedDoc.of(text, rec.latest.seq)
+    return Overlay(base, hidden, added)
+
+
+__all__ = ["Hit", "in_transaction", "searchable_text"]
