@@ -1,23 +1,37 @@
 """What the PostgreSQL tests check on the server itself: the routines of the current schema version (and
-a database taken back to version 3), and whether the server's data files hold some bytes."""
+a database taken back to version 4 or 3), and whether the server's data files hold some bytes."""
 
 from __future__ import annotations
 
 import glob
 from pathlib import Path
 
+from mnemo.storage.postgres import schema as pg_schema
+
 from .pg import Schema
 
 ROUTINES = [
     ("mnemo_check_erasure", "f"), ("mnemo_commit", "f"), ("mnemo_entry_str", "f"), ("mnemo_entry_value", "f"),
-    ("mnemo_forget_ids", "f"), ("mnemo_mp_end", "f"), ("mnemo_mp_items", "f"), ("mnemo_mp_items_at", "f"),
-    ("mnemo_mp_skip", "f"), ("mnemo_mp_str", "f"), ("mnemo_payload_summary", "f"), ("mnemo_put", "p"),
-    ("mnemo_refuse_change", "f"), ("mnemo_uint", "f"),
+    ("mnemo_forget_ids", "f"), ("mnemo_index_text", "f"), ("mnemo_mp_end", "f"), ("mnemo_mp_items", "f"),
+    ("mnemo_mp_items_at", "f"), ("mnemo_mp_skip", "f"), ("mnemo_mp_str", "f"), ("mnemo_payload_summary", "f"),
+    ("mnemo_put", "p"), ("mnemo_refuse_change", "f"), ("mnemo_uint", "f"),
 ]
 
 
+def undo_version_5(pg: Schema) -> None:
+    """A database of schema version 5 taken back to exactly version 4: recall's tables and mnemo_index_text
+    gone, and version 3's mnemo_put in place of version 5's."""
+    pg.sql("DROP TABLE mnemo_docs, mnemo_terms")
+    pg.sql("DROP FUNCTION mnemo_index_text")
+    pg.sql("DROP PROCEDURE mnemo_put")
+    v3 = pg_schema.MIGRATIONS[2]
+    pg.sql(v3[v3.index("CREATE PROCEDURE mnemo_put(") :])
+    pg.sql("UPDATE mnemo_meta SET schema_version = 4")
+
+
 def undo_version_4(pg: Schema) -> None:
-    """A database of schema version 4 taken back to exactly version 3: what version 4 adds, undone."""
+    """A database of schema version 5 taken back to exactly version 3: what versions 4 and 5 add, undone."""
+    undo_version_5(pg)
     pg.sql("DROP TRIGGER mnemo_payloads_erased_by_forget ON mnemo_payloads")
     pg.sql("DROP FUNCTION mnemo_check_erasure, mnemo_forget_ids, mnemo_entry_str, mnemo_entry_value, "
            "mnemo_payload_summary, mnemo_mp_skip, mnemo_mp_end, mnemo_mp_items, mnemo_mp_items_at, mnemo_mp_str")

@@ -1,10 +1,11 @@
 """A new PostgreSQL database written from a whole chain (mnemo.storage.chain_copy), in one transaction:
-the schema, the entries and payloads as they are (COPY), and the derived tables replayed from them. It
-appears whole or not at all, and never over an existing Mnemo database."""
+the schema, the entries and payloads as they are (COPY), and the derived tables replayed from them (the
+text index's from the live records' latest payloads). It appears whole or not at all, and never over an
+existing Mnemo database."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import psycopg
@@ -18,6 +19,7 @@ from . import schema
 from .dsn import display_name, dsn_params
 from .errors import storage_error
 from .schema import SCHEMA_LOCK
+from .text_index import Doc, copy_text_index, doc_of
 
 
 class _Empty:
@@ -43,7 +45,7 @@ def _write(conn: psycopg.Connection[Any], name: str, items: Iterable[ChainItem],
     exists = conn.execute("SELECT to_regclass('mnemo_meta') IS NOT NULL").fetchone()
     if exists and exists[0]:
         raise InvalidInput(f"{name} already holds a Mnemo database: a copy is written only to a new one")
-    schema.migrate(conn.execute, 0)
+    schema.migrate(conn, 0)
     replay = Batch(_Empty(), (-1, ZERO_HASH, 0), transactional=True)
     forgotten: set[str] = set()
     db_id = b""
@@ -96,12 +98,24 @@ def _write(conn: psycopg.Connection[Any], name: str, items: Iterable[ChainItem],
         with cur.copy("COPY mnemo_forgotten (id) FROM STDIN") as gone:
             for rec_id in sorted(forgotten):
                 gone.write_row((rec_id,))
+        payload_of = dict(payload_rows)
+        copy_text_index(cur, _documents(live, payload_of))
     conn.execute("INSERT INTO mnemo_meta (schema_version, db_id) VALUES (%s, %s)", [schema.SCHEMA_VERSION, db_id])
     conn.execute("INSERT INTO mnemo_head (seq, hash, ts_ns, acl_seq) VALUES (%s, %s, %s, %s)",
                  [last.seq, last.hash, last.ts_ns, acl_seq])
     conn.commit()
     if progress is not None:
         progress(done, total or done)
+
+
+def _documents(live: list[Rec], payload_of: dict[int, bytes]) -> Iterator[tuple[str, str, int, Doc]]:
+    """The text index's documents of the live records: each one's latest version, if its content is
+    text (its payload decoded as the tags were)."""
+    for rec in live:
+        payload = payload_of.get(rec.latest.seq)
+        doc = None if payload is None else doc_of(decode_put_payload(payload)[1])
+        if doc is not None:
+            yield rec.id, rec.scope, rec.latest.seq, doc
 
 
 def _check_text(rec: Rec, name: str) -> None:

@@ -26,13 +26,14 @@ from typing import Any
 import psycopg
 
 from ...acl import Acl
-from ...chain.codec import ZERO_HASH, Entry, decode_entry, make_entry, pack_canonical
+from ...chain.codec import SALT_SIZE, ZERO_HASH, Entry, decode_entry, make_entry, pack_canonical
 from ...errors import DurabilityError, IntegrityError, PermissionDenied, StorageError
 from ..batch import ACL_OPS, Batch, apply_entry
 from ..types import Rec, Version
 from .errors import first_line, storage_error
 from .session import Session
-from .sql import COMMIT_CALL, PUT_CALL, TAGS, VERSION_COLUMNS, VERSIONS, group_rows
+from .sql import COMMIT_CALL, PUT_CALL, TAGS, TEXT_CALL, VERSION_COLUMNS, VERSIONS, group_rows
+from .text_index import TextRows, doc_of, put_text_columns
 
 # A commit whose rows come to more than this is sent outside a pipeline (one round trip more, nothing
 # next to its size): psycopg 3.3's pipeline mode stops sending a query of several MB part way and then
@@ -168,13 +169,17 @@ class Commits(Session):
         # Alone, the call waits for its own flush (one round trip); with other threads of this process
         # writing, it commits without waiting and they all share the next flush (_flush).
         sync = self.durability == "fsync" and self._writing <= 1
+        # the puts' text index rows, computed once: a put built again on another head has the same payload
+        text: list[Any] | None = None
         for _attempt in range(8):
             if view.conn is not None:
                 break  # the batch read state after all, and holds the head row: it commits as any other
+            if text is None:
+                text = put_text_columns(s.payload or b"" for s in batch.staged)[0]
             conn = self._writer()
             try:
                 conn.autocommit = True
-                row = conn.execute(PUT_CALL, [view.acl_seq, sync, *_put_columns(batch)]).fetchone()
+                row = conn.execute(PUT_CALL, [view.acl_seq, sync, *_put_columns(batch), *text]).fetchone()
             except psycopg.Error as exc:
                 if not conn.broken:
                     raise storage_error(exc, self.path) from None
@@ -322,11 +327,25 @@ class Commits(Session):
             retag, [t[0] for t in tag_rows], [t[1] for t in tag_rows],
             last.seq, last.hash, batch.head_ts, max(acl_seqs, default=-1),
         )
+        # The text index: the documents of the committed records it changes leave, and the latest version
+        # of each record it leaves live comes in, if its content is text (the payload is in hand).
+        gone = [rec_id for rec_id in final.recs if view.known.get(rec_id) is not None]
+        text = TextRows()
+        staged_payloads = {s.entry.seq: s.payload for s in staged if s.entry.op == "put"}
+        for rec_id, rec in final.recs.items():
+            payload = None if rec is None else staged_payloads.get(rec.latest.seq)
+            doc = None if payload is None else doc_of(payload[SALT_SIZE:])
+            if doc is not None:
+                assert rec is not None
+                text.add(rec_id, rec.scope, rec.latest.seq, doc)
         size = sum(len(s.entry.raw) + len(s.payload or b"") for s in staged) + sum(len(t[0]) for t in tag_rows)
+        size += text.size
         try:
             # the rows and the COMMIT in one round trip, unless they are too large for a pipeline
             with conn.pipeline() if size <= PIPELINE_MAX_BYTES else contextlib.nullcontext():
                 conn.execute(COMMIT_CALL, columns)
+                if gone or text.ids:
+                    conn.execute(TEXT_CALL, text.columns(gone))
                 conn.commit()
         except psycopg.OperationalError as exc:
             if not conn.broken:

@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 4
+from .text_index import TERM_KEY, build_text_index
+
+SCHEMA_VERSION = 5
 SCHEMA_LOCK = "mnemo.schema"  # advisory lock key text: creators and migrators of one schema take turns
 
 _V1 = """
@@ -516,12 +518,137 @@ CREATE TRIGGER mnemo_payloads_erased_by_forget AFTER DELETE ON mnemo_payloads
     REFERENCING OLD TABLE AS erased FOR EACH STATEMENT EXECUTE FUNCTION mnemo_check_erasure();
 """
 
-# MIGRATIONS[n] brings a schema of version n to version n + 1.
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4}
+
+# Version 5: recall's index (docs/POSTGRES.md, "Recall"), derived from the chain as the other tables are:
+# mnemo_docs, a row for each live record whose latest content is text (its scope, that version's seq
+# and its length in terms), and mnemo_terms, a row for each distinct term of each (how often it holds
+# it). The terms are mnemo.recall.analysis's, computed by the client from the text it commits
+# (text_index.py), so that both backends index exactly alike; the migration builds the index of the
+# records already there from their payloads (text_index.build_text_index, after this SQL).
+#
+# A term is as long as a word of the text, and a B-tree entry holds at most about 2.7 kB: the index
+# orders terms by their first TERM_KEY characters, and a lookup compares the whole term after it. Term
+# values are never sampled into pg_statistic (the column, and the index's expression column), nor
+# compressed (what erasure removes is the bytes written), as for tags and payloads.
+#
+# Both commit paths write the index in their transaction: mnemo_commit's callers call mnemo_index_text
+# beside it (the same transaction), and mnemo_put takes each put's document and terms as arrays of its
+# own. Roles that may write the tag index (grant_application_role's) may write this one too.
+_V5 = f"""
+CREATE TABLE mnemo_docs (
+    id text PRIMARY KEY,
+    scope text COLLATE "C" NOT NULL,
+    seq bigint NOT NULL,
+    length integer NOT NULL CHECK (length >= 0)
+);
+CREATE INDEX mnemo_docs_scope ON mnemo_docs (scope);
+CREATE TABLE mnemo_terms (
+    term text COLLATE "C" NOT NULL,
+    id text NOT NULL,
+    tf integer NOT NULL CHECK (tf > 0)
+);
+CREATE INDEX mnemo_terms_term ON mnemo_terms (left(term, {TERM_KEY}));
+CREATE INDEX mnemo_terms_id ON mnemo_terms (id);
+ALTER TABLE mnemo_terms ALTER COLUMN term SET STORAGE EXTERNAL;
+ALTER TABLE mnemo_terms ALTER COLUMN term SET STATISTICS 0;
+ALTER INDEX mnemo_terms_term ALTER COLUMN 1 SET STATISTICS 0;
+
+DO $$
+DECLARE
+    grantee text;
+BEGIN
+    FOR grantee IN
+        SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END  -- quoted as needed
+        FROM pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a
+        WHERE c.oid = 'mnemo_tags'::regclass AND a.privilege_type = 'INSERT' AND a.grantee <> c.relowner
+    LOOP
+        EXECUTE 'GRANT SELECT, INSERT, DELETE ON mnemo_docs, mnemo_terms TO ' || grantee;
+    END LOOP;
+END;
+$$;
+
+-- The text index's part of a commit, in the commit's transaction: the documents of records `gone`
+-- (updated or forgotten) leave, and the documents given come in, each with its terms (`w_doc`: the
+-- position of the term's document in the d_ arrays, from 1).
+CREATE FUNCTION mnemo_index_text(
+    gone text[], d_id text[], d_scope text[], d_seq bigint[], d_len integer[],
+    w_term text[], w_doc integer[], w_tf integer[]
+) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF cardinality(gone) > 0 THEN
+        DELETE FROM mnemo_terms WHERE id = ANY(gone);
+        DELETE FROM mnemo_docs WHERE id = ANY(gone);
+    END IF;
+    INSERT INTO mnemo_docs (id, scope, seq, length) SELECT * FROM unnest(d_id, d_scope, d_seq, d_len);
+    INSERT INTO mnemo_terms (term, id, tf) SELECT w, d_id[k], f FROM unnest(w_term, w_doc, w_tf) u(w, k, f);
+END;
+$$;
+
+-- Version 3's mnemo_put, and the document and terms of each put whose content is text: `d_put` (the
+-- put, from 1) and `d_len` (its length in terms) for each document, `w_term`, `w_put` and `w_tf` for
+-- each of their terms.
+DROP PROCEDURE mnemo_put;
+CREATE PROCEDURE mnemo_put(
+    want_acl bigint, sync boolean, p_ts bigint[], p_tail bytea[], p_payload bytea[],
+    r_id text[], r_scope text[], v_agent text[], v_size bigint[], t_tag text[], t_put integer[],
+    d_put integer[], d_len integer[], w_term text[], w_put integer[], w_tf integer[],
+    INOUT o_applied boolean DEFAULT NULL, INOUT o_seq bigint DEFAULT NULL, INOUT o_hash bytea DEFAULT NULL,
+    INOUT o_ts bigint DEFAULT NULL, INOUT o_acl bigint DEFAULT NULL, INOUT o_times bigint[] DEFAULT NULL,
+    INOUT o_hashes bytea[] DEFAULT NULL
+) LANGUAGE plpgsql AS $$
+DECLARE
+    h mnemo_head%ROWTYPE;
+    e_seq bigint[] := '{{}}';
+    e_raw bytea[] := '{{}}';
+    last_seq bigint;
+    last_ts bigint;
+    prev bytea;
+    raw bytea;
+BEGIN
+    SELECT * INTO h FROM mnemo_head FOR UPDATE;
+    o_seq := h.seq; o_hash := h.hash; o_ts := h.ts_ns; o_acl := h.acl_seq;
+    o_applied := h.acl_seq = want_acl;
+    IF NOT o_applied THEN
+        RETURN;
+    END IF;
+    last_seq := h.seq; last_ts := h.ts_ns; prev := h.hash;
+    o_times := '{{}}'; o_hashes := '{{}}';
+    FOR i IN 1 .. cardinality(p_tail) LOOP
+        last_seq := last_seq + 1;
+        last_ts := greatest(p_ts[i], last_ts);
+        raw := '\\x9701'::bytea || mnemo_uint(last_seq) || mnemo_uint(last_ts) || '\\xc420'::bytea || prev
+            || p_tail[i];
+        prev := sha256(raw);
+        e_seq := e_seq || last_seq; e_raw := e_raw || raw; o_times := o_times || last_ts; o_hashes := o_hashes || prev;
+    END LOOP;
+    INSERT INTO mnemo_entries (seq, op, raw, hash) SELECT s, 'put', r, x FROM unnest(e_seq, e_raw, o_hashes) u(s, r, x);
+    INSERT INTO mnemo_payloads (seq, payload) SELECT s, p FROM unnest(e_seq, p_payload) u(s, p);
+    INSERT INTO mnemo_records (id, scope, ver) SELECT i, s, 1 FROM unnest(r_id, r_scope) u(i, s);
+    INSERT INTO mnemo_versions (id, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len)
+        SELECT i, 1, s, t, a, z, x, length(r), length(p)
+        FROM unnest(r_id, e_seq, o_times, v_agent, v_size, o_hashes, e_raw, p_payload) u(i, s, t, a, z, x, r, p);
+    INSERT INTO mnemo_tags (tag, id) SELECT g, r_id[k] FROM unnest(t_tag, t_put) u(g, k);
+    INSERT INTO mnemo_docs (id, scope, seq, length)
+        SELECT r_id[k], r_scope[k], e_seq[k], n FROM unnest(d_put, d_len) u(k, n);
+    INSERT INTO mnemo_terms (term, id, tf) SELECT w, r_id[k], f FROM unnest(w_term, w_put, w_tf) u(w, k, f);
+    UPDATE mnemo_head SET seq = last_seq, hash = prev, ts_ns = last_ts;
+    IF sync THEN
+        COMMIT;
+        PERFORM set_config('synchronous_commit', 'on', true);
+        PERFORM pg_current_xact_id();
+    END IF;
+END;
+$$;
+"""
+
+# MIGRATIONS[n] brings a schema of version n to version n + 1; BUILDS[n], when there is one, then fills
+# what that version adds from the rows already there (on the migrating transaction's connection).
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5}
+BUILDS: dict[int, Callable[[Any], None]] = {4: build_text_index}
 
 TABLES = (
     "mnemo_meta", "mnemo_head", "mnemo_entries", "mnemo_payloads", "mnemo_records", "mnemo_versions",
-    "mnemo_tags", "mnemo_forgotten", "mnemo_tree",
+    "mnemo_tags", "mnemo_forgotten", "mnemo_tree", "mnemo_docs", "mnemo_terms",
 )
 
 # What the application role of a database may do (grant_application_role): append to the chain and
@@ -538,15 +665,21 @@ APPLICATION_PRIVILEGES = {
     "mnemo_tags": "SELECT, INSERT, DELETE",
     "mnemo_forgotten": "SELECT, INSERT",
     "mnemo_tree": "SELECT, INSERT",
+    "mnemo_docs": "SELECT, INSERT, DELETE",
+    "mnemo_terms": "SELECT, INSERT, DELETE",
 }
 
 
-def migrate(execute: Callable[[str], Any], from_version: int, to_version: int = SCHEMA_VERSION) -> None:
-    """Run the migrations from `from_version` up to `to_version`, in the caller's transaction."""
+def migrate(conn: Any, from_version: int, to_version: int = SCHEMA_VERSION) -> None:
+    """Run the migrations from `from_version` up to `to_version`, in the transaction the caller holds on
+    the psycopg connection `conn`. A new schema (from version 0) has no rows to build from."""
     for version in range(from_version, to_version):
-        execute(MIGRATIONS[version])
+        conn.execute(MIGRATIONS[version])
+        build = BUILDS.get(version)
+        if build is not None and from_version > 0:
+            build(conn)
     if from_version > 0:  # a new schema's meta row is written by its creator, with the version in it
-        execute(f"UPDATE mnemo_meta SET schema_version = {int(to_version)}")
+        conn.execute(f"UPDATE mnemo_meta SET schema_version = {int(to_version)}")
 
 
-__all__ = ["APPLICATION_PRIVILEGES", "MIGRATIONS", "SCHEMA_LOCK", "SCHEMA_VERSION", "TABLES", "migrate"]
+__all__ = ["APPLICATION_PRIVILEGES", "BUILDS", "MIGRATIONS", "SCHEMA_LOCK", "SCHEMA_VERSION", "TABLES", "migrate"]

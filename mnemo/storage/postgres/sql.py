@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..types import Query, Rec, ScopeFilter, Version
+from .text_index import TERM_KEY
 
 VERSION_COLUMNS = "v.ver, v.seq, v.ts_ns, v.agent, v.size, v.hash, v.entry_len, v.payload_len"
 TAGS = "(SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{}') FROM mnemo_tags t WHERE t.id = r.id)"
@@ -15,7 +16,11 @@ TAGS = "(SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{}') FROM mnemo_tags 
 VERSIONS = "(SELECT * FROM mnemo_versions w WHERE w.id = r.id OFFSET 0) v"
 PUT_CALL = (
     "CALL mnemo_put(%s, %s, %s::bigint[], %s::bytea[], %s::bytea[], %s::text[], %s::text[], %s::text[], "
-    "%s::bigint[], %s::text[], %s::integer[])"
+    "%s::bigint[], %s::text[], %s::integer[], %s::integer[], %s::integer[], %s::text[], %s::integer[], %s::integer[])"
+)
+TEXT_CALL = (
+    "SELECT mnemo_index_text(%s::text[], %s::text[], %s::text[], %s::bigint[], %s::integer[], %s::text[], "
+    "%s::integer[], %s::integer[])"
 )
 COMMIT_CALL = (
     "SELECT mnemo_commit(%s::bigint[], %s::text[], %s::bytea[], %s::bytea[], %s::bigint[], %s::bytea[], "
@@ -67,6 +72,66 @@ def scope_sql(scopes: ScopeFilter, column: str = "r.scope") -> tuple[str, list[A
             parts.append(f"{column} = %s")
             params.append(requested)
     return (" AND ".join(parts) or "true"), params
+
+
+def _tags_sql(tags: Query, doc: str) -> tuple[str, list[Any]]:
+    """A condition that the record `doc` names has the tags `tags` asks for (by its mnemo_tags rows), and
+    its parameters."""
+    conds: list[str] = []
+    params: list[Any] = []
+    for tag in tags.tags:
+        conds.append(f"EXISTS (SELECT 1 FROM mnemo_tags g WHERE g.tag = %s AND g.id = {doc})")
+        params.append(tag)
+    if tags.any_tags:
+        conds.append(f"EXISTS (SELECT 1 FROM mnemo_tags g WHERE g.id = {doc} AND g.tag = ANY(%s::text[]))")
+        params.append(list(tags.any_tags))
+    if tags.tag_prefix is not None:
+        sql, prefix_params = _prefix_sql("g.tag", tags.tag_prefix)
+        conds.append(f"EXISTS (SELECT 1 FROM mnemo_tags g WHERE g.id = {doc} AND {sql})")
+        params += prefix_params
+    return " AND ".join(conds) or "true", params
+
+
+def recall_sql(
+    exact: list[str], prefixes: list[str], scopes: ScopeFilter, tags: Query, touched: list[str]
+) -> tuple[str, list[Any]]:
+    """One read of the text index for a recall, in one statement (one snapshot), and its parameters. The
+    corpus is the documents of the scopes `scopes` admits; its rows are (kind, name, id, x, y, tagged):
+
+    - (0, NULL, NULL, documents, total length) of the corpus;
+    - (1, id, NULL, length, seq, tagged) for each document of the corpus holding one of the `exact` terms
+      or a term starting with one of the `prefixes`; `tagged` when its tag rows match `tags`;
+    - (2, term, id, tf, NULL, NULL) for each posting of those terms in the corpus;
+    - (3, id, NULL, length, seq, NULL) for the document in the corpus of each record of `touched`.
+
+    Terms are found by the index of their first TERM_KEY characters, then compared whole; a prefix by a
+    range of that index (the first TERM_KEY // 4 characters of a prefix lie within a term's key, however
+    many bytes the database's encoding counts a character as), then by LIKE. Precondition: `exact` or
+    `prefixes` is not empty."""
+    parts: list[str] = []
+    params: list[Any] = []
+    if exact:
+        parts.append(f"SELECT t.term, t.id, t.tf FROM mnemo_terms t WHERE left(t.term, {TERM_KEY}) = "
+                     f"ANY(ARRAY(SELECT left(x, {TERM_KEY}) FROM unnest(%s::text[]) x)) AND t.term = ANY(%s::text[])")
+        params += [exact, exact]
+    for prefix in prefixes:
+        sql, prefix_params = _prefix_sql(f"left(t.term, {TERM_KEY})", prefix[: TERM_KEY // 4])
+        parts.append(f"SELECT t.term, t.id, t.tf FROM mnemo_terms t WHERE {sql} AND t.term LIKE %s")
+        params += [*prefix_params, _like_prefix(prefix)]
+    where, scope_params = scope_sql(scopes, "d.scope")
+    tagged, tag_params = _tags_sql(tags, "d.id")
+    sql = (
+        f"WITH p AS MATERIALIZED ({' UNION ALL '.join(parts)}), "
+        f"c AS MATERIALIZED (SELECT d.id, d.length, d.seq, {tagged} AS tagged FROM mnemo_docs d "
+        f"WHERE d.id IN (SELECT p.id FROM p) AND {where}) "
+        "SELECT 0, NULL::text, NULL::text, count(*), coalesce(sum(d.length), 0), NULL::boolean "
+        f"FROM mnemo_docs d WHERE {where} "
+        "UNION ALL SELECT 1, c.id, NULL, c.length, c.seq, c.tagged FROM c "
+        "UNION ALL SELECT 2, p.term, p.id, p.tf, NULL, NULL FROM p JOIN c ON c.id = p.id "
+        "UNION ALL SELECT 3, d.id, NULL, d.length, d.seq, NULL FROM mnemo_docs d "
+        f"WHERE d.id = ANY(%s::text[]) AND {where}"
+    )
+    return sql, [*params, *tag_params, *scope_params, *scope_params, touched, *scope_params]
 
 
 def select_source(query: Query) -> tuple[str, list[Any], list[tuple[str, list[Any]]]]:
@@ -124,5 +189,6 @@ def group_rows(rows: list[Any], with_payloads: bool) -> Iterator[tuple[Rec, list
 
 
 __all__ = [
-    "COMMIT_CALL", "PUT_CALL", "TAGS", "VERSIONS", "VERSION_COLUMNS", "group_rows", "scope_sql", "select_source",
+    "COMMIT_CALL", "PUT_CALL", "TAGS", "TEXT_CALL", "VERSIONS", "VERSION_COLUMNS", "group_rows", "recall_sql",
+    "scope_sql", "select_source",
 ]

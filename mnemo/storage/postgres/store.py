@@ -31,8 +31,13 @@ from ...chain.codec import (
 )
 from ...chain.tree import CompactRange
 from ...errors import IntegrityError, MnemoError, NotFound, StorageError
+from ...recall.analysis import analyse
+from ...recall.engine import Staged, search
+from ...recall.query import Phrase, Term
+from ...recall.query import Query as RecallQuery
 from ...record import VerifyReport
 from ..batch import Batch
+from ..recall import Hit, in_transaction, searchable_text
 from ..types import BATCH_INTERVAL, Found, LogItem, Payloads, Progress, Query, Rec, ScopeFilter, Usage, Version
 from . import horizon, schema
 from .commit import PIPELINE_MAX_BYTES as PIPELINE_MAX_BYTES  # re-exported: tests size commits by it
@@ -40,10 +45,42 @@ from .commit import BatchView, Commits
 from .dsn import application_dsn, display_name, grant_application_role
 from .errors import storage_error
 from .schema import SCHEMA_LOCK
-from .sql import TAGS, VERSION_COLUMNS, VERSIONS, group_rows, scope_sql, select_source
+from .sql import TAGS, VERSION_COLUMNS, VERSIONS, group_rows, recall_sql, scope_sql, select_source
+from .text_index import IndexDisagrees, TableSource
 from .verify import verify_postgres
 
 TREE_SAVE_EVERY = 1024  # entries between saved compact ranges of the tree
+RECALL_READS = 8  # reads of the text index a recall makes at most while the records change under it
+# a record's latest version's entry and payload, beside its version rows
+LATEST_LOADED = (
+    "CASE WHEN v.ver = h.ver THEN (SELECT e.raw FROM mnemo_entries e WHERE e.seq = v.seq) END, "
+    "CASE WHEN v.ver = h.ver THEN (SELECT p.payload FROM mnemo_payloads p WHERE p.seq = v.seq) END"
+)
+
+
+class _Unserved(Exception):
+    """A document recall ranked that the chain does not bear out: its record's latest version is not the
+    one indexed (`changed`: a commit since the index was read, or a row of the index), or it is, and its
+    content is not text matching the query or its tags do not match."""
+
+    def __init__(self, rec_id: str, changed: bool) -> None:
+        super().__init__(rec_id)
+        self.rec_id, self.changed = rec_id, changed
+
+
+def _recall_terms(query: RecallQuery) -> tuple[list[str], list[str]]:
+    """The terms whose postings recall reads for `query` (its words and its phrases' words, excluded ones
+    too), and its prefixes."""
+    exact: set[str] = set()
+    prefixes: set[str] = set()
+    for clause in (*query.include, *query.exclude):
+        if isinstance(clause, Term):
+            exact.add(clause.text)
+        elif isinstance(clause, Phrase):
+            exact.update(clause.atoms)
+        else:
+            prefixes.add(clause.text)
+    return sorted(exact), sorted(prefixes)
 
 
 def _put_tags(packed: bytes) -> tuple[str, ...] | None:
@@ -57,6 +94,18 @@ def _put_tags(packed: bytes) -> tuple[str, ...] | None:
 
 def _str_tags(tags: Any) -> tuple[str, ...] | None:
     return tuple(tags) if type(tags) is list and all(type(tag) is str for tag in tags) else None
+
+
+def _latest_sql(source: str, where: str, limit: str, loaded: str) -> str:
+    """The rows of the records `r` of `source` that `where` admits, in id order (`limit`: a LIMIT clause
+    or nothing): (id, scope, tags, version columns, then `loaded`, two columns of each version) for each
+    of their versions, in version order. Each version is looked up by key for each record."""
+    return (
+        f"WITH h AS MATERIALIZED (SELECT r.id, r.scope, r.ver FROM {source} WHERE {where} ORDER BY r.id{limit}) "
+        f"SELECT h.id, h.scope, (SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{{}}') FROM mnemo_tags t "
+        f"WHERE t.id = h.id), {VERSION_COLUMNS}, {loaded} FROM h CROSS JOIN LATERAL "
+        "(SELECT * FROM mnemo_versions w WHERE w.id = h.id OFFSET 0) v ORDER BY h.id, v.ver"
+    )
 
 
 class PostgresStore(Commits):
@@ -112,7 +161,7 @@ class PostgresStore(Commits):
 
     def _create(self, conn: psycopg.Connection[Any]) -> None:
         """The schema, its meta row, and the genesis entry, in the one transaction of the caller."""
-        schema.migrate(conn.execute, 0)
+        schema.migrate(conn, 0)
         db_id = os.urandom(16)
         genesis = make_entry(0, time.time_ns(), ZERO_HASH, "genesis", self.agent, {"db_id": db_id, "format": 1})
         conn.execute("INSERT INTO mnemo_meta (schema_version, db_id) VALUES (%s, %s)", [schema.SCHEMA_VERSION, db_id])
@@ -137,7 +186,7 @@ class PostgresStore(Commits):
                     f"{self.path} holds a Mnemo schema of version {version}; open it once as a writer to "
                     f"migrate it to version {schema.SCHEMA_VERSION}"
                 )
-            schema.migrate(conn.execute, version)
+            schema.migrate(conn, version)
             self.recovery.append(f"migrated the schema from version {version} to {schema.SCHEMA_VERSION}")
 
     # -- the contract: state -------------------------------------------------------------------------
@@ -313,14 +362,8 @@ class PostgresStore(Commits):
             "CASE WHEN v.ver = h.ver THEN (SELECT e.raw FROM mnemo_entries e WHERE e.seq = v.seq) END, "
             f"CASE WHEN v.ver = h.ver THEN (SELECT {payload} FROM mnemo_payloads p WHERE p.seq = v.seq) END"
         ) if payloads or check_tags else "NULL, NULL"
-        rows = self._fetch(
-            f"WITH h AS MATERIALIZED (SELECT r.id, r.scope, r.ver FROM {source} "
-            f"WHERE {' AND '.join(sql for sql, _p in conds)} ORDER BY r.id{limit}) "
-            f"SELECT h.id, h.scope, (SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{{}}') FROM mnemo_tags t "
-            f"WHERE t.id = h.id), {VERSION_COLUMNS}, {loaded} FROM h CROSS JOIN LATERAL "
-            "(SELECT * FROM mnemo_versions w WHERE w.id = h.id OFFSET 0) v ORDER BY h.id, v.ver",
-            params, conn, binary=True,
-        )
+        rows = self._fetch(_latest_sql(source, " AND ".join(sql for sql, _p in conds), limit, loaded), params, conn,
+                           binary=True)
         out: list[Found] = []
         misses: list[str] = []
         for rec, versions in group_rows(rows, with_payloads=True):
@@ -388,6 +431,160 @@ class PostgresStore(Commits):
         return Usage(len(records), live, sum(map(len, records.values())),
                      sum(size for vs in records.values() for _v, size in vs))
 
+    # -- the contract: recall -------------------------------------------------------------------------
+    def recall(self, query: RecallQuery, scopes: ScopeFilter, tags: Query, limit: int) -> list[Hit]:
+        """Recall over the text index's tables (text_index.py): the corpus's statistics and the postings of
+        every term the query names or its prefixes reach, in one statement; the texts of the documents
+        that hold a phrase's words, in one more when there is a phrase; the hits' latest versions, read
+        and checked as select reads them, in one more (none if all were read for a phrase).
+
+        The tables are the index, not the truth: a hit is served only if its latest version is the one
+        indexed, its checked content matches the query and its checked tags match `tags`. A hit whose
+        version changed since the index was read (a commit in between) makes the index be read again; one
+        the chain contradicts (a row the application role wrote) is left out and the rest ranked again,
+        so that `limit` is still met (verify names the row)."""
+        if limit == 0:
+            return []
+        batch = self.current_batch()
+        conn = self._batch_conn()
+        exact, prefixes = _recall_terms(query)
+        # the records this transaction changed that were committed: their committed documents leave
+        touched = [] if batch is None else [
+            rec_id for rec_id, rec in batch.recs.items() if rec is None or rec.versions[0].slot_off >= 0
+        ]
+        sql, params = recall_sql(exact, prefixes, scopes, tags, touched)
+        left_out: set[str] = set()  # documents the chain contradicts
+        suspects: dict[str, int] = {}  # documents found changed once: id -> seq indexed
+        for _attempt in range(RECALL_READS):
+            loaded: dict[str, tuple[Rec, bytes]] = {}
+            base = self._read_text_index(sql, params, exact, prefixes, loaded, scopes, batch, conn)
+            self._load_phrase_texts(query, base, loaded, scopes, batch, conn)
+            changed = None
+            while changed is None:
+                try:
+                    return self._rank(query, tags, limit, base, loaded, left_out, scopes, batch, conn)
+                except _Unserved as exc:
+                    if exc.changed:
+                        changed = exc.rec_id
+                    else:
+                        left_out.add(exc.rec_id)
+            # A hit changed since the index was read: read it again. The same document found changed
+            # twice is the index's doing, not a commit's: it is left out.
+            seq = base.seq(changed)
+            if suspects.get(changed) == seq:
+                left_out.add(changed)
+            suspects[changed] = seq
+        raise IntegrityError(f"{self.path}: recall could not read its hits: the records keep changing under it")
+
+    def _read_text_index(
+        self, sql: str, params: list[Any], exact: list[str], prefixes: list[str], loaded: dict[str, tuple[Rec, bytes]],
+        scopes: ScopeFilter, batch: Batch | None, conn: psycopg.Connection[Any] | None,
+    ) -> TableSource:
+        """The index as recall reads it (one round trip), its texts read into `loaded`."""
+        try:
+            return TableSource(self._fetch(sql, params, conn), exact, prefixes,
+                               lambda key, seq: self._indexed_text(key, seq, loaded, scopes, batch, conn))
+        except IndexDisagrees as exc:
+            raise IntegrityError(f"{self.path}: the text index disagrees with itself ({exc}): run verify") from None
+
+    def _rank(
+        self, query: RecallQuery, tags: Query, limit: int, base: TableSource, loaded: dict[str, tuple[Rec, bytes]],
+        left_out: set[str], scopes: ScopeFilter, batch: Batch | None, conn: psycopg.Connection[Any] | None,
+    ) -> list[Hit]:
+        """The best hits over `base` as this thread's open transaction sees it, none of `left_out`."""
+        filtered = bool(tags.tags or tags.any_tags or tags.tag_prefix is not None)
+
+        def keep(key: str | Staged) -> bool:
+            if isinstance(key, Staged):
+                rec = batch.recs[key.rec_id] if batch is not None else None
+                return rec is not None and tags.matches(rec.tags)
+            return key not in left_out and (not filtered or key in base.tagged)
+
+        def staged_text(rec: Rec) -> str | None:
+            assert batch is not None  # the overlay reads only the records of an open transaction
+            return searchable_text(self._overlay_found(rec, "latest", batch, conn).packed[0])
+
+        source: Any = in_transaction(
+            base, batch, scopes, lambda rec_id: rec_id if rec_id in base.touched else None, staged_text)
+        ranked = search(query, source, limit, keep)
+        return self._recall_hits(query, tags, ranked, base, loaded, scopes, batch, conn)
+
+    def _load_texts(
+        self, ids: list[str], scopes: ScopeFilter, batch: Batch | None, conn: psycopg.Connection[Any] | None,
+        loaded: dict[str, tuple[Rec, bytes]],
+    ) -> None:
+        """The records `ids` that `scopes` admits, each with the packed fields of its latest version
+        (checked against its put) and the tags that put holds, into `loaded` (one round trip)."""
+        where, params = scope_sql(scopes)
+        source = ("unnest(%s::text[]) c(id) CROSS JOIN LATERAL "
+                  "(SELECT x.id, x.scope, x.ver FROM mnemo_records x WHERE x.id = c.id OFFSET 0) r")
+        rows = self._fetch(_latest_sql(source, where, "", LATEST_LOADED), [ids, *params], conn, binary=True)
+        for rec, versions in group_rows(rows, with_payloads=True):
+            packed = self._checked(rec, rec.latest, *versions[-1], batch)
+            put_tags = _put_tags(packed)
+            if put_tags is not None and set(put_tags) != set(rec.tags):
+                rec = rec._replace(tags=put_tags)
+            loaded[rec.id] = (rec, packed)
+
+    def _load_phrase_texts(
+        self, query: RecallQuery, source: TableSource, loaded: dict[str, tuple[Rec, bytes]], scopes: ScopeFilter,
+        batch: Batch | None, conn: psycopg.Connection[Any] | None,
+    ) -> None:
+        """The texts the ranking will read, in one round trip: those of the documents holding every word
+        of a phrase of the query."""
+        wanted: set[str] = set()
+        for clause in (*query.include, *query.exclude):
+            if isinstance(clause, Phrase):
+                lists = sorted((source.postings(atom) for atom in set(clause.atoms)), key=len)
+                wanted.update(key for key in lists[0] if all(key in other for other in lists[1:]))
+        wanted -= source.touched  # the open transaction's documents of them are its own
+        if wanted:
+            self._load_texts(sorted(wanted), scopes, batch, conn, loaded)
+
+    def _indexed_text(
+        self, key: str, seq: int, loaded: dict[str, tuple[Rec, bytes]], scopes: ScopeFilter, batch: Batch | None,
+        conn: psycopg.Connection[Any] | None,
+    ) -> str:
+        """The text of the document `key`, indexed as of `seq`: its record's latest version, which must be
+        that one (_Unserved otherwise)."""
+        if key not in loaded:
+            self._load_texts([key], scopes, batch, conn, loaded)
+        found = loaded.get(key)
+        if found is None or found[0].latest.seq != seq:
+            raise _Unserved(key, changed=True)
+        try:
+            text = searchable_text(found[1])
+        except Exception:  # msgpack raises several unrelated types on garbage: no text
+            text = None
+        if text is None:
+            raise _Unserved(key, changed=False)
+        return text
+
+    def _recall_hits(
+        self, query: RecallQuery, tags: Query, ranked: list[tuple[str | Staged, float]], source: TableSource,
+        loaded: dict[str, tuple[Rec, bytes]], scopes: ScopeFilter, batch: Batch | None,
+        conn: psycopg.Connection[Any] | None,
+    ) -> list[Hit]:
+        """The ranked documents as hits, each record's latest version read and checked (those not read for
+        a phrase, in one round trip); _Unserved for the first the chain does not bear out."""
+        missing = [key for key, _score in ranked if isinstance(key, str) and key not in loaded]
+        if missing:
+            self._load_texts(missing, scopes, batch, conn, loaded)
+        hits: list[Hit] = []
+        for key, score in ranked:
+            if isinstance(key, Staged):
+                assert batch is not None
+                rec = batch.recs[key.rec_id]
+                assert rec is not None  # the overlay's documents are its live records
+                hits.append(Hit(self._overlay_found(rec, "latest", batch, conn), score))
+                continue
+            text = self._indexed_text(key, source.seq(key), loaded, scopes, batch, conn)
+            rec, packed = loaded[key]
+            if query.features(analyse(text)) is None or not tags.matches(rec.tags):
+                raise _Unserved(key, changed=False)
+            hits.append(Hit(Found(rec, (packed,)), score))
+        return hits
+
     # -- the contract: the chain ---------------------------------------------------------------------
     def log(self, since: int = 0, payloads: bool = False) -> Iterator[LogItem]:
         """Every entry from `since` on, in seq order, through a server-side cursor (a snapshot of the
@@ -422,17 +619,19 @@ class PostgresStore(Commits):
         return verify_postgres(self, pubkey, expect_head, progress)
 
     def compact(self) -> dict[str, int]:
-        """VACUUM FULL the tables that held erased bytes (payloads and tags, with their TOAST tables and
-        indexes): each is rewritten into new files and the old ones are removed, so that no file of the
-        database keeps the bytes of a forgotten record's dead rows. Needs the tables' owner."""
+        """VACUUM FULL the tables that held erased bytes (payloads, tags and the text index's terms, with
+        their TOAST tables and indexes): each is rewritten into new files and the old ones are removed, so
+        that no file of the database keeps the bytes of a forgotten record's dead rows. Needs the tables'
+        owner."""
         if self.current_batch() is not None:
             raise MnemoError("compact() cannot run inside a transaction")
         self.check_writable()
         size = "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0) FROM unnest(%s::text[]) t"
-        tables = ["mnemo_payloads", "mnemo_tags", "mnemo_versions", "mnemo_records"]
+        rewritten = ["mnemo_payloads", "mnemo_tags", "mnemo_terms"]
+        tables = [*rewritten, "mnemo_versions", "mnemo_records", "mnemo_docs"]
         owned = self._fetch(
             "SELECT bool_and(pg_has_role(current_user, c.relowner, 'USAGE')) FROM pg_class c "
-            "WHERE c.oid = ANY(ARRAY[to_regclass('mnemo_payloads'), to_regclass('mnemo_tags')])"
+            "WHERE c.oid = ANY(ARRAY(SELECT to_regclass(t) FROM unnest(%s::text[]) t))", [rewritten]
         )
         if not (owned and owned[0][0]):
             # VACUUM would skip the tables with a warning only: the erased bytes would stay in their files
@@ -457,7 +656,7 @@ class PostgresStore(Commits):
                     conn = self._reads()
                     conn.execute(self._lock_timeout_setting)
                     try:
-                        for table in tables[:2]:
+                        for table in rewritten:
                             try:
                                 conn.execute(f"VACUUM (FULL) {table}")
                             except pg_errors.LockNotAvailable:

@@ -5,23 +5,27 @@ applies (mnemo.chain.rules.ChainVerifier), entry by entry: every hash is recompu
 bytes, every link and seq checked, payloads against their digests, erasures, checkpoint signatures, an
 expected head. Nothing a column says about an entry is trusted: a stored hash, seq or op that disagrees
 with the entry's bytes is a problem of its own, so an entry edited by someone who disabled the triggers
-is found. Then the derived tables (records, versions, tags, forgotten ids, the head row) are compared
-with what the chain says they must hold.
+is found. Then the derived tables (records, versions, tags, forgotten ids, the head row, recall's text
+index) are compared with what the chain says they must hold.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, NamedTuple, Protocol
 
 import psycopg
 
-from ...chain.codec import EntryDecodeError, decode_entry
+from ...chain.codec import SALT_SIZE, EntryDecodeError, decode_entry
 from ...chain.rules import ChainVerifier, ExpectedIndex, verify_arguments
 from ...chain.tree import CompactRange
 from ...record import Problem, VerifyReport
 from ..types import Progress
 from .errors import storage_error
+from .text_index import Doc, doc_of
 
 
 class _Rows(Protocol):
@@ -191,7 +195,89 @@ def _table_problems(conn: psycopg.Connection[Any], expected: ExpectedIndex, repo
     ).fetchall()
     if strays:
         out.append(f"{strays} payload rows belong to no entry")
+    out += _text_problems(conn, expected)
     return [Problem("tables", msg) for msg in out]
+
+
+def _text_problems(conn: psycopg.Connection[Any], expected: ExpectedIndex) -> list[str]:
+    """How recall's index (mnemo_docs, mnemo_terms) differs from what the chain's live records give it:
+    the document of each one whose latest content is text, with each of its terms as often as it holds
+    it, and nothing else. The latest payloads (which the chain's rules checked, in this snapshot) and the
+    term rows are read in id order side by side, a record at a time."""
+    out: list[str] = []
+    live = sorted((rid, put[1], put[4]) for rid, put in expected.live.items())
+    have_docs = {rid: (scope, seq, length) for rid, scope, seq, length in conn.execute(
+        "SELECT id, scope, seq, length FROM mnemo_docs")}
+    with conn.cursor(name="mnemo_verify_texts") as payloads, conn.cursor(name="mnemo_verify_terms") as terms:
+        payloads.itersize = terms.itersize = 2000
+        payloads.execute(
+            "SELECT x.id, p.payload FROM unnest(%s::text[], %s::bigint[]) x(id, seq) "
+            'LEFT JOIN mnemo_payloads p ON p.seq = x.seq ORDER BY x.id COLLATE "C"',
+            [[rid for rid, _s, _q in live], [seq for _r, _s, seq in live]],
+        )
+        terms.execute('SELECT id, term, tf FROM mnemo_terms ORDER BY id COLLATE "C"')
+        puts = {rid: (scope, seq) for rid, scope, seq in live}
+        wanted = ((rid, _doc(payload)) for rid, payload in payloads)
+        held = ((rid, [(term, tf) for _id, term, tf in rows]) for rid, rows in groupby(terms, key=itemgetter(0)))
+        for rid, doc, have in _side_by_side(wanted, held):
+            scope, seq = puts.get(rid, ("", -1))
+            row = have_docs.pop(rid, None)
+            if doc is not None and row is None:
+                out.append(f"record {rid} (seq {seq}) is missing from the text index (mnemo_docs)")
+            elif doc is None and row is not None:
+                out.append(f"mnemo_docs indexes record {rid}, which is not a live record whose latest content is text")
+            elif doc is not None and row != (scope, seq, doc.length):
+                out.append(f"mnemo_docs gives record {rid} another scope, seq or length than its latest version "
+                           f"(seq {seq}) has")
+            out += _term_problems(rid, doc, have or [])
+    # the documents of no live record and with no term row (every live record was read above)
+    out += [f"mnemo_docs indexes record {rid}, which is not a live record whose latest content is text"
+            for rid in sorted(have_docs)]
+    return out
+
+
+def _doc(payload: Any) -> Doc | None:
+    """The document of a checked live payload, or None (not text, or none)."""
+    return None if payload is None else doc_of(bytes(payload)[SALT_SIZE:])
+
+
+def _term_problems(rid: str, doc: Doc | None, have: list[tuple[str, int]]) -> list[str]:
+    """How the term rows of record `rid` differ from its document's terms (None: it has none)."""
+    out: list[str] = []
+    want = {} if doc is None else doc.counts
+    seen: set[str] = set()
+    for term, tf in sorted(have):
+        if term in seen:
+            out.append(f"mnemo_terms lists record {rid} under term {term!r} more than once")
+        elif term not in want:
+            out.append(f"mnemo_terms lists record {rid} under term {term!r}, which its latest version does not "
+                       "hold as text")
+        elif want[term] != tf:
+            out.append(f"mnemo_terms gives record {rid} term {term!r} {tf} times, its latest version holds it "
+                       f"{want[term]} times")
+        seen.add(term)
+    out += [f"record {rid} is missing from the postings of term {term!r} (mnemo_terms)"
+            for term in sorted(want) if term not in seen]
+    return out
+
+
+def _side_by_side(
+    left: Iterator[tuple[str, Doc | None]], right: Iterator[tuple[str, list[tuple[str, int]]]]
+) -> Iterator[tuple[str, Doc | None, list[tuple[str, int]] | None]]:
+    """Two streams of (id, value) in increasing id order as one: (id, left value, right value), None for
+    the side that lacks the id."""
+    a, b = next(left, None), next(right, None)
+    while a is not None or b is not None:
+        if b is None or (a is not None and a[0] < b[0]):
+            assert a is not None
+            yield a[0], a[1], None
+            a = next(left, None)
+        elif a is None or b[0] < a[0]:
+            yield b[0], None, b[1]
+            b = next(right, None)
+        else:
+            yield a[0], a[1], b[1]
+            a, b = next(left, None), next(right, None)
 
 
 __all__ = ["verify_postgres"]

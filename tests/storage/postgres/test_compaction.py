@@ -5,7 +5,7 @@ would leave the erased bytes in the rewritten files: it waits for such snapshots
 and names them when they outlast it. What is PostgreSQL's own (xid horizons, the server's files).
 
 The guards of compact() on PostgreSQL and the writer session's setup: the holders a compaction names
-(never the store's own connections), which tables it rewrites (payloads and tags, not the ones it only
+(never the store's own connections), which tables it rewrites (payloads, tags and terms, not the ones it only
 measures), an error or an operator's cancel part way, and how long the writer's session waits for the
 head row (lock_timeout in ms, at least 1 ms: 0 is never "wait for ever"), its setup refused, and a
 refused head row that is not retried on another connection. (A compaction refused while another thread
@@ -202,15 +202,16 @@ def test_compact_names_only_other_transactions_never_its_own_connections(pg: Sch
 
 
 @pytest.mark.usefixtures("horizon_of_this_database")
-def test_compact_rewrites_payloads_and_tags_and_leaves_the_tables_it_only_measures(pg: Schema) -> None:
+def test_compact_rewrites_payloads_tags_and_terms_and_leaves_the_tables_it_only_measures(pg: Schema) -> None:
     with MnemoClient(pg.url, OWNER, lock_timeout=0.3) as c:
         c.forget(c.remember("gone " + "x" * 5000, tags=["t1", "t2"]).id)
         kept = c.remember("kept", tags=["t3"])
-        rewritten, measured = ["mnemo_payloads", "mnemo_tags"], ["mnemo_versions", "mnemo_records"]
+        rewritten = ["mnemo_payloads", "mnemo_tags", "mnemo_terms"]
+        measured = ["mnemo_versions", "mnemo_records", "mnemo_docs"]
         before = _filenodes(pg, rewritten + measured)
         # a reader of the measured tables does not hold compact up: they are not taken whole
         with pg.connect(autocommit=False, application_name=GUARD_HOLDER) as reader:
-            reader.execute("SELECT count(*) FROM mnemo_versions, mnemo_records").fetchone()
+            reader.execute("SELECT count(*) FROM mnemo_versions, mnemo_records, mnemo_docs").fetchone()
             result = c.compact()
             reader.rollback()
         after = _filenodes(pg, rewritten + measured)
