@@ -21,7 +21,7 @@ ROUTINES = [
 def undo_version_5(pg: Schema) -> None:
     """A database of schema version 5 taken back to exactly version 4: recall's tables and mnemo_index_text
     gone, and version 3's mnemo_put in place of version 5's."""
-    pg.sql("DROP TABLE mnemo_docs, mnemo_terms")
+    pg.sql("DROP TABLE mnemo_docs, mnemo_terms, mnemo_text_scopes")
     pg.sql("DROP FUNCTION mnemo_index_text")
     pg.sql("DROP PROCEDURE mnemo_put")
     v3 = pg_schema.MIGRATIONS[2]

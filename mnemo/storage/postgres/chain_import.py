@@ -19,7 +19,7 @@ from . import schema
 from .dsn import display_name, dsn_params
 from .errors import storage_error
 from .schema import SCHEMA_LOCK
-from .text_index import Doc, copy_text_index, doc_of
+from .text_index import COUNT_SCOPES, Doc, copy_text_index, doc_of
 
 
 class _Empty:
@@ -100,6 +100,7 @@ def _write(conn: psycopg.Connection[Any], name: str, items: Iterable[ChainItem],
                 gone.write_row((rec_id,))
         payload_of = dict(payload_rows)
         copy_text_index(cur, _documents(live, payload_of))
+    conn.execute(COUNT_SCOPES)
     conn.execute("INSERT INTO mnemo_meta (schema_version, db_id) VALUES (%s, %s)", [schema.SCHEMA_VERSION, db_id])
     conn.execute("INSERT INTO mnemo_head (seq, hash, ts_ns, acl_seq) VALUES (%s, %s, %s, %s)",
                  [last.seq, last.hash, last.ts_ns, acl_seq])
@@ -108,14 +109,14 @@ def _write(conn: psycopg.Connection[Any], name: str, items: Iterable[ChainItem],
         progress(done, total or done)
 
 
-def _documents(live: list[Rec], payload_of: dict[int, bytes]) -> Iterator[tuple[str, str, int, Doc]]:
+def _documents(live: list[Rec], payload_of: dict[int, bytes]) -> Iterator[tuple[int, str, str, Doc]]:
     """The text index's documents of the live records: each one's latest version, if its content is
     text (its payload decoded as the tags were)."""
     for rec in live:
         payload = payload_of.get(rec.latest.seq)
         doc = None if payload is None else doc_of(decode_put_payload(payload)[1])
         if doc is not None:
-            yield rec.id, rec.scope, rec.latest.seq, doc
+            yield rec.latest.seq, rec.id, rec.scope, doc
 
 
 def _check_text(rec: Rec, name: str) -> None:

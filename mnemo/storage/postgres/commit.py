@@ -175,7 +175,7 @@ class Commits(Session):
             if view.conn is not None:
                 break  # the batch read state after all, and holds the head row: it commits as any other
             if text is None:
-                text = put_text_columns(s.payload or b"" for s in batch.staged)[0]
+                text = put_text_columns(s.payload or b"" for s in batch.staged)
             conn = self._writer()
             try:
                 conn.autocommit = True
@@ -327,9 +327,10 @@ class Commits(Session):
             retag, [t[0] for t in tag_rows], [t[1] for t in tag_rows],
             last.seq, last.hash, batch.head_ts, max(acl_seqs, default=-1),
         )
-        # The text index: the documents of the committed records it changes leave, and the latest version
-        # of each record it leaves live comes in, if its content is text (the payload is in hand).
-        gone = [rec_id for rec_id in final.recs if view.known.get(rec_id) is not None]
+        # The text index: the documents of the committed records it changes leave (with the terms of any
+        # of their versions), and the latest version of each record it leaves live comes in, if its
+        # content is text (the payload is in hand).
+        committed = [r for r in map(view.known.get, final.recs) if r is not None]
         text = TextRows()
         staged_payloads = {s.entry.seq: s.payload for s in staged if s.entry.op == "put"}
         for rec_id, rec in final.recs.items():
@@ -337,15 +338,16 @@ class Commits(Session):
             doc = None if payload is None else doc_of(payload[SALT_SIZE:])
             if doc is not None:
                 assert rec is not None
-                text.add(rec_id, rec.scope, rec.latest.seq, doc)
+                text.add(rec.latest.seq, rec_id, rec.scope, doc)
         size = sum(len(s.entry.raw) + len(s.payload or b"") for s in staged) + sum(len(t[0]) for t in tag_rows)
         size += text.size
         try:
             # the rows and the COMMIT in one round trip, unless they are too large for a pipeline
             with conn.pipeline() if size <= PIPELINE_MAX_BYTES else contextlib.nullcontext():
                 conn.execute(COMMIT_CALL, columns)
-                if gone or text.ids:
-                    conn.execute(TEXT_CALL, text.columns(gone))
+                if committed or text.ids:
+                    conn.execute(TEXT_CALL, text.columns([r.id for r in committed],
+                                                         [v.seq for r in committed for v in r.versions]))
                 conn.commit()
         except psycopg.OperationalError as exc:
             if not conn.broken:

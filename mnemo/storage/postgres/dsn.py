@@ -50,9 +50,11 @@ def session_conninfo(dsn: str) -> str:
     """`dsn` with the session settings every connection of a store starts with, added to the options
     it may hold already (a search_path): no JIT compilation, which costs tens of milliseconds on
     queries whose plans take a fraction of one (the planner's costs of them, on guessed row counts of
-    tables it has no statistics of, can pass jit_above_cost)."""
+    tables it has no statistics of, can pass jit_above_cost), and no parallel workers, whose start
+    costs milliseconds on the same guesses (a recall's lookup of a term of a few postings, the planner
+    keeping no statistics of terms, is guessed at thousands of rows and given workers)."""
     params = dsn_params(dsn)
-    params["options"] = (str(params.get("options", "")) + " -c jit=off").strip()
+    params["options"] = (str(params.get("options", "")) + " -c jit=off -c max_parallel_workers_per_gather=0").strip()
     return make_conninfo("", **params)
 
 

@@ -83,10 +83,14 @@ def wait_for_older(
         time.sleep(POLL)
 
 
-def held(fetch: Callable[[str, dict[str, Any]], list[Any]], table: str, timeout: float, path: str) -> LockTimeout:
-    """The error for a rewrite of `table` that waited `timeout` seconds for its lock: who holds it."""
+def held(
+    fetch: Callable[[str, dict[str, Any]], list[Any]], table: str, timeout: float, path: str,
+    rewrite: str = "VACUUM FULL",
+) -> LockTimeout:
+    """The error for a rewrite of `table` (by the command `rewrite`) that waited `timeout` seconds for its
+    lock: who holds it."""
     return LockTimeout(
-        f"compacting {path}: VACUUM FULL of {table} takes the table whole, and after {timeout:g} s these "
+        f"compacting {path}: {rewrite} of {table} takes the table whole, and after {timeout:g} s these "
         f"still held it: {_named(fetch(LOCKERS, {'table': table}))}. End them and run compact again"
     )
 

@@ -520,38 +520,50 @@ CREATE TRIGGER mnemo_payloads_erased_by_forget AFTER DELETE ON mnemo_payloads
 
 
 # Version 5: recall's index (docs/POSTGRES.md, "Recall"), derived from the chain as the other tables are:
-# mnemo_docs, a row for each live record whose latest content is text (its scope, that version's seq
-# and its length in terms), and mnemo_terms, a row for each distinct term of each (how often it holds
-# it). The terms are mnemo.recall.analysis's, computed by the client from the text it commits
-# (text_index.py), so that both backends index exactly alike; the migration builds the index of the
-# records already there from their payloads (text_index.build_text_index, after this SQL).
+# mnemo_docs, a row for each live record whose latest content is text (that version's seq, which names the
+# document, its scope and its length in terms); mnemo_terms, a row for each distinct term of each document
+# (how often the document holds it, and the document's length and scope again, so that a term's postings
+# are read from its rows alone: compact orders the table by term, and a common term's rows are then a few
+# pages, with nothing to look up for each); and mnemo_text_scopes, each scope's number of documents and
+# their total length, so that a recall's statistics are a sum over the scopes it may read, whatever the
+# number of records. The terms are mnemo.recall.analysis's, computed by the client from the text it
+# commits (text_index.py), so that both backends index exactly alike; the migration builds the index of
+# the records already there from their payloads (text_index.build_text_index, after this SQL).
 #
-# A term is as long as a word of the text, and a B-tree entry holds at most about 2.7 kB: the index
-# orders terms by their first TERM_KEY characters, and a lookup compares the whole term after it. Term
-# values are never sampled into pg_statistic (the column, and the index's expression column), nor
-# compressed (what erasure removes is the bytes written), as for tags and payloads.
+# A term is as long as a word of the text, and a B-tree entry holds at most about 2.7 kB: the index orders
+# terms by their first TERM_KEY characters, and a lookup compares the whole term after it. Term values are
+# never sampled into pg_statistic (the column, and the index's expression column), nor compressed (what
+# erasure removes is the bytes written), as for tags and payloads.
 #
-# Both commit paths write the index in their transaction: mnemo_commit's callers call mnemo_index_text
-# beside it (the same transaction), and mnemo_put takes each put's document and terms as arrays of its
-# own. Roles that may write the tag index (grant_application_role's) may write this one too.
+# Both commit paths write the index in their transaction, through mnemo_index_text: mnemo_commit's callers
+# call it beside mnemo_commit, and mnemo_put calls it with each put's document and terms. Roles that may
+# write the tag index (grant_application_role's) may write this one too.
 _V5 = f"""
 CREATE TABLE mnemo_docs (
-    id text PRIMARY KEY,
+    seq bigint PRIMARY KEY,
+    id text NOT NULL UNIQUE,
     scope text COLLATE "C" NOT NULL,
-    seq bigint NOT NULL,
     length integer NOT NULL CHECK (length >= 0)
 );
-CREATE INDEX mnemo_docs_scope ON mnemo_docs (scope);
 CREATE TABLE mnemo_terms (
     term text COLLATE "C" NOT NULL,
-    id text NOT NULL,
-    tf integer NOT NULL CHECK (tf > 0)
+    seq bigint NOT NULL,
+    tf integer NOT NULL CHECK (tf > 0),
+    length integer NOT NULL,
+    scope text COLLATE "C" NOT NULL
 );
 CREATE INDEX mnemo_terms_term ON mnemo_terms (left(term, {TERM_KEY}));
-CREATE INDEX mnemo_terms_id ON mnemo_terms (id);
+CREATE INDEX mnemo_terms_seq ON mnemo_terms (seq);
 ALTER TABLE mnemo_terms ALTER COLUMN term SET STORAGE EXTERNAL;
 ALTER TABLE mnemo_terms ALTER COLUMN term SET STATISTICS 0;
 ALTER INDEX mnemo_terms_term ALTER COLUMN 1 SET STATISTICS 0;
+-- (no CHECK of its counts: a row changed by hand must not make commits fail, a forget's above all;
+-- verify names it, and a recall over a count it cannot be refuses to rank)
+CREATE TABLE mnemo_text_scopes (
+    scope text COLLATE "C" PRIMARY KEY,
+    docs bigint NOT NULL,
+    length bigint NOT NULL
+);
 
 DO $$
 DECLARE
@@ -563,35 +575,60 @@ BEGIN
         WHERE c.oid = 'mnemo_tags'::regclass AND a.privilege_type = 'INSERT' AND a.grantee <> c.relowner
     LOOP
         EXECUTE 'GRANT SELECT, INSERT, DELETE ON mnemo_docs, mnemo_terms TO ' || grantee;
+        EXECUTE 'GRANT SELECT, INSERT, UPDATE, DELETE ON mnemo_text_scopes TO ' || grantee;
     END LOOP;
 END;
 $$;
 
--- The text index's part of a commit, in the commit's transaction: the documents of records `gone`
--- (updated or forgotten) leave, and the documents given come in, each with its terms (`w_doc`: the
--- position of the term's document in the d_ arrays, from 1).
+-- The text index's part of a commit, in the commit's transaction: the documents of the records `gone`
+-- (updated or forgotten) leave, with the terms of every version `gone_seqs` of theirs; the documents
+-- given come in, each with its terms (`w_doc`: the position of the term's document in the d_ arrays,
+-- from 1); and each scope's totals follow.
 CREATE FUNCTION mnemo_index_text(
-    gone text[], d_id text[], d_scope text[], d_seq bigint[], d_len integer[],
+    gone text[], gone_seqs bigint[], d_seq bigint[], d_id text[], d_scope text[], d_len integer[],
     w_term text[], w_doc integer[], w_tf integer[]
 ) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    left_scope text[] := '{{}}';
+    left_len integer[] := '{{}}';
+    change record;
 BEGIN
     IF cardinality(gone) > 0 THEN
-        DELETE FROM mnemo_terms WHERE id = ANY(gone);
-        DELETE FROM mnemo_docs WHERE id = ANY(gone);
+        DELETE FROM mnemo_terms WHERE seq = ANY(gone_seqs);
+        WITH d AS (DELETE FROM mnemo_docs WHERE id = ANY(gone) RETURNING scope, length)
+            SELECT coalesce(array_agg(d.scope), '{{}}'), coalesce(array_agg(d.length), '{{}}')
+            INTO left_scope, left_len FROM d;
     END IF;
-    INSERT INTO mnemo_docs (id, scope, seq, length) SELECT * FROM unnest(d_id, d_scope, d_seq, d_len);
-    INSERT INTO mnemo_terms (term, id, tf) SELECT w, d_id[k], f FROM unnest(w_term, w_doc, w_tf) u(w, k, f);
+    INSERT INTO mnemo_docs (seq, id, scope, length) SELECT * FROM unnest(d_seq, d_id, d_scope, d_len);
+    INSERT INTO mnemo_terms (term, seq, tf, length, scope)
+        SELECT w, d_seq[k], f, d_len[k], d_scope[k] FROM unnest(w_term, w_doc, w_tf) u(w, k, f);
+    -- each scope's change (the caller holds the head row: no other writer changes them meanwhile)
+    FOR change IN
+        SELECT c.scope, sum(c.docs) AS docs, sum(c.length) AS length FROM (
+            SELECT u.scope, -1, -u.length FROM unnest(left_scope, left_len) u(scope, length)
+            UNION ALL SELECT u.scope, 1, u.length FROM unnest(d_scope, d_len) u(scope, length)
+        ) c(scope, docs, length) GROUP BY c.scope HAVING sum(c.docs) <> 0 OR sum(c.length) <> 0
+    LOOP
+        UPDATE mnemo_text_scopes SET docs = docs + change.docs, length = length + change.length
+            WHERE scope = change.scope;
+        IF NOT FOUND THEN
+            INSERT INTO mnemo_text_scopes (scope, docs, length) VALUES (change.scope, change.docs, change.length);
+        END IF;
+    END LOOP;
+    IF cardinality(left_scope) > 0 THEN
+        DELETE FROM mnemo_text_scopes WHERE scope = ANY(left_scope) AND docs <= 0;
+    END IF;
 END;
 $$;
 
--- Version 3's mnemo_put, and the document and terms of each put whose content is text: `d_put` (the
--- put, from 1) and `d_len` (its length in terms) for each document, `w_term`, `w_put` and `w_tf` for
--- each of their terms.
+-- Version 3's mnemo_put, and the text index of the puts whose content is text: `d_put` (the put, from
+-- 1) and `d_len` (its length in terms) for each document, `w_term`, `w_doc` (the position of its
+-- document in d_put) and `w_tf` for each of their terms.
 DROP PROCEDURE mnemo_put;
 CREATE PROCEDURE mnemo_put(
     want_acl bigint, sync boolean, p_ts bigint[], p_tail bytea[], p_payload bytea[],
     r_id text[], r_scope text[], v_agent text[], v_size bigint[], t_tag text[], t_put integer[],
-    d_put integer[], d_len integer[], w_term text[], w_put integer[], w_tf integer[],
+    d_put integer[], d_len integer[], w_term text[], w_doc integer[], w_tf integer[],
     INOUT o_applied boolean DEFAULT NULL, INOUT o_seq bigint DEFAULT NULL, INOUT o_hash bytea DEFAULT NULL,
     INOUT o_ts bigint DEFAULT NULL, INOUT o_acl bigint DEFAULT NULL, INOUT o_times bigint[] DEFAULT NULL,
     INOUT o_hashes bytea[] DEFAULT NULL
@@ -628,9 +665,11 @@ BEGIN
         SELECT i, 1, s, t, a, z, x, length(r), length(p)
         FROM unnest(r_id, e_seq, o_times, v_agent, v_size, o_hashes, e_raw, p_payload) u(i, s, t, a, z, x, r, p);
     INSERT INTO mnemo_tags (tag, id) SELECT g, r_id[k] FROM unnest(t_tag, t_put) u(g, k);
-    INSERT INTO mnemo_docs (id, scope, seq, length)
-        SELECT r_id[k], r_scope[k], e_seq[k], n FROM unnest(d_put, d_len) u(k, n);
-    INSERT INTO mnemo_terms (term, id, tf) SELECT w, r_id[k], f FROM unnest(w_term, w_put, w_tf) u(w, k, f);
+    PERFORM mnemo_index_text('{{}}', '{{}}',
+        ARRAY(SELECT e_seq[k] FROM unnest(d_put) WITH ORDINALITY u(k, o) ORDER BY o),
+        ARRAY(SELECT r_id[k] FROM unnest(d_put) WITH ORDINALITY u(k, o) ORDER BY o),
+        ARRAY(SELECT r_scope[k] FROM unnest(d_put) WITH ORDINALITY u(k, o) ORDER BY o),
+        d_len, w_term, w_doc, w_tf);
     UPDATE mnemo_head SET seq = last_seq, hash = prev, ts_ns = last_ts;
     IF sync THEN
         COMMIT;
@@ -648,7 +687,7 @@ BUILDS: dict[int, Callable[[Any], None]] = {4: build_text_index}
 
 TABLES = (
     "mnemo_meta", "mnemo_head", "mnemo_entries", "mnemo_payloads", "mnemo_records", "mnemo_versions",
-    "mnemo_tags", "mnemo_forgotten", "mnemo_tree", "mnemo_docs", "mnemo_terms",
+    "mnemo_tags", "mnemo_forgotten", "mnemo_tree", "mnemo_docs", "mnemo_terms", "mnemo_text_scopes",
 )
 
 # What the application role of a database may do (grant_application_role): append to the chain and
@@ -667,6 +706,7 @@ APPLICATION_PRIVILEGES = {
     "mnemo_tree": "SELECT, INSERT",
     "mnemo_docs": "SELECT, INSERT, DELETE",
     "mnemo_terms": "SELECT, INSERT, DELETE",
+    "mnemo_text_scopes": "SELECT, INSERT, UPDATE, DELETE",
 }
 
 

@@ -19,8 +19,8 @@ PUT_CALL = (
     "%s::bigint[], %s::text[], %s::integer[], %s::integer[], %s::integer[], %s::text[], %s::integer[], %s::integer[])"
 )
 TEXT_CALL = (
-    "SELECT mnemo_index_text(%s::text[], %s::text[], %s::text[], %s::bigint[], %s::integer[], %s::text[], "
-    "%s::integer[], %s::integer[])"
+    "SELECT mnemo_index_text(%s::text[], %s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::integer[], "
+    "%s::text[], %s::integer[], %s::integer[])"
 )
 COMMIT_CALL = (
     "SELECT mnemo_commit(%s::bigint[], %s::text[], %s::bytea[], %s::bytea[], %s::bigint[], %s::bytea[], "
@@ -96,42 +96,48 @@ def recall_sql(
     exact: list[str], prefixes: list[str], scopes: ScopeFilter, tags: Query, touched: list[str]
 ) -> tuple[str, list[Any]]:
     """One read of the text index for a recall, in one statement (one snapshot), and its parameters. The
-    corpus is the documents of the scopes `scopes` admits; its rows are (kind, name, id, x, y, tagged):
+    corpus is the documents of the scopes `scopes` admits; its rows are (kind, name, a, b, c):
 
-    - (0, NULL, NULL, documents, total length) of the corpus;
-    - (1, id, NULL, length, seq, tagged) for each document of the corpus holding one of the `exact` terms
-      or a term starting with one of the `prefixes`; `tagged` when its tag rows match `tags`;
-    - (2, term, id, tf, NULL, NULL) for each posting of those terms in the corpus;
-    - (3, id, NULL, length, seq, NULL) for the document in the corpus of each record of `touched`.
+    - (0, NULL, documents, total length, NULL): the corpus's, summed over its scopes' totals;
+    - (1, term, seq, tf, length) for each posting in the corpus of one of the `exact` terms or of a term
+      starting with one of the `prefixes`, with its document's length;
+    - (2, NULL, seq, NULL, NULL) for each document of those postings whose tag rows match `tags` (none
+      when `tags` asks for none: every document matches);
+    - (3, id, seq, length, NULL) for the document in the corpus of each record of `touched`.
 
     Terms are found by the index of their first TERM_KEY characters, then compared whole; a prefix by a
     range of that index (the first TERM_KEY // 4 characters of a prefix lie within a term's key, however
-    many bytes the database's encoding counts a character as), then by LIKE. Precondition: `exact` or
-    `prefixes` is not empty."""
+    many bytes the database's encoding counts a character as), then by LIKE. A posting's row holds its
+    document's scope and length: nothing is looked up for each, so a read costs what its postings do,
+    whatever the corpus's size. Precondition: `exact` or `prefixes` is not empty."""
+    where, scope_params = scope_sql(scopes, "t.scope")
     parts: list[str] = []
     params: list[Any] = []
+    postings = f"SELECT t.term, t.seq, t.tf, t.length FROM mnemo_terms t WHERE {where} AND "
     if exact:
-        parts.append(f"SELECT t.term, t.id, t.tf FROM mnemo_terms t WHERE left(t.term, {TERM_KEY}) = "
-                     f"ANY(ARRAY(SELECT left(x, {TERM_KEY}) FROM unnest(%s::text[]) x)) AND t.term = ANY(%s::text[])")
-        params += [exact, exact]
+        parts.append(f"{postings}left(t.term, {TERM_KEY}) = ANY(ARRAY(SELECT left(x, {TERM_KEY}) "
+                     "FROM unnest(%s::text[]) x)) AND t.term = ANY(%s::text[])")
+        params += [*scope_params, exact, exact]
     for prefix in prefixes:
         sql, prefix_params = _prefix_sql(f"left(t.term, {TERM_KEY})", prefix[: TERM_KEY // 4])
-        parts.append(f"SELECT t.term, t.id, t.tf FROM mnemo_terms t WHERE {sql} AND t.term LIKE %s")
-        params += [*prefix_params, _like_prefix(prefix)]
+        parts.append(f"{postings}{sql} AND t.term LIKE %s")
+        params += [*scope_params, *prefix_params, _like_prefix(prefix)]
     where, scope_params = scope_sql(scopes, "d.scope")
-    tagged, tag_params = _tags_sql(tags, "d.id")
     sql = (
-        f"WITH p AS MATERIALIZED ({' UNION ALL '.join(parts)}), "
-        f"c AS MATERIALIZED (SELECT d.id, d.length, d.seq, {tagged} AS tagged FROM mnemo_docs d "
-        f"WHERE d.id IN (SELECT p.id FROM p) AND {where}) "
-        "SELECT 0, NULL::text, NULL::text, count(*), coalesce(sum(d.length), 0), NULL::boolean "
-        f"FROM mnemo_docs d WHERE {where} "
-        "UNION ALL SELECT 1, c.id, NULL, c.length, c.seq, c.tagged FROM c "
-        "UNION ALL SELECT 2, p.term, p.id, p.tf, NULL, NULL FROM p JOIN c ON c.id = p.id "
-        "UNION ALL SELECT 3, d.id, NULL, d.length, d.seq, NULL FROM mnemo_docs d "
-        f"WHERE d.id = ANY(%s::text[]) AND {where}"
+        f"WITH p AS MATERIALIZED ({' UNION ALL '.join(parts)}) "
+        "SELECT 0, NULL::text, coalesce(sum(d.docs), 0)::bigint, coalesce(sum(d.length), 0)::bigint, NULL::bigint "
+        f"FROM mnemo_text_scopes d WHERE {where} "
+        "UNION ALL SELECT 1, p.term, p.seq, p.tf, p.length FROM p "
     )
-    return sql, [*params, *tag_params, *scope_params, *scope_params, touched, *scope_params]
+    params += scope_params
+    if tags.tags or tags.any_tags or tags.tag_prefix is not None:
+        tagged, tag_params = _tags_sql(tags, "d.id")
+        sql += ("UNION ALL SELECT 2, NULL, q.seq, NULL, NULL FROM (SELECT DISTINCT p.seq FROM p) q CROSS JOIN LATERAL "
+                f"(SELECT d.id FROM mnemo_docs d WHERE d.seq = q.seq OFFSET 0) d WHERE {tagged} ")
+        params += tag_params
+    sql += ("UNION ALL SELECT 3, d.id, d.seq, d.length, NULL FROM mnemo_docs d "
+            f"WHERE d.id = ANY(%s::text[]) AND {where}")
+    return sql, [*params, touched, *scope_params]
 
 
 def select_source(query: Query) -> tuple[str, list[Any], list[tuple[str, list[Any]]]]:

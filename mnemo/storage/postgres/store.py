@@ -59,13 +59,13 @@ LATEST_LOADED = (
 
 
 class _Unserved(Exception):
-    """A document recall ranked that the chain does not bear out: its record's latest version is not the
-    one indexed (`changed`: a commit since the index was read, or a row of the index), or it is, and its
-    content is not text matching the query or its tags do not match."""
+    """A document recall ranked (named by its seq) that the chain does not bear out: no record the caller
+    may read has it as its latest version (`changed`: a commit since the index was read, or a row of the
+    index), or one has, and its content is not text matching the query or its tags do not match."""
 
-    def __init__(self, rec_id: str, changed: bool) -> None:
-        super().__init__(rec_id)
-        self.rec_id, self.changed = rec_id, changed
+    def __init__(self, seq: int, changed: bool) -> None:
+        super().__init__(seq)
+        self.seq, self.changed = seq, changed
 
 
 def _recall_terms(query: RecallQuery) -> tuple[list[str], list[str]]:
@@ -435,14 +435,14 @@ class PostgresStore(Commits):
     def recall(self, query: RecallQuery, scopes: ScopeFilter, tags: Query, limit: int) -> list[Hit]:
         """Recall over the text index's tables (text_index.py): the corpus's statistics and the postings of
         every term the query names or its prefixes reach, in one statement; the texts of the documents
-        that hold a phrase's words, in one more when there is a phrase; the hits' latest versions, read
-        and checked as select reads them, in one more (none if all were read for a phrase).
+        that hold every word of a phrase, in one more when there is a phrase; the hits' latest versions,
+        read and checked as select reads them, in one more (none if all were read for a phrase).
 
-        The tables are the index, not the truth: a hit is served only if its latest version is the one
-        indexed, its checked content matches the query and its checked tags match `tags`. A hit whose
-        version changed since the index was read (a commit in between) makes the index be read again; one
-        the chain contradicts (a row the application role wrote) is left out and the rest ranked again,
-        so that `limit` is still met (verify names the row)."""
+        The tables are the index, not the truth: a hit is served only if its record's latest version is
+        the one indexed, its checked content matches the query and its checked tags match `tags`. A hit
+        whose record changed since the index was read (a commit in between) makes the index be read
+        again; one the chain contradicts (a row the application role wrote) is left out and the rest
+        ranked again, so that `limit` is still met (verify names the row)."""
         if limit == 0:
             return []
         batch = self.current_batch()
@@ -453,11 +453,12 @@ class PostgresStore(Commits):
             rec_id for rec_id, rec in batch.recs.items() if rec is None or rec.versions[0].slot_off >= 0
         ]
         sql, params = recall_sql(exact, prefixes, scopes, tags, touched)
-        left_out: set[str] = set()  # documents the chain contradicts
-        suspects: dict[str, int] = {}  # documents found changed once: id -> seq indexed
+        filtered = bool(tags.tags or tags.any_tags or tags.tag_prefix is not None)
+        left_out: set[int] = set()  # documents the chain contradicts
+        suspects: set[int] = set()  # documents found changed once
         for _attempt in range(RECALL_READS):
-            loaded: dict[str, tuple[Rec, bytes]] = {}
-            base = self._read_text_index(sql, params, exact, prefixes, loaded, scopes, batch, conn)
+            loaded: dict[int, tuple[Rec, bytes]] = {}
+            base = self._read_text_index(sql, params, exact, prefixes, filtered, loaded, scopes, batch, conn)
             self._load_phrase_texts(query, base, loaded, scopes, batch, conn)
             changed = None
             while changed is None:
@@ -465,109 +466,112 @@ class PostgresStore(Commits):
                     return self._rank(query, tags, limit, base, loaded, left_out, scopes, batch, conn)
                 except _Unserved as exc:
                     if exc.changed:
-                        changed = exc.rec_id
+                        changed = exc.seq
                     else:
-                        left_out.add(exc.rec_id)
-            # A hit changed since the index was read: read it again. The same document found changed
-            # twice is the index's doing, not a commit's: it is left out.
-            seq = base.seq(changed)
-            if suspects.get(changed) == seq:
+                        left_out.add(exc.seq)
+            # A hit's record changed since the index was read: read it again. The same document found
+            # changed twice is the index's doing, not a commit's: it is left out.
+            if changed in suspects:
                 left_out.add(changed)
-            suspects[changed] = seq
+            suspects.add(changed)
         raise IntegrityError(f"{self.path}: recall could not read its hits: the records keep changing under it")
 
     def _read_text_index(
-        self, sql: str, params: list[Any], exact: list[str], prefixes: list[str], loaded: dict[str, tuple[Rec, bytes]],
-        scopes: ScopeFilter, batch: Batch | None, conn: psycopg.Connection[Any] | None,
+        self, sql: str, params: list[Any], exact: list[str], prefixes: list[str], filtered: bool,
+        loaded: dict[int, tuple[Rec, bytes]], scopes: ScopeFilter, batch: Batch | None,
+        conn: psycopg.Connection[Any] | None,
     ) -> TableSource:
-        """The index as recall reads it (one round trip), its texts read into `loaded`."""
+        """The index as recall reads it (one round trip); the texts it gives phrases are read into `loaded`."""
         try:
-            return TableSource(self._fetch(sql, params, conn), exact, prefixes,
-                               lambda key, seq: self._indexed_text(key, seq, loaded, scopes, batch, conn))
+            return TableSource(self._fetch(sql, params, conn), exact, prefixes, filtered,
+                               lambda seq: self._indexed_text(seq, loaded, scopes, batch, conn))
         except IndexDisagrees as exc:
             raise IntegrityError(f"{self.path}: the text index disagrees with itself ({exc}): run verify") from None
 
     def _rank(
-        self, query: RecallQuery, tags: Query, limit: int, base: TableSource, loaded: dict[str, tuple[Rec, bytes]],
-        left_out: set[str], scopes: ScopeFilter, batch: Batch | None, conn: psycopg.Connection[Any] | None,
+        self, query: RecallQuery, tags: Query, limit: int, base: TableSource, loaded: dict[int, tuple[Rec, bytes]],
+        left_out: set[int], scopes: ScopeFilter, batch: Batch | None, conn: psycopg.Connection[Any] | None,
     ) -> list[Hit]:
         """The best hits over `base` as this thread's open transaction sees it, none of `left_out`."""
-        filtered = bool(tags.tags or tags.any_tags or tags.tag_prefix is not None)
+        tagged = base.tagged
 
-        def keep(key: str | Staged) -> bool:
+        def keep(key: int | Staged) -> bool:
             if isinstance(key, Staged):
                 rec = batch.recs[key.rec_id] if batch is not None else None
                 return rec is not None and tags.matches(rec.tags)
-            return key not in left_out and (not filtered or key in base.tagged)
+            return key not in left_out and (tagged is None or key in tagged)
 
         def staged_text(rec: Rec) -> str | None:
             assert batch is not None  # the overlay reads only the records of an open transaction
             return searchable_text(self._overlay_found(rec, "latest", batch, conn).packed[0])
 
-        source: Any = in_transaction(
-            base, batch, scopes, lambda rec_id: rec_id if rec_id in base.touched else None, staged_text)
+        source: Any = in_transaction(base, batch, scopes, base.touched.get, staged_text)
         ranked = search(query, source, limit, keep)
-        return self._recall_hits(query, tags, ranked, base, loaded, scopes, batch, conn)
+        return self._recall_hits(query, tags, ranked, loaded, scopes, batch, conn)
 
     def _load_texts(
-        self, ids: list[str], scopes: ScopeFilter, batch: Batch | None, conn: psycopg.Connection[Any] | None,
-        loaded: dict[str, tuple[Rec, bytes]],
+        self, seqs: list[int], scopes: ScopeFilter, batch: Batch | None, conn: psycopg.Connection[Any] | None,
+        loaded: dict[int, tuple[Rec, bytes]],
     ) -> None:
-        """The records `ids` that `scopes` admits, each with the packed fields of its latest version
-        (checked against its put) and the tags that put holds, into `loaded` (one round trip)."""
+        """The records that `scopes` admits whose versions include one of `seqs`, each with the packed
+        fields of its latest version (checked against its put) and the tags that put holds, into `loaded`
+        by those seqs (one round trip)."""
         where, params = scope_sql(scopes)
-        source = ("unnest(%s::text[]) c(id) CROSS JOIN LATERAL "
-                  "(SELECT x.id, x.scope, x.ver FROM mnemo_records x WHERE x.id = c.id OFFSET 0) r")
-        rows = self._fetch(_latest_sql(source, where, "", LATEST_LOADED), [ids, *params], conn, binary=True)
+        source = ("(SELECT DISTINCT w.id FROM unnest(%s::bigint[]) c(seq) JOIN mnemo_versions w ON w.seq = c.seq) c "
+                  "CROSS JOIN LATERAL (SELECT x.id, x.scope, x.ver FROM mnemo_records x WHERE x.id = c.id OFFSET 0) r")
+        rows = self._fetch(_latest_sql(source, where, "", LATEST_LOADED), [seqs, *params], conn, binary=True)
+        wanted = set(seqs)
         for rec, versions in group_rows(rows, with_payloads=True):
             packed = self._checked(rec, rec.latest, *versions[-1], batch)
             put_tags = _put_tags(packed)
             if put_tags is not None and set(put_tags) != set(rec.tags):
                 rec = rec._replace(tags=put_tags)
-            loaded[rec.id] = (rec, packed)
+            for version in rec.versions:
+                if version.seq in wanted:
+                    loaded[version.seq] = (rec, packed)
 
     def _load_phrase_texts(
-        self, query: RecallQuery, source: TableSource, loaded: dict[str, tuple[Rec, bytes]], scopes: ScopeFilter,
+        self, query: RecallQuery, source: TableSource, loaded: dict[int, tuple[Rec, bytes]], scopes: ScopeFilter,
         batch: Batch | None, conn: psycopg.Connection[Any] | None,
     ) -> None:
         """The texts the ranking will read, in one round trip: those of the documents holding every word
         of a phrase of the query."""
-        wanted: set[str] = set()
+        wanted: set[int] = set()
         for clause in (*query.include, *query.exclude):
             if isinstance(clause, Phrase):
                 lists = sorted((source.postings(atom) for atom in set(clause.atoms)), key=len)
                 wanted.update(key for key in lists[0] if all(key in other for other in lists[1:]))
-        wanted -= source.touched  # the open transaction's documents of them are its own
+        wanted.difference_update(source.touched.values())  # the open transaction's documents of them are its own
         if wanted:
             self._load_texts(sorted(wanted), scopes, batch, conn, loaded)
 
     def _indexed_text(
-        self, key: str, seq: int, loaded: dict[str, tuple[Rec, bytes]], scopes: ScopeFilter, batch: Batch | None,
+        self, seq: int, loaded: dict[int, tuple[Rec, bytes]], scopes: ScopeFilter, batch: Batch | None,
         conn: psycopg.Connection[Any] | None,
     ) -> str:
-        """The text of the document `key`, indexed as of `seq`: its record's latest version, which must be
-        that one (_Unserved otherwise)."""
-        if key not in loaded:
-            self._load_texts([key], scopes, batch, conn, loaded)
-        found = loaded.get(key)
+        """The text of the document of `seq`: its record's latest version, which must be that one
+        (_Unserved otherwise)."""
+        if seq not in loaded:
+            self._load_texts([seq], scopes, batch, conn, loaded)
+        found = loaded.get(seq)
         if found is None or found[0].latest.seq != seq:
-            raise _Unserved(key, changed=True)
+            raise _Unserved(seq, changed=True)
         try:
             text = searchable_text(found[1])
         except Exception:  # msgpack raises several unrelated types on garbage: no text
             text = None
         if text is None:
-            raise _Unserved(key, changed=False)
+            raise _Unserved(seq, changed=False)
         return text
 
     def _recall_hits(
-        self, query: RecallQuery, tags: Query, ranked: list[tuple[str | Staged, float]], source: TableSource,
-        loaded: dict[str, tuple[Rec, bytes]], scopes: ScopeFilter, batch: Batch | None,
+        self, query: RecallQuery, tags: Query, ranked: list[tuple[int | Staged, float]],
+        loaded: dict[int, tuple[Rec, bytes]], scopes: ScopeFilter, batch: Batch | None,
         conn: psycopg.Connection[Any] | None,
     ) -> list[Hit]:
         """The ranked documents as hits, each record's latest version read and checked (those not read for
         a phrase, in one round trip); _Unserved for the first the chain does not bear out."""
-        missing = [key for key, _score in ranked if isinstance(key, str) and key not in loaded]
+        missing = [key for key, _score in ranked if isinstance(key, int) and key not in loaded]
         if missing:
             self._load_texts(missing, scopes, batch, conn, loaded)
         hits: list[Hit] = []
@@ -578,7 +582,7 @@ class PostgresStore(Commits):
                 assert rec is not None  # the overlay's documents are its live records
                 hits.append(Hit(self._overlay_found(rec, "latest", batch, conn), score))
                 continue
-            text = self._indexed_text(key, source.seq(key), loaded, scopes, batch, conn)
+            text = self._indexed_text(key, loaded, scopes, batch, conn)
             rec, packed = loaded[key]
             if query.features(analyse(text)) is None or not tags.matches(rec.tags):
                 raise _Unserved(key, changed=False)
@@ -619,15 +623,20 @@ class PostgresStore(Commits):
         return verify_postgres(self, pubkey, expect_head, progress)
 
     def compact(self) -> dict[str, int]:
-        """VACUUM FULL the tables that held erased bytes (payloads, tags and the text index's terms, with
-        their TOAST tables and indexes): each is rewritten into new files and the old ones are removed, so
-        that no file of the database keeps the bytes of a forgotten record's dead rows. Needs the tables'
-        owner."""
+        """Rewrite the tables that held erased bytes (payloads and tags by VACUUM FULL, the text index's
+        terms by CLUSTER, in term order; with their TOAST tables and indexes): each is rewritten into new
+        files and the old ones are removed, so that no file of the database keeps the bytes of a forgotten
+        record's dead rows. Needs the tables' owner."""
         if self.current_batch() is not None:
             raise MnemoError("compact() cannot run inside a transaction")
         self.check_writable()
         size = "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0) FROM unnest(%s::text[]) t"
-        rewritten = ["mnemo_payloads", "mnemo_tags", "mnemo_terms"]
+        # each rewritten table, by the command that rewrites it: the terms in term order, so that a term's
+        # postings are together (CLUSTER is VACUUM FULL's rewrite, in an index's order)
+        rewrites = {"mnemo_payloads": ("VACUUM FULL", "VACUUM (FULL) mnemo_payloads"),
+                    "mnemo_tags": ("VACUUM FULL", "VACUUM (FULL) mnemo_tags"),
+                    "mnemo_terms": ("CLUSTER", "CLUSTER mnemo_terms USING mnemo_terms_term")}
+        rewritten = list(rewrites)
         tables = [*rewritten, "mnemo_versions", "mnemo_records", "mnemo_docs"]
         owned = self._fetch(
             "SELECT bool_and(pg_has_role(current_user, c.relowner, 'USAGE')) FROM pg_class c "
@@ -656,11 +665,12 @@ class PostgresStore(Commits):
                     conn = self._reads()
                     conn.execute(self._lock_timeout_setting)
                     try:
-                        for table in rewritten:
+                        for table, (command, statement) in rewrites.items():
                             try:
-                                conn.execute(f"VACUUM (FULL) {table}")
+                                conn.execute(statement)
                             except pg_errors.LockNotAvailable:
-                                raise horizon.held(self._fetch, table, self.lock_timeout, self.path) from None
+                                raise horizon.held(self._fetch, table, self.lock_timeout, self.path,
+                                                   command) from None
                     finally:  # the read connection's later reads wait as long as they always did
                         with contextlib.suppress(psycopg.Error):
                             conn.execute("RESET lock_timeout")

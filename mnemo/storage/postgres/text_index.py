@@ -1,6 +1,7 @@
 """Recall's index in PostgreSQL's tables (docs/POSTGRES.md, "Recall"): `mnemo_docs`, a row for each live
-record whose latest content is text (its scope, the seq of that version, its length in terms), and
-`mnemo_terms`, a row for each distinct term of each such document (how often it holds it).
+record whose latest content is text (the seq of that version, which names the document, its record, scope
+and length in terms); `mnemo_terms`, a row for each distinct term of each document (how often it holds
+it, with the document's length and scope); `mnemo_text_scopes`, each scope's number of documents and their total length.
 
 The terms are mnemo.recall.analysis's, computed here in Python from the text the writer has in hand, so
 that the index holds exactly what the file backend's does: a commit writes its documents' rows in its own
@@ -25,6 +26,10 @@ and a word of a text can be longer. A lookup compares the whole term after the i
 TERM_KEY characters."""
 
 BUILD_BATCH = 1000  # records read at a time while the index is built for the records already there
+COUNT_SCOPES = (
+    "INSERT INTO mnemo_text_scopes (scope, docs, length) SELECT scope, count(*), sum(length) FROM mnemo_docs "
+    "GROUP BY scope"
+)
 
 
 class Doc(NamedTuple):
@@ -50,22 +55,22 @@ def doc_of(packed: bytes | memoryview) -> Doc | None:
 
 class TextRows:
     """The rows a commit writes to the text index, as the arrays mnemo_index_text takes: the documents
-    that come in (id, scope, seq, length) and their terms (term, the document's position from 1, tf)."""
+    that come in (seq, id, scope, length) and their terms (term, the document's position from 1, tf)."""
 
     def __init__(self) -> None:
+        self.seqs: list[int] = []
         self.ids: list[str] = []
         self.scopes: list[str] = []
-        self.seqs: list[int] = []
         self.lengths: list[int] = []
         self.terms: list[str] = []
         self.docs: list[int] = []
         self.tfs: list[int] = []
         self.size = 0  # the bytes of its terms, about
 
-    def add(self, rec_id: str, scope: str, seq: int, doc: Doc) -> None:
+    def add(self, seq: int, rec_id: str, scope: str, doc: Doc) -> None:
+        self.seqs.append(seq)
         self.ids.append(rec_id)
         self.scopes.append(scope)
-        self.seqs.append(seq)
         self.lengths.append(doc.length)
         k = len(self.ids)
         for term, tf in doc.counts.items():
@@ -74,20 +79,20 @@ class TextRows:
             self.tfs.append(tf)
             self.size += len(term) + 8
 
-    def columns(self, gone: list[str]) -> list[Any]:
-        """mnemo_index_text's arguments, with the records whose documents leave."""
-        return [gone, self.ids, self.scopes, self.seqs, self.lengths, self.terms, self.docs, self.tfs]
+    def columns(self, gone: list[str], gone_seqs: list[int]) -> list[Any]:
+        """mnemo_index_text's arguments, with the records whose documents leave and their versions."""
+        return [gone, gone_seqs, self.seqs, self.ids, self.scopes, self.lengths, self.terms, self.docs, self.tfs]
 
 
-def put_text_columns(payloads: Iterable[bytes]) -> tuple[list[Any], int]:
-    """mnemo_put's text index arrays for new records' puts, given their payloads in order (d_put, d_len,
-    w_term, w_put, w_tf), and the bytes of their terms, about."""
+def put_text_columns(payloads: Iterable[bytes]) -> list[Any]:
+    """mnemo_put's text index arrays for new records' puts, given their payloads in order: d_put, d_len
+    (the put, from 1, and the length of each document) and w_term, w_doc, w_tf (each of their terms, with
+    its document's position in d_put)."""
     d_put: list[int] = []
     d_len: list[int] = []
     w_term: list[str] = []
-    w_put: list[int] = []
+    w_doc: list[int] = []
     w_tf: list[int] = []
-    size = 0
     for k, payload in enumerate(payloads, 1):
         doc = doc_of(payload[SALT_SIZE:])
         if doc is None:
@@ -96,10 +101,9 @@ def put_text_columns(payloads: Iterable[bytes]) -> tuple[list[Any], int]:
         d_len.append(doc.length)
         for term, tf in doc.counts.items():
             w_term.append(term)
-            w_put.append(k)
+            w_doc.append(len(d_put))
             w_tf.append(tf)
-            size += len(term) + 8
-    return [d_put, d_len, w_term, w_put, w_tf], size
+    return [d_put, d_len, w_term, w_doc, w_tf]
 
 
 def build_text_index(conn: Any) -> None:
@@ -116,14 +120,15 @@ def build_text_index(conn: Any) -> None:
             [after, after, BUILD_BATCH], binary=True,
         ).fetchall()
         if not rows:
-            return
+            break
         with conn.cursor() as cur:
             copy_text_index(cur, _readable_docs(rows))
         after = rows[-1][0]
+    conn.execute(COUNT_SCOPES)
 
 
-def _readable_docs(rows: list[Any]) -> list[tuple[str, str, int, Doc]]:
-    out: list[tuple[str, str, int, Doc]] = []
+def _readable_docs(rows: list[Any]) -> list[tuple[int, str, str, Doc]]:
+    out: list[tuple[int, str, str, Doc]] = []
     for rec_id, scope, ver, seq, chain_hash, raw, payload in rows:
         if raw is None or payload is None:
             continue
@@ -131,63 +136,69 @@ def _readable_docs(rows: list[Any]) -> list[tuple[str, str, int, Doc]]:
             continue
         doc = doc_of(bytes(payload)[SALT_SIZE:])
         if doc is not None:
-            out.append((rec_id, scope, seq, doc))
+            out.append((seq, rec_id, scope, doc))
     return out
 
 
-def copy_text_index(cur: Any, docs: Iterable[tuple[str, str, int, Doc]]) -> None:
-    """Write the rows of these documents, each (id, scope, seq, document), by COPY on the psycopg cursor."""
+def copy_text_index(cur: Any, docs: Iterable[tuple[int, str, str, Doc]]) -> None:
+    """Write the rows of these documents, each (seq, id, scope, document), by COPY on the psycopg cursor;
+    the scopes' totals are the caller's to count (COUNT_SCOPES) once every document is in."""
     docs = list(docs)
-    with cur.copy("COPY mnemo_docs (id, scope, seq, length) FROM STDIN") as out:
-        for rec_id, scope, seq, doc in docs:
-            out.write_row((rec_id, scope, seq, doc.length))
-    with cur.copy("COPY mnemo_terms (term, id, tf) FROM STDIN") as out:
-        for rec_id, _scope, _seq, doc in docs:
+    with cur.copy("COPY mnemo_docs (seq, id, scope, length) FROM STDIN") as out:
+        for seq, rec_id, scope, doc in docs:
+            out.write_row((seq, rec_id, scope, doc.length))
+    with cur.copy("COPY mnemo_terms (term, seq, tf, length, scope) FROM STDIN") as out:
+        for seq, _rec_id, scope, doc in docs:
             for term, tf in doc.counts.items():
-                out.write_row((term, rec_id, tf))
+                out.write_row((term, seq, tf, doc.length, scope))
 
 
 class IndexDisagrees(ValueError):
-    """The text index's rows contradict themselves (a term held by a document of no terms): they were
-    changed behind the store's back."""
+    """The text index's rows contradict themselves (terms held in a corpus whose totals say it holds no
+    document, or no term): they were changed behind the store's back."""
 
 
 class TableSource:
     """A Source (mnemo.recall.engine) over the rows of one read of the index (sql.recall_sql), all taken
-    in one snapshot: the corpus's totals, its documents holding the query's terms and the terms its
-    prefixes reach (with their lengths, seqs, and whether their tag rows match the query's tags), those
-    terms' postings, and the documents of the records an open transaction changed. A document is named
-    by its record's id; its text is read by `text(id, seq indexed)` (for phrases)."""
+    in one snapshot: the corpus's totals, the postings of the query's terms and of the terms its prefixes
+    reach (with their documents' lengths), which of those documents have the tags asked for (`tagged`:
+    None when no tags were asked for), and the documents of the records an open transaction changed
+    (`touched`: id -> seq). A document is named by its seq; its text is read by `text(seq)` (for
+    phrases)."""
 
     def __init__(self, rows: Iterable[tuple[Any, ...]], exact: Iterable[str], prefixes: Iterable[str],
-                 text: Callable[[str, int], str]) -> None:
+                 filtered: bool, text: Callable[[int], str]) -> None:
         self.n_docs = self.total = 0
-        self.docs: dict[str, tuple[int, int]] = {}  # id -> (length, seq)
-        self.tagged: set[str] = set()  # the documents whose tag rows match the query's tags
-        self.touched: set[str] = set()  # the documents of records the open transaction changed
-        self.by_term: dict[str, dict[str, int]] = {}
+        self.lengths: dict[int, int] = {}
+        self.tagged: set[int] | None = set() if filtered else None
+        self.touched: dict[str, int] = {}
+        self.by_term: dict[str, dict[int, int]] = {}
         self.exact = frozenset(exact)
         self.prefixes = tuple(prefixes)
         self._text = text
-        for kind, name, rec_id, x, y, tagged in rows:
-            if kind == 0:
-                self.n_docs, self.total = int(x), int(y)
-            elif kind == 1:
-                self.docs[name] = (int(x), int(y))
-                if tagged:
-                    self.tagged.add(name)
+        lengths, by_term = self.lengths, self.by_term
+        for kind, name, a, b, c in rows:
+            if kind == 1:  # a posting: term, seq, tf, length
+                found = by_term.get(name)
+                if found is None:
+                    found = by_term[name] = {}
+                found[a] = b
+                lengths[a] = c
+            elif kind == 0:
+                self.n_docs, self.total = a, b
             elif kind == 2:
-                self.by_term.setdefault(name, {})[rec_id] = int(x)
+                if self.tagged is not None:
+                    self.tagged.add(a)
             else:
-                self.docs[name] = (int(x), int(y))
-                self.touched.add(name)
-        if self.by_term and self.total <= 0:
-            raise IndexDisagrees("a term is held by documents whose lengths sum to 0")
+                self.touched[name] = a
+                lengths[a] = b
+        if by_term and (self.n_docs <= 0 or self.total <= 0):
+            raise IndexDisagrees("terms are held by documents of a corpus counted as empty")
 
     def totals(self) -> tuple[int, int]:
         return self.n_docs, self.total
 
-    def postings(self, term: str) -> dict[str, int]:
+    def postings(self, term: str) -> dict[int, int]:
         if term not in self.exact and not term.startswith(self.prefixes):
             raise LookupError(f"the postings of {term!r} were not read")  # the read names every term recall asks for
         return self.by_term.get(term, {})
@@ -197,17 +208,17 @@ class TableSource:
             raise LookupError(f"the terms of prefix {prefix!r} were not read")
         return sorted(term for term in self.by_term if term.startswith(prefix))
 
-    def length(self, key: str) -> int:
-        return self.docs[key][0]
+    def length(self, key: int) -> int:
+        return self.lengths[key]
 
-    def seq(self, key: str) -> int:
-        return self.docs[key][1]
+    def seq(self, key: int) -> int:
+        return key
 
-    def text(self, key: str) -> str:
-        return self._text(key, self.docs[key][1])
+    def text(self, key: int) -> str:
+        return self._text(key)
 
 
 __all__ = [
-    "BUILD_BATCH", "Doc", "IndexDisagrees", "TERM_KEY", "TableSource", "TextRows", "build_text_index",
+    "BUILD_BATCH", "COUNT_SCOPES", "Doc", "IndexDisagrees", "TERM_KEY", "TableSource", "TextRows", "build_text_index",
     "copy_text_index", "doc_of", "put_text_columns",
 ]

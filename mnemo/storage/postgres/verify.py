@@ -200,40 +200,53 @@ def _table_problems(conn: psycopg.Connection[Any], expected: ExpectedIndex, repo
 
 
 def _text_problems(conn: psycopg.Connection[Any], expected: ExpectedIndex) -> list[str]:
-    """How recall's index (mnemo_docs, mnemo_terms) differs from what the chain's live records give it:
-    the document of each one whose latest content is text, with each of its terms as often as it holds
-    it, and nothing else. The latest payloads (which the chain's rules checked, in this snapshot) and the
-    term rows are read in id order side by side, a record at a time."""
+    """How recall's index (mnemo_docs, mnemo_terms, mnemo_text_scopes) differs from what the chain's live
+    records give it: a document for the latest version of each one whose content is text, each of its
+    terms as often as it holds it, each scope's totals, and nothing else. The latest payloads (which the
+    chain's rules checked, in this snapshot) and the term rows are read in seq order side by side, a
+    document at a time."""
     out: list[str] = []
-    live = sorted((rid, put[1], put[4]) for rid, put in expected.live.items())
-    have_docs = {rid: (scope, seq, length) for rid, scope, seq, length in conn.execute(
-        "SELECT id, scope, seq, length FROM mnemo_docs")}
+    live = sorted((put[4], rid, put[1]) for rid, put in expected.live.items())  # (seq, id, scope)
+    owner = {seq: (rid, scope) for seq, rid, scope in live}
+    have_docs = {seq: (rid, scope, length) for seq, rid, scope, length in conn.execute(
+        "SELECT seq, id, scope, length FROM mnemo_docs")}
+    totals: dict[str, tuple[int, int]] = {}
     with conn.cursor(name="mnemo_verify_texts") as payloads, conn.cursor(name="mnemo_verify_terms") as terms:
         payloads.itersize = terms.itersize = 2000
-        payloads.execute(
-            "SELECT x.id, p.payload FROM unnest(%s::text[], %s::bigint[]) x(id, seq) "
-            'LEFT JOIN mnemo_payloads p ON p.seq = x.seq ORDER BY x.id COLLATE "C"',
-            [[rid for rid, _s, _q in live], [seq for _r, _s, seq in live]],
-        )
-        terms.execute('SELECT id, term, tf FROM mnemo_terms ORDER BY id COLLATE "C"')
-        puts = {rid: (scope, seq) for rid, scope, seq in live}
-        wanted = ((rid, _doc(payload)) for rid, payload in payloads)
-        held = ((rid, [(term, tf) for _id, term, tf in rows]) for rid, rows in groupby(terms, key=itemgetter(0)))
-        for rid, doc, have in _side_by_side(wanted, held):
-            scope, seq = puts.get(rid, ("", -1))
-            row = have_docs.pop(rid, None)
-            if doc is not None and row is None:
-                out.append(f"record {rid} (seq {seq}) is missing from the text index (mnemo_docs)")
-            elif doc is None and row is not None:
-                out.append(f"mnemo_docs indexes record {rid}, which is not a live record whose latest content is text")
-            elif doc is not None and row != (scope, seq, doc.length):
-                out.append(f"mnemo_docs gives record {rid} another scope, seq or length than its latest version "
-                           f"(seq {seq}) has")
-            out += _term_problems(rid, doc, have or [])
-    # the documents of no live record and with no term row (every live record was read above)
-    out += [f"mnemo_docs indexes record {rid}, which is not a live record whose latest content is text"
-            for rid in sorted(have_docs)]
+        payloads.execute("SELECT x.seq, p.payload FROM unnest(%s::bigint[]) x(seq) "
+                         "LEFT JOIN mnemo_payloads p ON p.seq = x.seq ORDER BY x.seq", [[seq for seq, _r, _s in live]])
+        terms.execute("SELECT seq, term, tf, length, scope FROM mnemo_terms ORDER BY seq")
+        wanted = ((seq, _doc(payload)) for seq, payload in payloads)
+        held = ((seq, [row[1:] for row in rows]) for seq, rows in groupby(terms, key=itemgetter(0)))
+        for seq, doc, have in _side_by_side(wanted, held):
+            rid, scope = owner.get(seq, ("", ""))
+            row = have_docs.pop(seq, None)
+            if doc is not None:
+                docs, length = totals.get(scope, (0, 0))
+                totals[scope] = (docs + 1, length + doc.length)
+                if row is None:
+                    out.append(f"record {rid} (seq {seq}) is missing from the text index (mnemo_docs)")
+                elif row != (rid, scope, doc.length):
+                    out.append(f"mnemo_docs gives the document of seq {seq} another record, scope or length than "
+                               f"the chain (record {rid} in scope {scope!r}, {doc.length} terms)")
+            elif row is not None:
+                out.append(_not_a_document(seq, row[0]))
+            name = f"record {rid} (seq {seq})" if rid else f"seq {seq}"
+            out += _term_problems(name, doc, scope, have or [])
+    out += [_not_a_document(seq, row[0]) for seq, row in sorted(have_docs.items())]
+    have_totals = {scope: (docs, length) for scope, docs, length in conn.execute(
+        "SELECT scope, docs, length FROM mnemo_text_scopes")}
+    for scope in sorted(totals.keys() | have_totals.keys()):
+        (want_docs, want_len), (have_docs_n, have_len) = totals.get(scope, (0, 0)), have_totals.get(scope, (0, 0))
+        if (want_docs, want_len) != (have_docs_n, have_len):
+            out.append(f"mnemo_text_scopes counts {have_docs_n} documents of {have_len} terms in scope {scope!r}, the "
+                       f"chain {want_docs} of {want_len}")
     return out
+
+
+def _not_a_document(seq: int, rec_id: str) -> str:
+    return (f"mnemo_docs indexes seq {seq} (record {rec_id}), which is not the latest version of a live record "
+            "whose content is text")
 
 
 def _doc(payload: Any) -> Doc | None:
@@ -241,31 +254,33 @@ def _doc(payload: Any) -> Doc | None:
     return None if payload is None else doc_of(bytes(payload)[SALT_SIZE:])
 
 
-def _term_problems(rid: str, doc: Doc | None, have: list[tuple[str, int]]) -> list[str]:
-    """How the term rows of record `rid` differ from its document's terms (None: it has none)."""
+def _term_problems(name: str, doc: Doc | None, scope: str, have: list[tuple[str, int, int, str]]) -> list[str]:
+    """How the term rows (term, tf, length, scope) of the document `name` names differ from its terms,
+    each with its length and scope (None: it has none)."""
     out: list[str] = []
     want = {} if doc is None else doc.counts
     seen: set[str] = set()
-    for term, tf in sorted(have):
+    for term, tf, length, row_scope in sorted(have):
         if term in seen:
-            out.append(f"mnemo_terms lists record {rid} under term {term!r} more than once")
+            out.append(f"mnemo_terms lists {name} under term {term!r} more than once")
         elif term not in want:
-            out.append(f"mnemo_terms lists record {rid} under term {term!r}, which its latest version does not "
-                       "hold as text")
+            out.append(f"mnemo_terms lists {name} under term {term!r}, which its text does not hold")
         elif want[term] != tf:
-            out.append(f"mnemo_terms gives record {rid} term {term!r} {tf} times, its latest version holds it "
-                       f"{want[term]} times")
+            out.append(f"mnemo_terms gives {name} term {term!r} {tf} times, its text holds it {want[term]} times")
+        elif doc is not None and (length, row_scope) != (doc.length, scope):
+            out.append(f"mnemo_terms gives {name} another length or scope under term {term!r} than its document "
+                       f"has ({doc.length} terms, scope {scope!r})")
         seen.add(term)
-    out += [f"record {rid} is missing from the postings of term {term!r} (mnemo_terms)"
+    out += [f"{name} is missing from the postings of term {term!r} (mnemo_terms)"
             for term in sorted(want) if term not in seen]
     return out
 
 
 def _side_by_side(
-    left: Iterator[tuple[str, Doc | None]], right: Iterator[tuple[str, list[tuple[str, int]]]]
-) -> Iterator[tuple[str, Doc | None, list[tuple[str, int]] | None]]:
-    """Two streams of (id, value) in increasing id order as one: (id, left value, right value), None for
-    the side that lacks the id."""
+    left: Iterator[tuple[int, Doc | None]], right: Iterator[tuple[int, list[Any]]]
+) -> Iterator[tuple[int, Doc | None, list[Any] | None]]:
+    """Two streams of (seq, value) in increasing seq order as one: (seq, left value, right value), None
+    for the side that lacks the seq."""
     a, b = next(left, None), next(right, None)
     while a is not None or b is not None:
         if b is None or (a is not None and a[0] < b[0]):

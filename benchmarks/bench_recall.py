@@ -1,0 +1,179 @@
+"""Recall benchmark: `MnemoClient.recall` on PostgreSQL (the text index in mnemo_docs and mnemo_terms)
+beside a plain PostgreSQL full-text query over the same texts, in one run, on one server; and recall on a
+log file for reference.
+
+The plain baseline is what an application would write without Mnemo: a table of the texts with a stored
+`tsvector` (the `simple` configuration: no stemming, as Mnemo has none) and a GIN index, queried with an
+OR of the words (Mnemo's words are alternatives too), ranked by `ts_rank`, the best 10 with their
+content. It computes no BM25 statistics over a caller's scopes and checks nothing against a chain, so it
+is the floor, not an equivalent. Each query is timed as the median of its repetitions, the three systems
+interleaved; the statements each Mnemo recall sends are counted.
+
+Usage: python benchmarks/bench_recall.py --dsn postgresql://postgres@127.0.0.1:5432/postgres [--records N]
+The script creates a database of its own on that server and drops it at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import psycopg  # noqa: E402
+from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
+
+from mnemo import MnemoClient  # noqa: E402
+
+SCOPES = ["team:a", "team:b", "team:c", "team:d"]
+READER = "reader"  # may read team:a only
+# (label, Mnemo query, tsquery in the simple configuration)
+QUERIES = [
+    ("rare word", "w4711", "w4711"),
+    ("common word", "w3", "w3"),
+    ("two words", "w12 w345", "w12 | w345"),
+    ("prefix", "w47*", "w47:*"),
+    ("phrase", '"w1 w2"', "w1 <-> w2"),
+]
+
+
+def with_db(dsn: str, dbname: str) -> str:
+    params = conninfo_to_dict(dsn)
+    params["dbname"] = dbname
+    return make_conninfo("", **params)
+
+
+def as_uri(conninfo: str) -> str:
+    p = conninfo_to_dict(conninfo)
+    auth = f"{p.get('user', '')}@" if p.get("user") else ""
+    return f"postgresql://{auth}{p.get('host', '127.0.0.1')}:{p.get('port', 5432)}/{p['dbname']}"
+
+
+def texts(n: int, seed: int = 7) -> list[str]:
+    """n texts of 40 to 80 words from a vocabulary of 5,000 words with a Zipf-like frequency (w1 the most
+    common), lines of 10 words."""
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(1, 5001)]
+    weights = [1 / i for i in range(1, 5001)]
+    out = []
+    for _ in range(n):
+        words = rng.choices(vocab, weights, k=rng.randint(40, 80))
+        out.append("\n".join(" ".join(words[i:i + 10]) for i in range(0, len(words), 10)))
+    return out
+
+
+def timed(fn: Callable[[], Any], reps: int) -> tuple[float, Any]:
+    """The median seconds of `reps` calls of fn, and its last result."""
+    samples = []
+    result = None
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        result = fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples), result
+
+
+def statements(client: MnemoClient, query: str) -> int:
+    """How many statements one recall of `query` sends (each one round trip)."""
+    store: Any = client._store
+    real = store._fetch
+    count = [0]
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    store._fetch = counting
+    try:
+        client.recall(query)
+    finally:
+        store._fetch = real
+    return count[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dsn", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--reps", type=int, default=15)
+    args = parser.parse_args(argv)
+    dbname = f"mnemo_bench_recall_{secrets.token_hex(3)}"
+    with psycopg.connect(args.dsn, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{dbname}"')
+    conninfo = with_db(args.dsn, dbname)
+    corpus = texts(args.records)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            run(conninfo, corpus, Path(tmp) / "recall.db", args.reps)
+    finally:
+        with psycopg.connect(args.dsn, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+    return 0
+
+
+def run(conninfo: str, corpus: list[str], file_db: Path, reps: int) -> None:
+    url = as_uri(conninfo)
+    clients = {"postgresql": MnemoClient(url, "owner", durability="none"),
+               "file": MnemoClient(str(file_db), "owner", durability="none")}
+    for name, c in clients.items():
+        c.grant(READER, "team:a", ["read"])
+        t0 = time.perf_counter()
+        for start in range(0, len(corpus), 500):
+            with c.transaction():
+                for i in range(start, min(start + 500, len(corpus))):
+                    c.remember(corpus[i], scope=SCOPES[i % len(SCOPES)], tags=[f"k{i % 7}"])
+        print(f"{name}: {len(corpus)} records written in {time.perf_counter() - t0:.1f} s "
+              "(transactions of 500, durability none)", file=sys.stderr)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute("CREATE TABLE plain (id bigint PRIMARY KEY, scope text NOT NULL, content text NOT NULL, "
+                     "tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', content)) STORED)")
+        conn.execute("CREATE INDEX plain_tsv ON plain USING gin (tsv)")
+        t0 = time.perf_counter()
+        with conn.cursor() as cur, cur.copy("COPY plain (id, scope, content) FROM STDIN") as copy:
+            for i, text in enumerate(corpus):
+                copy.write_row((i, SCOPES[i % len(SCOPES)], text))
+        print(f"plain: {len(corpus)} rows copied in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        conn.execute("VACUUM ANALYZE plain")
+        conn.execute("VACUUM ANALYZE mnemo_docs")
+        conn.execute("VACUUM ANALYZE mnemo_terms")
+        sizes = conn.execute(
+            "SELECT t, pg_size_pretty(pg_total_relation_size(t::regclass)) FROM unnest(ARRAY['mnemo_payloads', "
+            "'mnemo_docs', 'mnemo_terms', 'plain']) t").fetchall()
+        print("table sizes (with indexes): " + ", ".join(f"{t} {s}" for t, s in sizes), file=sys.stderr)
+    readers = {"postgresql": MnemoClient(url, READER), "file": MnemoClient(str(file_db), READER)}
+    plain = psycopg.connect(conninfo, autocommit=True)
+    plain.execute("SET jit = off")
+    print(f"| query ({len(corpus):,} records) | hits | Mnemo PostgreSQL ms | statements | tsvector/GIN ms | "
+          "Mnemo file ms |\n|---|---|---|---|---|---|")
+    for label, query, tsquery in QUERIES:
+        for who, scope_sql, scope_args in (("owner", "", []), ("reader of 1 scope", "AND scope = %s", ["team:a"])):
+            owner = who == "owner"
+            pg_client = clients["postgresql"] if owner else readers["postgresql"]
+            file_client = clients["file"] if owner else readers["file"]
+
+            def plain_query(tsquery: str = tsquery, scope_sql: str = scope_sql, scope_args: list[str] = scope_args
+                            ) -> list[Any]:
+                return plain.execute(
+                    "SELECT id, content, ts_rank(tsv, q) r FROM plain, to_tsquery('simple', %s) q "
+                    f"WHERE tsv @@ q {scope_sql} ORDER BY r DESC LIMIT 10", [tsquery, *scope_args]).fetchall()
+
+            pg_ms, hits = timed(lambda c=pg_client, q=query: c.recall(q), reps)
+            base_ms, _ = timed(plain_query, reps)
+            file_ms, _ = timed(lambda c=file_client, q=query: c.recall(q), reps)
+            print(f"| {label} `{query}`, {who} | {len(hits)} | {pg_ms * 1000:.1f} | {statements(pg_client, query)} | "
+                  f"{base_ms * 1000:.1f} | {file_ms * 1000:.1f} |")
+    plain.close()
+    for c in (*clients.values(), *readers.values()):
+        c.close()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,531 @@
+"""Recall on PostgreSQL: the text index in the database (mnemo_docs, mnemo_terms, mnemo_text_scopes),
+written in the transaction of the entry that changes it on both commit paths, gone with a rolled-back
+transaction, replaced by an update and deleted by a forget at once, off the disk after compaction, out
+of pg_statistic, built by the migration from schema version 4 and by a copy, checked by verify; and the
+same ids and scores as the log file's recall over the same chain, whatever the caller may read."""
+
+from __future__ import annotations
+
+import secrets
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from helpers.pg import AppRole, Schema
+from helpers.pg_server import ROUTINES, files_holding, undo_version_5
+
+from mnemo import MnemoClient
+from mnemo.audit import verify_db
+from mnemo.errors import IntegrityError
+from mnemo.recall.analysis import terms
+from mnemo.storage.postgres import schema as pg_schema
+from mnemo.storage.postgres import store as pg_store
+from mnemo.storage.postgres.text_index import TERM_KEY
+
+OWNER = "owner"
+READER = "reader"
+
+
+def _index(pg: Schema) -> dict[str, list[tuple[Any, ...]]]:
+    """The text index's rows, in order."""
+    return {
+        "docs": pg.sql("SELECT seq, id, scope, length FROM mnemo_docs ORDER BY seq"),
+        "terms": pg.sql("SELECT seq, term, tf, length, scope FROM mnemo_terms ORDER BY seq, term"),
+        "scopes": pg.sql("SELECT scope, docs, length FROM mnemo_text_scopes ORDER BY scope"),
+    }
+
+
+def _expected(c: MnemoClient) -> dict[str, list[tuple[Any, ...]]]:
+    """The rows the index must hold for what the client reads (every live record, for the owner): each
+    text record's latest version, its terms counted, each scope's totals."""
+    docs, rows = [], []
+    scopes: dict[str, tuple[int, int]] = {}
+    for r in sorted(c.query(), key=lambda r: r.seq):
+        if not isinstance(r.content, str):
+            continue
+        found = terms(r.content)
+        docs.append((r.seq, r.id, r.scope, len(found)))
+        rows += [(r.seq, term, tf, len(found), r.scope) for term, tf in sorted(Counter(found).items())]
+        n, length = scopes.get(r.scope, (0, 0))
+        scopes[r.scope] = (n + 1, length + len(found))
+    return {"docs": docs, "terms": rows, "scopes": [(s, n, length) for s, (n, length) in sorted(scopes.items())]}
+
+
+def _xmins(pg: Schema, table: str) -> set[str]:
+    return {x for (x,) in pg.sql(f"SELECT DISTINCT xmin::text FROM {table}")}
+
+
+# -- written with the entry, in its transaction ------------------------------------------------------------
+
+
+def test_both_commit_paths_write_the_index_in_the_entrys_transaction(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        blind = c.remember("The Quick brown fox, quick_fox and quickFox", scope="team:a")  # mnemo_put
+        (put_xmin,) = pg.sql("SELECT xmin::text FROM mnemo_entries WHERE seq = %s", [blind.seq])[0]
+        assert _xmins(pg, "mnemo_docs") == _xmins(pg, "mnemo_terms") == {put_xmin}
+        with c.transaction():  # mnemo_commit and mnemo_index_text
+            c.remember("a second text: the fox again", scope="team:b")
+            c.remember(b"bytes are not searched", scope="team:b")
+            c.remember("", scope="team:b")  # text of no term: a document of length 0
+        (commit_xmin,) = pg.sql("SELECT xmin::text FROM mnemo_entries WHERE seq = %s", [c.head[0]])[0]
+        assert _xmins(pg, "mnemo_docs") == _xmins(pg, "mnemo_terms") == {put_xmin, commit_xmin}
+        assert _index(pg) == _expected(c)
+        assert _index(pg)["docs"][-1][3] == 0
+        assert c.verify().ok
+
+
+def test_a_rolled_back_transaction_leaves_no_index_row(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        kept = c.remember("kept words")
+        before = _index(pg)
+        with pytest.raises(RuntimeError), c.transaction():
+            c.update(kept.id, content="replaced words")
+            c.remember("never committed")
+            c.forget(kept.id)
+            raise RuntimeError("rolled back")
+        assert _index(pg) == before == _expected(c)
+        assert [h.record.id for h in c.recall("kept")] == [kept.id]
+        assert c.recall("never") == c.recall("replaced") == []
+
+
+def test_an_update_replaces_its_document_in_the_same_commit(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        rec = c.remember("alpha beta", scope="team:a")
+        other = c.remember("alpha", scope="team:a")
+        new = c.update(rec.id, content="gamma gamma delta")
+        assert c.recall("beta") == []
+        assert [h.record.id for h in c.recall("alpha")] == [other.id]
+        assert [(h.record.id, h.record.version) for h in c.recall("gamma")] == [(rec.id, 2)]
+        assert pg.sql("SELECT count(*) FROM mnemo_terms WHERE seq = %s", [rec.seq]) == [(0,)]
+        assert _index(pg) == _expected(c)
+        c.update(new.id, content=b"no longer text")
+        assert c.recall("gamma") == []
+        assert _index(pg) == _expected(c)
+        assert pg.sql("SELECT scope, docs FROM mnemo_text_scopes") == [("team:a", 1)]
+        assert c.verify().ok
+
+
+def test_forget_deletes_the_index_rows_in_its_transaction(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        gone = c.remember("forget these words", scope="team:gone")
+        c.update(gone.id, content="forget these words again")
+        kept = c.remember("keep these words", scope="team:kept")
+        c.forget(gone.id)
+        (forget_xmin,) = pg.sql("SELECT xmin::text FROM mnemo_entries WHERE seq = %s", [c.head[0]])[0]
+        assert pg.sql("SELECT count(*) FROM mnemo_terms t JOIN mnemo_versions v USING (seq) WHERE v.id = %s",
+                      [gone.id]) == [(0,)]
+        assert [d[1] for d in _index(pg)["docs"]] == [kept.id]
+        assert _index(pg)["scopes"] == [("team:kept", 1, 3)]  # team:gone holds no document any more
+        assert [h.record.id for h in c.recall("these")] == [kept.id]
+        assert c.recall("forget") == []
+        assert forget_xmin not in _xmins(pg, "mnemo_docs")
+        assert c.verify().ok
+
+
+def test_forget_then_compact_leaves_no_term_in_the_databases_files(pg: Schema) -> None:
+    """The terms are stored folded (lower case), so they are not the payload's bytes: the forgotten
+    text's words, a long word (stored out of line, and in the index by its first TERM_KEY characters)
+    among them, are on disk before the forget, and in no file of the database after compact."""
+    (data,) = pg.sql("SELECT current_setting('data_directory') || '/base/' || oid FROM pg_database "
+                     "WHERE datname = current_database()")[0]
+    base = Path(data)
+    try:
+        any(base.iterdir())
+    except OSError:
+        pytest.skip("the server's data directory is not readable by this user")
+    word = "Zq" + secrets.token_hex(8).upper()
+    long_word = "Lw" + secrets.token_hex(1500).upper()  # 3,002 characters: beyond a B-tree entry
+    # the long word's first characters (the index's key, and its first chunk out of line) and its last ones
+    needles = [word.lower().encode(), long_word.lower()[:TERM_KEY].encode(), long_word.lower()[-900:].encode()]
+    with MnemoClient(pg.url, OWNER) as c:
+        rec = c.remember(f"The code {word} and {long_word}", tags=["secret"])
+        kept = c.remember("kept")
+        assert [h.record.id for h in c.recall(word)] == [rec.id]
+        assert [h.record.id for h in c.recall(long_word[:300] + "*")] == [rec.id]  # a query is 1,000 characters
+        pg.sql("CHECKPOINT")
+        for needle in needles:
+            assert files_holding(base, needle), "the test would prove nothing: the terms are not on disk"
+        c.forget(rec.id)
+        c.compact()
+        pg.sql("CHECKPOINT")
+        assert [needle for needle in needles if files_holding(base, needle)] == []
+        assert c.get(kept.id).content == "kept" and c.verify().ok
+
+
+def test_pg_statistic_holds_no_term_after_analyze(pg: Schema) -> None:
+    word = "zqstat" + secrets.token_hex(6)
+    with MnemoClient(pg.url, OWNER, durability="none") as c, c.transaction():
+        for i in range(300):
+            c.remember(f"{word} {word}_{i % 3} common text {i}", scope=f"team:{i % 3}")
+    relations = pg.sql("SELECT c.oid FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace "
+                       "AND c.relname LIKE 'mnemo%'")
+    pg.sql("ANALYZE")
+    sampled = pg.sql("SELECT s.starelid::regclass::text, concat_ws(' ', s.stavalues1::text, s.stavalues2::text, "
+                     "s.stavalues3::text, s.stavalues4::text, s.stavalues5::text) FROM pg_statistic s "
+                     "WHERE s.starelid = ANY(%s)", [[oid for (oid,) in relations]])
+    assert any(table.endswith("mnemo_docs") for table, _values in sampled)  # ANALYZE did sample the tables
+    assert [(table, values) for table, values in sampled if word in values] == []
+    assert pg.sql("SELECT tablename, attname FROM pg_stats WHERE schemaname = current_schema() "
+                  "AND (tablename = 'mnemo_terms' AND attname = 'term' OR tablename = 'mnemo_terms_term')") == []
+
+
+# -- built for what is there: the migration, a copy -----------------------------------------------------------
+
+
+def _varied(c: MnemoClient) -> dict[str, str]:
+    """Records of every kind: text in several scopes, bytes, an update, a forget, a long word."""
+    a = c.remember("alpha beta gamma", scope="team:a", tags=["x"])
+    b = c.remember("beta delta snake_case " + "Long" * 100, scope="team:b")
+    c.remember(b"bytes alpha", scope="team:a")
+    c.update(a.id, content="alpha beta beta")
+    gone = c.remember("alpha forgotten", scope="team:a")
+    c.forget(gone.id)
+    return {"a": a.id, "b": b.id}
+
+
+def test_a_version_4_database_migrates_and_builds_the_index(pg: Schema, app_role: AppRole) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        made = _varied(c)
+        built = _index(pg)
+        assert built == _expected(c)
+        head = c.verify().head_hash
+    undo_version_5(pg)
+    assert pg.sql("SELECT to_regclass('mnemo_terms') IS NULL") == [(True,)]
+    with MnemoClient(pg.url, OWNER) as c:
+        assert c.recovery == [f"migrated the schema from version 4 to {pg_schema.SCHEMA_VERSION}"]
+        assert _index(pg) == built
+        assert c.verify().ok and c.verify().head_hash == head
+    assert pg.routines() == ROUTINES
+    # the application role, granted before the tables existed, writes and reads the index they hold
+    with MnemoClient(app_role.url, OWNER) as c:
+        assert [h.record.id for h in c.recall("beta")] == [made["a"], made["b"]]
+        c.remember("written by the application role", scope="team:b")
+        c.update(made["b"], content="updated by it")
+        c.forget(made["a"])
+        assert _index(pg) == _expected(c)
+        assert c.verify().ok
+
+
+def test_a_migration_leaves_out_a_payload_that_is_not_its_puts(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        made = _varied(c)
+    undo_version_5(pg)
+    with pg.connect() as conn:
+        conn.execute("SET session_replication_role = replica")
+        conn.execute("UPDATE mnemo_payloads SET payload = set_byte(payload, 0, get_byte(payload, 0) # 1) "
+                     "WHERE seq = (SELECT v.seq FROM mnemo_versions v JOIN mnemo_records r USING (id, ver) "
+                     "WHERE r.id = %s)", [made["b"]])
+    with MnemoClient(pg.url, OWNER) as c:
+        assert [d[1] for d in _index(pg)["docs"]] == [made["a"]]
+        assert not c.verify().ok
+
+
+def test_a_copy_builds_the_index(pg: Schema, tmp_path: Path) -> None:
+    src = str(tmp_path / "src.db")
+    with MnemoClient(src, OWNER) as c:
+        _varied(c)
+        report = c.copy_to(pg.url)
+        assert report.ok
+    with MnemoClient(pg.url, OWNER) as c:
+        assert _index(pg) == _expected(c)
+
+
+# -- verify ---------------------------------------------------------------------------------------------------
+
+
+def _made(pg: Schema) -> dict[str, Any]:
+    with MnemoClient(pg.url, OWNER, durability="none") as c:
+        made = _varied(c)
+        a = c.get(made["a"])
+        made["seq"] = a.seq
+        return made
+
+
+@pytest.mark.parametrize(("statement", "messages"), [
+    ("UPDATE mnemo_terms SET tf = 5 WHERE term = 'beta' AND seq = {seq}",
+     ["mnemo_terms gives record {a} (seq {seq}) term 'beta' 5 times, its text holds it 2 times"]),
+    ("DELETE FROM mnemo_terms WHERE term = 'alpha' AND seq = {seq}",
+     ["record {a} (seq {seq}) is missing from the postings of term 'alpha' (mnemo_terms)"]),
+    ("INSERT INTO mnemo_terms VALUES ('planted', {seq}, 1, 3, 'team:a')",
+     ["mnemo_terms lists record {a} (seq {seq}) under term 'planted', which its text does not hold"]),
+    ("INSERT INTO mnemo_terms VALUES ('alpha', {seq}, 1, 3, 'team:a')",
+     ["mnemo_terms lists record {a} (seq {seq}) under term 'alpha' more than once"]),
+    ("INSERT INTO mnemo_terms VALUES ('alpha', 9999, 1, 3, 'team:a')",
+     ["mnemo_terms lists seq 9999 under term 'alpha', which its text does not hold"]),
+    ("UPDATE mnemo_docs SET length = 7 WHERE seq = {seq}",
+     ["mnemo_docs gives the document of seq {seq} another record, scope or length than the chain (record {a} in "
+      "scope 'team:a', 3 terms)"]),
+    ("UPDATE mnemo_docs SET scope = 'team:b' WHERE seq = {seq}",
+     ["mnemo_docs gives the document of seq {seq} another record, scope or length than the chain (record {a} in "
+      "scope 'team:a', 3 terms)"]),
+    ("DELETE FROM mnemo_docs WHERE seq = {seq}",
+     ["record {a} (seq {seq}) is missing from the text index (mnemo_docs)"]),
+    ("INSERT INTO mnemo_docs VALUES (3, 'ghost', 'team:a', 2)",
+     ["mnemo_docs indexes seq 3 (record ghost), which is not the latest version of a live record whose content is "
+      "text"]),
+    ("UPDATE mnemo_text_scopes SET docs = docs + 1 WHERE scope = 'team:a'",
+     ["mnemo_text_scopes counts 2 documents of 3 terms in scope 'team:a', the chain 1 of 3"]),
+    ("DELETE FROM mnemo_text_scopes WHERE scope = 'team:a'",
+     ["mnemo_text_scopes counts 0 documents of 0 terms in scope 'team:a', the chain 1 of 3"]),
+    ("UPDATE mnemo_terms SET scope = 'team:b' WHERE term = 'beta' AND seq = {seq}",
+     ["mnemo_terms gives record {a} (seq {seq}) another length or scope under term 'beta' than its document has "
+      "(3 terms, scope 'team:a')"]),
+])
+def test_verify_names_each_row_of_the_text_index_that_the_chain_does_not_give(
+    pg: Schema, statement: str, messages: list[str]
+) -> None:
+    made = _made(pg)
+    assert verify_db(pg.url).ok
+    with pg.connect() as conn:
+        conn.execute(statement.format(**made))
+    report = verify_db(pg.url)
+    assert not report.ok
+    assert [(p.kind, p.message) for p in report.problems] == [("tables", m.format(**made)) for m in messages]
+
+
+def test_a_term_row_the_application_role_adds_finds_nothing(pg: Schema, app_role: AppRole) -> None:
+    """A row that gives a record a term its text does not hold, or moves a document into a scope a reader
+    may read, makes no recall serve it: the hit is read and checked, and left out (verify names the row)."""
+    with MnemoClient(app_role.url, OWNER) as c:
+        c.grant(READER, "team:a", ["read"])
+        made = _varied(c)
+        secret = c.remember("secret plans", scope="team:b")
+    app_role.sql("INSERT INTO mnemo_terms SELECT 'planted', seq, 1, length, scope FROM mnemo_docs WHERE id = %s",
+                 [made["a"]])
+    moved = "(SELECT seq FROM mnemo_docs WHERE id = %s)"  # the secret's postings, into the reader's scope
+    app_role.sql(f"INSERT INTO mnemo_terms SELECT term, seq, tf, length, 'team:a' FROM mnemo_terms WHERE seq = {moved}",
+                 [secret.id])
+    app_role.sql(f"DELETE FROM mnemo_terms WHERE scope = 'team:b' AND seq = {moved}", [secret.id])
+    with MnemoClient(app_role.url, READER) as r:
+        assert r.recall("planted") == []
+        assert r.recall("secret plans") == []
+    with MnemoClient(app_role.url, OWNER) as c:
+        assert c.recall("planted") == []
+        assert [h.record.id for h in c.recall("secret")] == [secret.id]
+        assert not c.verify().ok
+
+
+# -- the same answers as the log file ------------------------------------------------------------------------
+
+QUERIES = [
+    "alpha", "beta", "alpha beta", "beta -gamma", '"alpha beta"', '"beta beta"', "al*", "be* -alpha", "snake",
+    "snake_case", '"snake case"', "long*", "Long" * 100, "東京", "café", "nothing", '"beta alpha" delta', "-sna* beta",
+    "state-of-the-art", "de*", "ga* gamma",
+]
+FILTERS: list[dict[str, Any]] = [
+    {}, {"tags": ["x"]}, {"any_tags": ["x", "y"]}, {"scope": "team:a"}, {"scope": "team:*"}, {"limit": 2},
+]
+
+
+def _write(c: MnemoClient) -> None:
+    """The same writes on any database: the ids differ between databases, the order does not."""
+    c.grant(READER, "team:a", ["read"])
+    c.grant(READER, "team:pub*", ["read"])
+    words = ["alpha", "beta", "gamma", "delta", "alphabet", "betamax", "snake_case", "東京都に行く", "Café"]
+    made = []
+    for i in range(40):
+        text = " ".join(words[(i * k + 3) % len(words)] for k in range(1, 2 + i % 6))
+        if i % 9 == 0:
+            text += " state of the art, state-of-the-art " + "Long" * 100
+        scope = ["team:a", "team:b", "team:pub", "team:public", f"agent:{OWNER}"][i % 5]
+        tags = [["x"], ["y"], [], ["x", "z"]][i % 4]
+        made.append(c.remember(text if i % 13 else text.encode(), scope=scope, tags=tags))
+    for rec in made[::7]:
+        c.update(rec.id, content=f"{rec.content!s} beta gamma alpha beta")
+    c.forget([rec.id for rec in made[3::11]])
+
+
+def _answers(c: MnemoClient, by: str) -> list[list[tuple[Any, float]]]:
+    out = []
+    for query in QUERIES:
+        for options in FILTERS:
+            out.append([(getattr(h.record, by), h.score) for h in c.recall(query, **options)])
+    return out
+
+
+def _same(left: list[list[tuple[Any, float]]], right: list[list[tuple[Any, float]]]) -> None:
+    assert [[key for key, _ in hits] for hits in left] == [[key for key, _ in hits] for hits in right]
+    for hits_l, hits_r in zip(left, right, strict=True):
+        for (_, score_l), (_, score_r) in zip(hits_l, hits_r, strict=True):
+            assert score_l == pytest.approx(score_r, abs=1e-9)
+
+
+@pytest.fixture
+def copied(pg: Schema, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A log file of _write's records and its copy on PostgreSQL: the same chain, the same ids."""
+    src = str(tmp_path / "recall.db")
+    with MnemoClient(src, OWNER, durability="none") as c:
+        _write(c)
+        assert c.copy_to(pg.url).ok
+    yield src, pg.url
+
+
+@pytest.mark.parametrize("agent", [OWNER, READER])
+def test_recall_gives_the_ids_and_scores_of_the_log_file(copied: tuple[str, str], agent: str) -> None:
+    """The same chain on both backends (a copy): the same ids, in the same order, with the same scores,
+    for the owner and for a reader of some scopes only (whose statistics leave the others out)."""
+    src, url = copied
+    with MnemoClient(src, agent) as f, MnemoClient(url, agent) as p:
+        answers = _answers(f, "id")
+        assert sum(map(len, answers)) > 100
+        _same(_answers(p, "id"), answers)
+
+
+def test_recall_stays_the_log_files_as_both_go_on_writing(copied: tuple[str, str]) -> None:
+    src, url = copied
+    with MnemoClient(src, OWNER, durability="none") as f, MnemoClient(url, OWNER) as p:
+        for c in (f, p):
+            ids = [r.id for r in c.query(scope="team:a")]
+            c.update(ids[0], content="alpha alpha alpha")
+            c.forget(ids[1])
+            c.remember("beta on both", scope="team:public")
+            c.remember("gamma, written by the same call", scope="team:b")
+        _same(_answers(p, "content"), _answers(f, "content"))
+        with f.transaction(), p.transaction():  # each sees its own writes, over the committed index
+            for c in (f, p):
+                ids = [r.id for r in c.query(scope="team:a")]
+                c.update(ids[0], content="delta in a transaction")
+                c.forget(ids[1])
+                c.remember("alpha in a transaction", scope="team:public")
+            _same(_answers(p, "content"), _answers(f, "content"))
+        with MnemoClient(src, READER) as fr, MnemoClient(url, READER) as pr:
+            _same(_answers(pr, "content"), _answers(fr, "content"))
+
+
+def test_the_same_writes_on_both_backends_recall_alike(pg: Schema, tmp_path: Path) -> None:
+    """Written through each backend's own commit paths (mnemo_put and mnemo_commit on PostgreSQL), not
+    copied: the same contents and scores."""
+    with MnemoClient(str(tmp_path / "f.db"), OWNER, durability="none") as f, MnemoClient(pg.url, OWNER) as p:
+        for c in (f, p):
+            _write(c)
+        _same(_answers(p, "content"), _answers(f, "content"))
+    with MnemoClient(str(tmp_path / "f.db"), READER) as f, MnemoClient(pg.url, READER) as p:
+        _same(_answers(p, "content"), _answers(f, "content"))
+
+
+# -- how it reads -----------------------------------------------------------------------------------------------
+
+
+def _statements(monkeypatch: pytest.MonkeyPatch, c: MnemoClient, query: str) -> list[str]:
+    sent: list[str] = []
+    fetch = pg_store.PostgresStore._fetch
+
+    def spy(self: pg_store.PostgresStore, sql: str, params: Any = None, conn: Any = None, binary: bool = False) -> Any:
+        sent.append(sql)
+        return fetch(self, sql, params, conn, binary)
+
+    monkeypatch.setattr(pg_store.PostgresStore, "_fetch", spy)
+    try:
+        c.recall(query)
+    finally:
+        monkeypatch.undo()
+    return sent
+
+
+def test_a_recall_reads_the_index_in_one_statement_and_its_hits_in_one_more(
+    pg: Schema, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with MnemoClient(pg.url, OWNER, durability="none") as c:
+        with c.transaction():
+            for i in range(50):
+                c.remember(f"alpha beta {i} alphabet", tags=[f"t{i % 3}"])
+        # the head (every read's refresh), the index, the hits
+        assert len(_statements(monkeypatch, c, "alpha al* -beta7 gamma")) == 3
+        assert len(_statements(monkeypatch, c, '"alpha beta"')) == 3  # the phrase's texts are the hits'
+        assert len(_statements(monkeypatch, c, "nothing")) == 2
+
+
+def test_the_index_is_read_by_key_without_statistics(pg: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On tables the planner has no statistics of, each term is found by its index (and, with tags, each
+    document by its key): no sequential scan of the terms or the documents."""
+    sent: list[tuple[str, Any]] = []
+    fetch = pg_store.PostgresStore._fetch
+
+    def spy(self: pg_store.PostgresStore, sql: str, params: Any = None, conn: Any = None, binary: bool = False) -> Any:
+        sent.append((sql, params))
+        return fetch(self, sql, params, conn, binary)
+
+    with MnemoClient(pg.url, OWNER, durability="none") as c:
+        c.grant(READER, "team:1", ["read"])
+        for start in range(0, 2000, 500):
+            with c.transaction():
+                for i in range(start, start + 500):
+                    c.remember(f"common words {i} w{i % 50} rare{i}", scope=f"team:{i % 7}", tags=[f"g{i % 5}"])
+        assert pg.sql("SELECT count(*) FROM pg_stats WHERE schemaname = current_schema()") == [(0,)]
+        with MnemoClient(pg.url, READER) as r:
+            for client, query, options in ((c, "rare7", {}), (c, "w7", {"tags": ["g2"]}), (r, "rare8 w1*", {}),
+                                           (c, '"words 17"', {"scope": "team:3"})):
+                sent.clear()
+                monkeypatch.setattr(pg_store.PostgresStore, "_fetch", spy)
+                assert client.recall(query, **options)
+                monkeypatch.undo()
+                index_reads = [(sql, params) for sql, params in sent if "mnemo_terms" in sql]
+                assert len(index_reads) == 1
+                plan = str(c._store._fetch("EXPLAIN " + index_reads[0][0], index_reads[0][1]))  # type: ignore[attr-defined]
+                assert "Seq Scan on mnemo_terms" not in plan and "Seq Scan on mnemo_docs" not in plan, plan
+
+
+def test_a_term_longer_than_the_index_key_is_found_whole(pg: Schema) -> None:
+    shared = "k" * TERM_KEY
+    with MnemoClient(pg.url, OWNER) as c:
+        one = c.remember(f"{shared}one and more")
+        two = c.remember(f"{shared}two")
+        assert [h.record.id for h in c.recall(f"{shared}one")] == [one.id]
+        assert [h.record.id for h in c.recall(f"{shared}two")] == [two.id]
+        assert {h.record.id for h in c.recall(f"{shared}*")} == {one.id, two.id}
+        assert [h.record.id for h in c.recall(f"{shared}o*")] == [one.id]
+        assert c.verify().ok
+
+
+def test_a_hit_changed_while_recall_reads_is_read_again(pg: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another writer commits between the read of the index and the read of the hits: the index is read
+    again, and what is served is the record as it is then."""
+    with MnemoClient(pg.url, OWNER) as c, MnemoClient(pg.url, OWNER) as other:
+        changed = c.remember("alpha one")
+        dropped = c.remember("alpha two")
+        store: Any = c._store
+        real = store._read_text_index
+        reads: list[int] = []
+
+        def read_then_write(*args: Any, **kwargs: Any) -> Any:
+            source = real(*args, **kwargs)
+            if not reads:
+                other.update(changed.id, content="alpha alpha three")
+                other.update(dropped.id, content="no longer")
+            reads.append(1)
+            return source
+
+        monkeypatch.setattr(store, "_read_text_index", read_then_write)
+        hits = c.recall("alpha")
+        assert len(reads) == 2
+        assert [(h.record.id, h.record.content) for h in hits] == [(changed.id, "alpha alpha three")]
+        monkeypatch.undo()
+        assert [h.score for h in hits] == [h.score for h in c.recall("alpha")]
+
+
+def test_recall_of_a_corpus_whose_totals_were_zeroed_by_hand_is_refused(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        c.remember("alpha")
+        pg.sql("UPDATE mnemo_text_scopes SET docs = 0, length = 0")
+        with pytest.raises(IntegrityError, match="the text index disagrees with itself .*: run verify"):
+            c.recall("alpha")
+        c.remember("alpha again")  # a commit still goes through
+        assert not c.verify().ok
+
+
+def test_a_forget_commits_whatever_the_totals_row_says(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        rec = c.remember("alpha", scope="team:z")
+        pg.sql("DELETE FROM mnemo_text_scopes")
+        assert c.forget(rec.id) == 1
+        assert pg.sql("SELECT count(*) FROM mnemo_terms") == [(0,)]
+        assert c.verify().ok  # the forget took the scope's row, counted below zero, away
+
+
+def test_the_schema_refuses_a_term_row_of_no_occurrence(pg: Schema) -> None:
+    MnemoClient(pg.url, OWNER).close()
+    with pytest.raises(psycopg.errors.CheckViolation):
+        pg.sql("INSERT INTO mnemo_terms VALUES ('x', 1, 0, 1, 'team:a')")
