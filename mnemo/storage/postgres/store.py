@@ -58,6 +58,10 @@ LATEST_LOADED = (
 )
 
 
+# The records a recall read, by the seq of the document it ranked (None: no record it may read has it)
+Loaded = dict[int, "tuple[Rec, bytes] | None"]
+
+
 class _Unserved(Exception):
     """A document recall ranked (named by its seq) that the chain does not bear out: no record the caller
     may read has it as its latest version (`changed`: a commit since the index was read, or a row of the
@@ -457,7 +461,7 @@ class PostgresStore(Commits):
         left_out: set[int] = set()  # documents the chain contradicts
         suspects: set[int] = set()  # documents found changed once
         for _attempt in range(RECALL_READS):
-            loaded: dict[int, tuple[Rec, bytes]] = {}
+            loaded: Loaded = {}
             base = self._read_text_index(sql, params, exact, prefixes, filtered, loaded, scopes, batch, conn)
             self._load_phrase_texts(query, base, loaded, scopes, batch, conn)
             changed = None
@@ -478,7 +482,7 @@ class PostgresStore(Commits):
 
     def _read_text_index(
         self, sql: str, params: list[Any], exact: list[str], prefixes: list[str], filtered: bool,
-        loaded: dict[int, tuple[Rec, bytes]], scopes: ScopeFilter, batch: Batch | None,
+        loaded: Loaded, scopes: ScopeFilter, batch: Batch | None,
         conn: psycopg.Connection[Any] | None,
     ) -> TableSource:
         """The index as recall reads it (one round trip); the texts it gives phrases are read into `loaded`."""
@@ -489,7 +493,7 @@ class PostgresStore(Commits):
             raise IntegrityError(f"{self.path}: the text index disagrees with itself ({exc}): run verify") from None
 
     def _rank(
-        self, query: RecallQuery, tags: Query, limit: int, base: TableSource, loaded: dict[int, tuple[Rec, bytes]],
+        self, query: RecallQuery, tags: Query, limit: int, base: TableSource, loaded: Loaded,
         left_out: set[int], scopes: ScopeFilter, batch: Batch | None, conn: psycopg.Connection[Any] | None,
     ) -> list[Hit]:
         """The best hits over `base` as this thread's open transaction sees it, none of `left_out`."""
@@ -511,11 +515,11 @@ class PostgresStore(Commits):
 
     def _load_texts(
         self, seqs: list[int], scopes: ScopeFilter, batch: Batch | None, conn: psycopg.Connection[Any] | None,
-        loaded: dict[int, tuple[Rec, bytes]],
+        loaded: Loaded,
     ) -> None:
         """The records that `scopes` admits whose versions include one of `seqs`, each with the packed
         fields of its latest version (checked against its put) and the tags that put holds, into `loaded`
-        by those seqs (one round trip)."""
+        by those seqs, None for a seq no such record has (one round trip)."""
         where, params = scope_sql(scopes)
         source = ("(SELECT DISTINCT w.id FROM unnest(%s::bigint[]) c(seq) JOIN mnemo_versions w ON w.seq = c.seq) c "
                   "CROSS JOIN LATERAL (SELECT x.id, x.scope, x.ver FROM mnemo_records x WHERE x.id = c.id OFFSET 0) r")
@@ -529,9 +533,11 @@ class PostgresStore(Commits):
             for version in rec.versions:
                 if version.seq in wanted:
                     loaded[version.seq] = (rec, packed)
+        for seq in seqs:
+            loaded.setdefault(seq, None)
 
     def _load_phrase_texts(
-        self, query: RecallQuery, source: TableSource, loaded: dict[int, tuple[Rec, bytes]], scopes: ScopeFilter,
+        self, query: RecallQuery, source: TableSource, loaded: Loaded, scopes: ScopeFilter,
         batch: Batch | None, conn: psycopg.Connection[Any] | None,
     ) -> None:
         """The texts the ranking will read, in one round trip: those of the documents holding every word
@@ -546,7 +552,7 @@ class PostgresStore(Commits):
             self._load_texts(sorted(wanted), scopes, batch, conn, loaded)
 
     def _indexed_text(
-        self, seq: int, loaded: dict[int, tuple[Rec, bytes]], scopes: ScopeFilter, batch: Batch | None,
+        self, seq: int, loaded: Loaded, scopes: ScopeFilter, batch: Batch | None,
         conn: psycopg.Connection[Any] | None,
     ) -> str:
         """The text of the document of `seq`: its record's latest version, which must be that one
@@ -566,7 +572,7 @@ class PostgresStore(Commits):
 
     def _recall_hits(
         self, query: RecallQuery, tags: Query, ranked: list[tuple[int | Staged, float]],
-        loaded: dict[int, tuple[Rec, bytes]], scopes: ScopeFilter, batch: Batch | None,
+        loaded: Loaded, scopes: ScopeFilter, batch: Batch | None,
         conn: psycopg.Connection[Any] | None,
     ) -> list[Hit]:
         """The ranked documents as hits, each record's latest version read and checked (those not read for
@@ -583,7 +589,9 @@ class PostgresStore(Commits):
                 hits.append(Hit(self._overlay_found(rec, "latest", batch, conn), score))
                 continue
             text = self._indexed_text(key, loaded, scopes, batch, conn)
-            rec, packed = loaded[key]
+            found = loaded[key]
+            assert found is not None  # _indexed_text found it
+            rec, packed = found
             if query.features(analyse(text)) is None or not tags.matches(rec.tags):
                 raise _Unserved(key, changed=False)
             hits.append(Hit(Found(rec, (packed,)), score))

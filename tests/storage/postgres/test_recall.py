@@ -17,7 +17,8 @@ import pytest
 from helpers.pg import AppRole, Schema
 from helpers.pg_server import ROUTINES, files_holding, undo_version_5
 
-from mnemo import MnemoClient
+from mnemo import MnemoClient, StorageError
+from mnemo import client as client_module
 from mnemo.audit import verify_db
 from mnemo.errors import IntegrityError
 from mnemo.recall.analysis import terms
@@ -89,6 +90,23 @@ def test_a_rolled_back_transaction_leaves_no_index_row(pg: Schema) -> None:
         assert _index(pg) == before == _expected(c)
         assert [h.record.id for h in c.recall("kept")] == [kept.id]
         assert c.recall("never") == c.recall("replaced") == []
+
+
+def test_a_commit_the_server_refuses_writes_no_index_row(pg: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A put of an id that exists is refused by the insert of its record, on both commit paths (a
+    remember's mnemo_put, a transaction's mnemo_commit): nothing of it is in the index either."""
+    with MnemoClient(pg.url, OWNER) as c:
+        other = c.remember("other words")
+        monkeypatch.setattr(client_module, "new_id", lambda: "0" * 31 + "1")
+        c.remember("first words")
+        before = _index(pg)
+        with pytest.raises(StorageError, match="mnemo_records_pkey"):
+            c.remember("second words")
+        with pytest.raises(StorageError, match="mnemo_records_pkey"), c.transaction():
+            c.update(other.id, content="third words")
+            c.remember("fourth words")
+        assert _index(pg) == before == _expected(c)
+        assert c.recall("second") == c.recall("third") == c.recall("fourth") == []
 
 
 def test_an_update_replaces_its_document_in_the_same_commit(pg: Schema) -> None:
