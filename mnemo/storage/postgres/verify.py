@@ -257,8 +257,12 @@ def _doc(payload: Any) -> Doc | None:
 def _term_problems(name: str, doc: Doc | None, scope: str, have: list[tuple[str, int, int, str]]) -> list[str]:
     """How the term rows (term, tf, length, scope) of the document `name` names differ from its terms,
     each with its length and scope (None: it has none)."""
-    out: list[str] = []
     want = {} if doc is None else doc.counts
+    held = {term: tf for term, tf, _length, _scope in have}
+    if len(held) == len(have) and held == want and (doc is None or all(
+            length == doc.length and row_scope == scope for _term, _tf, length, row_scope in have)):
+        return []  # each term once, as often as the text holds it: the rows are the text's
+    out: list[str] = []
     seen: set[str] = set()
     for term, tf, length, row_scope in sorted(have):
         if term in seen:
