@@ -665,11 +665,13 @@ BEGIN
         SELECT i, 1, s, t, a, z, x, length(r), length(p)
         FROM unnest(r_id, e_seq, o_times, v_agent, v_size, o_hashes, e_raw, p_payload) u(i, s, t, a, z, x, r, p);
     INSERT INTO mnemo_tags (tag, id) SELECT g, r_id[k] FROM unnest(t_tag, t_put) u(g, k);
-    PERFORM mnemo_index_text('{{}}', '{{}}',
-        ARRAY(SELECT e_seq[k] FROM unnest(d_put) WITH ORDINALITY u(k, o) ORDER BY o),
-        ARRAY(SELECT r_id[k] FROM unnest(d_put) WITH ORDINALITY u(k, o) ORDER BY o),
-        ARRAY(SELECT r_scope[k] FROM unnest(d_put) WITH ORDINALITY u(k, o) ORDER BY o),
-        d_len, w_term, w_doc, w_tf);
+    IF cardinality(d_put) > 0 THEN
+        PERFORM mnemo_index_text('{{}}', '{{}}',
+            ARRAY(SELECT e_seq[k] FROM unnest(d_put) WITH ORDINALITY u(k, o) ORDER BY o),
+            ARRAY(SELECT r_id[k] FROM unnest(d_put) WITH ORDINALITY u(k, o) ORDER BY o),
+            ARRAY(SELECT r_scope[k] FROM unnest(d_put) WITH ORDINALITY u(k, o) ORDER BY o),
+            d_len, w_term, w_doc, w_tf);
+    END IF;
     UPDATE mnemo_head SET seq = last_seq, hash = prev, ts_ns = last_ts;
     IF sync THEN
         COMMIT;
