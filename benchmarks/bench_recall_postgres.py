@@ -9,7 +9,7 @@ content. It computes no BM25 statistics over a caller's scopes and checks nothin
 is the floor, not an equivalent. Each query is timed as the median of its repetitions, the three systems
 interleaved; the statements each Mnemo recall sends are counted.
 
-Usage: python benchmarks/bench_recall.py --dsn postgresql://postgres@127.0.0.1:5432/postgres [--records N]
+Usage: python benchmarks/bench_recall_postgres.py --dsn postgresql://postgres@127.0.0.1:5432/postgres [--records N]
 The script creates a database of its own on that server and drops it at the end.
 """
 
