@@ -44,6 +44,24 @@ class Search(Reads):
             text.catch_up(self._row_text)
         return text
 
+    def text_differences(self) -> list[str]:
+        """How the text index differs from the text of the records it serves, read from the log and
+        checked against the chain (after the index itself was found to agree with the log)."""
+        with self._index_lock:
+            index = self.index
+            mine = self.catch_up_text()
+            fresh = TextIndex()
+            for row in index.live_rows():
+                scope, text = self._row_text(row)
+                if text is not None:
+                    fresh.add(row, scope, text)
+            name = index.scopes.values.__getitem__
+            ours, theirs = mine.describe(index.id_at, name), fresh.describe(index.id_at, name)
+        return [
+            f"the text index of record {rec_id} differs from its latest version's text"
+            for rec_id in sorted(set(ours) | set(theirs), key=str) if ours.get(rec_id) != theirs.get(rec_id)
+        ]
+
     def recall(self, query: RecallQuery, scopes: ScopeFilter, tags: Query, limit: int) -> list[Hit]:
         batch = self.current_batch()
         for _attempt in range(5):
