@@ -297,3 +297,23 @@ def test_forget_leaves_no_word_of_the_forgotten_text_anywhere(db: str) -> None:
     for name, data in stored(db).items():  # and in what the close saved
         assert secret.encode() not in data, name
         assert replaced.encode() not in data, name
+
+
+def test_a_transaction_of_an_agent_that_cannot_read_every_scope(new_db: Callable[[], str]) -> None:
+    db, after = new_db(), new_db()
+    for path, in_transaction in ((db, True), (after, False)):
+        with MnemoClient(path, OWNER) as c:
+            c.grant("writer", "team:w", ["read", "write"])
+            fill(c, ["hidden words", "words words words"], scope="team:secret")
+        with MnemoClient(path, "writer") as w:
+            rid = w.remember("some words here", scope="team:w").id
+            w.remember("other words", scope="team:w")
+            if in_transaction:
+                with w.transaction() as t:
+                    t.update(rid, content="changed words")
+                    inside = shown(t.recall("words"))
+            else:
+                w.update(rid, content="changed words")
+                outside = shown(w.recall("words"))
+    assert inside == outside
+

@@ -29,13 +29,8 @@ class Search(Reads):
             packed = self.read_packed(rec.latest, None, rec.id, rec.scope)
         except NotFound:
             return index.cols["scope"][row], None
-        try:
-            text = searchable_text(packed)
-        except Exception:  # msgpack raises several unrelated types on garbage
-            raise IntegrityError(
-                f"{self.path}: unreadable payload of record {rec.id} version {rec.latest.ver}", rec.latest.slot_off
-            ) from None
-        return index.cols["scope"][row], text
+        # (replay decoded these fields to read the tags, and refuses a log whose put does not decode)
+        return index.cols["scope"][row], searchable_text(packed)
 
     def catch_up_text(self) -> TextIndex:
         """The text index with every row indexed (the store's index lock is held by the caller)."""

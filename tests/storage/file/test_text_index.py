@@ -132,3 +132,101 @@ def test_rows_written_before_a_snapshot_and_never_searched_are_found_after_it(tm
     assert body is not None and len(bytes(body["index"]["text"]["pending"])) == 8
     with MnemoClient(db, "x") as c:
         assert [r.record.id for r in c.recall("searched")] == [rid]
+
+
+def _forged_text(db: Path, edit: Any) -> None:
+    body = snap.read_snapshot(str(db) + ".snap")
+    assert body is not None
+    edit(body["index"]["text"])
+    snap.write_snapshot(str(db) + ".snap", body)
+
+
+def _indexed_db(tmp_path: Path) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    db = tmp_path / "f.db"
+    with MnemoClient(db, "x", durability="none") as c:
+        c.remember("hello world")
+        c.remember("second note")
+        c.recall("hello")
+    return db
+
+
+def test_the_text_index_is_layout_1_and_another_layout_or_shape_is_refused(tmp_path: Path) -> None:
+    db = _indexed_db(tmp_path)
+    body = snap.read_snapshot(str(db) + ".snap")
+    assert body is not None and body["index"]["text"]["layout"] == 1
+    for n, edit in enumerate((
+        lambda text: text.update(layout=2),
+        lambda text: text.update(terms=[b"hello", "note", "second", "world"]),
+        lambda text: text.update(doc_row=(2).to_bytes(8, "little") + bytes(text["doc_row"])[8:]),  # rows: 0 and 1
+    )):
+        db = _indexed_db(tmp_path / str(n))
+        _forged_text(db, edit)
+        with MnemoClient(db, "x") as c:
+            assert c._store.snapshot_refused is not None  # type: ignore[attr-defined]
+            assert [r.record.content for r in c.recall("hello")] == ["hello world"]
+            assert c.verify().ok is False  # a snapshot refused at the log's head is reported
+
+
+def test_a_document_whose_own_term_list_was_altered_is_reported_by_verify(tmp_path: Path) -> None:
+    db = _indexed_db(tmp_path)
+    _forged_text(db, lambda text: text.update(doc_terms=(1).to_bytes(4, "little") + bytes(text["doc_terms"])[4:]))
+    with MnemoClient(db, "x") as c:
+        problems = [p.message for p in c.verify().problems if p.kind == "index"]
+    assert len(problems) == 1 and "differs from its latest version's text" in problems[0]
+
+
+def test_verify_passes_with_departed_documents_and_bytes_content(tmp_path: Path) -> None:
+    db = tmp_path / "f.db"
+    with MnemoClient(db, "x", durability="none") as c:
+        a = c.remember("first words").id
+        c.remember(b"bytes are not text")
+        b = c.remember("to be forgotten").id
+        c.recall("words")
+        c.update(a, content="first words changed")
+        c.forget(b)
+        c.recall("words")
+        report = c.verify()
+        assert report.ok, report.problems
+    with MnemoClient(db, "x", durability="none") as c:
+        assert c.verify().ok
+
+
+def test_a_record_another_client_forgot_before_this_one_caught_up_is_not_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "f.db"
+    with MnemoClient(db, "x") as reader, MnemoClient(db, "x") as writer:
+        reader.recall("anything")
+        rid = writer.remember("fleeting thought").id
+        reader._store.refresh()  # type: ignore[attr-defined]  # the row is known, its text not read yet
+        writer.forget(rid)  # its slot is erased before the reader hears of the forget
+        monkeypatch.setattr(type(reader._store), "refresh", lambda self: None)  # type: ignore[attr-defined]
+        assert reader.recall("fleeting") == []
+        monkeypatch.undo()
+        assert reader.recall("fleeting") == []
+        assert reader.recall("thought") == []
+
+
+def test_a_hit_forgotten_between_ranking_and_reading_is_not_returned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mnemo.storage.file.search import Search
+
+    db = tmp_path / "f.db"
+    with MnemoClient(db, "x") as reader, MnemoClient(db, "x") as writer:
+        doomed = writer.remember("shared word, doomed").id
+        kept = writer.remember("shared word, kept").id
+        rank = Search._rank
+        calls: list[int] = []
+
+        def rank_then_forget(self: Any, *args: Any) -> Any:
+            ranked = rank(self, *args)
+            if not calls:
+                writer.forget(doomed)  # erased by another client after the ranking
+            calls.append(1)
+            return ranked
+
+        monkeypatch.setattr(Search, "_rank", rank_then_forget)
+        assert [r.record.id for r in reader.recall("shared")] == [kept]
+        assert len(calls) == 2
