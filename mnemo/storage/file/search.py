@@ -4,6 +4,7 @@ scopes it may read), and the hits' payloads read and checked as every read's are
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 from ...errors import IntegrityError, NotFound
@@ -20,17 +21,18 @@ from .text_index import TextIndex
 class Search(Reads):
     """FileStore's part that serves recall, and keeps the text index caught up."""
 
-    def _row_text(self, row: int) -> tuple[int, str | None]:
-        """(scope code, searchable text) of a row's latest version; no text when it is erased (its
+    def _row_text(self, row: int) -> tuple[int, int, str | None]:
+        """(scope code, seq, searchable text) of a row's latest version; no text when it is erased (its
         forget is being replayed) or not text."""
         index = self.index
         rec = index.rec_at(row)
+        seq = rec.latest.seq
         try:
             packed = self.read_packed(rec.latest, None, rec.id, rec.scope)
         except NotFound:
-            return index.cols["scope"][row], None
+            return index.cols["scope"][row], seq, None
         # (replay decoded these fields to read the tags, and refuses a log whose put does not decode)
-        return index.cols["scope"][row], searchable_text(packed)
+        return index.cols["scope"][row], seq, searchable_text(packed)
 
     def catch_up_text(self) -> TextIndex:
         """The text index with every row indexed (the store's index lock is held by the caller)."""
@@ -47,9 +49,9 @@ class Search(Reads):
             mine = self.catch_up_text()
             fresh = TextIndex()
             for row in index.live_rows():
-                scope, text = self._row_text(row)
+                scope, seq, text = self._row_text(row)
                 if text is not None:
-                    fresh.add(row, scope, text)
+                    fresh.add(row, scope, text, seq)
             name = index.scopes.values.__getitem__
             ours, theirs = mine.describe(index.id_at, name), fresh.describe(index.id_at, name)
         return [
@@ -84,7 +86,7 @@ class Search(Reads):
 
         def key_of(rec_id: str) -> int | None:
             row = index.row_of(rec_id)
-            doc = None if row is None else text.row_doc.get(row)
+            doc = None if row is None else text.doc_of(row)
             if doc is None or (codes is not None and text.doc_scope[doc] not in codes):
                 return None
             return doc
@@ -142,11 +144,14 @@ class _FileSource(Source[int]):
     def expand(self, prefix: str) -> list[str]:
         return list(self.terms.expand(prefix))
 
-    def length(self, key: int) -> int:
-        return self.terms.doc_len[key]
+    def lengths(self) -> array[int]:
+        return self.terms.doc_len
 
-    def seq(self, key: int) -> int:
-        return self.index.cols["seq"][self.terms.doc_row[key]]
+    def norms(self, avg: float) -> array[float]:
+        return self.terms.norms(avg)
+
+    def seqs(self) -> array[int]:
+        return self.terms.doc_seq
 
     def text(self, key: int) -> str:
-        return self.store._row_text(self.terms.doc_row[key])[1] or ""
+        return self.store._row_text(self.terms.doc_row[key])[2] or ""

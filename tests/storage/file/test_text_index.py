@@ -20,9 +20,9 @@ def state_of(index: TextIndex) -> dict[str, Any]:
 
 def test_a_document_leaves_every_structure_and_its_words_the_vocabulary() -> None:
     text = TextIndex()
-    text.add(0, 1, "dark mode dark")
-    text.add(1, 1, "dark coffee")
-    text.add(2, 2, "secretword")
+    text.add(0, 1, "dark mode dark", 10)
+    text.add(1, 1, "dark coffee", 11)
+    text.add(2, 2, "secretword", 12)
     assert text.postings("dark", None) == {0: 2, 1: 1}
     assert text.postings("dark", {2}) == {}
     assert text.totals([1]) == (2, 5) and text.totals([1, 2]) == (3, 6)
@@ -39,35 +39,36 @@ def test_a_document_leaves_every_structure_and_its_words_the_vocabulary() -> Non
 
 def test_a_changed_row_waits_for_its_text_and_a_forgotten_one_does_not() -> None:
     text = TextIndex()
-    text.add(0, 1, "old words")
+    text.add(0, 1, "old words", 5)
     text.changed(0)
     assert text.postings("old", None) == {} and text.pending == {0}
     text.added([1, 2])
     text.remove_row(2)
     read: list[int] = []
 
-    def reader(row: int) -> tuple[int, str | None]:
+    def reader(row: int) -> tuple[int, int, str | None]:
         read.append(row)
-        return 1, "new words" if row == 0 else None
+        return 1, 6, "new words" if row == 0 else None
 
     text.catch_up(reader)
     assert read == [0, 1] and not text.pending
-    assert text.postings("new", None) == {text.row_doc[0]: 1}
-    assert 1 not in text.row_doc  # not text: not a document
+    assert text.postings("new", None) == {text.doc_of(0): 1}
+    assert text.doc_of(1) is None  # not text: not a document
 
 
 def test_the_snapshot_form_is_dense_and_renumbered() -> None:
     text = TextIndex()
     for row, words in enumerate(["b a", "gone gone", "c a"]):
-        text.add(row, 0, words)
+        text.add(row, 0, words, 20 + row)
     text.remove_row(1)
     text.added([5])
     state = text.to_state({0: 1, 2: 0, 5: 2}.__getitem__)
     assert state["terms"] == ["a", "b", "c"]
     again = TextIndex.from_state(state, rows=3, scopes=1)
     assert again.postings("a", None) == {0: 1, 1: 1}
-    assert again.row_doc == {1: 0, 0: 1} and again.pending == {2}
-    assert again.describe(str, str) == {"1": ("0", 2, {"a": 1, "b": 1}), "0": ("0", 2, {"a": 1, "c": 1})}
+    assert [again.doc_of(row) for row in range(3)] == [1, 0, None] and again.pending == {2}
+    assert again.describe(str, str) == {"1": ("0", 2, 20, {"a": 1, "b": 1}), "0": ("0", 2, 22, {"a": 1, "c": 1})}
+    assert list(again.norms(2.0)) == [1.2, 1.2] and list(again.norms(4.0)) == [1.2 * (0.25 + 0.75 * 0.5)] * 2
 
 
 @pytest.mark.parametrize("field", ["doc_row", "post_docs", "pending"])
