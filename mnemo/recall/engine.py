@@ -53,8 +53,9 @@ class Source(Protocol[K]):
     def lengths(self) -> Column[K, int]:
         """Each document's length, its number of terms (analysis.terms), by key."""
 
-    def norms(self, avg: float) -> Column[K, float]:
-        """Each document's `norm(length, avg)` (a backend may keep them for the next recall)."""
+    def norms(self, avg: float, wanted: int) -> Column[K, float]:
+        """Each document's `norm(length, avg)`, for `wanted` postings to score (a backend may keep them
+        for the next recall, or compute only those asked for when they are few)."""
 
     def seqs(self) -> Column[K, int]:
         """The seq of the entry that wrote each document (equal scores rank the highest first)."""
@@ -91,7 +92,7 @@ def search(
         for postings in _clause_postings(clause, source, positions).values():
             excluded.update(postings)
     avg = total / n_docs
-    norms = source.norms(avg)
+    norms = source.norms(avg, sum(map(len, features.values())))
     k1_plus_1 = K1 + 1
     scores: dict[K, float] = {}
     # Features in bm25.score's order, each document's terms summed from 0.0 in the same expression as
@@ -217,8 +218,9 @@ class Overlay(Generic[K]):
     def lengths(self) -> _Overlaid[K, int]:
         return _Overlaid(self.base.lengths(), {key: doc.length for key, doc in self.added.items()})
 
-    def norms(self, avg: float) -> _Overlaid[K, float]:
-        return _Overlaid(self.base.norms(avg), {key: norm(doc.length, avg) for key, doc in self.added.items()})
+    def norms(self, avg: float, wanted: int) -> _Overlaid[K, float]:
+        added = {key: norm(doc.length, avg) for key, doc in self.added.items()}
+        return _Overlaid(self.base.norms(avg, wanted), added)
 
     def seqs(self) -> _Overlaid[K, int]:
         return _Overlaid(self.base.seqs(), {key: doc.seq for key, doc in self.added.items()})

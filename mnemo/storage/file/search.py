@@ -8,7 +8,7 @@ from array import array
 from typing import Any
 
 from ...errors import IntegrityError, NotFound
-from ...recall.engine import Source, Staged, search
+from ...recall.engine import Column, Source, Staged, search
 from ...recall.query import Query as RecallQuery
 from ..batch import Batch
 from ..recall import Hit, in_transaction, searchable_text
@@ -147,8 +147,8 @@ class _FileSource(Source[int]):
     def lengths(self) -> array[int]:
         return self.terms.doc_len
 
-    def norms(self, avg: float) -> array[float]:
-        return self.terms.norms(avg)
+    def norms(self, avg: float, wanted: int) -> Column[int, float]:
+        return self.terms.norms(avg, wanted)
 
     def seqs(self) -> array[int]:
         return self.terms.doc_seq

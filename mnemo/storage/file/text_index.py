@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ...recall.analysis import terms as analysed_terms
-from ...recall.engine import norm
+from ...recall.engine import Column, norm
 
 TEXT_LAYOUT = 1
 # Document numbers of postings, and term ids of a document's list, are this type.
@@ -161,12 +161,18 @@ class TextIndex:
             if text is not None:
                 self.add(row, scope, text, seq)
 
-    def norms(self, avg: float) -> array[float]:
-        """Each document's engine.norm for this average length, kept until a document is added or the
-        average changes (recalls between writes, the usual case, compute them once)."""
+    def norms(self, avg: float, wanted: int) -> Column[int, float]:
+        """Each document's engine.norm for this average length, for `wanted` postings to score. All of
+        them are computed, and kept until a document is added or the average changes, when the postings
+        are many (so that recalls between writes compute them once); when they are few, each is computed
+        as it is asked for (a write changes the average: a recall after each write must not pay for
+        every document)."""
         cached = self._norms
-        if cached is None or cached[0] != avg:
-            cached = self._norms = (avg, array("d", [norm(length, avg) for length in self.doc_len]))
+        if cached is not None and cached[0] == avg:
+            return cached[1]
+        if wanted * 8 < len(self.doc_len):
+            return _Norms(self.doc_len, avg)
+        cached = self._norms = (avg, array("d", [norm(length, avg) for length in self.doc_len]))
         return cached[1]
 
     # -- reads -------------------------------------------------------------------------------------
@@ -327,6 +333,16 @@ class TextIndex:
             found = {self.terms[t] or "": f for t, f in held.items()}
             out[row_id(row)] = (scope_name(self.doc_scope[doc]), length, self.doc_seq[doc], found)
         return out
+
+
+class _Norms:
+    """Documents' norms computed as they are asked for."""
+
+    def __init__(self, lengths: array[int], avg: float) -> None:
+        self.lengths, self.avg = lengths, avg
+
+    def __getitem__(self, doc: int) -> float:
+        return norm(self.lengths[doc], self.avg)
 
 
 def _column(typecode: str, blob: Any) -> array[int]:

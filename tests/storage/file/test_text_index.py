@@ -68,7 +68,13 @@ def test_the_snapshot_form_is_dense_and_renumbered() -> None:
     assert again.postings("a", None) == {0: 1, 1: 1}
     assert [again.doc_of(row) for row in range(3)] == [1, 0, None] and again.pending == {2}
     assert again.describe(str, str) == {"1": ("0", 2, 20, {"a": 1, "b": 1}), "0": ("0", 2, 22, {"a": 1, "c": 1})}
-    assert list(again.norms(2.0)) == [1.2, 1.2] and list(again.norms(4.0)) == [1.2 * (0.25 + 0.75 * 0.5)] * 2
+    assert [again.norms(2.0, 2)[doc] for doc in (0, 1)] == [1.2, 1.2]
+    assert [again.norms(4.0, 2)[doc] for doc in (0, 1)] == [1.2 * (0.25 + 0.75 * 0.5)] * 2
+    assert again.norms(4.0, 2) is again.norms(4.0, 0)  # kept while the average is the same
+    for _ in range(20):
+        again.add(again.row_docs.buffer_info()[1], 0, "more words here", 99)
+    few = again.norms(3.0, 1)
+    assert [few[doc] for doc in range(22)] == [1.2 * (1 - 0.75 + 0.75 * length / 3.0) for length in again.doc_len]
 
 
 @pytest.mark.parametrize("field", ["doc_row", "post_docs", "pending"])
