@@ -53,6 +53,7 @@ def recalled_lines(hit: Recalled) -> list[str]:
         "mnemo recall memory.mnemo.db 'night train*' --agent agent-1",
         "mnemo recall memory.mnemo.db '\"dark mode\" -vim' --scope 'team:*' --limit 5",
         "mnemo recall memory.mnemo.db deploy --tag ops --json   # NDJSON: one result a line",
+        "mnemo recall memory.mnemo.db -- '-draft plan*'   # a query that begins with - goes after --",
     ) + "\n\nThe query syntax is docs/RECALL.md's: words (any of them; more, and rarer, matches rank higher), "
     '"a phrase", word* (every word starting with word), -word (leave out records holding it).',
 )

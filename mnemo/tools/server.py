@@ -102,7 +102,8 @@ class MnemoMemoryToolServer:
 
     `handle(tool_use)` takes a `tool_use` block (a dict or an SDK content block) and returns the
     `tool_result` block to send back; it never raises. `execute(input)` runs one command's input and
-    returns a `CommandResult`; the SDK adapter in `mnemo.tools.anthropic` is built on it. Every result
+    returns a `CommandResult`; the SDK adapter in `mnemo.tools.anthropic` is built on it. `search(query,
+    path)` searches the files (docs/MEMORY_TOOL.md §11), as the MCP and SDK tools `memory_search` do. Every result
     text is at most `max_view_chars` characters. The quotas (`max_files`, `max_total_bytes`,
     `max_history_bytes`, `max_versions_per_file`; `None` disables one) bound what the scope's files
     hold; docs/MEMORY_TOOL.md §10 says what each costs and refuses.
