@@ -476,7 +476,9 @@ class Commands:
             lines = content.split("\n") if isinstance(content, str) else []
             shown = [(n, text, len(lines[n - 1]) if n <= len(lines) else len(text)) for n, text in hit.lines]
             files.append((tree_path, shown))
-        return CommandResult(format_search(sent, query, files, len(found) > limit, self._settings.max_view_chars))
+        settings = self._settings
+        more = len(found) > limit
+        return CommandResult(format_search(sent, query, files, more, settings.max_view_chars, settings.echo))
 
     def _found(
         self, tree: Tree, mount: Mount, canonical: str, sent: str, query: str, want: int

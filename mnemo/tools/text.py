@@ -45,7 +45,7 @@ ECHO_MARK = "[... {m} more characters]"
 SEARCH_HEADER = "Here're the files in {path} that match `{query}`, best match first, with their matching lines:"
 SEARCH_EMPTY = (
     "No file in {path} matches `{query}`. Try other or fewer words, a prefix such as plan* (it finds plan, "
-    "plans, planning), or a wider path; view {path} to see what it holds."
+    "plans, planning), or a wider path; or view the path to see what it holds."
 )
 SEARCH_MORE_NOTE = (
     "... (the best {k} files are shown and more match: add words, search a narrower path, or raise limit "
@@ -298,15 +298,18 @@ def format_search(
     files: Sequence[tuple[str, Sequence[tuple[int, str, int]]]],
     more: bool,
     max_chars: int | None = None,
+    echo_limit: int | None = None,
 ) -> str:
     """The text of a search (§11): a header, then for each file, best first, its canonical path on a line
-    of its own and its matching lines numbered as `view` numbers them.
+    of its own and its matching lines numbered as `view` numbers them. The query is echoed whole up to
+    `echo_limit` characters, else cut after them with the echo mark.
 
     `files` holds `(path, lines)`, each line `(number, text shown, length of the whole line)`: a line
     shown shorter than it is ends with the echo mark. `more`: files beyond these match too. With no
     file, `SEARCH_EMPTY`. Over `max_chars`, the text keeps the most whole files that fit, then
     `SEARCH_CUT_NOTE`; otherwise, with `more`, it ends with `SEARCH_MORE_NOTE`.
     """
+    query = echo(query, echo_limit)
     if not files:
         return SEARCH_EMPTY.format(path=sent_path, query=query)
     head = SEARCH_HEADER.format(path=sent_path, query=query)

@@ -455,7 +455,7 @@ SEARCH_RESULTS: list[dict[str, Any]] = [
      "content": "Error: Parameter `limit` of command `search` must be an integer from 1 to 100"},
     {"type": "tool_result", "tool_use_id": "toolu_07",
      "content": "No file in /memories/trips matches `zebra`. Try other or fewer words, a prefix such as plan* (it "
-                "finds plan, plans, planning), or a wider path; view /memories/trips to see what it holds."},
+                "finds plan, plans, planning), or a wider path; or view the path to see what it holds."},
     {"type": "tool_result", "tool_use_id": "toolu_08", "is_error": True,
      "content": "Error: Path /memories/../etc would escape /memories directory"},
 ]

@@ -21,7 +21,7 @@ PROFILE = "# Ana\n- vegetarian\n- prefers trains over planes\n"
 LISBON = "# Trip: Lisbon\n- when: June\n- book: night train via Madrid\n"
 EMPTY_TAIL = (
     "Try other or fewer words, a prefix such as plan* (it finds plan, plans, planning), or a wider path; "
-    "view {path} to see what it holds."
+    "or view the path to see what it holds."
 )
 
 
@@ -30,7 +30,7 @@ def header(path: str, query: str) -> str:
 
 
 def empty(path: str, query: str) -> str:
-    return f"No file in {path} matches `{query}`. " + EMPTY_TAIL.format(path=path)
+    return f"No file in {path} matches `{query}`. " + EMPTY_TAIL
 
 
 @pytest.fixture
@@ -184,10 +184,19 @@ def test_an_echoed_query_and_path_fit_any_allowed_bound(client: MnemoClient) -> 
     server = MnemoMemoryToolServer(client, max_path_length=64, max_view_chars=max_chars)
     path = "/memories/" + "d" * 40
     create(server, path + "/f.md", ("walrus " * 30 + "\n") * 3)
-    query = " ".join(["walrus"] * 32)  # the most words a query may have
+    query = " ".join(["walrus"] * 9)  # within the echo limit, (max_chars - 1024) // 2 = 64 characters
     text = ok(server.search(query, path, limit=1))
     assert len(text) <= max_chars
     assert text.startswith(header(path, query) + "\n" + path + "/f.md\n")
+    # a longer query (up to 1,000 characters is a query) is echoed cut after the echo limit, with its mark
+    long_query = " ".join(["walrus"] * 32)
+    assert server.echo_limit == 64
+    shown = long_query[:64] + f"[... {len(long_query) - 64} more characters]"
+    text = ok(server.search(long_query, path, limit=1))
+    assert len(text) <= max_chars
+    assert text.startswith(header(path, shown) + "\n" + path + "/f.md\n")
+    nothing = " ".join(["zebra"] * 32)
+    assert ok(server.search(nothing)) == empty("/memories", nothing[:64] + f"[... {len(nothing) - 64} more characters]")
 
 
 # -- refusals ----------------------------------------------------------------------------------------------------
@@ -383,3 +392,13 @@ def test_a_mount_point_is_a_directory_to_search_even_when_empty(db: str, owner: 
         assert ok(me.search("anything", "/memories/team")) == empty("/memories/team", "anything")
     finally:
         me.client.close()
+
+
+def test_another_root_is_searched_by_default_and_its_files_alone(client: MnemoClient) -> None:
+    notes = MnemoMemoryToolServer(client, root="/notes")
+    create(notes, "/notes/a.md", "puffins nest here")
+    create(MnemoMemoryToolServer(client), "/memories/b.md", "puffins too")
+    assert ok(notes.search("puffin*")) == "\n".join([
+        header("/notes", "puffin*"), "/notes/a.md", "     1\tpuffins nest here",
+    ])
+    assert error(notes.search("puffin*", "/memories")) == "Error: Path must start with /notes, got: /memories"
