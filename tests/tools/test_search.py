@@ -5,7 +5,7 @@ file backend, whose storage serves recall (`db_path`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -263,6 +263,18 @@ def test_bad_input_in_the_memory_tools_order(db: str, server: MnemoMemoryToolSer
         "The path /memories/nowhere/ does not exist. Please provide a valid path."
     )
     assert error(server.search("x", limit=0)) == limit_text
+
+    class Raising(Mapping[str, Any]):
+        def __getitem__(self, key: str) -> Any:
+            raise RuntimeError("no")
+
+        def __iter__(self) -> Iterator[str]:
+            return iter(["query"])
+
+        def __len__(self) -> int:
+            return 1
+
+    assert error(server.execute_search(Raising())) == "Error: Invalid input: the object could not be read"
     assert state(db) == before
 
 
