@@ -473,9 +473,8 @@ class Commands:
         files = []
         for tree_path, hit in found[:limit]:
             content = hit.record.content
-            lines = content.split("\n") if isinstance(content, str) else []
-            shown = [(n, text, len(lines[n - 1]) if n <= len(lines) else len(text)) for n, text in hit.lines]
-            files.append((tree_path, shown))
+            lines = content.split("\n") if isinstance(content, str) else []  # recall finds text only
+            files.append((tree_path, [(n, text, len(lines[n - 1])) for n, text in hit.lines]))
         settings = self._settings
         more = len(found) > limit
         return CommandResult(format_search(sent, query, files, more, settings.max_view_chars, settings.echo))
@@ -483,9 +482,9 @@ class Commands:
     def _found(
         self, tree: Tree, mount: Mount, canonical: str, sent: str, query: str, want: int
     ) -> list[tuple[str, Recalled]]:
-        """The best `want` files at or beneath `canonical` for `query`, with their tree paths, best first
-        (equal scores newest first). Each shown mount's files are ranked in its own scope, and the
-        mounts' rankings merged by score."""
+        """The files at or beneath `canonical` that best match `query` (at least the best `want` of them,
+        when there are so many), with their tree paths, best first (equal scores newest first). Each
+        shown mount's files are ranked in its own scope, and the mounts' rankings merged by score."""
         file = self._file(tree, mount, canonical)
         if file is not None:
             tags = (MEMORY_TAG, path_tag(tree.stored(mount, canonical)))
@@ -497,26 +496,25 @@ class Commands:
         for inner in tree.mounts_beneath(canonical):
             found.extend(self._recall_in(tree, inner, path_tag(self._root) + "/", query, want))
         found.sort(key=lambda item: (-item[1].score, -item[1].record.seq))
-        return found[:want]
+        return found
 
     def _recall_in(self, tree: Tree, mount: Mount, prefix: str, query: str, want: int) -> list[tuple[str, Recalled]]:
-        """The best `want` files of `mount` whose path tag starts with `prefix` that the tree shows (not
-        shadowed by a deeper mount, nor at a fixed directory), with their tree paths. The path filter is
-        the recall's own, so it applies before the limit; should shadowed files take places, the recall
-        is asked again for more."""
+        """The best files of `mount` whose path tag starts with `prefix` that the tree shows (not
+        shadowed by a deeper mount, nor at a fixed directory), with their tree paths: the best `want` of
+        them at least, when there are so many. The path filter is the recall's own, so it applies before
+        the limit; should shadowed files take places, the recall is asked again for twice as many.
+        Precondition: `want <= MAX_RECALL`."""
         ask = want
         while True:
-            hits = self._client.recall(
-                query, scope=mount.scope, tags=(MEMORY_TAG,), tag_prefix=prefix, limit=min(ask, MAX_RECALL)
-            )
+            hits = self._client.recall(query, scope=mount.scope, tags=(MEMORY_TAG,), tag_prefix=prefix, limit=ask)
             kept = []
             for hit in hits:
                 tree_path = tree.listed(mount, tagged_path(hit.record))
                 if tree_path not in tree.held and tree.owner(tree_path) == mount:
                     kept.append((tree_path, hit))
-            if len(kept) >= want or len(hits) < ask or ask >= MAX_RECALL:
-                return kept[:want]
-            ask = min(MAX_RECALL, ask + (ask - len(kept)) * 2)
+            if len(kept) >= want or len(hits) < ask or ask == MAX_RECALL:
+                return kept
+            ask = min(MAX_RECALL, 2 * ask)
 
     # -- beside the commands ----------------------------------------------------------------------
 

@@ -130,6 +130,17 @@ def test_more_files_than_the_limit_say_so(server: MnemoMemoryToolServer) -> None
     assert ok(server.search("kiwi", limit=1)).split("\n")[1:3] == ["/memories/f0.md", "     1\tkiwi kiwi kiwi"]
 
 
+def test_the_default_limit_is_ten_and_a_hundred_the_most(server: MnemoMemoryToolServer) -> None:
+    for i in range(11):
+        create(server, f"/memories/f{i:02d}.md", "ibis")
+    text = ok(server.search("ibis"))
+    assert len([line for line in text.split("\n") if line.startswith("/memories/")]) == 10
+    assert text.endswith("\n... (the best 10 files are shown and more match: add words, search a narrower path, or "
+                         "raise limit to see the others)")
+    assert "more match" not in ok(server.search("ibis", limit=100))
+    assert error(server.search("ibis", limit=101)).endswith("must be an integer from 1 to 100")
+
+
 def test_the_path_is_a_filter_of_the_recall_so_the_limit_counts_files_under_it(
     client: MnemoClient, server: MnemoMemoryToolServer
 ) -> None:
