@@ -3,7 +3,7 @@ from a Source, phrases checked against the documents' text, excluded clauses app
 ranked by BM25 (bm25.py) over the Source's corpus.
 
 A Source is one backend's index seen through one caller's eyes: its corpus is exactly the documents
-that caller may search (docs/RECALL.md §3), so every statistic, and so every score, depends on nothing
+that caller may search (docs/RECALL.md §4), so every statistic, and so every score, depends on nothing
 else. `Overlay` puts a transaction's own writes over a Source.
 """
 
