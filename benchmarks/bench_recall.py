@@ -27,7 +27,7 @@ What is measured (each row's case says which):
   before any recall (every row pending), in fresh processes;
 - the catch-up itself (indexing every record of the log), in a fresh process;
 - `remember` (durability none and fsync), a transaction of 1,000 and `forget`, each on a database whose
-  index is kept up to date beside one where recall never runs (see README.md, "recall", for why this
+  index is kept up to date beside one where recall never runs (see README.md, "Recall", for why this
   is the fair comparison).
 """
 
@@ -101,6 +101,7 @@ RARE_DF = 5  # a word at most this many records of the corpus (once) hold is rar
 KNOWN_ITEM_POOL = 6  # a known item's query is drawn from its this many rarest words (held by 2+ records)
 SEED = 20_261_204
 PROFILE_SECONDS = 1.0  # of recall calls to profile
+PROFILE_FORGETS = 20
 
 
 # -- corpora -----------------------------------------------------------------------------------------
@@ -931,6 +932,17 @@ def forget_count(cfg: Config, n: int) -> int:
     return 40 if cfg.quick else 100
 
 
+def _copy(ds: Dataset, which: str, directory: str) -> str:
+    """A copy of the dataset's Mnemo database in `directory`, with its snapshot `which` ("indexed",
+    "pending"); its path."""
+    os.makedirs(directory)
+    path = os.path.join(directory, "recall.mnemo.db")
+    for suffix in ("", ".leaves"):
+        shutil.copyfile(ds.mnemo_path + suffix, path + suffix)
+    shutil.copyfile(ds.snap_indexed if which == "indexed" else ds.snap_pending, path + ".snap")
+    return path
+
+
 def bench_forget(cfg: Config, ds: Dataset) -> list[Result]:
     """forget(id), one record a call (durability fsync, the default: a forget's erasure is synced in
     every mode), on two copies of one database: its text index caught up (the snapshot holding it), and
@@ -941,12 +953,7 @@ def bench_forget(cfg: Config, ds: Dataset) -> list[Result]:
         clients: dict[str, MnemoClient] = {}
         try:
             for which in ("indexed", "pending"):
-                os.makedirs(os.path.join(d, which))
-                path = os.path.join(d, which, "recall.mnemo.db")
-                for suffix in ("", ".leaves"):
-                    shutil.copyfile(ds.mnemo_path + suffix, path + suffix)
-                shutil.copyfile(ds.snap_indexed if which == "indexed" else ds.snap_pending, path + ".snap")
-                clients[which] = MnemoClient(path, AGENT)
+                clients[which] = MnemoClient(_copy(ds, which, os.path.join(d, which)), AGENT)
             if pending_rows(clients["indexed"]) or pending_rows(clients["pending"]) != c.n:
                 raise RuntimeError("forget: the copies' text indexes are not as intended")
             ids = [info.id for info in clients["pending"].list_records()]
@@ -1024,8 +1031,9 @@ def profile_summary(stats: pstats.Stats, top: int = 15) -> str:
 
 
 def run_profiles(cfg: Config, ds: Dataset) -> str:
-    """cProfile of one catch-up (fresh process, the whole database pending) and of one recall query of
-    each kind (a common word, and rare words only) on the caught-up index."""
+    """cProfile of one catch-up (fresh process, the whole database pending), the text index's memory by
+    structure, an open with the text index in the snapshot, forgets with the index caught up, and one
+    recall query of each kind on the caught-up index."""
     out = []
     prof = os.path.join(cfg.workdir, "catch-up.prof")
     ds.use_snapshot("pending")
@@ -1049,15 +1057,32 @@ def run_profiles(cfg: Config, ds: Dataset) -> str:
     profiler.disable()
     out.append(f"open of {ds.corpus.label} with the text index in its snapshot (cProfile, own time):\n"
                f"{profile_summary(pstats.Stats(profiler))}")
+    with scratch(cfg) as d:
+        client = MnemoClient(_copy(ds, "indexed", os.path.join(d, "indexed")), AGENT)
+        try:
+            ids = [info.id for info in client.list_records()]
+            victims = random.Random(SEED).sample(ids, PROFILE_FORGETS)
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for rec_id in victims:
+                client.forget(rec_id)
+            profiler.disable()
+        finally:
+            client.close()
+    out.append(f"{PROFILE_FORGETS} forget(id) on {ds.corpus.label}, text index caught up (cProfile, own time):\n"
+               f"{profile_summary(pstats.Stats(profiler))}")
     qs = make_queries(doc_freqs(ds.corpus.base_texts()), 60)
     picks = [(f"a query {what}", next(q for q, k in zip(qs.queries, qs.kinds, strict=True) if k == kind))
              for kind, what in KINDS.items() if kind in qs.kinds]
     client = _open_reader(ds)
     try:
         for label, words in picks:
-            t0 = time.perf_counter()
-            mnemo_search(client, words)
-            one = time.perf_counter() - t0
+            three = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                mnemo_search(client, words)
+                three.append(time.perf_counter() - t0)
+            one = statistics.median(three)
             calls = max(5, min(500, int(PROFILE_SECONDS / one)))  # enough calls that a GC pause is diluted
             profiler = cProfile.Profile()
             profiler.enable()
