@@ -596,10 +596,10 @@ def text_index_sizes(text: Any) -> dict[str, int]:
         + size(text.new_terms),
         "docs: a posting array per term": size(text.docs) + sum(map(size, text.docs)),
         "freqs: a frequency array per term": size(text.freqs) + sum(map(size, text.freqs)),
-        "doc_row, doc_scope, doc_len: arrays": size(text.doc_row) + size(text.doc_scope) + size(text.doc_len),
-        "doc_terms: dict document -> bytes of its term ids": size(text.doc_terms)
-        + sum(map(size, text.doc_terms.values())) + _ints(text.doc_terms),
-        "row_doc: dict row -> document": size(text.row_doc) + _ints(text.row_doc) + _ints(text.row_doc.values()),
+        "doc_row, doc_scope, doc_len, doc_seq, row_docs: arrays": size(text.doc_row) + size(text.doc_scope)
+        + size(text.doc_len) + size(text.doc_seq) + size(text.row_docs),
+        "doc_terms: list document -> bytes of its term ids": size(text.doc_terms)
+        + sum(map(size, text.doc_terms)),
         "pending, scope_totals, free": size(text.pending) + _ints(text.pending) + size(text.scope_totals)
         + size(text.free),
     }

@@ -160,6 +160,7 @@ class TextIndex:
             self.pending.discard(row)
             if text is not None:
                 self.add(row, scope, text, seq)
+        self.pending = set()  # an emptied set keeps its table: a catch-up of a million rows, 40 MB
 
     def norms(self, avg: float, wanted: int) -> Column[int, float]:
         """Each document's engine.norm for this average length, for `wanted` postings to score. All of
