@@ -13,6 +13,7 @@ from ...recall.query import Query as RecallQuery
 from ..batch import Batch
 from ..recall import Hit, in_transaction, searchable_text
 from ..types import Found, Query, Rec, ScopeFilter
+from .handles import LogHandle
 from .index import Index
 from .reads import Reads
 from .text_index import TextIndex
@@ -63,12 +64,15 @@ class Search(Reads):
         batch = self.current_batch()
         for _attempt in range(5):
             with self._index_lock:
-                generation = self.generation
                 ranked = self._rank(query, scopes, tags, limit, batch)
-            hits = self._read_hits(ranked, batch)
-            if hits is not None and self.generation == generation:
+                handle = self._handles.acquire()  # the log the hits' offsets are in (reads.py)
+            try:
+                hits = self._read_hits(ranked, batch, handle)
+            finally:
+                self._handles.release(handle)
+            if hits is not None:
                 return hits
-            self.refresh()  # forgotten or compacted meanwhile: rank again over what is there now
+            self.refresh()  # a hit forgotten by another process meanwhile: rank again over what is left
         raise IntegrityError(f"{self.path}: recall could not read its hits: the log keeps changing under it")
 
     def _rank(
@@ -91,8 +95,8 @@ class Search(Reads):
                 return None
             return doc
 
-        def text_of(rec: Rec) -> str | None:
-            return searchable_text(self._packed(rec, rec.latest, batch))
+        def text_of(rec: Rec) -> str | None:  # (under the index lock: the current log is the index's)
+            return searchable_text(self.read_packed(rec.latest, batch, rec.id, rec.scope))
 
         def staged(key: Staged) -> Rec:
             rec = batch.recs[key.rec_id] if batch is not None else None
@@ -111,17 +115,18 @@ class Search(Reads):
             for key, score in ranked
         ]
 
-    def _read_hits(self, recs: list[tuple[Rec, float]], batch: Batch | None) -> list[Hit] | None:
-        """Each hit with its latest packed fields, checked; None if one cannot be read any more."""
+    def _read_hits(self, recs: list[tuple[Rec, float]], batch: Batch | None, handle: LogHandle) -> list[Hit] | None:
+        """Each hit with its latest packed fields read through `handle`, checked; None if one was erased
+        since the ranking."""
         out: list[Hit] = []
-        quick = self._quick_packed([(rec, rec.latest) for rec, _ in recs])
+        quick = self._quick_packed([(rec, rec.latest) for rec, _ in recs], handle)
         for (rec, score), checked in zip(recs, quick, strict=True):
             packed: bytes | memoryview
             if checked is not None:
                 packed = checked
             else:
                 try:
-                    packed = self._packed(rec, rec.latest, batch)
+                    packed = self._packed(rec, rec.latest, batch, handle)
                 except NotFound:
                     return None
             out.append(Hit(Found(rec, (packed,)), score))

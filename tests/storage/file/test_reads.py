@@ -178,3 +178,22 @@ def test_a_query_serves_every_record_a_compaction_moves_between_its_selection_an
         assert all(put_slots(db)[i][1].offset < off for i, off in offsets.items()), "the test would prove nothing"
         assert len(races) == 1, "a compaction cost the query another read"
         assert _replaced_logs_open(other) == []
+
+
+@pytest.mark.parametrize("by", ["this client", "another client"])
+def test_a_recall_serves_every_hit_a_compaction_moves_between_its_ranking_and_its_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, by: str
+) -> None:
+    """As for a query: recall reads its hits through the log their offsets are in, so a compaction
+    between the ranking and the read leaves none of them out and costs no second ranking."""
+    db = tmp_path / "r.db"
+    with MnemoClient(db, OWNER, durability="none") as reader, MnemoClient(db, OWNER, durability="none") as other:
+        reader.forget(reader.remember("gone " * 40).id)  # before the records: the first compaction moves them
+        recs = [reader.remember(f"{i} under the reader") for i in range(3)]
+        offsets = {r.id: put_slots(db)[r.id][1].offset for r in recs}
+        races = _compact_before_each_read(monkeypatch, reader, other, by)
+        found = reader.recall("reader")
+        assert sorted((r.record.id, r.record.content) for r in found) == sorted((r.id, r.content) for r in recs)
+        assert all(put_slots(db)[i][1].offset < off for i, off in offsets.items()), "the test would prove nothing"
+        assert len(races) == 1, "a compaction cost the recall another read"
+        assert _replaced_logs_open(other) == []
