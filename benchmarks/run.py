@@ -74,6 +74,8 @@ EXTERNAL: dict[str, External] = {
     ),
     "verify_extra": External("benchmarks.bench_verify", lambda cfg, out: None if cfg.quick else []),
     "mounts": External("benchmarks.bench_mounts", lambda cfg, out: None),
+    # WORKLOADS: "recall" (full-text recall beside SQLite FTS5 and tantivy, and what its index costs)
+    "recall": External("benchmarks.bench_recall", lambda cfg, out: None),
 }
 
 # Printed reports of stand-alone external scripts, by workload name.

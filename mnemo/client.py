@@ -572,21 +572,24 @@ class MnemoClient:
         scope: str | None = None,
         tags: Iterable[str] = (),
         any_tags: Iterable[str] = (),
+        tag_prefix: str | None = None,
         limit: int = 10,
     ) -> list[Recalled]:
         """The readable records whose content best matches `query` (docs/RECALL.md: words, "phrases",
         -excluded, prefix*), best first: ranked by BM25 over the live records this agent may read in
         `scope` (exact, or a `prefix*` pattern) whose content is text, so that records it cannot read
-        change neither the hits nor a score. `tags` and `any_tags` keep only hits with all of `tags`
-        and one of `any_tags`. At most `limit` (1 to 1,000) results; each has the matching lines of
-        its content. A query that cannot be read is InvalidInput, saying what is wrong."""
+        change neither the hits nor a score. `tags`, `any_tags` and `tag_prefix` keep only hits with
+        all of `tags`, one of `any_tags` and a tag starting with `tag_prefix` (as `query` filters),
+        before the `limit` best are taken; they leave the corpus, and so the scores, as they are. At
+        most `limit` (1 to 1,000) results; each has the matching lines of its content. A query that
+        cannot be read is InvalidInput, saying what is wrong."""
         self._store.refresh()
         if not isinstance(query, str):
             raise InvalidInput(f"the query must be a string, got {type(query).__name__}")
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_RECALL:
             raise InvalidInput(f"limit must be an int from 1 to {MAX_RECALL}, got {limit!r}")
         parsed = parse_recall_query(query)
-        filters, scopes = self._query(tags, any_tags, None, scope, None)
+        filters, scopes = self._query(tags, any_tags, tag_prefix, scope, None)
         hits = self._store.recall(parsed, scopes, filters, limit)
         records = self._latest_records([hit.found for hit in hits])
         wanted, prefixes = parsed.highlights

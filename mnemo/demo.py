@@ -1,7 +1,8 @@
 """`mnemo demo` and `mnemo chat`: the memory tool, end to end.
 
 `run_demo` plays a scripted conversation (no network, no API key) whose tool calls go through
-`MnemoMemoryToolServer.handle` exactly as Claude's would, prints it as a transcript, then checks the
+`MnemoMemoryToolServer.handle` exactly as Claude's would (and its searches through
+`MnemoMemoryToolServer.search`, as the `memory_search` tool's would), prints it as a transcript, then checks the
 chain and shows an excerpt of the audit export, the chain catching a changed byte, and two agents
 sharing a team folder through mounts (one of them read-only). `run_chat` holds a real conversation with Claude
 through the Anthropic SDK's tool runner, with its memory in a local Mnemo database.
@@ -28,7 +29,7 @@ from mnemo.audit import export_audit, read_log, verify_db
 from mnemo.cli.verify import report_lines
 from mnemo.client import MnemoClient
 from mnemo.errors import MnemoError
-from mnemo.tools.server import CommandResult, MnemoMemoryToolServer
+from mnemo.tools.server import SEARCH_TOOL_NAME, CommandResult, MnemoMemoryToolServer
 
 if TYPE_CHECKING:
     from anthropic.types.beta import BetaMessageParam
@@ -106,6 +107,11 @@ def _session_two() -> list[_Turn]:
             "(A stray path outside /memories was refused.)",
         ),
         _Turn(
+            user="Remind me: how did I want to travel?",
+            calls=[{"tool": SEARCH_TOOL_NAME, "query": "train* plane*"}],
+            reply="By train: you prefer trains over planes, and I noted the night train via Madrid for Lisbon.",
+        ),
+        _Turn(
             user="The trip is cancelled. Please forget everything about it, and file my profile under people/.",
             calls=[
                 {"command": "delete", "path": "/memories/trips"},
@@ -118,6 +124,9 @@ def _session_two() -> list[_Turn]:
 
 
 def _describe_call(tool_input: Mapping[str, Any]) -> str:
+    if tool_input.get("tool") == SEARCH_TOOL_NAME:
+        where = f" in {tool_input['path']}" if tool_input.get("path") is not None else ""
+        return f"{SEARCH_TOOL_NAME} {json.dumps(tool_input.get('query'))}{where}"
     command = str(tool_input.get("command"))
     if command == "rename":
         return f"memory.rename {tool_input.get('old_path')} -> {tool_input.get('new_path')}"
@@ -185,6 +194,15 @@ def _say(out: TextIO, who: str, text: str) -> None:
     _Page(out, terminal_width()).say(who, text)
 
 
+def _call(server: MnemoMemoryToolServer, call: Mapping[str, Any], tool_use_id: str) -> Mapping[str, Any]:
+    """The tool_result of one scripted call: a search through `search` (the `memory_search` tool's code
+    path), a memory-tool command through `handle`."""
+    if call.get("tool") == SEARCH_TOOL_NAME:
+        result = server.search(call["query"], call.get("path"))
+        return server.result_block(tool_use_id, result)
+    return server.handle({"type": "tool_use", "id": tool_use_id, "name": "memory", "input": call})
+
+
 def _play(page: _Page, server: MnemoMemoryToolServer, turns: list[_Turn], first_id: int) -> int:
     n = first_id
     for turn in turns:
@@ -193,8 +211,7 @@ def _play(page: _Page, server: MnemoMemoryToolServer, turns: list[_Turn], first_
         for call in turn.calls:
             n += 1
             page.line(_describe_call(call), indent="  > ", hang="  ")
-            block = server.handle({"type": "tool_use", "id": f"toolu_demo_{n:02d}", "name": "memory", "input": call})
-            page.result(block)
+            page.result(_call(server, call, f"toolu_demo_{n:02d}"))
         page.say("Claude", turn.reply)
         page.line()
     return n
@@ -215,6 +232,7 @@ _TEAM_CALLS: list[tuple[str, dict[str, Any]]] = [
     ("concierge", {"command": "rename", "old_path": "/memories/hotels.md", "new_path": "/memories/team/hotels.md"}),
     ("assistant", {"command": "rename", "old_path": "/memories/notes.md", "new_path": "/memories/team/notes.md"}),
     ("concierge", {"command": "view", "path": "/memories/team"}),
+    ("concierge", {"tool": SEARCH_TOOL_NAME, "query": "lisbon tram*"}),
 ]
 
 
@@ -234,8 +252,7 @@ def _shared_folder(page: _Page, db_path: str) -> bool:
                        "concierge": MnemoMemoryToolServer(c, mounts=TEAM_MOUNTS)}
             for n, (agent, call) in enumerate(_TEAM_CALLS):
                 page.line(f"{agent}: {_describe_call(call)}", indent="  > ", hang="  ")
-                block = servers[agent].handle({"type": "tool_use", "id": f"toolu_team_{n:02d}", "name": "memory",
-                                               "input": call})
+                block = _call(servers[agent], call, f"toolu_team_{n:02d}")
                 page.result(block)
                 refused += agent == "concierge" and "Permission denied" in str(block["content"])
         page.line("The move of notes.md into the team's folder was one commit: a put in the team's scope and the "

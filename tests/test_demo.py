@@ -127,6 +127,26 @@ def test_demo_transcript_chain_check_and_audit(tmp_path: Path) -> None:
     assert "already exists" in again.getvalue()
 
 
+def test_demo_shows_a_search_and_one_across_mounts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    out = io.StringIO()
+    assert run_demo(out, db_dir=str(tmp_path)) == 0
+    text = out.getvalue()
+    search = text.split('  > memory_search "train* plane*"\n', 1)[1].split("\nClaude: ", 1)[0]
+    assert search == (
+        "  = Here're the files in /memories that match `train* plane*`, best match first, with their matching\n"
+        "    lines:\n"
+        "      /memories/user/profile.md\n"
+        "           3  - prefers trains over planes\n"
+        "      /memories/trips/lisbon.md\n"
+        "           4  - book: night train via Madrid"
+    )
+    across = text.split('  > concierge: memory_search "lisbon tram*"\n', 1)[1].split("\nThe move of", 1)[0]
+    # the concierge's own file and the team's, each at its tree path
+    assert "      /memories/team/lisbon.md\n           1  # Lisbon, June" in across
+    assert "      /memories/hotels.md\n           1  - Alfama, near the tram" in across
+
+
 def test_demo_in_a_temporary_directory() -> None:
     out = io.StringIO()
     assert run_demo(out) == 0

@@ -48,6 +48,7 @@ COMMAND_MODULES = (
     "audit",  # audit export, audit verify
     "keys",  # keygen
     "records",  # ls, cat, history, stats, compact
+    "recall",  # recall
     "log",  # log
     "transparency",  # checkpoint, prove, cosign, audit verify-proof, audit verify-consistency, verify --checkpoint
     "operators",  # forget, grant, revoke, permissions

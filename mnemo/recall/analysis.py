@@ -125,25 +125,41 @@ def _bigrams(run: str) -> list[str]:
     return _PAIRS.findall(run) or [run]
 
 
+def _word(word: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The terms and atoms of one word (not a run of a spaceless script)."""
+    split = _split(word)
+    if split is None:
+        whole = (_case(word),)
+        return whole, whole
+    if not split[1]:
+        return (), ()
+    return (_case(word), *split[0]), tuple(split[1])
+
+
+# Words seen before, with their terms and atoms: most words of a text are common ones, and looking one
+# up costs a fraction of analysing it again. Bounded: once full, new words are analysed every time.
+_SEEN: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+_SEEN_MAX = 200_000
+
+
 def analyse(text: str) -> Analysed:
     """The terms and atoms of `text`, in one pass. Never raises for any str."""
     terms: list[str] = []
     atoms: list[str] = []
+    seen = _SEEN
     for run, word in _TOKEN.findall(fold(text)):
         if run:
             grams = _bigrams(run)
             terms += grams
             atoms += grams
             continue
-        split = _split(word)
-        if split is None:
-            whole = _case(word)
-            terms.append(whole)
-            atoms.append(whole)
-        elif split[1]:
-            terms.append(_case(word))
-            terms += split[0]
-            atoms += split[1]
+        found = seen.get(word)
+        if found is None:
+            found = _word(word)
+            if len(seen) < _SEEN_MAX:
+                seen[word] = found
+        terms += found[0]
+        atoms += found[1]
     return Analysed(terms, atoms)
 
 
@@ -183,7 +199,14 @@ def matching_lines(
     prefixes, then the earliest; they are returned in line order. Precondition: `limit >= 0`; `wanted`
     and `prefixes` are analysed terms (what `terms` gives), for example a query's `highlights`."""
     ranked: list[tuple[int, int, str]] = []
+    needles = (*wanted, *prefixes)
     for number, line in enumerate(text.split("\n"), start=1):
+        # An ASCII line's terms are substrings of it lower-cased: a line holding none of the needles
+        # is passed over without being analysed.
+        if line.isascii():
+            lowered = line.lower()
+            if not any(needle in lowered for needle in needles):
+                continue
         present = set(terms(line))
         hits = len(present.intersection(wanted))
         hits += sum(1 for prefix in prefixes if any(term.startswith(prefix) for term in present))

@@ -3,7 +3,7 @@ from a Source, phrases checked against the documents' text, excluded clauses app
 ranked by BM25 (bm25.py) over the Source's corpus.
 
 A Source is one backend's index seen through one caller's eyes: its corpus is exactly the documents
-that caller may search (docs/RECALL.md §3), so every statistic, and so every score, depends on nothing
+that caller may search (docs/RECALL.md §4), so every statistic, and so every score, depends on nothing
 else. `Overlay` puts a transaction's own writes over a Source.
 """
 
@@ -20,7 +20,20 @@ from .bm25 import K1, B, idf
 from .query import Feature, Phrase, Prefix, Query, Term
 
 K = TypeVar("K", bound=Hashable)
+K_contra = TypeVar("K_contra", contravariant=True)
+V_co = TypeVar("V_co", covariant=True)
 Postings = Mapping[K, int]
+
+
+class Column(Protocol[K_contra, V_co]):
+    """A value per document (a mapping, or an array indexed by document number)."""
+
+    def __getitem__(self, key: K_contra, /) -> V_co: ...
+
+
+def norm(length: int, avg: float) -> float:
+    """k1 · (1 - b + b · |d| / avgdl), as bm25.saturation computes it: a Source's norms are these."""
+    return K1 * (1 - B + B * length / avg)
 
 
 class Source(Protocol[K]):
@@ -37,11 +50,15 @@ class Source(Protocol[K]):
         """At least every term starting with `prefix` that a document of the corpus holds (a term none
         holds may be among them: its postings are empty)."""
 
-    def length(self, key: K) -> int:
-        """A document's length: its number of terms (analysis.terms)."""
+    def lengths(self) -> Column[K, int]:
+        """Each document's length, its number of terms (analysis.terms), by key."""
 
-    def seq(self, key: K) -> int:
-        """The seq of the entry that wrote the document (equal scores rank the highest first)."""
+    def norms(self, avg: float, wanted: int) -> Column[K, float]:
+        """Each document's `norm(length, avg)`, for `wanted` postings to score (a backend may keep them
+        for the next recall, or compute only those asked for when they are few)."""
+
+    def seqs(self) -> Column[K, int]:
+        """The seq of the entry that wrote each document (equal scores rank the highest first)."""
 
     def text(self, key: K) -> str:
         """A document's text, as it was analysed (for phrases)."""
@@ -75,27 +92,43 @@ def search(
         for postings in _clause_postings(clause, source, positions).values():
             excluded.update(postings)
     avg = total / n_docs
-    length = source.length
-    scores: dict[K, float] = {}
-    norms: dict[K, float] = {}
+    norms = source.norms(avg, sum(map(len, features.values())))
     k1_plus_1 = K1 + 1
-    # features in bm25.score's order, so that each document's sum is the same float
+    scores: dict[K, float] = {}
+    # Features in bm25.score's order, each document's terms summed from 0.0 in the same expression as
+    # bm25.saturation, so that each score is the very float bm25.score gives.
     for _feature, postings in sorted(features.items(), key=lambda item: repr(item[0])):
         weight = idf(n_docs, len(postings))
+        if not scores:
+            scores = {
+                key: weight * (tf * k1_plus_1 / (tf + norms[key])) for key, tf in postings.items()
+            }
+            continue
+        get = scores.get
         for key, tf in postings.items():
-            norm = norms.get(key)
-            if norm is None:
-                if key in excluded or (keep is not None and not keep(key)):
-                    norms[key] = -1.0
-                    continue
-                norm = norms[key] = K1 * (1 - B + B * length(key) / avg)
-                scores[key] = 0.0
-            elif norm < 0:
-                continue
-            scores[key] += weight * (tf * k1_plus_1 / (tf + norm))
-    seq = source.seq
-    best = heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], -seq(item[0])))
-    return best
+            scores[key] = get(key, 0.0) + weight * (tf * k1_plus_1 / (tf + norms[key]))
+    for key in excluded:
+        scores.pop(key, None)
+    if keep is not None:
+        scores = {key: score for key, score in scores.items() if keep(key)}
+    return _best(scores, limit, source.seqs())
+
+
+def _best(scores: dict[K, float], limit: int, seqs: Column[K, int]) -> list[tuple[K, float]]:
+    """The `limit` best (key, score), highest score first, equal scores highest seq first. The score
+    that makes the cut is found first; the scores above it are ordered in full, and of the documents
+    at it (a common word in documents alike: many), those of the highest seqs fill the rest."""
+    if len(scores) <= limit:
+        items = list(scores.items())
+        items.sort(key=lambda item: (-item[1], -seqs[item[0]]))
+        return items
+    threshold = heapq.nlargest(limit, scores.values())[-1]
+    above = [(key, score) for key, score in scores.items() if score > threshold]
+    above.sort(key=lambda item: (-item[1], -seqs[item[0]]))
+    by_seq = {seqs[key]: key for key, score in scores.items() if score == threshold}  # one document per seq
+    # sorted, not heapq.nlargest: seqs come mostly in increasing order, which timsort takes in one run
+    newest = sorted(by_seq, reverse=True)[: limit - len(above)]
+    return above + [(by_seq[seq], threshold) for seq in newest]
 
 
 def _clause_postings(
@@ -166,7 +199,8 @@ class Overlay(Generic[K]):
     def totals(self) -> tuple[int, int]:
         docs, total = self.base.totals()
         docs += len(self.added) - len(self.hidden)
-        total += sum(doc.length for doc in self.added.values()) - sum(map(self.base.length, self.hidden))
+        lengths = self.base.lengths()
+        total += sum(doc.length for doc in self.added.values()) - sum(lengths[key] for key in self.hidden)
         return docs, total
 
     def postings(self, term: str) -> Postings[K | Staged]:
@@ -181,11 +215,29 @@ class Overlay(Generic[K]):
         mine = {term for doc in self.added.values() for term in doc.counts if term.startswith(prefix)}
         return sorted(mine.union(self.base.expand(prefix)))
 
-    def length(self, key: K | Staged) -> int:
-        return self.added[key].length if isinstance(key, Staged) else self.base.length(key)
+    def lengths(self) -> _Overlaid[K, int]:
+        return _Overlaid(self.base.lengths(), {key: doc.length for key, doc in self.added.items()})
 
-    def seq(self, key: K | Staged) -> int:
-        return self.added[key].seq if isinstance(key, Staged) else self.base.seq(key)
+    def norms(self, avg: float, wanted: int) -> _Overlaid[K, float]:
+        added = {key: norm(doc.length, avg) for key, doc in self.added.items()}
+        return _Overlaid(self.base.norms(avg, wanted), added)
+
+    def seqs(self) -> _Overlaid[K, int]:
+        return _Overlaid(self.base.seqs(), {key: doc.seq for key, doc in self.added.items()})
+
 
     def text(self, key: K | Staged) -> str:
         return self.added[key].text if isinstance(key, Staged) else self.base.text(key)
+
+
+V = TypeVar("V")
+
+
+class _Overlaid(Generic[K, V]):
+    """A base Source's column, with the values of the overlay's own documents."""
+
+    def __init__(self, base: Column[K, V], added: Mapping[Staged, V]) -> None:
+        self.base, self.added = base, added
+
+    def __getitem__(self, key: K | Staged) -> V:
+        return self.added[key] if isinstance(key, Staged) else self.base[key]

@@ -88,10 +88,12 @@ class Storage(Protocol):
 
     def recall(self, query: RecallQuery, scopes: ScopeFilter, tags: Query, limit: int) -> list[Hit]:
         """The `limit` best live records whose latest version matches `query` (docs/RECALL.md), in a
-        scope `scopes` admits and with tags `tags` matches (its limit unused), ranked by BM25 over the
-        corpus of every live record `scopes` admits whose latest content is text (tags leave it as it
-        is), as of this thread's open batch; each with its latest packed fields. Nothing of a replaced
-        or forgotten version is found or counted. Precondition: limit >= 0."""
+        scope `scopes` admits and with tags `tags` matches (all of its `tags`, one of its `any_tags`
+        and a tag starting with its `tag_prefix`; its limit unused), ranked by BM25 over the corpus of
+        every live record `scopes` admits whose latest content is text (tags leave it as it is), as of
+        this thread's open batch; each with its latest packed fields. The tag filters apply before the
+        `limit` best are taken. Nothing of a replaced or forgotten version is found or counted.
+        Precondition: limit >= 0."""
 
     def counts(self, scopes: ScopeFilter) -> tuple[int, int, int]:
         """(records, versions, distinct tags) of the live records `scopes` admits."""

@@ -1,8 +1,9 @@
 """The memory-tool facade: Anthropic's `memory_20250818` tool served from a Mnemo database.
 
 `MnemoMemoryToolServer` needs nothing but Mnemo. The Anthropic SDK adapters (`MnemoMemoryTool`,
-`AsyncMnemoMemoryTool`) live in `mnemo.tools.anthropic` and are imported from there on first use, so
-that importing Mnemo never imports the SDK.
+`AsyncMnemoMemoryTool`, and the companion search tools `MnemoSearchTool`, `AsyncMnemoSearchTool`) live
+in `mnemo.tools.anthropic` and are imported from there on first use, so that importing Mnemo never
+imports the SDK.
 """
 
 from __future__ import annotations
@@ -13,18 +14,20 @@ from mnemo.tools.paths import PathError, canonicalize
 from mnemo.tools.server import CommandResult, MnemoMemoryToolServer
 
 if TYPE_CHECKING:
-    from mnemo.tools.anthropic import AsyncMnemoMemoryTool, MnemoMemoryTool
+    from mnemo.tools.anthropic import AsyncMnemoMemoryTool, AsyncMnemoSearchTool, MnemoMemoryTool, MnemoSearchTool
 
 __all__ = [
     "AsyncMnemoMemoryTool",
+    "AsyncMnemoSearchTool",
     "CommandResult",
     "MnemoMemoryTool",
+    "MnemoSearchTool",
     "MnemoMemoryToolServer",
     "PathError",
     "canonicalize",
 ]
 
-_SDK_NAMES = frozenset({"MnemoMemoryTool", "AsyncMnemoMemoryTool"})
+_SDK_NAMES = frozenset({"MnemoMemoryTool", "AsyncMnemoMemoryTool", "MnemoSearchTool", "AsyncMnemoSearchTool"})
 
 
 def __getattr__(name: str) -> Any:

@@ -16,17 +16,34 @@ Success results are the same text `MnemoMemoryToolServer.handle` returns; an err
 else is ever raised, whatever object a method is given. `clear_all_memory()` forgets every file of
 the server's memory at once. This module needs the `anthropic-memory-tool` extra; `import mnemo`
 never imports it.
+
+`MnemoSearchTool` (and its async twin `AsyncMnemoSearchTool`) is the companion tool `memory_search`: a
+function tool for the same runner that searches the memory's files (`MnemoMemoryToolServer.search`,
+docs/MEMORY_TOOL.md §11). Give it the memory tool's server, so that both serve one tree:
+
+```python
+memory = MnemoMemoryTool(client, mounts={"/memories/team": "team:research"})
+runner = anthropic.Anthropic().beta.messages.tool_runner(
+    model=..., max_tokens=..., messages=[...], tools=[memory, MnemoSearchTool(memory.server)])
+```
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 try:
-    from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
+    from anthropic.lib.tools import (
+        BetaAbstractMemoryTool,
+        BetaAsyncAbstractMemoryTool,
+        BetaAsyncFunctionTool,
+        BetaFunctionTool,
+        ToolError,
+    )
     from anyio.to_thread import run_sync
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
     from mnemo._install import install_hint
@@ -36,7 +53,14 @@ except ImportError as _exc:  # pragma: no cover - exercised only without the ext
         f"{install_hint('anthropic-memory-tool')}"
     ) from _exc
 
-from mnemo.tools.server import INTERNAL_ERROR, CommandResult, MnemoMemoryToolServer
+from mnemo.tools.server import (
+    DEFAULT_SEARCH_LIMIT,
+    INTERNAL_ERROR,
+    SEARCH_INPUT_SCHEMA,
+    SEARCH_TOOL_NAME,
+    CommandResult,
+    MnemoMemoryToolServer,
+)
 
 if TYPE_CHECKING:
     from anthropic.types.beta import (
@@ -52,7 +76,7 @@ if TYPE_CHECKING:
 
     from mnemo.client import MnemoClient
 
-__all__ = ["AsyncMnemoMemoryTool", "MnemoMemoryTool"]
+__all__ = ["AsyncMnemoMemoryTool", "AsyncMnemoSearchTool", "MnemoMemoryTool", "MnemoSearchTool"]
 
 log = logging.getLogger("mnemo.tools")
 
@@ -217,3 +241,78 @@ class AsyncMnemoMemoryTool(BetaAsyncAbstractMemoryTool):
 
     async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
         return await self._run(command)
+
+
+SEARCH_DESCRIPTION = (
+    "Search the files of your memory (the memory tool's /memories directory) for words, and get the paths "
+    "of the files that match best, best first, each with its matching lines numbered as the memory tool's "
+    "view numbers them. Use it when memory holds many files, or to find where something was noted; then "
+    "view a file with the memory tool to read it whole. The query is words (a file matching any of them is "
+    "found; more, and rarer, matches rank higher), \"a phrase\" in quotes, word* for every word starting "
+    "with word, and -word to leave out files holding it; case and accents do not matter. path narrows the "
+    "search to a directory (or a file)."
+)
+
+
+class MnemoSearchTool(BetaFunctionTool[Callable[..., str]]):
+    """The companion tool `memory_search` for the SDK's tool runner: a function tool that searches the
+    memory's files (`MnemoMemoryToolServer.search`, docs/MEMORY_TOOL.md §11) and answers with its text.
+
+    Pass the memory tool's server (`MnemoSearchTool(memory.server)`) so that both serve one tree, or a
+    `MnemoClient` plus the server's keyword options, as for `MnemoMemoryTool`. The input (`query`,
+    `path`, `limit`) meets the search's own checks, not a coercing validator; an error result raises
+    `ToolError` with its text, and nothing else is raised.
+    """
+
+    def __init__(
+        self,
+        target: MnemoMemoryToolServer | MnemoClient,
+        *,
+        cache_control: BetaCacheControlEphemeralParam | None = None,
+        **server_options: Any,
+    ) -> None:
+        self.server = _server(target, server_options)
+        self._lock = threading.Lock()
+
+        def memory_search(query: str, path: str | None = None, limit: int = DEFAULT_SEARCH_LIMIT) -> str:
+            return self.call({"query": query, "path": path, "limit": limit})
+
+        super().__init__(
+            memory_search, name=SEARCH_TOOL_NAME, description=SEARCH_DESCRIPTION,
+            input_schema=copy.deepcopy(SEARCH_INPUT_SCHEMA), cache_control=cache_control,
+        )
+
+    def call(self, input: object) -> str:
+        """Run one tool_use input exactly as `MnemoMemoryToolServer.execute_search` does."""
+        with self._lock:
+            return _outcome(_run_guarded(lambda: self.server.execute_search(input)))
+
+
+class AsyncMnemoSearchTool(BetaAsyncFunctionTool[Callable[..., Coroutine[Any, Any, str]]]):
+    """The async twin of `MnemoSearchTool`: each search runs on a worker thread, one at a time."""
+
+    def __init__(
+        self,
+        target: MnemoMemoryToolServer | MnemoClient,
+        *,
+        cache_control: BetaCacheControlEphemeralParam | None = None,
+        **server_options: Any,
+    ) -> None:
+        self.server = _server(target, server_options)
+        self._lock = threading.Lock()
+
+        async def memory_search(query: str, path: str | None = None, limit: int = DEFAULT_SEARCH_LIMIT) -> str:
+            return await self.call({"query": query, "path": path, "limit": limit})
+
+        super().__init__(
+            memory_search, name=SEARCH_TOOL_NAME, description=SEARCH_DESCRIPTION,
+            input_schema=copy.deepcopy(SEARCH_INPUT_SCHEMA), cache_control=cache_control,
+        )
+
+    def _search_locked(self, input: object) -> CommandResult:
+        with self._lock:
+            return _run_guarded(lambda: self.server.execute_search(input))
+
+    async def call(self, input: object) -> str:
+        """Run one tool_use input exactly as `MnemoMemoryToolServer.execute_search` does, off the event loop."""
+        return _outcome(await run_sync(self._search_locked, input))

@@ -1,4 +1,5 @@
-"""The memory tool's six commands, written once: view, create, str_replace, insert, delete and rename.
+"""The memory tool's six commands, written once: view, create, str_replace, insert, delete and rename;
+and the search of its files (docs/MEMORY_TOOL.md §11), which the MCP server and the SDK offer beside them.
 
 `Commands` runs them over a `Layout` (which scope holds each path: one scope at the root, or a mount
 table) with a server's `Settings` (its size limits, quotas and echo limit), and answers with the texts
@@ -17,9 +18,11 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mnemo.client import MAX_RECALL
 from mnemo.errors import InvalidInput, NotFound, PermissionDenied
+from mnemo.recall.query import parse as parse_query
 from mnemo.storage.gc_pause import gc_paused
-from mnemo.tools.layout import Layout, Mount, Tree
+from mnemo.tools.layout import Layout, Mount, Tree, tagged_path
 from mnemo.tools.paths import (
     MEMORY_TAG,
     PATH_TAG_PREFIX,
@@ -37,6 +40,7 @@ from mnemo.tools.text import (
     echo,
     format_directory_view,
     format_file_view,
+    format_search,
     insert_text,
     occurrence_list,
     replace_snippet,
@@ -44,7 +48,7 @@ from mnemo.tools.text import (
 
 if TYPE_CHECKING:
     from mnemo.client import MnemoClient
-    from mnemo.record import MemoryRecord, RecordInfo
+    from mnemo.record import MemoryRecord, Recalled, RecordInfo
 
 __all__ = ["CLEARED", "FIXED_TEXT", "HOLDS_TEXT", "Commands", "Refusal", "Settings"]
 
@@ -447,6 +451,70 @@ class Commands:
                     self._client.remember(record.content, tags=tags, metadata=record.metadata, scope=target.scope)
                 self._client.forget([info.id for info, _, _ in moves], reason="memory tool: rename")
         return CommandResult(f"Successfully renamed {old_path} to {new_path}")
+
+    # -- the search --------------------------------------------------------------------------------
+
+    def search(self, query: str, path: str | None, limit: int) -> CommandResult:
+        """The files under `path` (default: the root) whose content best matches `query`, at most
+        `limit` of them, best first, with their matching lines (docs/MEMORY_TOOL.md §11). Checked in the
+        tool's order: the path, the query's syntax, `read` in the scope that serves the path, the path's
+        existence. A file's path searches that file alone."""
+        sent = self._root if path is None else path
+        canonical = self._canonical(sent)
+        try:
+            parse_query(query)
+        except InvalidInput as exc:
+            raise Refusal(f"Error: Invalid query: {exc}") from None
+        with self._reading():
+            tree = self._tree()
+            mount = tree.owner(canonical)
+            self._permit("read", mount.scope)
+            found = self._found(tree, mount, canonical, sent, query, limit + 1)
+        files = []
+        for tree_path, hit in found[:limit]:
+            content = hit.record.content
+            lines = content.split("\n") if isinstance(content, str) else []  # recall finds text only
+            files.append((tree_path, [(n, text, len(lines[n - 1])) for n, text in hit.lines]))
+        settings = self._settings
+        more = len(found) > limit
+        return CommandResult(format_search(sent, query, files, more, settings.max_view_chars, settings.echo))
+
+    def _found(
+        self, tree: Tree, mount: Mount, canonical: str, sent: str, query: str, want: int
+    ) -> list[tuple[str, Recalled]]:
+        """The files at or beneath `canonical` that best match `query` (at least the best `want` of them,
+        when there are so many), with their tree paths, best first (equal scores newest first). Each
+        shown mount's files are ranked in its own scope, and the mounts' rankings merged by score."""
+        file = self._file(tree, mount, canonical)
+        if file is not None:
+            tags = (MEMORY_TAG, path_tag(tree.stored(mount, canonical)))
+            hits = self._client.recall(query, scope=mount.scope, tags=tags, limit=want)
+            return [(canonical, hit) for hit in hits if hit.record.id == file.id]
+        if not self._is_dir(tree, mount, canonical):
+            raise Refusal(f"The path {sent} does not exist. Please provide a valid path.")
+        found = self._recall_in(tree, mount, path_tag(tree.stored(mount, canonical)) + "/", query, want)
+        for inner in tree.mounts_beneath(canonical):
+            found.extend(self._recall_in(tree, inner, path_tag(self._root) + "/", query, want))
+        found.sort(key=lambda item: (-item[1].score, -item[1].record.seq))
+        return found
+
+    def _recall_in(self, tree: Tree, mount: Mount, prefix: str, query: str, want: int) -> list[tuple[str, Recalled]]:
+        """The best files of `mount` whose path tag starts with `prefix` that the tree shows (not
+        shadowed by a deeper mount, nor at a fixed directory), with their tree paths: the best `want` of
+        them at least, when there are so many. The path filter is the recall's own, so it applies before
+        the limit; should shadowed files take places, the recall is asked again for twice as many.
+        Precondition: `want <= MAX_RECALL`."""
+        ask = want
+        while True:
+            hits = self._client.recall(query, scope=mount.scope, tags=(MEMORY_TAG,), tag_prefix=prefix, limit=ask)
+            kept = []
+            for hit in hits:
+                tree_path = tree.listed(mount, tagged_path(hit.record))
+                if tree_path not in tree.held and tree.owner(tree_path) == mount:
+                    kept.append((tree_path, hit))
+            if len(kept) >= want or len(hits) < ask or ask == MAX_RECALL:
+                return kept
+            ask = min(MAX_RECALL, 2 * ask)
 
     # -- beside the commands ----------------------------------------------------------------------
 

@@ -14,12 +14,21 @@ from typing import Any, Literal, cast
 
 from mnemo.tools.text import CommandResult, echo
 
-__all__ = ["INT_MAX", "INT_MIN", "read_block", "validate_input"]
+__all__ = [
+    "DEFAULT_SEARCH_LIMIT", "INT_MAX", "INT_MIN", "MAX_SEARCH_LIMIT", "SEARCH", "read_block", "validate_input",
+    "validate_search",
+]
 
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+# The search (docs/MEMORY_TOOL.md §11): how many files it answers with, by default and at most.
+DEFAULT_SEARCH_LIMIT = 10
+MAX_SEARCH_LIMIT = 100
 
-_Kind = Literal["str", "int", "range"]
-_TYPE_NAMES: dict[_Kind, str] = {"str": "a string", "int": "an integer", "range": "a list of two integers"}
+_Kind = Literal["str", "int", "range", "limit"]
+_TYPE_NAMES: dict[_Kind, str] = {
+    "str": "a string", "int": "an integer", "range": "a list of two integers",
+    "limit": f"an integer from 1 to {MAX_SEARCH_LIMIT}",
+}
 _IN_RANGE = " between -2**63 and 2**63 - 1"
 
 # command -> fields in the contract's table order: (name, kind, required)
@@ -31,6 +40,10 @@ FIELDS: dict[str, tuple[tuple[str, _Kind, bool], ...]] = {
     "delete": (("path", "str", True),),
     "rename": (("old_path", "str", True), ("new_path", "str", True)),
 }
+# The search's fields, in the order they are checked; it is named `search` in the error texts.
+SEARCH = "search"
+SEARCH_FIELDS: tuple[tuple[str, _Kind, bool], ...] = (("query", "str", True), ("path", "str", False),
+                                                       ("limit", "limit", False))
 _PATH_FIELDS = frozenset({"path", "old_path", "new_path"})
 _NOT_READ = object()  # a value of a type no field takes
 
@@ -74,6 +87,9 @@ def _plain(value: object, kind: _Kind) -> object:
     if kind == "int":
         number = _plain_int(value)
         return _NOT_READ if number is None else number
+    if kind == "limit":
+        number = _plain_int(value)
+        return _NOT_READ if number is None or not 1 <= number <= MAX_SEARCH_LIMIT else number
     items = _plain_pair(value)
     if items is None or len(items) != 2:
         return _NOT_READ
@@ -110,6 +126,19 @@ def validate_input(tool_input: object, echo_limit: int | None = None) -> tuple[s
         return CommandResult("Error: Invalid input: the object could not be read", True)
 
 
+def validate_search(tool_input: object) -> dict[str, Any] | CommandResult:
+    """Check the input of a search (docs/MEMORY_TOOL.md §11) as §2 checks a command's: `query`, then
+    `path`, then `limit`, each for presence and type (`limit` an integer from 1 to MAX_SEARCH_LIMIT),
+    in plain built-in types. Returns the fields given (those sent as `null` absent), or an error
+    result. Any other key is ignored (a `command` too). Nothing here raises."""
+    try:
+        if not issubclass(type(tool_input), dict) and not isinstance(tool_input, Mapping):
+            return CommandResult("Error: Invalid input: expected an object", True)
+        return _fields(tool_input, SEARCH, SEARCH_FIELDS)
+    except Exception:  # a Mapping whose lookups raise, a property that raises, ...
+        return CommandResult("Error: Invalid input: the object could not be read", True)
+
+
 def _validate(tool_input: object, echo_limit: int | None) -> tuple[str, dict[str, Any]] | CommandResult:
     if not issubclass(type(tool_input), dict) and not isinstance(tool_input, Mapping):
         return CommandResult("Error: Invalid input: expected an object", True)
@@ -119,6 +148,14 @@ def _validate(tool_input: object, echo_limit: int | None) -> tuple[str, dict[str
     spec = FIELDS.get(command)
     if spec is None:
         return CommandResult(f"Error: Unknown command: {echo(command, echo_limit)}", True)
+    fields = _fields(tool_input, command, spec)
+    return fields if isinstance(fields, CommandResult) else (command, fields)
+
+
+def _fields(
+    tool_input: object, command: str, spec: tuple[tuple[str, _Kind, bool], ...]
+) -> dict[str, Any] | CommandResult:
+    """The fields of `spec` read from `tool_input` (a mapping), each checked for presence, then type."""
     fields: dict[str, Any] = {}
     for name, kind, required in spec:
         raw = _lookup(tool_input, name)
@@ -138,14 +175,14 @@ def _validate(tool_input: object, echo_limit: int | None) -> tuple[str, dict[str
                     " (it holds an unpaired surrogate)",
                     True,
                 )
-        else:
+        elif kind != "limit":  # a limit's range is its type
             numbers = value if isinstance(value, list) else [value]
             if not all(isinstance(n, int) and INT_MIN <= n <= INT_MAX for n in numbers):
                 return CommandResult(
                     f"Error: Parameter `{name}` of command `{command}` must be {type_name}{_IN_RANGE}", True
                 )
         fields[name] = value
-    return command, fields
+    return fields
 
 
 def _field(block: object, name: str) -> object:

@@ -17,7 +17,7 @@ from mnemo.acl import check_name
 from mnemo.errors import InvalidInput, LockTimeout, MnemoError, NotFound, PermissionDenied, ReadOnly
 from mnemo.tools.commands import CLEARED as CLEARED  # the clear_all text, where it always was
 from mnemo.tools.commands import Commands, Refusal, Settings
-from mnemo.tools.inputs import read_block, validate_input
+from mnemo.tools.inputs import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, read_block, validate_input, validate_search
 from mnemo.tools.layout import Layout, SingleScope
 from mnemo.tools.mounts import MountTable, check_mounts
 from mnemo.tools.paths import DEFAULT_MAX_PATH_LENGTH, DEFAULT_ROOT, MEMORY_TAG, PATH_TAG_PREFIX, check_root
@@ -38,7 +38,11 @@ if TYPE_CHECKING:
     from mnemo.record import MemoryRecord
 
 __all__ = [
+    "DEFAULT_SEARCH_LIMIT",
+    "MAX_SEARCH_LIMIT",
     "MEMORY_TAG",
+    "SEARCH_INPUT_SCHEMA",
+    "SEARCH_TOOL_NAME",
     "TOOL_NAME",
     "TOOL_TYPE",
     "CommandResult",
@@ -56,6 +60,34 @@ log = logging.getLogger("mnemo.tools")
 
 TOOL_TYPE = "memory_20250818"
 TOOL_NAME = "memory"
+SEARCH_TOOL_NAME = "memory_search"
+SEARCH_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {
+            "type": "string",
+            "description": (
+                'What to look for: words (any of them; more, and rarer, matches rank higher), "a phrase" in '
+                "quotes, word* for every word starting with word, -word to leave out files holding it. Case "
+                "and accents do not matter."
+            ),
+        },
+        "path": {
+            "type": "string",
+            "description": "The directory under /memories to search, such as /memories/project (default: /memories, "
+            "all of memory); the path of a file searches that file alone.",
+        },
+        "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_SEARCH_LIMIT,
+            "description": f"The most files to return, best first (default {DEFAULT_SEARCH_LIMIT}).",
+        },
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+"""The input schema of the search (docs/MEMORY_TOOL.md §11), as the MCP server and the SDK's tool send it."""
 MANAGED_AGENTS_BETA = "managed-agents-2026-04-01"
 DEFAULT_MAX_FILE_BYTES = 1 << 20
 DEFAULT_MAX_VIEW_CHARS = 16_000
@@ -70,7 +102,8 @@ class MnemoMemoryToolServer:
 
     `handle(tool_use)` takes a `tool_use` block (a dict or an SDK content block) and returns the
     `tool_result` block to send back; it never raises. `execute(input)` runs one command's input and
-    returns a `CommandResult`; the SDK adapter in `mnemo.tools.anthropic` is built on it. Every result
+    returns a `CommandResult`; the SDK adapter in `mnemo.tools.anthropic` is built on it. `search(query,
+    path)` searches the files (docs/MEMORY_TOOL.md §11), as the MCP and SDK tools `memory_search` do. Every result
     text is at most `max_view_chars` characters. The quotas (`max_files`, `max_total_bytes`,
     `max_history_bytes`, `max_versions_per_file`; `None` disables one) bound what the scope's files
     hold; docs/MEMORY_TOOL.md §10 says what each costs and refuses.
@@ -236,6 +269,27 @@ class MnemoMemoryToolServer:
                 return checked
             command, fields = checked
             return self._commands.run(command, fields)
+
+        return self._guarded(run)
+
+    def search(self, query: str, path: str | None = None, limit: int = DEFAULT_SEARCH_LIMIT) -> CommandResult:
+        """Search the files under `path` (default: the root, `/memories`) for `query` (docs/RECALL.md:
+        words, "phrases", -excluded, prefix*) and return the best `limit` (1 to 100) as the memory tool
+        would: their paths, best first, each with its matching lines numbered as `view` numbers them
+        (docs/MEMORY_TOOL.md §11). With mounts, every mount the agent may read is searched. The result
+        is within `max_view_chars`; a bad query, path or limit is an error result. Never raises."""
+        return self.execute_search({"query": query, "path": path, "limit": limit})
+
+    def execute_search(self, search_input: object) -> CommandResult:
+        """Run a search given as a tool's input object, `{"query": ..., "path": ..., "limit": ...}`
+        (`path` and `limit` optional), checked as a command's input is (§2): what the MCP tool
+        `memory_search` and the SDK's `MnemoSearchTool` run. Never raises."""
+
+        def run() -> CommandResult:
+            fields = validate_search(search_input)
+            if isinstance(fields, CommandResult):
+                return fields
+            return self._commands.search(fields["query"], fields.get("path"), fields.get("limit", DEFAULT_SEARCH_LIMIT))
 
         return self._guarded(run)
 

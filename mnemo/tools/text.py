@@ -19,6 +19,7 @@ __all__ = [
     "echo",
     "format_directory_view",
     "format_file_view",
+    "format_search",
     "format_size",
     "insert_text",
     "numbered_lines",
@@ -40,6 +41,20 @@ CUT_LINE_NOTE = (
 )
 LISTING_NOTE = "... (showing {k} of {m} entries; to list what a subdirectory holds, view its path)"
 ECHO_MARK = "[... {m} more characters]"
+# the search (docs/MEMORY_TOOL.md §11)
+SEARCH_HEADER = "Here're the files in {path} that match `{query}`, best match first, with their matching lines:"
+SEARCH_EMPTY = (
+    "No file in {path} matches `{query}`. Try other or fewer words, a prefix such as plan* (it finds plan, "
+    "plans, planning), or a wider path; or view the path to see what it holds."
+)
+SEARCH_MORE_NOTE = (
+    "... (the best {k} files are shown and more match: add words, search a narrower path, or raise limit "
+    "to see the others)"
+)
+SEARCH_CUT_NOTE = (
+    "... (showing {k} of the {m} files found: add words, or search a narrower path, to see the others; "
+    "view a file to read it whole)"
+)
 MORE_OCCURRENCES = f", ... (over {MAX_OCCURRENCES_SHOWN} occurrences)"
 # room for a snippet line's number and tab (7), newline (1) and echo mark (at most 29 for 1 MiB)
 SNIPPET_SLACK = 40
@@ -275,3 +290,46 @@ def insert_text(content: str, insert_line: int, text: str) -> str | int:
     if not new_content.endswith("\n"):
         new_content += "\n"
     return new_content
+
+
+def format_search(
+    sent_path: str,
+    query: str,
+    files: Sequence[tuple[str, Sequence[tuple[int, str, int]]]],
+    more: bool,
+    max_chars: int | None = None,
+    echo_limit: int | None = None,
+) -> str:
+    """The text of a search (§11): a header, then for each file, best first, its canonical path on a line
+    of its own and its matching lines numbered as `view` numbers them. The query is echoed whole up to
+    `echo_limit` characters, else cut after them with the echo mark.
+
+    `files` holds `(path, lines)`, each line `(number, text shown, length of the whole line)`: a line
+    shown shorter than it is ends with the echo mark. `more`: files beyond these match too. With no
+    file, `SEARCH_EMPTY`. Over `max_chars`, the text keeps the most whole files that fit, then
+    `SEARCH_CUT_NOTE`; otherwise, with `more`, it ends with `SEARCH_MORE_NOTE`.
+    """
+    query = echo(query, echo_limit)
+    if not files:
+        return SEARCH_EMPTY.format(path=sent_path, query=query)
+    head = SEARCH_HEADER.format(path=sent_path, query=query)
+    entries: list[str] = []
+    for path, lines in files:
+        shown = [
+            f"{n:>6}\t{text}" + (ECHO_MARK.format(m=length - len(text)) if length > len(text) else "")
+            for n, text, length in lines
+        ]
+        entries.append("\n".join([path, *shown]))
+    note = [SEARCH_MORE_NOTE.format(k=len(files))] if more else []
+    whole = "\n".join([head, *entries, *note])
+    if max_chars is None or len(whole) <= max_chars:
+        return whole
+    length = len(head)
+    shown_files = 0
+    for entry in entries:
+        cut = SEARCH_CUT_NOTE.format(k=shown_files + 1, m=len(files))
+        if length + 1 + len(entry) + 1 + len(cut) > max_chars:
+            break
+        length += 1 + len(entry)
+        shown_files += 1
+    return "\n".join([head, *entries[:shown_files], SEARCH_CUT_NOTE.format(k=shown_files, m=len(files))])

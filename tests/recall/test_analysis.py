@@ -138,3 +138,28 @@ def test_atoms_are_terms_and_lines_never_raise(text: str) -> None:
     assert set(analysed.atoms) <= set(analysed.terms)
     for number, line in matching_lines(text, set(analysed.terms), limit=5):
         assert number >= 1 and len(line) <= LINE_CHARS
+
+
+def _lines_by_analysis(text: str, wanted: set[str], prefixes: tuple[str, ...]) -> list[tuple[int, str]]:
+    """matching_lines as its contract says, every line analysed."""
+    ranked = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        present = set(terms(line))
+        hits = len(present & wanted) + sum(1 for p in prefixes if any(t.startswith(p) for t in present))
+        if hits:
+            ranked.append((-hits, number, line))
+    ranked.sort()
+    return sorted((number, line[:LINE_CHARS]) for _, number, line in ranked[:3])
+
+
+_LINE_TEXT = st.text(st.sampled_from(list("aB_.-1 \nCçéİ東京xY")), max_size=80)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_LINE_TEXT, query=_LINE_TEXT, cut=st.integers(0, 3))
+def test_lines_passed_over_unanalysed_are_those_holding_no_term(text: str, query: str, cut: int) -> None:
+    """An ASCII line that holds no wanted term or prefix as a substring of it lower-cased is passed over
+    unanalysed: the lines shown are those a full analysis of every line would pick."""
+    wanted = set(terms(query))
+    prefixes = tuple(t[:cut] for t in terms(query)[:2] if len(t) > cut >= 2)
+    assert matching_lines(text, wanted, prefixes) == _lines_by_analysis(text, wanted, prefixes)

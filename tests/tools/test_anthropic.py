@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,13 +21,25 @@ from mnemo.tools import MnemoMemoryToolServer
 anthropic = pytest.importorskip("anthropic")
 httpx2 = pytest.importorskip("httpx2")  # the transport layer of the installed SDK
 
-from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError  # noqa: E402
+from anthropic.lib.tools import (  # noqa: E402
+    BetaAbstractMemoryTool,
+    BetaAsyncAbstractMemoryTool,
+    BetaAsyncFunctionTool,
+    BetaFunctionTool,
+    ToolError,
+)
 from anthropic.types.beta import (  # noqa: E402
     BetaMemoryTool20250818CreateCommand,
     BetaMemoryTool20250818ViewCommand,
 )
 
-from mnemo.tools.anthropic import AsyncMnemoMemoryTool, MnemoMemoryTool  # noqa: E402
+from mnemo.tools.anthropic import (  # noqa: E402
+    AsyncMnemoMemoryTool,
+    AsyncMnemoSearchTool,
+    MnemoMemoryTool,
+    MnemoSearchTool,
+)
+from mnemo.tools.server import SEARCH_INPUT_SCHEMA  # noqa: E402
 
 ROOT_HEADER = "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
 REPO = str(ROOT)
@@ -397,3 +410,139 @@ def test_clear_all_memory_async_and_refusals(client: MnemoClient, db: str) -> No
         client.grant("agent-2", client.home_scope, ["read"])
         assert shared.clear_all_memory() == "All memory cleared"
     assert client.list_records(tags=("memorytool",)) == []
+
+
+# -- the companion search tool, memory_search -----------------------------------------------------------------
+# On the file backend (`db_path`), whose storage serves recall.
+
+
+def search_use(tool_id: str, **tool_input: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": tool_id, "name": "memory_search", "input": tool_input}
+
+
+SEARCH_HEADER = "Here're the files in {} that match `{}`, best match first, with their matching lines:"
+SEARCH_SCRIPT: list[dict[str, Any]] = [
+    assistant(1, [
+        tool_use("toolu_01", command="create", path="/memories/user/profile.md",
+                 file_text="# Ana\n- vegetarian\n- prefers trains over planes\n"),
+        tool_use("toolu_02", command="create", path="/memories/trips/lisbon.md",
+                 file_text="# Trip: Lisbon\n- when: June\n- book: night train via Madrid\n"),
+    ]),
+    assistant(2, [
+        {"type": "text", "text": "Let me search my memory."},
+        search_use("toolu_03", query="train* plane*"),
+        search_use("toolu_04", query="june", path="/memories/trips/lisbon.md"),
+        search_use("toolu_05", query='"night'),
+        search_use("toolu_06", query="train", limit="5"),
+        search_use("toolu_07", query="zebra", path="/memories/trips"),
+        search_use("toolu_08", query="train", path="/memories/../etc"),
+    ]),
+    assistant(3, [{"type": "text", "text": "You prefer trains."}], stop_reason="end_turn"),
+]
+SEARCH_RESULTS: list[dict[str, Any]] = [
+    {"type": "tool_result", "tool_use_id": "toolu_03", "content": "\n".join([
+        SEARCH_HEADER.format("/memories", "train* plane*"),
+        "/memories/user/profile.md", "     3\t- prefers trains over planes",
+        "/memories/trips/lisbon.md", "     3\t- book: night train via Madrid",
+    ])},
+    {"type": "tool_result", "tool_use_id": "toolu_04", "content": "\n".join([
+        SEARCH_HEADER.format("/memories/trips/lisbon.md", "june"), "/memories/trips/lisbon.md", "     2\t- when: June",
+    ])},
+    {"type": "tool_result", "tool_use_id": "toolu_05", "is_error": True,
+     "content": "Error: Invalid query: the query has an unclosed quote in '\"night': close the phrase with \" or "
+                "remove the quote"},
+    {"type": "tool_result", "tool_use_id": "toolu_06", "is_error": True,
+     "content": "Error: Parameter `limit` of command `search` must be an integer from 1 to 100"},
+    {"type": "tool_result", "tool_use_id": "toolu_07",
+     "content": "No file in /memories/trips matches `zebra`. Try other or fewer words, a prefix such as plan* (it "
+                "finds plan, plans, planning), or a wider path; or view the path to see what it holds."},
+    {"type": "tool_result", "tool_use_id": "toolu_08", "is_error": True,
+     "content": "Error: Path /memories/../etc would escape /memories directory"},
+]
+
+
+def check_search_conversation(api: ScriptedAPI, final: Any) -> None:
+    assert final.content[0].text == "You prefer trains."
+    assert len(api.requests) == len(SEARCH_SCRIPT)
+    memory, search = api.requests[0]["tools"]
+    assert memory == {"type": "memory_20250818", "name": "memory"}
+    assert set(search) == {"name", "description", "input_schema"}
+    assert search["name"] == "memory_search" and search["input_schema"] == SEARCH_INPUT_SCHEMA
+    assert "view a file with the memory tool to read it whole" in search["description"]
+    sent = api.requests[2]["messages"][-1]
+    assert sent["role"] == "user"
+    assert sent["content"] == SEARCH_RESULTS
+
+
+def test_search_tool_through_the_tool_runner(db_path: Path) -> None:
+    api = ScriptedAPI(SEARCH_SCRIPT)
+    sdk = anthropic.Anthropic(
+        api_key="sk-test", max_retries=0, http_client=httpx2.Client(transport=httpx2.MockTransport(api))
+    )
+    with MnemoClient(db_path, "agent-1", durability="none") as client:
+        memory = MnemoMemoryTool(client)
+        runner = sdk.beta.messages.tool_runner(
+            model="claude-sonnet-5-5", max_tokens=1024, tools=[memory, MnemoSearchTool(memory.server)],
+            messages=[{"role": "user", "content": "How do I like to travel?"}],
+        )
+        check_search_conversation(api, runner.until_done())
+
+
+def test_async_search_tool_through_the_tool_runner(db_path: Path) -> None:
+    api = ScriptedAPI(SEARCH_SCRIPT)
+
+    async def converse(client: MnemoClient) -> Any:
+        sdk = anthropic.AsyncAnthropic(
+            api_key="sk-test", max_retries=0, http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api)),
+        )
+        memory = AsyncMnemoMemoryTool(client)
+        runner = sdk.beta.messages.tool_runner(
+            model="claude-sonnet-5-5", max_tokens=1024, tools=[memory, AsyncMnemoSearchTool(memory.server)],
+            messages=[{"role": "user", "content": "How do I like to travel?"}],
+        )
+        return await runner.until_done()
+
+    with MnemoClient(db_path, "agent-1", durability="none") as client:
+        check_search_conversation(api, asyncio.run(converse(client)))
+
+
+def test_search_tool_calls_errors_and_options(db_path: Path) -> None:
+    with MnemoClient(db_path, "agent-1", durability="none") as client:
+        tool = MnemoSearchTool(client, mounts={"/memories/team": "team:x"})
+        assert isinstance(tool, BetaFunctionTool) and tool.name == "memory_search"
+        assert tool.server.mounts == {"/memories": "agent:agent-1", "/memories/team": "team:x"}
+        assert MnemoSearchTool(client, cache_control={"type": "ephemeral"}).to_dict()["cache_control"] == {
+            "type": "ephemeral"
+        }
+        tool.server.execute({"command": "create", "path": "/memories/a.md", "file_text": "otters\n"})
+        expected = tool.server.search("otter*").text
+        assert tool.call({"query": "otter*"}) == expected
+        assert tool.func("otter*") == expected  # the function the tool wraps, callable from Python
+        for bad, text in [
+            ("not an object", "Error: Invalid input: expected an object"),
+            ({"query": "otter*", "limit": 0}, "Error: Parameter `limit` of command `search` must be an integer from 1 "
+                                              "to 100"),
+            ({"query": "-otters"}, "Error: Invalid query: the query has only excluded words (-word): add at least "
+                                   "one word to search for"),
+        ]:
+            with pytest.raises(ToolError) as info:
+                tool.call(bad)
+            assert info.value.content == text
+        with pytest.raises(TypeError):
+            MnemoSearchTool(tool.server, root="/x")
+        assert MnemoSearchTool(tool.server).server is tool.server
+
+        async_tool = AsyncMnemoSearchTool(tool.server)
+        assert isinstance(async_tool, BetaAsyncFunctionTool)
+
+        async def go() -> tuple[str, str, str]:
+            via_call = await async_tool.call({"query": "otter*"})
+            via_func = await async_tool.func("otter*", limit=1)
+            try:
+                await async_tool.call({"query": "otter*", "path": "/nope"})
+            except ToolError as exc:
+                assert isinstance(exc.content, str)
+                return via_call, via_func, exc.content
+            raise AssertionError("no error")
+
+        assert asyncio.run(go()) == (expected, expected, "Error: Path must start with /memories, got: /nope")

@@ -4,6 +4,7 @@ the next writer finishes from)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -44,44 +45,49 @@ class Compaction(StoreState):
         """Copy the log to `tmp` without erased slots, fsync it, rename it over the log, and reload.
         The new file is locked before it is renamed into place, so the writer lock never lapses: a
         writer waiting on the old file finds, once it gets that lock, that the path names another
-        file, and moves on to wait for this one."""
+        file, and moves on to wait for this one. The rename and the reload that adopts the new file are
+        one step for this store's other threads (the index lock is held from one to the other): a thread
+        refreshing in between would follow the new file itself, retiring (closing) the handle of the old
+        one while this writer still holds the lock through it, and is about to let go of that lock."""
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)  # private until its mode is set
         handle = LogHandle(fd)
-        try:
-            out = HEADER_SIZE
-            write_all(fd, encode_file_header(self.db_id), 0)
-            forgotten = self.index.forgotten
-            for frame, buf, pos in iter_frames(self.fd, HEADER_SIZE, self.end):
-                items: list[tuple[bytes, bytes | None]] = []
-                for entry, slot in zip(frame.entries, frame.slots, strict=True):
-                    payload = None
-                    if slot.state == "ok" and not (entry.op == "put" and entry.body["id"] in forgotten):
-                        start = pos + (slot.offset - frame.offset) + SLOT_CRC.size
-                        payload = bytes(buf[start : start + slot.length - SLOT_CRC.size])
-                    elif slot.state == "bad":
-                        raise IntegrityError(f"{self.path}: payload slot damaged at offset {slot.offset}",
-                                             slot.offset)
-                    items.append((entry.raw, payload))
-                data = encode_frame(items, frame.entries[0].seq)
-                write_all(fd, data, out)
-                out += len(data)
-            # The log's permission bits as they are now (a chmod during the copy counts): a chmod 600
-            # outlives the compaction. Owner and group are the compacting process's.
-            match_mode(fd, self._log_mode())
-            sync(fd)
-            lock_log(fd, time.monotonic(), tmp)  # nobody else opens DB.compact: free at once
-            old = self._handles.current
-            os.replace(tmp, self.path)
-        except BaseException:
-            os.close(fd)
-            snap.remove(tmp)  # it holds every payload: never leave it behind, whatever stopped the copy
-            raise
-        # The new file is the log now, and its lock is this store's to let go (writing() does, however
-        # what follows ends): else a failure below would leave the database locked until exit.
-        self._unlock()
-        self._locked = handle
-        snap.remove(self.snap_path)
-        self._reload(adopt=handle)
+        with contextlib.ExitStack() as adopting:
+            try:
+                out = HEADER_SIZE
+                write_all(fd, encode_file_header(self.db_id), 0)
+                forgotten = self.index.forgotten
+                for frame, buf, pos in iter_frames(self.fd, HEADER_SIZE, self.end):
+                    items: list[tuple[bytes, bytes | None]] = []
+                    for entry, slot in zip(frame.entries, frame.slots, strict=True):
+                        payload = None
+                        if slot.state == "ok" and not (entry.op == "put" and entry.body["id"] in forgotten):
+                            start = pos + (slot.offset - frame.offset) + SLOT_CRC.size
+                            payload = bytes(buf[start : start + slot.length - SLOT_CRC.size])
+                        elif slot.state == "bad":
+                            raise IntegrityError(f"{self.path}: payload slot damaged at offset {slot.offset}",
+                                                 slot.offset)
+                        items.append((entry.raw, payload))
+                    data = encode_frame(items, frame.entries[0].seq)
+                    write_all(fd, data, out)
+                    out += len(data)
+                # The log's permission bits as they are now (a chmod during the copy counts): a chmod 600
+                # outlives the compaction. Owner and group are the compacting process's.
+                match_mode(fd, self._log_mode())
+                sync(fd)
+                lock_log(fd, time.monotonic(), tmp)  # nobody else opens DB.compact: free at once
+                adopting.enter_context(self._index_lock)  # until the new file is adopted (see above)
+                old = self._handles.current
+                os.replace(tmp, self.path)
+            except BaseException:
+                os.close(fd)
+                snap.remove(tmp)  # it holds every payload: never leave it behind, whatever stopped the copy
+                raise
+            # The new file is the log now, and its lock is this store's to let go (writing() does, however
+            # what follows ends): else a failure below would leave the database locked until exit.
+            self._unlock()
+            self._locked = handle
+            snap.remove(self.snap_path)
+            self._reload(adopt=handle)
         self._catch_up(writer=True)
         fsync_dir(self.path)
         assert self._handles.current is handle and old is not handle

@@ -24,7 +24,8 @@ class Snapshots(StoreState):
         """Write DB.snap; returns the index state written (None if none was)."""
         if self.readonly or self.last_frame_offset == 0:
             return None
-        state = self.index.to_state()
+        with self._index_lock:  # a reader may be indexing text (search.py) under this lock alone
+            state = self.index.to_state()
         assert self.tree is not None
         body = {
             "db_id": self.db_id,

@@ -1,6 +1,11 @@
 """The contract's reads: records looked up in the in-memory index, their payloads read from the log and
-checked against the chain before they are served (a read that races a forget or a compaction retries,
-or answers as for a missing id), and the log's entries in order."""
+checked against the chain before they are served, and the log's entries in order.
+
+A read takes the log's handle in the same hold of the index lock as the records it reads: a
+compaction replaces the log and the index together under that lock, so the offsets a record gives
+are always those of the file the handle reads, and a replaced log stays open until its last reader
+lets go (handles.py). A compaction therefore never fails a read. A read that meets an erased slot
+(another process forgot the record) looks again, and answers as for a missing id."""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from ...errors import IntegrityError, NotFound
 from ..batch import Batch
 from ..types import Found, LogItem, Payloads, Query, Rec, ScopeFilter, Usage, Version
 from .framing import SLOT_CRC, slot_state
+from .handles import LogHandle
 from .logfile import pread
 from .reader import read_log
 from .state import StoreState
@@ -25,20 +31,24 @@ class Reads(StoreState):
     """FileStore's part that serves reads."""
 
     def read_packed(
-        self, version: Version, batch: Batch | None = None, rec_id: str = "", scope: str = ""
+        self, version: Version, batch: Batch | None = None, rec_id: str = "", scope: str = "",
+        handle: LogHandle | None = None,
     ) -> bytes | memoryview:
         """The packed record fields of one version (its payload without the salt), checked against the
         chain: the entry it is served as must be the one the index names (same chain hash) and a put of
         this record, version and scope, and the payload must match the digest that entry commits to. So
         a payload rewritten in the file, even with its checksum recomputed, is never served. NotFound if
-        its slot was erased meanwhile."""
+        its slot was erased meanwhile. Read through `handle` (the log's handle taken with the version from
+        the index: see get), else through the current log's."""
         if version.slot_off < 0:
             if batch is None or version.seq not in batch.payloads:
                 raise NotFound("staged version is not visible outside its transaction")
             return decode_put_payload(batch.payloads[version.seq])[1]
         e_off, e_len, offset, length = version.entry_off, version.entry_len, version.slot_off, version.slot_len
         handles = self._handles
-        handle = handles.acquire()
+        own = handle is None
+        if handle is None:
+            handle = handles.acquire()
         try:
             # (views: their slices copy nothing)
             if e_off + e_len == offset:  # one entry in its frame: the entry's bytes end where its slot starts
@@ -48,7 +58,8 @@ class Reads(StoreState):
                 slot = memoryview(pread(handle.fd, length, offset))
                 raw = memoryview(pread(handle.fd, e_len, e_off)) if e_off >= 0 else memoryview(b"")
         finally:
-            handles.release(handle)
+            if own:
+                handles.release(handle)
         state = slot_state(slot) if len(slot) == length and length >= SLOT_CRC.size else "bad"
         if state == "erased":
             raise NotFound("the record was forgotten")
@@ -77,26 +88,27 @@ class Reads(StoreState):
         for _attempt in range(5):
             with self._index_lock:  # the index changes rows in place: never read one half-written
                 rec = self._admitted(rec_id, scopes, batch)
-                generation = self.generation
-            if rec is None or payloads == "none":
-                return None if rec is None else Found(rec)
+                if rec is None or payloads == "none":
+                    return None if rec is None else Found(rec)
+                handle = self._handles.acquire()  # the log its offsets are in (see the module docstring)
             versions = rec.versions if payloads == "all" else (rec.latest,)
             try:
-                quick = self._quick_packed([(rec, v) for v in versions])
-                packed = tuple(
-                    p if p is not None else self._packed(rec, v, batch) for v, p in zip(versions, quick, strict=True)
-                )
+                try:
+                    quick = self._quick_packed([(rec, v) for v in versions], handle)
+                    packed = tuple(
+                        p if p is not None else self._packed(rec, v, batch, handle)
+                        for v, p in zip(versions, quick, strict=True)
+                    )
+                finally:
+                    self._handles.release(handle)  # before the index lock is taken again (handles.drain)
             except (NotFound, IntegrityError):
-                if self.generation == generation:
-                    self.refresh()  # forgotten (erased) by another process meanwhile?
-                    with self._index_lock:
-                        now = self._admitted(rec_id, scopes, batch)
-                    if self.generation == generation and now == rec:
-                        raise
+                self.refresh()  # forgotten (erased) by another process meanwhile?
+                with self._index_lock:
+                    now = self._admitted(rec_id, scopes, batch)
+                if now == rec:
+                    raise
                 continue
-            if self.generation == generation:
-                return Found(rec, packed)
-            self.refresh()  # compacted meanwhile: the offsets read may be the old file's
+            return Found(rec, packed)
         return None
 
     def _admitted(self, rec_id: str, scopes: ScopeFilter, batch: Batch | None) -> Rec | None:
@@ -136,59 +148,60 @@ class Reads(StoreState):
             if query.limit is not None:
                 del hits[query.limit :]
             recs = [base.rec_at(r, i) if isinstance(r, int) else r for i, r in hits]
-        if not payloads:
+            handle = self._handles.acquire() if payloads else None  # the log their offsets are in (see get)
+        if handle is None:
             return [Found(rec) for rec in recs]
-        out = []
-        for rec, quick in zip(recs, self._quick_packed([(r, r.latest) for r in recs]), strict=True):
-            if quick is not None:
-                out.append(Found(rec, (quick,)))
-                continue
-            try:
-                out.append(Found(rec, (self._packed(rec, rec.latest, batch),)))
-            except (NotFound, IntegrityError):
-                # Forgotten (being erased) by another process since the selection, or compacted away?
+        out: list[Found | None] = []
+        try:
+            for rec, quick in zip(recs, self._quick_packed([(r, r.latest) for r in recs], handle), strict=True):
+                if quick is not None:
+                    out.append(Found(rec, (quick,)))
+                    continue
+                try:
+                    out.append(Found(rec, (self._packed(rec, rec.latest, batch, handle),)))
+                except (NotFound, IntegrityError):
+                    out.append(None)  # looked up again below, once the handle is released
+        finally:
+            self._handles.release(handle)
+        for i, found in enumerate(out):
+            if found is None:
+                # Forgotten (being erased) by another process since the selection?
                 self.refresh()
-                found = self.get(rec.id, scopes)
-                if found is not None:
-                    out.append(found)
-        return out
+                out[i] = self.get(recs[i].id, scopes)
+        return [found for found in out if found is not None]
 
-    def _quick_packed(self, items: list[tuple[Rec, Version]]) -> list[memoryview | None]:
-        """The packed fields of each (record, version), read through one handle and checked as
-        read_packed checks them (slot CRC, the entry's chain hash, that it is the put of this record,
-        version and scope, the payload digest it commits to). None where a check fails, or for a
-        version staged in a transaction: read_packed then reads it, or says what is wrong."""
+    def _quick_packed(self, items: list[tuple[Rec, Version]], handle: LogHandle) -> list[memoryview | None]:
+        """The packed fields of each (record, version), read through `handle` (the log's handle taken with
+        the records from the index: see get) and checked as read_packed checks them (slot CRC, the
+        entry's chain hash, that it is the put of this record, version and scope, the payload digest it
+        commits to). None where a check fails, or for a version staged in a transaction: read_packed then
+        reads it, or says what is wrong."""
         out: list[memoryview | None] = []
         minimum = SLOT_CRC.size + SALT_SIZE + 1
         crc_of, crc_at = zlib.crc32, SLOT_CRC.unpack_from
-        handles = self._handles
-        handle = handles.acquire()
-        try:
-            fd = handle.fd
-            for rec, v in items:
-                e_off, e_len, offset, length = v.entry_off, v.entry_len, v.slot_off, v.slot_len
-                if offset < 0 or e_off < 0 or length < minimum:
-                    out.append(None)
-                    continue
-                if e_off + e_len == offset:  # one entry in its frame: entry and slot are adjacent
-                    data = memoryview(os.pread(fd, e_len + length, e_off))
-                    raw, slot = data[:e_len], data[e_len:]
-                else:
-                    slot, raw = memoryview(os.pread(fd, length, offset)), memoryview(os.pread(fd, e_len, e_off))
-                if len(slot) != length or len(raw) != e_len:
-                    out.append(None)
-                    continue
-                payload = slot[SLOT_CRC.size :]
-                ok = crc_at(slot)[0] == crc_of(payload) and (
-                    served_put_problem(raw, v.hash, rec.id, v.ver, rec.scope, payload) is None
-                )
-                out.append(payload[SALT_SIZE:] if ok else None)
-        finally:
-            handles.release(handle)
+        fd = handle.fd
+        for rec, v in items:
+            e_off, e_len, offset, length = v.entry_off, v.entry_len, v.slot_off, v.slot_len
+            if offset < 0 or e_off < 0 or length < minimum:
+                out.append(None)
+                continue
+            if e_off + e_len == offset:  # one entry in its frame: entry and slot are adjacent
+                data = memoryview(os.pread(fd, e_len + length, e_off))
+                raw, slot = data[:e_len], data[e_len:]
+            else:
+                slot, raw = memoryview(os.pread(fd, length, offset)), memoryview(os.pread(fd, e_len, e_off))
+            if len(slot) != length or len(raw) != e_len:
+                out.append(None)
+                continue
+            payload = slot[SLOT_CRC.size :]
+            ok = crc_at(slot)[0] == crc_of(payload) and (
+                served_put_problem(raw, v.hash, rec.id, v.ver, rec.scope, payload) is None
+            )
+            out.append(payload[SALT_SIZE:] if ok else None)
         return out
 
-    def _packed(self, rec: Rec, version: Version, batch: Batch | None) -> bytes | memoryview:
-        return self.read_packed(version, batch, rec.id, rec.scope)
+    def _packed(self, rec: Rec, version: Version, batch: Batch | None, handle: LogHandle) -> bytes | memoryview:
+        return self.read_packed(version, batch, rec.id, rec.scope, handle)
 
     def counts(self, scopes: ScopeFilter) -> tuple[int, int, int]:
         with self._index_lock:

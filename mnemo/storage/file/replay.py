@@ -298,8 +298,10 @@ class Replay(StoreState):
         db_id, and it holds the head this store knew, with the same hash), reopening it and rebuilding
         the index from it. A compaction (ours, `adopt`ing the file it wrote, or another writer's) does
         that; an older copy of the file or another database put in its place is an IntegrityError, and
-        the store stays on the file it had. Offsets change, so `generation` moves on and readers holding
-        an old location retry."""
+        the store stays on the file it had. Offsets change: log handle and index are swapped together
+        under the index lock, so a read, which takes the handle with the records it reads (reads.py),
+        reads old offsets through the old log, open until it lets go (handles.py). `generation` moves on
+        for the fsync leader (group_commit.py)."""
         with self._index_lock:
             if adopt is not None:
                 handle = adopt
@@ -330,7 +332,7 @@ class Replay(StoreState):
                 if adopt is None:
                     os.close(handle.fd)
                 raise
-            self.generation += 1  # a reader that started before now retries after its read
+            self.generation += 1  # offsets into the old log (an fsync's end) mean nothing now
             self._group.synced_end = self.end  # whoever compacted fsynced the new file before renaming it
             self._handles.retire(old)
             old_tree = saved[-1]

@@ -108,14 +108,16 @@ class FileStore(Search, Writes, Compaction, Snapshots, Replay, Opening):
                 index = self.index
                 if (index.head_seq, index.head_hash) == (expected.head_seq, expected.head_hash):
                     with gc_paused():
-                        return differences(index, expected) + index.posting_differences()
+                        found = differences(index, expected) + index.posting_differences()
+                        return found or self.text_differences()
         fresh = FileStore(self.path, self.agent, readonly=True, use_snapshot=False)
         try:
             with self._index_lock:
                 mine, theirs = self.index, fresh.index
                 if fresh.end > self.end:
                     return []  # others appended meanwhile; compare again when quiet
-                return mine.differences(theirs) + mine.posting_differences()
+                found = mine.differences(theirs) + mine.posting_differences()
+                return found or self.text_differences()
         finally:
             fresh.close()
 

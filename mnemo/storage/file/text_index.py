@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ...recall.analysis import terms as analysed_terms
+from ...recall.engine import Column, norm
 
 TEXT_LAYOUT = 1
 # Document numbers of postings, and term ids of a document's list, are this type.
@@ -44,13 +45,21 @@ class TextIndex:
         self.doc_row = array("q")  # document -> its record's row (-1: the document left)
         self.doc_scope = array("I")  # document -> scope code (the index's Interned scopes)
         self.doc_len = array("I")  # document -> number of terms
-        self.doc_terms: dict[int, bytes] = {}  # document -> its distinct term ids, packed
-        self.row_doc: dict[int, int] = {}  # row -> its document
+        self.doc_seq = array("q")  # document -> the seq of the version it is
+        self._norms: tuple[float, array[float]] | None = None  # (avgdl, each document's norm), see norms
+        self.doc_terms: list[bytes] = []  # document -> its distinct term ids, packed (b"": it left)
+        self.row_docs = array("q")  # row -> its document (-1: none; rows past its end have none)
         self.scope_totals: dict[int, list[int]] = {}  # scope code -> [documents, total length]
         self.pending: set[int] = set()  # rows whose latest version is not indexed yet
         self.sorted_terms: list[str] = []  # for prefixes; may lack new_terms and hold terms gone
         self.new_terms: list[str] = []
         self.gone_terms = 0
+
+    def doc_of(self, row: int) -> int | None:
+        """The document of row `row`, if it has one."""
+        docs = self.row_docs
+        doc = docs[row] if 0 <= row < len(docs) else -1
+        return None if doc < 0 else doc
 
     # -- what the index's rows tell it -------------------------------------------------------------
     def changed(self, row: int) -> None:
@@ -66,16 +75,18 @@ class TextIndex:
     def remove_row(self, row: int) -> None:
         """Row `row`'s record was forgotten (or replaced): its document leaves every structure."""
         self.pending.discard(row)
-        doc = self.row_doc.pop(row, None)
+        doc = self.doc_of(row)
         if doc is None:
             return
+        self.row_docs[row] = -1
         scope = self.doc_scope[doc]
         totals = self.scope_totals[scope]
         totals[0] -= 1
         totals[1] -= self.doc_len[doc]
         if totals[0] == 0:
             del self.scope_totals[scope]
-        for tid in array(_CODE, self.doc_terms.pop(doc)):
+        listed, self.doc_terms[doc] = self.doc_terms[doc], b""
+        for tid in array(_CODE, listed):
             docs = self.docs[tid]
             i = bisect.bisect_left(docs, doc)
             del docs[i]
@@ -94,15 +105,21 @@ class TextIndex:
         self.free.append(tid)
         self.gone_terms += 1
 
-    def add(self, row: int, scope: int, text: str) -> None:
-        """Index `text` as row `row`'s document, in scope code `scope`. Precondition: the row has none."""
+    def add(self, row: int, scope: int, text: str, seq: int) -> None:
+        """Index `text`, written by the entry `seq`, as row `row`'s document, in scope code `scope`.
+        Precondition: the row has none."""
         found = analysed_terms(text)
         counts = Counter(found)
         doc = len(self.doc_row)
         self.doc_row.append(row)
         self.doc_scope.append(scope)
         self.doc_len.append(len(found))
-        self.row_doc[row] = doc
+        self.doc_seq.append(seq)
+        self._norms = None
+        docs = self.row_docs
+        if row >= len(docs):
+            docs.extend(array("q", [-1]) * (row + 1 - len(docs)))
+        docs[row] = doc
         totals = self.scope_totals.get(scope)
         if totals is None:
             self.scope_totals[scope] = [1, len(found)]
@@ -118,7 +135,7 @@ class TextIndex:
             self.docs[tid].append(doc)  # the newest document: the posting stays in order
             self.freqs[tid].append(tf)
             ids.append(tid)
-        self.doc_terms[doc] = ids.tobytes()
+        self.doc_terms.append(ids.tobytes())
 
     def _new_term(self, term: str) -> int:
         if self.free:
@@ -135,14 +152,29 @@ class TextIndex:
         self.new_terms.append(term)
         return tid
 
-    def catch_up(self, read: Callable[[int], tuple[int, str | None]]) -> None:
-        """Index every pending row: `read(row)` gives its scope code and its latest version's searchable
-        text (None: not text, so not indexed). Rows are indexed in row order."""
+    def catch_up(self, read: Callable[[int], tuple[int, int, str | None]]) -> None:
+        """Index every pending row: `read(row)` gives its scope code, and the seq and searchable text of
+        its latest version (None: not text, so not indexed). Rows are indexed in row order."""
         for row in sorted(self.pending):
-            scope, text = read(row)
+            scope, seq, text = read(row)
             self.pending.discard(row)
             if text is not None:
-                self.add(row, scope, text)
+                self.add(row, scope, text, seq)
+        self.pending = set()  # an emptied set keeps its table: a catch-up of a million rows, 40 MB
+
+    def norms(self, avg: float, wanted: int) -> Column[int, float]:
+        """Each document's engine.norm for this average length, for `wanted` postings to score. All of
+        them are computed, and kept until a document is added or the average changes, when the postings
+        are many (so that recalls between writes compute them once); when they are few, each is computed
+        as it is asked for (a write changes the average: a recall after each write must not pay for
+        every document)."""
+        cached = self._norms
+        if cached is not None and cached[0] == avg:
+            return cached[1]
+        if wanted * 8 < len(self.doc_len):
+            return _Norms(self.doc_len, avg)
+        cached = self._norms = (avg, array("d", [norm(length, avg) for length in self.doc_len]))
+        return cached[1]
 
     # -- reads -------------------------------------------------------------------------------------
     def totals(self, scopes: Iterable[int]) -> tuple[int, int]:
@@ -216,6 +248,7 @@ class TextIndex:
             "doc_row": rows.tobytes(),
             "doc_scope": array(_CODE, (self.doc_scope[d] for d in live)).tobytes(),
             "doc_len": array(_CODE, (self.doc_len[d] for d in live)).tobytes(),
+            "doc_seq": array("q", (self.doc_seq[d] for d in live)).tobytes(),
             "doc_term_lens": doc_term_lens.tobytes(),
             "doc_terms": doc_terms.tobytes(),
             "pending": pending.tobytes(),
@@ -238,19 +271,22 @@ class TextIndex:
         n = len(text.doc_row)
         text.doc_scope = _column(_CODE, state["doc_scope"])
         text.doc_len = _column(_CODE, state["doc_len"])
-        if len(text.doc_scope) != n or len(text.doc_len) != n:
+        text.doc_seq = _column("q", state["doc_seq"])
+        if len(text.doc_scope) != n or len(text.doc_len) != n or len(text.doc_seq) != n:
             raise ValueError("text index document columns differ in length")
         # Ranges are checked in bulk; the order of each posting is not (a million comparisons in
         # Python would cost more than the load): the checksum rules out accidents, and verify compares
         # the whole index with one built from the log, so a forged one is named there.
         if n and (min(text.doc_row) < 0 or max(text.doc_row) >= rows or max(text.doc_scope) >= scopes):
             raise ValueError("text index names a row or scope the index lacks")
-        text.row_doc = {row: doc for doc, row in enumerate(text.doc_row)}
         text.pending = set(_column("q", state["pending"]))
-        if len(text.row_doc) != n or not text.pending.isdisjoint(text.row_doc):
-            raise ValueError("text index names a row twice")
         if text.pending and (min(text.pending) < 0 or max(text.pending) >= rows):
             raise ValueError("text index names a row the index lacks")
+        text.row_docs = array("q", [-1]) * rows
+        for doc, row in enumerate(text.doc_row):
+            text.row_docs[row] = doc
+        if text.row_docs.count(-1) != rows - n or any(text.row_docs[row] >= 0 for row in text.pending):
+            raise ValueError("text index names a row twice")
         post_lens = _column(_CODE, state["post_lens"])
         post_docs = _column(_CODE, state["post_docs"])
         post_freqs = _column(_CODE, state["post_freqs"])
@@ -265,11 +301,11 @@ class TextIndex:
             at += k
         lens = _column(_CODE, state["doc_term_lens"])
         ids = _column(_CODE, state["doc_terms"])
-        if len(lens) != n or len(ids) != sum(lens) or any(t >= len(terms) for t in ids):
+        if len(lens) != n or len(ids) != sum(lens) or (ids and max(ids) >= len(terms)):
             raise ValueError("text index document terms do not match")
         at = 0
         for doc, k in enumerate(lens):
-            text.doc_terms[doc] = ids[at:at + k].tobytes()
+            text.doc_terms.append(ids[at:at + k].tobytes())
             at += k
             scope = text.doc_scope[doc]
             totals = text.scope_totals.setdefault(scope, [0, 0])
@@ -279,8 +315,8 @@ class TextIndex:
 
     def describe(
         self, row_id: Callable[[int], str | None], scope_name: Callable[[int], str]
-    ) -> dict[str | None, tuple[str, int, dict[str, int]]]:
-        """Each document as (scope, length, term -> frequency), by its record's id: what verify compares
+    ) -> dict[str | None, tuple[str, int, int, dict[str, int]]]:
+        """Each document as (scope, length, seq, term -> frequency), by its record's id: what verify compares
         with an index built from the log. A document whose own list of terms disagrees with the postings
         is described with a length of -1, so that it never compares equal."""
         freq_of: dict[int, dict[int, int]] = {}
@@ -288,16 +324,26 @@ class TextIndex:
             if term is not None:
                 for doc, tf in zip(self.docs[tid], self.freqs[tid], strict=True):
                     freq_of.setdefault(doc, {})[tid] = tf
-        out: dict[str | None, tuple[str, int, dict[str, int]]] = {}
+        out: dict[str | None, tuple[str, int, int, dict[str, int]]] = {}
         for doc, row in enumerate(self.doc_row):
             if row < 0:
                 continue
             held = freq_of.get(doc, {})
-            listed = set(array(_CODE, self.doc_terms.get(doc, b"")))
+            listed = set(array(_CODE, self.doc_terms[doc]))
             length = self.doc_len[doc] if listed == set(held) else -1
             found = {self.terms[t] or "": f for t, f in held.items()}
-            out[row_id(row)] = (scope_name(self.doc_scope[doc]), length, found)
+            out[row_id(row)] = (scope_name(self.doc_scope[doc]), length, self.doc_seq[doc], found)
         return out
+
+
+class _Norms:
+    """Documents' norms computed as they are asked for."""
+
+    def __init__(self, lengths: array[int], avg: float) -> None:
+        self.lengths, self.avg = lengths, avg
+
+    def __getitem__(self, doc: int) -> float:
+        return norm(self.lengths[doc], self.avg)
 
 
 def _column(typecode: str, blob: Any) -> array[int]:

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from ...chain.codec import SALT_SIZE, served_put_problem
 from ...recall.analysis import terms as analysed_terms
+from ...recall.engine import norm
 from ..recall import searchable_text
 
 TERM_KEY = 256
@@ -169,14 +170,14 @@ class TableSource:
     def __init__(self, rows: Iterable[tuple[Any, ...]], exact: Iterable[str], prefixes: Iterable[str],
                  filtered: bool, text: Callable[[int], str]) -> None:
         self.n_docs = self.total = 0
-        self.lengths: dict[int, int] = {}
+        self._lengths: dict[int, int] = {}
         self.tagged: set[int] | None = set() if filtered else None
         self.touched: dict[str, int] = {}
         self.by_term: dict[str, dict[int, int]] = {}
         self.exact = frozenset(exact)
         self.prefixes = tuple(prefixes)
         self._text = text
-        lengths, by_term = self.lengths, self.by_term
+        lengths, by_term = self._lengths, self.by_term
         for kind, name, a, b, c in rows:
             if kind == 1:  # a posting: term, seq, tf, length
                 found = by_term.get(name)
@@ -208,14 +209,24 @@ class TableSource:
             raise LookupError(f"the terms of prefix {prefix!r} were not read")
         return sorted(term for term in self.by_term if term.startswith(prefix))
 
-    def length(self, key: int) -> int:
-        return self.lengths[key]
+    def lengths(self) -> dict[int, int]:
+        return self._lengths
 
-    def seq(self, key: int) -> int:
-        return key
+    def norms(self, avg: float, wanted: int) -> dict[int, float]:
+        return {key: norm(length, avg) for key, length in self._lengths.items()}
+
+    def seqs(self) -> _Seqs:
+        return _Seqs()
 
     def text(self, key: int) -> str:
         return self._text(key)
+
+
+class _Seqs:
+    """The seqs of documents named by their seqs."""
+
+    def __getitem__(self, key: int, /) -> int:
+        return key
 
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""Mnemo as an MCP server: the memory tool's six commands, a file's history and the chain check.
+"""Mnemo as an MCP server: the memory tool's six commands, the search of its files, a file's history and
+the chain check.
 
 ```python
 from mnemo.tools.mcp import load_tokens, serve_http, serve_stdio
@@ -9,9 +10,11 @@ serve_http("memory.mnemo.db", load_tokens("tokens.txt"), port=8765)
 
 Tools: `memory_view`, `memory_create`, `memory_str_replace`, `memory_insert`, `memory_delete`,
 `memory_rename` (each returns exactly what `MnemoMemoryToolServer.execute` returns for that command;
-an error is an MCP tool error, `isError: true`, with the same text), `memory_history` and
-`memory_verify` (the whole chain's report for an admin on `*`, else the check of what the agent can
-read: `MnemoClient.verify_scopes`). A read-only server does not list the four tools that write. Every command is one
+an error is an MCP tool error, `isError: true`, with the same text), `memory_search`
+(`MnemoMemoryToolServer.search`: the files that best match a query, with their matching lines),
+`memory_history` and `memory_verify` (the whole chain's report for an admin on `*`, else the check of
+what the agent can read: `MnemoClient.verify_scopes`). A read-only server does not list the five tools
+that write. Every command is one
 transaction under the writer lock, so several servers on one database never lose an edit.
 
 The server needs the `mcp` extra (`pip install -e '.[mcp]'` in a checkout). Only `mnemo.tools.mcp.app` imports

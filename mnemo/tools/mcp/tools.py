@@ -3,8 +3,9 @@
 The six memory-tool commands are not reimplemented here: a call builds the command's input object from
 the arguments it was given and runs `MnemoMemoryToolServer.execute`, so an MCP client gets the text the
 memory tool returns, string for string, and bad arguments meet the memory tool's own checks (no
-coercion or validation happens before them). Two more tools read what only Mnemo has: the versions of
-a file, and the chain check. This module needs nothing of the MCP SDK.
+coercion or validation happens before them). `memory_search` runs `MnemoMemoryToolServer.execute_search`
+the same way. Two more tools read what only Mnemo has: the versions of a file, and the chain check.
+This module needs nothing of the MCP SDK.
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ from typing import Any
 from mnemo.errors import InvalidInput, MnemoError, NotFound, PermissionDenied
 from mnemo.record import MemoryRecord, Problem, ScopeReport, VerifyReport
 from mnemo.tools.layout import tagged_path
-from mnemo.tools.server import DEFAULT_MAX_VIEW_CHARS, CommandResult, MnemoMemoryToolServer
+from mnemo.tools.server import (
+    DEFAULT_MAX_VIEW_CHARS,
+    SEARCH_INPUT_SCHEMA,
+    SEARCH_TOOL_NAME,
+    CommandResult,
+    MnemoMemoryToolServer,
+)
 
 __all__ = [
     "INSTRUCTIONS",
@@ -39,21 +46,25 @@ MAX_HISTORY_CHARS = 100_000
 INSTRUCTIONS = (
     "This server is your memory: a directory of text files under /memories that outlives the "
     "conversation. Before doing anything else in a task, call memory_view with path \"/memories\" to "
-    "see what you recorded earlier, and read the files that bear on the task. As you work, record what "
-    "is worth keeping (progress, decisions, facts about the user and the project) with memory_create, "
-    "memory_str_replace and memory_insert: your context may be reset at any moment, and what is not in "
-    "memory is lost. Keep the directory tidy: update and rename files rather than piling up new ones, "
-    "and delete what is wrong or obsolete. Every path lives under /memories. Every change is kept as a "
-    "version (memory_history) in a hash-chained log (memory_verify); memory_delete erases a file and "
-    "all its versions for good."
+    "see what you recorded earlier, and read the files that bear on the task. When memory holds many "
+    "files, or you look for something in particular, call memory_search with a few words rather than "
+    "viewing file after file: it answers with the files that match best and their matching lines. As you "
+    "work, record what is worth keeping (progress, decisions, facts about the user and the project) with "
+    "memory_create, memory_str_replace and memory_insert: your context may be reset at any moment, and "
+    "what is not in memory is lost. Keep the directory tidy: update and rename files rather than piling "
+    "up new ones, and delete what is wrong or obsolete. Every path lives under /memories. Every change is "
+    "kept as a version (memory_history) in a hash-chained log (memory_verify); memory_delete erases a "
+    "file and all its versions for good."
 )
 
 READ_ONLY_INSTRUCTIONS = (
     "This server is your memory, read-only: a directory of text files under /memories that outlives "
     "the conversation. Before doing anything else in a task, call memory_view with path \"/memories\" "
-    "to see what was recorded earlier, and read the files that bear on the task. Every path lives "
-    "under /memories; memory_history shows every version of a file and memory_verify checks the "
-    "store's hash-chained log. This server cannot change memory."
+    "to see what was recorded earlier, and read the files that bear on the task. When memory holds many "
+    "files, or you look for something in particular, call memory_search with a few words rather than "
+    "viewing file after file: it answers with the files that match best and their matching lines. Every "
+    "path lives under /memories; memory_history shows every version of a file and memory_verify checks "
+    "the store's hash-chained log. This server cannot change memory."
 )
 
 _PATH = "A path under /memories, such as /memories or /memories/project/notes.md."
@@ -217,6 +228,22 @@ TOOLS: tuple[ToolSpec, ...] = (
         fields=("old_path", "new_path"),
     ),
     ToolSpec(
+        name=SEARCH_TOOL_NAME,
+        title="Search memory",
+        description=(
+            "Search the files of your memory for words, and get the paths of the files that match best, "
+            "best first, each with its matching lines numbered as memory_view numbers them. Use it when "
+            "memory holds many files, or to find where something was noted; then memory_view a file to read "
+            "it whole. The query is words (a file matching any of them is found; more, and rarer, matches "
+            "rank higher), \"a phrase\" in quotes, word* for every word starting with word, and -word to "
+            "leave out files holding it; case and accents do not matter. path narrows the search to a "
+            "directory (or a file)."
+        ),
+        input_schema=SEARCH_INPUT_SCHEMA,
+        hints=Hints(read_only=True, destructive=False, idempotent=True),
+        fields=("query", "path", "limit"),
+    ),
+    ToolSpec(
         name="memory_history",
         title="History of a memory file",
         description=(
@@ -264,6 +291,9 @@ def call_tool(
         command_input: dict[str, Any] = {"command": tool.command}
         command_input.update((k, args[k]) for k in tool.fields if k in args)
         return server.execute(command_input)
+    if tool.name == SEARCH_TOOL_NAME:
+        # Only its own fields, checked by the search as a command's input is: `limit` is not coerced.
+        return server.execute_search({k: args[k] for k in tool.fields if k in args})
     runner = _history if tool.name == "memory_history" else _verify
     try:
         return runner(server, args)

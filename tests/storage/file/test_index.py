@@ -224,11 +224,11 @@ def _documented_snapshot_keys() -> set[str]:
     return keys
 
 
-@pytest.mark.parametrize("edit", ["layout 2", "layout 4", "the other byte order"])
-def test_the_snapshot_index_is_layout_3_in_this_byte_order_and_another_is_discarded(
+@pytest.mark.parametrize("edit", ["layout 3", "layout 5", "the other byte order"])
+def test_the_snapshot_index_is_layout_4_in_this_byte_order_and_another_is_discarded(
     tmp_path: Path, edit: str
 ) -> None:
-    """docs/FORMAT.md §DB.snap: the index holds `layout` 3 and `byteorder` the writing machine's, with
+    """docs/FORMAT.md §DB.snap: the index holds `layout` 4 and `byteorder` the writing machine's, with
     exactly the documented fields; a snapshot of another layout or byte order is not used (here one whose
     columns would fail every read if it were), the log is replayed instead, and its replacement is
     written as documented."""
@@ -239,7 +239,7 @@ def test_the_snapshot_index_is_layout_3_in_this_byte_order_and_another_is_discar
         rec_id = c.remember("hello", tags=["t"]).id
     body = snap.read_snapshot(str(db) + ".snap")
     assert body is not None
-    assert (body["index"]["layout"], body["index"]["byteorder"]) == (3, sys.byteorder)
+    assert (body["index"]["layout"], body["index"]["byteorder"]) == (4, sys.byteorder)
     assert set(body["index"]) == _documented_snapshot_keys()
 
     def forge(state: dict[str, Any]) -> None:
@@ -255,7 +255,7 @@ def test_the_snapshot_index_is_layout_3_in_this_byte_order_and_another_is_discar
         assert [r.id for r in c.query(tags=["t"])] == [rec_id]
         c.remember("more")
     again = snap.read_snapshot(str(db) + ".snap")
-    assert again is not None and (again["index"]["layout"], again["index"]["byteorder"]) == (3, sys.byteorder)
+    assert again is not None and (again["index"]["layout"], again["index"]["byteorder"]) == (4, sys.byteorder)
 
 
 def test_a_forged_posting_past_the_last_row_fails_cleanly(tmp_path: Path) -> None:

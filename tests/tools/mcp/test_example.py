@@ -27,7 +27,7 @@ def test_the_mcp_client_example(db: str) -> None:
     out = proc.stdout
     assert out.startswith(
         "tools: memory_view, memory_create, memory_str_replace, memory_insert, memory_delete, memory_rename, "
-        "memory_history, memory_verify\n"
+        "memory_search, memory_history, memory_verify\n"
     )
     assert "> memory_create {'path': '/memories/user.md', 'file_text': 'The user prefers trains.\\n'}\n" \
            "File created successfully at: /memories/user.md\n" in out

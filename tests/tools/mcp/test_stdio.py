@@ -35,6 +35,7 @@ EXPECTED_TOOLS: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool, bool, bo
     ),
     "memory_delete": (("path",), ("path",), False, True, True),
     "memory_rename": (("old_path", "new_path"), ("old_path", "new_path"), False, False, True),
+    "memory_search": (("query", "path", "limit"), ("query",), True, False, True),
     "memory_history": (("path",), ("path",), True, False, True),
     "memory_verify": ((), (), True, False, True),
 }
@@ -308,7 +309,7 @@ def test_read_only_lists_no_write_tool_and_refuses_them(db: str) -> None:
             return init, names, out
 
     init, names, results = run_async(body)
-    assert names == ["memory_view", "memory_history", "memory_verify"]
+    assert names == ["memory_view", "memory_search", "memory_history", "memory_verify"]
     assert "cannot change memory" in init.instructions
     assert results[:5] == [
         ("Error: Unknown tool: memory_create", True),

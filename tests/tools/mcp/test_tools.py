@@ -33,9 +33,9 @@ COMMAND_OF = {t.name: t.command for t in TOOLS if t.command is not None}
 def test_the_tools_and_what_read_only_leaves() -> None:
     assert [t.name for t in tools_for(False)] == [
         "memory_view", "memory_create", "memory_str_replace", "memory_insert", "memory_delete", "memory_rename",
-        "memory_history", "memory_verify",
+        "memory_search", "memory_history", "memory_verify",
     ]
-    assert [t.name for t in tools_for(True)] == ["memory_view", "memory_history", "memory_verify"]
+    assert [t.name for t in tools_for(True)] == ["memory_view", "memory_search", "memory_history", "memory_verify"]
     for tool in TOOLS:
         # A command tool's schema offers exactly the memory tool's fields for that command.
         assert tuple(tool.input_schema["properties"]) == tool.fields

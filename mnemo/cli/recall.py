@@ -1,0 +1,90 @@
+"""`mnemo recall DB QUERY`: the records whose content best matches a query (MnemoClient.recall), read as
+an agent, so every ACL check applies."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from ..client import MAX_RECALL
+from ..record import Recalled
+from ..storage.contract import shown_name
+from ..tools.paths import PATH_TAG_PREFIX
+from .common import (
+    CONTEXT_SETTINGS,
+    EXIT_OK,
+    agent_option,
+    db_argument,
+    echo,
+    emit_ndjson,
+    examples,
+    json_option,
+    open_client,
+)
+from .records import record_json
+
+
+def path_of(hit: Recalled) -> str | None:
+    """The memory-tool path a record's path tag names, if it has one."""
+    return next((t[len(PATH_TAG_PREFIX):] for t in hit.record.tags if t.startswith(PATH_TAG_PREFIX)), None)
+
+
+def recalled_json(hit: Recalled) -> dict[str, Any]:
+    """One result of `--json`: its score, its memory-tool path (or null), its matching lines, then the
+    record's fields as `mnemo cat --json` gives them (the whole content included)."""
+    return {"score": hit.score, "path": path_of(hit),
+            "lines": [{"line": n, "text": text} for n, text in hit.lines], **record_json(hit.record)}
+
+
+def recalled_lines(hit: Recalled) -> list[str]:
+    """A result as text: its score, id, scope and path on one line, then its matching lines numbered as
+    the memory tool's view numbers them."""
+    path = path_of(hit)
+    head = f"{hit.score:.3f}  {hit.record.id}  {hit.record.scope}" + (f"  {path}" if path is not None else "")
+    return [head, *(f"{n:>6}\t{text}" for n, text in hit.lines)]
+
+
+@click.command(
+    "recall", context_settings=CONTEXT_SETTINGS,
+    short_help="the records whose content best matches a query (full-text, ranked)",
+    epilog=examples(
+        "mnemo recall memory.mnemo.db 'night train*' --agent agent-1",
+        "mnemo recall memory.mnemo.db '\"dark mode\" -vim' --scope 'team:*' --limit 5",
+        "mnemo recall memory.mnemo.db deploy --tag ops --json   # NDJSON: one result a line",
+        "mnemo recall memory.mnemo.db -- '-draft plan*'   # a query that begins with - goes after --",
+    ) + "\n\nThe query syntax is docs/RECALL.md's: words (any of them; more, and rarer, matches rank higher), "
+    '"a phrase", word* (every word starting with word), -word (leave out records holding it).',
+)
+@db_argument()
+@click.argument("query")
+@agent_option
+@click.option("--scope", metavar="SCOPE", help="only records in this scope (or `prefix*` pattern)")
+@click.option("--tag", "tags", metavar="TAG", multiple=True, help="only records with this tag (repeatable)")
+@click.option("--limit", metavar="N", type=click.IntRange(min=1, max=MAX_RECALL), default=10, show_default=True,
+              help=f"at most this many results (1 to {MAX_RECALL})")
+@json_option
+def recall(db: str, query: str, agent: str | None, scope: str | None, tags: tuple[str, ...], limit: int,
+           as_json: bool) -> int:
+    """The records the agent may read whose content best matches QUERY, best first, ranked by BM25: each
+    with its score, id, scope, memory-tool path (if it is a file of the memory tool) and its matching
+    lines, numbered. With --json, one JSON object per result and line (NDJSON): score, path, lines, and
+    the record's fields as `mnemo cat --json` gives them. When nothing matches, standard error says so
+    (exit 0). A query that cannot be read is a usage error (exit 2) saying what is wrong."""
+    with open_client(db, agent) as client:
+        hits = client.recall(query, scope=scope, tags=list(tags), limit=limit)
+        reader = client.agent_id
+    if not hits and not as_json:
+        sys.stderr.write(f"mnemo recall: no record that {reader} may read in {shown_name(db)} matches {query!r}\n")
+    for hit in hits:
+        if as_json:
+            emit_ndjson(recalled_json(hit))
+        else:
+            for line in recalled_lines(hit):
+                echo(line)
+    return EXIT_OK
+
+
+def register(root: click.Group) -> None:
+    root.add_command(recall)

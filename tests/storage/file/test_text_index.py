@@ -1,0 +1,239 @@
+"""The file backend's text index (mnemo/storage/file/text_index.py): what a document's arrival and
+departure change, its snapshot form (renumbered rows, pending rows, nothing of a departed document), a
+forged snapshot refused or reported by verify, and an open that reads no text when the snapshot has it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mnemo import MnemoClient
+from mnemo.storage.file import snapshot as snap
+from mnemo.storage.file.text_index import TextIndex
+
+
+def state_of(index: TextIndex) -> dict[str, Any]:
+    return index.to_state(None)
+
+
+def test_a_document_leaves_every_structure_and_its_words_the_vocabulary() -> None:
+    text = TextIndex()
+    text.add(0, 1, "dark mode dark", 10)
+    text.add(1, 1, "dark coffee", 11)
+    text.add(2, 2, "secretword", 12)
+    assert text.postings("dark", None) == {0: 2, 1: 1}
+    assert text.postings("dark", {2}) == {}
+    assert text.totals([1]) == (2, 5) and text.totals([1, 2]) == (3, 6)
+    assert list(text.expand("s")) == ["secretword"]
+    text.remove_row(2)
+    assert "secretword" not in text.term_ids and list(text.expand("s")) == []
+    assert text.totals([1, 2]) == (2, 5) and 2 not in text.scope_totals
+    assert "secretword" not in repr(state_of(text))
+    text.remove_row(0)
+    assert text.postings("dark", None) == {1: 1}
+    assert "mode" not in text.term_ids
+    assert text.totals([1]) == (1, 2)
+
+
+def test_a_changed_row_waits_for_its_text_and_a_forgotten_one_does_not() -> None:
+    text = TextIndex()
+    text.add(0, 1, "old words", 5)
+    text.changed(0)
+    assert text.postings("old", None) == {} and text.pending == {0}
+    text.added([1, 2])
+    text.remove_row(2)
+    read: list[int] = []
+
+    def reader(row: int) -> tuple[int, int, str | None]:
+        read.append(row)
+        return 1, 6, "new words" if row == 0 else None
+
+    text.catch_up(reader)
+    assert read == [0, 1] and not text.pending
+    assert text.postings("new", None) == {text.doc_of(0): 1}
+    assert text.doc_of(1) is None  # not text: not a document
+
+
+def test_the_snapshot_form_is_dense_and_renumbered() -> None:
+    text = TextIndex()
+    for row, words in enumerate(["b a", "gone gone", "c a"]):
+        text.add(row, 0, words, 20 + row)
+    text.remove_row(1)
+    text.added([5])
+    state = text.to_state({0: 1, 2: 0, 5: 2}.__getitem__)
+    assert state["terms"] == ["a", "b", "c"]
+    again = TextIndex.from_state(state, rows=3, scopes=1)
+    assert again.postings("a", None) == {0: 1, 1: 1}
+    assert [again.doc_of(row) for row in range(3)] == [1, 0, None] and again.pending == {2}
+    assert again.describe(str, str) == {"1": ("0", 2, 20, {"a": 1, "b": 1}), "0": ("0", 2, 22, {"a": 1, "c": 1})}
+    assert [again.norms(2.0, 2)[doc] for doc in (0, 1)] == [1.2, 1.2]
+    assert [again.norms(4.0, 2)[doc] for doc in (0, 1)] == [1.2 * (0.25 + 0.75 * 0.5)] * 2
+    assert again.norms(4.0, 2) is again.norms(4.0, 0)  # kept while the average is the same
+    for _ in range(20):
+        again.add(again.row_docs.buffer_info()[1], 0, "more words here", 99)
+    few = again.norms(3.0, 1)
+    assert [few[doc] for doc in range(22)] == [1.2 * (1 - 0.75 + 0.75 * length / 3.0) for length in again.doc_len]
+
+
+@pytest.mark.parametrize("field", ["doc_row", "post_docs", "pending"])
+def test_a_snapshot_naming_rows_or_documents_it_lacks_is_refused(tmp_path: Path, field: str) -> None:
+    db = tmp_path / "f.db"
+    with MnemoClient(db, "x", durability="none") as c:
+        c.remember("hello world")
+        c.remember("second")
+        if field != "pending":
+            c.recall("hello")  # indexed: the snapshot holds documents
+    body = snap.read_snapshot(str(db) + ".snap")
+    assert body is not None
+    text = body["index"]["text"]
+    width = 8 if field in ("doc_row", "pending") else 4
+    text[field] = (99).to_bytes(width, "little") + bytes(text[field])[width:]
+    snap.write_snapshot(str(db) + ".snap", body)
+    with MnemoClient(db, "x") as c:
+        assert c._store.snapshot_refused is not None  # type: ignore[attr-defined]
+        assert [r.record.content for r in c.recall("hello")] == ["hello world"]
+
+
+def test_a_forged_term_is_reported_by_verify(tmp_path: Path) -> None:
+    db = tmp_path / "f.db"
+    with MnemoClient(db, "x", durability="none") as c:
+        rid = c.remember("hello world").id
+        c.recall("hello")
+    body = snap.read_snapshot(str(db) + ".snap")
+    assert body is not None
+    assert body["index"]["text"]["terms"] == ["hello", "world"]
+    body["index"]["text"]["terms"] = ["hello", "xorld"]
+    snap.write_snapshot(str(db) + ".snap", body)
+    with MnemoClient(db, "x") as c:
+        report = c.verify()
+    assert not report.ok
+    assert [p.message for p in report.problems if p.kind == "index"] == [
+        f"the text index of record {rid} differs from its latest version's text: the index snapshot was altered"
+    ]
+
+
+def test_an_open_from_the_snapshot_reads_no_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "f.db"
+    with MnemoClient(db, "x", durability="none") as c:
+        for i in range(20):
+            c.remember(f"note {i} about topic{i % 3}")
+        c.recall("note")
+    from mnemo.storage.file.search import Search
+
+    def no_reads(self: Any, row: int) -> Any:
+        raise AssertionError("text read from the log")
+
+    monkeypatch.setattr(Search, "_row_text", no_reads)
+    with MnemoClient(db, "x", durability="none") as c:
+        assert c._store.snapshot_used  # type: ignore[attr-defined]
+        assert len(c.recall("topic1")) == 7
+
+
+def test_rows_written_before_a_snapshot_and_never_searched_are_found_after_it(tmp_path: Path) -> None:
+    db = tmp_path / "f.db"
+    with MnemoClient(db, "x", durability="none") as c:
+        rid = c.remember("written never searched").id
+    body = snap.read_snapshot(str(db) + ".snap")
+    assert body is not None and len(bytes(body["index"]["text"]["pending"])) == 8
+    with MnemoClient(db, "x") as c:
+        assert [r.record.id for r in c.recall("searched")] == [rid]
+
+
+def _forged_text(db: Path, edit: Any) -> None:
+    body = snap.read_snapshot(str(db) + ".snap")
+    assert body is not None
+    edit(body["index"]["text"])
+    snap.write_snapshot(str(db) + ".snap", body)
+
+
+def _indexed_db(tmp_path: Path) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    db = tmp_path / "f.db"
+    with MnemoClient(db, "x", durability="none") as c:
+        c.remember("hello world")
+        c.remember("second note")
+        c.recall("hello")
+    return db
+
+
+def test_the_text_index_is_layout_1_and_another_layout_or_shape_is_refused(tmp_path: Path) -> None:
+    db = _indexed_db(tmp_path)
+    body = snap.read_snapshot(str(db) + ".snap")
+    assert body is not None and body["index"]["text"]["layout"] == 1
+    for n, edit in enumerate((
+        lambda text: text.update(layout=2),
+        lambda text: text.update(terms=[b"hello", "note", "second", "world"]),
+        lambda text: text.update(doc_row=(2).to_bytes(8, "little") + bytes(text["doc_row"])[8:]),  # rows: 0 and 1
+    )):
+        db = _indexed_db(tmp_path / str(n))
+        _forged_text(db, edit)
+        with MnemoClient(db, "x") as c:
+            assert c._store.snapshot_refused is not None  # type: ignore[attr-defined]
+            assert [r.record.content for r in c.recall("hello")] == ["hello world"]
+            assert c.verify().ok is False  # a snapshot refused at the log's head is reported
+
+
+def test_a_document_whose_own_term_list_was_altered_is_reported_by_verify(tmp_path: Path) -> None:
+    db = _indexed_db(tmp_path)
+    _forged_text(db, lambda text: text.update(doc_terms=(1).to_bytes(4, "little") + bytes(text["doc_terms"])[4:]))
+    with MnemoClient(db, "x") as c:
+        problems = [p.message for p in c.verify().problems if p.kind == "index"]
+    assert len(problems) == 1 and "differs from its latest version's text" in problems[0]
+
+
+def test_verify_passes_with_departed_documents_and_bytes_content(tmp_path: Path) -> None:
+    db = tmp_path / "f.db"
+    with MnemoClient(db, "x", durability="none") as c:
+        a = c.remember("first words").id
+        c.remember(b"bytes are not text")
+        b = c.remember("to be forgotten").id
+        c.recall("words")
+        c.update(a, content="first words changed")
+        c.forget(b)
+        c.recall("words")
+        report = c.verify()
+        assert report.ok, report.problems
+    with MnemoClient(db, "x", durability="none") as c:
+        assert c.verify().ok
+
+
+def test_a_record_another_client_forgot_before_this_one_caught_up_is_not_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "f.db"
+    with MnemoClient(db, "x") as reader, MnemoClient(db, "x") as writer:
+        reader.recall("anything")
+        rid = writer.remember("fleeting thought").id
+        reader._store.refresh()  # type: ignore[attr-defined]  # the row is known, its text not read yet
+        writer.forget(rid)  # its slot is erased before the reader hears of the forget
+        monkeypatch.setattr(type(reader._store), "refresh", lambda self: None)  # type: ignore[attr-defined]
+        assert reader.recall("fleeting") == []
+        monkeypatch.undo()
+        assert reader.recall("fleeting") == []
+        assert reader.recall("thought") == []
+
+
+def test_a_hit_forgotten_between_ranking_and_reading_is_not_returned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mnemo.storage.file.search import Search
+
+    db = tmp_path / "f.db"
+    with MnemoClient(db, "x") as reader, MnemoClient(db, "x") as writer:
+        doomed = writer.remember("shared word, doomed").id
+        kept = writer.remember("shared word, kept").id
+        rank = Search._rank
+        calls: list[int] = []
+
+        def rank_then_forget(self: Any, *args: Any) -> Any:
+            ranked = rank(self, *args)
+            if not calls:
+                writer.forget(doomed)  # erased by another client after the ranking
+            calls.append(1)
+            return ranked
+
+        monkeypatch.setattr(Search, "_rank", rank_then_forget)
+        assert [r.record.id for r in reader.recall("shared")] == [kept]
+        assert len(calls) == 2
