@@ -85,7 +85,7 @@ class Compaction(StoreState):
             # The new file is the log now, and its lock is this store's to let go (writing() does, however
             # what follows ends): else a failure below would leave the database locked until exit.
             self._unlock()
-            self._locked = handle
+            self._locked = self._handles.hold(handle)  # held as Opening._lock holds the handle it locks
             snap.remove(self.snap_path)
             self._reload(adopt=handle)
         self._catch_up(writer=True)

@@ -1,5 +1,6 @@
 """The descriptors a store reads its log through: the current log's, and those of logs a compaction
-replaced, each closed as soon as the last read through it ends."""
+replaced, each closed as soon as the last read through it ends (and the writer lock taken through it,
+if any, is let go of)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ class LogHandle:
     """One open descriptor of a log file, shared by a store's threads. A compaction replaces the log
     with a new file: the old handle is then retired, and closed as soon as no thread is reading
     through it, so that a process never keeps an unlinked copy of the log (holding payloads that are
-    forgotten later) beyond the reads in flight."""
+    forgotten later) beyond the reads in flight. A thread waiting for (or holding) the writer lock
+    through a handle holds it as a read does (opening.Opening._lock): closed under it, the descriptor
+    would fail the wait, or its number, reused, name another file."""
 
     __slots__ = ("fd", "users", "retired")
 
@@ -27,8 +30,8 @@ class LogHandle:
 
 
 class LogHandles:
-    """A store's log handles: `current`, which reads take (acquire) and give back (release), and the
-    retired ones that reads still hold."""
+    """A store's log handles: `current`, which reads and the writer lock take (acquire) and give back
+    (release), and the retired ones that they still hold."""
 
     def __init__(self) -> None:
         self.current = LogHandle(-1)
@@ -49,6 +52,13 @@ class LogHandles:
     def acquire(self) -> LogHandle:
         with self.lock:
             handle = self.current
+            handle.users += 1
+            return handle
+
+    def hold(self, handle: LogHandle) -> LogHandle:
+        """Hold `handle` as acquire holds the current one (a compaction, for the new log it locked before
+        that log becomes the current one); release lets go of it."""
+        with self.lock:
             handle.users += 1
             return handle
 

@@ -81,24 +81,61 @@ class Opening(StoreState):
     def _lock(self, deadline: float) -> None:
         """Take the writer lock: an flock on the log file itself. Once held, the file at the path must
         still be the one locked; if a compaction renamed a new log over it meanwhile, follow it (after
-        checking that it continues this chain) and lock that one instead."""
+        checking that it continues this chain) and lock that one instead.
+
+        The handle locked through is held (LogHandles.acquire) while this thread waits for the lock and
+        for as long as it holds it (_unlock releases it): another client may compact the log while this
+        thread waits, and a reader thread of this store then follow the new log and retire the old
+        handle. Held, that handle is closed only once this thread lets go of it; unheld, its descriptor
+        would be closed under the wait (EBADF), or its number reused by another file, whose lock would
+        then be taken instead.
+
+        Whether the lock is the path's is asked of the locked descriptor itself (fstat), never of
+        `_identity`: a reader thread that followed the new log has set `_identity` to the file the path
+        names, while the lock taken is on the old one. And the file locked must be the one this store
+        writes through (`_handles.current`, swapped with `_identity` under the index lock)."""
+        handles = self._handles
         while True:
-            handle = self._handles.current
-            lock_log(handle.fd, deadline, self.path)
-            st = stat_or_none(self.path)
-            if st is not None and (st.st_ino, st.st_dev) == self._identity:
-                self._locked = handle
-                return
-            unlock_log(handle.fd)
+            handle = handles.acquire()
+            try:
+                lock_log(handle.fd, deadline, self.path)
+            except BaseException:
+                handles.release(handle)
+                raise
+            try:
+                st = stat_or_none(self.path)
+                if st is not None and self._writes_through(handle, st):
+                    self._locked = handle  # with the hold taken above: _unlock lets go of both
+                    return
+            except BaseException:
+                self._let_go(handle)
+                raise
+            self._let_go(handle)
             if st is None:
                 raise MnemoError(f"the database file {self.path} was removed")
-            self._reload()
+            self._reload()  # to the file the path names, unless another thread of this store did
+
+    def _writes_through(self, handle: LogHandle, st: os.stat_result) -> bool:
+        """Whether the file locked through `handle` is the one the path names (`st`) and the one this
+        store's writes go to."""
+        locked = os.fstat(handle.fd)
+        if (locked.st_ino, locked.st_dev) != (st.st_ino, st.st_dev):
+            return False  # a compaction renamed another file over the one locked
+        with self._index_lock:
+            return self._handles.current is handle
+
+    def _let_go(self, handle: LogHandle) -> None:
+        """Let go of the writer lock held through `handle`, and of the hold on it (the descriptor of a log
+        replaced meanwhile is closed then, if no read holds it either)."""
+        if handle.fd >= 0:  # held, it is closed only by a close of the whole store (close_all), lock and all
+            with contextlib.suppress(OSError):
+                unlock_log(handle.fd)
+        self._handles.release(handle)
 
     def _unlock(self) -> None:
         handle, self._locked = self._locked, None
-        if handle is not None and handle.fd >= 0:
-            with contextlib.suppress(OSError):
-                unlock_log(handle.fd)
+        if handle is not None:
+            self._let_go(handle)
 
     def _create(self) -> None:
         """Write header and genesis to a temp file, fsync it, and put it in place atomically: hard-linked

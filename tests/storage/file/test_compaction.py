@@ -1,9 +1,12 @@
 """A compaction that cannot finish: a payload damaged since the log was read, a rename the system
 refuses. Either way the old log stands byte for byte, no `DB.compact` (which holds every payload) is
-left beside it, and the client says why. And one that does, met by another thread of its client."""
+left beside it, and the client says why. And one that does, met by another thread of its client, or
+by a writer of another client waiting for the writer lock on the log it replaces, which then writes to
+the new log, holding the lock on it."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import threading
 from pathlib import Path
@@ -13,6 +16,7 @@ import pytest
 from helpers.frames import flip_byte, put_slots
 
 from mnemo import DurabilityError, IntegrityError, MnemoClient
+from mnemo.storage.file import opening
 from mnemo.storage.file import snapshot as snap
 
 OWNER = "owner"
@@ -169,3 +173,116 @@ def test_a_thread_reading_while_its_client_compacts_finds_the_new_log_adopted(
         assert read == ["kept"]
         assert reloads == [(False, True)], "the reader followed the new log before the compaction adopted it"
         assert c.verify().ok
+
+
+
+class _RacedWriter:
+    """A writer thread of `c` whose one write ("written"), about to take the writer lock on the log its
+    client has open, meets a compaction by `other` (a new log renamed over that one), which a reader
+    thread of `c` follows: before the writer waits for the lock, or (`then_lock`) once it holds the lock
+    on the old log, before it looks at which file the path names. `met`: the inode of the log it was
+    about to lock; `errors`: what the write raised."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, c: MnemoClient, other: MnemoClient, then_lock: bool) -> None:
+        self.c, self.other, self.then_lock = c, other, then_lock
+        self.met: int | None = None
+        self.errors: list[BaseException] = []
+        self.real_lock_log = opening.lock_log
+        self.thread = threading.Thread(target=self._write)
+        monkeypatch.setattr(opening, "lock_log", self._lock_log)
+
+    def run(self) -> None:
+        self.thread.start()
+        self.thread.join()
+
+    def _write(self) -> None:
+        try:
+            self.c.remember("written")
+        except BaseException as exc:
+            self.errors.append(exc)
+
+    def _follow(self) -> None:
+        follower = threading.Thread(target=self.c._store.refresh)  # type: ignore[attr-defined]
+        follower.start()
+        follower.join()
+
+    def _lock_log(self, fd: int, deadline: float, what: str) -> None:
+        first = threading.current_thread() is self.thread and self.met is None
+        if first:
+            self.met = os.fstat(fd).st_ino
+            self.other.compact()
+            if not self.then_lock:
+                self._follow()
+        self.real_lock_log(fd, deadline, what)
+        if first and self.then_lock:
+            self._follow()
+
+
+def test_a_writer_waiting_for_the_lock_while_another_client_compacts_writes_to_the_new_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another client compacts the log while a writer thread waits for the writer lock on it, and a
+    reader thread of the writer's client follows the new log meanwhile: the old log's descriptor, which
+    the writer waits on, stays open until the writer lets go of it, and the write lands in the new log.
+    (The reader used to close that descriptor under the wait, and the write failed with EBADF; had the
+    number been reused meanwhile, the writer would have locked whatever file it then named.)"""
+    db = tmp_path / "w.db"
+    with MnemoClient(db, OWNER, durability="none") as c, MnemoClient(db, OWNER, durability="none") as other:
+        kept = c.remember("kept")
+        c.forget(c.remember("gone " * 40).id)
+        writer = _RacedWriter(monkeypatch, c, other, then_lock=False)
+        writer.run()
+        monkeypatch.undo()
+        assert writer.errors == []
+        assert writer.met is not None and writer.met != os.stat(db).st_ino  # it met the compaction
+        store: Any = c._store
+        assert os.fstat(store.fd).st_ino == os.stat(db).st_ino
+        assert store._locked is None and store._handles.retired == []  # the old log's descriptor is closed
+        assert [r.content for r in other.query()] == ["kept", "written"]
+        assert other.get(kept.id).content == "kept"
+        assert c.verify().ok and other.verify().ok
+    with MnemoClient(db, OWNER, durability="none") as fresh:
+        assert [r.content for r in fresh.query()] == ["kept", "written"]
+        assert fresh.verify().ok
+
+
+def test_a_writer_that_locked_a_log_a_compaction_replaced_locks_the_new_one_before_it_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer thread takes the lock on the log its client has open just after another client renamed
+    a compacted log over it (the old log's lock, let go of, is free), and a reader thread of its client
+    follows the new log before the writer looks at which file the path names: the writer compares the
+    file it locked with the path's, never with what the reader thread changed, so it moves on to lock
+    the new log, and holds that lock as it appends. (It used to compare the path with the store's
+    current log, which the reader had just made the new one, and append to the new log with the lock
+    held on the old one, if at all: another writer could append beside it.)"""
+    db = tmp_path / "w.db"
+    with MnemoClient(db, OWNER, durability="none") as c, MnemoClient(db, OWNER, durability="none") as other:
+        c.remember("kept")
+        c.forget(c.remember("gone " * 40).id)
+        store: Any = c._store
+        writer = _RacedWriter(monkeypatch, c, other, then_lock=True)
+        real_commit = store._commit
+        appending: list[tuple[bool, bool]] = []  # (the log written is the path's, its lock is held)
+
+        def commit(batch: Any) -> int:
+            probe = os.open(db, os.O_RDONLY)  # another open of the file the path names
+            try:
+                try:
+                    fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    held = False
+                except BlockingIOError:
+                    held = True
+                appending.append((os.fstat(store.fd).st_ino == os.fstat(probe).st_ino, held))
+            finally:
+                os.close(probe)
+            return int(real_commit(batch))
+
+        monkeypatch.setattr(store, "_commit", commit)
+        writer.run()
+        monkeypatch.undo()
+        assert writer.errors == []
+        assert writer.met is not None and writer.met != os.stat(db).st_ino  # it met the compaction
+        assert appending == [(True, True)], "the writer appended to a log whose lock it did not hold"
+        assert [r.content for r in other.query()] == ["kept", "written"]
+        assert c.verify().ok and other.verify().ok
