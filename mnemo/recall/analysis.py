@@ -136,17 +136,20 @@ def _word(word: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return (_case(word), *split[0]), tuple(split[1])
 
 
-# Words seen before, with their terms and atoms: most words of a text are common ones, and looking one
-# up costs a fraction of analysing it again. Bounded: once full, new words are analysed every time.
-_SEEN: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
-_SEEN_MAX = 200_000
+Seen = dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
+"""Words already analysed, with their terms and atoms (see analyse)."""
+SEEN_MAX = 200_000
 
 
-def analyse(text: str) -> Analysed:
-    """The terms and atoms of `text`, in one pass. Never raises for any str."""
+def analyse(text: str, seen: Seen | None = None) -> Analysed:
+    """The terms and atoms of `text`, in one pass. Never raises for any str. `seen`, when given, keeps
+    each word's analysis for the next texts (most words of a text are common ones, and looking one up
+    costs a fraction of analysing it again), up to SEEN_MAX words: for a batch of texts analysed
+    together, and dropped after it, so that nothing keeps the words of a text once it is forgotten."""
     terms: list[str] = []
     atoms: list[str] = []
-    seen = _SEEN
+    if seen is None:
+        seen = {}
     for run, word in _TOKEN.findall(fold(text)):
         if run:
             grams = _bigrams(run)
@@ -156,17 +159,17 @@ def analyse(text: str) -> Analysed:
         found = seen.get(word)
         if found is None:
             found = _word(word)
-            if len(seen) < _SEEN_MAX:
+            if len(seen) < SEEN_MAX:
                 seen[word] = found
         terms += found[0]
         atoms += found[1]
     return Analysed(terms, atoms)
 
 
-def terms(text: str) -> list[str]:
+def terms(text: str, seen: Seen | None = None) -> list[str]:
     """Every term of `text` in order, each identifier's whole before its parts; the length BM25 uses is
-    the length of this list."""
-    return analyse(text).terms
+    the length of this list. `seen`: as for analyse."""
+    return analyse(text, seen).terms
 
 
 def atoms(text: str) -> list[str]:

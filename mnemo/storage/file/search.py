@@ -8,6 +8,7 @@ from array import array
 from typing import Any
 
 from ...errors import IntegrityError, NotFound
+from ...recall.analysis import Seen
 from ...recall.engine import Column, Source, Staged, search
 from ...recall.query import Query as RecallQuery
 from ..batch import Batch
@@ -49,10 +50,11 @@ class Search(Reads):
             index = self.index
             mine = self.catch_up_text()
             fresh = TextIndex()
+            seen: Seen = {}
             for row in index.live_rows():
                 scope, seq, text = self._row_text(row)
                 if text is not None:
-                    fresh.add(row, scope, text, seq)
+                    fresh.add(row, scope, text, seq, seen)
             name = index.scopes.values.__getitem__
             ours, theirs = mine.describe(index.id_at, name), fresh.describe(index.id_at, name)
         return [

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ...recall.analysis import Seen
 from ...recall.analysis import terms as analysed_terms
 from ...recall.engine import Column, norm
 
@@ -105,10 +106,11 @@ class TextIndex:
         self.free.append(tid)
         self.gone_terms += 1
 
-    def add(self, row: int, scope: int, text: str, seq: int) -> None:
-        """Index `text`, written by the entry `seq`, as row `row`'s document, in scope code `scope`.
-        Precondition: the row has none."""
-        found = analysed_terms(text)
+    def add(self, row: int, scope: int, text: str, seq: int, seen: Seen | None = None) -> None:
+        """Index `text`, written by the entry `seq`, as row `row`'s document, in scope code `scope`
+        (`seen`: the words analysed so far in this batch, analysis.analyse). Precondition: the row has
+        none."""
+        found = analysed_terms(text, seen)
         counts = Counter(found)
         doc = len(self.doc_row)
         self.doc_row.append(row)
@@ -155,11 +157,12 @@ class TextIndex:
     def catch_up(self, read: Callable[[int], tuple[int, int, str | None]]) -> None:
         """Index every pending row: `read(row)` gives its scope code, and the seq and searchable text of
         its latest version (None: not text, so not indexed). Rows are indexed in row order."""
+        seen: Seen = {}  # this catch-up's words, dropped with it
         for row in sorted(self.pending):
             scope, seq, text = read(row)
             self.pending.discard(row)
             if text is not None:
-                self.add(row, scope, text, seq)
+                self.add(row, scope, text, seq, seen)
         self.pending = set()  # an emptied set keeps its table: a catch-up of a million rows, 40 MB
 
     def norms(self, avg: float, wanted: int) -> Column[int, float]:
