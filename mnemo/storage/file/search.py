@@ -41,6 +41,7 @@ class Search(Reads):
         text = self.index.text
         if text.pending:
             text.catch_up(self._row_text)
+            self._dirty_snapshot = True  # the next close saves the index, so that the next open has it
         return text
 
     def text_differences(self) -> list[str]:

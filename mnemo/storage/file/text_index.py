@@ -22,6 +22,7 @@ import sys
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from itertools import accumulate
 from typing import Any
 
 from ...recall.analysis import Seen
@@ -41,14 +42,20 @@ class TextIndex:
         self.term_ids: dict[str, int] = {}
         self.terms: list[str | None] = []  # term id -> term (None: free)
         self.free: list[int] = []  # term ids to reuse
-        self.docs: list[array[int]] = []  # term id -> its documents, in increasing order
-        self.freqs: list[array[int]] = []  # term id -> how often each of its documents holds it
+        # term id -> its documents, in increasing order, and how often each holds it; None: still in
+        # the snapshot's arrays it was loaded from (_loaded), taken out when first used (see posting)
+        self.docs: list[array[int] | None] = []
+        self.freqs: list[array[int] | None] = []
         self.doc_row = array("q")  # document -> its record's row (-1: the document left)
         self.doc_scope = array("I")  # document -> scope code (the index's Interned scopes)
         self.doc_len = array("I")  # document -> number of terms
         self.doc_seq = array("q")  # document -> the seq of the version it is
         self._norms: tuple[float, array[float]] | None = None  # (avgdl, each document's norm), see norms
-        self.doc_terms: list[bytes] = []  # document -> its distinct term ids, packed (b"": it left)
+        # document -> its distinct term ids, packed (b"": it left; None: in _loaded, see terms_of)
+        self.doc_terms: list[bytes | None] = []
+        # The snapshot's postings and term lists, with where each term's and document's begins: an open
+        # slices out only what it uses, instead of an array per term and a bytes per document at once.
+        self._loaded: tuple[array[int], array[int], array[int], array[int], array[int]] | None = None
         self.row_docs = array("q")  # row -> its document (-1: none; rows past its end have none)
         self.scope_totals: dict[int, list[int]] = {}  # scope code -> [documents, total length]
         self.pending: set[int] = set()  # rows whose latest version is not indexed yet
@@ -61,6 +68,32 @@ class TextIndex:
         docs = self.row_docs
         doc = docs[row] if 0 <= row < len(docs) else -1
         return None if doc < 0 else doc
+
+    def posting(self, tid: int, keep: bool = True) -> tuple[array[int], array[int]]:
+        """Term `tid`'s documents and frequencies, taken out of the snapshot's arrays if still there
+        (and kept, with `keep`, so that a change to them stays)."""
+        docs, freqs = self.docs[tid], self.freqs[tid]
+        if docs is not None and freqs is not None:
+            return docs, freqs
+        assert self._loaded is not None  # a term id with no arrays was loaded from a snapshot
+        all_docs, all_freqs, starts = self._loaded[0], self._loaded[1], self._loaded[2]
+        first, end = starts[tid], starts[tid + 1]
+        docs, freqs = all_docs[first:end], all_freqs[first:end]
+        if keep:
+            self.docs[tid], self.freqs[tid] = docs, freqs
+            # what changes now changes in the copy: the loaded one is zeroed, so that it never keeps
+            # a document that leaves
+            all_docs[first:end] = all_freqs[first:end] = array(_CODE, bytes(4 * (end - first)))
+        return docs, freqs
+
+    def terms_of(self, doc: int) -> array[int]:
+        """Document `doc`'s distinct term ids (none once it left)."""
+        listed = self.doc_terms[doc]
+        if listed is not None:
+            return array(_CODE, listed)
+        assert self._loaded is not None  # a document with no list was loaded from a snapshot
+        ids, starts = self._loaded[3], self._loaded[4]
+        return ids[starts[doc]:starts[doc + 1]]
 
     # -- what the index's rows tell it -------------------------------------------------------------
     def changed(self, row: int) -> None:
@@ -86,12 +119,16 @@ class TextIndex:
         totals[1] -= self.doc_len[doc]
         if totals[0] == 0:
             del self.scope_totals[scope]
-        listed, self.doc_terms[doc] = self.doc_terms[doc], b""
-        for tid in array(_CODE, listed):
-            docs = self.docs[tid]
+        listed = self.terms_of(doc)
+        if self.doc_terms[doc] is None and self._loaded is not None:  # zeroed in the loaded lists too
+            ids, starts = self._loaded[3], self._loaded[4]
+            ids[starts[doc]:starts[doc + 1]] = array(_CODE, bytes(4 * len(listed)))
+        self.doc_terms[doc] = b""
+        for tid in listed:
+            docs, freqs = self.posting(tid)
             i = bisect.bisect_left(docs, doc)
             del docs[i]
-            del self.freqs[tid][i]
+            del freqs[i]
             if not docs:
                 self._drop_term(tid)
         self.doc_row[doc] = -1
@@ -134,8 +171,9 @@ class TextIndex:
             tid = term_ids.get(term)
             if tid is None:
                 tid = self._new_term(term)
-            self.docs[tid].append(doc)  # the newest document: the posting stays in order
-            self.freqs[tid].append(tf)
+            docs, freqs = self.posting(tid)
+            docs.append(doc)  # the newest document: the posting stays in order
+            freqs.append(tf)
             ids.append(tid)
         self.doc_terms.append(ids.tobytes())
 
@@ -194,7 +232,7 @@ class TextIndex:
         tid = self.term_ids.get(term)
         if tid is None:
             return {}
-        docs, freqs = self.docs[tid], self.freqs[tid]
+        docs, freqs = self.posting(tid, keep=False)
         if scopes is None:
             return dict(zip(docs, freqs, strict=True))
         scope_of = self.doc_scope
@@ -233,12 +271,13 @@ class TextIndex:
         post_docs, post_freqs, post_lens = array(_CODE), array(_CODE), array(_CODE)
         for term in term_order:
             tid = self.term_ids[term]
-            post_docs.extend(map(dense.__getitem__, self.docs[tid]))
-            post_freqs.extend(self.freqs[tid])
-            post_lens.append(len(self.docs[tid]))
+            docs, freqs = self.posting(tid, keep=False)
+            post_docs.extend(map(dense.__getitem__, docs))
+            post_freqs.extend(freqs)
+            post_lens.append(len(docs))
         doc_terms, doc_term_lens = array(_CODE), array(_CODE)
         for doc in live:
-            ids = array(_CODE, self.doc_terms[doc])
+            ids = self.terms_of(doc)
             doc_terms.extend(map(new_tid.__getitem__, ids))
             doc_term_lens.append(len(ids))
         return {
@@ -297,19 +336,15 @@ class TextIndex:
             raise ValueError("text index postings do not match its terms")
         if post_docs and (max(post_docs) >= n or not min(post_lens)):
             raise ValueError("text index posting out of range")
-        at = 0
-        for k in post_lens:
-            text.docs.append(post_docs[at:at + k])
-            text.freqs.append(post_freqs[at:at + k])
-            at += k
+        text.docs = [None] * len(terms)
+        text.freqs = [None] * len(terms)
         lens = _column(_CODE, state["doc_term_lens"])
         ids = _column(_CODE, state["doc_terms"])
         if len(lens) != n or len(ids) != sum(lens) or (ids and max(ids) >= len(terms)):
             raise ValueError("text index document terms do not match")
-        at = 0
-        for doc, k in enumerate(lens):
-            text.doc_terms.append(ids[at:at + k].tobytes())
-            at += k
+        text.doc_terms = [None] * n
+        text._loaded = (post_docs, post_freqs, _starts(post_lens), ids, _starts(lens))
+        for doc in range(n):
             scope = text.doc_scope[doc]
             totals = text.scope_totals.setdefault(scope, [0, 0])
             totals[0] += 1
@@ -325,14 +360,14 @@ class TextIndex:
         freq_of: dict[int, dict[int, int]] = {}
         for tid, term in enumerate(self.terms):
             if term is not None:
-                for doc, tf in zip(self.docs[tid], self.freqs[tid], strict=True):
+                for doc, tf in zip(*self.posting(tid, keep=False), strict=True):
                     freq_of.setdefault(doc, {})[tid] = tf
         out: dict[str | None, tuple[str, int, int, dict[str, int]]] = {}
         for doc, row in enumerate(self.doc_row):
             if row < 0:
                 continue
             held = freq_of.get(doc, {})
-            listed = set(array(_CODE, self.doc_terms[doc]))
+            listed = set(self.terms_of(doc))
             length = self.doc_len[doc] if listed == set(held) else -1
             found = {self.terms[t] or "": f for t, f in held.items()}
             out[row_id(row)] = (scope_name(self.doc_scope[doc]), length, self.doc_seq[doc], found)
@@ -347,6 +382,11 @@ class _Norms:
 
     def __getitem__(self, doc: int) -> float:
         return norm(self.lengths[doc], self.avg)
+
+
+def _starts(lengths: array[int]) -> array[int]:
+    """Where each of back-to-back runs of these lengths begins, and (last) where the last one ends."""
+    return array("q", accumulate(lengths, initial=0))
 
 
 def _column(typecode: str, blob: Any) -> array[int]:

@@ -237,3 +237,35 @@ def test_a_hit_forgotten_between_ranking_and_reading_is_not_returned(
         monkeypatch.setattr(Search, "_rank", rank_then_forget)
         assert [r.record.id for r in reader.recall("shared")] == [kept]
         assert len(calls) == 2
+
+
+def test_an_index_loaded_from_a_snapshot_takes_out_what_it_changes_and_keeps_nothing_of_what_left() -> None:
+    text = TextIndex()
+    for row, words in enumerate(["alpha beta", "beta gamma", "gamma delta secret"]):
+        text.add(row, 0, words, 10 + row)
+    loaded = TextIndex.from_state(text.to_state(None), rows=3, scopes=1)
+    assert loaded.postings("beta", None) == {0: 1, 1: 1} and loaded.docs == [None] * 5  # nothing sliced yet
+    loaded.remove_row(2)  # gamma, delta, secret: its terms' postings taken out and changed
+    assert loaded.postings("gamma", None) == {1: 1} and "secret" not in loaded.term_ids
+    assert loaded.describe(str, str) == {"0": ("0", 2, 10, {"alpha": 1, "beta": 1}),
+                                         "1": ("0", 2, 11, {"beta": 1, "gamma": 1})}
+    assert loaded._loaded is not None
+    post_docs, _, _, ids, starts = loaded._loaded
+    assert 2 not in post_docs  # the departed document is in no loaded posting
+    assert list(ids[starts[2]:starts[3]]) == [0, 0, 0]  # nor is its list of terms
+    loaded.add(3, 0, "beta again", 13)
+    assert loaded.postings("beta", None) == {0: 1, 1: 1, 3: 1}
+    again = TextIndex.from_state(loaded.to_state(None), rows=4, scopes=1)
+    assert again.describe(str, str) == loaded.describe(str, str)
+
+
+def test_a_client_that_only_searched_saves_the_index_it_built_when_it_closes(tmp_path: Path) -> None:
+    db = tmp_path / "f.db"
+    with MnemoClient(db, "x", durability="none") as c:
+        c.remember("indexed once")
+    with MnemoClient(db, "x", durability="none") as c:
+        assert len(c._store.index.text.pending) == 1  # type: ignore[attr-defined]
+        c.recall("indexed")
+    with MnemoClient(db, "x", durability="none", readonly=True) as c:
+        assert not c._store.index.text.pending  # type: ignore[attr-defined]
+        assert [r.record.content for r in c.recall("once")] == ["indexed once"]
