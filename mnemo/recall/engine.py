@@ -17,7 +17,7 @@ from typing import Generic, Protocol, TypeVar
 
 from .analysis import Analysed, analyse, atoms
 from .bm25 import K1, B, idf
-from .query import Feature, Phrase, Prefix, Query, Term
+from .query import Feature, Phrase, Prefix, Query, Term, occurrences
 
 K = TypeVar("K", bound=Hashable)
 K_contra = TypeVar("K_contra", contravariant=True)
@@ -153,12 +153,8 @@ def _clause_postings(
         return {}
     candidates = [key for key in lists[0] if all(key in other for other in lists[1:])]
     found: dict[K, int] = {}
-    width, first = len(clause.atoms), clause.atoms[0]
     for key in candidates:
-        seen = positions(key)
-        starts = sum(
-            1 for i in range(len(seen) - width + 1) if seen[i] == first and tuple(seen[i:i + width]) == clause.atoms
-        )
+        starts = occurrences(clause, positions(key))
         if starts:
             found[key] = starts
     return {clause: found} if found else {}

@@ -74,16 +74,15 @@ class Query:
     def highlights(self) -> tuple[frozenset[str], tuple[str, ...]]:
         """The terms and prefixes that mark a line of a result (analysis.matching_lines): the included
         terms, every atom of the included phrases (a phrase may span lines) and the included prefixes."""
-        wanted: set[str] = set()
-        prefixes: list[str] = []
-        for clause in self.include:
-            if isinstance(clause, Term):
-                wanted.add(clause.text)
-            elif isinstance(clause, Phrase):
-                wanted.update(clause.atoms)
-            else:
-                prefixes.append(clause.text)
+        wanted, prefixes = _terms_and_prefixes(self.include)
         return frozenset(wanted), tuple(prefixes)
+
+    @property
+    def looked_up(self) -> tuple[list[str], list[str]]:
+        """The terms whose postings an index is read for (every term and phrase atom, of included and
+        excluded clauses alike), and the prefixes whose terms it expands, each sorted."""
+        terms, prefixes = _terms_and_prefixes((*self.include, *self.exclude))
+        return sorted(terms), sorted(set(prefixes))
 
     def features(self, document: Analysed) -> dict[Feature, int] | None:
         """The frequency in `document` of each feature of the included clauses it holds, or None when
@@ -107,13 +106,32 @@ def _frequencies(clause: Clause, counts: Counter[str], atoms: Sequence[str]) -> 
         return {clause: n} if n else {}
     if isinstance(clause, Prefix):
         return {Term(term): n for term, n in counts.items() if term.startswith(clause.text)}
-    first, width = clause.atoms[0], len(clause.atoms)
-    if counts.get(first, 0) == 0:
+    if counts.get(clause.atoms[0], 0) == 0:
         return {}
-    starts = sum(
-        1 for i in range(len(atoms) - width + 1) if atoms[i] == first and tuple(atoms[i:i + width]) == clause.atoms
-    )
+    starts = occurrences(clause, atoms)
     return {clause: starts} if starts else {}
+
+
+def occurrences(phrase: Phrase, atoms: Sequence[str]) -> int:
+    """How many positions of `atoms` (analysis.atoms of a document) the phrase starts at."""
+    first, width = phrase.atoms[0], len(phrase.atoms)
+    return sum(
+        1 for i in range(len(atoms) - width + 1) if atoms[i] == first and tuple(atoms[i:i + width]) == phrase.atoms
+    )
+
+
+def _terms_and_prefixes(clauses: Sequence[Clause]) -> tuple[set[str], list[str]]:
+    """The terms of `clauses` (their words and their phrases' atoms) and their prefixes, in order."""
+    terms: set[str] = set()
+    prefixes: list[str] = []
+    for clause in clauses:
+        if isinstance(clause, Term):
+            terms.add(clause.text)
+        elif isinstance(clause, Phrase):
+            terms.update(clause.atoms)
+        else:
+            prefixes.append(clause.text)
+    return terms, prefixes
 
 
 def _clause(found: list[Word], shown: str) -> Clause:

@@ -33,7 +33,7 @@ from ...chain.tree import CompactRange
 from ...errors import IntegrityError, MnemoError, NotFound, StorageError
 from ...recall.analysis import analyse
 from ...recall.engine import Staged, search
-from ...recall.query import Phrase, Term
+from ...recall.query import Phrase
 from ...recall.query import Query as RecallQuery
 from ...record import VerifyReport
 from ..batch import Batch
@@ -70,21 +70,6 @@ class _Unserved(Exception):
     def __init__(self, seq: int, changed: bool) -> None:
         super().__init__(seq)
         self.seq, self.changed = seq, changed
-
-
-def _recall_terms(query: RecallQuery) -> tuple[list[str], list[str]]:
-    """The terms whose postings recall reads for `query` (its words and its phrases' words, excluded ones
-    too), and its prefixes."""
-    exact: set[str] = set()
-    prefixes: set[str] = set()
-    for clause in (*query.include, *query.exclude):
-        if isinstance(clause, Term):
-            exact.add(clause.text)
-        elif isinstance(clause, Phrase):
-            exact.update(clause.atoms)
-        else:
-            prefixes.add(clause.text)
-    return sorted(exact), sorted(prefixes)
 
 
 def _put_tags(packed: bytes) -> tuple[str, ...] | None:
@@ -451,7 +436,7 @@ class PostgresStore(Commits):
             return []
         batch = self.current_batch()
         conn = self._batch_conn()
-        exact, prefixes = _recall_terms(query)
+        exact, prefixes = query.looked_up
         # the records this transaction changed that were committed: their committed documents leave
         touched = [] if batch is None else [
             rec_id for rec_id, rec in batch.recs.items() if rec is None or rec.versions[0].slot_off >= 0
