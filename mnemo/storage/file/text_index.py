@@ -134,6 +134,7 @@ class TextIndex:
         self.doc_row[doc] = -1
         self.doc_len[doc] = 0
         self.doc_scope[doc] = 0
+        self._norms = None  # (which held the departed document's norm; the average changed anyway)
 
     def _drop_term(self, tid: int) -> None:
         term = self.terms[tid]
