@@ -807,10 +807,159 @@ done:
     return ret;
 }
 
+/* count_terms(text) -> (length, {term: count}) | None: the terms of an ASCII text as
+ * mnemo/recall/analysis.py analyses it (its pure-Python twin: analysis.counted without this), counted in
+ * the order they first occur; None when the text is not ASCII (the twin analyses it). For ASCII the
+ * analysis is: words are maximal runs of [A-Za-z0-9_], a '.' between two such characters joining them;
+ * a word is simple (one term, lower-cased) unless it holds '_' or '.' or a case change; otherwise it
+ * yields its whole, then per piece between runs of '_' and '.', the piece (unless it is the whole word)
+ * and, when it splits into several, its parts, split before an upper-case letter that follows a
+ * lower-case letter or a digit, or that starts a capitalised word after capitals. */
+
+#define IS_LOW(c) ((c) >= 'a' && (c) <= 'z')
+#define IS_UP(c) ((c) >= 'A' && (c) <= 'Z')
+#define IS_DIGIT(c) ((c) >= '0' && (c) <= '9')
+#define IS_WORD(c) (IS_LOW(c) || IS_UP(c) || IS_DIGIT(c) || (c) == '_')
+
+typedef struct {
+    PyObject *counts;
+    Py_ssize_t length;
+} term_sink;
+
+/* Counts one term: s[0:n] lower-cased. 0, or -1 with an exception set. */
+static int count_term(term_sink *sink, const unsigned char *s, Py_ssize_t n) {
+    PyObject *term = PyUnicode_New(n, 127);
+    if (!term) return -1;
+    Py_UCS1 *out = PyUnicode_1BYTE_DATA(term);
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = IS_UP(s[i]) ? (Py_UCS1)(s[i] + 32) : s[i];
+    PyObject *was = PyDict_GetItemWithError(sink->counts, term);
+    PyObject *now = NULL;
+    if (was) {
+        Py_ssize_t count = PyLong_AsSsize_t(was);
+        if (count >= 0) now = PyLong_FromSsize_t(count + 1);
+    } else if (!PyErr_Occurred()) {
+        now = PyLong_FromLong(1);
+    }
+    int rc = now ? PyDict_SetItem(sink->counts, term, now) : -1;
+    Py_XDECREF(now);
+    Py_DECREF(term);
+    if (rc == 0) sink->length++;
+    return rc;
+}
+
+/* Whether w[0:n] splits before position j (0 < j < n), as analysis._CASE_CHANGE does. */
+static int case_change(const unsigned char *w, Py_ssize_t n, Py_ssize_t j) {
+    unsigned char before = w[j - 1], at = w[j];
+    if ((IS_LOW(before) || IS_DIGIT(before)) && IS_UP(at)) return 1;
+    return IS_UP(before) && IS_UP(at) && j + 1 < n && IS_LOW(w[j + 1]);
+}
+
+/* The simple words that analysis._split passes over: no separator, and lower case (str.islower), or
+ * lower case after the first character, or capitals only (str.isupper and str.isalpha). */
+static int simple_word(const unsigned char *w, Py_ssize_t n) {
+    int low = 0, up = 0, low_after = 0, up_after = 0, alpha = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = w[i];
+        if (c == '_' || c == '.') return 0;
+        if (IS_LOW(c)) {
+            low = 1;
+            if (i) low_after = 1;
+        } else if (IS_UP(c)) {
+            up = 1;
+            if (i) up_after = 1;
+        } else {
+            alpha = 0;
+        }
+    }
+    return (low && !up) || (low_after && !up_after) || (up && !low && alpha);
+}
+
+/* The end of the piece of w[0:n] that starts at `start` (a piece runs to the next '_' or '.'), and in
+ * *parts how many parts it splits into. */
+static Py_ssize_t piece_end(const unsigned char *w, Py_ssize_t n, Py_ssize_t start, Py_ssize_t *parts) {
+    Py_ssize_t end = start;
+    while (end < n && w[end] != '_' && w[end] != '.') end++;
+    *parts = 1;
+    for (Py_ssize_t j = 1; j < end - start; j++) *parts += case_change(w + start, end - start, j);
+    return end;
+}
+
+/* The terms of one word w[0:n] (n > 0), as analysis._word gives them. */
+static int count_word(term_sink *sink, const unsigned char *w, Py_ssize_t n) {
+    if (simple_word(w, n)) return count_term(sink, w, n);
+    /* a first pass counts the pieces' parts (found) and the terms after the whole (after) */
+    Py_ssize_t found = 0, after = 0, parts;
+    for (Py_ssize_t i = 0; i < n;) {
+        if (w[i] == '_' || w[i] == '.') {
+            i++;
+            continue;
+        }
+        Py_ssize_t end = piece_end(w, n, i, &parts);
+        found += parts;
+        after += (end - i != n) + (parts > 1 ? parts : 0); /* the piece, unless it is the whole word */
+        i = end;
+    }
+    if (found == 0) return 0; /* only separators: no term */
+    if (after == 0 && found == 1) return count_term(sink, w, n);
+    if (count_term(sink, w, n) < 0) return -1;
+    for (Py_ssize_t i = 0; i < n;) {
+        if (w[i] == '_' || w[i] == '.') {
+            i++;
+            continue;
+        }
+        Py_ssize_t end = piece_end(w, n, i, &parts), len = end - i;
+        if (len != n && count_term(sink, w + i, len) < 0) return -1;
+        if (parts > 1) {
+            Py_ssize_t from = 0;
+            for (Py_ssize_t j = 1; j <= len; j++) {
+                if (j == len || case_change(w + i, len, j)) {
+                    if (count_term(sink, w + i + from, j - from) < 0) return -1;
+                    from = j;
+                }
+            }
+        }
+        i = end;
+    }
+    return 0;
+}
+
+static PyObject *count_terms(PyObject *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "count_terms takes a str");
+        return NULL;
+    }
+    if (PyUnicode_READY(arg) < 0) return NULL;
+    if (!PyUnicode_IS_ASCII(arg)) Py_RETURN_NONE;
+    const unsigned char *s = PyUnicode_1BYTE_DATA(arg);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
+    term_sink sink = {PyDict_New(), 0};
+    if (!sink.counts) return NULL;
+    for (Py_ssize_t i = 0; i < n;) {
+        if (!IS_WORD(s[i])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t start = i;
+        while (i < n && IS_WORD(s[i])) i++;
+        while (i + 1 < n && s[i] == '.' && IS_WORD(s[i + 1])) {
+            i++;
+            while (i < n && IS_WORD(s[i])) i++;
+        }
+        if (count_word(&sink, s + start, i - start) < 0) {
+            Py_DECREF(sink.counts);
+            return NULL;
+        }
+    }
+    PyObject *ret = Py_BuildValue("(nN)", sink.length, sink.counts);
+    return ret;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buf, base, pos, seq, last_hash, stop_seq, max_frame, flags, row0) -> tuple (see mnemo/storage/file/scan.py)"},
     {"merkle_push", merkle_push, METH_VARARGS, "merkle_push(stack, size, leaves) -> size"},
+    {"count_terms", count_terms, METH_O,
+     "count_terms(text) -> (length, {term: count}) | None (see mnemo/recall/analysis.py, counted)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -36,8 +36,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Collection, Sequence
 from typing import NamedTuple
+
+from .._native import speedups
 
 LINE_CHARS = 200
 """A line of a result is cut to this many characters (code points)."""
@@ -54,6 +57,8 @@ _SPACELESS = (
 _MARKED = "\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed\u0900-\u0963\u0966-\u0dff"
 _CHAR = rf"(?:[^\W{_SPACELESS}]|[{_MARKED}])"
 _TOKEN = re.compile(rf"([{_SPACELESS}]+)|({_CHAR}+(?:\.{_CHAR}+)*)")
+# The same words in ASCII text, which holds no spaceless script and no mark (and whose \w is these).
+_ASCII_WORD = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*")
 _PAIRS = re.compile(r"(?=(..))", re.DOTALL)
 _SEPARATORS = re.compile(r"[._]+")
 _CASE_CHANGE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -150,7 +155,10 @@ def analyse(text: str, seen: Seen | None = None) -> Analysed:
     atoms: list[str] = []
     if seen is None:
         seen = {}
-    for run, word in _TOKEN.findall(fold(text)):
+    # ASCII text has no accents and no spaceless runs: its words alone, found by a simpler pattern
+    ascii_text = text.isascii()
+    tokens = [("", word) for word in _ASCII_WORD.findall(text)] if ascii_text else _TOKEN.findall(fold(text))
+    for run, word in tokens:
         if run:
             grams = _bigrams(run)
             terms += grams
@@ -170,6 +178,18 @@ def terms(text: str, seen: Seen | None = None) -> list[str]:
     """Every term of `text` in order, each identifier's whole before its parts; the length BM25 uses is
     the length of this list. `seen`: as for analyse."""
     return analyse(text, seen).terms
+
+
+def counted(text: str, seen: Seen | None = None) -> tuple[int, dict[str, int]]:
+    """`len(terms(text))` (the document's length) and how often each term occurs, the terms in the order
+    they first occur. The C extension counts an ASCII text (mnemo/_speedups.c, count_terms: the same
+    analysis, tested and fuzzed against this one); `seen`: as for analyse."""
+    if speedups is not None:
+        native: tuple[int, dict[str, int]] | None = speedups.count_terms(text)
+        if native is not None:
+            return native
+    found = terms(text, seen)
+    return len(found), dict(Counter(found))
 
 
 def atoms(text: str) -> list[str]:

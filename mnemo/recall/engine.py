@@ -10,12 +10,11 @@ else. `Overlay` puts a transaction's own writes over a Source.
 from __future__ import annotations
 
 import heapq
-from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from .analysis import Analysed, analyse, atoms
+from .analysis import atoms, counted
 from .bm25 import K1, B, idf
 from .query import Feature, Phrase, Prefix, Query, Term, occurrences
 
@@ -173,13 +172,13 @@ class StagedDoc:
 
     text: str
     seq: int
-    counts: Counter[str]
+    counts: dict[str, int]
     length: int
 
     @classmethod
     def of(cls, text: str, seq: int) -> StagedDoc:
-        analysed: Analysed = analyse(text)
-        return cls(text, seq, Counter(analysed.terms), len(analysed.terms))
+        length, counts = counted(text)
+        return cls(text, seq, counts, length)
 
 
 class Overlay(Generic[K]):

@@ -20,13 +20,11 @@ from __future__ import annotations
 import bisect
 import sys
 from array import array
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from itertools import accumulate
 from typing import Any
 
-from ...recall.analysis import Seen
-from ...recall.analysis import terms as analysed_terms
+from ...recall.analysis import Seen, counted
 from ...recall.engine import Column, norm
 
 TEXT_LAYOUT = 1
@@ -148,12 +146,11 @@ class TextIndex:
         """Index `text`, written by the entry `seq`, as row `row`'s document, in scope code `scope`
         (`seen`: the words analysed so far in this batch, analysis.analyse). Precondition: the row has
         none."""
-        found = analysed_terms(text, seen)
-        counts = Counter(found)
+        length, counts = counted(text, seen)
         doc = len(self.doc_row)
         self.doc_row.append(row)
         self.doc_scope.append(scope)
-        self.doc_len.append(len(found))
+        self.doc_len.append(length)
         self.doc_seq.append(seq)
         self._norms = None
         docs = self.row_docs
@@ -162,10 +159,10 @@ class TextIndex:
         docs[row] = doc
         totals = self.scope_totals.get(scope)
         if totals is None:
-            self.scope_totals[scope] = [1, len(found)]
+            self.scope_totals[scope] = [1, length]
         else:
             totals[0] += 1
-            totals[1] += len(found)
+            totals[1] += length
         ids = array(_CODE)
         term_ids = self.term_ids
         for term, tf in counts.items():

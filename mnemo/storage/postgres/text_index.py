@@ -12,12 +12,11 @@ them from the payloads (build_text_index, copy_text_index), verify compares them
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from ...chain.codec import SALT_SIZE, served_put_problem
-from ...recall.analysis import terms as analysed_terms
+from ...recall.analysis import counted
 from ...recall.engine import norm
 from ..recall import searchable_text
 
@@ -50,8 +49,7 @@ def doc_of(packed: bytes | memoryview) -> Doc | None:
         return None
     if text is None:
         return None
-    found = analysed_terms(text)
-    return Doc(len(found), dict(Counter(found)))
+    return Doc(*counted(text))
 
 
 class TextRows:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers.scan_fuzz import fuzz
+from helpers.native_fuzz import fuzz
 
 
 def test_the_scan_core_survives_a_brief_fuzzing_run(tmp_path: Path) -> None:

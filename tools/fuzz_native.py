@@ -1,16 +1,24 @@
-"""Fuzz the scan core (mnemo/_speedups.c) against its pure-Python twin with atheris.
+"""Fuzz the C extension (mnemo/_speedups.c) against its pure-Python twins with atheris.
 
-    python tools/fuzz_scan.py --build DIR            # build the extension with ASan + UBSan into DIR
-    python tools/fuzz_scan.py [--seconds S | --runs N] CORPUS_DIR       # coverage-guided, as installed
+    python tools/fuzz_native.py --build DIR          # build the extension with ASan + UBSan into DIR
+    python tools/fuzz_native.py [--target T] [--seconds S | --runs N] CORPUS_DIR   # coverage-guided
     PYTHONMALLOC=malloc LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \\
-        python tools/fuzz_scan.py --ext DIR/_speedups*.so [--seconds S | --runs N] CORPUS_DIR
+        python tools/fuzz_native.py --ext DIR/_speedups*.so [--target T] [--seconds S | --runs N] CORPUS_DIR
 
-Each input is a buffer of log frames: the harness takes the scan's seq and previous hash from the
-buffer itself (the first frame header's first seq, the first entry's prev), so that mutations of a
-valid seed reach every check. Both scans must return equal results and raise nothing (MemoryError
-aside); AddressSanitizer and UndefinedBehaviorSanitizer abort on any read out of bounds or undefined
-behaviour. Seeds (valid frames of canonical puts, made with the library's own encoders) are written to
-the corpus directory when it is empty. On exit it prints the number of inputs run and the time taken.
+Targets:
+- `scan` (the default): each input is a buffer of log frames; the harness takes the scan's seq and
+  previous hash from the buffer itself (the first frame header's first seq, the first entry's prev), so
+  that mutations of a valid seed reach every check. Both scans must return equal results and raise
+  nothing (MemoryError aside). Seeds: valid frames of canonical puts, made with the library's own
+  encoders.
+- `analysis`: each input is a text (its bytes' low 7 bits as ASCII, or, when its first byte has the high
+  bit set, the rest as UTF-8 with what does not decode replaced); count_terms must give what the
+  pure-Python analysis gives (the length and each term's count, in order), and None for a text that
+  is not ASCII. Seeds: identifiers of every shape the analysis splits.
+
+AddressSanitizer and UndefinedBehaviorSanitizer abort on any read out of bounds or undefined behaviour.
+Seeds are written to the corpus directory when it is empty. On exit it prints the number of inputs run
+and the time taken.
 """
 
 from __future__ import annotations
@@ -50,7 +58,7 @@ def load(path: Path) -> Any:
     return module
 
 
-def seeds() -> list[bytes]:
+def scan_seeds() -> list[bytes]:
     """Frames of canonical puts (single and grouped, tags, metadata, binary and non-ASCII content)."""
     sys.path.insert(0, str(ROOT))
     from mnemo.chain.codec import ZERO_HASH, encode_put_payload, make_entry, pack_record_fields, payload_digest
@@ -87,12 +95,17 @@ def exact(data: bytes) -> Any:
     return (ctypes.c_char * len(data)).from_buffer_copy(data) if data else b""
 
 
-class Harness:
+class ScanHarness:
+    module = "mnemo.storage.file.scan"
+
     def __init__(self, native: Any) -> None:
         from mnemo.storage.file import scan
 
         self.native, self.scan = native, scan
         self.runs = 0
+
+    def seeds(self) -> list[bytes]:
+        return scan_seeds()
 
     def one(self, data: bytes) -> None:
         scan = self.scan
@@ -120,6 +133,45 @@ class Harness:
             raise AssertionError(f"the C scan and its twin differ on a cut of {data!r}")
 
 
+class AnalysisHarness:
+    module = "mnemo.recall.analysis"
+
+    def __init__(self, native: Any) -> None:
+        from mnemo.recall import analysis
+
+        self.native, self.analysis = native, analysis
+        self.runs = 0
+
+    def seeds(self) -> list[bytes]:
+        return [
+            b"snake_case camelCase file.py 3.11 get_fooBar HTTPServer XMLHttpRequest aBCd ABC1 A1b",
+            b"__init__ a..b x.y. _x_ ___ .a_ Ab_Cd.Ef9G 9x AB.cd fooBAR_baz 1.2.3 e.g. U.S.A",
+            b"Hello, world! state-of-the-art (yes) don't\nnew line\ttab\x00nul",
+            b"\x80caf\xc3\xa9 na\xc3\xafve \xe6\x9d\xb1\xe4\xba\xac camelCase",
+        ]
+
+    def one(self, data: bytes) -> None:
+        from collections import Counter
+
+        self.runs += 1
+        if data and data[0] & 0x80:
+            text = data[1:].decode("utf-8", "replace")
+        else:
+            text = bytes(b & 0x7F for b in data).decode("ascii")
+        got = self.native.count_terms(text)
+        if not text.isascii():
+            if got is not None:
+                raise AssertionError(f"count_terms counted a text that is not ASCII: {text!r}")
+            return
+        found = self.analysis.terms(text)
+        if got is None or (got[0], list(got[1].items())) != (len(found), list(Counter(found).items())):
+            raise AssertionError(f"count_terms and its twin differ on {text!r}: {got!r}")
+
+
+Harness = ScanHarness | AnalysisHarness
+HARNESSES: dict[str, type[ScanHarness] | type[AnalysisHarness]] = {"scan": ScanHarness, "analysis": AnalysisHarness}
+
+
 def mutate_loop(harness: Harness, corpus: Path | None, seconds: int, runs: int) -> int:
     """The sanitized build's run. A library preloaded for AddressSanitizer takes over libFuzzer's
     coverage hooks, so instead of coverage this runs every corpus input, then random mutations of
@@ -127,7 +179,7 @@ def mutate_loop(harness: Harness, corpus: Path | None, seconds: int, runs: int) 
     import random
 
     inputs = [p.read_bytes() for p in sorted(corpus.iterdir())] if corpus is not None else []
-    inputs = inputs or seeds()
+    inputs = inputs or harness.seeds()
     rng = random.Random(0x5CA9)
     t0 = time.monotonic()
     for data in inputs:
@@ -159,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", type=Path, help="build the sanitized extension into this directory and exit")
     ap.add_argument("--ext", type=Path, help="the extension to fuzz (default: mnemo._speedups as installed)")
+    ap.add_argument("--target", choices=sorted(HARNESSES), default="scan", help="what to fuzz (default: scan)")
     ap.add_argument("--seconds", type=int, default=0, help="stop after this many seconds")
     ap.add_argument("--runs", type=int, default=0, help="stop after this many inputs")
     ap.add_argument("corpus", nargs="?", type=Path)
@@ -168,18 +221,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     sys.path.insert(0, str(ROOT))
     if args.ext is not None:
-        return mutate_loop(Harness(load(args.ext)), args.corpus, args.seconds, args.runs)
+        return mutate_loop(HARNESSES[args.target](load(args.ext)), args.corpus, args.seconds, args.runs)
     import atheris
 
-    with atheris.instrument_imports(include=["mnemo.storage.file.scan"]):
-        # coverage of the twin guides the mutations (the C loop mirrors its branches)
-        from mnemo.storage.file import scan  # noqa: F401
-    harness = Harness(importlib.import_module("mnemo._speedups"))
+    kind = HARNESSES[args.target]
+    with atheris.instrument_imports(include=[kind.module]):
+        # coverage of the twin guides the mutations (the C loops mirror its branches)
+        importlib.import_module(kind.module)
+    harness = kind(importlib.import_module("mnemo._speedups"))
     lib_args = [sys.argv[0]]
     if args.corpus is not None:
         args.corpus.mkdir(parents=True, exist_ok=True)
         if not any(args.corpus.iterdir()):
-            for i, seed in enumerate(seeds()):
+            for i, seed in enumerate(harness.seeds()):
                 (args.corpus / f"seed-{i}").write_bytes(seed)
         lib_args.append(str(args.corpus))
     if args.seconds:

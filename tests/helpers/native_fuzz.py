@@ -1,6 +1,7 @@
-"""Runs of tools/fuzz_scan.py (atheris over the C scan core and its twin) for the tests: coverage-guided
-over the twin with the extension as installed, then the corpus it grew, mutated further, through an
-AddressSanitizer + UBSan build of the extension (the sanitizer runtime preloaded into Python)."""
+"""Runs of tools/fuzz_native.py (atheris over the C extension and its pure-Python twins) for the tests:
+coverage-guided over the twin with the extension as installed, then the corpus it grew, mutated further,
+through an AddressSanitizer + UBSan build of the extension (the sanitizer runtime preloaded into
+Python)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOL = ROOT / "tools" / "fuzz_scan.py"
+TOOL = ROOT / "tools" / "fuzz_native.py"
 
 
 @dataclass
@@ -34,12 +35,12 @@ def _run(args: list[str], env: dict[str, str], timeout: float) -> FuzzRun:
     return FuzzRun(int(done.group(1)), int(done.group(2)), 0, out)
 
 
-def fuzz(tmp: Path, guided_seconds: int, sanitized_seconds: int) -> tuple[FuzzRun, FuzzRun]:
-    """(the guided run, the sanitized run) over one corpus in tmp."""
+def fuzz(tmp: Path, guided_seconds: int, sanitized_seconds: int, target: str = "scan") -> tuple[FuzzRun, FuzzRun]:
+    """(the guided run, the sanitized run) of the tool's `target` over one corpus in tmp."""
     corpus = tmp / "corpus"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("MNEMO_PURE_PYTHON", None)
-    guided = _run(["--seconds", str(guided_seconds), str(corpus)], env, guided_seconds * 4 + 120)
+    guided = _run(["--target", target, "--seconds", str(guided_seconds), str(corpus)], env, guided_seconds * 4 + 120)
     guided.corpus = len(list(corpus.iterdir()))
     build = subprocess.run([sys.executable, str(TOOL), "--build", str(tmp / "asan")], capture_output=True,
                            text=True, check=True, timeout=300)
@@ -48,7 +49,7 @@ def fuzz(tmp: Path, guided_seconds: int, sanitized_seconds: int) -> tuple[FuzzRu
                           check=True).stdout.strip()
     senv = dict(env, LD_PRELOAD=asan, PYTHONMALLOC="malloc", ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
                 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
-    sanitized = _run(["--ext", ext, "--seconds", str(sanitized_seconds), str(corpus)], senv,
+    sanitized = _run(["--ext", ext, "--target", target, "--seconds", str(sanitized_seconds), str(corpus)], senv,
                      sanitized_seconds * 4 + 120)
     sanitized.corpus = len(list(corpus.iterdir()))
     return guided, sanitized
