@@ -954,10 +954,30 @@ static PyObject *count_terms(PyObject *self, PyObject *arg) {
     return ret;
 }
 
+/* max_u32(column) -> int: the largest value of a buffer of native unsigned 32-bit integers (an
+ * array('I')), 0 when it is empty. Its twin is max(column, default=0); this one boxes no int. */
+static PyObject *max_u32(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (view.itemsize != 4 || !view.format || strcmp(view.format, "I") != 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "max_u32 takes a buffer of unsigned 32-bit integers (format 'I')");
+        return NULL;
+    }
+    const uint32_t *values = (const uint32_t *)view.buf;
+    Py_ssize_t n = view.len / 4;
+    uint32_t top = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (values[i] > top) top = values[i];
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(top);
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buf, base, pos, seq, last_hash, stop_seq, max_frame, flags, row0) -> tuple (see mnemo/storage/file/scan.py)"},
     {"merkle_push", merkle_push, METH_VARARGS, "merkle_push(stack, size, leaves) -> size"},
+    {"max_u32", max_u32, METH_O, "max_u32(column) -> int (the largest of an array('I'), 0 when empty)"},
     {"count_terms", count_terms, METH_O,
      "count_terms(text) -> (length, {term: count}) | None (see mnemo/recall/analysis.py, counted)"},
     {NULL, NULL, 0, NULL},

@@ -14,7 +14,8 @@ Targets:
 - `analysis`: each input is a text (its bytes' low 7 bits as ASCII, or, when its first byte has the high
   bit set, the rest as UTF-8 with what does not decode replaced); count_terms must give what the
   pure-Python analysis gives (the length and each term's count, in order), and None for a text that
-  is not ASCII. Seeds: identifiers of every shape the analysis splits.
+  is not ASCII; and the input's bytes read as a column of 32-bit codes, max_u32 what max gives. Seeds:
+  identifiers of every shape the analysis splits.
 
 AddressSanitizer and UndefinedBehaviorSanitizer abort on any read out of bounds or undefined behaviour.
 Seeds are written to the corpus directory when it is empty. On exit it prints the number of inputs run
@@ -151,9 +152,14 @@ class AnalysisHarness:
         ]
 
     def one(self, data: bytes) -> None:
+        from array import array
         from collections import Counter
 
         self.runs += 1
+        column = array("I")
+        column.frombytes(exact(data[: len(data) // 4 * 4]))
+        if self.native.max_u32(column) != max(column, default=0):
+            raise AssertionError(f"max_u32 and max differ on {column!r}")
         if data and data[0] & 0x80:
             text = data[1:].decode("utf-8", "replace")
         else:

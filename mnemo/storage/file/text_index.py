@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import accumulate
 from typing import Any
 
+from ..._native import speedups
 from ...recall.analysis import Seen, counted
 from ...recall.engine import Column, norm
 
@@ -332,13 +333,13 @@ class TextIndex:
         post_freqs = _column(_CODE, state["post_freqs"])
         if len(post_lens) != len(terms) or len(post_docs) != sum(post_lens) or len(post_freqs) != len(post_docs):
             raise ValueError("text index postings do not match its terms")
-        if post_docs and (max(post_docs) >= n or not min(post_lens)):
+        if post_docs and (column_max(post_docs) >= n or not min(post_lens)):
             raise ValueError("text index posting out of range")
         text.docs = [None] * len(terms)
         text.freqs = [None] * len(terms)
         lens = _column(_CODE, state["doc_term_lens"])
         ids = _column(_CODE, state["doc_terms"])
-        if len(lens) != n or len(ids) != sum(lens) or (ids and max(ids) >= len(terms)):
+        if len(lens) != n or len(ids) != sum(lens) or (ids and column_max(ids) >= len(terms)):
             raise ValueError("text index document terms do not match")
         text.doc_terms = [None] * n
         text._loaded = (post_docs, post_freqs, _starts(post_lens), ids, _starts(lens))
@@ -387,7 +388,16 @@ def _starts(lengths: array[int]) -> array[int]:
     return array("q", accumulate(lengths, initial=0))
 
 
+def column_max(column: array[int]) -> int:
+    """The largest code of a column of them (typecode "I"), 0 when it is empty: in C where the extension
+    is built (a snapshot's postings hold millions, which max() would box one by one)."""
+    if speedups is not None:
+        found: int = speedups.max_u32(column)
+        return found
+    return max(column, default=0)
+
+
 def _column(typecode: str, blob: Any) -> array[int]:
     column = array(typecode)
-    column.frombytes(bytes(blob))
+    column.frombytes(blob)  # (a memoryview into the snapshot: read once, into the array)
     return column

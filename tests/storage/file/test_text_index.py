@@ -4,13 +4,18 @@ forged snapshot refused or reported by verify, and an open that reads no text wh
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mnemo import MnemoClient
 from mnemo.storage.file import snapshot as snap
+from mnemo.storage.file import text_index
 from mnemo.storage.file.text_index import TextIndex
 
 
@@ -269,3 +274,18 @@ def test_a_client_that_only_searched_saves_the_index_it_built_when_it_closes(tmp
     with MnemoClient(db, "x", durability="none", readonly=True) as c:
         assert not c._store.index.text.pending  # type: ignore[attr-defined]
         assert [r.record.content for r in c.recall("once")] == ["indexed once"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=50))
+def test_column_max_is_max_with_and_without_the_extension(values: list[int]) -> None:
+    column = array("I", values)
+    assert text_index.column_max(column) == max(values, default=0)
+    with patch.object(text_index, "speedups", None):
+        assert text_index.column_max(column) == max(values, default=0)
+
+
+@pytest.mark.skipif(text_index.speedups is None, reason="the C extension is not built")
+def test_max_u32_takes_only_a_column_of_32_bit_codes() -> None:
+    with pytest.raises(TypeError, match="format 'I'"):
+        text_index.speedups.max_u32(array("q", [1]))
