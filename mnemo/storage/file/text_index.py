@@ -20,15 +20,16 @@ from __future__ import annotations
 import bisect
 import sys
 from array import array
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from itertools import accumulate
+from itertools import accumulate, compress
 from typing import Any
 
 from ..._native import speedups
 from ...recall.analysis import Seen, counted
 from ...recall.engine import Column, norm
 
-TEXT_LAYOUT = 1
+TEXT_LAYOUT = 2
 # Document numbers of postings, and term ids of a document's list, are this type.
 _CODE = "I"
 
@@ -79,10 +80,12 @@ class TextIndex:
         first, end = starts[tid], starts[tid + 1]
         docs, freqs = all_docs[first:end], all_freqs[first:end]
         if keep:
+            freqs = _widened(freqs)  # (the snapshot's may be bytes, and a frequency may grow past 255)
             self.docs[tid], self.freqs[tid] = docs, freqs
             # what changes now changes in the copy: the loaded one is zeroed, so that it never keeps
             # a document that leaves
-            all_docs[first:end] = all_freqs[first:end] = array(_CODE, bytes(4 * (end - first)))
+            all_docs[first:end] = array(_CODE, bytes(4 * (end - first)))
+            all_freqs[first:end] = array(all_freqs.typecode, bytes(all_freqs.itemsize * (end - first)))
         return docs, freqs
 
     def terms_of(self, doc: int) -> array[int]:
@@ -272,20 +275,22 @@ class TextIndex:
             tid = self.term_ids[term]
             docs, freqs = self.posting(tid, keep=False)
             post_docs.extend(map(dense.__getitem__, docs))
-            post_freqs.extend(freqs)
+            post_freqs.extend(_widened(freqs))
             post_lens.append(len(docs))
         doc_terms, doc_term_lens = array(_CODE), array(_CODE)
         for doc in live:
             ids = self.terms_of(doc)
             doc_terms.extend(map(new_tid.__getitem__, ids))
             doc_term_lens.append(len(ids))
+        freq_bytes, freqs_blob = _narrowed(post_freqs)
         return {
             "layout": TEXT_LAYOUT,
             "byteorder": sys.byteorder,
             "terms": term_order,
             "post_lens": post_lens.tobytes(),
             "post_docs": post_docs.tobytes(),
-            "post_freqs": post_freqs.tobytes(),
+            "freq_bytes": freq_bytes,
+            "post_freqs": freqs_blob,
             "doc_row": rows.tobytes(),
             "doc_scope": array(_CODE, (self.doc_scope[d] for d in live)).tobytes(),
             "doc_len": array(_CODE, (self.doc_len[d] for d in live)).tobytes(),
@@ -299,14 +304,16 @@ class TextIndex:
     def from_state(cls, state: dict[str, Any], rows: int, scopes: int) -> TextIndex:
         """An index from to_state()'s data, for an index of `rows` rows and `scopes` scope codes.
         ValueError (or KeyError, TypeError, IndexError) on anything inconsistent."""
-        if state["layout"] != TEXT_LAYOUT or state["byteorder"] != sys.byteorder:
+        if state["layout"] not in (1, TEXT_LAYOUT) or state["byteorder"] != sys.byteorder:
             raise ValueError("text index of another layout or byte order")
         text = cls()
         terms = state["terms"]
-        if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
+        if not isinstance(terms, list) or set(map(type, terms)) - {str}:
             raise ValueError("text index terms are not strings")
         text.terms = list(terms)
-        text.term_ids = {t: i for i, t in enumerate(terms)}
+        text.term_ids = dict(zip(terms, range(len(terms)), strict=True))
+        if len(text.term_ids) != len(terms):
+            raise ValueError("text index names a term twice")
         text.sorted_terms = list(terms)
         text.doc_row = _column("q", state["doc_row"])
         n = len(text.doc_row)
@@ -330,7 +337,10 @@ class TextIndex:
             raise ValueError("text index names a row twice")
         post_lens = _column(_CODE, state["post_lens"])
         post_docs = _column(_CODE, state["post_docs"])
-        post_freqs = _column(_CODE, state["post_freqs"])
+        freq_bytes = state["freq_bytes"] if state["layout"] == TEXT_LAYOUT else 4  # (layout 1: all u32)
+        if freq_bytes not in (1, 4):
+            raise ValueError("text index frequencies of another width")
+        post_freqs = _column("B" if freq_bytes == 1 else _CODE, state["post_freqs"])
         if len(post_lens) != len(terms) or len(post_docs) != sum(post_lens) or len(post_freqs) != len(post_docs):
             raise ValueError("text index postings do not match its terms")
         if post_docs and (column_max(post_docs) >= n or not min(post_lens)):
@@ -343,11 +353,7 @@ class TextIndex:
             raise ValueError("text index document terms do not match")
         text.doc_terms = [None] * n
         text._loaded = (post_docs, post_freqs, _starts(post_lens), ids, _starts(lens))
-        for doc in range(n):
-            scope = text.doc_scope[doc]
-            totals = text.scope_totals.setdefault(scope, [0, 0])
-            totals[0] += 1
-            totals[1] += text.doc_len[doc]
+        text.scope_totals = _scope_totals(text.doc_scope, text.doc_len)
         return text
 
     def describe(
@@ -383,9 +389,41 @@ class _Norms:
         return norm(self.lengths[doc], self.avg)
 
 
+def _scope_totals(doc_scope: array[int], doc_len: array[int]) -> dict[int, list[int]]:
+    """Each scope code's [number of documents, their total length]. With few scopes (the usual case) a
+    pass over the columns per scope, in C (compress, sum), costs less than one pass in Python."""
+    counts = Counter(doc_scope)
+    if len(counts) <= 16:
+        return {scope: [count, sum(compress(doc_len, map(scope.__eq__, doc_scope)))]
+                for scope, count in counts.items()}
+    totals = {scope: [count, 0] for scope, count in counts.items()}
+    for scope, length in zip(doc_scope, doc_len, strict=True):
+        totals[scope][1] += length
+    return totals
+
+
 def _starts(lengths: array[int]) -> array[int]:
     """Where each of back-to-back runs of these lengths begins, and (last) where the last one ends."""
     return array("q", accumulate(lengths, initial=0))
+
+
+def _narrowed(freqs: array[int]) -> tuple[int, bytes]:
+    """Frequencies (typecode "I") as the snapshot keeps them: one byte each when every one fits (most
+    terms occur a few times in a document: a quarter of the size to read, check and hold), else four;
+    (bytes per frequency, the bytes)."""
+    if column_max(freqs) > 0xFF:
+        return 4, freqs.tobytes()
+    low = 0 if sys.byteorder == "little" else 3  # the byte of each u32 that holds its value
+    return 1, freqs.tobytes()[low::4]
+
+
+def _widened(freqs: array[int]) -> array[int]:
+    """Frequencies as typecode "I", from a snapshot's bytes (typecode "B") or as they are."""
+    if freqs.typecode == _CODE:
+        return freqs
+    wide = bytearray(4 * len(freqs))
+    wide[0 if sys.byteorder == "little" else 3::4] = freqs.tobytes()
+    return _column(_CODE, wide)
 
 
 def column_max(column: array[int]) -> int:

@@ -163,12 +163,13 @@ def _indexed_db(tmp_path: Path) -> Path:
     return db
 
 
-def test_the_text_index_is_layout_1_and_another_layout_or_shape_is_refused(tmp_path: Path) -> None:
+def test_the_text_index_is_layout_2_and_another_layout_or_shape_is_refused(tmp_path: Path) -> None:
     db = _indexed_db(tmp_path)
     body = snap.read_snapshot(str(db) + ".snap")
-    assert body is not None and body["index"]["text"]["layout"] == 1
+    assert body is not None and body["index"]["text"]["layout"] == 2
     for n, edit in enumerate((
-        lambda text: text.update(layout=2),
+        lambda text: text.update(layout=3),
+        lambda text: text.update(freq_bytes=2),
         lambda text: text.update(terms=[b"hello", "note", "second", "world"]),
         lambda text: text.update(doc_row=(2).to_bytes(8, "little") + bytes(text["doc_row"])[8:]),  # rows: 0 and 1
     )):
@@ -289,3 +290,52 @@ def test_column_max_is_max_with_and_without_the_extension(values: list[int]) -> 
 def test_max_u32_takes_only_a_column_of_32_bit_codes() -> None:
     with pytest.raises(TypeError, match="format 'I'"):
         text_index.speedups.max_u32(array("q", [1]))
+
+
+def test_frequencies_are_kept_as_bytes_until_one_passes_255_and_layout_1_is_still_read(tmp_path: Path) -> None:
+    db = _indexed_db(tmp_path)
+    text = snap.read_snapshot(str(db) + ".snap")["index"]["text"]  # type: ignore[index]
+    assert text["freq_bytes"] == 1 and len(text["post_freqs"]) == len(text["post_docs"]) // 4
+    with MnemoClient(db, "x") as c:
+        c.remember("many " * 300)
+        want = [(r.record.content[:20], r.score) for r in c.recall("many hello")]
+    text = snap.read_snapshot(str(db) + ".snap")["index"]["text"]  # type: ignore[index]
+    assert text["freq_bytes"] == 4 and len(text["post_freqs"]) == len(text["post_docs"])
+    with MnemoClient(db, "x") as c:
+        assert c._store.snapshot_refused is None  # type: ignore[attr-defined]
+        assert [(r.record.content[:20], r.score) for r in c.recall("many hello")] == want
+
+    def as_layout_1(text: dict[str, Any]) -> None:
+        freqs = array("I")
+        freqs.frombytes(bytes(text.pop("post_freqs")))
+        assert text.pop("freq_bytes") == 4
+        text.update(layout=1, post_freqs=freqs.tobytes())
+
+    _forged_text(db, as_layout_1)
+    with MnemoClient(db, "x") as c:
+        assert c._store.snapshot_refused is None  # type: ignore[attr-defined]
+        assert [(r.record.content[:20], r.score) for r in c.recall("many hello")] == want
+        assert c.verify().ok
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 10**6)), max_size=80))
+def test_scope_totals_of_a_loaded_index_are_each_scopes_count_and_length(docs: list[tuple[int, int]]) -> None:
+    want: dict[int, list[int]] = {}
+    for scope, length in docs:
+        want.setdefault(scope, [0, 0])
+        want[scope][0] += 1
+        want[scope][1] += length
+    got = text_index._scope_totals(array("I", [s for s, _ in docs]), array("I", [n for _, n in docs]))
+    assert got == want
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=40))
+def test_frequencies_narrowed_for_the_snapshot_widen_back(values: list[int]) -> None:
+    freqs = array("I", values)
+    width, blob = text_index._narrowed(freqs)
+    assert width == (1 if max(values, default=0) < 256 else 4)
+    loaded = array("B" if width == 1 else "I")
+    loaded.frombytes(blob)
+    assert text_index._widened(loaded) == freqs and text_index._widened(loaded).typecode == "I"
