@@ -594,12 +594,9 @@ def text_index_sizes(text: Any) -> dict[str, int]:
         + _ints(text.term_ids.values()),
         "terms, sorted_terms, new_terms: lists of those strings": size(text.terms) + size(text.sorted_terms)
         + size(text.new_terms),
-        "docs: a posting array per term": size(text.docs) + sum(map(size, text.docs)),
-        "freqs: a frequency array per term": size(text.freqs) + sum(map(size, text.freqs)),
+        f"postings and each document's term ids ({type(text.store).__name__}.nbytes)": text.store.nbytes(),
         "doc_row, doc_scope, doc_len, doc_seq, row_docs: arrays": size(text.doc_row) + size(text.doc_scope)
         + size(text.doc_len) + size(text.doc_seq) + size(text.row_docs),
-        "doc_terms: list document -> bytes of its term ids": size(text.doc_terms)
-        + sum(map(size, text.doc_terms)),
         "pending, scope_totals, free": size(text.pending) + _ints(text.pending) + size(text.scope_totals)
         + size(text.free),
     }

@@ -973,6 +973,735 @@ static PyObject *max_u32(PyObject *self, PyObject *arg) {
     return PyLong_FromUnsignedLong(top);
 }
 
+/* Postings: the text index's postings and each document's term ids, compressed (the pure-Python twin,
+ * and the contract both keep, are in mnemo/storage/file/postings.py). A posting is a run of varints:
+ * per document, its gap from the one before (the first: the document itself) and its frequency; a
+ * document's term ids are varint gaps of the sorted ids. A buffer that grows is copied into a new one
+ * and the old one zeroed before it is freed, and a document that leaves has its bytes zeroed, so that
+ * no freed or unused memory keeps anything of it. Every input is checked: a snapshot's columns may
+ * have been written by anyone. */
+
+typedef struct {
+    uint8_t *buf;
+    uint32_t len, cap; /* bytes used, bytes allocated */
+    uint32_t count;    /* entries: documents of a posting, term ids of a document */
+    uint32_t last;     /* the last document (term id) encoded, when count > 0 */
+} vlist;
+
+/* A posting is a vlist whose entries are (gap, frequency), each document its gap from the one before
+ * (the first: from 0), with a mark every MARK_EVERY entries, so that finding a document (to take it
+ * out) decodes one block instead of the whole posting. */
+#define MARK_EVERY 64
+typedef struct {
+    uint32_t prev, off; /* an entry starts at off, its gap counting from the document prev */
+} mark;
+
+typedef struct {
+    vlist v;
+    mark *marks;
+    uint32_t nmarks, cap_marks;
+} plist;
+
+typedef struct {
+    PyObject_HEAD
+    plist *terms;
+    Py_ssize_t nterms, cap_terms;
+    vlist *docs;
+    Py_ssize_t ndocs, cap_docs;
+} Postings;
+
+static PyTypeObject PostingsType;
+
+static void vlist_clear(vlist *v) {
+    if (v->buf) {
+        memset(v->buf, 0, v->cap);
+        free(v->buf);
+    }
+    memset(v, 0, sizeof *v);
+}
+
+static void plist_clear(plist *p) {
+    vlist_clear(&p->v);
+    if (p->marks) {
+        memset(p->marks, 0, sizeof(mark) * p->cap_marks);
+        free(p->marks);
+    }
+    memset(p, 0, sizeof *p);
+}
+
+/* Room for `extra` more bytes. 0, or -1 (no memory; nothing changed). */
+static int vlist_reserve(vlist *v, uint32_t extra) {
+    if ((uint64_t)v->len + extra <= v->cap) return 0;
+    uint64_t want = (uint64_t)v->len + extra, cap = v->cap ? (uint64_t)v->cap + v->cap / 2 : 8;
+    if (cap < want) cap = want;
+    if (cap > UINT32_MAX) return -1;
+    uint8_t *grown = malloc((size_t)cap);
+    if (!grown) return -1;
+    if (v->len) memcpy(grown, v->buf, v->len);
+    memset(grown + v->len, 0, (size_t)(cap - v->len));
+    if (v->buf) {
+        memset(v->buf, 0, v->cap);
+        free(v->buf);
+    }
+    v->buf = grown;
+    v->cap = (uint32_t)cap;
+    return 0;
+}
+
+static uint32_t put_varint(uint8_t *out, uint32_t value) {
+    uint32_t n = 0;
+    while (value >= 0x80) {
+        out[n++] = (uint8_t)(value | 0x80);
+        value >>= 7;
+    }
+    out[n++] = (uint8_t)value;
+    return n;
+}
+
+/* The varint at buf[*at] (below end), advancing *at; 0 on a varint that runs past end or 32 bits. */
+static int get_varint(const uint8_t *buf, uint32_t end, uint32_t *at, uint32_t *value) {
+    uint32_t v = 0;
+    for (int shift = 0; shift < 35 && *at < end; shift += 7) {
+        uint8_t b = buf[(*at)++];
+        if (shift == 28 && (b & 0x70)) return 0;
+        v |= (uint32_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *value = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Room for `want` slots of `size` bytes (new ones zeroed). 0, or -1 (no memory; nothing changed). */
+static int grow_slots(void **slots, Py_ssize_t *cap, Py_ssize_t want, size_t size) {
+    if (want <= *cap) return 0;
+    Py_ssize_t n = *cap ? *cap : 16;
+    while (n < want) n *= 2;
+    char *grown = realloc(*slots, (size_t)n * size); /* (slots hold pointers and sizes only) */
+    if (!grown) return -1;
+    memset(grown + (size_t)*cap * size, 0, (size_t)(n - *cap) * size);
+    *slots = grown;
+    *cap = n;
+    return 0;
+}
+
+/* Room to append one entry to a posting, its mark included. 0, or -1 (no memory; nothing changed). */
+static int posting_reserve(plist *p) {
+    if (p->v.count && p->v.count % MARK_EVERY == 0 && p->nmarks == p->cap_marks) {
+        uint32_t cap = p->cap_marks ? p->cap_marks * 2 : 4;
+        mark *grown = malloc(sizeof(mark) * cap);
+        if (!grown) return -1;
+        if (p->nmarks) memcpy(grown, p->marks, sizeof(mark) * p->nmarks);
+        if (p->marks) {
+            memset(p->marks, 0, sizeof(mark) * p->cap_marks);
+            free(p->marks);
+        }
+        p->marks = grown;
+        p->cap_marks = cap;
+    }
+    return vlist_reserve(&p->v, 10);
+}
+
+/* Appends (doc, tf) to a posting; room reserved by posting_reserve. Precondition: doc > its last. */
+static void posting_append(plist *p, uint32_t doc, uint32_t tf) {
+    vlist *v = &p->v;
+    uint32_t prev = v->count ? v->last : 0;
+    if (v->count && v->count % MARK_EVERY == 0) p->marks[p->nmarks++] = (mark){prev, v->len};
+    v->len += put_varint(v->buf + v->len, doc - prev);
+    v->len += put_varint(v->buf + v->len, tf);
+    v->count++;
+    v->last = doc;
+}
+
+/* Takes `doc` out of a posting, if there; 1 when it was. The entry after it takes its place, its gap
+ * grown by the departing one's; the bytes the posting no longer uses are zeroed. */
+static int posting_remove(plist *p, uint32_t doc) {
+    vlist *v = &p->v;
+    /* the last mark before the document: decoding starts there */
+    uint32_t lo = 0, hi = p->nmarks, at = 0, prev = 0;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (p->marks[mid].prev < doc) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo) {
+        at = p->marks[lo - 1].off;
+        prev = p->marks[lo - 1].prev;
+    }
+    uint32_t gap, tf;
+    while (at < v->len) {
+        uint32_t start = at;
+        if (!get_varint(v->buf, v->len, &at, &gap) || !get_varint(v->buf, v->len, &at, &tf)) return 0;
+        uint32_t doc_i = prev + gap;
+        if (doc_i > doc) return 0;
+        if (doc_i < doc) {
+            prev = doc_i;
+            continue;
+        }
+        uint32_t end = at, tail_from = end, head = 0, next_gap, next_tf;
+        uint8_t merged[10];
+        if (end < v->len) { /* the next entry moves to `start`, counting its gap from prev */
+            uint32_t n_at = end;
+            if (!get_varint(v->buf, v->len, &n_at, &next_gap) || !get_varint(v->buf, v->len, &n_at, &next_tf))
+                return 0;
+            head = put_varint(merged, gap + next_gap);
+            head += put_varint(merged + head, next_tf);
+            tail_from = n_at;
+        } else {
+            v->last = prev;
+        }
+        uint32_t tail = v->len - tail_from, shift = tail_from - start - head;
+        memcpy(v->buf + start, merged, head); /* (head <= the bytes of the two entries it replaces) */
+        memmove(v->buf + start + head, v->buf + tail_from, tail);
+        uint32_t new_len = start + head + tail;
+        memset(v->buf + new_len, 0, v->len - new_len);
+        v->len = new_len;
+        v->count--;
+        if (!v->count) v->last = 0;
+        /* the marks: one at the next entry now marks `start`, from prev; those after move by shift; one
+         * left at the end of the posting, or at the same place as the one before, goes */
+        uint32_t kept = 0;
+        for (uint32_t k = 0; k < p->nmarks; k++) {
+            mark m = p->marks[k];
+            if (m.off == end && end < tail_from) m = (mark){prev, start};
+            else if (m.off > start) m.off -= shift;
+            if (m.off >= v->len || (kept && p->marks[kept - 1].off == m.off)) continue;
+            p->marks[kept++] = m;
+        }
+        if (kept < p->nmarks) memset(p->marks + kept, 0, sizeof(mark) * (p->nmarks - kept));
+        p->nmarks = kept;
+        return 1;
+    }
+    return 0;
+}
+
+static uint32_t column_at(const Py_buffer *view, Py_ssize_t i) {
+    return view->itemsize == 1 ? ((const uint8_t *)view->buf)[i] : ((const uint32_t *)view->buf)[i];
+}
+
+static uint32_t varint_len(uint32_t value) {
+    uint32_t n = 1;
+    while (value >= 0x80) {
+        value >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* A posting from a snapshot's columns: documents docs[0:n], frequencies freqs[at:at + n], each
+ * checked, in buffers of exactly the size they take. 0, or -1 with an exception set. */
+static int posting_load(plist *p, const uint32_t *docs, const Py_buffer *freqs, Py_ssize_t at, uint32_t n,
+                        Py_ssize_t ndocs) {
+    uint64_t size = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t doc = docs[j], tf = column_at(freqs, at + j);
+        if (doc >= (uint64_t)ndocs || tf == 0 || (j && doc <= docs[j - 1])) {
+            PyErr_SetString(PyExc_ValueError, "a posting is out of range, out of order or holds a frequency of 0");
+            return -1;
+        }
+        size += varint_len(j ? doc - docs[j - 1] : doc) + varint_len(tf);
+    }
+    if (!n) return 0;
+    uint32_t nmarks = (n - 1) / MARK_EVERY;
+    if (size > UINT32_MAX || !(p->v.buf = calloc(size, 1)) ||
+        (nmarks && !(p->marks = calloc(nmarks, sizeof(mark))))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    p->v.cap = (uint32_t)size;
+    p->cap_marks = nmarks;
+    for (uint32_t j = 0; j < n; j++) posting_append(p, docs[j], column_at(freqs, at + j));
+    return 0;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A document's list from `n` term ids (sorted here; -1 on a repeated one, with ValueError set, or on
+ * no memory). */
+static int doclist_set(vlist *v, uint32_t *tids, Py_ssize_t n) {
+    qsort(tids, (size_t)n, sizeof(uint32_t), cmp_u32);
+    for (Py_ssize_t i = 1; i < n; i++)
+        if (tids[i] == tids[i - 1]) {
+            PyErr_SetString(PyExc_ValueError, "a document's term ids repeat one");
+            return -1;
+        }
+    uint64_t size = 0;
+    for (Py_ssize_t i = 0; i < n; i++) size += varint_len(i ? tids[i] - tids[i - 1] : tids[i]);
+    if (size > UINT32_MAX || (n && vlist_reserve(v, (uint32_t)size) < 0)) { /* (v is empty: this size, or 8) */
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        v->len += put_varint(v->buf + v->len, i ? tids[i] - tids[i - 1] : tids[i]);
+        v->last = tids[i];
+    }
+    v->count = (uint32_t)n;
+    return 0;
+}
+
+/* The term ids of a document's list into out (room for v->count); the number decoded. */
+static uint32_t doclist_get(const vlist *v, uint32_t *out) {
+    uint32_t at = 0, prev = 0, gap, n = 0;
+    while (n < v->count && get_varint(v->buf, v->len, &at, &gap)) {
+        prev = n ? prev + gap : gap;
+        out[n++] = prev;
+    }
+    return n;
+}
+
+static int as_u32(PyObject *o, uint32_t *out) {
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    if (v > UINT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a value past 32 bits");
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static PyObject *Postings_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    if (PyTuple_GET_SIZE(args) || (kwds && PyDict_GET_SIZE(kwds))) {
+        PyErr_SetString(PyExc_TypeError, "Postings() takes no arguments");
+        return NULL;
+    }
+    return type->tp_alloc(type, 0); /* (zeroed) */
+}
+
+static void Postings_dealloc(Postings *self) {
+    for (Py_ssize_t i = 0; i < self->nterms; i++) plist_clear(&self->terms[i]);
+    for (Py_ssize_t i = 0; i < self->ndocs; i++) vlist_clear(&self->docs[i]);
+    free(self->terms);
+    free(self->docs);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Postings_add(Postings *self, PyObject *args) {
+    Py_ssize_t doc;
+    PyObject *tids_in, *tfs_in;
+    if (!PyArg_ParseTuple(args, "nOO", &doc, &tids_in, &tfs_in)) return NULL;
+    if (doc != self->ndocs || doc >= UINT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "the next document is %zd, not %zd", self->ndocs, doc);
+        return NULL;
+    }
+    PyObject *tids_seq = PySequence_Fast(tids_in, "tids must be a sequence");
+    if (!tids_seq) return NULL;
+    PyObject *tfs_seq = PySequence_Fast(tfs_in, "tfs must be a sequence");
+    if (!tfs_seq) {
+        Py_DECREF(tids_seq);
+        return NULL;
+    }
+    PyObject *ret = NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(tids_seq);
+    uint32_t *tids = NULL, *tfs = NULL, *sorted = NULL;
+    if (n != PySequence_Fast_GET_SIZE(tfs_seq)) {
+        PyErr_SetString(PyExc_ValueError, "tids and tfs differ in length");
+        goto done;
+    }
+    tids = malloc(sizeof(uint32_t) * (size_t)(n + 1));
+    tfs = malloc(sizeof(uint32_t) * (size_t)(n + 1));
+    sorted = malloc(sizeof(uint32_t) * (size_t)(n + 1));
+    if (!tids || !tfs || !sorted) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    uint32_t top = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (as_u32(PySequence_Fast_GET_ITEM(tids_seq, i), &tids[i]) < 0 ||
+            as_u32(PySequence_Fast_GET_ITEM(tfs_seq, i), &tfs[i]) < 0)
+            goto done;
+        if (tids[i] == UINT32_MAX || tfs[i] == 0) {
+            PyErr_SetString(PyExc_ValueError, "a term id of 2**32 - 1 or a frequency of 0");
+            goto done;
+        }
+        if (tids[i] >= top) top = tids[i] + 1;
+        sorted[i] = tids[i];
+    }
+    /* everything that can fail is done before anything changes */
+    if (grow_slots((void **)&self->terms, &self->cap_terms, top, sizeof(plist)) < 0 ||
+        grow_slots((void **)&self->docs, &self->cap_docs, doc + 1, sizeof(vlist)) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    vlist fresh = {0};
+    if (doclist_set(&fresh, sorted, n) < 0) goto done;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (posting_reserve(&self->terms[tids[i]]) < 0) {
+            vlist_clear(&fresh);
+            PyErr_NoMemory();
+            goto done;
+        }
+    if (top > self->nterms) self->nterms = top;
+    for (Py_ssize_t i = 0; i < n; i++) posting_append(&self->terms[tids[i]], (uint32_t)doc, tfs[i]);
+    self->docs[doc] = fresh;
+    self->ndocs = doc + 1;
+    ret = Py_NewRef(Py_None);
+done:
+    free(tids);
+    free(tfs);
+    free(sorted);
+    Py_DECREF(tids_seq);
+    Py_DECREF(tfs_seq);
+    return ret;
+}
+
+static PyObject *Postings_remove(Postings *self, PyObject *arg) {
+    Py_ssize_t doc = PyLong_AsSsize_t(arg);
+    if (doc == -1 && PyErr_Occurred()) return NULL;
+    PyObject *emptied = PyList_New(0);
+    if (!emptied || doc < 0 || doc >= self->ndocs || !self->docs[doc].count) return emptied;
+    vlist *list = &self->docs[doc];
+    uint32_t *tids = malloc(sizeof(uint32_t) * list->count);
+    if (!tids) {
+        Py_DECREF(emptied);
+        return PyErr_NoMemory();
+    }
+    uint32_t n = doclist_get(list, tids);
+    /* the list of what is emptied is made first: once the postings change, nothing may fail */
+    for (uint32_t i = 0; i < n; i++) {
+        plist *p = tids[i] < self->nterms ? &self->terms[tids[i]] : NULL;
+        if (p && p->v.count == 1 && p->v.last == (uint32_t)doc) {
+            PyObject *tid = PyLong_FromUnsignedLong(tids[i]);
+            if (!tid || PyList_Append(emptied, tid) < 0) {
+                Py_XDECREF(tid);
+                Py_DECREF(emptied);
+                free(tids);
+                return NULL;
+            }
+            Py_DECREF(tid);
+        }
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (tids[i] >= self->nterms) continue;
+        plist *p = &self->terms[tids[i]];
+        posting_remove(p, (uint32_t)doc);
+        if (!p->v.count) plist_clear(p);
+    }
+    memset(tids, 0, sizeof(uint32_t) * n);
+    free(tids);
+    vlist_clear(list);
+    return emptied;
+}
+
+static PyObject *Postings_count(Postings *self, PyObject *arg) {
+    Py_ssize_t tid = PyLong_AsSsize_t(arg);
+    if (tid == -1 && PyErr_Occurred()) return NULL;
+    return PyLong_FromUnsignedLong(tid >= 0 && tid < self->nterms ? self->terms[tid].v.count : 0);
+}
+
+static PyObject *Postings_get(Postings *self, PyObject *args) {
+    Py_ssize_t tid;
+    PyObject *mask;
+    if (!PyArg_ParseTuple(args, "nO", &tid, &mask)) return NULL;
+    Py_buffer scope_of = {0}, allowed = {0};
+    int masked = mask != Py_None;
+    if (masked) {
+        PyObject *a, *b;
+        if (!PyArg_ParseTuple(mask, "OO", &a, &b)) return NULL;
+        if (PyObject_GetBuffer(a, &scope_of, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+        if (scope_of.itemsize != 4 || !scope_of.format || strcmp(scope_of.format, "I") != 0) {
+            PyBuffer_Release(&scope_of);
+            PyErr_SetString(PyExc_TypeError, "a mask's scope codes are an array('I')");
+            return NULL;
+        }
+        if (PyObject_GetBuffer(b, &allowed, PyBUF_SIMPLE) < 0) {
+            PyBuffer_Release(&scope_of);
+            return NULL;
+        }
+    }
+    PyObject *out = PyDict_New();
+    if (out && tid >= 0 && tid < self->nterms) {
+        const vlist *v = &self->terms[tid].v;
+        const uint32_t *codes = masked ? (const uint32_t *)scope_of.buf : NULL;
+        Py_ssize_t ncodes = masked ? scope_of.len / 4 : 0;
+        const uint8_t *keep = masked ? (const uint8_t *)allowed.buf : NULL;
+        uint32_t at = 0, doc = 0, gap, tf;
+        for (uint32_t i = 0; i < v->count; i++) {
+            if (!get_varint(v->buf, v->len, &at, &gap) || !get_varint(v->buf, v->len, &at, &tf)) break;
+            doc = i ? doc + gap : gap;
+            if (masked && (doc >= ncodes || codes[doc] >= (uint64_t)allowed.len || !keep[codes[doc]])) continue;
+            PyObject *k = PyLong_FromUnsignedLong(doc), *val = PyLong_FromUnsignedLong(tf);
+            int rc = (k && val) ? PyDict_SetItem(out, k, val) : -1;
+            Py_XDECREF(k);
+            Py_XDECREF(val);
+            if (rc < 0) {
+                Py_CLEAR(out);
+                break;
+            }
+        }
+    }
+    if (masked) {
+        PyBuffer_Release(&scope_of);
+        PyBuffer_Release(&allowed);
+    }
+    return out;
+}
+
+static PyObject *Postings_tids(Postings *self, PyObject *arg) {
+    Py_ssize_t doc = PyLong_AsSsize_t(arg);
+    if (doc == -1 && PyErr_Occurred()) return NULL;
+    if (doc < 0 || doc >= self->ndocs || !self->docs[doc].count) return PyList_New(0);
+    const vlist *v = &self->docs[doc];
+    uint32_t *tids = malloc(sizeof(uint32_t) * v->count);
+    if (!tids) return PyErr_NoMemory();
+    uint32_t n = doclist_get(v, tids);
+    PyObject *out = PyList_New(n);
+    for (uint32_t i = 0; out && i < n; i++) {
+        PyObject *t = PyLong_FromUnsignedLong(tids[i]);
+        if (!t) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, t);
+    }
+    free(tids);
+    return out;
+}
+
+/* A growable column of u32 for export. */
+typedef struct {
+    uint32_t *v;
+    size_t n, cap;
+} u32col;
+
+static int col_push(u32col *c, uint32_t x) {
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 1024;
+        uint32_t *grown = realloc(c->v, cap * sizeof(uint32_t));
+        if (!grown) return -1;
+        c->v = grown;
+        c->cap = cap;
+    }
+    c->v[c->n++] = x;
+    return 0;
+}
+
+static int get_i64_buffer(PyObject *o, Py_buffer *view, const char *what) {
+    if (PyObject_GetBuffer(o, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (view->itemsize != 8 || !view->format || strcmp(view->format, "q") != 0) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_TypeError, "%s must be an array('q')", what);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *Postings_export(Postings *self, PyObject *args) {
+    PyObject *order_in, *dense_in, *live_in, *new_tid_in;
+    if (!PyArg_ParseTuple(args, "OOOO", &order_in, &dense_in, &live_in, &new_tid_in)) return NULL;
+    PyObject *order = PySequence_Fast(order_in, "order must be a sequence");
+    PyObject *live = order ? PySequence_Fast(live_in, "live must be a sequence") : NULL;
+    Py_buffer dense = {0}, new_tid = {0};
+    int have_dense = 0, have_new = 0;
+    u32col lens = {0}, docs = {0}, freqs = {0}, dlens = {0}, ids = {0};
+    uint32_t *tmp = NULL;
+    PyObject *ret = NULL;
+    if (!live) goto done;
+    if (get_i64_buffer(dense_in, &dense, "dense") < 0) goto done;
+    have_dense = 1;
+    if (get_i64_buffer(new_tid_in, &new_tid, "new_tid") < 0) goto done;
+    have_new = 1;
+    const int64_t *dmap = dense.buf, *tmap = new_tid.buf;
+    Py_ssize_t ndense = dense.len / 8, ntmap = new_tid.len / 8;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(order); i++) {
+        Py_ssize_t tid = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(order, i));
+        if (tid == -1 && PyErr_Occurred()) goto done;
+        const vlist *v = tid >= 0 && tid < self->nterms ? &self->terms[tid].v : NULL;
+        uint32_t count = v ? v->count : 0, at = 0, doc = 0, gap, tf;
+        if (col_push(&lens, count) < 0) goto nomem;
+        for (uint32_t j = 0; j < count; j++) {
+            if (!get_varint(v->buf, v->len, &at, &gap) || !get_varint(v->buf, v->len, &at, &tf)) {
+                PyErr_SetString(PyExc_ValueError, "a posting does not decode");
+                goto done;
+            }
+            doc = j ? doc + gap : gap;
+            if (doc >= ndense || dmap[doc] < 0 || dmap[doc] >= UINT32_MAX) {
+                PyErr_Format(PyExc_ValueError, "document %u of a posting has no new number", doc);
+                goto done;
+            }
+            if (col_push(&docs, (uint32_t)dmap[doc]) < 0 || col_push(&freqs, tf) < 0) goto nomem;
+        }
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(live); i++) {
+        Py_ssize_t doc = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(live, i));
+        if (doc == -1 && PyErr_Occurred()) goto done;
+        const vlist *v = doc >= 0 && doc < self->ndocs ? &self->docs[doc] : NULL;
+        uint32_t n = 0;
+        if (v && v->count) {
+            free(tmp);
+            tmp = malloc(sizeof(uint32_t) * v->count);
+            if (!tmp) goto nomem;
+            n = doclist_get(v, tmp);
+            for (uint32_t j = 0; j < n; j++) {
+                if (tmp[j] >= ntmap || tmap[tmp[j]] < 0 || tmap[tmp[j]] >= UINT32_MAX) {
+                    PyErr_Format(PyExc_ValueError, "term id %u of a document has no new number", tmp[j]);
+                    goto done;
+                }
+                tmp[j] = (uint32_t)tmap[tmp[j]];
+            }
+            qsort(tmp, n, sizeof(uint32_t), cmp_u32);
+        }
+        if (col_push(&dlens, n) < 0) goto nomem;
+        for (uint32_t j = 0; j < n; j++)
+            if (col_push(&ids, tmp[j]) < 0) goto nomem;
+    }
+#define EXPORTED(c) ((c).v ? (const char *)(c).v : ""), (Py_ssize_t)((c).n * 4) /* (y# makes None of NULL) */
+    ret = Py_BuildValue("(y#y#y#y#y#)", EXPORTED(lens), EXPORTED(docs), EXPORTED(freqs), EXPORTED(dlens), EXPORTED(ids));
+#undef EXPORTED
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    free(tmp);
+    free(lens.v);
+    free(docs.v);
+    free(freqs.v);
+    free(dlens.v);
+    free(ids.v);
+    if (have_dense) PyBuffer_Release(&dense);
+    if (have_new) PyBuffer_Release(&new_tid);
+    Py_XDECREF(order);
+    Py_XDECREF(live);
+    return ret;
+}
+
+static int get_column(PyObject *o, Py_buffer *view, int bytes_ok) {
+    if (PyObject_GetBuffer(o, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    int ok = view->format && ((view->itemsize == 4 && strcmp(view->format, "I") == 0) ||
+                              (bytes_ok && view->itemsize == 1 && strcmp(view->format, "B") == 0));
+    if (!ok) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_TypeError, "a snapshot column must be an array('I') (or 'B' for frequencies)");
+        return -1;
+    }
+    return 0;
+}
+
+
+static PyObject *Postings_load(PyObject *cls, PyObject *args) {
+    PyObject *in[5];
+    if (!PyArg_ParseTuple(args, "OOOOO", &in[0], &in[1], &in[2], &in[3], &in[4])) return NULL;
+    Py_buffer col[5];
+    int got = 0;
+    Postings *self = NULL;
+    uint32_t *tmp = NULL;
+    for (; got < 5; got++)
+        if (get_column(in[got], &col[got], got == 2) < 0) goto fail;
+    Py_ssize_t nterms = col[0].len / 4, nposts = col[1].len / 4, ndocs = col[3].len / 4, nids = col[4].len / 4;
+    if (col[2].len / col[2].itemsize != nposts) {
+        PyErr_SetString(PyExc_ValueError, "postings and frequencies differ in length");
+        goto fail;
+    }
+    self = (Postings *)PyObject_CallNoArgs(cls);
+    if (!self) goto fail;
+    if (grow_slots((void **)&self->terms, &self->cap_terms, nterms, sizeof(plist)) < 0 ||
+        grow_slots((void **)&self->docs, &self->cap_docs, ndocs, sizeof(vlist)) < 0) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    self->nterms = nterms;
+    self->ndocs = ndocs;
+    const uint32_t *lens = col[0].buf, *docs = col[1].buf, *dlens = col[3].buf, *ids = col[4].buf;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t t = 0; t < nterms; t++) {
+        if (lens[t] > nposts - at) {
+            PyErr_SetString(PyExc_ValueError, "postings run past their column");
+            goto fail;
+        }
+        if (posting_load(&self->terms[t], docs + at, &col[2], at, lens[t], ndocs) < 0) goto fail;
+        at += lens[t];
+    }
+    if (at != nposts) {
+        PyErr_SetString(PyExc_ValueError, "postings do not fill their column");
+        goto fail;
+    }
+    at = 0;
+    for (Py_ssize_t d = 0; d < ndocs; d++) {
+        if (dlens[d] > nids - at) {
+            PyErr_SetString(PyExc_ValueError, "term ids run past their column");
+            goto fail;
+        }
+        free(tmp);
+        tmp = malloc(sizeof(uint32_t) * ((size_t)dlens[d] + 1));
+        if (!tmp) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        for (uint32_t j = 0; j < dlens[d]; j++, at++) {
+            if (ids[at] >= (uint64_t)nterms) {
+                PyErr_SetString(PyExc_ValueError, "a document names a term id out of range");
+                goto fail;
+            }
+            tmp[j] = ids[at];
+        }
+        if (doclist_set(&self->docs[d], tmp, dlens[d]) < 0) goto fail;
+    }
+    if (at != nids) {
+        PyErr_SetString(PyExc_ValueError, "term ids do not fill their column");
+        goto fail;
+    }
+    free(tmp);
+    for (int i = 0; i < 5; i++) PyBuffer_Release(&col[i]);
+    return (PyObject *)self;
+fail:
+    free(tmp);
+    Py_XDECREF(self);
+    for (int i = 0; i < got; i++) PyBuffer_Release(&col[i]);
+    return NULL;
+}
+
+static PyObject *Postings_nbytes(Postings *self, PyObject *unused) {
+    size_t total = sizeof(Postings) + (size_t)(self->cap_terms + self->cap_docs) * sizeof(vlist);
+    for (Py_ssize_t i = 0; i < self->nterms; i++) total += self->terms[i].v.cap + sizeof(mark) * self->terms[i].cap_marks;
+    for (Py_ssize_t i = 0; i < self->ndocs; i++) total += self->docs[i].cap;
+    return PyLong_FromSize_t(total);
+}
+
+static PyObject *raw_buffer(const vlist *v) {
+    return v && v->buf ? PyBytes_FromStringAndSize((const char *)v->buf, v->cap) : PyBytes_FromStringAndSize("", 0);
+}
+
+static PyObject *Postings_buffer(Postings *self, PyObject *arg) {
+    Py_ssize_t i = PyLong_AsSsize_t(arg);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    return raw_buffer(i >= 0 && i < self->nterms ? &self->terms[i].v : NULL);
+}
+
+static PyObject *Postings_doc_buffer(Postings *self, PyObject *arg) {
+    Py_ssize_t i = PyLong_AsSsize_t(arg);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    return raw_buffer(i >= 0 && i < self->ndocs ? &self->docs[i] : NULL);
+}
+
+static PyMethodDef Postings_methods[] = {
+    {"add", (PyCFunction)Postings_add, METH_VARARGS, "add(doc, tids, tfs)"},
+    {"remove", (PyCFunction)Postings_remove, METH_O, "remove(doc) -> the term ids whose postings it emptied"},
+    {"count", (PyCFunction)Postings_count, METH_O, "count(tid) -> documents holding it"},
+    {"get", (PyCFunction)Postings_get, METH_VARARGS, "get(tid, mask) -> {doc: tf}"},
+    {"tids", (PyCFunction)Postings_tids, METH_O, "tids(doc) -> its term ids, increasing"},
+    {"export", (PyCFunction)Postings_export, METH_VARARGS, "export(order, dense, live, new_tid) -> 5 columns"},
+    {"load", (PyCFunction)Postings_load, METH_VARARGS | METH_CLASS, "load(post_lens, post_docs, post_freqs, doc_term_lens, doc_terms)"},
+    {"nbytes", (PyCFunction)Postings_nbytes, METH_NOARGS, "nbytes() -> memory held"},
+    {"_buffer", (PyCFunction)Postings_buffer, METH_O, "_buffer(tid) -> the bytes allocated for its posting"},
+    {"_doc_buffer", (PyCFunction)Postings_doc_buffer, METH_O, "_doc_buffer(doc) -> the bytes allocated for its term ids"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject PostingsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mnemo._speedups.Postings",
+    .tp_basicsize = sizeof(Postings),
+    .tp_dealloc = (destructor)Postings_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The text index's postings, compressed (see mnemo/storage/file/postings.py).",
+    .tp_methods = Postings_methods,
+    .tp_new = Postings_new,
+};
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buf, base, pos, seq, last_hash, stop_seq, max_frame, flags, row0) -> tuple (see mnemo/storage/file/scan.py)"},
@@ -993,5 +1722,12 @@ PyMODINIT_FUNC PyInit__speedups(void) {
             return NULL;
         }
     }
-    return PyModule_Create(&module);
+    if (PyType_Ready(&PostingsType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "Postings", (PyObject *)&PostingsType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -16,6 +16,11 @@ Targets:
   pure-Python analysis gives (the length and each term's count, in order), and None for a text that
   is not ASCII; and the input's bytes read as a column of 32-bit codes, max_u32 what max gives. Seeds:
   identifiers of every shape the analysis splits.
+- `postings`: each input is a program of operations on the text index's postings (add a document of
+  up to 8 terms, remove one, export and load back, read through a scope mask), run on the C extension's
+  `Postings` and on its twin `PyPostings`, which must agree with each other and with a model after
+  every program; then the input's bytes cut into five columns and loaded as a snapshot's: the C load
+  must refuse or give what the twin gives for every term and document.
 
 AddressSanitizer and UndefinedBehaviorSanitizer abort on any read out of bounds or undefined behaviour.
 Seeds are written to the corpus directory when it is empty. On exit it prints the number of inputs run
@@ -174,8 +179,113 @@ class AnalysisHarness:
             raise AssertionError(f"count_terms and its twin differ on {text!r}: {got!r}")
 
 
-Harness = ScanHarness | AnalysisHarness
-HARNESSES: dict[str, type[ScanHarness] | type[AnalysisHarness]] = {"scan": ScanHarness, "analysis": AnalysisHarness}
+class PostingsHarness:
+    module = "mnemo.storage.file.postings"
+    TERMS = 24
+
+    def __init__(self, native: Any) -> None:
+        from mnemo.storage.file import postings
+
+        self.native, self.postings = native, postings
+        self.runs = 0
+
+    def seeds(self) -> list[bytes]:
+        return [
+            bytes([0, 8, *range(1, 17), 0, 3, 5, 1, 7, 2, 9, 9, 2, 0, 3, 1, 2, 0]),
+            bytes([1, 4, 3, 200, 5, 255, 7, 1, 9, 2] * 12 + [2, 7, 3, 0, 2, 1]),
+            bytes([0, 2, 1, 1, 2, 2] * 80 + [2, 5] * 20 + [3, 0]),
+            bytes(range(256)),
+        ]
+
+    def _columns(self, store: Any, ndocs: int, live: list[int]) -> tuple[bytes, ...]:
+        from array import array
+
+        dense = array("q", [-1]) * ndocs
+        for new, doc in enumerate(live):
+            dense[doc] = new
+        result: tuple[bytes, ...] = store.export(range(self.TERMS), dense, live, array("q", range(self.TERMS)))
+        return result
+
+    def _load(self, kind: Any, cols: tuple[bytes, ...], narrow: bool) -> Any:
+        from array import array
+
+        arrays = [array("I") for _ in cols]
+        for column, blob in zip(arrays, cols, strict=True):
+            column.frombytes(blob)
+        if narrow and max(arrays[2], default=0) < 256:
+            arrays[2] = array("B", arrays[2])
+        return kind.load(*arrays)
+
+    def one(self, data: bytes) -> None:
+        from array import array
+
+        self.runs += 1
+        stores = [self.native.Postings(), self.postings.PyPostings()]
+        model: dict[int, dict[int, int]] = {}
+        ndocs, i = 0, 0
+        while i + 2 <= len(data):
+            op, arg = data[i], data[i + 1]
+            i += 2
+            if op % 4 < 2:  # a document of up to 8 distinct terms
+                chunk = data[i:i + 2 * (arg % 9)]
+                i += len(chunk)
+                pairs = dict(zip((b % self.TERMS for b in chunk[0::2]),
+                                 (1 + (b if op & 0x80 else b * 16_777_259 % 0xFFFF_FFFE) for b in chunk[1::2]),
+                                 strict=False))
+                for store in stores:
+                    store.add(ndocs, list(pairs), list(pairs.values()))
+                model[ndocs] = pairs
+                ndocs += 1
+            elif op % 4 == 2 and ndocs:
+                doc = arg % ndocs
+                held = model.pop(doc, {})
+                emptied = sorted(t for t in held if not any(t in other for other in model.values()))
+                for store in stores:
+                    if sorted(store.remove(doc)) != emptied:
+                        raise AssertionError(f"remove({doc}) differs on {data!r}")
+            elif op % 4 == 3:  # a snapshot: export, both must give the same bytes; load back, renumbered
+                live = sorted(model)
+                cols = self._columns(stores[0], ndocs, live)
+                if self._columns(stores[1], ndocs, live) != cols:
+                    raise AssertionError(f"the exports differ on {data!r}")
+                model = {new: model[doc] for new, doc in enumerate(live)}
+                ndocs = len(live)
+                stores = [self._load(self.native.Postings, cols, bool(arg & 1)),
+                          self._load(self.postings.PyPostings, cols, bool(arg & 1))]
+        scope_of = array("I", [d % 3 for d in range(ndocs)])
+        mask = (scope_of, data[:3])
+        for tid in range(self.TERMS + 1):
+            want = {d: held[tid] for d, held in model.items() if tid in held}
+            kept = {d: tf for d, tf in want.items() if d % 3 < len(mask[1]) and mask[1][d % 3]}
+            for store in stores:
+                if store.get(tid, None) != want or store.count(tid) != len(want) or store.get(tid, mask) != kept:
+                    raise AssertionError(f"term {tid} differs from the model on {data!r}")
+        for doc in range(ndocs + 1):
+            if stores[0].tids(doc) != stores[1].tids(doc) or stores[0].tids(doc) != sorted(model.get(doc, {})):
+                raise AssertionError(f"document {doc} differs on {data!r}")
+        # the bytes as a snapshot's five columns: the C load refuses them or agrees with the twin
+        words = array("I")
+        words.frombytes(exact(data[: len(data) // 4 * 4]))
+        cut = [len(words) * k // 5 for k in range(6)]
+        cols5 = [words[cut[k]:cut[k + 1]] for k in range(5)]
+        cols5[0] = array("I", (w % 4 for w in cols5[0]))  # (short runs, so that some fill their columns)
+        cols5[3] = array("I", (w % 3 for w in cols5[3]))
+        try:
+            native = self.native.Postings.load(*cols5)
+        except (ValueError, MemoryError):
+            return
+        twin = self.postings.PyPostings.load(*cols5)
+        for tid in range(len(cols5[0])):
+            if native.get(tid, None) != twin.get(tid, None):
+                raise AssertionError(f"a loaded term {tid} differs on {data!r}")
+        for doc in range(len(cols5[3])):
+            if native.tids(doc) != sorted(twin.tids(doc)):
+                raise AssertionError(f"a loaded document {doc} differs on {data!r}")
+
+
+Harness = ScanHarness | AnalysisHarness | PostingsHarness
+HARNESSES: dict[str, type[ScanHarness] | type[AnalysisHarness] | type[PostingsHarness]] = {
+    "scan": ScanHarness, "analysis": AnalysisHarness, "postings": PostingsHarness}
 
 
 def mutate_loop(harness: Harness, corpus: Path | None, seconds: int, runs: int) -> int:

@@ -141,13 +141,14 @@ class _FileSource(Source[int]):
 
     def __init__(self, store: Search, index: Index, terms: TextIndex, codes: set[int] | None) -> None:
         self.store, self.index, self.terms, self.codes = store, index, terms, codes
+        self.mask = terms.scope_mask(codes)
 
     def totals(self) -> tuple[int, int]:
         terms = self.terms
         return terms.totals(terms.scope_totals if self.codes is None else self.codes)
 
     def postings(self, term: str) -> dict[int, int]:
-        return self.terms.postings(term, self.codes)
+        return self.terms.postings(term, self.mask)
 
     def expand(self, prefix: str) -> list[str]:
         return list(self.terms.expand(prefix))

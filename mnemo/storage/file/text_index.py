@@ -5,7 +5,8 @@ A document is one indexed version, numbered in the order documents were made; it
 so the postings need no renumbering when the index's rows are (a snapshot orders rows by id). Each
 document knows its row, scope and length, and the distinct terms it holds (so that it leaves every
 posting when its record is updated or forgotten, even when its text can no longer be read). Each term
-has one posting: documents in increasing order, with how often each holds the term. Each scope keeps
+has one posting: documents in increasing order, with how often each holds the term (postings.py keeps
+both, compressed by the C extension). Each scope keeps
 its number of documents and their total length, so that the statistics of any set of scopes are sums.
 
 The index learns of a change from the index's rows: a forgotten or replaced version leaves at once (its
@@ -22,16 +23,16 @@ import sys
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from itertools import accumulate, compress
+from itertools import compress
 from typing import Any
 
 from ..._native import speedups
 from ...recall.analysis import Seen, counted
 from ...recall.engine import Column, norm
+from .postings import CODE as _CODE
+from .postings import PostingStore, ScopeMask, load_postings, new_postings
 
 TEXT_LAYOUT = 2
-# Document numbers of postings, and term ids of a document's list, are this type.
-_CODE = "I"
 
 
 class TextIndex:
@@ -42,20 +43,13 @@ class TextIndex:
         self.term_ids: dict[str, int] = {}
         self.terms: list[str | None] = []  # term id -> term (None: free)
         self.free: list[int] = []  # term ids to reuse
-        # term id -> its documents, in increasing order, and how often each holds it; None: still in
-        # the snapshot's arrays it was loaded from (_loaded), taken out when first used (see posting)
-        self.docs: list[array[int] | None] = []
-        self.freqs: list[array[int] | None] = []
+        # term id -> its documents and how often each holds it; document -> its term ids (postings.py)
+        self.store: PostingStore = new_postings()
         self.doc_row = array("q")  # document -> its record's row (-1: the document left)
         self.doc_scope = array("I")  # document -> scope code (the index's Interned scopes)
         self.doc_len = array("I")  # document -> number of terms
         self.doc_seq = array("q")  # document -> the seq of the version it is
         self._norms: tuple[float, array[float]] | None = None  # (avgdl, each document's norm), see norms
-        # document -> its distinct term ids, packed (b"": it left; None: in _loaded, see terms_of)
-        self.doc_terms: list[bytes | None] = []
-        # The snapshot's postings and term lists, with where each term's and document's begins: an open
-        # slices out only what it uses, instead of an array per term and a bytes per document at once.
-        self._loaded: tuple[array[int], array[int], array[int], array[int], array[int]] | None = None
         self.row_docs = array("q")  # row -> its document (-1: none; rows past its end have none)
         self.scope_totals: dict[int, list[int]] = {}  # scope code -> [documents, total length]
         self.pending: set[int] = set()  # rows whose latest version is not indexed yet
@@ -68,34 +62,6 @@ class TextIndex:
         docs = self.row_docs
         doc = docs[row] if 0 <= row < len(docs) else -1
         return None if doc < 0 else doc
-
-    def posting(self, tid: int, keep: bool = True) -> tuple[array[int], array[int]]:
-        """Term `tid`'s documents and frequencies, taken out of the snapshot's arrays if still there
-        (and kept, with `keep`, so that a change to them stays)."""
-        docs, freqs = self.docs[tid], self.freqs[tid]
-        if docs is not None and freqs is not None:
-            return docs, freqs
-        assert self._loaded is not None  # a term id with no arrays was loaded from a snapshot
-        all_docs, all_freqs, starts = self._loaded[0], self._loaded[1], self._loaded[2]
-        first, end = starts[tid], starts[tid + 1]
-        docs, freqs = all_docs[first:end], all_freqs[first:end]
-        if keep:
-            freqs = _widened(freqs)  # (the snapshot's may be bytes, and a frequency may grow past 255)
-            self.docs[tid], self.freqs[tid] = docs, freqs
-            # what changes now changes in the copy: the loaded one is zeroed, so that it never keeps
-            # a document that leaves
-            all_docs[first:end] = array(_CODE, bytes(4 * (end - first)))
-            all_freqs[first:end] = array(all_freqs.typecode, bytes(all_freqs.itemsize * (end - first)))
-        return docs, freqs
-
-    def terms_of(self, doc: int) -> array[int]:
-        """Document `doc`'s distinct term ids (none once it left)."""
-        listed = self.doc_terms[doc]
-        if listed is not None:
-            return array(_CODE, listed)
-        assert self._loaded is not None  # a document with no list was loaded from a snapshot
-        ids, starts = self._loaded[3], self._loaded[4]
-        return ids[starts[doc]:starts[doc + 1]]
 
     # -- what the index's rows tell it -------------------------------------------------------------
     def changed(self, row: int) -> None:
@@ -121,18 +87,8 @@ class TextIndex:
         totals[1] -= self.doc_len[doc]
         if totals[0] == 0:
             del self.scope_totals[scope]
-        listed = self.terms_of(doc)
-        if self.doc_terms[doc] is None and self._loaded is not None:  # zeroed in the loaded lists too
-            ids, starts = self._loaded[3], self._loaded[4]
-            ids[starts[doc]:starts[doc + 1]] = array(_CODE, bytes(4 * len(listed)))
-        self.doc_terms[doc] = b""
-        for tid in listed:
-            docs, freqs = self.posting(tid)
-            i = bisect.bisect_left(docs, doc)
-            del docs[i]
-            del freqs[i]
-            if not docs:
-                self._drop_term(tid)
+        for tid in self.store.remove(doc):
+            self._drop_term(tid)
         self.doc_row[doc] = -1
         self.doc_len[doc] = 0
         self.doc_scope[doc] = 0
@@ -167,29 +123,17 @@ class TextIndex:
         else:
             totals[0] += 1
             totals[1] += length
-        ids = array(_CODE)
-        term_ids = self.term_ids
-        for term, tf in counts.items():
-            tid = term_ids.get(term)
-            if tid is None:
-                tid = self._new_term(term)
-            docs, freqs = self.posting(tid)
-            docs.append(doc)  # the newest document: the posting stays in order
-            freqs.append(tf)
-            ids.append(tid)
-        self.doc_terms.append(ids.tobytes())
+        known = map(self.term_ids.get, counts)
+        tids = [self._new_term(term) if tid is None else tid for term, tid in zip(counts, known, strict=True)]
+        self.store.add(doc, tids, list(counts.values()))
 
     def _new_term(self, term: str) -> int:
-        if self.free:
+        if self.free:  # (a term id is freed when its posting empties: the postings hold none of it)
             tid = self.free.pop()
             self.terms[tid] = term
-            self.docs[tid] = array(_CODE)
-            self.freqs[tid] = array(_CODE)
         else:
             tid = len(self.terms)
             self.terms.append(term)
-            self.docs.append(array(_CODE))
-            self.freqs.append(array(_CODE))
         self.term_ids[term] = tid
         self.new_terms.append(term)
         return tid
@@ -229,16 +173,17 @@ class TextIndex:
                 total += found[1]
         return docs, total
 
-    def postings(self, term: str, scopes: set[int] | None) -> dict[int, int]:
-        """Documents holding `term` (in one of `scopes`, None: any) -> how often."""
-        tid = self.term_ids.get(term)
-        if tid is None:
-            return {}
-        docs, freqs = self.posting(tid, keep=False)
+    def scope_mask(self, scopes: set[int] | None) -> ScopeMask | None:
+        """What `postings` takes to keep the documents of `scopes` (None: any)."""
         if scopes is None:
-            return dict(zip(docs, freqs, strict=True))
-        scope_of = self.doc_scope
-        return {doc: tf for doc, tf in zip(docs, freqs, strict=True) if scope_of[doc] in scopes}
+            return None
+        codes = max(self.scope_totals, default=-1) + 1
+        return self.doc_scope, bytes(code in scopes for code in range(codes))
+
+    def postings(self, term: str, mask: ScopeMask | None) -> dict[int, int]:
+        """Documents holding `term` (those `mask` keeps, see scope_mask; None: any) -> how often."""
+        tid = self.term_ids.get(term)
+        return {} if tid is None else self.store.get(tid, mask)
 
     def expand(self, prefix: str) -> Iterator[str]:
         """Every term starting with `prefix`, in order (the sorted list is brought up to date first)."""
@@ -262,41 +207,35 @@ class TextIndex:
         with documents, terms and postings made dense, so nothing of a document that left is written.
         Rows not indexed yet are listed as such: a snapshot never waits for their text to be read."""
         live = [doc for doc in range(len(self.doc_row)) if self.doc_row[doc] >= 0]
-        dense = {doc: new for new, doc in enumerate(live)}
+        dense = array("q", [-1]) * len(self.doc_row)
+        for new, doc in enumerate(live):
+            dense[doc] = new
         term_order = sorted(self.term_ids)
-        new_tid = {self.term_ids[t]: i for i, t in enumerate(term_order)}
+        order = [self.term_ids[t] for t in term_order]
+        new_tid = array("q", [-1]) * len(self.terms)
+        for new, tid in enumerate(order):
+            new_tid[tid] = new
         rows = array("q", (self.doc_row[d] for d in live))
         pending = array("q", sorted(self.pending))
         if renumber is not None:
             rows = array("q", map(renumber, rows))
             pending = array("q", sorted(map(renumber, pending)))
-        post_docs, post_freqs, post_lens = array(_CODE), array(_CODE), array(_CODE)
-        for term in term_order:
-            tid = self.term_ids[term]
-            docs, freqs = self.posting(tid, keep=False)
-            post_docs.extend(map(dense.__getitem__, docs))
-            post_freqs.extend(_widened(freqs))
-            post_lens.append(len(docs))
-        doc_terms, doc_term_lens = array(_CODE), array(_CODE)
-        for doc in live:
-            ids = self.terms_of(doc)
-            doc_terms.extend(map(new_tid.__getitem__, ids))
-            doc_term_lens.append(len(ids))
-        freq_bytes, freqs_blob = _narrowed(post_freqs)
+        post_lens, post_docs, post_freqs, doc_term_lens, doc_terms = self.store.export(order, dense, live, new_tid)
+        freq_bytes, freqs_blob = _narrowed(_column(_CODE, post_freqs))
         return {
             "layout": TEXT_LAYOUT,
             "byteorder": sys.byteorder,
             "terms": term_order,
-            "post_lens": post_lens.tobytes(),
-            "post_docs": post_docs.tobytes(),
+            "post_lens": post_lens,
+            "post_docs": post_docs,
             "freq_bytes": freq_bytes,
             "post_freqs": freqs_blob,
             "doc_row": rows.tobytes(),
             "doc_scope": array(_CODE, (self.doc_scope[d] for d in live)).tobytes(),
             "doc_len": array(_CODE, (self.doc_len[d] for d in live)).tobytes(),
             "doc_seq": array("q", (self.doc_seq[d] for d in live)).tobytes(),
-            "doc_term_lens": doc_term_lens.tobytes(),
-            "doc_terms": doc_terms.tobytes(),
+            "doc_term_lens": doc_term_lens,
+            "doc_terms": doc_terms,
             "pending": pending.tobytes(),
         }
 
@@ -345,14 +284,11 @@ class TextIndex:
             raise ValueError("text index postings do not match its terms")
         if post_docs and (column_max(post_docs) >= n or not min(post_lens)):
             raise ValueError("text index posting out of range")
-        text.docs = [None] * len(terms)
-        text.freqs = [None] * len(terms)
         lens = _column(_CODE, state["doc_term_lens"])
         ids = _column(_CODE, state["doc_terms"])
         if len(lens) != n or len(ids) != sum(lens) or (ids and column_max(ids) >= len(terms)):
             raise ValueError("text index document terms do not match")
-        text.doc_terms = [None] * n
-        text._loaded = (post_docs, post_freqs, _starts(post_lens), ids, _starts(lens))
+        text.store = load_postings(post_lens, post_docs, post_freqs, lens, ids)
         text.scope_totals = _scope_totals(text.doc_scope, text.doc_len)
         return text
 
@@ -365,14 +301,14 @@ class TextIndex:
         freq_of: dict[int, dict[int, int]] = {}
         for tid, term in enumerate(self.terms):
             if term is not None:
-                for doc, tf in zip(*self.posting(tid, keep=False), strict=True):
+                for doc, tf in self.store.get(tid, None).items():
                     freq_of.setdefault(doc, {})[tid] = tf
         out: dict[str | None, tuple[str, int, int, dict[str, int]]] = {}
         for doc, row in enumerate(self.doc_row):
             if row < 0:
                 continue
             held = freq_of.get(doc, {})
-            listed = set(self.terms_of(doc))
+            listed = set(self.store.tids(doc))
             length = self.doc_len[doc] if listed == set(held) else -1
             found = {self.terms[t] or "": f for t, f in held.items()}
             out[row_id(row)] = (scope_name(self.doc_scope[doc]), length, self.doc_seq[doc], found)
@@ -402,11 +338,6 @@ def _scope_totals(doc_scope: array[int], doc_len: array[int]) -> dict[int, list[
     return totals
 
 
-def _starts(lengths: array[int]) -> array[int]:
-    """Where each of back-to-back runs of these lengths begins, and (last) where the last one ends."""
-    return array("q", accumulate(lengths, initial=0))
-
-
 def _narrowed(freqs: array[int]) -> tuple[int, bytes]:
     """Frequencies (typecode "I") as the snapshot keeps them: one byte each when every one fits (most
     terms occur a few times in a document: a quarter of the size to read, check and hold), else four;
@@ -415,15 +346,6 @@ def _narrowed(freqs: array[int]) -> tuple[int, bytes]:
         return 4, freqs.tobytes()
     low = 0 if sys.byteorder == "little" else 3  # the byte of each u32 that holds its value
     return 1, freqs.tobytes()[low::4]
-
-
-def _widened(freqs: array[int]) -> array[int]:
-    """Frequencies as typecode "I", from a snapshot's bytes (typecode "B") or as they are."""
-    if freqs.typecode == _CODE:
-        return freqs
-    wide = bytearray(4 * len(freqs))
-    wide[0 if sys.byteorder == "little" else 3::4] = freqs.tobytes()
-    return _column(_CODE, wide)
 
 
 def column_max(column: array[int]) -> int:

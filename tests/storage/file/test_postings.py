@@ -1,0 +1,219 @@
+"""The text index's postings (mnemo/storage/file/postings.py), each implementation (the C extension's
+compressed one and its pure-Python twin) against a model: documents added and removed in any order,
+reads filtered by scope, the snapshot's columns exported and loaded back; the two give the same bytes,
+and each loads what the other wrote; a departing document leaves nothing of itself behind."""
+
+from __future__ import annotations
+
+from array import array
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.native_fuzz import fuzz
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from mnemo._native import speedups
+from mnemo.storage.file.postings import PostingStore, PyPostings
+
+KINDS: list[Any] = [PyPostings]
+if speedups is not None:
+    KINDS.append(speedups.Postings)
+kinds = pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__module__.rsplit(".", 1)[-1])
+
+
+def columns(store: PostingStore, ntids: int, ndocs: int, live: list[int] | None = None) -> tuple[bytes, ...]:
+    """The store exported with every term id below `ntids` (in order, empty ones too) and the documents
+    of `live` (default: all), renumbered densely."""
+    live = list(range(ndocs)) if live is None else live
+    dense = array("q", [-1]) * ndocs
+    for new, doc in enumerate(live):
+        dense[doc] = new
+    return store.export(range(ntids), dense, live, array("q", range(ntids)))
+
+
+def load(kind: Any, cols: tuple[bytes, ...], freq_code: str = "I") -> PostingStore:
+    lens, docs, freqs, doc_lens, ids = (array("I") for _ in range(5))
+    for column, blob in zip((lens, docs, freqs, doc_lens, ids), cols, strict=True):
+        column.frombytes(blob)
+    if freq_code == "B":
+        freqs = array("B", freqs)
+    store: PostingStore = kind.load(lens, docs, freqs, doc_lens, ids)
+    return store
+
+
+@kinds
+def test_add_get_remove(kind: Any) -> None:
+    store: PostingStore = kind()
+    store.add(0, [3, 1], [2, 1])
+    store.add(1, [1], [5])
+    store.add(2, [0, 3], [1, 300])
+    assert store.get(1, None) == {0: 1, 1: 5}
+    assert store.get(3, None) == {0: 2, 2: 300}
+    assert [store.count(t) for t in range(5)] == [1, 2, 0, 2, 0]
+    assert store.tids(0) == [1, 3] and store.tids(2) == [0, 3] and store.tids(9) == []
+    assert store.get(2, None) == {} and store.get(99, None) == {}
+    scope_of = array("I", [0, 1, 1])
+    assert store.get(3, (scope_of, b"\x00\x01")) == {2: 300}
+    assert store.get(3, (scope_of, b"\x01")) == {0: 2}  # a scope past the mask's end is not kept
+    assert store.remove(0) == [] and store.remove(0) == []
+    assert store.get(3, None) == {2: 300} and store.tids(0) == []
+    assert store.remove(1) == [1]  # term 1's posting emptied
+    assert store.count(1) == 0 and store.get(1, None) == {}
+    store.add(3, [1], [7])  # a freed term id used again
+    assert store.get(1, None) == {3: 7}
+
+
+@kinds
+def test_a_posting_of_many_documents_and_large_gaps_and_frequencies(kind: Any) -> None:
+    store: PostingStore = kind()
+    want = {}
+    for doc in range(3000):
+        tf = 1 + (doc * 7919) % 70000
+        store.add(doc, [5, doc + 10], [tf, 1])
+        want[doc] = tf
+    for doc in range(0, 3000, 3):
+        store.remove(doc)
+        del want[doc]
+    assert store.get(5, None) == want
+    assert store.count(5) == len(want) and store.count(13) == 0 and store.count(14) == 1
+
+
+@kinds
+def test_add_refuses_what_breaks_its_preconditions(kind: Any) -> None:
+    store: PostingStore = kind()
+    store.add(0, [1], [1])
+    if kind is PyPostings:
+        return  # (the twin asserts them)
+    with pytest.raises(ValueError):
+        store.add(5, [1], [1])  # not the next document
+    with pytest.raises(ValueError):
+        store.add(1, [2, 2], [1, 1])  # a term twice
+    with pytest.raises(ValueError):
+        store.add(1, [2], [0])  # a frequency of 0
+    with pytest.raises(ValueError):
+        store.add(1, [2, 3], [1])  # lengths differ
+    with pytest.raises((ValueError, OverflowError)):
+        store.add(1, [-1], [1])
+    assert store.get(1, None) == {0: 1} and store.tids(1) == []  # nothing of a refused add stays
+    store.add(1, [2], [1])
+    assert store.get(2, None) == {1: 1}
+
+
+@kinds
+def test_load_refuses_frequencies_of_zero_and_the_native_one_postings_out_of_order(kind: Any) -> None:
+    good = (array("I", [2]).tobytes(), array("I", [0, 1]).tobytes(), array("I", [1, 1]).tobytes(),
+            array("I", [1, 1]).tobytes(), array("I", [0, 0]).tobytes())
+    assert load(kind, good).get(0, None) == {0: 1, 1: 1}
+    zero = (*good[:2], array("I", [1, 0]).tobytes(), *good[3:])
+    with pytest.raises(ValueError):
+        load(kind, zero)
+    if kind is not PyPostings:
+        unordered = (good[0], array("I", [1, 0]).tobytes(), *good[2:])
+        with pytest.raises(ValueError):
+            load(kind, unordered)
+
+
+def test_the_twin_loaded_from_a_snapshot_takes_out_what_it_changes_and_keeps_nothing_of_what_left() -> None:
+    store = PyPostings()
+    for doc, tids in enumerate([[0, 1], [1, 2], [2, 3, 4]]):
+        store.add(doc, tids, [1] * len(tids))
+    loaded = load(PyPostings, columns(store, 5, 3))
+    assert isinstance(loaded, PyPostings)
+    assert loaded.get(1, None) == {0: 1, 1: 1} and loaded.docs == [None] * 5  # nothing sliced yet
+    assert loaded.remove(2) == [3, 4]  # its terms' postings taken out and changed
+    assert loaded.get(2, None) == {1: 1}
+    assert loaded._loaded is not None
+    post_docs, _, _, ids, starts = loaded._loaded
+    assert 2 not in post_docs  # the departed document is in no loaded posting
+    assert list(ids[starts[2]:starts[3]]) == [0, 0, 0]  # nor is its list of terms
+    loaded.add(3, [1], [1])
+    assert loaded.get(1, None) == {0: 1, 1: 1, 3: 1}
+
+
+@pytest.mark.skipif(speedups is None, reason="the C extension is not built")
+def test_the_native_postings_zero_what_a_departing_document_leaves() -> None:
+    store = speedups.Postings()
+    store.add(0, [0, 1], [3, 1])
+    store.add(1, [0, 1], [200, 1])
+    store.add(2, [0, 1], [9, 1])
+    before = store._buffer(0)
+    store.remove(1)
+    after = store._buffer(0)
+    assert len(after) == len(before)  # the buffer keeps its size: the tail is zeroed, not left
+    assert after.endswith(b"\x00" * 3) and b"\xc8" not in after  # 200's varint (c8 01) is gone
+    assert store._doc_buffer(1) == b""
+
+
+class Model(RuleBasedStateMachine):
+    """Both implementations driven alike, each compared with a dict model after every step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model: dict[int, dict[int, int]] = {}  # live doc -> tid -> tf
+        self.ndocs = 0
+        self.stores: list[PostingStore] = []
+
+    @initialize()
+    def start(self) -> None:
+        self.stores = [kind() for kind in KINDS]
+
+    @rule(tids=st.lists(st.integers(0, 40), unique=True, max_size=8), data=st.data())
+    def add(self, tids: list[int], data: st.DataObject) -> None:
+        tfs = [data.draw(st.one_of(st.integers(1, 3), st.integers(1, 2**32 - 1))) for _ in tids]
+        for store in self.stores:
+            store.add(self.ndocs, tids, tfs)
+        self.model[self.ndocs] = dict(zip(tids, tfs, strict=True))
+        self.ndocs += 1
+
+    @precondition(lambda self: self.ndocs > 0)
+    @rule(data=st.data())
+    def remove(self, data: st.DataObject) -> None:
+        doc = data.draw(st.integers(0, self.ndocs - 1))
+        held = self.model.pop(doc, {})
+        emptied = sorted(t for t in held if not any(t in other for other in self.model.values()))
+        for store in self.stores:
+            assert sorted(store.remove(doc)) == emptied
+
+    @rule(code=st.sampled_from(["I", "B"]))
+    def reload(self, code: str) -> None:
+        """Export, then load into every kind (a snapshot of one read by the other): frequencies as
+        bytes when they fit."""
+        live = sorted(self.model)
+        cols = columns(self.stores[0], 41, self.ndocs, live)
+        for store in self.stores[1:]:
+            assert columns(store, 41, self.ndocs, live) == cols  # the same bytes
+        freqs = array("I")
+        freqs.frombytes(cols[2])
+        if code == "B" and max(freqs, default=0) > 255:
+            code = "I"
+        # the loaded documents are numbered densely: renumber the model
+        self.model = {new: self.model[doc] for new, doc in enumerate(live)}
+        self.ndocs = len(live)
+        self.stores = [load(kind, cols, code) for kind in KINDS]
+
+    @invariant()
+    def agree(self) -> None:
+        for store in self.stores:
+            for tid in range(41):
+                want = {d: held[tid] for d, held in self.model.items() if tid in held}
+                assert store.get(tid, None) == want
+                assert store.count(tid) == len(want)
+            for doc in range(self.ndocs):
+                assert store.tids(doc) == sorted(self.model.get(doc, {}))
+            scope_of = array("I", [d % 3 for d in range(self.ndocs)])
+            assert store.get(7, (scope_of, b"\x01\x00\x01")) == {
+                d: held[7] for d, held in self.model.items() if 7 in held and d % 3 != 1}
+
+
+TestPostingsModel = Model.TestCase
+TestPostingsModel.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+
+
+@pytest.mark.skipif(speedups is None, reason="the C extension is not built")
+def test_the_native_postings_survive_a_brief_fuzzing_run(tmp_path: Path) -> None:
+    guided, sanitized = fuzz(tmp_path, 3, 3, target="postings")
+    assert guided.runs > 300 and sanitized.runs > 300
+    assert guided.corpus > 4  # it found inputs beyond the seeds
