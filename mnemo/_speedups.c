@@ -1220,10 +1220,28 @@ static int cmp_u32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Sorts a[0:n]: a document's term ids, a few dozen as a rule, for which an insertion sort is quickest;
+ * a run already in order (a snapshot's) costs one pass. */
+static void sort_u32(uint32_t *a, Py_ssize_t n) {
+    if (n > 64) {
+        qsort(a, (size_t)n, sizeof(uint32_t), cmp_u32);
+        return;
+    }
+    for (Py_ssize_t i = 1; i < n; i++) {
+        uint32_t x = a[i];
+        Py_ssize_t j = i;
+        while (j > 0 && a[j - 1] > x) {
+            a[j] = a[j - 1];
+            j--;
+        }
+        a[j] = x;
+    }
+}
+
 /* A document's list from `n` term ids (sorted here; -1 on a repeated one, with ValueError set, or on
  * no memory). */
 static int doclist_set(vlist *v, uint32_t *tids, Py_ssize_t n) {
-    qsort(tids, (size_t)n, sizeof(uint32_t), cmp_u32);
+    sort_u32(tids, n);
     for (Py_ssize_t i = 1; i < n; i++)
         if (tids[i] == tids[i - 1]) {
             PyErr_SetString(PyExc_ValueError, "a document's term ids repeat one");
@@ -1543,7 +1561,7 @@ static PyObject *Postings_export(Postings *self, PyObject *args) {
                 }
                 tmp[j] = (uint32_t)tmap[tmp[j]];
             }
-            qsort(tmp, n, sizeof(uint32_t), cmp_u32);
+            sort_u32(tmp, n);
         }
         if (col_push(&dlens, n) < 0) goto nomem;
         for (uint32_t j = 0; j < n; j++)
@@ -1620,15 +1638,20 @@ static PyObject *Postings_load(PyObject *cls, PyObject *args) {
         goto fail;
     }
     at = 0;
+    uint32_t longest = 0;
+    for (Py_ssize_t d = 0; d < ndocs; d++)
+        if (dlens[d] > longest) longest = dlens[d];
+    if (longest > nids) {
+        PyErr_SetString(PyExc_ValueError, "term ids run past their column");
+        goto fail;
+    }
+    if (!(tmp = malloc(sizeof(uint32_t) * ((size_t)longest + 1)))) {
+        PyErr_NoMemory();
+        goto fail;
+    }
     for (Py_ssize_t d = 0; d < ndocs; d++) {
         if (dlens[d] > nids - at) {
             PyErr_SetString(PyExc_ValueError, "term ids run past their column");
-            goto fail;
-        }
-        free(tmp);
-        tmp = malloc(sizeof(uint32_t) * ((size_t)dlens[d] + 1));
-        if (!tmp) {
-            PyErr_NoMemory();
             goto fail;
         }
         for (uint32_t j = 0; j < dlens[d]; j++, at++) {
