@@ -270,7 +270,8 @@ class MnemoClient:
         digest, payload = prepared or _prepare_payload(content, tags, metadata)
         # Keys in sorted order, scalar values: the entry needs no canonicalising pass.
         body = {"digest": digest, "id": rec_id, "scope": scope, "size": size, "ver": ver}
-        entry = batch.stage("put", self.agent_id, body, payload, tags, trusted=True, new_record=ver == 1)
+        entry = batch.stage("put", self.agent_id, body, payload, tags, trusted=True, new_record=ver == 1,
+                            text=content if isinstance(content, str) else None)
         self._since_checkpoint += 1
         updated = ns_to_datetime(entry.ts_ns)
         return make_memory_record(

@@ -23,6 +23,7 @@ class Staged(NamedTuple):
     entry: Entry
     payload: bytes | None
     tags: tuple[str, ...]
+    text: str | None = None  # a put's content when it is text, as the writer had it (for recall's index)
 
 
 class View(Protocol):
@@ -66,7 +67,7 @@ class Batch:
 
     def _apply_pending(self) -> None:
         pending, self._pending = self._pending, []
-        for entry, payload, tags in pending:
+        for entry, payload, tags, _text in pending:
             self._looked_up = (entry.body["id"], None)  # a new record: version 1, no look-up
             apply_entry(self, entry, -1, 0 if payload is None else len(payload) + 4, tags)
 
@@ -162,15 +163,16 @@ class Batch:
 
     def stage(
         self, op: str, agent: str, body: dict[str, Any], payload: bytes | None = None,
-        tags: tuple[str, ...] = (), trusted: bool = False, new_record: bool = False,
+        tags: tuple[str, ...] = (), trusted: bool = False, new_record: bool = False, text: str | None = None,
     ) -> Entry:
         """Append one entry to the batch (seq, prev and time assigned now) and apply it to the overlay.
         `trusted`: the body's maps are already in sorted key order, so canonicalising can be skipped.
         `new_record`: a put of an id just made, which no record has (its version is 1 without a look-up;
-        the commit still refuses an id that exists)."""
+        the commit still refuses an id that exists). `text`: a put's content when it is text (a backend
+        may index it without reading the payload back)."""
         ts = max(time.time_ns(), self.head_ts)
         entry = make_entry(self.head_seq + 1, ts, self.head_hash, op, agent, body, trusted)
-        staged = Staged(entry, payload, tags)
+        staged = Staged(entry, payload, tags, text)
         if self.transactional:
             if new_record:
                 self._pending.append(staged)  # nothing to check against the overlay: see recs

@@ -48,8 +48,10 @@ class Writes(StoreState):
             dropped: list[Rec] = []
             entry_pos = offset + FRAME_HEADER.size + ENTRY_HEADER.size
             acl_frame = False
-            for (entry, _payload, tags), (slot_pos, slot_len) in zip(staged_list, slots, strict=True):
+            for (entry, _payload, tags, text), (slot_pos, slot_len) in zip(staged_list, slots, strict=True):
                 dropped.extend(apply_entry(index, entry, offset + slot_pos, slot_len, tags, entry_pos))
+                if entry.op == "put":  # recall's index takes its text (or None) from here when it catches up
+                    index.hold_text(entry.body["id"], entry.seq, text)
                 entry_pos += len(entry.raw) + ENTRY_HEADER.size
                 acl_frame = acl_frame or entry.op in ACL_OPS
                 index.head_seq, index.head_hash = entry.seq, entry.hash

@@ -177,6 +177,13 @@ class Index(IndexData):
         c["entry_len"][row] = version.entry_len
         self.hashes[row * HASH_SIZE : (row + 1) * HASH_SIZE] = version.hash
 
+    def hold_text(self, rec_id: str, seq: int, text: str | None) -> None:
+        """The text of the version `seq` of `rec_id` (None: its content is bytes), just put by this
+        process: the text index takes it instead of reading it back from the log (TextIndex.hold)."""
+        row = self.row_of(rec_id)
+        if row is not None:
+            self.text.hold(row, self.cols["scope"][row], seq, text)
+
     def extend_new(self, res: ScanResult) -> None:
         """Append a row per record, as `put` does for a new one, for every entry of a scan of the log
         (mnemo/storage/file/scan.py, whose rows were numbered from this index's next row). The caller

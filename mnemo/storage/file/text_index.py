@@ -33,6 +33,8 @@ from .postings import CODE as _CODE
 from .postings import PostingStore, ScopeMask, load_postings, new_postings
 
 TEXT_LAYOUT = 2
+HELD_CHARS = 8_000_000
+"""The most characters of text written by this process that pending rows keep for the catch-up."""
 
 
 class TextIndex:
@@ -53,6 +55,9 @@ class TextIndex:
         self.row_docs = array("q")  # row -> its document (-1: none; rows past its end have none)
         self.scope_totals: dict[int, list[int]] = {}  # scope code -> [documents, total length]
         self.pending: set[int] = set()  # rows whose latest version is not indexed yet
+        # pending rows whose (scope code, seq, text) this process wrote, up to HELD_CHARS in all (see hold)
+        self.held: dict[int, tuple[int, int, str | None]] = {}
+        self.held_chars = 0
         self.sorted_terms: list[str] = []  # for prefixes; may lack new_terms and hold terms gone
         self.new_terms: list[str] = []
         self.gone_terms = 0
@@ -64,6 +69,22 @@ class TextIndex:
         return None if doc < 0 else doc
 
     # -- what the index's rows tell it -------------------------------------------------------------
+    def hold(self, row: int, scope: int, seq: int, text: str | None) -> None:
+        """Row `row`'s latest version, pending, is `seq`, whose text (None: not text) this process wrote:
+        the catch-up takes it from here instead of reading it back from the log, while they hold
+        HELD_CHARS or less in all (writes that recall never follows keep no more than that). Whatever
+        makes the row change or leave drops it, so that nothing of a forgotten text stays."""
+        size = len(text or "")
+        if row in self.pending and self.held_chars + size <= HELD_CHARS:
+            self._let_go(row)
+            self.held[row] = (scope, seq, text)
+            self.held_chars += size
+
+    def _let_go(self, row: int) -> None:
+        found = self.held.pop(row, None)
+        if found is not None:
+            self.held_chars -= len(found[2] or "")
+
     def changed(self, row: int) -> None:
         """Row `row` has a new latest version: its old document leaves now, the new one is indexed
         before the next read."""
@@ -77,6 +98,7 @@ class TextIndex:
     def remove_row(self, row: int) -> None:
         """Row `row`'s record was forgotten (or replaced): its document leaves every structure."""
         self.pending.discard(row)
+        self._let_go(row)
         doc = self.doc_of(row)
         if doc is None:
             return
@@ -142,12 +164,15 @@ class TextIndex:
         """Index every pending row: `read(row)` gives its scope code, and the seq and searchable text of
         its latest version (None: not text, so not indexed). Rows are indexed in row order."""
         seen: Seen = {}  # this catch-up's words, dropped with it
+        held = self.held
         for row in sorted(self.pending):
-            scope, seq, text = read(row)
+            kept = held.pop(row, None)
+            scope, seq, text = read(row) if kept is None else kept
             self.pending.discard(row)
             if text is not None:
                 self.add(row, scope, text, seq, seen)
         self.pending = set()  # an emptied set keeps its table: a catch-up of a million rows, 40 MB
+        self.held, self.held_chars = {}, 0
 
     def norms(self, avg: float, wanted: int) -> Column[int, float]:
         """Each document's engine.norm for this average length, for `wanted` postings to score. All of

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from mnemo import MnemoClient
 from mnemo.storage.file import postings, text_index
 from mnemo.storage.file import snapshot as snap
+from mnemo.storage.file.search import Search
 from mnemo.storage.file.text_index import TextIndex
 
 
@@ -125,7 +126,6 @@ def test_an_open_from_the_snapshot_reads_no_text(tmp_path: Path, monkeypatch: py
         for i in range(20):
             c.remember(f"note {i} about topic{i % 3}")
         c.recall("note")
-    from mnemo.storage.file.search import Search
 
     def no_reads(self: Any, row: int) -> Any:
         raise AssertionError("text read from the log")
@@ -224,7 +224,6 @@ def test_a_record_another_client_forgot_before_this_one_caught_up_is_not_found(
 def test_a_hit_forgotten_between_ranking_and_reading_is_not_returned(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mnemo.storage.file.search import Search
 
     db = tmp_path / "f.db"
     with MnemoClient(db, "x") as reader, MnemoClient(db, "x") as writer:
@@ -319,3 +318,57 @@ def test_frequencies_narrowed_for_the_snapshot_widen_back(values: list[int]) -> 
     loaded = array("B" if width == 1 else "I")
     loaded.frombytes(blob)
     assert postings.widened(loaded) == freqs and postings.widened(loaded).typecode == "I"
+
+
+def _held(c: MnemoClient) -> dict[int, Any]:
+    return c._store.index.text.held  # type: ignore[attr-defined,no-any-return]
+
+
+def test_the_catch_up_takes_what_this_process_wrote_without_reading_it_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with MnemoClient(tmp_path / "f.db", "x", durability="none") as c:
+        a = c.remember("alpha written here").id
+        c.remember(b"bytes are not held")
+        with c.transaction():
+            b = c.remember("beta in a transaction").id
+        assert [t for _, _, t in _held(c).values()] == ["alpha written here", None, "beta in a transaction"]
+
+        def unread(self: Any, row: int) -> Any:
+            raise AssertionError("read back from the log")
+
+        monkeypatch.setattr(Search, "_row_text", unread)
+        assert [r.record.id for r in c.recall("alpha")] == [a]
+        assert [r.record.id for r in c.recall("transaction")] == [b]
+        assert _held(c) == {} and c._store.index.text.held_chars == 0  # type: ignore[attr-defined]
+
+
+def test_held_text_goes_with_an_update_a_forget_or_a_rollback_before_any_catch_up(tmp_path: Path) -> None:
+    with MnemoClient(tmp_path / "f.db", "x", durability="none") as c:
+        kept = c.remember("first words").id
+        c.update(kept, content="second words")
+        gone = c.remember("secretword to forget").id
+        c.forget(gone)
+        with pytest.raises(RuntimeError), c.transaction():
+            c.remember("rolledback words")
+            raise RuntimeError
+        assert [t for _, _, t in _held(c).values()] == ["second words"]
+        assert [r.record.id for r in c.recall("words")] == [kept]
+        assert c.recall("first") == [] and c.recall("secretword") == [] and c.recall("rolledback") == []
+
+
+def test_held_text_is_bounded_and_the_rest_is_read_from_the_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(text_index, "HELD_CHARS", 20)
+    with MnemoClient(tmp_path / "f.db", "x", durability="none") as c:
+        ids = [c.remember(f"note number {i}").id for i in range(4)]  # 13 characters each
+        assert len(_held(c)) == 1 and c._store.index.text.held_chars == 13  # type: ignore[attr-defined]
+        assert sorted(r.record.id for r in c.recall("note")) == sorted(ids)
+
+
+def test_held_text_gives_way_to_another_process_s_version(tmp_path: Path) -> None:
+    db = tmp_path / "f.db"
+    with MnemoClient(db, "x", durability="none") as a, MnemoClient(db, "x", durability="none") as b:
+        rec = a.remember("original wording").id
+        b.update(rec, content="replacement wording")
+        assert [r.record.content for r in a.recall("wording")] == ["replacement wording"]
+        assert a.recall("original") == []
