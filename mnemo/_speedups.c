@@ -1076,8 +1076,8 @@ static int get_varint(const uint8_t *buf, uint32_t end, uint32_t *at, uint32_t *
 /* Room for `want` slots of `size` bytes (new ones zeroed). 0, or -1 (no memory; nothing changed). */
 static int grow_slots(void **slots, Py_ssize_t *cap, Py_ssize_t want, size_t size) {
     if (want <= *cap) return 0;
-    Py_ssize_t n = *cap ? *cap : 16;
-    while (n < want) n *= 2;
+    Py_ssize_t n = *cap + *cap / 2; /* (a load asks for its exact size once: no more is taken) */
+    if (n < want) n = want;
     char *grown = realloc(*slots, (size_t)n * size); /* (slots hold pointers and sizes only) */
     if (!grown) return -1;
     memset(grown + (size_t)*cap * size, 0, (size_t)(n - *cap) * size);
