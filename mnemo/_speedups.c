@@ -954,6 +954,118 @@ static PyObject *count_terms(PyObject *self, PyObject *arg) {
     return ret;
 }
 
+/* count_phrase(text, atoms) -> int | None: how many positions of the atoms of an ASCII text (what
+ * mnemo/recall/analysis.atoms gives: simple words, identifier parts, lower-cased) start the sequence
+ * `atoms` (a tuple of str), as recall.query.occurrences counts them over that list; None when the text
+ * is not ASCII (the twin counts it). */
+
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t n;
+} atom_t;
+
+typedef struct {
+    atom_t *v;
+    Py_ssize_t n, cap;
+} atoms_t;
+
+static int push_atom(atoms_t *a, const unsigned char *p, Py_ssize_t n) {
+    if (a->n == a->cap) {
+        Py_ssize_t cap = a->cap ? a->cap * 2 : 64;
+        atom_t *grown = realloc(a->v, (size_t)cap * sizeof(atom_t));
+        if (!grown) return -1;
+        a->v = grown;
+        a->cap = cap;
+    }
+    a->v[a->n++] = (atom_t){p, n};
+    return 0;
+}
+
+/* The atoms of one word w[0:n], as analysis._word gives them: a simple word is itself; an identifier
+ * is the parts of its pieces (only separators: nothing; a single part and nothing after: itself). */
+static int word_atoms(atoms_t *a, const unsigned char *w, Py_ssize_t n) {
+    if (simple_word(w, n)) return push_atom(a, w, n);
+    Py_ssize_t found = 0, after = 0, parts;
+    for (Py_ssize_t i = 0; i < n;) {
+        if (w[i] == '_' || w[i] == '.') {
+            i++;
+            continue;
+        }
+        Py_ssize_t end = piece_end(w, n, i, &parts);
+        found += parts;
+        after += (end - i != n) + (parts > 1 ? parts : 0);
+        i = end;
+    }
+    if (found == 0) return 0;
+    if (after == 0 && found == 1) return push_atom(a, w, n);
+    for (Py_ssize_t i = 0; i < n;) {
+        if (w[i] == '_' || w[i] == '.') {
+            i++;
+            continue;
+        }
+        Py_ssize_t end = piece_end(w, n, i, &parts), len = end - i, from = 0;
+        for (Py_ssize_t j = 1; j <= len; j++) {
+            if (j == len || case_change(w + i, len, j)) {
+                if (push_atom(a, w + i + from, j - from) < 0) return -1;
+                from = j;
+            }
+        }
+        i = end;
+    }
+    return 0;
+}
+
+static int atom_is(const atom_t *atom, PyObject *want) {
+    if (!PyUnicode_IS_ASCII(want) || PyUnicode_GET_LENGTH(want) != atom->n) return 0;
+    const unsigned char *w = PyUnicode_1BYTE_DATA(want);
+    for (Py_ssize_t i = 0; i < atom->n; i++) {
+        unsigned char c = atom->p[i];
+        if ((IS_UP(c) ? c + 32 : c) != w[i]) return 0;
+    }
+    return 1;
+}
+
+static PyObject *count_phrase(PyObject *self, PyObject *args) {
+    PyObject *text, *want;
+    if (!PyArg_ParseTuple(args, "UO!", &text, &PyTuple_Type, &want)) return NULL;
+    if (PyUnicode_READY(text) < 0) return NULL;
+    if (!PyUnicode_IS_ASCII(text)) Py_RETURN_NONE;
+    Py_ssize_t width = PyTuple_GET_SIZE(want);
+    for (Py_ssize_t k = 0; k < width; k++) {
+        PyObject *item = PyTuple_GET_ITEM(want, k);
+        if (!PyUnicode_Check(item) || PyUnicode_READY(item) < 0) {
+            PyErr_SetString(PyExc_TypeError, "count_phrase takes a tuple of str");
+            return NULL;
+        }
+    }
+    const unsigned char *s = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), count = 0;
+    atoms_t a = {0};
+    for (Py_ssize_t i = 0; i < n;) {
+        if (!IS_WORD(s[i])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t start = i;
+        while (i < n && IS_WORD(s[i])) i++;
+        while (i + 1 < n && s[i] == '.' && IS_WORD(s[i + 1])) {
+            i++;
+            while (i < n && IS_WORD(s[i])) i++;
+        }
+        if (word_atoms(&a, s + start, i - start) < 0) {
+            free(a.v);
+            return PyErr_NoMemory();
+        }
+    }
+    for (Py_ssize_t i = 0; width && i + width <= a.n; i++) {
+        Py_ssize_t k = 0;
+        while (k < width && atom_is(&a.v[i + k], PyTuple_GET_ITEM(want, k))) k++;
+        count += k == width;
+    }
+    free(a.v);
+    return PyLong_FromSsize_t(count);
+}
+
 /* max_u32(column) -> int: the largest value of a buffer of native unsigned 32-bit integers (an
  * array('I')), 0 when it is empty. Its twin is max(column, default=0); this one boxes no int. */
 static PyObject *max_u32(PyObject *self, PyObject *arg) {
@@ -1730,6 +1842,8 @@ static PyMethodDef methods[] = {
      "scan(buf, base, pos, seq, last_hash, stop_seq, max_frame, flags, row0) -> tuple (see mnemo/storage/file/scan.py)"},
     {"merkle_push", merkle_push, METH_VARARGS, "merkle_push(stack, size, leaves) -> size"},
     {"max_u32", max_u32, METH_O, "max_u32(column) -> int (the largest of an array('I'), 0 when empty)"},
+    {"count_phrase", count_phrase, METH_VARARGS,
+     "count_phrase(text, atoms) -> int | None (see mnemo/recall/analysis.py, phrase_count)"},
     {"count_terms", count_terms, METH_O,
      "count_terms(text) -> (length, {term: count}) | None (see mnemo/recall/analysis.py, counted)"},
     {NULL, NULL, 0, NULL},

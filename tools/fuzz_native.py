@@ -14,7 +14,9 @@ Targets:
 - `analysis`: each input is a text (its bytes' low 7 bits as ASCII, or, when its first byte has the high
   bit set, the rest as UTF-8 with what does not decode replaced); count_terms must give what the
   pure-Python analysis gives (the length and each term's count, in order), and None for a text that
-  is not ASCII; and the input's bytes read as a column of 32-bit codes, max_u32 what max gives. Seeds:
+  is not ASCII; count_phrase, for a phrase of two or three of the text's own atoms (or of atoms it may
+  not hold), what occurrences gives over the twin's atoms; and the input's bytes read as a column of
+  32-bit codes, max_u32 what max gives. Seeds:
   identifiers of every shape the analysis splits.
 - `postings`: each input is a program of operations on the text index's postings (add a document of
   up to 8 terms, remove one, export and load back, read through a scope mask), run on the C extension's
@@ -177,6 +179,14 @@ class AnalysisHarness:
         found = self.analysis.terms(text)
         if got is None or (got[0], list(got[1].items())) != (len(found), list(Counter(found).items())):
             raise AssertionError(f"count_terms and its twin differ on {text!r}: {got!r}")
+        atoms = self.analysis.atoms(text)
+        at = data[-1] % max(1, len(atoms)) if data else 0
+        phrase = tuple(atoms[at:at + 2 + (len(data) % 2)])
+        if len(phrase) < 2:
+            phrase = ("a", "b")
+        want = sum(1 for i in range(len(atoms)) if tuple(atoms[i:i + len(phrase)]) == phrase)
+        if self.native.count_phrase(text, phrase) != want:
+            raise AssertionError(f"count_phrase and its twin differ on {text!r}, {phrase!r}")
 
 
 class PostingsHarness:

@@ -192,6 +192,17 @@ def counted(text: str, seen: Seen | None = None) -> tuple[int, dict[str, int]]:
     return len(found), dict(Counter(found))
 
 
+def phrase_count(text: str, phrase: tuple[str, ...]) -> int | None:
+    """How many positions of `atoms(text)` start the sequence `phrase` (each an atom: analysed, lower
+    case), counted by the C extension for an ASCII text (mnemo/_speedups.c, count_phrase: the same
+    atoms, tested and fuzzed against this analysis); None where it does not count it (the text is not
+    ASCII, or the extension is not built), for the caller to count over `atoms(text)`."""
+    if speedups is None:
+        return None
+    found: int | None = speedups.count_phrase(text, phrase)
+    return found
+
+
 def atoms(text: str) -> list[str]:
     """The positions of `text` for phrase matching: simple words, identifier parts and bigrams."""
     return analyse(text).atoms

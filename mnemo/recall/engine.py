@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from .analysis import atoms, counted
+from .analysis import atoms, counted, phrase_count
 from .bm25 import K1, B, idf
 from .query import Feature, Phrase, Prefix, Query, Term, occurrences
 
@@ -73,22 +73,30 @@ def search(
     n_docs, total = source.totals()
     if n_docs == 0 or limit == 0:
         return []
-    texts: dict[K, list[str]] = {}
+    texts: dict[K, str] = {}
+    analysed: dict[K, list[str]] = {}
 
-    def positions(key: K) -> list[str]:
-        found = texts.get(key)
-        if found is None:
-            found = texts[key] = atoms(source.text(key))
-        return found
+    def phrase_starts(phrase: Phrase, key: K) -> int:
+        """How many times `phrase` occurs in the document (its text read once per search)."""
+        text = texts.get(key)
+        if text is None:
+            text = texts[key] = source.text(key)
+        found = phrase_count(text, phrase.atoms)
+        if found is not None:
+            return found
+        positions = analysed.get(key)
+        if positions is None:
+            positions = analysed[key] = atoms(text)
+        return occurrences(phrase, positions)
 
     features: dict[Feature, Postings[K]] = {}
     for clause in query.include:
-        features.update(_clause_postings(clause, source, positions))
+        features.update(_clause_postings(clause, source, phrase_starts))
     if not features:
         return []
     excluded: set[K] = set()
     for clause in query.exclude:
-        for postings in _clause_postings(clause, source, positions).values():
+        for postings in _clause_postings(clause, source, phrase_starts).values():
             excluded.update(postings)
     avg = total / n_docs
     norms = source.norms(avg, sum(map(len, features.values())))
@@ -131,10 +139,10 @@ def _best(scores: dict[K, float], limit: int, seqs: Column[K, int]) -> list[tupl
 
 
 def _clause_postings(
-    clause: Term | Phrase | Prefix, source: Source[K], positions: Callable[[K], list[str]]
+    clause: Term | Phrase | Prefix, source: Source[K], phrase_starts: Callable[[Phrase, K], int]
 ) -> dict[Feature, Postings[K]]:
     """The features a clause stands for in the corpus, each with its documents (none that no document
-    holds)."""
+    holds); `phrase_starts(phrase, key)` counts a phrase's occurrences in a document."""
     if isinstance(clause, Term):
         postings = source.postings(clause.text)
         return {clause: postings} if postings else {}
@@ -153,7 +161,7 @@ def _clause_postings(
     candidates = [key for key in lists[0] if all(key in other for other in lists[1:])]
     found: dict[K, int] = {}
     for key in candidates:
-        starts = occurrences(clause, positions(key))
+        starts = phrase_starts(clause, key)
         if starts:
             found[key] = starts
     return {clause: found} if found else {}

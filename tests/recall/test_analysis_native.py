@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from mnemo._native import speedups
 from mnemo.recall import analysis
-from mnemo.recall.analysis import counted, terms
+from mnemo.recall.analysis import atoms, counted, phrase_count, terms
+from mnemo.recall.query import Phrase, occurrences
 
 needs_native = pytest.mark.skipif(speedups is None, reason="the C extension is not built")
 
@@ -78,6 +79,35 @@ def test_the_ascii_fast_path_is_the_general_analysis(text: str) -> None:
     leaves alone) makes the same text take the general path, which must give the same terms."""
     assert terms(text) == terms(text + "\u2014")
     assert analysis.analyse(text) == analysis.analyse(text + "\u2014")
+
+
+@needs_native
+@settings(max_examples=1000, deadline=None)
+@given(text=_IDENTIFIERS | st.text(st.characters(max_codepoint=127), max_size=120), data=st.data())
+def test_count_phrase_equals_occurrences_over_the_twin_s_atoms(text: str, data: st.DataObject) -> None:
+    found = atoms(text)
+    if len(found) >= 2 and data.draw(st.booleans()):
+        at = data.draw(st.integers(0, len(found) - 2))
+        phrase = tuple(found[at:at + data.draw(st.integers(2, 3))])
+    else:
+        phrase = tuple(data.draw(st.lists(st.sampled_from(["a", "b", "ab", "x", "0", "9"]), min_size=2, max_size=3)))
+    assert speedups.count_phrase(text, phrase) == occurrences(Phrase(phrase), found)
+
+
+@needs_native
+def test_count_phrase_counts_each_start_and_leaves_text_that_is_not_ascii_to_the_twin() -> None:
+    assert speedups.count_phrase("fooBar foo_bar FOO bar", ("foo", "bar")) == 3
+    assert speedups.count_phrase("a a a", ("a", "a")) == 2
+    assert speedups.count_phrase("café bar", ("cafe", "bar")) is None
+    assert speedups.count_phrase("cafe bar", ("café", "bar")) == 0  # an atom no ASCII text holds
+    assert phrase_count("get_fooBar now", ("foo", "bar")) == 1
+    with pytest.raises(TypeError):
+        speedups.count_phrase("text", ["a", "b"])
+
+
+def test_phrase_count_without_the_extension_leaves_the_count_to_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(analysis, "speedups", None)
+    assert phrase_count("foo bar", ("foo", "bar")) is None
 
 
 def test_counted_without_the_extension(monkeypatch: pytest.MonkeyPatch) -> None:
