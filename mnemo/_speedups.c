@@ -1093,12 +1093,22 @@ static PyObject *max_u32(PyObject *self, PyObject *arg) {
  * no freed or unused memory keeps anything of it. Every input is checked: a snapshot's columns may
  * have been written by anyone. */
 
+/* A posting's bytes: up to INLINE_BYTES in the slot itself (most terms are held by a document or two),
+ * more in a buffer of their own. */
+#define INLINE_BYTES 8
 typedef struct {
-    uint8_t *buf;
-    uint32_t len, cap; /* bytes used, bytes allocated */
-    uint32_t count;    /* entries: documents of a posting, term ids of a document */
-    uint32_t last;     /* the last document (term id) encoded, when count > 0 */
+    union {
+        uint8_t *heap;
+        uint8_t inl[INLINE_BYTES];
+    } u;
+    uint32_t len, cap; /* bytes used, bytes allocated (cap <= INLINE_BYTES: in u.inl) */
+    uint32_t count;    /* documents */
+    uint32_t last;     /* the last document encoded, when count > 0 */
 } vlist;
+
+static uint8_t *vbuf(vlist *v) { return v->cap <= INLINE_BYTES ? v->u.inl : v->u.heap; }
+
+static const uint8_t *cvbuf(const vlist *v) { return v->cap <= INLINE_BYTES ? v->u.inl : v->u.heap; }
 
 /* A posting is a vlist whose entries are (gap, frequency), each document its gap from the one before
  * (the first: from 0), with a mark every MARK_EVERY entries, so that finding a document (to take it
@@ -1114,20 +1124,29 @@ typedef struct {
     uint32_t nmarks, cap_marks;
 } plist;
 
+/* The documents' term ids live back to back in one arena; a document that leaves has its bytes zeroed,
+ * and the arena is compacted when more than half of it is such holes. */
+typedef struct {
+    uint64_t off;
+    uint32_t len, count; /* bytes, term ids */
+} docref;
+
 typedef struct {
     PyObject_HEAD
     plist *terms;
     Py_ssize_t nterms, cap_terms;
-    vlist *docs;
+    docref *docs;
     Py_ssize_t ndocs, cap_docs;
+    uint8_t *arena;
+    uint64_t arena_len, arena_cap, arena_dead;
 } Postings;
 
 static PyTypeObject PostingsType;
 
 static void vlist_clear(vlist *v) {
-    if (v->buf) {
-        memset(v->buf, 0, v->cap);
-        free(v->buf);
+    if (v->cap > INLINE_BYTES) {
+        memset(v->u.heap, 0, v->cap);
+        free(v->u.heap);
     }
     memset(v, 0, sizeof *v);
 }
@@ -1143,19 +1162,24 @@ static void plist_clear(plist *p) {
 
 /* Room for `extra` more bytes. 0, or -1 (no memory; nothing changed). */
 static int vlist_reserve(vlist *v, uint32_t extra) {
-    if ((uint64_t)v->len + extra <= v->cap) return 0;
-    uint64_t want = (uint64_t)v->len + extra, cap = v->cap ? (uint64_t)v->cap + v->cap / 2 : 8;
+    uint64_t want = (uint64_t)v->len + extra;
+    if (want <= v->cap) return 0;
+    if (want <= INLINE_BYTES) { /* (only an empty slot has a cap below INLINE_BYTES: 0) */
+        v->cap = INLINE_BYTES;
+        return 0;
+    }
+    uint64_t cap = (uint64_t)v->cap + v->cap / 2;
     if (cap < want) cap = want;
+    if (cap < 2 * INLINE_BYTES) cap = 2 * INLINE_BYTES;
     if (cap > UINT32_MAX) return -1;
     uint8_t *grown = malloc((size_t)cap);
     if (!grown) return -1;
-    if (v->len) memcpy(grown, v->buf, v->len);
+    uint8_t *old = vbuf(v);
+    if (v->len) memcpy(grown, old, v->len);
     memset(grown + v->len, 0, (size_t)(cap - v->len));
-    if (v->buf) {
-        memset(v->buf, 0, v->cap);
-        free(v->buf);
-    }
-    v->buf = grown;
+    memset(old, 0, v->cap);
+    if (v->cap > INLINE_BYTES) free(v->u.heap);
+    v->u.heap = grown;
     v->cap = (uint32_t)cap;
     return 0;
 }
@@ -1198,8 +1222,17 @@ static int grow_slots(void **slots, Py_ssize_t *cap, Py_ssize_t want, size_t siz
     return 0;
 }
 
-/* Room to append one entry to a posting, its mark included. 0, or -1 (no memory; nothing changed). */
-static int posting_reserve(plist *p) {
+static uint32_t varint_len(uint32_t value) {
+    uint32_t n = 1;
+    while (value >= 0x80) {
+        value >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* Room to append (doc, tf) to a posting, its mark included. 0, or -1 (no memory; nothing changed). */
+static int posting_reserve(plist *p, uint32_t doc, uint32_t tf) {
     if (p->v.count && p->v.count % MARK_EVERY == 0 && p->nmarks == p->cap_marks) {
         uint32_t cap = p->cap_marks ? p->cap_marks * 2 : 4;
         mark *grown = malloc(sizeof(mark) * cap);
@@ -1212,16 +1245,17 @@ static int posting_reserve(plist *p) {
         p->marks = grown;
         p->cap_marks = cap;
     }
-    return vlist_reserve(&p->v, 10);
+    return vlist_reserve(&p->v, varint_len(doc - (p->v.count ? p->v.last : 0)) + varint_len(tf));
 }
 
 /* Appends (doc, tf) to a posting; room reserved by posting_reserve. Precondition: doc > its last. */
 static void posting_append(plist *p, uint32_t doc, uint32_t tf) {
     vlist *v = &p->v;
+    uint8_t *buf = vbuf(v);
     uint32_t prev = v->count ? v->last : 0;
     if (v->count && v->count % MARK_EVERY == 0) p->marks[p->nmarks++] = (mark){prev, v->len};
-    v->len += put_varint(v->buf + v->len, doc - prev);
-    v->len += put_varint(v->buf + v->len, tf);
+    v->len += put_varint(buf + v->len, doc - prev);
+    v->len += put_varint(buf + v->len, tf);
     v->count++;
     v->last = doc;
 }
@@ -1230,6 +1264,7 @@ static void posting_append(plist *p, uint32_t doc, uint32_t tf) {
  * grown by the departing one's; the bytes the posting no longer uses are zeroed. */
 static int posting_remove(plist *p, uint32_t doc) {
     vlist *v = &p->v;
+    uint8_t *buf = vbuf(v);
     /* the last mark before the document: decoding starts there */
     uint32_t lo = 0, hi = p->nmarks, at = 0, prev = 0;
     while (lo < hi) {
@@ -1244,7 +1279,7 @@ static int posting_remove(plist *p, uint32_t doc) {
     uint32_t gap, tf;
     while (at < v->len) {
         uint32_t start = at;
-        if (!get_varint(v->buf, v->len, &at, &gap) || !get_varint(v->buf, v->len, &at, &tf)) return 0;
+        if (!get_varint(buf, v->len, &at, &gap) || !get_varint(buf, v->len, &at, &tf)) return 0;
         uint32_t doc_i = prev + gap;
         if (doc_i > doc) return 0;
         if (doc_i < doc) {
@@ -1255,7 +1290,7 @@ static int posting_remove(plist *p, uint32_t doc) {
         uint8_t merged[10];
         if (end < v->len) { /* the next entry moves to `start`, counting its gap from prev */
             uint32_t n_at = end;
-            if (!get_varint(v->buf, v->len, &n_at, &next_gap) || !get_varint(v->buf, v->len, &n_at, &next_tf))
+            if (!get_varint(buf, v->len, &n_at, &next_gap) || !get_varint(buf, v->len, &n_at, &next_tf))
                 return 0;
             head = put_varint(merged, gap + next_gap);
             head += put_varint(merged + head, next_tf);
@@ -1264,10 +1299,10 @@ static int posting_remove(plist *p, uint32_t doc) {
             v->last = prev;
         }
         uint32_t tail = v->len - tail_from, shift = tail_from - start - head;
-        memcpy(v->buf + start, merged, head); /* (head <= the bytes of the two entries it replaces) */
-        memmove(v->buf + start + head, v->buf + tail_from, tail);
+        memcpy(buf + start, merged, head); /* (head <= the bytes of the two entries it replaces) */
+        memmove(buf + start + head, buf + tail_from, tail);
         uint32_t new_len = start + head + tail;
-        memset(v->buf + new_len, 0, v->len - new_len);
+        memset(buf + new_len, 0, v->len - new_len);
         v->len = new_len;
         v->count--;
         if (!v->count) v->last = 0;
@@ -1292,15 +1327,6 @@ static uint32_t column_at(const Py_buffer *view, Py_ssize_t i) {
     return view->itemsize == 1 ? ((const uint8_t *)view->buf)[i] : ((const uint32_t *)view->buf)[i];
 }
 
-static uint32_t varint_len(uint32_t value) {
-    uint32_t n = 1;
-    while (value >= 0x80) {
-        value >>= 7;
-        n++;
-    }
-    return n;
-}
-
 /* A posting from a snapshot's columns: documents docs[0:n], frequencies freqs[at:at + n], each
  * checked, in buffers of exactly the size they take. 0, or -1 with an exception set. */
 static int posting_load(plist *p, const uint32_t *docs, const Py_buffer *freqs, Py_ssize_t at, uint32_t n,
@@ -1316,12 +1342,11 @@ static int posting_load(plist *p, const uint32_t *docs, const Py_buffer *freqs, 
     }
     if (!n) return 0;
     uint32_t nmarks = (n - 1) / MARK_EVERY;
-    if (size > UINT32_MAX || !(p->v.buf = calloc(size, 1)) ||
+    if (size > UINT32_MAX || vlist_reserve(&p->v, (uint32_t)size) < 0 ||
         (nmarks && !(p->marks = calloc(nmarks, sizeof(mark))))) {
         PyErr_NoMemory();
         return -1;
     }
-    p->v.cap = (uint32_t)size;
     p->cap_marks = nmarks;
     for (uint32_t j = 0; j < n; j++) posting_append(p, docs[j], column_at(freqs, at + j));
     return 0;
@@ -1350,9 +1375,38 @@ static void sort_u32(uint32_t *a, Py_ssize_t n) {
     }
 }
 
-/* A document's list from `n` term ids (sorted here; -1 on a repeated one, with ValueError set, or on
- * no memory). */
-static int doclist_set(vlist *v, uint32_t *tids, Py_ssize_t n) {
+/* Moves the arena into a new one of `cap` bytes, holding the documents' bytes back to back (without
+ * the holes when `compact`); the old one is zeroed and freed. 0, or -1 (no memory; nothing changed). */
+static int arena_move(Postings *self, uint64_t cap, int compact) {
+    uint8_t *moved = malloc(cap ? (size_t)cap : 1);
+    if (!moved) return -1;
+    uint64_t at = 0;
+    if (compact) {
+        for (Py_ssize_t d = 0; d < self->ndocs; d++) {
+            docref *r = &self->docs[d];
+            if (r->len) memcpy(moved + at, self->arena + r->off, r->len);
+            r->off = at;
+            at += r->len;
+        }
+        self->arena_dead = 0;
+    } else if (self->arena_len) {
+        memcpy(moved, self->arena, (size_t)self->arena_len);
+        at = self->arena_len;
+    }
+    memset(moved + at, 0, (size_t)(cap - at));
+    if (self->arena) {
+        memset(self->arena, 0, (size_t)self->arena_cap);
+        free(self->arena);
+    }
+    self->arena = moved;
+    self->arena_cap = cap;
+    self->arena_len = at;
+    return 0;
+}
+
+/* A document's term ids (`n` of them, sorted here) as its arena bytes, in *out. 0, or -1 on a repeated
+ * one (ValueError) or on no memory. */
+static int doclist_set(Postings *self, docref *out, uint32_t *tids, Py_ssize_t n) {
     sort_u32(tids, n);
     for (Py_ssize_t i = 1; i < n; i++)
         if (tids[i] == tids[i - 1]) {
@@ -1361,26 +1415,45 @@ static int doclist_set(vlist *v, uint32_t *tids, Py_ssize_t n) {
         }
     uint64_t size = 0;
     for (Py_ssize_t i = 0; i < n; i++) size += varint_len(i ? tids[i] - tids[i - 1] : tids[i]);
-    if (size > UINT32_MAX || (n && vlist_reserve(v, (uint32_t)size) < 0)) { /* (v is empty: this size, or 8) */
+    if (size > UINT32_MAX) {
         PyErr_NoMemory();
         return -1;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        v->len += put_varint(v->buf + v->len, i ? tids[i] - tids[i - 1] : tids[i]);
-        v->last = tids[i];
+    if (self->arena_len + size > self->arena_cap) {
+        uint64_t cap = self->arena_cap + self->arena_cap / 2;
+        if (cap < self->arena_len + size) cap = self->arena_len + size;
+        if (cap < 4096) cap = 4096;
+        if (arena_move(self, cap, 0) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
     }
-    v->count = (uint32_t)n;
+    *out = (docref){self->arena_len, (uint32_t)size, (uint32_t)n};
+    for (Py_ssize_t i = 0; i < n; i++)
+        self->arena_len += put_varint(self->arena + self->arena_len, i ? tids[i] - tids[i - 1] : tids[i]);
     return 0;
 }
 
-/* The term ids of a document's list into out (room for v->count); the number decoded. */
-static uint32_t doclist_get(const vlist *v, uint32_t *out) {
+/* A document's term ids into out (room for r->count); the number decoded. */
+static uint32_t doclist_get(const Postings *self, const docref *r, uint32_t *out) {
+    const uint8_t *at_doc = self->arena + r->off;
     uint32_t at = 0, prev = 0, gap, n = 0;
-    while (n < v->count && get_varint(v->buf, v->len, &at, &gap)) {
+    while (n < r->count && get_varint(at_doc, r->len, &at, &gap)) {
         prev = n ? prev + gap : gap;
         out[n++] = prev;
     }
     return n;
+}
+
+/* A document leaves the arena: its bytes zeroed, and the arena compacted when holes are most of it. */
+static void doclist_clear(Postings *self, docref *r) {
+    if (r->len) {
+        memset(self->arena + r->off, 0, r->len);
+        self->arena_dead += r->len;
+    }
+    *r = (docref){0, 0, 0};
+    if (self->arena_dead > 65536 && self->arena_dead * 2 > self->arena_len)
+        arena_move(self, self->arena_len - self->arena_dead, 1); /* (without memory, the holes stay) */
 }
 
 static int as_u32(PyObject *o, uint32_t *out) {
@@ -1404,7 +1477,10 @@ static PyObject *Postings_new(PyTypeObject *type, PyObject *args, PyObject *kwds
 
 static void Postings_dealloc(Postings *self) {
     for (Py_ssize_t i = 0; i < self->nterms; i++) plist_clear(&self->terms[i]);
-    for (Py_ssize_t i = 0; i < self->ndocs; i++) vlist_clear(&self->docs[i]);
+    if (self->arena) {
+        memset(self->arena, 0, (size_t)self->arena_cap);
+        free(self->arena);
+    }
     free(self->terms);
     free(self->docs);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -1453,18 +1529,17 @@ static PyObject *Postings_add(Postings *self, PyObject *args) {
     }
     /* everything that can fail is done before anything changes */
     if (grow_slots((void **)&self->terms, &self->cap_terms, top, sizeof(plist)) < 0 ||
-        grow_slots((void **)&self->docs, &self->cap_docs, doc + 1, sizeof(vlist)) < 0) {
+        grow_slots((void **)&self->docs, &self->cap_docs, doc + 1, sizeof(docref)) < 0) {
         PyErr_NoMemory();
         goto done;
     }
-    vlist fresh = {0};
-    if (doclist_set(&fresh, sorted, n) < 0) goto done;
     for (Py_ssize_t i = 0; i < n; i++)
-        if (posting_reserve(&self->terms[tids[i]]) < 0) {
-            vlist_clear(&fresh);
+        if (posting_reserve(&self->terms[tids[i]], (uint32_t)doc, tfs[i]) < 0) {
             PyErr_NoMemory();
             goto done;
         }
+    docref fresh;
+    if (doclist_set(self, &fresh, sorted, n) < 0) goto done; /* (the last step that may fail) */
     if (top > self->nterms) self->nterms = top;
     for (Py_ssize_t i = 0; i < n; i++) posting_append(&self->terms[tids[i]], (uint32_t)doc, tfs[i]);
     self->docs[doc] = fresh;
@@ -1484,13 +1559,13 @@ static PyObject *Postings_remove(Postings *self, PyObject *arg) {
     if (doc == -1 && PyErr_Occurred()) return NULL;
     PyObject *emptied = PyList_New(0);
     if (!emptied || doc < 0 || doc >= self->ndocs || !self->docs[doc].count) return emptied;
-    vlist *list = &self->docs[doc];
+    docref *list = &self->docs[doc];
     uint32_t *tids = malloc(sizeof(uint32_t) * list->count);
     if (!tids) {
         Py_DECREF(emptied);
         return PyErr_NoMemory();
     }
-    uint32_t n = doclist_get(list, tids);
+    uint32_t n = doclist_get(self, list, tids);
     /* the list of what is emptied is made first: once the postings change, nothing may fail */
     for (uint32_t i = 0; i < n; i++) {
         plist *p = tids[i] < self->nterms ? &self->terms[tids[i]] : NULL;
@@ -1513,7 +1588,7 @@ static PyObject *Postings_remove(Postings *self, PyObject *arg) {
     }
     memset(tids, 0, sizeof(uint32_t) * n);
     free(tids);
-    vlist_clear(list);
+    doclist_clear(self, list);
     return emptied;
 }
 
@@ -1550,8 +1625,9 @@ static PyObject *Postings_get(Postings *self, PyObject *args) {
         Py_ssize_t ncodes = masked ? scope_of.len / 4 : 0;
         const uint8_t *keep = masked ? (const uint8_t *)allowed.buf : NULL;
         uint32_t at = 0, doc = 0, gap, tf;
+        const uint8_t *buf = cvbuf(v);
         for (uint32_t i = 0; i < v->count; i++) {
-            if (!get_varint(v->buf, v->len, &at, &gap) || !get_varint(v->buf, v->len, &at, &tf)) break;
+            if (!get_varint(buf, v->len, &at, &gap) || !get_varint(buf, v->len, &at, &tf)) break;
             doc = i ? doc + gap : gap;
             if (masked && (doc >= ncodes || codes[doc] >= (uint64_t)allowed.len || !keep[codes[doc]])) continue;
             PyObject *k = PyLong_FromUnsignedLong(doc), *val = PyLong_FromUnsignedLong(tf);
@@ -1575,10 +1651,10 @@ static PyObject *Postings_tids(Postings *self, PyObject *arg) {
     Py_ssize_t doc = PyLong_AsSsize_t(arg);
     if (doc == -1 && PyErr_Occurred()) return NULL;
     if (doc < 0 || doc >= self->ndocs || !self->docs[doc].count) return PyList_New(0);
-    const vlist *v = &self->docs[doc];
+    const docref *v = &self->docs[doc];
     uint32_t *tids = malloc(sizeof(uint32_t) * v->count);
     if (!tids) return PyErr_NoMemory();
-    uint32_t n = doclist_get(v, tids);
+    uint32_t n = doclist_get(self, v, tids);
     PyObject *out = PyList_New(n);
     for (uint32_t i = 0; out && i < n; i++) {
         PyObject *t = PyLong_FromUnsignedLong(tids[i]);
@@ -1643,8 +1719,9 @@ static PyObject *Postings_export(Postings *self, PyObject *args) {
         const vlist *v = tid >= 0 && tid < self->nterms ? &self->terms[tid].v : NULL;
         uint32_t count = v ? v->count : 0, at = 0, doc = 0, gap, tf;
         if (col_push(&lens, count) < 0) goto nomem;
+        const uint8_t *buf = v ? cvbuf(v) : NULL;
         for (uint32_t j = 0; j < count; j++) {
-            if (!get_varint(v->buf, v->len, &at, &gap) || !get_varint(v->buf, v->len, &at, &tf)) {
+            if (!get_varint(buf, v->len, &at, &gap) || !get_varint(buf, v->len, &at, &tf)) {
                 PyErr_SetString(PyExc_ValueError, "a posting does not decode");
                 goto done;
             }
@@ -1659,13 +1736,13 @@ static PyObject *Postings_export(Postings *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(live); i++) {
         Py_ssize_t doc = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(live, i));
         if (doc == -1 && PyErr_Occurred()) goto done;
-        const vlist *v = doc >= 0 && doc < self->ndocs ? &self->docs[doc] : NULL;
+        const docref *v = doc >= 0 && doc < self->ndocs ? &self->docs[doc] : NULL;
         uint32_t n = 0;
         if (v && v->count) {
             free(tmp);
             tmp = malloc(sizeof(uint32_t) * v->count);
             if (!tmp) goto nomem;
-            n = doclist_get(v, tmp);
+            n = doclist_get(self, v, tmp);
             for (uint32_t j = 0; j < n; j++) {
                 if (tmp[j] >= ntmap || tmap[tmp[j]] < 0 || tmap[tmp[j]] >= UINT32_MAX) {
                     PyErr_Format(PyExc_ValueError, "term id %u of a document has no new number", tmp[j]);
@@ -1729,7 +1806,7 @@ static PyObject *Postings_load(PyObject *cls, PyObject *args) {
     self = (Postings *)PyObject_CallNoArgs(cls);
     if (!self) goto fail;
     if (grow_slots((void **)&self->terms, &self->cap_terms, nterms, sizeof(plist)) < 0 ||
-        grow_slots((void **)&self->docs, &self->cap_docs, ndocs, sizeof(vlist)) < 0) {
+        grow_slots((void **)&self->docs, &self->cap_docs, ndocs, sizeof(docref)) < 0) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -1773,7 +1850,7 @@ static PyObject *Postings_load(PyObject *cls, PyObject *args) {
             }
             tmp[j] = ids[at];
         }
-        if (doclist_set(&self->docs[d], tmp, dlens[d]) < 0) goto fail;
+        if (doclist_set(self, &self->docs[d], tmp, dlens[d]) < 0) goto fail;
     }
     if (at != nids) {
         PyErr_SetString(PyExc_ValueError, "term ids do not fill their column");
@@ -1790,14 +1867,17 @@ fail:
 }
 
 static PyObject *Postings_nbytes(Postings *self, PyObject *unused) {
-    size_t total = sizeof(Postings) + (size_t)(self->cap_terms + self->cap_docs) * sizeof(vlist);
-    for (Py_ssize_t i = 0; i < self->nterms; i++) total += self->terms[i].v.cap + sizeof(mark) * self->terms[i].cap_marks;
-    for (Py_ssize_t i = 0; i < self->ndocs; i++) total += self->docs[i].cap;
+    size_t total = sizeof(Postings) + (size_t)self->cap_terms * sizeof(plist) + (size_t)self->cap_docs * sizeof(docref)
+                   + (size_t)self->arena_cap;
+    for (Py_ssize_t i = 0; i < self->nterms; i++) {
+        const plist *p = &self->terms[i];
+        total += (p->v.cap > INLINE_BYTES ? p->v.cap : 0) + sizeof(mark) * p->cap_marks;
+    }
     return PyLong_FromSize_t(total);
 }
 
 static PyObject *raw_buffer(const vlist *v) {
-    return v && v->buf ? PyBytes_FromStringAndSize((const char *)v->buf, v->cap) : PyBytes_FromStringAndSize("", 0);
+    return v ? PyBytes_FromStringAndSize((const char *)cvbuf(v), v->cap) : PyBytes_FromStringAndSize("", 0);
 }
 
 static PyObject *Postings_buffer(Postings *self, PyObject *arg) {
@@ -1809,7 +1889,12 @@ static PyObject *Postings_buffer(Postings *self, PyObject *arg) {
 static PyObject *Postings_doc_buffer(Postings *self, PyObject *arg) {
     Py_ssize_t i = PyLong_AsSsize_t(arg);
     if (i == -1 && PyErr_Occurred()) return NULL;
-    return raw_buffer(i >= 0 && i < self->ndocs ? &self->docs[i] : NULL);
+    if (i < 0 || i >= self->ndocs) return PyBytes_FromStringAndSize("", 0);
+    return PyBytes_FromStringAndSize((const char *)self->arena + self->docs[i].off, self->docs[i].len);
+}
+
+static PyObject *Postings_arena(Postings *self, PyObject *unused) {
+    return PyBytes_FromStringAndSize(self->arena ? (const char *)self->arena : "", (Py_ssize_t)self->arena_cap);
 }
 
 static PyMethodDef Postings_methods[] = {
@@ -1822,7 +1907,8 @@ static PyMethodDef Postings_methods[] = {
     {"load", (PyCFunction)Postings_load, METH_VARARGS | METH_CLASS, "load(post_lens, post_docs, post_freqs, doc_term_lens, doc_terms)"},
     {"nbytes", (PyCFunction)Postings_nbytes, METH_NOARGS, "nbytes() -> memory held"},
     {"_buffer", (PyCFunction)Postings_buffer, METH_O, "_buffer(tid) -> the bytes allocated for its posting"},
-    {"_doc_buffer", (PyCFunction)Postings_doc_buffer, METH_O, "_doc_buffer(doc) -> the bytes allocated for its term ids"},
+    {"_doc_buffer", (PyCFunction)Postings_doc_buffer, METH_O, "_doc_buffer(doc) -> the bytes of its term ids"},
+    {"_arena", (PyCFunction)Postings_arena, METH_NOARGS, "_arena() -> every byte of the documents' arena"},
     {NULL, NULL, 0, NULL},
 };
 

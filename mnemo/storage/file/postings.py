@@ -3,8 +3,9 @@ order, with how often each does; for each document, the distinct term ids it hol
 leave every posting it is in.
 
 Two implementations with one behaviour: the C extension's `Postings` (mnemo/_speedups.c), which keeps
-both compressed (each posting as varint gaps and frequencies, each document's terms as varint gaps of
-its sorted term ids) and zeroes the bytes a departing document leaves; and `PyPostings` below, its
+both compressed (each posting as varint gaps and frequencies, in its slot when it takes 8 bytes or
+less; each document's terms as varint gaps of its sorted term ids, back to back in one arena) and
+zeroes the bytes a departing document leaves; and `PyPostings` below, its
 pure-Python twin, which keeps arrays. They are tested against each other (tests/storage/file/
 test_postings.py) and fuzzed (tools/fuzz_native.py --target postings); a snapshot either writes is the
 same bytes, and either reads what the other wrote.

@@ -147,6 +147,29 @@ def test_the_native_postings_zero_what_a_departing_document_leaves() -> None:
     assert store._doc_buffer(1) == b""
 
 
+@pytest.mark.skipif(speedups is None, reason="the C extension is not built")
+def test_the_native_postings_zero_a_departing_document_s_term_ids_and_compact_their_arena() -> None:
+    store = speedups.Postings()
+    store.add(0, [1, 2], [1, 1])
+    store.add(1, [300, 1000], [1, 1])  # its term ids: 300 (ac 02) and a gap of 700 (bc 05)
+    store.add(2, [3], [1])
+    assert b"\xac\x02\xbc\x05" in store._arena()
+    store.remove(1)
+    assert b"\xac\x02" not in store._arena() and b"\xbc\x05" not in store._arena()
+    assert store.tids(0) == [1, 2] and store.tids(2) == [3]
+    # many documents leave: the arena is rewritten without their holes, and what stays reads the same
+    for doc in range(3, 6003):
+        store.add(doc, list(range(doc % 7, 2000, 97)), [1] * len(range(doc % 7, 2000, 97)))
+    before = len(store._arena())
+    for doc in range(3, 6003):
+        if doc % 5:
+            store.remove(doc)
+    assert len(store._arena()) < before // 2
+    for doc in range(5, 6003, 5):
+        assert store.tids(doc) == list(range(doc % 7, 2000, 97))
+    assert store.tids(0) == [1, 2] and store.get(1000, None) == {}
+
+
 class Model(RuleBasedStateMachine):
     """Both implementations driven alike, each compared with a dict model after every step."""
 
