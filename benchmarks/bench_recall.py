@@ -590,15 +590,12 @@ def text_index_sizes(text: Any) -> dict[str, int]:
     objects only they hold: term strings, arrays, bytes, ints)."""
     size = sys.getsizeof
     return {
-        "term_ids: dict term -> id, with the term strings": size(text.term_ids) + sum(map(size, text.term_ids))
-        + _ints(text.term_ids.values()),
-        "terms, sorted_terms, new_terms: lists of those strings": size(text.terms) + size(text.sorted_terms)
-        + size(text.new_terms),
+        f"the vocabulary ({type(text.vocab).__name__}.nbytes)": text.vocab.nbytes(),
         f"postings and each document's term ids ({type(text.store).__name__}.nbytes)": text.store.nbytes(),
         "doc_row, doc_scope, doc_len, doc_seq, row_docs: arrays": size(text.doc_row) + size(text.doc_scope)
         + size(text.doc_len) + size(text.doc_seq) + size(text.row_docs),
-        "pending, scope_totals, free": size(text.pending) + _ints(text.pending) + size(text.scope_totals)
-        + size(text.free),
+        "pending, held, scope_totals": size(text.pending) + _ints(text.pending) + size(text.held)
+        + size(text.scope_totals),
     }
 
 

@@ -1124,8 +1124,83 @@ typedef struct {
     uint32_t nmarks, cap_marks;
 } plist;
 
-/* The documents' term ids live back to back in one arena; a document that leaves has its bytes zeroed,
- * and the arena is compacted when more than half of it is such holes. */
+/* An arena: runs of bytes back to back, each named by a reference (an offset and a length, the first
+ * two members of the struct that holds it) that its owner keeps. A run that leaves has its bytes
+ * zeroed (a hole); when holes are most of the arena it is rewritten without them. A buffer outgrown or
+ * rewritten is zeroed before it is freed. */
+typedef struct {
+    uint8_t *bytes;
+    uint64_t len, cap, dead; /* bytes used (holes included), allocated, in holes */
+} arena_t;
+
+#define NO_RUN UINT32_MAX /* a reference's length when it names no run */
+
+/* The offset and length members of reference i of an owner's array of them (`stride` bytes each). */
+static uint64_t *ref_off(char *refs, size_t stride, Py_ssize_t i) { return (uint64_t *)(refs + stride * (size_t)i); }
+
+static uint32_t *ref_len(char *refs, size_t stride, Py_ssize_t i) {
+    return (uint32_t *)(refs + stride * (size_t)i + sizeof(uint64_t));
+}
+
+/* The arena moved into `cap` bytes: its bytes as they are (refs NULL), or the runs of the `n` references
+ * back to back, each reference updated. 0, or -1 (no memory; nothing changed). */
+static int arena_move(arena_t *a, uint64_t cap, char *refs, size_t stride, Py_ssize_t n) {
+    uint8_t *moved = malloc(cap ? (size_t)cap : 1);
+    if (!moved) return -1;
+    uint64_t at = 0;
+    if (refs) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint32_t len = *ref_len(refs, stride, i);
+            uint64_t *off = ref_off(refs, stride, i);
+            if (len == NO_RUN) continue;
+            if (len) memcpy(moved + at, a->bytes + *off, len);
+            *off = at;
+            at += len;
+        }
+        a->dead = 0;
+    } else if (a->len) {
+        memcpy(moved, a->bytes, (size_t)a->len);
+        at = a->len;
+    }
+    memset(moved + at, 0, (size_t)(cap - at));
+    if (a->bytes) {
+        memset(a->bytes, 0, (size_t)a->cap);
+        free(a->bytes);
+    }
+    a->bytes = moved;
+    a->cap = cap;
+    a->len = at;
+    return 0;
+}
+
+/* Room for `extra` more bytes (and an allocation, even for none). 0, or -1 (no memory). */
+static int arena_room(arena_t *a, uint64_t extra) {
+    if (a->bytes && a->len + extra <= a->cap) return 0;
+    uint64_t cap = a->cap + a->cap / 2;
+    if (cap < a->len + extra) cap = a->len + extra;
+    if (cap < 4096) cap = 4096;
+    return arena_move(a, cap, NULL, 0, 0);
+}
+
+/* A run leaves: its bytes zeroed; then, when holes are most of the arena, it is rewritten without them
+ * (without memory for that, the holes stay). */
+static void arena_release(arena_t *a, uint64_t off, uint32_t len, char *refs, size_t stride, Py_ssize_t n) {
+    if (len && len != NO_RUN) {
+        memset(a->bytes + off, 0, len);
+        a->dead += len;
+    }
+    if (a->dead > 65536 && a->dead * 2 > a->len) arena_move(a, a->len - a->dead, refs, stride, n);
+}
+
+static void arena_free(arena_t *a) {
+    if (a->bytes) {
+        memset(a->bytes, 0, (size_t)a->cap);
+        free(a->bytes);
+    }
+    memset(a, 0, sizeof *a);
+}
+
+/* The documents' term ids live back to back in one arena. */
 typedef struct {
     uint64_t off;
     uint32_t len, count; /* bytes, term ids */
@@ -1137,8 +1212,7 @@ typedef struct {
     Py_ssize_t nterms, cap_terms;
     docref *docs;
     Py_ssize_t ndocs, cap_docs;
-    uint8_t *arena;
-    uint64_t arena_len, arena_cap, arena_dead;
+    arena_t arena;
 } Postings;
 
 static PyTypeObject PostingsType;
@@ -1375,35 +1449,6 @@ static void sort_u32(uint32_t *a, Py_ssize_t n) {
     }
 }
 
-/* Moves the arena into a new one of `cap` bytes, holding the documents' bytes back to back (without
- * the holes when `compact`); the old one is zeroed and freed. 0, or -1 (no memory; nothing changed). */
-static int arena_move(Postings *self, uint64_t cap, int compact) {
-    uint8_t *moved = malloc(cap ? (size_t)cap : 1);
-    if (!moved) return -1;
-    uint64_t at = 0;
-    if (compact) {
-        for (Py_ssize_t d = 0; d < self->ndocs; d++) {
-            docref *r = &self->docs[d];
-            if (r->len) memcpy(moved + at, self->arena + r->off, r->len);
-            r->off = at;
-            at += r->len;
-        }
-        self->arena_dead = 0;
-    } else if (self->arena_len) {
-        memcpy(moved, self->arena, (size_t)self->arena_len);
-        at = self->arena_len;
-    }
-    memset(moved + at, 0, (size_t)(cap - at));
-    if (self->arena) {
-        memset(self->arena, 0, (size_t)self->arena_cap);
-        free(self->arena);
-    }
-    self->arena = moved;
-    self->arena_cap = cap;
-    self->arena_len = at;
-    return 0;
-}
-
 /* A document's term ids (`n` of them, sorted here) as its arena bytes, in *out. 0, or -1 on a repeated
  * one (ValueError) or on no memory. */
 static int doclist_set(Postings *self, docref *out, uint32_t *tids, Py_ssize_t n) {
@@ -1419,24 +1464,19 @@ static int doclist_set(Postings *self, docref *out, uint32_t *tids, Py_ssize_t n
         PyErr_NoMemory();
         return -1;
     }
-    if (self->arena_len + size > self->arena_cap) {
-        uint64_t cap = self->arena_cap + self->arena_cap / 2;
-        if (cap < self->arena_len + size) cap = self->arena_len + size;
-        if (cap < 4096) cap = 4096;
-        if (arena_move(self, cap, 0) < 0) {
-            PyErr_NoMemory();
-            return -1;
-        }
+    if (arena_room(&self->arena, size) < 0) {
+        PyErr_NoMemory();
+        return -1;
     }
-    *out = (docref){self->arena_len, (uint32_t)size, (uint32_t)n};
-    for (Py_ssize_t i = 0; i < n; i++)
-        self->arena_len += put_varint(self->arena + self->arena_len, i ? tids[i] - tids[i - 1] : tids[i]);
+    arena_t *a = &self->arena;
+    *out = (docref){a->len, (uint32_t)size, (uint32_t)n};
+    for (Py_ssize_t i = 0; i < n; i++) a->len += put_varint(a->bytes + a->len, i ? tids[i] - tids[i - 1] : tids[i]);
     return 0;
 }
 
 /* A document's term ids into out (room for r->count); the number decoded. */
 static uint32_t doclist_get(const Postings *self, const docref *r, uint32_t *out) {
-    const uint8_t *at_doc = self->arena + r->off;
+    const uint8_t *at_doc = self->arena.bytes + r->off;
     uint32_t at = 0, prev = 0, gap, n = 0;
     while (n < r->count && get_varint(at_doc, r->len, &at, &gap)) {
         prev = n ? prev + gap : gap;
@@ -1447,13 +1487,10 @@ static uint32_t doclist_get(const Postings *self, const docref *r, uint32_t *out
 
 /* A document leaves the arena: its bytes zeroed, and the arena compacted when holes are most of it. */
 static void doclist_clear(Postings *self, docref *r) {
-    if (r->len) {
-        memset(self->arena + r->off, 0, r->len);
-        self->arena_dead += r->len;
-    }
+    uint64_t off = r->off;
+    uint32_t len = r->len;
     *r = (docref){0, 0, 0};
-    if (self->arena_dead > 65536 && self->arena_dead * 2 > self->arena_len)
-        arena_move(self, self->arena_len - self->arena_dead, 1); /* (without memory, the holes stay) */
+    arena_release(&self->arena, off, len, (char *)self->docs, sizeof(docref), self->ndocs);
 }
 
 static int as_u32(PyObject *o, uint32_t *out) {
@@ -1477,10 +1514,7 @@ static PyObject *Postings_new(PyTypeObject *type, PyObject *args, PyObject *kwds
 
 static void Postings_dealloc(Postings *self) {
     for (Py_ssize_t i = 0; i < self->nterms; i++) plist_clear(&self->terms[i]);
-    if (self->arena) {
-        memset(self->arena, 0, (size_t)self->arena_cap);
-        free(self->arena);
-    }
+    arena_free(&self->arena);
     free(self->terms);
     free(self->docs);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -1868,7 +1902,7 @@ fail:
 
 static PyObject *Postings_nbytes(Postings *self, PyObject *unused) {
     size_t total = sizeof(Postings) + (size_t)self->cap_terms * sizeof(plist) + (size_t)self->cap_docs * sizeof(docref)
-                   + (size_t)self->arena_cap;
+                   + (size_t)self->arena.cap;
     for (Py_ssize_t i = 0; i < self->nterms; i++) {
         const plist *p = &self->terms[i];
         total += (p->v.cap > INLINE_BYTES ? p->v.cap : 0) + sizeof(mark) * p->cap_marks;
@@ -1890,12 +1924,15 @@ static PyObject *Postings_doc_buffer(Postings *self, PyObject *arg) {
     Py_ssize_t i = PyLong_AsSsize_t(arg);
     if (i == -1 && PyErr_Occurred()) return NULL;
     if (i < 0 || i >= self->ndocs) return PyBytes_FromStringAndSize("", 0);
-    return PyBytes_FromStringAndSize((const char *)self->arena + self->docs[i].off, self->docs[i].len);
+    if (!self->docs[i].len) return PyBytes_FromStringAndSize("", 0);
+    return PyBytes_FromStringAndSize((const char *)self->arena.bytes + self->docs[i].off, self->docs[i].len);
 }
 
-static PyObject *Postings_arena(Postings *self, PyObject *unused) {
-    return PyBytes_FromStringAndSize(self->arena ? (const char *)self->arena : "", (Py_ssize_t)self->arena_cap);
+static PyObject *arena_bytes(const arena_t *a) {
+    return PyBytes_FromStringAndSize(a->bytes ? (const char *)a->bytes : "", a->bytes ? (Py_ssize_t)a->cap : 0);
 }
+
+static PyObject *Postings_arena(Postings *self, PyObject *unused) { return arena_bytes(&self->arena); }
 
 static PyMethodDef Postings_methods[] = {
     {"add", (PyCFunction)Postings_add, METH_VARARGS, "add(doc, tids, tfs)"},
@@ -1923,6 +1960,416 @@ static PyTypeObject PostingsType = {
     .tp_new = Postings_new,
 };
 
+/* Vocabulary: the text index's terms and their ids (the pure-Python twin, and the contract both keep,
+ * are in mnemo/storage/file/vocabulary.py). Each term's UTF-8 lies in one arena, an id names where; an
+ * open-addressing table of ids, hashed by the bytes, finds a term's id. The ids in the order of their
+ * terms are rebuilt when asked for after a change (a merge of what was added into what stayed). A term
+ * that leaves has its bytes zeroed; the arena is compacted when holes are most of it. */
+
+#define FREE_TERM NO_RUN
+#define SLOT_EMPTY UINT32_MAX
+#define SLOT_GONE (UINT32_MAX - 1)
+
+typedef struct {
+    uint64_t off;
+    uint32_t len; /* FREE_TERM: the id is free */
+} tref;
+
+typedef struct {
+    PyObject_HEAD
+    arena_t arena;
+    tref *refs;
+    Py_ssize_t nids, cap_ids;
+    uint32_t *free_ids;
+    Py_ssize_t nfree, cap_free;
+    uint32_t *table; /* ids, or SLOT_EMPTY / SLOT_GONE */
+    uint64_t table_cap, table_used, table_gone;
+    uint32_t *order; /* ids in term order, as of the last rebuild */
+    Py_ssize_t norder, cap_order;
+    uint32_t *changed; /* ids added or dropped since (either: the rebuild looks at what each is now) */
+    Py_ssize_t nchanged, cap_changed;
+} Vocab;
+
+static PyTypeObject VocabType;
+
+static uint64_t hash_bytes(const uint8_t *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h ^ (h >> 29);
+}
+
+static const uint8_t *vocab_bytes(const Vocab *self, uint32_t id) { return self->arena.bytes + self->refs[id].off; }
+
+static int vocab_same(const Vocab *self, uint32_t id, const uint8_t *p, Py_ssize_t n) {
+    const tref *r = &self->refs[id];
+    return r->len == (uint64_t)n && (n == 0 || memcmp(self->arena.bytes + r->off, p, (size_t)n) == 0);
+}
+
+/* The table slot holding the id of term p[0:n], or (not there) the slot it would take; -1 when the
+ * table is empty. */
+static int64_t vocab_find(const Vocab *self, const uint8_t *p, Py_ssize_t n, int *found) {
+    *found = 0;
+    if (!self->table_cap) return -1;
+    uint64_t mask = self->table_cap - 1, i = hash_bytes(p, n) & mask;
+    int64_t first_gone = -1;
+    for (;; i = (i + 1) & mask) {
+        uint32_t id = self->table[i];
+        if (id == SLOT_EMPTY) return first_gone >= 0 ? first_gone : (int64_t)i;
+        if (id == SLOT_GONE) {
+            if (first_gone < 0) first_gone = (int64_t)i;
+        } else if (vocab_same(self, id, p, n)) {
+            *found = 1;
+            return (int64_t)i;
+        }
+    }
+}
+
+/* A table of `cap` slots (a power of two) holding every id. 0, or -1 (no memory; nothing changed). */
+static int vocab_rehash(Vocab *self, uint64_t cap) {
+    uint32_t *table = malloc(sizeof(uint32_t) * cap);
+    if (!table) return -1;
+    memset(table, 0xff, sizeof(uint32_t) * cap);
+    for (Py_ssize_t id = 0; id < self->nids; id++) {
+        if (self->refs[id].len == FREE_TERM) continue;
+        uint64_t i = hash_bytes(vocab_bytes(self, (uint32_t)id), self->refs[id].len) & (cap - 1);
+        while (table[i] != SLOT_EMPTY) i = (i + 1) & (cap - 1);
+        table[i] = (uint32_t)id;
+    }
+    free(self->table);
+    self->table = table;
+    self->table_cap = cap;
+    self->table_gone = 0;
+    return 0;
+}
+
+static int vocab_order(Vocab *self);
+
+/* The ids changed since the order was rebuilt are kept for its next rebuild: when they are many more
+ * than the terms (a process that writes, and never expands a prefix), it is rebuilt now. */
+static void vocab_note(Vocab *self, uint32_t id) {
+    self->changed[self->nchanged++] = id;
+    if (self->nchanged > 4096 && self->nchanged > 2 * self->nids) vocab_order(self); /* (no memory: later) */
+}
+
+/* Adds term p[0:n] (not held), giving it a free id or the next one; the id, or -1 with an exception. */
+static int64_t vocab_add(Vocab *self, const uint8_t *p, Py_ssize_t n) {
+    /* every allocation first: once the term is written, nothing may fail */
+    if ((self->table_used + self->table_gone + 1) * 10 > self->table_cap * 7) {
+        uint64_t cap = self->table_cap ? self->table_cap : 64;
+        while ((self->table_used + 1) * 10 > cap * 5) cap *= 2;
+        if (vocab_rehash(self, cap) < 0) goto nomem;
+    }
+    if (arena_room(&self->arena, (uint64_t)n) < 0) goto nomem;
+    if (!self->nfree && grow_slots((void **)&self->refs, &self->cap_ids, self->nids + 1, sizeof(tref)) < 0) goto nomem;
+    if (self->nchanged == self->cap_changed &&
+        grow_slots((void **)&self->changed, &self->cap_changed, self->nchanged + 1, sizeof(uint32_t)) < 0)
+        goto nomem;
+    if (self->nids >= (Py_ssize_t)SLOT_GONE) goto nomem;
+    int found;
+    int64_t slot = vocab_find(self, p, n, &found);
+    if (found) {
+        PyErr_SetString(PyExc_ValueError, "the term is held already");
+        return -1;
+    }
+    uint32_t id = self->nfree ? self->free_ids[--self->nfree] : (uint32_t)self->nids++;
+    if (n) memcpy(self->arena.bytes + self->arena.len, p, (size_t)n);
+    self->refs[id] = (tref){self->arena.len, (uint32_t)n};
+    self->arena.len += (uint64_t)n;
+    if (self->table[slot] == SLOT_GONE) self->table_gone--;
+    self->table[slot] = id;
+    self->table_used++;
+    vocab_note(self, id);
+    return id;
+nomem:
+    PyErr_NoMemory();
+    return -1;
+}
+
+static const uint8_t *utf8_of(PyObject *term, Py_ssize_t *n) {
+    if (!PyUnicode_Check(term)) {
+        PyErr_SetString(PyExc_TypeError, "a term is a str");
+        return NULL;
+    }
+    return (const uint8_t *)PyUnicode_AsUTF8AndSize(term, n);
+}
+
+static PyObject *Vocab_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    if (PyTuple_GET_SIZE(args) || (kwds && PyDict_GET_SIZE(kwds))) {
+        PyErr_SetString(PyExc_TypeError, "Vocabulary() takes no arguments");
+        return NULL;
+    }
+    return type->tp_alloc(type, 0);
+}
+
+static void Vocab_dealloc(Vocab *self) {
+    arena_free(&self->arena);
+    free(self->refs);
+    free(self->free_ids);
+    free(self->table);
+    free(self->order);
+    free(self->changed);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The id of a str term as a Python int, or None (a str UTF-8 cannot hold is no term). */
+static PyObject *vocab_lookup(Vocab *self, PyObject *term) {
+    Py_ssize_t n;
+    const uint8_t *p = utf8_of(term, &n);
+    if (!p) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    int found;
+    int64_t slot = vocab_find(self, p, n, &found);
+    if (!found) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLong(self->table[slot]);
+}
+
+static PyObject *Vocab_get(Vocab *self, PyObject *term) { return vocab_lookup(self, term); }
+
+static int Vocab_contains(Vocab *self, PyObject *term) {
+    if (!PyUnicode_Check(term)) return 0;
+    PyObject *id = vocab_lookup(self, term);
+    if (!id) return -1;
+    int found = id != Py_None;
+    Py_DECREF(id);
+    return found;
+}
+
+static PyObject *Vocab_ids(Vocab *self, PyObject *terms) {
+    PyObject *seq = PySequence_Fast(terms, "ids takes an iterable of str");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *id = vocab_lookup(self, PySequence_Fast_GET_ITEM(seq, i));
+        if (!id) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, id);
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
+static PyObject *Vocab_add(Vocab *self, PyObject *term) {
+    Py_ssize_t n;
+    const uint8_t *p = utf8_of(term, &n);
+    if (!p) return NULL;
+    if (n >= (Py_ssize_t)FREE_TERM) return PyErr_NoMemory();
+    int64_t id = vocab_add(self, p, n);
+    return id < 0 ? NULL : PyLong_FromLongLong(id);
+}
+
+static PyObject *Vocab_drop(Vocab *self, PyObject *arg) {
+    Py_ssize_t id = PyLong_AsSsize_t(arg);
+    if (id == -1 && PyErr_Occurred()) return NULL;
+    if (id < 0 || id >= self->nids || self->refs[id].len == FREE_TERM) {
+        PyErr_Format(PyExc_ValueError, "no term has the id %zd", id);
+        return NULL;
+    }
+    if ((self->nfree == self->cap_free &&
+         grow_slots((void **)&self->free_ids, &self->cap_free, self->nfree + 1, sizeof(uint32_t)) < 0) ||
+        (self->nchanged == self->cap_changed &&
+         grow_slots((void **)&self->changed, &self->cap_changed, self->nchanged + 1, sizeof(uint32_t)) < 0))
+        return PyErr_NoMemory();
+    tref *r = &self->refs[id];
+    int found;
+    int64_t slot = vocab_find(self, self->arena.bytes + r->off, r->len, &found);
+    if (found) {
+        self->table[slot] = SLOT_GONE;
+        self->table_used--;
+        self->table_gone++;
+    }
+    uint64_t off = r->off;
+    uint32_t len = r->len;
+    *r = (tref){0, FREE_TERM};
+    self->free_ids[self->nfree++] = (uint32_t)id;
+    vocab_note(self, (uint32_t)id);
+    arena_release(&self->arena, off, len, (char *)self->refs, sizeof(tref), self->nids);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Vocab_term(Vocab *self, PyObject *arg) {
+    Py_ssize_t id = PyLong_AsSsize_t(arg);
+    if (id == -1 && PyErr_Occurred()) return NULL;
+    if (id < 0 || id >= self->nids || self->refs[id].len == FREE_TERM) Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8((const char *)vocab_bytes(self, (uint32_t)id), self->refs[id].len, "strict");
+}
+
+static PyObject *Vocab_id_space(Vocab *self, PyObject *unused) { return PyLong_FromSsize_t(self->nids); }
+
+static const Vocab *sorting; /* (qsort takes no context: the vocabulary whose ids are being sorted) */
+
+static int cmp_terms(const void *a, const void *b) {
+    const tref *x = &sorting->refs[*(const uint32_t *)a], *y = &sorting->refs[*(const uint32_t *)b];
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = n ? memcmp(sorting->arena.bytes + x->off, sorting->arena.bytes + y->off, n) : 0;
+    return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* The order brought up to date: the ids changed since its last rebuild leave it, those of them held now
+ * are sorted and merged in. UTF-8 in byte order is str in code point order. 0, or -1 (no memory). */
+static int vocab_order(Vocab *self) {
+    if (!self->nchanged) return 0;
+    uint8_t *touched = calloc((size_t)self->nids + 1, 1);
+    uint32_t *fresh = malloc(sizeof(uint32_t) * ((size_t)self->nchanged + 1));
+    uint32_t *merged = malloc(sizeof(uint32_t) * ((size_t)self->norder + (size_t)self->nchanged + 1));
+    if (!touched || !fresh || !merged) {
+        free(touched);
+        free(fresh);
+        free(merged);
+        return -1;
+    }
+    Py_ssize_t nfresh = 0, nmerged = 0, i = 0, j = 0;
+    for (Py_ssize_t k = 0; k < self->nchanged; k++) {
+        uint32_t id = self->changed[k];
+        if (touched[id]) continue;
+        touched[id] = 1;
+        if (self->refs[id].len != FREE_TERM) fresh[nfresh++] = id;
+    }
+    sorting = self;
+    qsort(fresh, (size_t)nfresh, sizeof(uint32_t), cmp_terms);
+    while (i < self->norder || j < nfresh) {
+        if (i < self->norder && touched[self->order[i]]) {
+            i++;
+            continue;
+        }
+        if (j >= nfresh || (i < self->norder && cmp_terms(&self->order[i], &fresh[j]) < 0))
+            merged[nmerged++] = self->order[i++];
+        else
+            merged[nmerged++] = fresh[j++];
+    }
+    free(touched);
+    free(fresh);
+    free(self->order);
+    self->order = merged;
+    self->norder = self->cap_order = nmerged;
+    self->nchanged = 0;
+    return 0;
+}
+
+static PyObject *Vocab_ordered(Vocab *self, PyObject *unused) {
+    if (vocab_order(self) < 0) return PyErr_NoMemory();
+    PyObject *out = PyList_New(self->norder);
+    for (Py_ssize_t i = 0; out && i < self->norder; i++) {
+        PyObject *id = PyLong_FromUnsignedLong(self->order[i]);
+        if (!id) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, id);
+    }
+    return out;
+}
+
+static PyObject *Vocab_expand(Vocab *self, PyObject *prefix) {
+    Py_ssize_t n;
+    const uint8_t *p = utf8_of(prefix, &n);
+    if (!p) return NULL;
+    if (vocab_order(self) < 0) return PyErr_NoMemory();
+    Py_ssize_t lo = 0, hi = self->norder;
+    while (lo < hi) { /* the first term not below the prefix */
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        const tref *r = &self->refs[self->order[mid]];
+        size_t m = r->len < (uint64_t)n ? r->len : (size_t)n;
+        int c = m ? memcmp(self->arena.bytes + r->off, p, m) : 0;
+        if (c < 0 || (c == 0 && r->len < (uint64_t)n)) lo = mid + 1;
+        else hi = mid;
+    }
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t i = lo; out && i < self->norder; i++) {
+        const tref *r = &self->refs[self->order[i]];
+        if (r->len < (uint64_t)n || (n && memcmp(self->arena.bytes + r->off, p, (size_t)n) != 0)) break;
+        PyObject *term = PyUnicode_DecodeUTF8((const char *)self->arena.bytes + r->off, r->len, "strict");
+        if (!term || PyList_Append(out, term) < 0) Py_CLEAR(out);
+        Py_XDECREF(term);
+    }
+    return out;
+}
+
+static PyObject *Vocab_load(PyObject *cls, PyObject *terms) {
+    PyObject *seq = PySequence_Fast(terms, "load takes a list of str");
+    if (!seq) return NULL;
+    Vocab *self = (Vocab *)PyObject_CallNoArgs(cls);
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    const uint8_t *prev = NULL;
+    Py_ssize_t prev_n = 0;
+    if (!self) goto fail;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t n;
+        const uint8_t *p = utf8_of(PySequence_Fast_GET_ITEM(seq, i), &n);
+        if (!p) goto fail;
+        if (prev) {
+            size_t m = prev_n < n ? (size_t)prev_n : (size_t)n;
+            int c = m ? memcmp(prev, p, m) : 0;
+            if (c > 0 || (c == 0 && prev_n >= n)) {
+                PyErr_SetString(PyExc_ValueError, "the vocabulary's terms are not in increasing order");
+                goto fail;
+            }
+        }
+        if (vocab_add(self, p, n) < 0) goto fail;
+        prev = p;
+        prev_n = n;
+    }
+    /* loaded in order: the order is the ids, nothing changed since */
+    free(self->order);
+    self->order = malloc(sizeof(uint32_t) * ((size_t)self->nids + 1));
+    if (!self->order) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t id = 0; id < self->nids; id++) self->order[id] = (uint32_t)id;
+    self->norder = self->cap_order = self->nids;
+    self->nchanged = 0;
+    Py_DECREF(seq);
+    return (PyObject *)self;
+fail:
+    Py_XDECREF(self);
+    Py_DECREF(seq);
+    return NULL;
+}
+
+static PyObject *Vocab_nbytes(Vocab *self, PyObject *unused) {
+    size_t total = sizeof(Vocab) + (size_t)self->arena.cap + (size_t)self->cap_ids * sizeof(tref) +
+                   sizeof(uint32_t) * ((size_t)self->table_cap + (size_t)self->cap_free + (size_t)self->cap_order +
+                                       (size_t)self->cap_changed);
+    return PyLong_FromSize_t(total);
+}
+
+static PyObject *Vocab_arena(Vocab *self, PyObject *unused) { return arena_bytes(&self->arena); }
+
+static PyMethodDef Vocab_methods[] = {
+    {"ids", (PyCFunction)Vocab_ids, METH_O, "ids(terms) -> [id or None]"},
+    {"get", (PyCFunction)Vocab_get, METH_O, "get(term) -> id or None"},
+    {"add", (PyCFunction)Vocab_add, METH_O, "add(term) -> id"},
+    {"drop", (PyCFunction)Vocab_drop, METH_O, "drop(id)"},
+    {"term", (PyCFunction)Vocab_term, METH_O, "term(id) -> str or None"},
+    {"id_space", (PyCFunction)Vocab_id_space, METH_NOARGS, "id_space() -> a bound on the ids"},
+    {"ordered", (PyCFunction)Vocab_ordered, METH_NOARGS, "ordered() -> the ids in term order"},
+    {"expand", (PyCFunction)Vocab_expand, METH_O, "expand(prefix) -> the terms starting with it, in order"},
+    {"load", (PyCFunction)Vocab_load, METH_O | METH_CLASS, "load(terms) -> a vocabulary of them, ids their positions"},
+    {"nbytes", (PyCFunction)Vocab_nbytes, METH_NOARGS, "nbytes() -> memory held"},
+    {"_arena", (PyCFunction)Vocab_arena, METH_NOARGS, "_arena() -> every byte of the terms' arena"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods Vocab_as_sequence = {.sq_contains = (objobjproc)Vocab_contains};
+
+static PyTypeObject VocabType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mnemo._speedups.Vocabulary",
+    .tp_basicsize = sizeof(Vocab),
+    .tp_dealloc = (destructor)Vocab_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The text index's terms and their ids (see mnemo/storage/file/vocabulary.py).",
+    .tp_methods = Vocab_methods,
+    .tp_as_sequence = &Vocab_as_sequence,
+    .tp_new = Vocab_new,
+};
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buf, base, pos, seq, last_hash, stop_seq, max_frame, flags, row0) -> tuple (see mnemo/storage/file/scan.py)"},
@@ -1948,7 +2395,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     if (PyType_Ready(&PostingsType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
-    if (PyModule_AddObjectRef(m, "Postings", (PyObject *)&PostingsType) < 0) {
+    if (PyType_Ready(&VocabType) < 0 || PyModule_AddObjectRef(m, "Postings", (PyObject *)&PostingsType) < 0 ||
+        PyModule_AddObjectRef(m, "Vocabulary", (PyObject *)&VocabType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -23,6 +23,10 @@ Targets:
   `Postings` and on its twin `PyPostings`, which must agree with each other and with a model after
   every program; then the input's bytes cut into five columns and loaded as a snapshot's: the C load
   must refuse or give what the twin gives for every term and document.
+- `vocabulary`: each input is a program of operations on the text index's vocabulary (add a term cut
+  from the input, drop one, look terms up, expand a prefix, order and load back), run on the C
+  extension's `Vocabulary` and on its twin `PyVocabulary`, which must agree with each other and with a
+  model after every step.
 
 AddressSanitizer and UndefinedBehaviorSanitizer abort on any read out of bounds or undefined behaviour.
 Seeds are written to the corpus directory when it is empty. On exit it prints the number of inputs run
@@ -293,9 +297,67 @@ class PostingsHarness:
                 raise AssertionError(f"a loaded document {doc} differs on {data!r}")
 
 
-Harness = ScanHarness | AnalysisHarness | PostingsHarness
-HARNESSES: dict[str, type[ScanHarness] | type[AnalysisHarness] | type[PostingsHarness]] = {
-    "scan": ScanHarness, "analysis": AnalysisHarness, "postings": PostingsHarness}
+class VocabularyHarness:
+    module = "mnemo.storage.file.vocabulary"
+
+    def __init__(self, native: Any) -> None:
+        from mnemo.storage.file import vocabulary
+
+        self.native, self.vocabulary = native, vocabulary
+        self.runs = 0
+
+    def seeds(self) -> list[bytes]:
+        return [
+            bytes([0, 3, 97, 98, 99, 0, 1, 98, 1, 0, 2, 0, 3, 1, 97, 4, 0]),
+            bytes([0, 4, 0xC3, 0xA9, 97, 98, 0, 2, 0xE6, 0x9D, 1, 1, 3, 2, 0xC3, 4, 1]),
+            bytes([0, 2, 120, 121] * 30 + [1, 5, 2, 0, 3, 1, 120, 4, 0] * 10),
+            bytes(range(256)),
+        ]
+
+    def one(self, data: bytes) -> None:
+        self.runs += 1
+        kinds = [self.native.Vocabulary, self.vocabulary.PyVocabulary]
+        vocabs = [kind() for kind in kinds]
+        model: dict[str, int] = {}
+        i = 0
+        while i + 2 <= len(data):
+            op, arg = data[i] % 5, data[i + 1]
+            i += 2
+            if op in (0, 3):  # a term (or a prefix) of up to 7 bytes of the input, decoded as UTF-8
+                chunk = data[i:i + arg % 8]
+                i += len(chunk)
+                word = chunk.decode("utf-8", "replace")
+                if op == 0 and word not in model:
+                    got = {vocab.add(word) for vocab in vocabs}
+                    if len(got) != 1:
+                        raise AssertionError(f"add({word!r}) gave different ids on {data!r}")
+                    model[word] = got.pop()
+                elif op == 3:
+                    want = sorted(t for t in model if t.startswith(word))
+                    if any(vocab.expand(word) != want for vocab in vocabs):
+                        raise AssertionError(f"expand({word!r}) differs on {data!r}")
+            elif op == 1 and model:
+                word = sorted(model)[arg % len(model)]
+                tid = model.pop(word)
+                for vocab in vocabs:
+                    vocab.drop(tid)
+            elif op == 2:
+                terms = sorted(model)
+                model = {t: n for n, t in enumerate(terms)}
+                vocabs = [kind.load(terms) for kind in kinds]
+            elif op == 4:
+                probe = [*model, "absent\x00"]
+                want_ids = [model.get(t) for t in probe]
+                if any(vocab.ids(probe) != want_ids for vocab in vocabs):
+                    raise AssertionError(f"ids differ on {data!r}")
+        for vocab in vocabs:
+            if [vocab.term(t) for t in vocab.ordered()] != sorted(model):
+                raise AssertionError(f"the order differs on {data!r}")
+
+
+Harness = ScanHarness | AnalysisHarness | PostingsHarness | VocabularyHarness
+HARNESSES: dict[str, type[ScanHarness] | type[AnalysisHarness] | type[PostingsHarness] | type[VocabularyHarness]] = {
+    "scan": ScanHarness, "analysis": AnalysisHarness, "postings": PostingsHarness, "vocabulary": VocabularyHarness}
 
 
 def mutate_loop(harness: Harness, corpus: Path | None, seconds: int, runs: int) -> int:

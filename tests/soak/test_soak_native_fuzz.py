@@ -15,7 +15,7 @@ from helpers.native_fuzz import fuzz
 pytestmark = [pytest.mark.soak, pytest.mark.timeout(0)]  # runs as long as it was asked to
 
 
-@pytest.mark.parametrize("target", ["scan", "analysis", "postings"])
+@pytest.mark.parametrize("target", ["scan", "analysis", "postings", "vocabulary"])
 def test_soak_native_fuzz(tmp_path: Path, record_figure: Callable[[str], None], target: str) -> None:
     seconds = int(os.environ.get("MNEMO_FUZZ_SECONDS", "300"))
     guided, sanitized = fuzz(tmp_path, seconds, seconds, target)

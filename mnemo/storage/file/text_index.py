@@ -18,7 +18,6 @@ document holds them.
 
 from __future__ import annotations
 
-import bisect
 import sys
 from array import array
 from collections import Counter
@@ -31,6 +30,7 @@ from ...recall.analysis import Seen, counted
 from ...recall.engine import Column, norm
 from .postings import CODE as _CODE
 from .postings import PostingStore, ScopeMask, load_postings, new_postings
+from .vocabulary import Vocabulary, load_vocabulary, new_vocabulary
 
 TEXT_LAYOUT = 2
 HELD_CHARS = 8_000_000
@@ -42,9 +42,7 @@ class TextIndex:
     thread-safe: the store's index lock is held by whoever reads or changes it."""
 
     def __init__(self) -> None:
-        self.term_ids: dict[str, int] = {}
-        self.terms: list[str | None] = []  # term id -> term (None: free)
-        self.free: list[int] = []  # term ids to reuse
+        self.vocab: Vocabulary = new_vocabulary()  # term <-> term id (vocabulary.py)
         # term id -> its documents and how often each holds it; document -> its term ids (postings.py)
         self.store: PostingStore = new_postings()
         self.doc_row = array("q")  # document -> its record's row (-1: the document left)
@@ -58,9 +56,6 @@ class TextIndex:
         # pending rows whose (scope code, seq, text) this process wrote, up to HELD_CHARS in all (see hold)
         self.held: dict[int, tuple[int, int, str | None]] = {}
         self.held_chars = 0
-        self.sorted_terms: list[str] = []  # for prefixes; may lack new_terms and hold terms gone
-        self.new_terms: list[str] = []
-        self.gone_terms = 0
 
     def doc_of(self, row: int) -> int | None:
         """The document of row `row`, if it has one."""
@@ -110,19 +105,11 @@ class TextIndex:
         if totals[0] == 0:
             del self.scope_totals[scope]
         for tid in self.store.remove(doc):
-            self._drop_term(tid)
+            self.vocab.drop(tid)  # (no other document holds it: the term leaves the vocabulary)
         self.doc_row[doc] = -1
         self.doc_len[doc] = 0
         self.doc_scope[doc] = 0
         self._norms = None  # (which held the departed document's norm; the average changed anyway)
-
-    def _drop_term(self, tid: int) -> None:
-        term = self.terms[tid]
-        assert term is not None
-        del self.term_ids[term]
-        self.terms[tid] = None
-        self.free.append(tid)
-        self.gone_terms += 1
 
     def add(self, row: int, scope: int, text: str, seq: int, seen: Seen | None = None) -> None:
         """Index `text`, written by the entry `seq`, as row `row`'s document, in scope code `scope`
@@ -145,20 +132,9 @@ class TextIndex:
         else:
             totals[0] += 1
             totals[1] += length
-        known = map(self.term_ids.get, counts)
-        tids = [self._new_term(term) if tid is None else tid for term, tid in zip(counts, known, strict=True)]
+        vocab = self.vocab
+        tids = [vocab.add(term) if tid is None else tid for term, tid in zip(counts, vocab.ids(counts), strict=True)]
         self.store.add(doc, tids, list(counts.values()))
-
-    def _new_term(self, term: str) -> int:
-        if self.free:  # (a term id is freed when its posting empties: the postings hold none of it)
-            tid = self.free.pop()
-            self.terms[tid] = term
-        else:
-            tid = len(self.terms)
-            self.terms.append(term)
-        self.term_ids[term] = tid
-        self.new_terms.append(term)
-        return tid
 
     def catch_up(self, read: Callable[[int], tuple[int, int, str | None]]) -> None:
         """Index every pending row: `read(row)` gives its scope code, and the seq and searchable text of
@@ -207,24 +183,12 @@ class TextIndex:
 
     def postings(self, term: str, mask: ScopeMask | None) -> dict[int, int]:
         """Documents holding `term` (those `mask` keeps, see scope_mask; None: any) -> how often."""
-        tid = self.term_ids.get(term)
+        tid = self.vocab.get(term)
         return {} if tid is None else self.store.get(tid, mask)
 
     def expand(self, prefix: str) -> Iterator[str]:
         """Every term starting with `prefix`, in order (the sorted list is brought up to date first)."""
-        if self.new_terms or self.gone_terms > len(self.sorted_terms) // 4:
-            known = self.term_ids
-            merged = [t for t in self.sorted_terms if t in known] if self.gone_terms else self.sorted_terms
-            merged.extend(self.new_terms)
-            merged.sort()
-            self.sorted_terms, self.new_terms, self.gone_terms = merged, [], 0
-        ordered = self.sorted_terms
-        for i in range(bisect.bisect_left(ordered, prefix), len(ordered)):
-            term = ordered[i]
-            if not term.startswith(prefix):
-                break
-            if term in self.term_ids:
-                yield term
+        return iter(self.vocab.expand(prefix))
 
     # -- the snapshot ------------------------------------------------------------------------------
     def to_state(self, renumber: Callable[[int], int] | None) -> dict[str, Any]:
@@ -235,9 +199,10 @@ class TextIndex:
         dense = array("q", [-1]) * len(self.doc_row)
         for new, doc in enumerate(live):
             dense[doc] = new
-        term_order = sorted(self.term_ids)
-        order = [self.term_ids[t] for t in term_order]
-        new_tid = array("q", [-1]) * len(self.terms)
+        vocab = self.vocab
+        order = vocab.ordered()
+        term_order = [vocab.term(tid) for tid in order]
+        new_tid = array("q", [-1]) * vocab.id_space()
         for new, tid in enumerate(order):
             new_tid[tid] = new
         rows = array("q", (self.doc_row[d] for d in live))
@@ -274,11 +239,7 @@ class TextIndex:
         terms = state["terms"]
         if not isinstance(terms, list) or set(map(type, terms)) - {str}:
             raise ValueError("text index terms are not strings")
-        text.terms = list(terms)
-        text.term_ids = dict(zip(terms, range(len(terms)), strict=True))
-        if len(text.term_ids) != len(terms):
-            raise ValueError("text index names a term twice")
-        text.sorted_terms = list(terms)
+        text.vocab = load_vocabulary(terms)
         text.doc_row = _column("q", state["doc_row"])
         n = len(text.doc_row)
         text.doc_scope = _column(_CODE, state["doc_scope"])
@@ -324,8 +285,8 @@ class TextIndex:
         with an index built from the log. A document whose own list of terms disagrees with the postings
         is described with a length of -1, so that it never compares equal."""
         freq_of: dict[int, dict[int, int]] = {}
-        for tid, term in enumerate(self.terms):
-            if term is not None:
+        for tid in range(self.vocab.id_space()):
+            if self.vocab.term(tid) is not None:
                 for doc, tf in self.store.get(tid, None).items():
                     freq_of.setdefault(doc, {})[tid] = tf
         out: dict[str | None, tuple[str, int, int, dict[str, int]]] = {}
@@ -335,7 +296,7 @@ class TextIndex:
             held = freq_of.get(doc, {})
             listed = set(self.store.tids(doc))
             length = self.doc_len[doc] if listed == set(held) else -1
-            found = {self.terms[t] or "": f for t, f in held.items()}
+            found = {self.vocab.term(t) or "": f for t, f in held.items()}
             out[row_id(row)] = (scope_name(self.doc_scope[doc]), length, self.doc_seq[doc], found)
         return out
 

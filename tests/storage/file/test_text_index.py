@@ -34,12 +34,12 @@ def test_a_document_leaves_every_structure_and_its_words_the_vocabulary() -> Non
     assert text.totals([1]) == (2, 5) and text.totals([1, 2]) == (3, 6)
     assert list(text.expand("s")) == ["secretword"]
     text.remove_row(2)
-    assert "secretword" not in text.term_ids and list(text.expand("s")) == []
+    assert "secretword" not in text.vocab and list(text.expand("s")) == []
     assert text.totals([1, 2]) == (2, 5) and 2 not in text.scope_totals
     assert "secretword" not in repr(state_of(text))
     text.remove_row(0)
     assert text.postings("dark", None) == {1: 1}
-    assert "mode" not in text.term_ids
+    assert "mode" not in text.vocab
     assert text.totals([1]) == (1, 2)
 
 
