@@ -4,7 +4,6 @@ plain files (mnemo.transfer, docs/TRANSFER.md). Each is one library call made as
 from __future__ import annotations
 
 import os
-import sys
 
 import click
 
@@ -14,15 +13,14 @@ from ..transfer import EXPORT_FORMATS, FORMATS, ImportReport, export_memories, i
 from .common import (
     CONTEXT_SETTINGS,
     EXIT_OK,
-    Failure,
     UsageError,
     agent_option,
     check_mnemo_db,
+    confirm,
     db_argument,
     echo,
     emit_json,
     examples,
-    isatty,
     json_option,
     lock_timeout_option,
     open_client,
@@ -52,17 +50,11 @@ def _lines(report: ImportReport) -> list[str]:
 
 def _confirm_forgetting(paths: tuple[str, ...], yes: bool) -> None:
     """--sync forgets files: list them and ask on a terminal; never guess when nobody can answer."""
-    if not paths or yes:
-        return
-    if not isatty(sys.stdin):
-        raise UsageError(f"--sync would forget {len(paths)} file{'s' if len(paths) != 1 else ''} the source no longer "
-                         "has (--dry-run lists them): give --yes to forget them when standard input is not a "
-                         "terminal")
-    click.echo(f"--sync forgets {len(paths)} file(s) the source no longer has, erased for good:", err=True)
-    for path in paths:
-        click.echo(f"  {path}", err=True)
-    if not click.confirm("Forget them?", default=False, err=True):
-        raise Failure("nothing imported", "Aborted")
+    if paths and not yes:
+        confirm(f"--sync would forget {len(paths)} file{'s' if len(paths) != 1 else ''} the source no longer has "
+                "(--dry-run lists them): give --yes to forget them when standard input is not a terminal",
+                f"--sync forgets {len(paths)} file(s) the source no longer has, erased for good:", paths,
+                "Forget them?", "nothing imported")
 
 
 @click.command(

@@ -17,7 +17,8 @@ import os
 import stat
 from collections.abc import Callable, Iterator
 
-from mnemo.transfer.items import Skipped, SourceError, SourceFile
+from mnemo.storage.file.reader import file_kind
+from mnemo.transfer.items import Skipped, SourceError, SourceFile, stat_source
 
 __all__ = ["FolderSource", "kind_of", "open_folder", "read_file"]
 
@@ -30,30 +31,13 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # temporary file left by a crash is thus hidden too; it is named as such in the report.
 _SDK_TEMP_PREFIX = ".tmp-"
 
-_KINDS = (
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISLNK, "a symbolic link"),
-)
-
-
-def kind_of(mode: int) -> str:
-    """What a file that is not a regular one is, in words."""
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+kind_of = file_kind
 
 
 def open_folder(path: str) -> int:
     """A descriptor of the folder `path` names (a link given here, by the person, is followed), or
     SourceError saying why it cannot be imported."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise SourceError(f"cannot import {path}: No such file or directory") from None
-    except OSError as exc:
-        raise SourceError(f"cannot import {path}: {exc.strerror or exc}") from None
+    st = stat_source(path)
     if not stat.S_ISDIR(st.st_mode):
         raise SourceError(f"cannot import {path} as a folder: it is {kind_of(st.st_mode)}")
     try:

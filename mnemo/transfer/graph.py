@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from mnemo.transfer.folder import kind_of
-from mnemo.transfer.items import Skipped, SourceError, SourceFile, data_reader, file_name
+from mnemo.transfer.items import Skipped, SourceError, SourceFile, data_reader, file_name, stat_source
 
 __all__ = ["KnowledgeGraphSource", "read_json_file"]
 
@@ -30,13 +31,8 @@ MAX_SOURCE_BYTES = 1 << 30  # a JSON source is read whole: beyond this it is ref
 def read_json_file(path: str, what: str) -> bytes:
     """The bytes of a JSON or JSON Lines source, or SourceError (missing, not a regular file, unreadable,
     too large). A FIFO or a device is refused before it is opened."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise SourceError(f"cannot import {path}: No such file or directory") from None
-    except OSError as exc:
-        raise SourceError(f"cannot import {path}: {exc.strerror or exc}") from None
-    if not os.path.isfile(path):
+    st = stat_source(path)
+    if not stat.S_ISREG(st.st_mode):
         raise SourceError(f"cannot import {path} as {what}: it is {kind_of(st.st_mode)}, not a regular file")
     if st.st_size > MAX_SOURCE_BYTES:
         raise SourceError(f"cannot import {path}: it is {st.st_size} bytes, over the {MAX_SOURCE_BYTES} bytes a "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import unicodedata
 from collections.abc import Callable, Iterator
@@ -27,6 +28,7 @@ __all__ = [
     "data_reader",
     "file_name",
     "front_matter",
+    "stat_source",
     "text_of",
 ]
 
@@ -34,6 +36,16 @@ __all__ = [
 class SourceError(InvalidInput):
     """A source that cannot be imported at all: missing, unreadable, not a folder or a file of the
     format named, or a line or document that does not parse (its line number said). Nothing was written."""
+
+
+def stat_source(path: str) -> os.stat_result:
+    """The stat of the source a person named (a link followed: they named it), or SourceError."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        raise SourceError(f"cannot import {path}: No such file or directory") from None
+    except OSError as exc:
+        raise SourceError(f"cannot import {path}: {exc.strerror or exc}") from None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import stat
 from mnemo.transfer.claude_code import ClaudeCodeSource
 from mnemo.transfer.folder import FolderSource, kind_of
 from mnemo.transfer.graph import KnowledgeGraphSource, read_json_file
-from mnemo.transfer.items import Source, SourceError
+from mnemo.transfer.items import Source, SourceError, stat_source
 from mnemo.transfer.services import Mem0Source, MemoryServiceSource, kind_of_document
 
 __all__ = ["FORMATS", "open_source"]
@@ -36,12 +36,7 @@ def open_source(path: str | os.PathLike[str], format: str = "auto", claude_home:
         return Mem0Source(where)
     if format != "auto":
         raise SourceError(f"unknown source format {format!r}: give one of {', '.join(FORMATS)}")
-    try:
-        st = os.stat(where)
-    except FileNotFoundError:
-        raise SourceError(f"cannot import {where}: No such file or directory") from None
-    except OSError as exc:
-        raise SourceError(f"cannot import {where}: {exc.strerror or exc}") from None
+    st = stat_source(where)
     if stat.S_ISDIR(st.st_mode):
         return FolderSource(where)
     if not stat.S_ISREG(st.st_mode):

@@ -218,7 +218,7 @@ def test_a_source_that_cannot_be_read_is_an_error_and_nothing_is_written(
 
 def test_a_folder_named_as_another_format_is_an_error(client: MnemoClient, tmp_path: Path) -> None:
     before = snapshot(client.path)
-    with pytest.raises(SourceError, match=r"cannot import .*: it is a folder, not a regular file"):
+    with pytest.raises(SourceError, match=r"cannot import .*: it is a directory, not a regular file"):
         import_source(MnemoMemoryToolServer(client), open_source(tmp_path, "mcp-knowledge-graph"))
     with pytest.raises(SourceError, match=r"cannot import .*/x as a folder: it is a FIFO \(named pipe\)"):
         import_source(MnemoMemoryToolServer(client), open_source(_fifo(tmp_path / "x"), "folder"))
