@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from mnemo.storage.file.reader import file_kind
 from mnemo.transfer.items import Skipped, SourceError, SourceFile, stat_source
@@ -178,7 +178,7 @@ class FolderSource:
                 yield Skipped(origin, f"{kind_of(mode)}: only regular files are imported, and this one is never opened")
                 continue
             rel = "/".join((self.prefix, *parts) if self.prefix else parts)
-            yield SourceFile(rel, origin, _reader(folder, name, self.path))
+            yield SourceFile(rel, origin, _Reader(folder, name, self.path))
 
 
 def _hidden(name: str, is_dir: bool) -> str:
@@ -188,18 +188,24 @@ def _hidden(name: str, is_dir: bool) -> str:
     return f"{what}: its name starts with '.', and the SDK's filesystem memory tool lists no such name"
 
 
-def _reader(folder: _Dir, name: str, root_path: str) -> Callable[[int], bytes | int]:
-    def read(limit: int) -> bytes | int:
-        if folder.fd is not None:  # during the walk: beside the entry just listed
-            return read_file(name, folder.fd, limit)
+class _Reader:
+    """`SourceFile.read` of one file: a small object rather than a closure, since a scan keeps one for
+    each of possibly 100,000 files."""
+
+    __slots__ = ("folder", "name", "root_path")
+
+    def __init__(self, folder: _Dir, name: str, root_path: str) -> None:
+        self.folder, self.name, self.root_path = folder, name, root_path
+
+    def __call__(self, limit: int) -> bytes | int:
+        if self.folder.fd is not None:  # during the walk: beside the entry just listed
+            return read_file(self.name, self.folder.fd, limit)
         # Read again after the walk: down from the folder's path, one O_NOFOLLOW step at a time.
-        fds = [open_folder(root_path)]
+        fds = [open_folder(self.root_path)]
         try:
-            for part in folder.parts:
+            for part in self.folder.parts:
                 fds.append(os.open(part, _DIR_FLAGS, dir_fd=fds[-1]))
-            return read_file(name, fds[-1], limit)
+            return read_file(self.name, fds[-1], limit)
         finally:
             for fd in fds:
                 os.close(fd)
-
-    return read

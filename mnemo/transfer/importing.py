@@ -34,7 +34,7 @@ Progress = Callable[[int, int], None]
 # Contents kept from the scan for the write; beyond this the write reads the file again (and checks it
 # is what was scanned). The transaction holds what it writes until its commit in any case, which the
 # quotas bound (16 MiB of files by default).
-CACHE_BYTES = 64 << 20
+CACHE_BYTES = 32 << 20
 # An import is one commit, one frame of the log: a frame is at most 2 GiB (docs/FORMAT.md).
 MAX_IMPORT_BYTES = 1 << 30
 
@@ -73,7 +73,7 @@ class ImportReport:
         }
 
 
-@dataclass
+@dataclass(slots=True)  # one per file of the source: 100,000 of them must stay small
 class _Planned:
     path: str  # canonical
     origin: str

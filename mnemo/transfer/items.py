@@ -48,7 +48,7 @@ def stat_source(path: str) -> os.stat_result:
         raise SourceError(f"cannot import {path}: {exc.strerror or exc}") from None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SourceFile:
     """One file a source offers: `rel` is its path below the import's folder ('/'-separated), `origin`
     where it comes from (a path on disk, `FILE line N`), and `read(limit)` its bytes, or its size in
