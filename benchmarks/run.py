@@ -76,6 +76,8 @@ EXTERNAL: dict[str, External] = {
     "mounts": External("benchmarks.bench_mounts", lambda cfg, out: None),
     # WORKLOADS: "recall" (full-text recall beside SQLite FTS5 and tantivy, and what its index costs)
     "recall": External("benchmarks.bench_recall", lambda cfg, out: None),
+    # WORKLOADS: "transfer" (mnemo import and export of 10,000 files beside cp -r + sync)
+    "transfer": External("benchmarks.bench_transfer", lambda cfg, out: None),
 }
 
 # Printed reports of stand-alone external scripts, by workload name.

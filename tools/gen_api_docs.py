@@ -32,6 +32,7 @@ MODULES: tuple[tuple[str, tuple[str, ...] | None], ...] = (
         "UnreadableDatabase", "UnreadableExport", "KeyFileError",
     )),
     ("mnemo.salvage", None),
+    ("mnemo.transfer", None),
 )
 
 HEADER = """\

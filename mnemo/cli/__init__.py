@@ -56,6 +56,7 @@ COMMAND_MODULES = (
     "demo",  # demo, chat
     "mcp",  # mcp
     "copy",  # copy, backup, restore
+    "transfer",  # import, export
 )
 
 

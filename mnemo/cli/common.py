@@ -32,6 +32,7 @@ from ..client import MnemoClient
 from ..errors import IntegrityError, InvalidInput, MnemoError, NotFound, PermissionDenied
 from ..storage.contract import is_dsn, shown_name
 from ..storage.file.framing import FILE_MAGIC
+from ..storage.file.reader import file_kind
 from ..tools.mcp.defaults import default_db_path
 
 if TYPE_CHECKING:
@@ -310,20 +311,26 @@ def progress(label: str, *, enabled: bool = True) -> Iterator[ProgressFn | None]
         yield bar
 
 
+# -- asking before an irreversible step -----------------------------------------------------------------------
+
+
+def confirm(needs_yes: str, header: str, lines: Sequence[str], question: str, declined: str) -> None:
+    """Ask on the terminal before what cannot be undone (forgetting), listing what it touches; never guess
+    when nobody can answer: without a terminal on standard input, `needs_yes` is a usage error (exit 2).
+    A "no" (the default) is `declined`, exit 1."""
+    if not isatty(sys.stdin):
+        raise UsageError(needs_yes)
+    click.echo(header, err=True)
+    for line in lines:
+        click.echo(f"  {line}", err=True)
+    if not click.confirm(question, default=False, err=True):
+        raise Failure(declined, "Aborted")
+
+
 # -- files ---------------------------------------------------------------------------------------------------
 
 
-_KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+_kind = file_kind
 
 
 def _stat(path: str, verb: str) -> os.stat_result | None:

@@ -24,11 +24,11 @@ from .common import (
     Failure,
     UsageError,
     agent_option,
+    confirm,
     db_argument,
     echo,
     emit_json,
     examples,
-    isatty,
     json_option,
     lock_timeout_option,
     open_client,
@@ -84,14 +84,10 @@ class _Selection:
 
 def _confirm(infos: list[RecordInfo], what: str) -> None:
     """Ask on the terminal before forgetting a selection; never guess when nobody can answer."""
-    if not isatty(sys.stdin):
-        raise UsageError(f"forgetting {what} ({_plural(len(infos), 'record')}) needs --yes when standard "
-                         "input is not a terminal")
-    click.echo(f"This forgets {what}: {_plural(len(infos), 'record')}, erased for good:", err=True)
-    for info in infos:
-        click.echo(f"  {info.id}  {info.scope}  {path_of(info) or ' '.join(info.tags)}", err=True)
-    if not click.confirm("Forget them?", default=False, err=True):
-        raise Failure("nothing forgotten", "Aborted")
+    confirm(f"forgetting {what} ({_plural(len(infos), 'record')}) needs --yes when standard input is not a "
+            "terminal", f"This forgets {what}: {_plural(len(infos), 'record')}, erased for good:",
+            [f"{info.id}  {info.scope}  {path_of(info) or ' '.join(info.tags)}" for info in infos],
+            "Forget them?", "nothing forgotten")
 
 
 @click.command(

@@ -239,10 +239,10 @@ def terminal(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Standard input as a terminal, answering with the given text."""
     import io
 
-    from mnemo.cli import operators
+    from mnemo.cli import common
 
     def answer(text: str) -> None:
-        monkeypatch.setattr(operators, "isatty", lambda stream: stream is sys.stdin)
+        monkeypatch.setattr(common, "isatty", lambda stream: stream is sys.stdin)
         monkeypatch.setattr(sys, "stdin", io.StringIO(text))
 
     return answer

@@ -37,7 +37,8 @@ def test_api_md_is_what_the_code_says() -> None:
 def test_every_public_name_is_listed_with_its_signature_and_summary() -> None:
     text = (ROOT / "docs" / "API.md").read_text(encoding="utf-8")
     sections = {section.split("\n", 1)[0].strip("` "): section for section in text.split("\n## ")[1:]}
-    assert list(sections) == ["mnemo", "mnemo.tools.server", "mnemo.tools.anthropic", "mnemo.audit", "mnemo.salvage"]
+    assert list(sections) == ["mnemo", "mnemo.tools.server", "mnemo.tools.anthropic", "mnemo.audit", "mnemo.salvage",
+                              "mnemo.transfer"]
     for name in mnemo.__all__:
         assert f"\n### `{name}`\n" in sections["mnemo"], name
     client = sections["mnemo"].split("### `MnemoClient`", 1)[1].split("\n### ", 1)[0]

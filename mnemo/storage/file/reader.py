@@ -191,8 +191,13 @@ _FILE_KINDS = (
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, in words (`a FIFO (named pipe)`, `a directory`, ...)."""
+    return next((what for test, what in _FILE_KINDS if test(mode)), "not a regular file")
+
+
 def not_regular(name: str, mode: int) -> str:
-    kind = next((what for test, what in _FILE_KINDS if test(mode)), "not a regular file")
+    kind = file_kind(mode)
     if os.path.islink(name):
         kind = f"a symbolic link to {kind}"
     return f"cannot read {name}: it is {kind}, not a regular file"

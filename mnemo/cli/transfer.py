@@ -1,0 +1,149 @@
+"""`mnemo import` and `mnemo export`: memories brought in from what other tools keep, and taken out as
+plain files (mnemo.transfer, docs/TRANSFER.md). Each is one library call made as `--agent`."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from ..storage.contract import is_dsn, shown_name
+from ..tools.server import MnemoMemoryToolServer
+from ..transfer import EXPORT_FORMATS, FORMATS, ImportReport, export_memories, import_source, open_source
+from .common import (
+    CONTEXT_SETTINGS,
+    EXIT_OK,
+    UsageError,
+    agent_option,
+    check_mnemo_db,
+    confirm,
+    db_argument,
+    echo,
+    emit_json,
+    examples,
+    json_option,
+    lock_timeout_option,
+    open_client,
+    progress,
+)
+
+
+def _db_or_new(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """An import may make its database: a path that does not exist yet is created by the import."""
+    if is_dsn(value) or os.path.lexists(value):
+        return value if is_dsn(value) else check_mnemo_db(value)
+    return value
+
+
+def _lines(report: ImportReport) -> list[str]:
+    verb = "would import" if report.dry_run else "imported"
+    counts = (f"{len(report.created)} created, {len(report.updated)} updated, {len(report.unchanged)} unchanged, "
+              f"{len(report.forgotten)} forgotten, {len(report.skipped)} skipped")
+    done = ("nothing written (a dry run)" if report.dry_run else
+            "nothing written" if report.entry is None else f"commit seq {report.entry[0]}")
+    out = [f"{verb} {report.source} ({report.format}) into {report.into} in scope {report.scope}: {counts}; {done}"]
+    for what, paths in (("created", report.created), ("updated", report.updated), ("forgotten", report.forgotten)):
+        out += [f"  {what:<9}  {path}" for path in paths]
+    out += [f"  skipped    {s.origin}: {s.reason}" for s in report.skipped]
+    return out
+
+
+def _confirm_forgetting(paths: tuple[str, ...], yes: bool) -> None:
+    """--sync forgets files: list them and ask on a terminal; never guess when nobody can answer."""
+    if paths and not yes:
+        confirm(f"--sync would forget {len(paths)} file{'s' if len(paths) != 1 else ''} the source no longer has "
+                "(--dry-run lists them): give --yes to forget them when standard input is not a terminal",
+                f"--sync forgets {len(paths)} file(s) the source no longer has, erased for good:", paths,
+                "Forget them?", "nothing imported")
+
+
+@click.command(
+    "import", context_settings=CONTEXT_SETTINGS,
+    short_help="import memories: a folder, Claude Code's memory, a knowledge graph, other services' exports",
+    epilog=examples(
+        "mnemo import memory.mnemo.db ./memory/memories --agent agent-1   # the SDK filesystem tool's folder",
+        "mnemo import memory.mnemo.db ~/code/app --format claude-code --dry-run",
+        "mnemo import memory.mnemo.db memory.jsonl --into /memories/graph --json",
+        "mnemo import memory.mnemo.db ./notes --into /memories/notes --sync --yes",
+    ) + "\n\nFormats (docs/TRANSFER.md): " + ", ".join(FORMATS[1:]) + "; auto (the default) tells a folder, a "
+    ".jsonl graph and a JSON export apart.",
+)
+@click.argument("db", metavar="DB", callback=_db_or_new)
+@click.argument("source", metavar="SOURCE")
+@click.option("--format", "source_format", type=click.Choice(FORMATS), default="auto", show_default=True,
+              help="what SOURCE is")
+@agent_option
+@click.option("--scope", metavar="SCOPE", help="the scope to import into (default: the agent's home)")
+@click.option("--into", metavar="PATH", help="the folder under /memories to import into (default: /memories for a "
+              "folder, /memories/FORMAT for the others)")
+@click.option("--sync", is_flag=True, help="also forget the files under --into that SOURCE no longer has")
+@click.option("-y", "--yes", is_flag=True, help="with --sync: do not ask before forgetting")
+@click.option("--dry-run", "dry_run", is_flag=True, help="write nothing; say what the import would do")
+@lock_timeout_option
+@json_option
+def import_(db: str, source: str, source_format: str, agent: str | None, scope: str | None, into: str | None,
+            sync: bool, yes: bool, dry_run: bool, lock_timeout: float | None, as_json: bool) -> int:
+    """Import SOURCE into DB (made if it does not exist, owned by --agent) as memory-tool files: each as
+    the memory tool's `create` would write it, in one transaction (every file or none). Reports what was
+    created, updated (a new version, history kept), unchanged and skipped, and why (binary, over a
+    limit, a path the memory tool refuses, a link, a special file). Importing an unchanged source again
+    writes nothing. The quotas `mnemo mcp` serves with are checked before anything is written."""
+    if agent is None and not is_dsn(db) and not os.path.lexists(db):
+        raise UsageError(f"{db} does not exist: give --agent (or $MNEMO_AGENT) to create it as that agent's database")
+    with open_client(db, agent, readonly=dry_run, lock_timeout=lock_timeout) as client, \
+            progress("reading") as bar:
+        server = MnemoMemoryToolServer(client, scope=scope)
+        found = open_source(source, source_format)
+        expected = None
+        if sync and not dry_run:
+            expected = import_source(server, found, into=into, sync=True, dry_run=True).forgotten
+            _confirm_forgetting(expected, yes)
+        report = import_source(server, found, into=into, sync=sync, dry_run=dry_run, expect_forgotten=expected,
+                               progress=bar)
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        for line in _lines(report):
+            echo(line)
+    return EXIT_OK
+
+
+@click.command(
+    "export", context_settings=CONTEXT_SETTINGS,
+    short_help="export what an agent may read as plain files, with a manifest of hashes",
+    epilog=examples(
+        "mnemo export memory.mnemo.db ./export --agent agent-1   # ./export/memories: the SDK filesystem tool's folder",
+        "mnemo export memory.mnemo.db ./everything --format jsonl --versions --json",
+    ),
+)
+@db_argument()
+@click.argument("directory", metavar="DIR")
+@agent_option
+@click.option("--scope", metavar="SCOPE", help="only this scope (or `prefix*` pattern); default: every scope the "
+              "agent may read")
+@click.option("--format", "export_format", type=click.Choice(EXPORT_FORMATS), default="files", show_default=True,
+              help="files: memory-tool files as a folder, other records as JSON Lines; jsonl: every record as a line")
+@click.option("--versions", is_flag=True, help="every version of each record in its JSON line")
+@json_option
+def export(db: str, directory: str, agent: str | None, scope: str | None, export_format: str, versions: bool,
+           as_json: bool) -> int:
+    """Export what the agent may read into DIR, which must be new or empty: the memory-tool files at
+    their paths (DIR/memories/...; other scopes' under DIR/scopes/SCOPE/), every other record as a line
+    of DIR/records.jsonl, and DIR/manifest.json with the database's head and each file's SHA-256
+    (docs/TRANSFER.md says how to check it against a checkpoint). Nothing is written outside DIR."""
+    with open_client(db, agent, readonly=False) as client, progress("exporting") as bar:
+        report = export_memories(client, directory, scope=scope, format=export_format, versions=versions,
+                                 progress=bar)
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        head = "" if report.head is None else f"; head {report.head[0]}:{report.head[1]}"
+        echo(f"exported {report.files} memory-tool files ({report.file_bytes} bytes) and {report.records} other "
+             f"records from {shown_name(db)} into {report.directory}{head}")
+        echo(f"manifest: {report.manifest}")
+    return EXIT_OK
+
+
+def register(root: click.Group) -> None:
+    for command in (import_, export):
+        root.add_command(command)

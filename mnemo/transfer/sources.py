@@ -1,0 +1,70 @@
+"""Which source a path is: the format named, or told from the path (`auto`): a folder is a folder of
+files, a `.jsonl` file a knowledge graph, a JSON file the export whose shape it has."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+from mnemo.transfer.claude_code import ClaudeCodeSource
+from mnemo.transfer.folder import FolderSource, kind_of
+from mnemo.transfer.graph import KnowledgeGraphSource, read_json_file
+from mnemo.transfer.items import Source, SourceError, stat_source
+from mnemo.transfer.services import Mem0Source, MemoryServiceSource, kind_of_document
+
+__all__ = ["FORMATS", "open_source"]
+
+FORMATS = ("auto", "folder", "claude-code", "mcp-knowledge-graph", "mcp-memory-service", "mem0")
+
+
+def open_source(path: str | os.PathLike[str], format: str = "auto", claude_home: str | None = None) -> Source:
+    """The source at `path` read as `format` (one of FORMATS). `auto` tells a folder (a folder of
+    files), a `.jsonl` file (the reference MCP memory server's graph) and a JSON export (by its shape)
+    apart; Claude Code's memory is never guessed: name it (`claude-code`, `path` being the project's
+    folder; `claude_home` stands for `~/.claude`). SourceError when it cannot be read as such."""
+    where = os.fspath(path)
+    if format == "folder":
+        return FolderSource(where)
+    if format == "claude-code":
+        return ClaudeCodeSource(where, claude_home)
+    if format == KnowledgeGraphSource.format:
+        return KnowledgeGraphSource(where)
+    if format == MemoryServiceSource.format:
+        return MemoryServiceSource(where)
+    if format == Mem0Source.format:
+        return Mem0Source(where)
+    if format != "auto":
+        raise SourceError(f"unknown source format {format!r}: give one of {', '.join(FORMATS)}")
+    st = stat_source(where)
+    if stat.S_ISDIR(st.st_mode):
+        return FolderSource(where)
+    if not stat.S_ISREG(st.st_mode):
+        raise SourceError(f"cannot import {where}: it is {kind_of(st.st_mode)}, neither a folder nor a file")
+    if where.endswith(".jsonl"):
+        return KnowledgeGraphSource(where)
+    return _json_source(where)
+
+
+def _json_source(path: str) -> Source:
+    data = read_json_file(path, "a JSON export")
+    try:
+        kind = kind_of_document(json.loads(data))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        kind = None
+        # The reference MCP memory server's graph was once called memory.json: JSON Lines all the same.
+        first = next((line for line in data.split(b"\n") if line.strip()), b"")
+        try:
+            item = json.loads(first)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            item = None
+        if isinstance(item, dict) and item.get("type") in ("entity", "relation"):
+            return KnowledgeGraphSource(path)
+    if kind == MemoryServiceSource.format:
+        return MemoryServiceSource(path)
+    if kind == Mem0Source.format:
+        return Mem0Source(path)
+    raise SourceError(
+        f"cannot import {path}: it is not a format the import reads by itself (a folder, a knowledge graph's "
+        "JSON Lines, an mcp-memory-service export, mem0's get_all() JSON): name one with --format, or see "
+        "docs/TRANSFER.md")

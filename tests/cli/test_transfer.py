@@ -1,0 +1,137 @@
+"""`mnemo import` and `mnemo export`: their output, --json, exit codes, a new database made by an import,
+--sync asking on a terminal and needing --yes elsewhere, and errors with the database unchanged."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.backends import snapshot
+from helpers.transfer import read_tree, write_tree
+
+from mnemo import MnemoClient
+from mnemo.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    return write_tree(tmp_path / "src", {"a.md": "alpha\n", "notes/b.md": "beta\n", ".hidden": "h"})
+
+
+def test_import_makes_the_database_and_reports(source: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "new.mnemo.db")
+    assert run(capsys, "import", db, str(source)) == (
+        2, "", f"mnemo: error: {db} does not exist: give --agent (or $MNEMO_AGENT) to create it as that agent's "
+               "database\n")
+    assert not os.path.exists(db)
+    code, out, err = run(capsys, "import", db, str(source), "--agent", "agent-1")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0] == (f"imported {source} (folder) into /memories in scope agent:agent-1: 2 created, 0 updated, "
+                        "0 unchanged, 0 forgotten, 1 skipped; commit seq 2")
+    assert lines[1:] == ["  created    /memories/a.md", "  created    /memories/notes/b.md",
+                         f"  skipped    {source}/.hidden: a hidden file: its name starts with '.', and the SDK's "
+                         "filesystem memory tool lists no such name"]
+    code, out, _ = run(capsys, "import", db, str(source), "--json")  # the owner, by default
+    doc = json.loads(out)
+    assert code == 0 and doc["unchanged"] == ["/memories/a.md", "/memories/notes/b.md"] and doc["entry"] is None
+    assert run(capsys, "cat", db, "/memories/notes/b.md")[1] == "beta\n"
+
+
+def test_import_into_a_folder_and_scope_dry_run(db: str, source: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with MnemoClient(db, "owner", durability="none") as owner:
+        owner.remember("x")
+    before = snapshot(db)
+    code, out, _ = run(capsys, "import", db, str(source), "--scope", "team:x", "--into", "/memories/imported",
+                       "--dry-run")
+    assert code == 0 and out.startswith(f"would import {source} (folder) into /memories/imported in scope team:x: "
+                                        "2 created, 0 updated, 0 unchanged, 0 forgotten, 1 skipped; nothing "
+                                        "written (a dry run)\n")
+    assert snapshot(db) == before
+
+
+def test_import_sync_needs_yes_without_a_terminal_and_asks_on_one(
+    db: str, source: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run(capsys, "import", db, str(source), "--agent", "agent-1")[0] == 0
+    (source / "a.md").unlink()
+    before = snapshot(db)
+    assert run(capsys, "import", db, str(source), "--sync") == (
+        2, "", "mnemo: error: --sync would forget 1 file the source no longer has (--dry-run lists them): give --yes "
+               "to forget them when standard input is not a terminal\n")
+    assert snapshot(db) == before
+    from mnemo.cli import common
+
+    monkeypatch.setattr(common, "isatty", lambda stream: stream is sys.stdin)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("n\n"))
+    code, out, err = run(capsys, "import", db, str(source), "--sync")
+    assert (code, out) == (1, "") and err == (
+        "--sync forgets 1 file(s) the source no longer has, erased for good:\n  /memories/a.md\n"
+        "Forget them? [y/N]: mnemo: nothing imported\n")
+    assert snapshot(db) == before
+    monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))
+    code, out, _ = run(capsys, "import", db, str(source), "--sync")
+    assert code == 0 and "  forgotten  /memories/a.md" in out.splitlines()
+    assert run(capsys, "import", db, str(source), "--sync", "--yes")[1].splitlines()[0].endswith(
+        "0 created, 0 updated, 1 unchanged, 0 forgotten, 1 skipped; nothing written")
+
+
+@pytest.mark.parametrize(("argv", "code", "message"), [
+    (["{missing}"], 2, "cannot import {missing}: No such file or directory"),
+    (["{fifo}"], 2, "cannot import {fifo}: it is a FIFO (named pipe), neither a folder nor a file"),
+    (["{graph}"], 2, "{graph} line 2: not JSON (Expecting value at column 1), so not a knowledge graph's line (an "
+                     "entity or a relation object)"),
+    (["{src}", "--into", "/etc"], 2, "Path must start with /memories, got: /etc"),
+    (["{src}", "--agent", "stranger", "--scope", "agent:agent-1"], 1,
+     "stranger may not read in scope agent:agent-1"),
+])
+def test_import_errors_leave_the_database_unchanged(
+    db: str, source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], code: int,
+    message: str,
+) -> None:
+    with MnemoClient(db, "agent-1", durability="none") as agent:
+        agent.remember("x")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "g.jsonl").write_text('{"type":"relation","from":"a","to":"b","relationType":"r"}\nnope\n')
+    names = {"missing": str(tmp_path / "missing"), "fifo": str(tmp_path / "fifo"), "graph": str(tmp_path / "g.jsonl"),
+             "src": str(source)}
+    before = snapshot(db)
+    got, out, err = run(capsys, "import", db, *(a.format(**names) for a in argv), "--json")
+    error = json.loads(err)["error"]
+    assert (got, out, error["exit_code"]) == (code, "", code)
+    assert error["message"] == message.format(**names)
+    assert snapshot(db) == before
+
+
+def test_export(db: str, source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "import", db, str(source), "--agent", "agent-1")[0] == 0
+    out_dir = tmp_path / "out"
+    code, out, err = run(capsys, "export", db, str(out_dir))
+    assert (code, err) == (0, "")
+    with MnemoClient(db, "agent-1", readonly=True) as c:
+        seq, digest = c.head
+    assert out.splitlines()[0].startswith("exported 2 memory-tool files (11 bytes) and 0 other records from ")
+    assert out.splitlines()[0].endswith(f" into {out_dir}; head {seq}:{digest}")
+    assert out.splitlines()[1] == f"manifest: {out_dir}/manifest.json"
+    assert read_tree(out_dir / "memories") == {"a.md": b"alpha\n", "notes/b.md": b"beta\n"}
+    code, out, err = run(capsys, "export", db, str(out_dir), "--json")
+    assert code == 2 and json.loads(err)["error"]["message"] == (
+        f"cannot export into {out_dir}: it is not empty; give a new or empty folder (an export never writes beside "
+        "other files)")
+    code, out, _ = run(capsys, "export", db, str(tmp_path / "j"), "--format", "jsonl", "--versions", "--json",
+                       "--agent", "agent-1")
+    doc: dict[str, Any] = json.loads(out)
+    assert code == 0 and (doc["files"], doc["records"], doc["head"], doc["format"]) == (
+        0, 2, {"seq": seq, "hash": digest}, "jsonl")  # agent-1 made the database: it owns it

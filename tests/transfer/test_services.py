@@ -1,0 +1,91 @@
+"""mcp-memory-service's JSON export and mem0's get_all() JSON: one file per memory, its fields in a front
+matter block; a document of another shape is an error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.backends import snapshot
+from helpers.transfer import view
+
+from mnemo import MnemoClient, MnemoMemoryToolServer
+from mnemo.transfer import Mem0Source, MemoryServiceSource, SourceError, import_source, open_source
+
+# The shape of examples/memory_export_template.json and sync/exporter.py of mcp-memory-service.
+SERVICE_EXPORT = {
+    "export_metadata": {"source_machine": "laptop", "export_timestamp": "2025-08-21T12:00:00.000000",
+                        "total_memories": 2, "exporter_version": "5.0.1"},
+    "memories": [
+        {"content": "SQLite-vec is the default storage backend.", "content_hash": "fedcba0987654321abcd",
+         "tags": ["architecture", "backend"], "created_at": 1692634800.0, "updated_at": 1692634800.0,
+         "memory_type": "architectural-decision", "metadata": {"version": "v6.0.0"}, "export_source": "laptop"},
+        {"content": "no hash here"},
+    ],
+}
+# What mem0's Memory.get_all() returns (mem0/memory/main.py, MemoryItem).
+MEM0 = {"results": [
+    {"id": "5e6f7a8b-1111-2222-3333-444455556666", "memory": "User prefers dark mode", "hash": "abc",
+     "metadata": {"source": "chat"}, "created_at": "2026-04-10T12:00:00Z", "updated_at": None, "user_id": "alice"},
+    {"id": "", "memory": "no id"},
+]}
+
+
+def _json(path: Path, doc: Any) -> Path:
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_an_mcp_memory_service_export(client: MnemoClient, tmp_path: Path) -> None:
+    source = open_source(_json(tmp_path / "export.json", SERVICE_EXPORT))
+    assert isinstance(source, MemoryServiceSource)
+    server = MnemoMemoryToolServer(client)
+    report = import_source(server, source)
+    path = "/memories/mcp-memory-service/2023-08-21 SQLite-vec is the default storage backend. fedcba09.md"
+    assert report.created == (path,)
+    assert [(s.origin, s.reason) for s in report.skipped] == [
+        (f"{tmp_path}/export.json memory 2", "not a memory of the export: it needs a string `content` and "
+                                             "`content_hash`")]
+    assert not view(server, path)[1]
+    assert client.query(tags=[f"path:{path}"])[0].content == (
+        '---\nsource: "mcp-memory-service"\ncontent_hash: "fedcba0987654321abcd"\n'
+        'memory_type: "architectural-decision"\ntags: ["architecture", "backend"]\n'
+        'created_at: "2023-08-21T16:20:00Z"\nupdated_at: "2023-08-21T16:20:00Z"\nmetadata: {"version": "v6.0.0"}\n'
+        'export_source: "laptop"\n---\n\nSQLite-vec is the default storage backend.\n')
+
+
+@pytest.mark.parametrize("doc", [MEM0, MEM0["results"], {"count": 2, "next": None, "previous": None, **MEM0}])
+def test_mem0_get_all_json(client: MnemoClient, tmp_path: Path, doc: Any) -> None:
+    source = open_source(_json(tmp_path / "mem0.json", doc))
+    assert isinstance(source, Mem0Source)
+    report = import_source(MnemoMemoryToolServer(client), source)
+    path = "/memories/mem0/User prefers dark mode 5e6f7a8b.md"
+    assert report.created == (path,) and len(report.skipped) == 1
+    assert client.query(tags=[f"path:{path}"])[0].content == (
+        '---\nsource: "mem0"\nid: "5e6f7a8b-1111-2222-3333-444455556666"\nhash: "abc"\n'
+        'created_at: "2026-04-10T12:00:00Z"\nuser_id: "alice"\nmetadata: {"source": "chat"}\n---\n\n'
+        'User prefers dark mode\n')
+
+
+@pytest.mark.parametrize(("fmt", "doc", "message"), [
+    ("mcp-memory-service", {"memories": []},
+     'cannot import {p}: not an mcp-memory-service export (a JSON object with "export_metadata" and a "memories" '
+     'list)'),
+    ("mem0", {"results": [{"text": "x"}]},
+     'cannot import {p}: not mem0 memories (the JSON of get_all()): a JSON object with a "results" list, or a list, '
+     'of memories each with an "id" and a "memory"'),
+    ("mem0", "[1, 2", "cannot import {p}: not JSON (Expecting ',' delimiter at line 1 column 6), so not mem0 "
+                      "memories (the JSON of get_all())"),
+])
+def test_a_document_of_another_shape_is_an_error(
+    client: MnemoClient, tmp_path: Path, fmt: str, doc: Any, message: str
+) -> None:
+    path = tmp_path / "x.json"
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    before = snapshot(client.path)
+    with pytest.raises(SourceError) as error:
+        import_source(MnemoMemoryToolServer(client), open_source(path, fmt))
+    assert str(error.value) == message.format(p=path)
+    assert snapshot(client.path) == before
