@@ -16,6 +16,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <zlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #define FH 24
 #define EH 8
@@ -1928,6 +1931,60 @@ static PyObject *Postings_doc_buffer(Postings *self, PyObject *arg) {
     return PyBytes_FromStringAndSize((const char *)self->arena.bytes + self->docs[i].off, self->docs[i].len);
 }
 
+/* Slots of `size` bytes cut down to the `n` used (they hold sizes and offsets, not text). */
+static void trim_slots(void **slots, Py_ssize_t *cap, Py_ssize_t n, size_t size) {
+    if (*cap <= n) return;
+    void *cut = realloc(*slots, (size_t)(n ? n : 1) * size);
+    if (cut) {
+        *slots = cut;
+        *cap = n;
+    }
+}
+
+/* Every buffer cut down to what it holds (after a catch-up of many documents, growth by half leaves a
+ * quarter unused on average); what cannot be allocated stays as it is. */
+static PyObject *Postings_trim(Postings *self, PyObject *unused) {
+    for (Py_ssize_t i = 0; i < self->nterms; i++) {
+        plist *p = &self->terms[i];
+        vlist *v = &p->v;
+        if (v->cap > INLINE_BYTES && v->cap > v->len) {
+            uint8_t *old = v->u.heap, *cut = v->len > INLINE_BYTES ? malloc(v->len) : v->u.inl;
+            if (!cut) continue;
+            uint32_t cap = v->len > INLINE_BYTES ? v->len : INLINE_BYTES;
+            if (cut == v->u.inl) {
+                uint8_t tmp[INLINE_BYTES] = {0};
+                memcpy(tmp, old, v->len);
+                memset(old, 0, v->cap);
+                free(old);
+                memcpy(v->u.inl, tmp, INLINE_BYTES);
+            } else {
+                memcpy(cut, old, v->len);
+                memset(old, 0, v->cap);
+                free(old);
+                v->u.heap = cut;
+            }
+            v->cap = cap;
+        }
+        if (p->cap_marks > p->nmarks) {
+            mark *cut = p->nmarks ? malloc(sizeof(mark) * p->nmarks) : NULL;
+            if (p->nmarks && !cut) continue;
+            if (cut) memcpy(cut, p->marks, sizeof(mark) * p->nmarks);
+            memset(p->marks, 0, sizeof(mark) * p->cap_marks);
+            free(p->marks);
+            p->marks = cut;
+            p->cap_marks = p->nmarks;
+        }
+    }
+    if (self->arena.bytes) arena_move(&self->arena, self->arena.len - self->arena.dead, (char *)self->docs,
+                                      sizeof(docref), self->ndocs);
+    trim_slots((void **)&self->terms, &self->cap_terms, self->nterms, sizeof(plist));
+    trim_slots((void **)&self->docs, &self->cap_docs, self->ndocs, sizeof(docref));
+#ifdef __GLIBC__
+    malloc_trim(0); /* the pages the outgrown buffers freed go back to the system */
+#endif
+    Py_RETURN_NONE;
+}
+
 static PyObject *arena_bytes(const arena_t *a) {
     return PyBytes_FromStringAndSize(a->bytes ? (const char *)a->bytes : "", a->bytes ? (Py_ssize_t)a->cap : 0);
 }
@@ -1943,6 +2000,7 @@ static PyMethodDef Postings_methods[] = {
     {"export", (PyCFunction)Postings_export, METH_VARARGS, "export(order, dense, live, new_tid) -> 5 columns"},
     {"load", (PyCFunction)Postings_load, METH_VARARGS | METH_CLASS, "load(post_lens, post_docs, post_freqs, doc_term_lens, doc_terms)"},
     {"nbytes", (PyCFunction)Postings_nbytes, METH_NOARGS, "nbytes() -> memory held"},
+    {"trim", (PyCFunction)Postings_trim, METH_NOARGS, "trim(): every buffer cut down to what it holds"},
     {"_buffer", (PyCFunction)Postings_buffer, METH_O, "_buffer(tid) -> the bytes allocated for its posting"},
     {"_doc_buffer", (PyCFunction)Postings_doc_buffer, METH_O, "_doc_buffer(doc) -> the bytes of its term ids"},
     {"_arena", (PyCFunction)Postings_arena, METH_NOARGS, "_arena() -> every byte of the documents' arena"},

@@ -19,7 +19,7 @@ Targets:
   32-bit codes, max_u32 what max gives. Seeds:
   identifiers of every shape the analysis splits.
 - `postings`: each input is a program of operations on the text index's postings (add a document of
-  up to 8 terms, remove one, export and load back, read through a scope mask), run on the C extension's
+  up to 8 terms, remove one, trim, export and load back, read through a scope mask), run on the C extension's
   `Postings` and on its twin `PyPostings`, which must agree with each other and with a model after
   every program; then the input's bytes cut into five columns and loaded as a snapshot's: the C load
   must refuse or give what the twin gives for every term and document.
@@ -257,6 +257,8 @@ class PostingsHarness:
                 for store in stores:
                     if sorted(store.remove(doc)) != emptied:
                         raise AssertionError(f"remove({doc}) differs on {data!r}")
+                    if arg & 0x80:
+                        store.trim()
             elif op % 4 == 3:  # a snapshot: export, both must give the same bytes; load back, renumbered
                 live = sorted(model)
                 cols = self._columns(stores[0], ndocs, live)

@@ -62,6 +62,9 @@ class PostingStore(Protocol):
     def nbytes(self) -> int:
         """About how much memory the postings and term lists take."""
 
+    def trim(self) -> None:
+        """Gives back the room kept for growth (after many documents were added at once)."""
+
 
 def new_postings() -> PostingStore:
     """Empty postings: the C extension's where it is built, else the twin."""
@@ -218,6 +221,9 @@ class PyPostings:
             doc_term_lens.append(len(ids))
         return (post_lens.tobytes(), post_docs.tobytes(), post_freqs.tobytes(), doc_term_lens.tobytes(),
                 doc_terms.tobytes())
+
+    def trim(self) -> None:
+        pass  # (arrays keep little room; the C extension's buffers keep up to half again)
 
     def nbytes(self) -> int:
         size = _sizeof

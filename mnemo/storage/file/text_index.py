@@ -33,6 +33,8 @@ from .postings import PostingStore, ScopeMask, load_postings, new_postings
 from .vocabulary import Vocabulary, load_vocabulary, new_vocabulary
 
 TEXT_LAYOUT = 2
+TRIM_AFTER = 10_000
+"""A catch-up of this many rows or more gives back the room the postings kept for growth."""
 HELD_CHARS = 8_000_000
 """The most characters of text written by this process that pending rows keep for the catch-up."""
 
@@ -141,12 +143,15 @@ class TextIndex:
         its latest version (None: not text, so not indexed). Rows are indexed in row order."""
         seen: Seen = {}  # this catch-up's words, dropped with it
         held = self.held
+        pending = len(self.pending)
         for row in sorted(self.pending):
             kept = held.pop(row, None)
             scope, seq, text = read(row) if kept is None else kept
             self.pending.discard(row)
             if text is not None:
                 self.add(row, scope, text, seq, seen)
+        if pending >= TRIM_AFTER:  # a bulk catch-up: the room its growth kept is given back
+            self.store.trim()
         self.pending = set()  # an emptied set keeps its table: a catch-up of a million rows, 40 MB
         self.held, self.held_chars = {}, 0
 

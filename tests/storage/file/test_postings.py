@@ -200,6 +200,11 @@ class Model(RuleBasedStateMachine):
         for store in self.stores:
             assert sorted(store.remove(doc)) == emptied
 
+    @rule()
+    def trim(self) -> None:
+        for store in self.stores:
+            store.trim()
+
     @rule(code=st.sampled_from(["I", "B"]))
     def reload(self, code: str) -> None:
         """Export, then load into every kind (a snapshot of one read by the other): frequencies as
