@@ -42,7 +42,7 @@ from .common import (
     alternate,
     make_record,
     rate_samples,
-    rss_bytes,
+    settled_rss_bytes,
     source_digest,
 )
 
@@ -459,13 +459,11 @@ def _build_lmdb(cfg: Config, ds: Dataset, path: str) -> None:
 
 def probe_open(path: str) -> dict[str, Any]:
     """Open the database in this (fresh) process: open time, snapshot use, RSS growth of the open."""
-    gc.collect()
-    before = rss_bytes()
+    before = settled_rss_bytes()
     t0, c0 = time.perf_counter(), time.process_time()
     client = MnemoClient(path, AGENT)
     seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
-    gc.collect()
-    after = rss_bytes()
+    after = settled_rss_bytes()
     st = client.stats()
     return {
         "seconds": seconds,

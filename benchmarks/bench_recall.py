@@ -72,7 +72,7 @@ from .common import (
     alternate,
     make_record,
     rate_samples,
-    rss_bytes,
+    settled_rss_bytes,
     source_digest,
     table,
     write_json,
@@ -555,8 +555,7 @@ def probe_catch_up(path: str, checkpoint: bool, profile: str | None) -> dict[str
     snapshot (checkpoint) so it holds the text index."""
     client = MnemoClient(path, AGENT, durability="none")
     pending = pending_rows(client)
-    gc.collect()
-    before = rss_bytes()
+    before = settled_rss_bytes()
     profiler = cProfile.Profile() if profile else None
     t0, c0 = time.perf_counter(), time.process_time()
     if profiler is not None:
@@ -565,8 +564,7 @@ def probe_catch_up(path: str, checkpoint: bool, profile: str | None) -> dict[str
     if profiler is not None:
         profiler.disable()
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    gc.collect()
-    after = rss_bytes()
+    after = settled_rss_bytes()
     if profiler is not None and profile:
         profiler.dump_stats(profile)
     store: Any = client._store

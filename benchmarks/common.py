@@ -9,7 +9,10 @@ means Mnemo is faster.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import datetime as _dt
+import gc
 import hashlib
 import json
 import os
@@ -116,6 +119,17 @@ def alternate(reps: int, *fns: Callable[[], float]) -> list[list[float]]:
         for i in order:
             out[i].append(fns[i]())
     return out
+
+
+def settled_rss_bytes() -> int:
+    """rss_bytes() after a garbage collection and, with glibc, malloc_trim(0): the pages freed before
+    are given back first, so that a growth measured between two such readings is the work's alone (the
+    C extension trims the heap after a bulk catch-up, which would otherwise give back, inside the
+    measurement, pages freed before it)."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # (no glibc: nothing to trim)
+        ctypes.CDLL(None).malloc_trim(0)
+    return rss_bytes()
 
 
 def rss_bytes() -> int:

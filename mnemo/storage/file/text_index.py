@@ -33,6 +33,8 @@ from .postings import PostingStore, ScopeMask, load_postings, new_postings
 from .vocabulary import Vocabulary, load_vocabulary, new_vocabulary
 
 TEXT_LAYOUT = 2
+_ROW = "i"
+"""The typecode of rows and documents in memory (i32: an index holds fewer than 2**31 rows)."""
 TRIM_AFTER = 10_000
 """A catch-up of this many rows or more gives back the room the postings kept for growth."""
 HELD_CHARS = 8_000_000
@@ -47,12 +49,12 @@ class TextIndex:
         self.vocab: Vocabulary = new_vocabulary()  # term <-> term id (vocabulary.py)
         # term id -> its documents and how often each holds it; document -> its term ids (postings.py)
         self.store: PostingStore = new_postings()
-        self.doc_row = array("q")  # document -> its record's row (-1: the document left)
+        self.doc_row = array(_ROW)  # document -> its record's row (-1: the document left)
         self.doc_scope = array("I")  # document -> scope code (the index's Interned scopes)
         self.doc_len = array("I")  # document -> number of terms
         self.doc_seq = array("q")  # document -> the seq of the version it is
         self._norms: tuple[float, array[float]] | None = None  # (avgdl, each document's norm), see norms
-        self.row_docs = array("q")  # row -> its document (-1: none; rows past its end have none)
+        self.row_docs = array(_ROW)  # row -> its document (-1: none; rows past its end have none)
         self.scope_totals: dict[int, list[int]] = {}  # scope code -> [documents, total length]
         self.pending: set[int] = set()  # rows whose latest version is not indexed yet
         # pending rows whose (scope code, seq, text) this process wrote, up to HELD_CHARS in all (see hold)
@@ -126,7 +128,7 @@ class TextIndex:
         self._norms = None
         docs = self.row_docs
         if row >= len(docs):
-            docs.extend(array("q", [-1]) * (row + 1 - len(docs)))
+            docs.extend(array(_ROW, [-1]) * (row + 1 - len(docs)))
         docs[row] = doc
         totals = self.scope_totals.get(scope)
         if totals is None:
@@ -245,7 +247,7 @@ class TextIndex:
         if not isinstance(terms, list) or set(map(type, terms)) - {str}:
             raise ValueError("text index terms are not strings")
         text.vocab = load_vocabulary(terms)
-        text.doc_row = _column("q", state["doc_row"])
+        text.doc_row = array(_ROW, _column("q", state["doc_row"]))  # (i64 in the snapshot)
         n = len(text.doc_row)
         text.doc_scope = _column(_CODE, state["doc_scope"])
         text.doc_len = _column(_CODE, state["doc_len"])
@@ -260,7 +262,7 @@ class TextIndex:
         text.pending = set(_column("q", state["pending"]))
         if text.pending and (min(text.pending) < 0 or max(text.pending) >= rows):
             raise ValueError("text index names a row the index lacks")
-        text.row_docs = array("q", [-1]) * rows
+        text.row_docs = array(_ROW, [-1]) * rows
         for doc, row in enumerate(text.doc_row):
             text.row_docs[row] = doc
         if text.row_docs.count(-1) != rows - n or any(text.row_docs[row] >= 0 for row in text.pending):
