@@ -16,12 +16,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import EmbedderError, InvalidInput
+from ._numpy import installed, np
 from .local import INSTALL_HINT, local_embedder
-
-try:
-    import numpy as np
-except ImportError:  # the `semantic` extra is not installed: no embedder can be used (check_embedder says so)
-    np = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -70,7 +66,7 @@ def check_embedder(embedder: object) -> Embedder:
             raise InvalidInput(
                 f"embedder must be 'local' or an object with name, dimension and embed(texts), got {embedder!r}")
         return local_embedder()
-    if np is None:
+    if not installed():
         raise InvalidInput(f"an embedder needs numpy, which the `semantic` extra installs: {INSTALL_HINT}")
     name = getattr(embedder, "name", None)
     dimension = getattr(embedder, "dimension", None)

@@ -19,17 +19,14 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._install import install_hint
 from ..errors import InvalidInput
-
-try:
-    import numpy as np
-except ImportError:  # the `semantic` extra is not installed: local_embedder() says what to install
-    np = None  # type: ignore[assignment]
+from ._numpy import np
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-INSTALL_HINT = "pip install 'mnemo-chain[semantic]'"
+INSTALL_HINT = install_hint("semantic")
 PACKAGE = "wordllama"
 WEIGHTS = ("weights", "l2_supercat_256.safetensors")
 TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")

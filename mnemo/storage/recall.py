@@ -17,10 +17,14 @@ K = TypeVar("K", bound=Hashable)
 
 
 class Hit(NamedTuple):
-    """A record recall found: with its latest version's packed fields, and its score."""
+    """A record recall found: with its latest version's packed fields, its score, and what each ranking
+    gave it: its BM25 score (None in semantic mode) and its cosine with the query (None in lexical
+    mode)."""
 
     found: Found
     score: float
+    lexical: float | None = None
+    semantic: float | None = None
 
 
 def searchable_text(packed: bytes | memoryview) -> str | None:

@@ -71,7 +71,7 @@ def test_modes() -> None:
             check_mode(mode, None)
         message = str(raised.value)
         assert "needs an embedder" in message and "embedder='local'" in message
-        assert "pip install 'mnemo-chain[semantic]'" in message
+        assert "pip install -e '.[semantic]'" in message
 
 
 def test_vectors_come_back_of_unit_length_and_a_zero_vector_stays_zero() -> None:
@@ -161,7 +161,7 @@ def test_without_the_extra_the_local_embedder_says_what_to_install(monkeypatch: 
     monkeypatch.setattr(local, "_loaded", None)
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wordllama" else real(name, *a))
     with pytest.raises(InvalidInput, match=r"needs the `semantic` extra \(wordllama missing\): "
-                                           r"pip install 'mnemo-chain\[semantic\]'"):
+                                           r"pip install -e '\.\[semantic\]'"):
         check_embedder("local")
 
 

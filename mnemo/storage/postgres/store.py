@@ -30,7 +30,7 @@ from ...chain.codec import (
     unpackb,
 )
 from ...chain.tree import CompactRange
-from ...errors import IntegrityError, MnemoError, NotFound, StorageError
+from ...errors import IntegrityError, InvalidInput, MnemoError, NotFound, StorageError
 from ...recall.analysis import analyse
 from ...recall.engine import Staged, search
 from ...recall.query import Phrase
@@ -421,7 +421,12 @@ class PostgresStore(Commits):
                      sum(size for vs in records.values() for _v, size in vs))
 
     # -- the contract: recall -------------------------------------------------------------------------
-    def recall(self, query: RecallQuery, scopes: ScopeFilter, tags: Query, limit: int) -> list[Hit]:
+    def reindex(self, progress: Progress | None = None) -> int:
+        raise InvalidInput("PostgreSQL databases recall lexically: they keep no vectors to rebuild")
+
+    def recall(
+        self, query: RecallQuery, scopes: ScopeFilter, tags: Query, limit: int, mode: str = "lexical"
+    ) -> list[Hit]:
         """Recall over the text index's tables (text_index.py): the corpus's statistics and the postings of
         every term the query names or its prefixes reach, in one statement; the texts of the documents
         that hold every word of a phrase, in one more when there is a phrase; the hits' latest versions,
@@ -432,6 +437,8 @@ class PostgresStore(Commits):
         whose record changed since the index was read (a commit in between) makes the index be read
         again; one the chain contradicts (a row the application role wrote) is left out and the rest
         ranked again, so that `limit` is still met (verify names the row)."""
+        if mode != "lexical":  # (open_storage refuses an embedder for PostgreSQL: the client never asks)
+            raise InvalidInput("PostgreSQL databases recall lexically: mode must be 'lexical'")
         if limit == 0:
             return []
         batch = self.current_batch()
