@@ -32,7 +32,7 @@ from .chain.codec import (
 )
 from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
 from .ids import new_id, random_bytes
-from .recall.analysis import matching_lines
+from .recall.analysis import first_lines, matching_lines
 from .recall.embedding import Embedder, check_embedder, check_mode
 from .recall.query import parse as parse_recall_query
 from .record import MemoryRecord, Recalled, RecordInfo, ScopeReport, VerifyReport, make_memory_record, ns_to_datetime
@@ -588,7 +588,8 @@ class MnemoClient:
         `any_tags` and `tag_prefix` keep only hits with all of `tags`, one of `any_tags` and a tag
         starting with `tag_prefix` (as `query` filters), before the `limit` best are taken; they leave
         the corpus, and so the scores, as they are. At most `limit` (1 to 1,000) results; each has the
-        matching lines of its content and what each ranking gave it. A query that cannot be read, or a
+        matching lines of its content (a record found by meaning alone, its first lines) and what each
+        ranking gave it. A query that cannot be read, or a
         mode other than lexical without an embedder, is InvalidInput, saying what is wrong."""
         self._store.refresh()
         if not isinstance(query, str):
@@ -601,12 +602,15 @@ class MnemoClient:
         hits = self._store.recall(parsed, scopes, filters, limit, chosen)
         records = self._latest_records([hit.found for hit in hits])
         wanted, prefixes = parsed.highlights
-        return [
-            Recalled(record, hit.score, tuple(
-                matching_lines(record.content, wanted, prefixes) if isinstance(record.content, str) else ()),
-                hit.score if chosen == "lexical" else hit.lexical, hit.semantic)
-            for record, hit in zip(records, hits, strict=True)
-        ]
+        out = []
+        for record, hit in zip(records, hits, strict=True):
+            content = record.content
+            lines = matching_lines(content, wanted, prefixes) if isinstance(content, str) else []
+            if not lines and chosen != "lexical" and isinstance(content, str):
+                lines = first_lines(content)  # found by meaning alone: no line holds a word of the query
+            out.append(Recalled(record, hit.score, tuple(lines),
+                                hit.score if chosen == "lexical" else hit.lexical, hit.semantic))
+        return out
 
     @property
     def default_mode(self) -> str:
