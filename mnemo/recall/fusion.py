@@ -27,7 +27,7 @@ from ._numpy import np
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-ALPHA = 0.6
+ALPHA = 0.7
 """The semantic ranking's weight in a hybrid score (docs/RECALL.md §6 has the measurement)."""
 
 
