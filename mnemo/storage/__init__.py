@@ -3,9 +3,8 @@ its backends: the embedded log file (file) and PostgreSQL (postgres). `open_stor
 
 from __future__ import annotations
 
-from ..errors import InvalidInput
 from ..recall.embedding import Embedder
-from .contract import Storage, is_dsn, shown_name
+from .contract import Storage, is_dsn
 from .file import FileStore
 
 
@@ -20,13 +19,10 @@ def open_storage(
     recall (EmbedderMismatch if the database's were made by another, unless `reindex`: they are to be
     made again)."""
     if is_dsn(name):
-        if embedder is not None:
-            raise InvalidInput(
-                "semantic recall is offered on file databases; PostgreSQL databases recall lexically: open "
-                f"{shown_name(name)} without an embedder")
         from .postgres import open_postgres  # noqa: PLC0415 - psycopg, an optional dependency
 
-        return open_postgres(name, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout)
+        return open_postgres(name, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout,
+                             embedder=embedder, reindex=reindex)
     return FileStore(
         name, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout,
         group_commit_wait=group_commit_wait, embedder=embedder, reindex=reindex,

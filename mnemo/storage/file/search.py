@@ -12,11 +12,11 @@ from ...errors import IntegrityError, NotFound
 from ...recall._numpy import np
 from ...recall.analysis import Seen
 from ...recall.embedding import Embedder, embed
-from ...recall.engine import Column, Source, Staged, scored, search
+from ...recall.engine import Column, Source, Staged, search
 from ...recall.fusion import fuse
 from ...recall.query import Query as RecallQuery
 from ..batch import Batch
-from ..recall import Hit, in_transaction, searchable_text
+from ..recall import Hit, in_transaction, lexical_side, searchable_text
 from ..types import Found, Query, Rec, ScopeFilter
 from .handles import LogHandle
 from .index import Index
@@ -235,16 +235,7 @@ class Search(Reads):
 
         base = _FileSource(self, index, text, codes)
         source: Any = in_transaction(base, batch, scopes, self._doc_key(codes), text_of)
-        scores, excluded_keys = scored(query, source, include=mode == "hybrid")
-        lexical = np.zeros(len(seqs)) if mode == "hybrid" else None
-        excluded = np.zeros(len(seqs), dtype=np.bool_)
-        for key in excluded_keys:
-            if (at := position(key)) >= 0:
-                excluded[at] = True
-        if lexical is not None:
-            for key, score in scores.items():
-                if (at := position(key)) >= 0:
-                    lexical[at] = score
+        lexical, excluded = lexical_side(query, source, mode, len(seqs), position)
         n_committed = len(slots)
 
         def rec_at(at: int) -> Rec:
