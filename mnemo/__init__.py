@@ -15,11 +15,13 @@ if _sys.platform == "win32":  # before anything imports fcntl, for a message tha
         "without a lock. Use it on Linux or macOS (on Windows, inside WSL)."
     )
 
-from .client import MnemoClient, RecordUnavailable  # noqa: E402
+from .client import MnemoClient, RecordUnavailable, reindex  # noqa: E402
 from .errors import (  # noqa: E402
     Closed,
     Conflict,
     DurabilityError,
+    EmbedderError,
+    EmbedderMismatch,
     ErasureIncomplete,
     IntegrityError,
     InvalidInput,
@@ -30,6 +32,7 @@ from .errors import (  # noqa: E402
     ReadOnly,
     StorageError,
 )
+from .recall.embedding import Embedder  # noqa: E402
 from .record import MemoryRecord, Problem, Recalled, RecordInfo, ScopeReport, VerifyReport  # noqa: E402
 from .tools.server import MnemoMemoryToolServer  # noqa: E402
 from .validation import Limits  # noqa: E402
@@ -38,6 +41,9 @@ __all__ = [
     "Closed",
     "Conflict",
     "DurabilityError",
+    "Embedder",
+    "EmbedderError",
+    "EmbedderMismatch",
     "ErasureIncomplete",
     "IntegrityError",
     "InvalidInput",
@@ -57,5 +63,6 @@ __all__ = [
     "ScopeReport",
     "StorageError",
     "VerifyReport",
+    "reindex",
 ]
 

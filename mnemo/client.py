@@ -32,7 +32,8 @@ from .chain.codec import (
 )
 from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
 from .ids import new_id, random_bytes
-from .recall.analysis import matching_lines
+from .recall.analysis import first_lines, matching_lines
+from .recall.embedding import Embedder, check_embedder, check_mode
 from .recall.query import parse as parse_recall_query
 from .record import MemoryRecord, Recalled, RecordInfo, ScopeReport, VerifyReport, make_memory_record, ns_to_datetime
 from .storage import open_storage
@@ -106,8 +107,10 @@ class MnemoClient:
         checkpoint_every: int | None = None,
         limits: Limits | None = None,
         group_commit_wait: float | None = None,
+        embedder: Embedder | str | None = None,
     ) -> None:
         check_agent_id(agent_id, "agent_id")
+        self.embedder = None if embedder is None else check_embedder(embedder)
         check_durability(durability)
         if not isinstance(lock_timeout, (int, float)) or lock_timeout < 0:
             raise InvalidInput(f"lock_timeout must be a non-negative number, got {lock_timeout!r}")
@@ -123,7 +126,7 @@ class MnemoClient:
         self._last_entry: tuple[int, str] | None = None
         self._store: Storage = open_storage(
             os.fspath(db_path), agent_id, readonly=readonly, durability=durability, lock_timeout=lock_timeout,
-            group_commit_wait=group_commit_wait,
+            group_commit_wait=group_commit_wait, embedder=self.embedder,
         )
         self.path = self._store.path
 
@@ -575,30 +578,45 @@ class MnemoClient:
         any_tags: Iterable[str] = (),
         tag_prefix: str | None = None,
         limit: int = 10,
+        mode: str | None = None,
     ) -> list[Recalled]:
         """The readable records whose content best matches `query` (docs/RECALL.md: words, "phrases",
-        -excluded, prefix*), best first: ranked by BM25 over the live records this agent may read in
-        `scope` (exact, or a `prefix*` pattern) whose content is text, so that records it cannot read
-        change neither the hits nor a score. `tags`, `any_tags` and `tag_prefix` keep only hits with
-        all of `tags`, one of `any_tags` and a tag starting with `tag_prefix` (as `query` filters),
-        before the `limit` best are taken; they leave the corpus, and so the scores, as they are. At
-        most `limit` (1 to 1,000) results; each has the matching lines of its content. A query that
-        cannot be read is InvalidInput, saying what is wrong."""
+        -excluded, prefix*), best first, ranked over the live records this agent may read in `scope`
+        (exact, or a `prefix*` pattern) whose content is text, so that records it cannot read change
+        neither the hits nor a score. `mode`: "lexical" ranks by BM25 over the words; "semantic" by
+        the cosine of each record's vector with the query's, made by the client's embedder; "hybrid"
+        by both (docs/RECALL.md §6); None is "hybrid" with an embedder and "lexical" without. `tags`,
+        `any_tags` and `tag_prefix` keep only hits with all of `tags`, one of `any_tags` and a tag
+        starting with `tag_prefix` (as `query` filters), before the `limit` best are taken; they leave
+        the corpus, and so the scores, as they are. At most `limit` (1 to 1,000) results; each has the
+        matching lines of its content (a record found by meaning alone, its first lines) and what each
+        ranking gave it. A query that cannot be read, or a
+        mode other than lexical without an embedder, is InvalidInput, saying what is wrong."""
         self._store.refresh()
         if not isinstance(query, str):
             raise InvalidInput(f"the query must be a string, got {type(query).__name__}")
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_RECALL:
             raise InvalidInput(f"limit must be an int from 1 to {MAX_RECALL}, got {limit!r}")
+        chosen = check_mode(self.default_mode if mode is None else mode, self.embedder)
         parsed = parse_recall_query(query)
         filters, scopes = self._query(tags, any_tags, tag_prefix, scope, None)
-        hits = self._store.recall(parsed, scopes, filters, limit)
+        hits = self._store.recall(parsed, scopes, filters, limit, chosen)
         records = self._latest_records([hit.found for hit in hits])
         wanted, prefixes = parsed.highlights
-        return [
-            Recalled(record, hit.score, tuple(
-                matching_lines(record.content, wanted, prefixes) if isinstance(record.content, str) else ()))
-            for record, hit in zip(records, hits, strict=True)
-        ]
+        out = []
+        for record, hit in zip(records, hits, strict=True):
+            content = record.content
+            lines = matching_lines(content, wanted, prefixes) if isinstance(content, str) else []
+            if not lines and chosen != "lexical" and isinstance(content, str):
+                lines = first_lines(content)  # found by meaning alone: no line holds a word of the query
+            out.append(Recalled(record, hit.score, tuple(lines),
+                                hit.score if chosen == "lexical" else hit.lexical, hit.semantic))
+        return out
+
+    @property
+    def default_mode(self) -> str:
+        """The mode `recall` uses when none is given: "hybrid" with an embedder, else "lexical"."""
+        return "lexical" if self.embedder is None else "hybrid"
 
     def list_records(
         self,
@@ -776,6 +794,26 @@ class MnemoClient:
             "readonly": store.readonly,
             "recovery": list(store.recovery),
         }
+
+
+def reindex(
+    db_path: str | os.PathLike[str], agent_id: str, embedder: Embedder | str = "local",
+    progress: Progress | None = None,
+) -> int:
+    """Make every live record's vector again with `embedder`, whatever made the ones the database holds
+    (an open with another embedder is refused until then: EmbedderMismatch), and return how many were
+    made. `progress(done, total)` is called as they are. Needs admin on `*`: the vectors of every scope
+    are made."""
+    check_agent_id(agent_id, "agent_id")
+    chosen = check_embedder(embedder)
+    store = open_storage(os.fspath(db_path), agent_id, embedder=chosen, reindex=True)
+    try:
+        store.refresh()
+        if not store.acl().allows(agent_id, "admin", "*"):
+            raise PermissionDenied(f"{agent_id} may not rebuild the vectors: it needs admin on *")
+        return store.reindex(progress)
+    finally:
+        store.close()
 
 
 def _times(rec: Rec, version: Version) -> tuple[datetime, datetime]:

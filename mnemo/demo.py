@@ -10,6 +10,7 @@ through the Anthropic SDK's tool runner, with its memory in a local Mnemo databa
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -29,7 +30,7 @@ from mnemo.audit import export_audit, read_log, verify_db
 from mnemo.cli.verify import report_lines
 from mnemo.client import MnemoClient
 from mnemo.errors import MnemoError
-from mnemo.tools.server import SEARCH_TOOL_NAME, CommandResult, MnemoMemoryToolServer
+from mnemo.tools.server import DEFAULT_SEARCH_LIMIT, SEARCH_TOOL_NAME, CommandResult, MnemoMemoryToolServer
 
 if TYPE_CHECKING:
     from anthropic.types.beta import BetaMessageParam
@@ -94,6 +95,35 @@ def _session_one() -> list[_Turn]:
     ]
 
 
+def _session_three(semantic: bool) -> list[_Turn]:
+    """A search that words miss and meaning finds (hybrid needs the `semantic` extra's local model)."""
+    query = "air travel preferences"
+    turns = [
+        _Turn(
+            user="Note that I love spicy food, and that deploys at work go out on Tuesdays.",
+            calls=[
+                {"command": "create", "path": "/memories/people/ana/food.md",
+                 "file_text": "- loves spicy food\n"},
+                {"command": "create", "path": "/memories/work/deploys.md",
+                 "file_text": "- deploys go out on Tuesdays\n"},
+            ],
+            reply="Noted both.",
+        ),
+        _Turn(
+            user="Book me a trip to Porto. Anything I should keep in mind?",
+            calls=[{"tool": SEARCH_TOOL_NAME, "query": query, "mode": "lexical"}],
+            reply="No file holds those words." + ("" if semantic else " (Searching by meaning needs the `semantic` "
+                                                   f"extra: {install_hint('semantic')}.)"),
+        ),
+    ]
+    if semantic:
+        turns.append(_Turn(
+            calls=[{"tool": SEARCH_TOOL_NAME, "query": query, "mode": "hybrid", "limit": 1}],
+            reply="By meaning: you prefer trains over planes, so I'll look at the train to Porto first.",
+        ))
+    return turns
+
+
 def _session_two() -> list[_Turn]:
     return [
         _Turn(
@@ -126,7 +156,8 @@ def _session_two() -> list[_Turn]:
 def _describe_call(tool_input: Mapping[str, Any]) -> str:
     if tool_input.get("tool") == SEARCH_TOOL_NAME:
         where = f" in {tool_input['path']}" if tool_input.get("path") is not None else ""
-        return f"{SEARCH_TOOL_NAME} {json.dumps(tool_input.get('query'))}{where}"
+        how = f" (mode {tool_input['mode']})" if tool_input.get("mode") is not None else ""
+        return f"{SEARCH_TOOL_NAME} {json.dumps(tool_input.get('query'))}{where}{how}"
     command = str(tool_input.get("command"))
     if command == "rename":
         return f"memory.rename {tool_input.get('old_path')} -> {tool_input.get('new_path')}"
@@ -198,7 +229,8 @@ def _call(server: MnemoMemoryToolServer, call: Mapping[str, Any], tool_use_id: s
     """The tool_result of one scripted call: a search through `search` (the `memory_search` tool's code
     path), a memory-tool command through `handle`."""
     if call.get("tool") == SEARCH_TOOL_NAME:
-        result = server.search(call["query"], call.get("path"))
+        limit = call.get("limit", DEFAULT_SEARCH_LIMIT)
+        result = server.search(call["query"], call.get("path"), limit, call.get("mode"))
         return server.result_block(tool_use_id, result)
     return server.handle({"type": "tool_use", "id": tool_use_id, "name": "memory", "input": call})
 
@@ -370,8 +402,9 @@ def run_demo(out: TextIO, db_dir: str | None = None, width: int | None = None) -
             if os.path.exists(path):
                 out.write(f"mnemo demo: {path} already exists; give an empty directory\n")
                 return 2
+    semantic = importlib.util.find_spec("wordllama") is not None  # the `semantic` extra's local model
     try:
-        with MnemoClient(db_path, DEMO_AGENT) as client:
+        with MnemoClient(db_path, DEMO_AGENT, embedder="local" if semantic else None) as client:
             server = MnemoMemoryToolServer(client)
             page.line("Mnemo memory-tool demo (scripted, offline: no API key, no network)")
             page.line(f"database: {db_path}   agent: {DEMO_AGENT}   scope: {server.scope}")
@@ -380,7 +413,7 @@ def run_demo(out: TextIO, db_dir: str | None = None, width: int | None = None) -
             page.line("--- conversation 1 ---")
             n = _play(page, server, _session_one(), 0)
             page.line("--- conversation 2 (a new chat: only the memory carries over) ---")
-            _play(page, server, _session_two(), n)
+            n = _play(page, server, _session_two(), n)
 
             history = server.history(PROFILE)
             page.line(f"History of {PROFILE} (one record, every version kept):")
@@ -390,6 +423,8 @@ def run_demo(out: TextIO, db_dir: str | None = None, width: int | None = None) -
             leftover = _count_in_files(db_path, b"Lisbon")
             page.line(f"Bytes of the forgotten trip ('Lisbon') left in the database files: {leftover}")
             page.line()
+            page.line("--- conversation 3 (recall by meaning: a search that shares no word with the note) ---")
+            _play(page, server, _session_three(semantic), n)
 
             report = client.verify()
             status = "OK" if report.ok else "FAILED"

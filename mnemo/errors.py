@@ -46,6 +46,16 @@ class InvalidInput(MnemoError, ValueError):
     """An argument has the wrong type or is over a limit. Nothing was written."""
 
 
+class EmbedderError(MnemoError):
+    """The embedder given to the client failed, or answered with something that is not one finite
+    float32 vector of its dimension per text. Nothing was written."""
+
+
+class EmbedderMismatch(MnemoError):
+    """The database's vectors were made by another embedder (another name or dimension) than the one
+    the client was opened with. Open it with that embedder, or rebuild the vectors with `mnemo reindex`."""
+
+
 class DurabilityError(MnemoError):
     """An fsync or write failed; the client refuses further writes rather than retry."""
 
@@ -93,6 +103,8 @@ __all__ = [
     "Closed",
     "Conflict",
     "DurabilityError",
+    "EmbedderError",
+    "EmbedderMismatch",
     "ErasureIncomplete",
     "IntegrityError",
     "InvalidInput",

@@ -53,13 +53,18 @@ def make_memory_record(
 
 @dataclass(frozen=True)
 class Recalled:
-    """A record recall found: the record (its latest version, as `get` returns it), its BM25 score, and
-    the best few lines of its content that match the query, as (line number from 1, line cut to 200
-    characters), in line order (docs/RECALL.md)."""
+    """A record recall found: the record (its latest version, as `get` returns it), its score, the best
+    few lines of its content that match the query's words, as (line number from 1, line cut to 200
+    characters), in line order, and what each ranking gave it (docs/RECALL.md): `lexical`, its BM25
+    score (0.0 when it holds none of the words; None in semantic mode), and `semantic`, the cosine of
+    its vector with the query's (None in lexical mode). In lexical mode `score` is the BM25 score, in
+    semantic mode the cosine, in hybrid mode their fusion."""
 
     record: MemoryRecord
     score: float
     lines: tuple[tuple[int, str], ...]
+    lexical: float | None = None
+    semantic: float | None = None
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ wrapped to the terminal, and next steps whose commands work; the scripted demo (
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import shlex
@@ -29,7 +30,7 @@ def test_the_attack_on_a_copy_and_the_next_steps(tmp_path: Path, capsys: pytest.
     attack = out.split("--- an attacker edits the profile (on a copy of the database) ---\n", 1)[1]
     assert "now says 'planes over trains' instead of 'trains over planes'" in " ".join(attack.split())
     assert f"$ mnemo verify {shlex.quote(str(copy))}\n" in attack
-    assert f"FAILED: {copy}: 1 problem in 8 entries read" in " ".join(attack.split())
+    assert f"FAILED: {copy}: 1 problem in 10 entries read" in " ".join(attack.split())
     assert "\n  problem [payload] seq 7, offset " in attack
     assert "payload digest SHA-256(salt + packed) does not match the put's digest" in " ".join(attack.split())
     assert "A client reading that record from the copy: the client refuses it: IntegrityError:" in attack
@@ -120,7 +121,8 @@ def test_demo_transcript_chain_check_and_audit(tmp_path: Path) -> None:
     assert all("payload" not in entry for entry in entries)  # exported without content
     with MnemoClient(str(tmp_path / "demo.mnemo.db"), "demo-agent", readonly=True) as client:
         paths = [t for info in client.list_records() for t in info.tags if t.startswith("path:")]
-        assert paths == ["path:/memories/people/ana/profile.md"]
+        assert paths == ["path:/memories/people/ana/profile.md", "path:/memories/people/ana/food.md",
+                         "path:/memories/work/deploys.md"]
         assert client.verify().ok
     again = io.StringIO()
     assert run_demo(again, db_dir=str(tmp_path)) == 2
@@ -255,3 +257,18 @@ def test_demo_two_agents_share_a_team_folder(tmp_path: Path) -> None:
          "# Lisbon, June\n- two travellers\n- trains, no flights\n"),
         ("team:trips", ("memorytool", "path:/memories/notes.md"), "Ana prefers window seats.\n"),
     ]
+
+
+def test_demo_finds_by_meaning_what_words_miss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    out = io.StringIO()
+    assert run_demo(out, db_dir=str(tmp_path)) == 0
+    scene = out.getvalue().split("--- conversation 3 ", 1)[1].split("\nChain check", 1)[0]
+    lexical = scene.split('  > memory_search "air travel preferences" (mode lexical)\n', 1)[1].split("\nClaude: ")[0]
+    assert lexical.startswith("  = No file in /memories matches `air travel preferences`.")
+    if importlib.util.find_spec("wordllama") is None:
+        assert "Searching by meaning needs the `semantic` extra: pip install -e '.[semantic]'" in scene
+        return
+    hybrid = scene.split('  > memory_search "air travel preferences" (mode hybrid)\n', 1)[1].split("\nClaude: ")[0]
+    assert hybrid.splitlines()[2:4] == ["      /memories/people/ana/profile.md", "           1  # Ana"]
+    assert "Claude: By meaning: you prefer trains over planes" in scene

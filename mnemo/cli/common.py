@@ -29,7 +29,7 @@ import click
 from .. import audit
 from ..acl import check_agent_id
 from ..client import MnemoClient
-from ..errors import IntegrityError, InvalidInput, MnemoError, NotFound, PermissionDenied
+from ..errors import EmbedderMismatch, IntegrityError, InvalidInput, MnemoError, NotFound, PermissionDenied
 from ..storage.contract import is_dsn, shown_name
 from ..storage.file.framing import FILE_MAGIC
 from ..storage.file.reader import file_kind
@@ -523,13 +523,19 @@ def default_agent(db: str) -> str:
 
 @contextlib.contextmanager
 def open_client(
-    db: str, agent: str | None, *, readonly: bool = True, lock_timeout: float | None = None
+    db: str, agent: str | None, *, readonly: bool = True, lock_timeout: float | None = None,
+    embedder: str | None = None,
 ) -> Iterator[MnemoClient]:
-    """A MnemoClient on DB as `agent` (None: the owner), closed on leaving. DB has passed db_argument."""
+    """A MnemoClient on DB as `agent` (None: the owner), closed on leaving. DB has passed db_argument.
+    `embedder` ("local"): semantic recall's; an open refused for it is a usage error saying why."""
     agent = agent or default_agent(db)
     options: dict[str, Any] = {} if lock_timeout is None else {"lock_timeout": lock_timeout}
+    if embedder is not None:
+        options["embedder"] = embedder
     try:
         client = MnemoClient(db, agent, readonly=readonly, **options)
+    except EmbedderMismatch as exc:
+        raise UsageError(str(exc), "EmbedderMismatch") from None
     except IntegrityError as exc:
         raise Failure(f"{exc} (run `mnemo verify {shown_name(db)}` for the full report)", "IntegrityError") from None
     except NotFound as exc:

@@ -90,6 +90,7 @@ def _opening(db: str | None) -> Iterator[None]:
         "mnemo mcp --read-only --scope team:notes",
         "mnemo mcp --mount /memories/team=team:research --mount /memories/org=org:handbook",
         "mnemo mcp --transport http --port 8765 --tokens ~/.config/mnemo/tokens   # lines: TOKEN AGENT",
+        "mnemo mcp --embedder local   # memory_search finds by meaning too (the `semantic` extra)",
     ),
 )
 @click.option("--db", metavar="DB",
@@ -118,20 +119,24 @@ def _opening(db: str | None) -> Iterator[None]:
 @click.option("--read-timeout", "read_timeout", metavar="SECONDS", callback=_positive_seconds,
               help=f"HTTP: a connection must send a whole request within this many seconds of opening or of "
                    f"its previous response, else it is closed (default: {DEFAULT_READ_TIMEOUT:g})")
+@click.option("--embedder", type=click.Choice(["local"]), default=None,
+              help="memory_search matches by meaning too (hybrid by default), with the local model of the "
+                   "`semantic` extra (docs/RECALL.md §6)")
 @lock_timeout_option
 @json_option
 def mcp(
     db: str | None, agent: str, scope: str | None, mounts: dict[str, str] | None, read_only: bool, transport: str,
     host: str | None,
     port: int | None, tokens: str | None, max_connections: int | None, read_timeout: float | None,
-    lock_timeout: float | None, as_json: bool,
+    embedder: str | None, lock_timeout: float | None, as_json: bool,
 ) -> int:
     """Serve the database as an MCP server: the memory tool's six commands (memory_view, memory_create,
     memory_str_replace, memory_insert, memory_delete, memory_rename), memory_history and memory_verify,
     as AGENT in its home scope (or SCOPE), with each --mount's scope at its mount point. Over stdio until
     the client closes the connection; over HTTP, each request authenticated by its bearer token and served
     as that token's agent, until SIGTERM or Ctrl-C. Several servers may share one database: no edit is
-    lost. --json: errors as one JSON object on stderr (stdout is the protocol's)."""
+    lost. --embedder local: memory_search matches by meaning too. --json: errors as one JSON object on
+    stderr (stdout is the protocol's)."""
     http_only = (("--host", host), ("--port", port), ("--tokens", tokens), ("--max-connections", max_connections),
                  ("--read-timeout", read_timeout))
     given = [name for name, value in http_only if value is not None]
@@ -144,7 +149,7 @@ def mcp(
         raise UsageError(str(exc), "MissingDependency") from None
     with _opening(db):
         if transport == "stdio":
-            app.serve_stdio(db, agent, scope, read_only, lock_timeout=lock_timeout, mounts=mounts)
+            app.serve_stdio(db, agent, scope, read_only, lock_timeout=lock_timeout, mounts=mounts, embedder=embedder)
         else:
             app.serve_http(
                 db, table, host=host if host is not None else DEFAULT_HOST,
@@ -152,6 +157,7 @@ def mcp(
                 lock_timeout=lock_timeout, mounts=mounts,
                 max_connections=max_connections if max_connections is not None else DEFAULT_MAX_CONNECTIONS,
                 read_timeout=read_timeout if read_timeout is not None else DEFAULT_READ_TIMEOUT,
+                embedder=embedder,
             )
     gc.freeze()  # the process ends next: skip a final collection of the SDK's large object graph (~1 s)
     return EXIT_OK

@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from ..client import MAX_RECALL
+from ..client import MAX_RECALL, reindex
+from ..recall.embedding import MODES
 from ..record import Recalled
 from ..storage.contract import shown_name
 from ..tools.paths import PATH_TAG_PREFIX
@@ -17,6 +18,7 @@ from .common import (
     EXIT_OK,
     agent_option,
     db_argument,
+    default_agent,
     echo,
     emit_ndjson,
     examples,
@@ -32,9 +34,10 @@ def path_of(hit: Recalled) -> str | None:
 
 
 def recalled_json(hit: Recalled) -> dict[str, Any]:
-    """One result of `--json`: its score, its memory-tool path (or null), its matching lines, then the
-    record's fields as `mnemo cat --json` gives them (the whole content included)."""
-    return {"score": hit.score, "path": path_of(hit),
+    """One result of `--json`: its score, what each ranking gave it (`lexical`: BM25, `semantic`: the
+    cosine; null when the mode did not rank by it), its memory-tool path (or null), its matching lines,
+    then the record's fields as `mnemo cat --json` gives them (the whole content included)."""
+    return {"score": hit.score, "lexical": hit.lexical, "semantic": hit.semantic, "path": path_of(hit),
             "lines": [{"line": n, "text": text} for n, text in hit.lines], **record_json(hit.record)}
 
 
@@ -54,6 +57,7 @@ def recalled_lines(hit: Recalled) -> list[str]:
         "mnemo recall memory.mnemo.db '\"dark mode\" -vim' --scope 'team:*' --limit 5",
         "mnemo recall memory.mnemo.db deploy --tag ops --json   # NDJSON: one result a line",
         "mnemo recall memory.mnemo.db -- '-draft plan*'   # a query that begins with - goes after --",
+        "mnemo recall memory.mnemo.db 'air travel preferences' --mode hybrid   # by meaning too",
     ) + "\n\nThe query syntax is docs/RECALL.md's: words (any of them; more, and rarer, matches rank higher), "
     '"a phrase", word* (every word starting with word), -word (leave out records holding it).',
 )
@@ -64,16 +68,23 @@ def recalled_lines(hit: Recalled) -> list[str]:
 @click.option("--tag", "tags", metavar="TAG", multiple=True, help="only records with this tag (repeatable)")
 @click.option("--limit", metavar="N", type=click.IntRange(min=1, max=MAX_RECALL), default=10, show_default=True,
               help=f"at most this many results (1 to {MAX_RECALL})")
+@click.option("--mode", type=click.Choice(list(MODES)), default="lexical", show_default=True,
+              help="lexical: by words (BM25); semantic: by meaning; hybrid: both (docs/RECALL.md §6). The last "
+                   "two use the local model of the `semantic` extra")
 @json_option
 def recall(db: str, query: str, agent: str | None, scope: str | None, tags: tuple[str, ...], limit: int,
-           as_json: bool) -> int:
-    """The records the agent may read whose content best matches QUERY, best first, ranked by BM25: each
-    with its score, id, scope, memory-tool path (if it is a file of the memory tool) and its matching
-    lines, numbered. With --json, one JSON object per result and line (NDJSON): score, path, lines, and
-    the record's fields as `mnemo cat --json` gives them. When nothing matches, standard error says so
-    (exit 0). A query that cannot be read is a usage error (exit 2) saying what is wrong."""
-    with open_client(db, agent) as client:
-        hits = client.recall(query, scope=scope, tags=list(tags), limit=limit)
+           mode: str, as_json: bool) -> int:
+    """The records the agent may read whose content best matches QUERY, best first, ranked by BM25 (or,
+    with --mode, by meaning too): each with its score, id, scope, memory-tool path (if it is a file of the
+    memory tool) and its matching lines, numbered (a record found by meaning alone: its first lines).
+    With --json, one JSON object per result and line (NDJSON): score, lexical, semantic, path, lines,
+    and the record's fields as `mnemo cat --json` gives them. When nothing matches, standard error says
+    so (exit 0). A query that cannot be read is a usage error (exit 2) saying what is wrong. A database
+    whose vectors another embedder made is a usage error pointing to `mnemo reindex`. With --mode semantic
+    or hybrid the database is opened for writing, so that the vectors made are kept in its snapshot."""
+    lexical = mode == "lexical"
+    with open_client(db, agent, readonly=lexical, embedder=None if lexical else "local") as client:
+        hits = client.recall(query, scope=scope, tags=list(tags), limit=limit, mode=mode)
         reader = client.agent_id
     if not hits and not as_json:
         sys.stderr.write(f"mnemo recall: no record that {reader} may read in {shown_name(db)} matches {query!r}\n")
@@ -86,5 +97,33 @@ def recall(db: str, query: str, agent: str | None, scope: str | None, tags: tupl
     return EXIT_OK
 
 
+@click.command(
+    "reindex", context_settings=CONTEXT_SETTINGS,
+    short_help="make the vectors of semantic recall again, with the local model",
+    epilog=examples("mnemo reindex memory.mnemo.db"),
+)
+@db_argument()
+@agent_option
+@json_option
+def reindex_command(db: str, agent: str | None, as_json: bool) -> int:
+    """Make the vector of every live record's text again with the local model (the `semantic` extra),
+    whatever made the ones DB holds, and keep them: what an open with another embedder than the one that
+    made them asks for (docs/RECALL.md §6). A progress bar on standard error; then the number made. Needs
+    admin on `*`."""
+    name = shown_name(db)
+    with click.progressbar(length=0, label=f"embedding {name}", file=sys.stderr) as bar:
+        def progress(done: int, total: int) -> None:
+            bar.length = total
+            bar.update(done - bar.pos)
+
+        made = reindex(db, agent or default_agent(db), "local", progress)
+    if as_json:
+        emit_ndjson({"db": name, "vectors": made})
+    else:
+        echo(f"made {made} vectors of {name} with the local model")
+    return EXIT_OK
+
+
 def register(root: click.Group) -> None:
     root.add_command(recall)
+    root.add_command(reindex_command)

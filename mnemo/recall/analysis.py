@@ -224,6 +224,18 @@ def words(text: str) -> list[Word]:
     return found
 
 
+def first_lines(text: str, limit: int = 3) -> list[tuple[int, str]]:
+    """The first `limit` lines of `text` that hold more than white space, as matching_lines gives lines:
+    what a result found by meaning alone shows (none of its lines holds a word of the query)."""
+    out: list[tuple[int, str]] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if len(out) == limit:
+            break
+        if line.strip():
+            out.append((number, line[:LINE_CHARS]))
+    return out
+
+
 def matching_lines(
     text: str, wanted: Collection[str], prefixes: Sequence[str] = (), limit: int = 3
 ) -> list[tuple[int, str]]:

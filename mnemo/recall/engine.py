@@ -70,9 +70,23 @@ def search(
     hits that leaves the corpus as it is), with their BM25 scores, best first, equal scores newest
     first. Each score equals bm25.score of the document's features over the corpus's statistics.
     Precondition: limit >= 0."""
-    n_docs, total = source.totals()
-    if n_docs == 0 or limit == 0:
+    if limit == 0:
         return []
+    scores, excluded = scored(query, source)
+    for key in excluded:
+        scores.pop(key, None)
+    if keep is not None:
+        scores = {key: score for key, score in scores.items() if keep(key)}
+    return _best(scores, limit, source.seqs())
+
+
+def scored(query: Query, source: Source[K], include: bool = True) -> tuple[dict[K, float], set[K]]:
+    """The BM25 score of every document of `source` matching one of `query`'s included clauses (none
+    asked for without `include`), and the documents matching one of its excluded clauses (whose scores
+    are among the first, computed as for any other)."""
+    n_docs, total = source.totals()
+    if n_docs == 0:
+        return {}, set()
     texts: dict[K, str] = {}
     analysed: dict[K, list[str]] = {}
 
@@ -89,15 +103,15 @@ def search(
             positions = analysed[key] = atoms(text)
         return occurrences(phrase, positions)
 
-    features: dict[Feature, Postings[K]] = {}
-    for clause in query.include:
-        features.update(_clause_postings(clause, source, phrase_starts))
-    if not features:
-        return []
     excluded: set[K] = set()
     for clause in query.exclude:
         for postings in _clause_postings(clause, source, phrase_starts).values():
             excluded.update(postings)
+    features: dict[Feature, Postings[K]] = {}
+    for clause in query.include if include else ():
+        features.update(_clause_postings(clause, source, phrase_starts))
+    if not features:
+        return {}, excluded
     avg = total / n_docs
     norms = source.norms(avg, sum(map(len, features.values())))
     k1_plus_1 = K1 + 1
@@ -114,11 +128,7 @@ def search(
         get = scores.get
         for key, tf in postings.items():
             scores[key] = get(key, 0.0) + weight * (tf * k1_plus_1 / (tf + norms[key]))
-    for key in excluded:
-        scores.pop(key, None)
-    if keep is not None:
-        scores = {key: score for key, score in scores.items() if keep(key)}
-    return _best(scores, limit, source.seqs())
+    return scores, excluded
 
 
 def _best(scores: dict[K, float], limit: int, seqs: Column[K, int]) -> list[tuple[K, float]]:

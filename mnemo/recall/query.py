@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mnemo.errors import InvalidInput
 from mnemo.recall.analysis import Analysed, Word, words
@@ -69,6 +69,9 @@ class Query:
 
     include: tuple[Clause, ...]
     exclude: tuple[Clause, ...]
+    # What an embedder is given for semantic recall: the included words as typed (no quotes, no `*`),
+    # neither analysed nor lower-cased, since a model reads case and accents too.
+    meaning: str = field(default="", compare=False)
 
     @property
     def highlights(self) -> tuple[frozenset[str], tuple[str, ...]]:
@@ -152,9 +155,12 @@ def parse(query: str) -> Query:
         raise InvalidInput("the query is empty: give one or more words to search for")
     include: list[Clause] = []
     exclude: list[Clause] = []
+    meaning: list[str] = []
     for chunk in _CHUNK.finditer(query):
         minus, quoted, closing, bare = chunk.groups()
         shown = chunk.group(0)
+        if not minus:
+            meaning.append(quoted if quoted is not None else bare.removesuffix("*"))
         if quoted is not None:
             if not closing:
                 raise InvalidInput(
@@ -170,7 +176,7 @@ def parse(query: str) -> Query:
     if not include:
         raise InvalidInput(
             "the query has only excluded words (-word): add at least one word to search for")
-    return Query(tuple(include), tuple(exclude))
+    return Query(tuple(include), tuple(exclude), " ".join(meaning))
 
 
 def _phrase(inside: str, shown: str) -> Clause:

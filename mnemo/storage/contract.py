@@ -86,14 +86,22 @@ class Storage(Protocol):
     def select(self, query: Query, scopes: ScopeFilter, payloads: bool = True) -> list[Found]:
         """The live records `query` and `scopes` admit, in id order, with their latest payloads."""
 
-    def recall(self, query: RecallQuery, scopes: ScopeFilter, tags: Query, limit: int) -> list[Hit]:
+    def recall(
+        self, query: RecallQuery, scopes: ScopeFilter, tags: Query, limit: int, mode: str = "lexical"
+    ) -> list[Hit]:
         """The `limit` best live records whose latest version matches `query` (docs/RECALL.md), in a
         scope `scopes` admits and with tags `tags` matches (all of its `tags`, one of its `any_tags`
-        and a tag starting with its `tag_prefix`; its limit unused), ranked by BM25 over the corpus of
-        every live record `scopes` admits whose latest content is text (tags leave it as it is), as of
-        this thread's open batch; each with its latest packed fields. The tag filters apply before the
-        `limit` best are taken. Nothing of a replaced or forgotten version is found or counted.
-        Precondition: limit >= 0."""
+        and a tag starting with its `tag_prefix`; its limit unused), ranked over the corpus of every
+        live record `scopes` admits whose latest content is text (tags leave it as it is), as of this
+        thread's open batch; each with its latest packed fields. `mode`: "lexical" ranks by BM25;
+        "semantic" by the cosine of the record's vector with the query's, "hybrid" by both
+        (mnemo.recall.fusion), with the store's embedder. The tag filters apply before the `limit` best
+        are taken. Nothing of a replaced or forgotten version is found or counted. Precondition:
+        limit >= 0; a mode other than lexical only on a store opened with an embedder."""
+
+    def reindex(self, progress: Progress | None = None) -> int:
+        """Make every live record's vector again with the store's embedder (opened with `reindex`),
+        and keep them; the number made."""
 
     def counts(self, scopes: ScopeFilter) -> tuple[int, int, int]:
         """(records, versions, distinct tags) of the live records `scopes` admits."""

@@ -6,21 +6,30 @@ mnemo.recall.engine's."""
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ..chain.codec import decode_record_fields
-from ..recall.engine import Overlay, Source, StagedDoc
+from ..recall._numpy import np
+from ..recall.engine import Overlay, Source, StagedDoc, scored
+from ..recall.query import Query as RecallQuery
 from .batch import Batch
 from .types import Found, Rec, ScopeFilter
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 K = TypeVar("K", bound=Hashable)
 
 
 class Hit(NamedTuple):
-    """A record recall found: with its latest version's packed fields, and its score."""
+    """A record recall found: with its latest version's packed fields, its score, and what each ranking
+    gave it: its BM25 score (None in semantic mode) and its cosine with the query (None in lexical
+    mode)."""
 
     found: Found
     score: float
+    lexical: float | None = None
+    semantic: float | None = None
 
 
 def searchable_text(packed: bytes | memoryview) -> str | None:
@@ -53,4 +62,24 @@ def in_transaction(
     return Overlay(base, hidden, added)
 
 
-__all__ = ["Hit", "in_transaction", "searchable_text"]
+def lexical_side(
+    query: RecallQuery, source: Any, mode: str, n: int, position: Callable[[Any], int]
+) -> tuple[NDArray[np.float64] | None, NDArray[np.bool_]]:
+    """What lexical recall gives a semantic or hybrid ranking over a corpus of `n` documents: each one's
+    BM25 score (hybrid mode; None in semantic mode, where only exclusions are read) and which of them an
+    excluded clause matches, from `source` (the corpus's text index, as in_transaction gives it), its
+    keys placed by `position` (-1: not in the corpus)."""
+    scores, left_out = scored(query, source, include=mode == "hybrid")
+    lexical = np.zeros(n) if mode == "hybrid" else None
+    excluded = np.zeros(n, dtype=np.bool_)
+    for key in left_out:
+        if (at := position(key)) >= 0:
+            excluded[at] = True
+    if lexical is not None:
+        for key, score in scores.items():
+            if (at := position(key)) >= 0:
+                lexical[at] = score
+    return lexical, excluded
+
+
+__all__ = ["Hit", "in_transaction", "lexical_side", "searchable_text"]

@@ -250,7 +250,8 @@ SEARCH_DESCRIPTION = (
     "view a file with the memory tool to read it whole. The query is words (a file matching any of them is "
     "found; more, and rarer, matches rank higher), \"a phrase\" in quotes, word* for every word starting "
     "with word, and -word to leave out files holding it; case and accents do not matter. path narrows the "
-    "search to a directory (or a file)."
+    "search to a directory (or a file). mode: hybrid also finds a file that says the same thing in other words "
+    "(the default when the memory has an embedder), semantic matches by meaning alone, lexical by words alone."
 )
 
 
@@ -260,7 +261,7 @@ class MnemoSearchTool(BetaFunctionTool[Callable[..., str]]):
 
     Pass the memory tool's server (`MnemoSearchTool(memory.server)`) so that both serve one tree, or a
     `MnemoClient` plus the server's keyword options, as for `MnemoMemoryTool`. The input (`query`,
-    `path`, `limit`) meets the search's own checks, not a coercing validator; an error result raises
+    `path`, `limit`, `mode`) meets the search's own checks, not a coercing validator; an error result raises
     `ToolError` with its text, and nothing else is raised.
     """
 
@@ -274,8 +275,10 @@ class MnemoSearchTool(BetaFunctionTool[Callable[..., str]]):
         self.server = _server(target, server_options)
         self._lock = threading.Lock()
 
-        def memory_search(query: str, path: str | None = None, limit: int = DEFAULT_SEARCH_LIMIT) -> str:
-            return self.call({"query": query, "path": path, "limit": limit})
+        def memory_search(
+            query: str, path: str | None = None, limit: int = DEFAULT_SEARCH_LIMIT, mode: str | None = None
+        ) -> str:
+            return self.call({"query": query, "path": path, "limit": limit, "mode": mode})
 
         super().__init__(
             memory_search, name=SEARCH_TOOL_NAME, description=SEARCH_DESCRIPTION,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from mnemo.client import MAX_RECALL
 from mnemo.errors import InvalidInput, NotFound, PermissionDenied
+from mnemo.recall.embedding import MODES
 from mnemo.recall.query import parse as parse_query
 from mnemo.storage.gc_pause import gc_paused
 from mnemo.tools.layout import Layout, Mount, Tree, tagged_path
@@ -454,22 +455,28 @@ class Commands:
 
     # -- the search --------------------------------------------------------------------------------
 
-    def search(self, query: str, path: str | None, limit: int) -> CommandResult:
+    def search(self, query: str, path: str | None, limit: int, mode: str | None = None) -> CommandResult:
         """The files under `path` (default: the root) whose content best matches `query`, at most
-        `limit` of them, best first, with their matching lines (docs/MEMORY_TOOL.md §11). Checked in the
-        tool's order: the path, the query's syntax, `read` in the scope that serves the path, the path's
-        existence. A file's path searches that file alone."""
+        `limit` of them, best first, with their matching lines (docs/MEMORY_TOOL.md §11), matched in
+        `mode` (None: the client's default). Checked in the tool's order: the path, the query's syntax,
+        the mode, `read` in the scope that serves the path, the path's existence. A file's path searches
+        that file alone."""
         sent = self._root if path is None else path
         canonical = self._canonical(sent)
         try:
             parse_query(query)
         except InvalidInput as exc:
             raise Refusal(f"Error: Invalid query: {exc}") from None
+        if mode is not None and mode not in MODES:
+            raise Refusal(f"Error: Invalid mode: {echo(mode, self._settings.echo)}; use one of {', '.join(MODES)}")
+        if mode not in (None, "lexical") and self._client.embedder is None:
+            raise Refusal(f"Error: Invalid mode: {mode} needs an embedder, and this memory has none; "
+                          "search with mode lexical (by words)")
         with self._reading():
             tree = self._tree()
             mount = tree.owner(canonical)
             self._permit("read", mount.scope)
-            found = self._found(tree, mount, canonical, sent, query, limit + 1)
+            found = self._found(tree, mount, canonical, sent, query, limit + 1, mode)
         files = []
         for tree_path, hit in found[:limit]:
             content = hit.record.content
@@ -480,7 +487,7 @@ class Commands:
         return CommandResult(format_search(sent, query, files, more, settings.max_view_chars, settings.echo))
 
     def _found(
-        self, tree: Tree, mount: Mount, canonical: str, sent: str, query: str, want: int
+        self, tree: Tree, mount: Mount, canonical: str, sent: str, query: str, want: int, mode: str | None = None
     ) -> list[tuple[str, Recalled]]:
         """The files at or beneath `canonical` that best match `query` (at least the best `want` of them,
         when there are so many), with their tree paths, best first (equal scores newest first). Each
@@ -488,17 +495,19 @@ class Commands:
         file = self._file(tree, mount, canonical)
         if file is not None:
             tags = (MEMORY_TAG, path_tag(tree.stored(mount, canonical)))
-            hits = self._client.recall(query, scope=mount.scope, tags=tags, limit=want)
+            hits = self._client.recall(query, scope=mount.scope, tags=tags, limit=want, mode=mode)
             return [(canonical, hit) for hit in hits if hit.record.id == file.id]
         if not self._is_dir(tree, mount, canonical):
             raise Refusal(f"The path {sent} does not exist. Please provide a valid path.")
-        found = self._recall_in(tree, mount, path_tag(tree.stored(mount, canonical)) + "/", query, want)
+        found = self._recall_in(tree, mount, path_tag(tree.stored(mount, canonical)) + "/", query, want, mode)
         for inner in tree.mounts_beneath(canonical):
-            found.extend(self._recall_in(tree, inner, path_tag(self._root) + "/", query, want))
+            found.extend(self._recall_in(tree, inner, path_tag(self._root) + "/", query, want, mode))
         found.sort(key=lambda item: (-item[1].score, -item[1].record.seq))
         return found
 
-    def _recall_in(self, tree: Tree, mount: Mount, prefix: str, query: str, want: int) -> list[tuple[str, Recalled]]:
+    def _recall_in(
+        self, tree: Tree, mount: Mount, prefix: str, query: str, want: int, mode: str | None = None
+    ) -> list[tuple[str, Recalled]]:
         """The best files of `mount` whose path tag starts with `prefix` that the tree shows (not
         shadowed by a deeper mount, nor at a fixed directory), with their tree paths: the best `want` of
         them at least, when there are so many. The path filter is the recall's own, so it applies before
@@ -506,7 +515,8 @@ class Commands:
         Precondition: `want <= MAX_RECALL`."""
         ask = want
         while True:
-            hits = self._client.recall(query, scope=mount.scope, tags=(MEMORY_TAG,), tag_prefix=prefix, limit=ask)
+            hits = self._client.recall(query, scope=mount.scope, tags=(MEMORY_TAG,), tag_prefix=prefix, limit=ask,
+                                       mode=mode)
             kept = []
             for hit in hits:
                 tree_path = tree.listed(mount, tagged_path(hit.record))

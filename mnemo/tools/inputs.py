@@ -43,6 +43,7 @@ FIELDS: dict[str, tuple[tuple[str, _Kind, bool], ...]] = {
 # The search's fields, in the order they are checked; it is named `search` in the error texts.
 SEARCH = "search"
 SEARCH_FIELDS: tuple[tuple[str, _Kind, bool], ...] = (("query", "str", True), ("path", "str", False),
+                                                       ("mode", "str", False),
                                                        ("limit", "limit", False))
 _PATH_FIELDS = frozenset({"path", "old_path", "new_path"})
 _NOT_READ = object()  # a value of a type no field takes

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from mnemo.acl import check_name
 from mnemo.errors import InvalidInput, LockTimeout, MnemoError, NotFound, PermissionDenied, ReadOnly
+from mnemo.recall.embedding import MODES
 from mnemo.tools.commands import CLEARED as CLEARED  # the clear_all text, where it always was
 from mnemo.tools.commands import Commands, Refusal, Settings
 from mnemo.tools.inputs import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, read_block, validate_input, validate_search
@@ -82,6 +83,15 @@ SEARCH_INPUT_SCHEMA: dict[str, Any] = {
             "minimum": 1,
             "maximum": MAX_SEARCH_LIMIT,
             "description": f"The most files to return, best first (default {DEFAULT_SEARCH_LIMIT}).",
+        },
+        "mode": {
+            "type": "string",
+            "enum": list(MODES),
+            "description": (
+                "How files are matched: hybrid (by words and by meaning: finds a file that says the same thing "
+                "in other words; the default when the memory has an embedder), semantic (by meaning alone) or "
+                "lexical (by words alone; the default otherwise)."
+            ),
         },
     },
     "required": ["query"],
@@ -272,24 +282,29 @@ class MnemoMemoryToolServer:
 
         return self._guarded(run)
 
-    def search(self, query: str, path: str | None = None, limit: int = DEFAULT_SEARCH_LIMIT) -> CommandResult:
+    def search(
+        self, query: str, path: str | None = None, limit: int = DEFAULT_SEARCH_LIMIT, mode: str | None = None
+    ) -> CommandResult:
         """Search the files under `path` (default: the root, `/memories`) for `query` (docs/RECALL.md:
         words, "phrases", -excluded, prefix*) and return the best `limit` (1 to 100) as the memory tool
         would: their paths, best first, each with its matching lines numbered as `view` numbers them
-        (docs/MEMORY_TOOL.md §11). With mounts, every mount the agent may read is searched. The result
-        is within `max_view_chars`; a bad query, path or limit is an error result. Never raises."""
-        return self.execute_search({"query": query, "path": path, "limit": limit})
+        (docs/MEMORY_TOOL.md §11). `mode`: "hybrid", "semantic" or "lexical" (docs/RECALL.md §6; None:
+        the client's default, hybrid with an embedder). With mounts, every mount the agent may read is
+        searched. The result is within `max_view_chars`; a bad query, path, limit or mode is an error
+        result. Never raises."""
+        return self.execute_search({"query": query, "path": path, "limit": limit, "mode": mode})
 
     def execute_search(self, search_input: object) -> CommandResult:
-        """Run a search given as a tool's input object, `{"query": ..., "path": ..., "limit": ...}`
-        (`path` and `limit` optional), checked as a command's input is (§2): what the MCP tool
-        `memory_search` and the SDK's `MnemoSearchTool` run. Never raises."""
+        """Run a search given as a tool's input object, `{"query": ..., "path": ..., "limit": ...,
+        "mode": ...}` (`path`, `limit` and `mode` optional), checked as a command's input is (§2): what the
+        MCP tool `memory_search` and the SDK's `MnemoSearchTool` run. Never raises."""
 
         def run() -> CommandResult:
             fields = validate_search(search_input)
             if isinstance(fields, CommandResult):
                 return fields
-            return self._commands.search(fields["query"], fields.get("path"), fields.get("limit", DEFAULT_SEARCH_LIMIT))
+            return self._commands.search(fields["query"], fields.get("path"), fields.get("limit", DEFAULT_SEARCH_LIMIT),
+                                         fields.get("mode"))
 
         return self._guarded(run)
 

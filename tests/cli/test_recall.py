@@ -88,9 +88,9 @@ def test_json_is_one_object_per_result(cli_db: tuple[str, dict[str, str]], capsy
     with MnemoClient(path, "owner", readonly=True) as owner:
         (hit,) = owner.recall("madrid")
         record = owner.get(ids["file"])
-    assert list(doc) == ["score", "path", "lines", "id", "version", "content", "tags", "metadata", "scope",
-                         "agent_id", "created_at", "updated_at", "seq", "hash"]
-    assert doc["score"] == hit.score
+    assert list(doc) == ["score", "lexical", "semantic", "path", "lines", "id", "version", "content", "tags",
+                         "metadata", "scope", "agent_id", "created_at", "updated_at", "seq", "hash"]
+    assert doc["score"] == doc["lexical"] == hit.score and doc["semantic"] is None  # lexical, the default
     assert doc["path"] == "/memories/trips/lisbon.md"
     assert doc["lines"] == [{"line": 2, "text": "- night train via Madrid"}]
     assert (doc["id"], doc["version"], doc["content"], doc["scope"], doc["seq"], doc["hash"]) == (

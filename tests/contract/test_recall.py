@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable, Iterable
 
 import pytest
+from helpers.acl import shared_and_hidden
 from helpers.backends import is_pg, stored
 from helpers.backends import state as snapshot_state
 from rank_bm25 import BM25Okapi
@@ -174,12 +175,7 @@ def test_an_unreadable_scope_changes_no_byte_of_the_results(new_db: Callable[[],
     secret = ["dark dark dark", "dark mode secret", "mode mode mode dark"] * 5
     plain, crowded = new_db(), new_db()
     for db, others in ((plain, []), (crowded, secret)):
-        with MnemoClient(db, OWNER) as c:
-            c.grant("reader", "team:shared", ["read", "write"])
-            c.grant("other", "team:hidden", ["read", "write"])
-        with MnemoClient(db, "reader") as r, MnemoClient(db, "other") as o:
-            fill(r, readable, scope="team:shared")
-            fill(o, others, scope="team:hidden")
+        shared_and_hidden(db, OWNER, readable, others)
     results = {}
     for db in (plain, crowded):
         with MnemoClient(db, "reader") as r:

@@ -22,3 +22,16 @@ def refused_exactly(c: MnemoClient, call: Callable[[], Any], message: str) -> No
         call()
     assert str(exc.value) == message
     assert state(c) == before, "a refused call changed the database"
+
+
+def shared_and_hidden(db: str, owner: str, readable: list[str], hidden: list[str]) -> None:
+    """`readable` written by agent `reader` in scope team:shared, `hidden` by agent `other` in team:hidden,
+    which `reader` may not read: the setting of a test that an unreadable scope changes nothing."""
+    with MnemoClient(db, owner) as c:
+        c.grant("reader", "team:shared", ["read", "write"])
+        c.grant("other", "team:hidden", ["read", "write"])
+    with MnemoClient(db, "reader") as r, MnemoClient(db, "other") as o:
+        for text in readable:
+            r.remember(text, scope="team:shared")
+        for text in hidden:
+            o.remember(text, scope="team:hidden")

@@ -11,16 +11,25 @@ from mnemo.storage.postgres import schema as pg_schema
 from .pg import Schema
 
 ROUTINES = [
-    ("mnemo_check_erasure", "f"), ("mnemo_commit", "f"), ("mnemo_entry_str", "f"), ("mnemo_entry_value", "f"),
-    ("mnemo_forget_ids", "f"), ("mnemo_index_text", "f"), ("mnemo_mp_end", "f"), ("mnemo_mp_items", "f"),
-    ("mnemo_mp_items_at", "f"), ("mnemo_mp_skip", "f"), ("mnemo_mp_str", "f"), ("mnemo_payload_summary", "f"),
+    ("mnemo_check_erasure", "f"), ("mnemo_commit", "f"), ("mnemo_drop_vectors", "f"), ("mnemo_entry_str", "f"),
+    ("mnemo_entry_value", "f"), ("mnemo_forget_ids", "f"), ("mnemo_index_text", "f"), ("mnemo_mp_end", "f"),
+    ("mnemo_mp_items", "f"), ("mnemo_mp_items_at", "f"), ("mnemo_mp_skip", "f"), ("mnemo_mp_str", "f"),
+    ("mnemo_payload_summary", "f"),
     ("mnemo_put", "p"), ("mnemo_refuse_change", "f"), ("mnemo_uint", "f"),
 ]
 
 
+def undo_version_6(pg: Schema) -> None:
+    """A database of the latest schema taken back to exactly version 5: the vectors' tables and trigger gone."""
+    pg.sql("DROP TABLE mnemo_vectors, mnemo_embedder")
+    pg.sql("DROP FUNCTION mnemo_drop_vectors CASCADE")
+    pg.sql("UPDATE mnemo_meta SET schema_version = 5")
+
+
 def undo_version_5(pg: Schema) -> None:
-    """A database of schema version 5 taken back to exactly version 4: recall's tables and mnemo_index_text
+    """A database of the latest schema taken back to exactly version 4: recall's tables and mnemo_index_text
     gone, and version 3's mnemo_put in place of version 5's."""
+    undo_version_6(pg)
     pg.sql("DROP TABLE mnemo_docs, mnemo_terms, mnemo_text_scopes")
     pg.sql("DROP FUNCTION mnemo_index_text")
     pg.sql("DROP PROCEDURE mnemo_put")
@@ -30,7 +39,7 @@ def undo_version_5(pg: Schema) -> None:
 
 
 def undo_version_4(pg: Schema) -> None:
-    """A database of schema version 5 taken back to exactly version 3: what versions 4 and 5 add, undone."""
+    """A database of the latest schema taken back to exactly version 3: what versions 4 to 6 add, undone."""
     undo_version_5(pg)
     pg.sql("DROP TRIGGER mnemo_payloads_erased_by_forget ON mnemo_payloads")
     pg.sql("DROP FUNCTION mnemo_check_erasure, mnemo_forget_ids, mnemo_entry_str, mnemo_entry_value, "

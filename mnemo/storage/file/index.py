@@ -138,6 +138,8 @@ class Index(IndexData):
             self.extra.append(rec_id)
             self.live += 1
             self.text.added((row,))
+            if self.vectors is not None:
+                self.vectors.added((row,))
             for tag in tags:
                 self._post(row, tag)
             c["scope"].append(self.scopes.code(scope))
@@ -156,6 +158,8 @@ class Index(IndexData):
         prev = self.rec_at(row)
         self.older[row] = prev.versions
         self.text.changed(row)
+        if self.vectors is not None:
+            self.vectors.changed(row)
         if prev.tags != tags:
             for tag in prev.tags:
                 if tag not in tags:
@@ -193,6 +197,8 @@ class Index(IndexData):
         first = self.base.n + len(self.extra)
         self.rows.update(zip(ids, range(first, first + n), strict=True))
         self.text.added(range(first, first + n))
+        if self.vectors is not None:
+            self.vectors.added(range(first, first + n))
         self.extra.extend(ids)
         self.live += n
         c = self.cols
@@ -241,6 +247,8 @@ class Index(IndexData):
             self.extra[row - self.base.n] = None
         self.live -= 1
         self.text.remove_row(row)
+        if self.vectors is not None:
+            self.vectors.remove_row(row)
         for tag in rec.tags:
             self._unpost(row, tag)
         self.tagsets.release(self.cols["tagset"][row])

@@ -11,6 +11,7 @@ from ...acl import Acl
 from ...errors import IntegrityError
 from ..types import Version
 from .text_index import TextIndex
+from .vector_index import VectorIndex
 
 # Column name -> array typecode. "I" is 4 bytes and "q" 8 on every platform CPython supports.
 COLUMNS = {
@@ -172,3 +173,6 @@ class IndexData:
         # instead of holding the ACL, which is rebuilt from those entries of the log itself.
         self.acl_frames = array("q")
         self.text = TextIndex()  # recall's index of the live records' text (text_index.py)
+        # semantic recall's vectors (vector_index.py), once a store with an embedder made them or a
+        # snapshot held them; kept up to date by the rows as the text index is
+        self.vectors: VectorIndex | None = None

@@ -12,8 +12,11 @@ from ...chain.tree import HASH_SIZE
 from ..types import Version
 from .index_columns import COLUMNS, IndexData, Interned, SortedIds, TagSets, all_str, inconsistent
 from .text_index import TextIndex
+from .vector_index import VectorIndex, available
 
 SNAPSHOT_LAYOUT = 4
+# "vectors" is there only when the index has vectors (a store with an embedder made them)
+OPTIONAL_KEYS = frozenset({"vectors"})
 STATE_KEYS = frozenset({
     "layout", "byteorder", "rows", "id_blob", "id_width", "ids", "columns", "hashes", "older", "scopes",
     "agents", "tagset_tags", "tagset_lens", "tagset_refs", "posting_tags", "posting_lens", "posting_rows",
@@ -75,6 +78,7 @@ def _to_state(index: IndexData) -> dict[str, Any]:
         renumber = {row: new for new, row in enumerate(order)}
         older = {renumber[row]: versions for row, versions in index.older.items()}
     text = index.text.to_state(None if identity else renumber.__getitem__)
+    vectors = None if index.vectors is None else index.vectors.to_state(None if identity else renumber.__getitem__)
     # Tag sets and postings are renumbered densely from the live rows.
     tagset_col = array("I", out_cols["tagset"])
     codes: dict[int, int] = {0: 0}
@@ -129,6 +133,7 @@ def _to_state(index: IndexData) -> dict[str, Any]:
         "head_hash": index.head_hash,
         "entries": index.entries,
         "text": text,
+        **({} if vectors is None else {"vectors": vectors}),
     }
 
 
@@ -137,7 +142,7 @@ def load_state(index: IndexData, state: dict[str, Any]) -> None:
     IndexError, UnicodeError) on anything inconsistent, so a malformed snapshot is never half used."""
     if state["layout"] != SNAPSHOT_LAYOUT or state["byteorder"] != sys.byteorder:
         raise ValueError("snapshot of another layout or byte order")
-    if state.keys() != STATE_KEYS:
+    if not STATE_KEYS <= state.keys() <= STATE_KEYS | OPTIONAL_KEYS:
         raise ValueError("snapshot state has missing or unknown fields")
     n = state["rows"]
     if state["id_width"]:
@@ -203,3 +208,7 @@ def load_state(index: IndexData, state: dict[str, Any]) -> None:
     index.head_hash = state["head_hash"]
     index.entries = state["entries"]
     index.text = TextIndex.from_state(state["text"], n, len(index.scopes.values))
+    # Without numpy (no `semantic` extra) the vectors are left out: this store cannot keep them up to
+    # date, and its next snapshot is written without them (they are made again by one that can).
+    if "vectors" in state and available():
+        index.vectors = VectorIndex.from_state(state["vectors"], n, len(index.scopes.values))

@@ -16,7 +16,8 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
-from ...errors import DurabilityError, MnemoError
+from ...errors import DurabilityError, EmbedderMismatch, MnemoError
+from ...recall.embedding import Embedder
 from ...record import Problem
 from ..gc_pause import gc_paused, release_freed_memory
 from ..types import DURABILITY_MODES, Progress, check_durability, check_group_commit_wait
@@ -38,11 +39,12 @@ class FileStore(Search, Writes, Compaction, Snapshots, Replay, Opening):
     def __init__(
         self, path: str, agent: str, *, readonly: bool = False, durability: str = "fsync",
         lock_timeout: float = 10.0, create: bool = True, use_snapshot: bool = True,
-        group_commit_wait: float | None = None,
+        group_commit_wait: float | None = None, embedder: Embedder | None = None, reindex: bool = False,
     ) -> None:
         check_durability(durability)
         check_group_commit_wait(group_commit_wait)
         super().__init__(path, agent, readonly, durability, lock_timeout, use_snapshot, group_commit_wait)
+        self.embedder = embedder
         try:
             t0 = time.perf_counter()
             with gc_paused():
@@ -56,6 +58,15 @@ class FileStore(Search, Writes, Compaction, Snapshots, Replay, Opening):
         except BaseException:
             self._close_files()
             raise
+        if embedder is not None and self.index.vectors is not None:
+            if reindex:
+                self.index.vectors = None  # made again by reindex(), with this embedder
+            else:
+                try:
+                    self.index.vectors.check(embedder)
+                except EmbedderMismatch:
+                    self._close_files()
+                    raise
         if durability == "batch" and not readonly:
             self._group.start_batch_syncer()
 
@@ -109,7 +120,7 @@ class FileStore(Search, Writes, Compaction, Snapshots, Replay, Opening):
                 if (index.head_seq, index.head_hash) == (expected.head_seq, expected.head_hash):
                     with gc_paused():
                         found = differences(index, expected) + index.posting_differences()
-                        return found or self.text_differences()
+                        return found or self.text_differences() or self.vector_differences()
         fresh = FileStore(self.path, self.agent, readonly=True, use_snapshot=False)
         try:
             with self._index_lock:
@@ -117,7 +128,7 @@ class FileStore(Search, Writes, Compaction, Snapshots, Replay, Opening):
                 if fresh.end > self.end:
                     return []  # others appended meanwhile; compare again when quiet
                 found = mine.differences(theirs) + mine.posting_differences()
-                return found or self.text_differences()
+                return found or self.text_differences() or self.vector_differences()
         finally:
             fresh.close()
 

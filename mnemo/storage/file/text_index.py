@@ -41,7 +41,29 @@ HELD_CHARS = 8_000_000
 """The most characters of text written by this process that pending rows keep for the catch-up."""
 
 
-class TextIndex:
+class RowDerived:
+    """What an index derived from the rows' latest versions (the text index, the vectors) hears of them:
+    a row's departing version leaves at once (`remove_row`), and a new one waits in `pending` until the
+    index next catches up, when its text is read from the log."""
+
+    pending: set[int]
+
+    def remove_row(self, row: int) -> None:
+        """Row `row`'s record was forgotten (or replaced): what was derived from it leaves."""
+        raise NotImplementedError
+
+    def changed(self, row: int) -> None:
+        """Row `row` has a new latest version: the old one's part leaves now, the new one's is made at
+        the next catch-up."""
+        self.remove_row(row)
+        self.pending.add(row)
+
+    def added(self, rows: Iterable[int]) -> None:
+        """New rows, not indexed yet."""
+        self.pending.update(rows)
+
+
+class TextIndex(RowDerived):
     """Terms -> documents, documents -> terms, scope totals, and the rows not indexed yet. Not
     thread-safe: the store's index lock is held by whoever reads or changes it."""
 
@@ -83,16 +105,6 @@ class TextIndex:
         found = self.held.pop(row, None)
         if found is not None:
             self.held_chars -= len(found[2] or "")
-
-    def changed(self, row: int) -> None:
-        """Row `row` has a new latest version: its old document leaves now, the new one is indexed
-        before the next read."""
-        self.remove_row(row)
-        self.pending.add(row)
-
-    def added(self, rows: Iterable[int]) -> None:
-        """New rows, not indexed yet."""
-        self.pending.update(rows)
 
     def remove_row(self, row: int) -> None:
         """Row `row`'s record was forgotten (or replaced): its document leaves every structure."""

@@ -28,12 +28,15 @@ import psycopg
 from ...acl import Acl
 from ...chain.codec import SALT_SIZE, ZERO_HASH, Entry, decode_entry, make_entry, pack_canonical
 from ...errors import DurabilityError, IntegrityError, PermissionDenied, StorageError
+from ...recall.embedding import Embedder, embed
 from ..batch import ACL_OPS, Batch, apply_entry
+from ..recall import searchable_text
 from ..types import Rec, Version
 from .errors import first_line, storage_error
 from .session import Session
 from .sql import COMMIT_CALL, PUT_CALL, TAGS, TEXT_CALL, VERSION_COLUMNS, VERSIONS, group_rows
 from .text_index import TextRows, doc_of, put_text_columns
+from .vectors import INSERT_COMMITTED, packed
 
 # A commit whose rows come to more than this is sent outside a pipeline (one round trip more, nothing
 # next to its size): psycopg 3.3's pipeline mode stops sending a query of several MB part way and then
@@ -74,6 +77,8 @@ class BatchView:
 class Commits(Session):
     """The writes of a PostgresStore (its base, below the reads): each batch in the writer's transaction,
     committed by one of the two paths and flushed."""
+
+    embedder: Embedder | None = None  # set at open (meaning.py): a commit writes its documents' vectors
 
     def __init__(self, dsn: str, agent: str, *, readonly: bool, durability: str, lock_timeout: float) -> None:
         super().__init__(dsn, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout)
@@ -171,7 +176,9 @@ class Commits(Session):
         sync = self.durability == "fsync" and self._writing <= 1
         # the puts' text index rows, computed once: a put built again on another head has the same payload
         text: list[Any] | None = None
-        for _attempt in range(8):
+        # (with an embedder, puts are committed under the head row as any other batch: their vectors go
+        # in the same transaction, and mnemo_put commits inside its own call)
+        for _attempt in range(0 if self.embedder is not None else 8):
             if view.conn is not None:
                 break  # the batch read state after all, and holds the head row: it commits as any other
             if text is None:
@@ -332,13 +339,25 @@ class Commits(Session):
         # content is text (the payload is in hand).
         committed = [r for r in map(view.known.get, final.recs) if r is not None]
         text = TextRows()
+        texts: list[str] = []
         staged_payloads = {s.entry.seq: s.payload for s in staged if s.entry.op == "put"}
         for rec_id, rec in final.recs.items():
             payload = None if rec is None else staged_payloads.get(rec.latest.seq)
             doc = None if payload is None else doc_of(payload[SALT_SIZE:])
             if doc is not None:
-                assert rec is not None
+                assert rec is not None and payload is not None
                 text.add(rec.latest.seq, rec_id, rec.scope, doc)
+                texts.append(searchable_text(payload[SALT_SIZE:]) or "")
+        # The documents' vectors, with the embedder (vectors.py), in the same transaction: made before
+        # anything is sent, so that an embedder that fails leaves nothing written.
+        vectors: list[Any] | None = None
+        if self.embedder is not None and texts:
+            try:
+                vectors = [text.seqs, text.scopes, packed(embed(self.embedder, texts))]
+            except BaseException:
+                with contextlib.suppress(psycopg.Error):
+                    conn.rollback()
+                raise
         size = sum(len(s.entry.raw) + len(s.payload or b"") for s in staged) + sum(len(t[0]) for t in tag_rows)
         size += text.size
         try:
@@ -348,6 +367,8 @@ class Commits(Session):
                 if committed or text.ids:
                     conn.execute(TEXT_CALL, text.columns([r.id for r in committed],
                                                          [v.seq for r in committed for v in r.versions]))
+                if vectors is not None:
+                    conn.execute(INSERT_COMMITTED, vectors)
                 conn.commit()
         except psycopg.OperationalError as exc:
             if not conn.broken:

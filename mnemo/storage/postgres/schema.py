@@ -15,7 +15,7 @@ from typing import Any
 
 from .text_index import TERM_KEY, build_text_index
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SCHEMA_LOCK = "mnemo.schema"  # advisory lock key text: creators and migrators of one schema take turns
 
 _V1 = """
@@ -682,14 +682,60 @@ END;
 $$;
 """
 
+# Version 6: semantic recall's vectors (docs/POSTGRES.md, "Recall"; vectors.py): mnemo_vectors, a row per
+# document of mnemo_docs that has been embedded (its seq, scope and unit vector, float32 little-endian),
+# and mnemo_embedder, the one embedder whose vectors they are (its name and dimension; a client with
+# another is refused until `mnemo reindex`). A document that leaves mnemo_docs takes its vector with it,
+# by the trigger below, in the transaction of the update or forget that removed it. Vectors are never
+# sampled into pg_statistic nor compressed, as terms and payloads are not. Nothing is built for the
+# documents already there: semantic recall embeds them when it next runs.
+_V6 = """
+CREATE TABLE mnemo_vectors (
+    seq bigint PRIMARY KEY,
+    scope text COLLATE "C" NOT NULL,
+    vector bytea NOT NULL
+);
+ALTER TABLE mnemo_vectors ALTER COLUMN vector SET STORAGE EXTERNAL;
+ALTER TABLE mnemo_vectors ALTER COLUMN vector SET STATISTICS 0;
+CREATE TABLE mnemo_embedder (
+    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    name text NOT NULL,
+    dimension integer NOT NULL CHECK (dimension > 0)
+);
+
+CREATE FUNCTION mnemo_drop_vectors() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM mnemo_vectors v USING gone g WHERE v.seq = g.seq;
+    RETURN NULL;
+END;
+$$;
+CREATE TRIGGER mnemo_docs_take_their_vectors AFTER DELETE ON mnemo_docs
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION mnemo_drop_vectors();
+
+DO $$
+DECLARE
+    grantee text;
+BEGIN
+    FOR grantee IN
+        SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END  -- quoted as needed
+        FROM pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a
+        WHERE c.oid = 'mnemo_docs'::regclass AND a.privilege_type = 'INSERT' AND a.grantee <> c.relowner
+    LOOP
+        EXECUTE 'GRANT SELECT, INSERT, DELETE ON mnemo_vectors, mnemo_embedder TO ' || grantee;
+    END LOOP;
+END;
+$$;
+"""
+
 # MIGRATIONS[n] brings a schema of version n to version n + 1; BUILDS[n], when there is one, then fills
 # what that version adds from the rows already there (on the migrating transaction's connection).
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5}
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5, 5: _V6}
 BUILDS: dict[int, Callable[[Any], None]] = {4: build_text_index}
 
 TABLES = (
     "mnemo_meta", "mnemo_head", "mnemo_entries", "mnemo_payloads", "mnemo_records", "mnemo_versions",
     "mnemo_tags", "mnemo_forgotten", "mnemo_tree", "mnemo_docs", "mnemo_terms", "mnemo_text_scopes",
+    "mnemo_vectors", "mnemo_embedder",
 )
 
 # What the application role of a database may do (grant_application_role): append to the chain and
@@ -709,6 +755,8 @@ APPLICATION_PRIVILEGES = {
     "mnemo_docs": "SELECT, INSERT, DELETE",
     "mnemo_terms": "SELECT, INSERT, DELETE",
     "mnemo_text_scopes": "SELECT, INSERT, UPDATE, DELETE",
+    "mnemo_vectors": "SELECT, INSERT, DELETE",
+    "mnemo_embedder": "SELECT, INSERT, DELETE",
 }
 
 

@@ -32,6 +32,7 @@ from ...chain.codec import (
 from ...chain.tree import CompactRange
 from ...errors import IntegrityError, MnemoError, NotFound, StorageError
 from ...recall.analysis import analyse
+from ...recall.embedding import Embedder
 from ...recall.engine import Staged, search
 from ...recall.query import Phrase
 from ...recall.query import Query as RecallQuery
@@ -41,9 +42,10 @@ from ..recall import Hit, in_transaction, searchable_text
 from ..types import BATCH_INTERVAL, Found, LogItem, Payloads, Progress, Query, Rec, ScopeFilter, Usage, Version
 from . import horizon, schema
 from .commit import PIPELINE_MAX_BYTES as PIPELINE_MAX_BYTES  # re-exported: tests size commits by it
-from .commit import BatchView, Commits
+from .commit import BatchView
 from .dsn import application_dsn, display_name, grant_application_role
 from .errors import storage_error
+from .meaning import Meaning
 from .schema import SCHEMA_LOCK
 from .sql import TAGS, VERSION_COLUMNS, VERSIONS, group_rows, recall_sql, scope_sql, select_source
 from .text_index import IndexDisagrees, TableSource
@@ -97,12 +99,12 @@ def _latest_sql(source: str, where: str, limit: str, loaded: str) -> str:
     )
 
 
-class PostgresStore(Commits):
+class PostgresStore(Meaning):
     """A Mnemo database in a PostgreSQL schema. Thread-safe; processes on any number of hosts may share it."""
 
     def __init__(
         self, dsn: str, agent: str, *, readonly: bool = False, durability: str = "fsync",
-        lock_timeout: float = 10.0, create: bool = True,
+        lock_timeout: float = 10.0, create: bool = True, embedder: Embedder | None = None, reindex: bool = False,
     ) -> None:
         super().__init__(dsn, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout)
         self.recovery: list[str] = []
@@ -115,6 +117,7 @@ class PostgresStore(Commits):
         self._read = self._connect(autocommit=True)
         try:
             self._open(create)
+            self._open_vectors(embedder, reindex)
         except BaseException:
             self._close_connections()
             raise
@@ -421,7 +424,9 @@ class PostgresStore(Commits):
                      sum(size for vs in records.values() for _v, size in vs))
 
     # -- the contract: recall -------------------------------------------------------------------------
-    def recall(self, query: RecallQuery, scopes: ScopeFilter, tags: Query, limit: int) -> list[Hit]:
+    def recall(
+        self, query: RecallQuery, scopes: ScopeFilter, tags: Query, limit: int, mode: str = "lexical"
+    ) -> list[Hit]:
         """Recall over the text index's tables (text_index.py): the corpus's statistics and the postings of
         every term the query names or its prefixes reach, in one statement; the texts of the documents
         that hold every word of a phrase, in one more when there is a phrase; the hits' latest versions,
@@ -432,6 +437,10 @@ class PostgresStore(Commits):
         whose record changed since the index was read (a commit in between) makes the index be read
         again; one the chain contradicts (a row the application role wrote) is left out and the rest
         ranked again, so that `limit` is still met (verify names the row)."""
+        if limit == 0:
+            return []
+        if mode != "lexical":
+            return self._recall_by_meaning(query, scopes, tags, limit, mode)
         if limit == 0:
             return []
         batch = self.current_batch()
@@ -628,7 +637,8 @@ class PostgresStore(Commits):
         # postings are together (CLUSTER is VACUUM FULL's rewrite, in an index's order)
         rewrites = {"mnemo_payloads": ("VACUUM FULL", "VACUUM (FULL) mnemo_payloads"),
                     "mnemo_tags": ("VACUUM FULL", "VACUUM (FULL) mnemo_tags"),
-                    "mnemo_terms": ("CLUSTER", "CLUSTER mnemo_terms USING mnemo_terms_term")}
+                    "mnemo_terms": ("CLUSTER", "CLUSTER mnemo_terms USING mnemo_terms_term"),
+                    "mnemo_vectors": ("VACUUM FULL", "VACUUM (FULL) mnemo_vectors")}
         rewritten = list(rewrites)
         tables = [*rewritten, "mnemo_versions", "mnemo_records", "mnemo_docs"]
         owned = self._fetch(
@@ -718,9 +728,11 @@ class PostgresStore(Commits):
 
 
 def open_postgres(
-    dsn: str, agent: str, *, readonly: bool = False, durability: str = "fsync", lock_timeout: float = 10.0
+    dsn: str, agent: str, *, readonly: bool = False, durability: str = "fsync", lock_timeout: float = 10.0,
+    embedder: Embedder | None = None, reindex: bool = False,
 ) -> PostgresStore:
-    return PostgresStore(dsn, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout)
+    return PostgresStore(dsn, agent, readonly=readonly, durability=durability, lock_timeout=lock_timeout,
+                         embedder=embedder, reindex=reindex)
 
 
 __all__ = [

@@ -26,6 +26,7 @@ from ...record import Problem, VerifyReport
 from ..types import Progress
 from .errors import storage_error
 from .text_index import Doc, doc_of
+from .vectors import vector_problems
 
 
 class _Rows(Protocol):
@@ -107,6 +108,7 @@ def verify_postgres(
         if report.ok:
             expected.head_seq, expected.entries = report.head_seq, report.entries
             problems += _table_problems(conn, expected, report)
+            problems += [Problem("tables", msg) for msg in vector_problems(conn, getattr(store, "embedder", None))]
         conn.rollback()
     except psycopg.Error as exc:
         raise storage_error(exc, store.path) from None

@@ -39,6 +39,7 @@ from pydantic import AnyHttpUrl
 from mnemo import __version__
 from mnemo.client import MnemoClient
 from mnemo.errors import Closed
+from mnemo.recall.embedding import Embedder
 from mnemo.storage.contract import shown_name
 from mnemo.tools.mcp.connections import ConnectionGuard, GuardedListener, guarded_protocol
 from mnemo.tools.mcp.defaults import (
@@ -83,12 +84,15 @@ class AgentServers:
         read_only: bool = False,
         lock_timeout: float | None = None,
         mounts: Mapping[str, str] | None = None,
+        embedder: Embedder | str | None = None,
     ) -> None:
         self._db = db
         self._scope = scope
         self._mounts = None if mounts is None else dict(mounts)
         self._read_only = read_only
         self._options: dict[str, Any] = {} if lock_timeout is None else {"lock_timeout": lock_timeout}
+        if embedder is not None:  # memory_search then matches by meaning too (hybrid, by default)
+            self._options["embedder"] = embedder
         self._lock = threading.Lock()
         self._servers: dict[str, MnemoMemoryToolServer] = {}
         self._closed = False
@@ -233,6 +237,7 @@ def serve_stdio(
     announce: TextIO | None = None,
     lock_timeout: float | None = None,
     mounts: Mapping[str, str] | None = None,
+    embedder: Embedder | str | None = None,
 ) -> None:
     """Serve MCP over stdin and stdout until the client closes stdin (or a SIGTERM, SIGINT or SIGHUP).
 
@@ -240,11 +245,13 @@ def serve_stdio(
     before the protocol starts, so one that cannot be opened raises here (a `MnemoError` or `OSError`).
     One line saying what is served goes to `announce` (stderr): stdout is the protocol's.
     `lock_timeout` (default MnemoClient's) bounds a command's wait for another writer. `mounts` (mount
-    point -> scope, docs/MOUNTS.md) serves several scopes in one tree, the root's in `scope`.
+    point -> scope, docs/MOUNTS.md) serves several scopes in one tree, the root's in `scope`. `embedder`
+    (MnemoClient's) lets memory_search match by meaning (docs/RECALL.md §6).
     """
     _configure_logging()
     db, agent = _resolve(db, agent)
-    pool = AgentServers(db, scope=scope, read_only=read_only, lock_timeout=lock_timeout, mounts=mounts)
+    pool = AgentServers(db, scope=scope, read_only=read_only, lock_timeout=lock_timeout, mounts=mounts,
+                        embedder=embedder)
     try:
         server = pool.get(agent)
         mode = ", read-only" if read_only else ""
@@ -332,6 +339,7 @@ def serve_http(
     mounts: Mapping[str, str] | None = None,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     read_timeout: float = DEFAULT_READ_TIMEOUT,
+    embedder: Embedder | str | None = None,
 ) -> None:
     """Serve MCP over streamable HTTP at `http://host:port/mcp` until SIGTERM or SIGINT.
 
@@ -343,7 +351,7 @@ def serve_http(
     `mounts` (docs/MOUNTS.md) are the same for every agent; the root's scope is `scope`, else each agent's home.
     At most `max_connections` connections are open at once (fewer if the descriptor limit leaves room
     for fewer), and each must send a whole request within `read_timeout` seconds of opening or of its
-    previous response (`mnemo.tools.mcp.connections` says how).
+    previous response (`mnemo.tools.mcp.connections` says how). `embedder`: as serve_stdio's.
     """
     _configure_logging()
     import uvicorn  # noqa: PLC0415 - the SDK depends on it; imported here so that stdio never loads it
@@ -353,7 +361,8 @@ def serve_http(
     guard.fit_descriptors(agents=len(table.agents) + 1)
     db, agent = _resolve(db, agent)
     out = announce or sys.stderr
-    pool = AgentServers(db, scope=scope, read_only=read_only, lock_timeout=lock_timeout, mounts=mounts)
+    pool = AgentServers(db, scope=scope, read_only=read_only, lock_timeout=lock_timeout, mounts=mounts,
+                        embedder=embedder)
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_stop) if in_main else None
     try:

@@ -237,11 +237,12 @@ TOOLS: tuple[ToolSpec, ...] = (
             "it whole. The query is words (a file matching any of them is found; more, and rarer, matches "
             "rank higher), \"a phrase\" in quotes, word* for every word starting with word, and -word to "
             "leave out files holding it; case and accents do not matter. path narrows the search to a "
-            "directory (or a file)."
+            "directory (or a file). mode: hybrid also finds a file that says the same thing in other words (the "
+            "default when the server has an embedder), semantic matches by meaning alone, lexical by words alone."
         ),
         input_schema=SEARCH_INPUT_SCHEMA,
         hints=Hints(read_only=True, destructive=False, idempotent=True),
-        fields=("query", "path", "limit"),
+        fields=("query", "path", "limit", "mode"),
     ),
     ToolSpec(
         name="memory_history",

@@ -35,7 +35,7 @@ EXPECTED_TOOLS: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool, bool, bo
     ),
     "memory_delete": (("path",), ("path",), False, True, True),
     "memory_rename": (("old_path", "new_path"), ("old_path", "new_path"), False, False, True),
-    "memory_search": (("query", "path", "limit"), ("query",), True, False, True),
+    "memory_search": (("query", "path", "limit", "mode"), ("query",), True, False, True),
     "memory_history": (("path",), ("path",), True, False, True),
     "memory_verify": ((), (), True, False, True),
 }
