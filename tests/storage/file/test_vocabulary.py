@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from mnemo._native import speedups
+from mnemo.storage.file import vocabulary
 from mnemo.storage.file.vocabulary import PyVocabulary, Vocabulary
 
 KINDS: list[Any] = [PyVocabulary]
@@ -41,7 +42,7 @@ def test_add_get_drop_reuse_expand(kind: Any) -> None:
     with pytest.raises(ValueError):
         vocab.drop(9)
     assert vocab.get("\ud800") is None  # a str no UTF-8 holds is no term
-    assert vocab.term(99) is None
+    assert vocab.term(99) is None and vocab.term(vocab.id_space()) is None and vocab.term(-1) is None
 
 
 @kinds
@@ -56,6 +57,15 @@ def test_load_gives_each_term_its_position_and_refuses_a_repeated_one(kind: Any)
             kind.load(["b", "a"])
         with pytest.raises(UnicodeEncodeError):
             kind.load(["a", "\ud800"])
+
+
+def test_the_native_vocabulary_where_it_is_built_else_the_twin(monkeypatch: pytest.MonkeyPatch) -> None:
+    made, loaded = vocabulary.new_vocabulary(), vocabulary.load_vocabulary(["a", "b"])
+    assert type(made) is type(loaded) is (PyVocabulary if speedups is None else speedups.Vocabulary)
+    assert made.add("x") == 0 and loaded.get("b") == 1
+    monkeypatch.setattr(vocabulary, "_NATIVE", None)
+    made, loaded = vocabulary.new_vocabulary(), vocabulary.load_vocabulary(["a", "b"])
+    assert isinstance(made, PyVocabulary) and isinstance(loaded, PyVocabulary) and loaded.get("b") == 1
 
 
 @pytest.mark.skipif(speedups is None, reason="the C extension is not built")
