@@ -143,6 +143,8 @@ class PyPostings:
 
     def add(self, doc: int, tids: Sequence[int], tfs: Sequence[int]) -> None:
         assert doc == len(self.doc_terms)
+        if len(tids) != len(tfs):
+            raise ValueError("tids and tfs differ in length")
         top = max(tids, default=-1)
         while top >= len(self.docs):
             self.docs.append(array(CODE))
@@ -225,12 +227,14 @@ class PyPostings:
     def trim(self) -> None:
         pass  # (arrays keep little room; the C extension's buffers keep up to half again)
 
-    def nbytes(self) -> int:
+    def nbytes(self) -> int:  # (a report for the benchmarks: no behaviour reads it)
         size = _sizeof
-        arrays = sum(size(a) for a in self.docs if a is not None) + sum(size(a) for a in self.freqs if a is not None)
-        packed = sum(size(b) for b in self.doc_terms if b is not None)
-        loaded = sum(size(a) for a in self._loaded) if self._loaded is not None else 0
-        return size(self.docs) + size(self.freqs) + size(self.doc_terms) + arrays + packed + loaded
+        docs = sum(size(a) for a in self.docs if a is not None)  # pragma: no mutate
+        freqs = sum(size(a) for a in self.freqs if a is not None)  # pragma: no mutate
+        packed = sum(size(b) for b in self.doc_terms if b is not None)  # pragma: no mutate
+        loaded = sum(size(a) for a in self._loaded) if self._loaded is not None else 0  # pragma: no mutate
+        lists = size(self.docs) + size(self.freqs) + size(self.doc_terms)  # pragma: no mutate
+        return lists + docs + freqs + packed + loaded  # pragma: no mutate
 
 
 def widened(freqs: array[int]) -> array[int]:

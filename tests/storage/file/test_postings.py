@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from mnemo._native import speedups
+from mnemo.storage.file import postings
 from mnemo.storage.file.postings import PostingStore, PyPostings
 
 KINDS: list[Any] = [PyPostings]
@@ -85,8 +86,11 @@ def test_a_posting_of_many_documents_and_large_gaps_and_frequencies(kind: Any) -
 def test_add_refuses_what_breaks_its_preconditions(kind: Any) -> None:
     store: PostingStore = kind()
     store.add(0, [1], [1])
+    with pytest.raises(ValueError):
+        store.add(1, [2, 3], [1])  # lengths differ
+    assert store.get(2, None) == {} and store.tids(1) == []
     if kind is PyPostings:
-        return  # (the twin asserts them)
+        return  # (the twin asserts the rest)
     with pytest.raises(ValueError):
         store.add(5, [1], [1])  # not the next document
     with pytest.raises(ValueError):
@@ -131,6 +135,16 @@ def test_the_twin_loaded_from_a_snapshot_takes_out_what_it_changes_and_keeps_not
     assert list(ids[starts[2]:starts[3]]) == [0, 0, 0]  # nor is its list of terms
     loaded.add(3, [1], [1])
     assert loaded.get(1, None) == {0: 1, 1: 1, 3: 1}
+
+
+def test_the_native_postings_where_they_are_built_else_the_twin(monkeypatch: pytest.MonkeyPatch) -> None:
+    cols = [array("I", [1]), array("I", [0]), array("I", [3]), array("I", [1]), array("I", [0])]
+    made, loaded = postings.new_postings(), postings.load_postings(*cols)
+    assert type(made) is type(loaded) is (PyPostings if speedups is None else speedups.Postings)
+    assert loaded.get(0, None) == {0: 3}
+    monkeypatch.setattr(postings, "_NATIVE", None)
+    made, loaded = postings.new_postings(), postings.load_postings(*cols)
+    assert isinstance(made, PyPostings) and isinstance(loaded, PyPostings) and loaded.get(0, None) == {0: 3}
 
 
 @pytest.mark.skipif(speedups is None, reason="the C extension is not built")
