@@ -887,21 +887,44 @@ static Py_ssize_t piece_end(const unsigned char *w, Py_ssize_t n, Py_ssize_t sta
     return end;
 }
 
-/* The terms of one word w[0:n] (n > 0), as analysis._word gives them. */
-static int count_word(term_sink *sink, const unsigned char *w, Py_ssize_t n) {
-    if (simple_word(w, n)) return count_term(sink, w, n);
-    /* a first pass counts the pieces' parts (found) and the terms after the whole (after) */
-    Py_ssize_t found = 0, after = 0, parts;
+/* How an identifier w[0:n] splits: *found, the parts of all its pieces; *after, the terms that follow
+ * its whole (each piece unless it is the whole word, and the parts of a piece of more than one). */
+static void word_shape(const unsigned char *w, Py_ssize_t n, Py_ssize_t *found, Py_ssize_t *after) {
+    Py_ssize_t parts;
+    *found = *after = 0;
     for (Py_ssize_t i = 0; i < n;) {
         if (w[i] == '_' || w[i] == '.') {
             i++;
             continue;
         }
         Py_ssize_t end = piece_end(w, n, i, &parts);
-        found += parts;
-        after += (end - i != n) + (parts > 1 ? parts : 0); /* the piece, unless it is the whole word */
+        *found += parts;
+        *after += (end - i != n) + (parts > 1 ? parts : 0);
         i = end;
     }
+}
+
+/* The next word of s[0:n] at or after *at: a maximal run of word characters, a '.' between two of them
+ * joining; 1 with it as s[*start:*at], 0 when there is none. */
+static int next_word(const unsigned char *s, Py_ssize_t n, Py_ssize_t *at, Py_ssize_t *start) {
+    Py_ssize_t i = *at;
+    while (i < n && !IS_WORD(s[i])) i++;
+    if (i == n) return 0;
+    *start = i;
+    while (i < n && IS_WORD(s[i])) i++;
+    while (i + 1 < n && s[i] == '.' && IS_WORD(s[i + 1])) {
+        i++;
+        while (i < n && IS_WORD(s[i])) i++;
+    }
+    *at = i;
+    return 1;
+}
+
+/* The terms of one word w[0:n] (n > 0), as analysis._word gives them. */
+static int count_word(term_sink *sink, const unsigned char *w, Py_ssize_t n) {
+    if (simple_word(w, n)) return count_term(sink, w, n);
+    Py_ssize_t found, after, parts;
+    word_shape(w, n, &found, &after);
     if (found == 0) return 0; /* only separators: no term */
     if (after == 0 && found == 1) return count_term(sink, w, n);
     if (count_term(sink, w, n) < 0) return -1;
@@ -937,17 +960,7 @@ static PyObject *count_terms(PyObject *self, PyObject *arg) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
     term_sink sink = {PyDict_New(), 0};
     if (!sink.counts) return NULL;
-    for (Py_ssize_t i = 0; i < n;) {
-        if (!IS_WORD(s[i])) {
-            i++;
-            continue;
-        }
-        Py_ssize_t start = i;
-        while (i < n && IS_WORD(s[i])) i++;
-        while (i + 1 < n && s[i] == '.' && IS_WORD(s[i + 1])) {
-            i++;
-            while (i < n && IS_WORD(s[i])) i++;
-        }
+    for (Py_ssize_t i = 0, start; next_word(s, n, &i, &start);) {
         if (count_word(&sink, s + start, i - start) < 0) {
             Py_DECREF(sink.counts);
             return NULL;
@@ -988,17 +1001,8 @@ static int push_atom(atoms_t *a, const unsigned char *p, Py_ssize_t n) {
  * is the parts of its pieces (only separators: nothing; a single part and nothing after: itself). */
 static int word_atoms(atoms_t *a, const unsigned char *w, Py_ssize_t n) {
     if (simple_word(w, n)) return push_atom(a, w, n);
-    Py_ssize_t found = 0, after = 0, parts;
-    for (Py_ssize_t i = 0; i < n;) {
-        if (w[i] == '_' || w[i] == '.') {
-            i++;
-            continue;
-        }
-        Py_ssize_t end = piece_end(w, n, i, &parts);
-        found += parts;
-        after += (end - i != n) + (parts > 1 ? parts : 0);
-        i = end;
-    }
+    Py_ssize_t found, after, parts;
+    word_shape(w, n, &found, &after);
     if (found == 0) return 0;
     if (after == 0 && found == 1) return push_atom(a, w, n);
     for (Py_ssize_t i = 0; i < n;) {
@@ -1044,17 +1048,7 @@ static PyObject *count_phrase(PyObject *self, PyObject *args) {
     const unsigned char *s = PyUnicode_1BYTE_DATA(text);
     Py_ssize_t n = PyUnicode_GET_LENGTH(text), count = 0;
     atoms_t a = {0};
-    for (Py_ssize_t i = 0; i < n;) {
-        if (!IS_WORD(s[i])) {
-            i++;
-            continue;
-        }
-        Py_ssize_t start = i;
-        while (i < n && IS_WORD(s[i])) i++;
-        while (i + 1 < n && s[i] == '.' && IS_WORD(s[i + 1])) {
-            i++;
-            while (i < n && IS_WORD(s[i])) i++;
-        }
+    for (Py_ssize_t i = 0, start; next_word(s, n, &i, &start);) {
         if (word_atoms(&a, s + start, i - start) < 0) {
             free(a.v);
             return PyErr_NoMemory();
