@@ -1331,8 +1331,22 @@ static void posting_append(plist *p, uint32_t doc, uint32_t tf) {
     v->last = doc;
 }
 
+/* `value` as a varint of exactly `width` bytes (1 to 5, at least varint_len(value)): continuation bytes
+ * carrying zero bits after the value's own, which get_varint reads as the same value. */
+static void put_varint_wide(uint8_t *out, uint32_t value, uint32_t width) {
+    for (uint32_t i = 0; i + 1 < width; i++) {
+        out[i] = (uint8_t)((value & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    out[width - 1] = (uint8_t)value;
+}
+
 /* Takes `doc` out of a posting, if there; 1 when it was. The entry after it takes its place, its gap
- * grown by the departing one's; the bytes the posting no longer uses are zeroed. */
+ * grown by the departing one's. Where the two entries' bytes can hold the merged one (its gap and
+ * frequency each widened to at most 5 bytes: most postings, whose gaps and frequencies take a byte or
+ * two), it is written over them and nothing after it moves, so that taking a document out of a posting
+ * of a million costs what it costs in one of ten; otherwise the rest of the posting moves up and the
+ * bytes it no longer uses are zeroed. Either way nothing of the departing entry is left. */
 static int posting_remove(plist *p, uint32_t doc) {
     vlist *v = &p->v;
     uint8_t *buf = vbuf(v);
@@ -1357,15 +1371,39 @@ static int posting_remove(plist *p, uint32_t doc) {
             prev = doc_i;
             continue;
         }
-        uint32_t end = at, tail_from = end, head = 0, next_gap, next_tf;
+        uint32_t end = at, tail_from = end, head = 0, next_gap = 0, next_tf = 0;
         uint8_t merged[10];
         if (end < v->len) { /* the next entry moves to `start`, counting its gap from prev */
             uint32_t n_at = end;
             if (!get_varint(buf, v->len, &n_at, &next_gap) || !get_varint(buf, v->len, &n_at, &next_tf))
                 return 0;
+            tail_from = n_at;
+            uint32_t span = tail_from - start, gap_w = varint_len(gap + next_gap), tf_w = varint_len(next_tf);
+            if (span <= 10 && gap_w + tf_w <= span) { /* written over the two, in place */
+                uint32_t extra = span - gap_w - tf_w, widen = 5 - gap_w < extra ? 5 - gap_w : extra;
+                put_varint_wide(buf + start, gap + next_gap, gap_w + widen);
+                put_varint_wide(buf + start + gap_w + widen, next_tf, tf_w + extra - widen);
+                v->count--;
+                /* nothing else moved: a mark at the next entry (found by a search, marks being in
+                 * order) now marks `start`, from prev, unless one marks it already */
+                uint32_t m_lo = 0, m_hi = p->nmarks;
+                while (m_lo < m_hi) {
+                    uint32_t mid = m_lo + (m_hi - m_lo) / 2;
+                    if (p->marks[mid].off < end) m_lo = mid + 1;
+                    else m_hi = mid;
+                }
+                if (m_lo < p->nmarks && p->marks[m_lo].off == end) {
+                    if (m_lo && p->marks[m_lo - 1].off == start) {
+                        memmove(p->marks + m_lo, p->marks + m_lo + 1, sizeof(mark) * (p->nmarks - m_lo - 1));
+                        memset(p->marks + --p->nmarks, 0, sizeof(mark));
+                    } else {
+                        p->marks[m_lo] = (mark){prev, start};
+                    }
+                }
+                return 1;
+            }
             head = put_varint(merged, gap + next_gap);
             head += put_varint(merged + head, next_tf);
-            tail_from = n_at;
         } else {
             v->last = prev;
         }

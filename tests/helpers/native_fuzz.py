@@ -35,13 +35,18 @@ def _run(args: list[str], env: dict[str, str], timeout: float) -> FuzzRun:
     return FuzzRun(int(done.group(1)), int(done.group(2)), 0, out)
 
 
-def fuzz(tmp: Path, guided_seconds: int, sanitized_seconds: int, target: str = "scan") -> tuple[FuzzRun, FuzzRun]:
-    """(the guided run, the sanitized run) of the tool's `target` over one corpus in tmp."""
+def fuzz(
+    tmp: Path, guided: int, sanitized: int, target: str = "scan", unit: str = "seconds"
+) -> tuple[FuzzRun, FuzzRun]:
+    """(the guided run, the sanitized run) of the tool's `target` over one corpus in tmp, each `guided` and
+    `sanitized` seconds long, or (`unit="runs"`) that many inputs: a brief run in the default suite
+    counts inputs, so that a machine busy with other work takes longer instead of trying fewer."""
+    limit = {"seconds": lambda n: n * 4 + 120, "runs": lambda n: 600}[unit]
     corpus = tmp / "corpus"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("MNEMO_PURE_PYTHON", None)
-    guided = _run(["--target", target, "--seconds", str(guided_seconds), str(corpus)], env, guided_seconds * 4 + 120)
-    guided.corpus = len(list(corpus.iterdir()))
+    first = _run(["--target", target, f"--{unit}", str(guided), str(corpus)], env, limit(guided))
+    first.corpus = len(list(corpus.iterdir()))
     build = subprocess.run([sys.executable, str(TOOL), "--build", str(tmp / "asan")], capture_output=True,
                            text=True, check=True, timeout=300)
     ext = build.stdout.strip().splitlines()[-1]
@@ -49,7 +54,7 @@ def fuzz(tmp: Path, guided_seconds: int, sanitized_seconds: int, target: str = "
                           check=True).stdout.strip()
     senv = dict(env, LD_PRELOAD=asan, PYTHONMALLOC="malloc", ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
                 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
-    sanitized = _run(["--ext", ext, "--target", target, "--seconds", str(sanitized_seconds), str(corpus)], senv,
-                     sanitized_seconds * 4 + 120)
-    sanitized.corpus = len(list(corpus.iterdir()))
-    return guided, sanitized
+    second = _run(["--ext", ext, "--target", target, f"--{unit}", str(sanitized), str(corpus)], senv,
+                  limit(sanitized))
+    second.corpus = len(list(corpus.iterdir()))
+    return first, second

@@ -153,12 +153,52 @@ def test_the_native_postings_zero_what_a_departing_document_leaves() -> None:
     store.add(0, [0, 1], [3, 1])
     store.add(1, [0, 1], [200, 1])
     store.add(2, [0, 1], [9, 1])
-    before = store._buffer(0)
+    assert store._buffer(0) == b"\x00\x03" + b"\x01\xc8\x01" + b"\x01\x09" + b"\x00"
     store.remove(1)
+    # the next entry is written over the two, its gap (1 + 1) widened to fill them: nothing after it
+    # moves, and nothing of 200's varint (c8 01) is left
+    assert store._buffer(0) == b"\x00\x03" + b"\x82\x80\x80\x00\x09" + b"\x00"
+    assert store.get(0, None) == {0: 3, 2: 9}
+    assert store._doc_buffer(1) == b""
+
+
+@pytest.mark.skipif(speedups is None, reason="the C extension is not built")
+def test_the_native_postings_move_the_rest_up_when_the_merged_entry_is_wider_than_ten_bytes() -> None:
+    store = speedups.Postings()
+    for doc, tf in enumerate((1, 300_000_001, 300_000_000, 7)):
+        store.add(doc, [0], [tf])
+    before = store._buffer(0)
+    assert bytes.fromhex("81c6868f01") in before  # 300,000,001
+    store.remove(1)  # its gap and frequency and the next one's: 1 + 5 + 1 + 5 bytes, over ten
     after = store._buffer(0)
     assert len(after) == len(before)  # the buffer keeps its size: the tail is zeroed, not left
-    assert after.endswith(b"\x00" * 3) and b"\xc8" not in after  # 200's varint (c8 01) is gone
-    assert store._doc_buffer(1) == b""
+    assert after.endswith(b"\x00" * 6) and bytes.fromhex("81c6868f01") not in after
+    assert store.get(0, None) == {0: 1, 2: 300_000_000, 3: 7}
+
+
+def test_documents_leave_a_long_posting_from_anywhere_and_it_reads_the_same() -> None:
+    """Entries taken out of a posting of thousands, where its marks are and between them, singly and in
+    runs, first and last: every read afterwards gives exactly the documents left, and every
+    implementation exports the same columns."""
+    stores, left = [kind() for kind in KINDS], {}
+    for doc in range(5000):
+        tf = 1 + doc % 3 + (doc % 97 == 0) * 300
+        for store in stores:
+            store.add(doc, [0, 1 + doc % 2], [tf, 1])
+        left[doc] = tf
+    phases = [range(0, 5000, 64), range(1, 5000, 64), range(2000, 2300), [4999, 0, 4998, 1],
+              range(3, 5000, 7), range(5000)]
+    for gone in phases:
+        for doc in gone:
+            if doc in left:
+                for store in stores:
+                    store.remove(doc)
+                del left[doc]
+        for store in stores:
+            assert store.get(0, None) == left
+            assert store.get(1, None) == {doc: 1 for doc in left if doc % 2 == 0}
+        exported = {columns(store, 3, 5000, sorted(left)) for store in stores}
+        assert len(exported) == 1
 
 
 @pytest.mark.skipif(speedups is None, reason="the C extension is not built")
@@ -256,6 +296,6 @@ TestPostingsModel.settings = settings(max_examples=60, stateful_step_count=40, d
 
 @pytest.mark.skipif(speedups is None, reason="the C extension is not built")
 def test_the_native_postings_survive_a_brief_fuzzing_run(tmp_path: Path) -> None:
-    guided, sanitized = fuzz(tmp_path, 3, 3, target="postings")
-    assert guided.runs > 300 and sanitized.runs > 300
+    guided, sanitized = fuzz(tmp_path, 300, 300, target="postings", unit="runs")
+    assert guided.runs >= 300 and sanitized.runs >= 300
     assert guided.corpus > 4  # it found inputs beyond the seeds

@@ -141,6 +141,6 @@ TestVocabularyModel.settings = settings(max_examples=80, stateful_step_count=40,
 
 @pytest.mark.skipif(speedups is None, reason="the C extension is not built")
 def test_the_native_vocabulary_survives_a_brief_fuzzing_run(tmp_path: Path) -> None:
-    guided, sanitized = fuzz(tmp_path, 3, 3, target="vocabulary")
-    assert guided.runs > 300 and sanitized.runs > 300
+    guided, sanitized = fuzz(tmp_path, 300, 300, target="vocabulary", unit="runs")
+    assert guided.runs >= 300 and sanitized.runs >= 300
     assert guided.corpus > 4  # it found inputs beyond the seeds
