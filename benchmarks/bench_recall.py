@@ -809,11 +809,15 @@ def bench_open(cfg: Config, ds: Dataset) -> list[Result]:
     rss = {k: [p["rss_after"] - p["rss_before"] for p in v] for k, v in probes.items()}
     sizes = {"indexed": os.path.getsize(ds.snap_indexed), "pending": os.path.getsize(ds.snap_pending)}
     big = c.n >= 1_000_000
+    ready = [float(p["text_ready_seconds"]) for p in probes["indexed"]]
     return [
         Result("recall", f"open {c.label}, snapshot holding the caught-up text index", "s", indexed,
                "the same db, snapshot written before any recall (all rows pending)", pending,
-               Target("ratio<=", 1.5) if big else None, "target is set at 1,000,000 records",
-               extra={"snapshot_bytes": sizes}),
+               Target("ratio<=", 1.5) if big else None, "target is set at 1,000,000 records; the text index "
+               "loads after the open returns, in a thread of its own (next row)", extra={"snapshot_bytes": sizes}),
+        Result("recall", f"open {c.label}, until the text index is loaded (a recall needs it)", "s", ready,
+               "the same db, snapshot written before any recall (all rows pending)", pending,
+               note="what the first recall after an open waits for, at most"),
         Result("recall", f"open {c.label}: VmRSS growth, snapshot with the text index", "MB",
                [x / 1e6 for x in rss["indexed"]], "the same, all rows pending", [x / 1e6 for x in rss["pending"]],
                note="ratio: the whole index's memory with the text index against without"),
@@ -1045,7 +1049,9 @@ def run_profiles(cfg: Config, ds: Dataset) -> str:
     profiler = cProfile.Profile()
     gc.collect()
     profiler.enable()
-    MnemoClient(ds.mnemo_path, AGENT, durability="none", readonly=True).close()
+    opened = MnemoClient(ds.mnemo_path, AGENT, durability="none", readonly=True)
+    opened._store.index.text  # type: ignore[attr-defined]  # noqa: B018 (loaded in a thread: wait for it)
+    opened.close()
     profiler.disable()
     out.append(f"open of {ds.corpus.label} with the text index in its snapshot (cProfile, own time):\n"
                f"{profile_summary(pstats.Stats(profiler))}")

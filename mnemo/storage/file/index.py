@@ -20,6 +20,7 @@ from ...acl import Acl
 from ...chain.tree import HASH_SIZE
 from ...errors import IntegrityError
 from ..types import Rec, Version
+from .deferred import SnapshotParts
 from .index_columns import IndexData, inconsistent
 from .index_state import load_state, to_state
 
@@ -101,11 +102,6 @@ class Index(IndexData):
         if tags is None:
             raise inconsistent(row)
         return tags
-
-    def live_rows(self) -> Iterator[int]:
-        nbase, dead = self.base.n, self.base_dead
-        yield from (row for row in range(nbase) if row not in dead)
-        yield from (row for row, rec_id in enumerate(self.extra, nbase) if rec_id is not None)
 
     def live_ids(self) -> Iterator[str]:
         for row in self.live_rows():
@@ -466,10 +462,11 @@ class Index(IndexData):
         return to_state(self)
 
     @classmethod
-    def from_state(cls, db_id: bytes, state: dict[str, Any]) -> Index:
-        """Rebuild an index from to_state()'s data (index_state.load_state, which says what it refuses)."""
+    def from_state(cls, db_id: bytes, state: dict[str, Any], parts: SnapshotParts | None = None) -> Index:
+        """Rebuild an index from to_state()'s data (index_state.load_state, which says what it refuses),
+        its deferred parts read from `parts`."""
         index = cls(db_id)  # its ACL is rebuilt from the log's entries (index_snapshot.load_snapshot)
-        load_state(index, state)
+        load_state(index, state, parts)
         return index
 
 

@@ -4,12 +4,15 @@ holds them."""
 
 from __future__ import annotations
 
+import threading
 from array import array
+from collections.abc import Iterator
 from typing import Any
 
 from ...acl import Acl
 from ...errors import IntegrityError
 from ..types import Version
+from .deferred import DeferredPart
 from .text_index import TextIndex
 from .vector_index import VectorIndex
 
@@ -172,7 +175,40 @@ class IndexData:
         # Offsets of the log frames that hold genesis, grant or revoke entries: a snapshot lists them
         # instead of holding the ACL, which is rebuilt from those entries of the log itself.
         self.acl_frames = array("q")
-        self.text = TextIndex()  # recall's index of the live records' text (text_index.py)
+        self._text = TextIndex()  # recall's index of the live records' text (text_index.py), see `text`
+        self._text_part: DeferredPart[TextIndex] | None = None  # the snapshot's text part, loading
+        self._text_lock = threading.Lock()
+        self.text_refused: str | None = None  # why the snapshot's text part was refused (made again instead)
         # semantic recall's vectors (vector_index.py), once a store with an embedder made them or a
         # snapshot held them; kept up to date by the rows as the text index is
         self.vectors: VectorIndex | None = None
+
+    @property
+    def text(self) -> TextIndex:
+        """Recall's index of the live records' text. While the snapshot's text part loads (deferred.py),
+        the first to ask waits for it; a part that was refused (`text_refused` says why) leaves an index
+        with every live row pending, which the next catch-up makes again from the log."""
+        if self._text_part is not None:
+            with self._text_lock:
+                part = self._text_part
+                if part is not None:
+                    built, refused = part.result()
+                    if built is None:
+                        built = TextIndex()
+                        built.added(self.live_rows())
+                        self.text_refused = refused
+                    self._text, self._text_part = built, None
+        return self._text
+
+    @text.setter
+    def text(self, value: TextIndex) -> None:
+        self._text, self._text_part = value, None
+
+    def defer_text(self, part: DeferredPart[TextIndex]) -> None:
+        """The text index is the snapshot's text part, loading in its own thread."""
+        self._text_part = part
+
+    def live_rows(self) -> Iterator[int]:
+        nbase, dead = self.base.n, self.base_dead
+        yield from (row for row in range(nbase) if row not in dead)
+        yield from (row for row, rec_id in enumerate(self.extra, nbase) if rec_id is not None)

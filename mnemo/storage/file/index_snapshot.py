@@ -11,6 +11,7 @@ from ...acl import Acl
 from ...errors import DurabilityError
 from ..batch import ACL_OPS, ChainError
 from . import snapshot as snap
+from .deferred import SnapshotParts
 from .framing import FRAME_HEADER, HEADER_SIZE, FrameError, frame_length, parse_frame
 from .index import Index
 from .logfile import pread
@@ -55,7 +56,9 @@ class SnapshotRefused(ValueError):
     loaded as it stands: malformed, or forged. The log is replayed instead, and verify reports it."""
 
 
-def load_snapshot(fd: int, db_id: bytes, body: dict[str, Any]) -> tuple[Index, int, int, int] | None:
+def load_snapshot(
+    fd: int, db_id: bytes, body: dict[str, Any], parts: SnapshotParts | None = None
+) -> tuple[Index, int, int, int] | None:
     """(index, end offset, last frame offset, head ts) of a snapshot that belongs to the log open as
     `fd` and ends at one of its frames; None when it is stale (of another db, or not ending at a frame
     of this log with the head it names); SnapshotRefused when it ends there but cannot be loaded.
@@ -63,7 +66,8 @@ def load_snapshot(fd: int, db_id: bytes, body: dict[str, Any]) -> tuple[Index, i
     The ACL is never taken from the snapshot: it is rebuilt from the genesis, grant and revoke entries
     of the log itself, at the frame offsets the snapshot lists (a listed offset that is not such a
     frame refuses the snapshot). What else it holds is trusted only as far as `verify` checks it
-    against the log, and reads check each payload against its chain entry (FileStore.read_packed)."""
+    against the log, and reads check each payload against its chain entry (FileStore.read_packed). Its
+    deferred parts are read from `parts` after the open (deferred.py)."""
     try:
         if body["db_id"] != db_id:
             return None
@@ -78,7 +82,7 @@ def load_snapshot(fd: int, db_id: bytes, body: dict[str, Any]) -> tuple[Index, i
     except (FrameError, KeyError, TypeError, ValueError, OverflowError):
         return None
     try:
-        index = Index.from_state(db_id, state)
+        index = Index.from_state(db_id, state, parts)
         index.acl = acl_from_frames(fd, index.acl_frames, off)
         return index, off, start, int(body["head_ts"])
     except (FrameError, ChainError, KeyError, TypeError, ValueError, IndexError, UnicodeError, OverflowError) as exc:

@@ -10,6 +10,7 @@ from typing import Any, cast
 
 from ...chain.tree import HASH_SIZE
 from ..types import Version
+from .deferred import SnapshotParts
 from .index_columns import COLUMNS, IndexData, Interned, SortedIds, TagSets, all_str, inconsistent
 from .text_index import TextIndex
 from .vector_index import VectorIndex, available
@@ -137,9 +138,11 @@ def _to_state(index: IndexData) -> dict[str, Any]:
     }
 
 
-def load_state(index: IndexData, state: dict[str, Any]) -> None:
+def load_state(index: IndexData, state: dict[str, Any], parts: SnapshotParts | None = None) -> None:
     """Fill a new, empty index with to_state()'s data. Raises (ValueError, KeyError, TypeError,
-    IndexError, UnicodeError) on anything inconsistent, so a malformed snapshot is never half used."""
+    IndexError, UnicodeError) on anything inconsistent, so a malformed snapshot is never half used. A
+    part the state refers to instead of holding (snapshot.DEFERRED_KEYS) is loaded from `parts` in a
+    thread of its own, and refused on its own (IndexData.text)."""
     if state["layout"] != SNAPSHOT_LAYOUT or state["byteorder"] != sys.byteorder:
         raise ValueError("snapshot of another layout or byte order")
     if not STATE_KEYS <= state.keys() <= STATE_KEYS | OPTIONAL_KEYS:
@@ -207,7 +210,13 @@ def load_state(index: IndexData, state: dict[str, Any]) -> None:
     index.head_seq = state["head_seq"]
     index.head_hash = state["head_hash"]
     index.entries = state["entries"]
-    index.text = TextIndex.from_state(state["text"], n, len(index.scopes.values))
+    text, scopes = state["text"], len(index.scopes.values)
+    if isinstance(text, dict) and "part" in text:
+        if parts is None:
+            raise ValueError("the snapshot's text part cannot be read")
+        index.defer_text(parts.load("text", text["part"], lambda part: TextIndex.from_state(part, n, scopes)))
+    else:
+        index.text = TextIndex.from_state(text, n, scopes)
     # Without numpy (no `semantic` extra) the vectors are left out: this store cannot keep them up to
     # date, and its next snapshot is written without them (they are made again by one that can).
     if "vectors" in state and available():

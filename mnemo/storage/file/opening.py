@@ -15,6 +15,7 @@ from ...chain.codec import ZERO_HASH, make_entry
 from ...chain.tree import CompactRange
 from ...errors import IntegrityError, MnemoError, NotFound
 from . import snapshot as snap
+from .deferred import SnapshotParts
 from .framing import HEADER_SIZE, HeaderError, decode_file_header, encode_file_header, encode_frame
 from .handles import LogHandle, open_regular
 from .index import Index
@@ -194,13 +195,19 @@ class Opening(StoreState):
         # An erasure journal means an erasure was cut short: the snapshot cannot be current then, so only
         # a replay of the log (which meets every forget again) says what must be erased.
         use = self.use_snapshot and not os.path.exists(self.erase_path)
-        body = snap.read_snapshot(self.snap_path) if use else None
+        opened = snap.open_snapshot(self.snap_path) if use else None
+        body = None if opened is None else opened[0]
+        # its deferred parts (recall's text index) are read after the open, each in its own thread
+        parts = None if opened is None or opened[1] is None else SnapshotParts(opened[1], opened[2])
         self.snapshot_refused = None
         if body is not None:
             try:
-                loaded = load_snapshot(self.fd, self.db_id, body)
+                loaded = load_snapshot(self.fd, self.db_id, body, parts)
             except SnapshotRefused as exc:
                 loaded, self.snapshot_refused = None, str(exc)
+            finally:
+                if parts is not None:
+                    parts.close()  # (each part loading has a descriptor of its own)
             size = _saved_tree_size(body) if loaded is not None else None
             if loaded is not None and size is not None and size == loaded[0].entries:
                 self.index, self.end, self.last_frame_offset, self.head_ts = loaded

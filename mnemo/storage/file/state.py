@@ -42,7 +42,7 @@ class StoreState(StoreGuards):
         self.recovery: list[str] = []
         self.use_snapshot = use_snapshot
         self.snapshot_used = False
-        self.snapshot_refused: str | None = None  # why a snapshot of this log was not loaded
+        self._snapshot_refused: str | None = None  # why a snapshot of this log was not loaded
         self.closed = False
         self._failed: BaseException | None = None
         self._mutex = threading.RLock()  # one writer thread at a time, held through a transaction
@@ -61,6 +61,20 @@ class StoreState(StoreGuards):
         self.tree: Any = None  # the TreeState of the Merkle tree over the entries (mnemo.transparency)
         self.head_ts = 0
         self._rebased = False
+
+    @property
+    def snapshot_refused(self) -> str | None:
+        """Why a snapshot of this log was not loaded, or why its text part, loaded after the open, was
+        refused (asking waits for that part to load)."""
+        if self._snapshot_refused is not None:
+            return self._snapshot_refused
+        self.index.text  # noqa: B018 (waits for the snapshot's text part, if it is still loading)
+        refused = self.index.text_refused
+        return None if refused is None else f"its text part: {refused}"
+
+    @snapshot_refused.setter
+    def snapshot_refused(self, reason: str | None) -> None:
+        self._snapshot_refused = reason
 
     @property
     def snap_path(self) -> str:

@@ -9,6 +9,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -42,8 +43,20 @@ def snap_path(db: Path) -> Path:
     return Path(str(db) + ".snap")
 
 
+def main_end(data: bytes) -> int:
+    """Where a snapshot's main part ends (its deferred text part follows)."""
+    return 20 + struct.unpack(">Q", data[12:20])[0]
+
+
+def sealed(data: bytes) -> bool:
+    """Whether both parts of a snapshot hold their checksums."""
+    end = main_end(data)
+    return (data[end - 32 : end] == hashlib.sha256(data[: end - 32]).digest()
+            and data[-32:] == hashlib.sha256(data[end:-32]).digest())
+
+
 def corrupt_flip(data: bytes) -> bytes:
-    mid = len(data) // 2
+    mid = main_end(data) // 2
     return data[:mid] + bytes([data[mid] ^ 0x40]) + data[mid + 1 :]
 
 
@@ -110,8 +123,9 @@ def test_close_leaves_a_valid_snapshot_without_content(db_path: Path) -> None:
     with MnemoClient(db_path, AGENT) as c:
         c.remember("SECRET-CONTENT-4711", tags=["tagged"], metadata={"k": "META-VALUE-4711"})
     snap = snap_path(db_path).read_bytes()
-    assert snap.startswith(b"MNEMOSNP")
-    assert snap[-32:] == hashlib.sha256(snap[:-32]).digest()
+    assert snap.startswith(b"MNEMOSNP") and struct.unpack(">I", snap[8:12]) == (3,)
+    # the main part, sealed by the SHA-256 of the file up to its end, then the text part, sealed on its own
+    assert sealed(snap)
     assert b"SECRET-CONTENT-4711" not in snap
     assert b"META-VALUE-4711" not in snap
 
@@ -121,10 +135,10 @@ def test_close_leaves_a_valid_snapshot_without_content(db_path: Path) -> None:
     [
         lambda b: None,
         lambda b: corrupt_flip(b),
-        lambda b: b[: len(b) // 2],
+        lambda b: b[: main_end(b) // 2],
         lambda b: b"",
         lambda b: b"MNEMOSNP" + bytes(range(200)),
-        lambda b: b[:-1] + bytes([b[-1] ^ 1]),
+        lambda b: b[: main_end(b) - 1] + bytes([b[main_end(b) - 1] ^ 1]) + b[main_end(b) :],
     ],
     ids=["deleted", "flipped", "truncated", "empty", "garbage", "bad-checksum"],
 )
@@ -141,9 +155,34 @@ def test_damaged_snapshot_is_discarded(db_path: Path, damage: Any) -> None:
     assert reopen_state(db_path, snapshot_used=False) == expected
     assert db_path.read_bytes() == log_before
     assert snap.exists(), "the missing or damaged snapshot was not rebuilt"
-    rebuilt = snap.read_bytes()
-    assert rebuilt[-32:] == hashlib.sha256(rebuilt[:-32]).digest(), "the damaged snapshot was not rebuilt"
+    assert sealed(snap.read_bytes()), "the damaged snapshot was not rebuilt"
     assert reopen_state(db_path, snapshot_used=True) == expected
+
+
+@pytest.mark.parametrize("damage", ["flipped", "truncated", "bad-checksum"])
+def test_a_damaged_text_part_is_refused_alone_and_made_again_from_the_log(db_path: Path, damage: str) -> None:
+    """The open loads the main part (its checksum holds) and the text part after it: refused, recall's
+    index is made again from the log, the refusal is reported, and the next snapshot is sound."""
+    with MnemoClient(db_path, AGENT, durability="none") as c:
+        ids = [c.remember(f"note {i} about topic{i % 3}").id for i in range(40)]
+        c.recall("note")
+    snap = snap_path(db_path)
+    data = snap.read_bytes()
+    end = main_end(data)
+    mid = (end + len(data)) // 2
+    snap.write_bytes({"flipped": data[:mid] + bytes([data[mid] ^ 0x40]) + data[mid + 1 :],
+                      "truncated": data[:mid],
+                      "bad-checksum": data[:-1] + bytes([data[-1] ^ 1])}[damage])
+    with MnemoClient(db_path, AGENT, durability="none") as c:
+        assert c.stats()["snapshot_used"]
+        assert [h.record.id for h in c.recall("topic1", limit=100)] == ids[1::3][::-1]
+        assert c._store.snapshot_refused is not None  # type: ignore[attr-defined]
+        assert c._store.snapshot_refused.startswith("its text part: ")  # type: ignore[attr-defined]
+        c.remember("one more")  # the close writes a new snapshot
+    assert sealed(snap.read_bytes())
+    with MnemoClient(db_path, AGENT, readonly=True) as c:
+        assert c._store.snapshot_refused is None  # type: ignore[attr-defined]
+        assert [h.record.id for h in c.recall("topic1", limit=100)] == ids[1::3][::-1]
 
 
 def test_snapshot_with_wrong_head_hash_is_discarded(db_path: Path) -> None:

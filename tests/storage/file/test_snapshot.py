@@ -1,10 +1,14 @@
-"""The snapshot container: large byte strings as raw sections after the msgpack header, all sealed by
-one SHA-256; damage anywhere, or a section reference out of range, discards the snapshot.
+"""The snapshot container: large byte strings as raw sections after the msgpack header, the main part
+sealed by one SHA-256 and recall's text index in a part of its own after it, sealed by its own; damage
+to the main part, or a section reference out of range, discards the snapshot, and damage to the text
+part refuses that part alone.
 
-The sealed sidecars of a log file, byte by byte: a snapshot is magic, version, header length, msgpack
-header, raw sections and SHA-256 of all that; anything short, of another version, mis-sealed or with a
-section out of range reads as no snapshot. The erasure journal reads as None (none), [] (damaged, of
-another database, or not a regular file) or its regions. Sidecars are replaced atomically."""
+The sealed sidecars of a log file, byte by byte: a snapshot is magic, version, the main part's length,
+then the main part (header length, msgpack header, raw sections and the SHA-256 of the file up to
+there), then its deferred parts; anything short, of another version, mis-sealed or with a section out
+of range reads as no snapshot (version 2, the whole body in one part, is still read). The erasure
+journal reads as None (none), [] (damaged, of another database, or not a regular file) or its regions.
+Sidecars are replaced atomically."""
 
 from __future__ import annotations
 
@@ -40,8 +44,8 @@ def test_large_byte_strings_become_sections_and_come_back() -> None:
     big, small = bytes(range(256)) * 1024, b"x" * 10
     body = {"a": big, "nested": {"b": big[::-1], "small": small, "view": memoryview(big)[:70_000]}, "n": 3}
     data = encode_snapshot(body)
-    header_len = struct.unpack(">I", data[12:16])[0]
-    header = data[16 : 16 + header_len]
+    header_len = struct.unpack(">I", data[20:24])[0]
+    header = data[24 : 24 + header_len]
     assert big not in header and small in header  # the large one is a section, the small one inline
     back = decode_snapshot(data)
     assert back is not None
@@ -52,8 +56,7 @@ def test_large_byte_strings_become_sections_and_come_back() -> None:
 
 
 def _sealed(header: bytes, sections: bytes) -> bytes:
-    data = SNAP_MAGIC + struct.pack(">II", SNAP_VERSION, len(header)) + header + sections
-    return data + hashlib.sha256(data).digest()
+    return _snapshot(header, sections)
 
 
 @pytest.mark.parametrize("ref", [(0, 11), (5, 6), (2**63, 1), (0, 2**64 - 1)])
@@ -68,8 +71,7 @@ def test_a_section_reference_out_of_range_is_refused(ref: tuple[int, int]) -> No
 def test_an_unknown_ext_type_or_a_short_header_is_refused() -> None:
     header = msgpack.packb({"a": msgpack.ExtType(7, b"")}, use_bin_type=True)
     assert decode_snapshot(_sealed(header, b"")) is None
-    data = SNAP_MAGIC + struct.pack(">II", SNAP_VERSION, 1000) + b"\x80"
-    assert decode_snapshot(data + hashlib.sha256(data).digest()) is None
+    assert decode_snapshot(_snapshot(b"\x80", header_len=1000)) is None
 
 
 def test_damage_inside_a_section_discards_the_snapshot(tmp_path: Path) -> None:
@@ -80,9 +82,10 @@ def test_damage_inside_a_section_discards_the_snapshot(tmp_path: Path) -> None:
         ids = [c.remember(f"m{i}", tags=[f"t{i % 5}"]).id for i in range(3000)]
     snap = Path(str(db) + ".snap")
     data = snap.read_bytes()
-    header_len = struct.unpack(">I", data[12:16])[0]
-    assert len(data) - 16 - header_len - 32 > 100_000, "the columns should be raw sections"
-    pos = 16 + header_len + (len(data) - 16 - header_len - 32) // 2  # inside the sections
+    header_len = struct.unpack(">I", data[20:24])[0]
+    end = 20 + struct.unpack(">Q", data[12:20])[0]  # the main part's end (the text part follows)
+    assert end - 24 - header_len - 32 > 100_000, "the columns should be raw sections"
+    pos = 24 + header_len + (end - 24 - header_len - 32) // 2  # inside the sections
     snap.write_bytes(data[:pos] + bytes([data[pos] ^ 0x01]) + data[pos + 1 :])
     with MnemoClient(db, "a", durability="none") as c:
         assert not c.stats()["snapshot_used"]
@@ -98,12 +101,18 @@ def _seal(data: bytes) -> bytes:
 
 def _snapshot(header: bytes, sections: bytes = b"", version: int = SNAP_VERSION,
               header_len: int | None = None) -> bytes:
+    """A version 3 snapshot of a main part only."""
     n = len(header) if header_len is None else header_len
-    return _seal(SNAP_MAGIC + struct.pack(">II", version, n) + header + sections)
+    main = struct.pack(">I", n) + header + sections
+    return _seal(SNAP_MAGIC + struct.pack(">IQ", version, len(main) + 32) + main)
+
+
+def _snapshot_v2(header: bytes, sections: bytes = b"") -> bytes:
+    return _seal(SNAP_MAGIC + struct.pack(">II", 2, len(header)) + header + sections)
 
 
 def test_the_container_layout() -> None:
-    assert (SNAP_MAGIC, SNAP_VERSION, ERASE_MAGIC) == (b"MNEMOSNP", 2, b"MNEMOERS")
+    assert (SNAP_MAGIC, SNAP_VERSION, ERASE_MAGIC) == (b"MNEMOSNP", 3, b"MNEMOERS")
     body = {"b": 1, "a": [b"x", "y"]}
     data = encode_snapshot(body)
     header = msgpack.packb(body, use_bin_type=True)  # plain msgpack, keys as given
@@ -114,12 +123,12 @@ def test_the_container_layout() -> None:
 def test_byte_strings_from_64_kib_on_are_raw_sections() -> None:
     below, at = b"b" * (2**16 - 1), b"a" * 2**16
     data = encode_snapshot({"below": below, "at": at, "also": at})
-    header_len = struct.unpack(">I", data[12:16])[0]
-    header = msgpack.unpackb(data[16 : 16 + header_len], raw=False)
+    header_len = struct.unpack(">I", data[20:24])[0]
+    header = msgpack.unpackb(data[24 : 24 + header_len], raw=False)
     assert header["below"] == below
     assert header["at"] == msgpack.ExtType(1, struct.pack(">QQ", 0, 2**16))
     assert header["also"] == msgpack.ExtType(1, struct.pack(">QQ", 2**16, 2**16))
-    assert data[16 + header_len : -32] == at + at
+    assert data[24 + header_len : -32] == at + at
     back = decode_snapshot(data)
     assert back is not None
     assert back["below"] == below and isinstance(back["below"], bytes)
@@ -143,10 +152,70 @@ def test_a_header_reaching_exactly_the_end_is_read_and_one_byte_more_is_not() ->
     assert decode_snapshot(_snapshot(header, header_len=len(header) - 1)) is None  # truncated msgpack
 
 
-@pytest.mark.parametrize("version", [SNAP_VERSION - 1, SNAP_VERSION + 1, 0])
+@pytest.mark.parametrize("version", [1, 2, SNAP_VERSION + 1, 0])
 def test_a_snapshot_of_another_version_is_no_snapshot(version: int) -> None:
     header = msgpack.packb({"k": "v"}, use_bin_type=True)
     assert decode_snapshot(_snapshot(header, version=version)) is None
+
+
+def test_a_version_2_snapshot_is_still_read() -> None:
+    """Version 2 held the whole body in one part: a database whose snapshot a release before wrote opens
+    from it (its text index loaded with the rest)."""
+    header = msgpack.packb({"k": "v", "a": msgpack.ExtType(1, struct.pack(">QQ", 1, 3))}, use_bin_type=True)
+    assert decode_snapshot(_snapshot_v2(header, b"0123")) == {"k": "v", "a": b"123"}
+    assert decode_snapshot(_snapshot_v2(header, b"0123")[:-1]) is None
+
+
+def _text_state(size: int, terms: tuple[str, ...] = ("alpha", "beta")) -> dict[str, object]:
+    return {"layout": 2, "terms": list(terms), "post_docs": b"\x01" * size}
+
+
+def test_the_text_index_is_a_part_of_its_own_after_the_main_part(tmp_path: Path) -> None:
+    """The index's text state is written after the main part, which names it by where it lies and its
+    SHA-256; an open reads the main part only, and the part when it is wanted."""
+    body = {"db_id": b"d", "index": {"rows": 2, "text": _text_state(70_000)}}
+    data = encode_snapshot(body)
+    version, main_len = struct.unpack(">IQ", data[8:20])
+    end = 20 + main_len
+    assert version == 3 and data[end - 32 : end] == hashlib.sha256(data[: end - 32]).digest()
+    part = data[end:]
+    assert part[-32:] == hashlib.sha256(part[:-32]).digest()
+    assert b"alpha" not in data[:end] and b"alpha" in part
+    assert decode_snapshot(data) == {"db_id": b"d", "index": {"rows": 2, "text": _text_state(70_000)}}
+    path = str(tmp_path / "x.snap")
+    # what lies after the main part is not read by the open: garbage there still opens
+    Path(path).write_bytes(data[:end] + b"garbage" * 10)
+    opened = snap.open_snapshot(path)
+    assert opened is not None
+    main, fd, at = opened
+    assert fd is not None and at == end
+    try:
+        ref = main["index"]["text"]["part"]
+        assert ref == [0, len(part), hashlib.sha256(part[:-32]).digest()]
+        with pytest.raises(ValueError, match="the snapshot's text part is cut short"):
+            snap.read_part(fd, at, ref, "text")
+    finally:
+        os.close(fd)
+    Path(path).write_bytes(data)
+    opened = snap.open_snapshot(path)
+    assert opened is not None and opened[1] is not None
+    try:
+        assert snap.read_part(opened[1], opened[2], opened[0]["index"]["text"]["part"], "text") == _text_state(70_000)
+    finally:
+        os.close(opened[1])
+
+
+def test_a_text_part_sealed_again_but_not_the_one_the_main_part_names_is_refused() -> None:
+    data = encode_snapshot({"index": {"text": _text_state(10)}})
+    other = encode_snapshot({"index": {"text": _text_state(10, ("alpha", "bet4"))}})
+    end = 20 + struct.unpack(">Q", data[12:20])[0]
+    other_end = 20 + struct.unpack(">Q", other[12:20])[0]
+    swapped = data[:end] + other[other_end:]  # a part that holds its own checksum, of another snapshot
+    assert decode_snapshot(swapped) is None
+    body = snap._decode_main(swapped)
+    assert body is not None
+    with pytest.raises(ValueError, match="does not match its checksum"):
+        snap.decode_part(body["index"]["text"]["part"], swapped[end:], "text")
 
 
 def test_a_snapshot_that_is_not_a_map_is_no_snapshot() -> None:
@@ -163,10 +232,11 @@ def test_short_or_mis_sealed_bytes_are_no_snapshot() -> None:
     assert decode_snapshot(_seal(b"MNEMOSNX" + good[8:-32])) is None  # wrong magic, sealed anyway
     assert decode_snapshot(b"") is None
     assert decode_snapshot(SNAP_MAGIC) is None
-    for inner in (b"", b"\x00" * 7):  # sealed, but too short for a version and a length
+    for inner in (b"", b"\x00" * 7, struct.pack(">IQ", SNAP_VERSION, 0)[:11]):  # sealed, but too short
         assert decode_snapshot(_seal(SNAP_MAGIC + inner)) is None
-    empty = _seal(SNAP_MAGIC + struct.pack(">II", SNAP_VERSION, 0))  # a header of no bytes: no map
-    assert decode_snapshot(empty) is None
+    assert decode_snapshot(_snapshot(b"")) is None  # a header of no bytes: no map
+    main = struct.pack(">I", 0)
+    assert decode_snapshot(_seal(SNAP_MAGIC + struct.pack(">IQ", SNAP_VERSION, 10**6) + main)) is None  # too long
 
 
 def test_snapshots_round_trip_through_files(tmp_path: Path) -> None:
