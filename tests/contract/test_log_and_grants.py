@@ -49,9 +49,10 @@ def test_log_and_grants_need_admin_on_everything(db: str, client: MnemoClient) -
     client.grant("carol", "team:x", ["admin"])
     with MnemoClient(db, "bob", durability="none") as bob, MnemoClient(db, "carol", durability="none") as carol:
         for other in (bob, carol):
-            with pytest.raises(PermissionDenied, match=f"^{other.agent_id} may not read the chain: it needs admin on \\*$"):
+            who = other.agent_id
+            with pytest.raises(PermissionDenied, match=f"^{who} may not read the chain: it needs admin on \\*$"):
                 other.log()
-            with pytest.raises(PermissionDenied, match=f"^{other.agent_id} may not see every grant: it needs admin on \\*$"):
+            with pytest.raises(PermissionDenied, match=f"^{who} may not see every grant: it needs admin on \\*$"):
                 other.grants()
         client.grant("bob", "*", ["admin"])
         assert [e.op for e in bob.log()][-1] == "grant"

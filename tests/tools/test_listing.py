@@ -81,7 +81,8 @@ def test_search_files_gives_the_searchs_hits_as_values(client: MnemoClient) -> N
     [
         ({"query": '"open'}, "Invalid query: "),
         ({"query": "x", "path": "/etc"}, "Path must start with /memories, got: /etc"),
-        ({"query": "x", "path": "/memories/none"}, "The path /memories/none does not exist. Please provide a valid path."),
+        ({"query": "x", "path": "/memories/none"},
+         "The path /memories/none does not exist. Please provide a valid path."),
         ({"query": "x", "limit": 0}, "Parameter `limit` of command `search` must be an integer from 1 to 100"),
         ({"query": "x", "mode": "semantic"}, "Invalid mode: semantic needs an embedder"),
     ],
