@@ -3,6 +3,10 @@ against, and the session's CSRF token."""
 
 from __future__ import annotations
 
+import re
+import signal
+import subprocess
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -35,3 +39,37 @@ def csrf(guard: Guard, web: TestClient) -> str:
     token = guard.csrf_of(web.cookies[guard.cookie])
     assert token is not None
     return token
+
+
+class Served:
+    """`mnemo ui` running in its own process, as a user starts it: its address (with the token, from the
+    line it prints) and, once stopped, its standard error."""
+
+    def __init__(self, db: str, *args: str, env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mnemo", "ui", "--db", db, "--agent", OWNER, "--port", "0", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        assert self.proc.stdout is not None
+        self.line = self.proc.stdout.readline()
+        match = re.search(r" at (http://(\S+?):(\d+)/\?token=(\S+))$", self.line.strip())
+        if match is None:
+            self.stop()
+            raise AssertionError(f"mnemo ui printed {self.line!r}; stderr: {self.err!r}")
+        self.url, self.host, self.port, self.token = match.group(1), match.group(2), int(match.group(3)), match.group(4)
+        self.err = ""
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> str:
+        """SIGTERM, as a service manager stops it; its standard error."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            _, self.err = self.proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, self.err = self.proc.communicate()
+        return self.err

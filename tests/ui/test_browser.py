@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.paths import ROOT
-from helpers.ui import IMG, OWNER, SCRIPT, create, edit
+from helpers.ui import IMG, OWNER, SCRIPT, Served, create, edit
 
 from mnemo import MnemoClient
 from mnemo.tools.server import MnemoMemoryToolServer
@@ -59,8 +56,8 @@ def artifacts() -> Path:
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[str, str, subprocess.Popen[str]]]:
-    """A database with files and a record, and `mnemo ui` serving it; its address (with the token)."""
+def served(tmp_path: Path) -> Iterator[tuple[str, Served]]:
+    """A database with files and a record, and `mnemo ui` serving it."""
     db = str(tmp_path / "memory.mnemo.db")
     with MnemoClient(db, OWNER) as client:
         tool = MnemoMemoryToolServer(client)
@@ -68,28 +65,16 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str, subprocess.Popen[str]]]:
         edit(tool, "/memories/people/ana.md", "green tea", "green tea and Lisbon")
         create(tool, "/memories/trips/lisbon.md", "Lisbon in May\nflights booked")
         client.remember("a fact beside the files", tags=["facts"], metadata={"source": "chat"})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mnemo", "ui", "--db", db, "--agent", OWNER, "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    server = Served(db)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = re.search(r"at (http://127\.0\.0\.1:\d+/\?token=\S+)$", line.strip())
-        assert match, (line, proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
-        yield db, match.group(1), proc
+        yield db, server
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        server.stop()
 
 
-def test_a_click_through_every_page(chromium: Any, served: tuple[str, str, subprocess.Popen[str]],
-                                    artifacts: Path) -> None:
-    db, url, proc = served
+def test_a_click_through_every_page(chromium: Any, served: tuple[str, Served], artifacts: Path) -> None:
+    db, server = served
+    url = server.url
     context = chromium.new_context(viewport={"width": 1200, "height": 800})
     page = context.new_page()
     dialogs: list[str] = []
@@ -180,9 +165,7 @@ def test_a_click_through_every_page(chromium: Any, served: tuple[str, str, subpr
         "01-tree.png", "02-tree-refreshed.png", "03-file.png", "04-version-1.png", "05-diff.png", "06-search.png",
         "07-forget-confirm.png", "08-forgotten.png", "09-chain.png", "10-verify.png",
     ]
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=20)
-    token = url.rsplit("=", 1)[1]
-    assert token not in err  # the access log has every request, without its query string
+    err = server.stop()
+    assert server.token not in err  # the access log has every request, without its query string
     assert 'mnemo ui: 127.0.0.1:' in err and '"GET /memories HTTP/1.1" 200' in err
     assert '"GET / HTTP/1.1" 303' in err
