@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import re
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timezone
+from typing import Any, NamedTuple
+from urllib.parse import quote
 
 from ..client import MnemoClient
 from ..errors import InvalidInput, NotFound
@@ -18,28 +20,36 @@ from ..recall.query import parse as parse_query
 from ..record import MemoryRecord, Recalled, RecordInfo, ScopeReport, VerifyReport
 from ..tools.paths import MEMORY_TAG, ancestors
 from ..tools.server import MnemoMemoryToolServer
+from ..tools.text import format_size
 
 RECENT_ENTRIES = 100
 """How many of the chain's last entries the chain page lists."""
 SHOWN_CHECKPOINTS = 20
 SEARCH_LIMIT = 20
+MAX_DEPTH_SHOWN = 16
+_PLAIN = re.compile(r"[A-Za-z0-9/._~-]*")  # a path that quote() leaves as it is
+"""Deeper lines of the tree are indented as this deep (the stylesheet's classes d0 to d16)."""
 
 
 # -- the tree -------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TreeRow:
-    """One line of the tree: a directory (with the files beneath it and their bytes) or a file (with what
-    the index knows of its latest version: size, version count, seq, agent and time)."""
+class TreeRow(NamedTuple):
+    """One line of the tree, its values ready to show: a directory (its file count and their bytes,
+    latest versions) or a file (what the index knows of its latest version). A tuple, for a page of
+    10,000 lines."""
 
+    is_dir: bool
     path: str
+    href: str  # the path, quoted for a URL's query
     name: str
     depth: int
-    info: RecordInfo | None  # None for a directory
-    files: int = 0  # a directory's files, at any depth
-    size: int = 0  # their bytes (latest versions)
-    mount: str | None = None  # the scope mounted here, at a mount point
+    size: str
+    versions: str  # a file's version count; a directory's "N files"
+    when: str
+    agent: str
+    seq: str
+    mount: str  # the scope mounted here, at a mount point; else ""
 
 
 @dataclass(frozen=True)
@@ -50,39 +60,71 @@ class Tree:
     stamp: str  # changes when any file or mount of the tree does
 
 
+def when(value: datetime) -> str:
+    """A time as the pages show it: UTC, to the second."""
+    return value.astimezone(timezone.utc).isoformat(" ", "seconds")[:19] + "Z"
+
+
 def tree(server: MnemoMemoryToolServer) -> Tree:
-    """The whole tree the agent sees: one listing of each mount's scope, no content read."""
+    """The whole tree the agent sees: one listing of each mount's scope, no content read. Each directory
+    comes before what it holds: its subdirectories, then its files, each by name."""
     root = server.root
     mounts = server.visible_mounts()
     files = server.files(root)
-    dirs: dict[str, list[int]] = {root: [0, 0]}
-    for point in mounts:
-        for d in [*ancestors(point, root), point]:
-            dirs.setdefault(d, [0, 0])
+    held: dict[str, list[tuple[str, RecordInfo]]] = {root: []}  # directory -> its own files
     for path, info in files:
-        for d in [root, *ancestors(path, root)]:
-            held = dirs.setdefault(d, [0, 0])
-            held[0] += 1
-            held[1] += info.size
-    entries: list[tuple[tuple[str, ...], TreeRow]] = []
+        held.setdefault(path[: path.rindex("/")], []).append((path, info))
+    for d in [*held, *mounts]:
+        for a in [*ancestors(d, root), d]:
+            held.setdefault(a, [])
+    subdirs: dict[str, list[str]] = {d: [] for d in held}
+    for d in held:
+        if d != root:
+            subdirs[d[: d.rindex("/")]].append(d)
+    totals: dict[str, tuple[int, int]] = {}
+
+    def total(d: str) -> tuple[int, int]:
+        count, size = len(held[d]), sum(info.size for _, info in held[d])
+        for sub in subdirs[d]:
+            c, b = total(sub)
+            count, size = count + c, size + b
+        totals[d] = (count, size)
+        return count, size
+
+    total(root)
+    rows: list[TreeRow] = []
     base = root.count("/")
-    for d, (count, size) in dirs.items():
-        entries.append((_key(d), TreeRow(d, d.rsplit("/", 1)[1], d.count("/") - base, None, count, size,
-                                         mounts.get(d))))
-    for path, info in files:
-        entries.append((_key(path), TreeRow(path, path.rsplit("/", 1)[1], path.count("/") - base, info)))
-    entries.sort(key=lambda item: item[0])
+    # 10,000 lines: what many files share (a size, a second, a path of plain characters) is worked out once
+    sizes: dict[int, str] = {}
+    times: dict[datetime, str] = {}
+
+    def href(path: str) -> str:
+        return path if _PLAIN.fullmatch(path) else quote(path, safe="/")
+
+    def walk(d: str) -> None:
+        depth = min(d.count("/") - base, MAX_DEPTH_SHOWN)
+        count, size = totals[d]
+        rows.append(TreeRow(True, d, href(d), d[d.rindex("/") + 1 :], depth, format_size(size),
+                            f"{count} file{'' if count == 1 else 's'}", "", "", "", mounts.get(d, "")))
+        inner = min(depth + 1, MAX_DEPTH_SHOWN)
+        for sub in sorted(subdirs[d]):
+            walk(sub)
+        for path, info in held[d]:
+            shown = sizes.get(info.size)
+            if shown is None:
+                shown = sizes[info.size] = format_size(info.size)
+            changed = times.get(info.updated_at)
+            if changed is None:
+                changed = times[info.updated_at] = when(info.updated_at)
+            rows.append(TreeRow(False, path, href(path), path[path.rindex("/") + 1 :], inner, shown,
+                                str(info.version), changed, info.agent_id, str(info.seq), ""))
+
+    walk(root)
     digest = hashlib.sha256()
     for point, scope in mounts.items():
         digest.update(f"m {point} {scope}\n".encode())
-    for path, info in files:
-        digest.update(f"f {path} {info.id} {info.seq}\n".encode())
-    return Tree(root, [row for _, row in entries], mounts, digest.hexdigest()[:32])
-
-
-def _key(path: str) -> tuple[str, ...]:
-    """Sorts a directory before what it holds, its entries by name."""
-    return tuple(path.split("/"))
+    digest.update("".join(f"f {path} {info.id} {info.seq}\n" for path, info in files).encode())
+    return Tree(root, rows, mounts, digest.hexdigest()[:32])
 
 
 # -- a file or a record, its versions and their differences --------------------------------------------
