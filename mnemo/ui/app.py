@@ -114,7 +114,7 @@ class Pages:
         return self.render(request, "versions.html", subject=subject)
 
     def diff(self, request: Request) -> Response:
-        path, rec_id = request.query_params.get("path"), request.query_params.get("id")
+        path = request.query_params.get("path")
         if path is not None:
             subject = views.file_versions(self.server, path)
         else:
@@ -122,7 +122,7 @@ class Pages:
         old, new = _int(request, "a"), _int(request, "b")
         if old is None or new is None:
             raise InvalidInput("a diff needs two versions, a and b")
-        return self.render(request, "diff.html", diff=views.diff(subject, old, new), rec_id=rec_id)
+        return self.render(request, "diff.html", diff=views.diff(subject, old, new))
 
     def records(self, request: Request) -> Response:
         found = views.records(self.client, request.query_params.get("scope") or None,
