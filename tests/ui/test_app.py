@@ -7,6 +7,7 @@ import html
 import re
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers.ui import IMG, OWNER, SCRIPT, create, edit
 from markupsafe import escape
 from starlette.testclient import TestClient
@@ -279,3 +280,18 @@ def test_verify_reports_the_whole_chain_to_an_admin(owner: MnemoClient, browser:
     seq, head = owner.head
     assert f"<b>OK</b>: {owner.path}: {seq + 1} entries, chain intact" in page
     assert f"head: {seq}:<code>{head}</code>" in page
+
+
+def test_the_chain_page_lists_the_signed_checkpoints(db: str, owner: MnemoClient, browser: TestClient) -> None:
+    key = Ed25519PrivateKey.generate()
+    with MnemoClient(db, OWNER, durability="none", signing_key=key) as signer:
+        signer.remember("x")
+        first = signer.checkpoint()
+        signer.remember("y")
+        second = signer.checkpoint()
+    page = browser.get("/chain").text
+    shown = page.split("<h2>Checkpoints</h2>", 1)[1].split("</table>", 1)[0]
+    cells = [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td>(.*?)</td>", shown)]
+    assert [cells[0], cells[3]] == [str(second), str(first)]  # newest first
+    head = owner.log(since=second)[0].body["head"].hex()[:12]
+    assert cells[2] == f"signs seq {second - 1} {head} key {key.public_key().public_bytes_raw().hex()[:12]}"
