@@ -13,7 +13,6 @@ side, so that the ratio is the UI's own overhead.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -25,7 +24,7 @@ from mnemo import MnemoClient
 from mnemo.tools.paths import MEMORY_TAG, path_tag
 from mnemo.ui import Guard, create_app
 
-from .common import AGENT, Config, Result, Target, alternate, table, timed
+from .common import AGENT, Config, Result, Target, alternate, standalone, timed
 
 FILES = 10_000
 FOLDERS = 100
@@ -96,15 +95,7 @@ WORKLOADS = {"ui": run}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--files", type=int, default=FILES)
-    parser.add_argument("--reps", type=int, default=7)
-    parser.add_argument("--dir", default=os.path.join(os.path.dirname(__file__), "results"))
-    args = parser.parse_args(argv)
-    os.makedirs(args.dir, exist_ok=True)
-    print(table(run(Config.make(True, args.dir, args.reps), args.files)))
-    return 0
-
+    return standalone(__doc__ or "", run, FILES, argv, reps=7)
 
 if __name__ == "__main__":
     sys.exit(main())
