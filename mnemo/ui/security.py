@@ -139,7 +139,8 @@ class GuardMiddleware:
             if not self.guard.token_matches(token) or request.method not in ("GET", "HEAD"):
                 return PlainTextResponse(FORBIDDEN, 403)
             rest = [(k, v) for k, v in request.query_params.multi_items() if k != TOKEN_PARAM]
-            response = RedirectResponse(request.url.path + ("?" + urlencode(rest) if rest else ""), 303)
+            here = "/" + request.url.path.lstrip("/")  # never `//host`, which a browser reads as another site
+            response = RedirectResponse(here + ("?" + urlencode(rest) if rest else ""), 303)
             response.set_cookie(self.guard.cookie, self.guard.open_session(), path="/", httponly=True,
                                 samesite="strict")
             return response

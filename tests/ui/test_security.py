@@ -47,6 +47,11 @@ def test_the_token_opens_a_session_and_leaves_the_address(stranger: TestClient, 
     assert stranger.get("/memories").status_code == 200  # the cookie alone, from now on
 
 
+def test_the_redirect_after_the_token_stays_on_this_server(stranger: TestClient) -> None:
+    first = stranger.get(f"{ORIGIN}//evil.example/x?token={TOKEN}", follow_redirects=False)
+    assert (first.status_code, first.headers["location"]) == (303, "/evil.example/x")
+
+
 def test_a_token_on_a_post_is_refused(stranger: TestClient) -> None:
     page = stranger.post(f"/forget?token={TOKEN}", headers={"origin": ORIGIN}, follow_redirects=False)
     assert (page.status_code, page.text) == (403, FORBIDDEN)
