@@ -3,6 +3,8 @@ refusal shown with the database unchanged; and the headers every response carrie
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from helpers.ui import ORIGIN, TOKEN, create, csrf
 from starlette.testclient import TestClient
@@ -153,3 +155,24 @@ def test_one_sessions_csrf_token_does_not_serve_another(
     page = browser.post("/forget", data=_form(guard, browser, ids=info.id, csrf=theirs), headers={"origin": ORIGIN})
     assert page.status_code == 403
     assert owner.get(info.id).content == "keep me"
+
+
+def test_tokens_are_256_bits_and_the_cookie_is_named_for_its_server() -> None:
+    guard = Guard()
+    session = guard.open_session()
+    csrf_token = guard.csrf_of(session)
+    # token_urlsafe(32): 32 random bytes, 43 characters of base64url
+    assert [len(t) for t in (guard.token, session, csrf_token or "")] == [43, 43, 43]
+    assert len({guard.token, session, csrf_token}) == 3
+    assert re.fullmatch(r"mnemo_ui_[0-9a-f]{8}", guard.cookie) and Guard().cookie != guard.cookie
+    assert guard.csrf_matches(session, 42) is False and guard.csrf_matches("no-such-session", csrf_token) is False
+    assert guard.csrf_matches(session, csrf_token) is True
+
+
+def test_the_oldest_sessions_are_dropped_past_64() -> None:
+    guard = Guard()
+    sessions = [guard.open_session() for _ in range(64)]
+    assert all(guard.csrf_of(s) is not None for s in sessions)
+    newest = guard.open_session()
+    assert guard.csrf_of(sessions[0]) is None  # the oldest went
+    assert all(guard.csrf_of(s) is not None for s in [*sessions[1:], newest])
