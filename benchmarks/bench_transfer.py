@@ -12,7 +12,6 @@ the same warm folder (the page cache holds it for both), interleaved, `config.re
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -22,7 +21,7 @@ import tempfile
 from mnemo import MnemoClient, MnemoMemoryToolServer
 from mnemo.transfer import FolderSource, export_memories, import_source
 
-from .common import AGENT, Config, Result, Target, alternate, rate_samples, table, timed
+from .common import AGENT, Config, Result, Target, alternate, rate_samples, standalone, timed
 
 FILES = 10_000
 FOLDERS = 100
@@ -107,15 +106,7 @@ WORKLOADS = {"transfer": run}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--files", type=int, default=FILES)
-    parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--dir", default=os.path.join(os.path.dirname(__file__), "results"))
-    args = parser.parse_args(argv)
-    os.makedirs(args.dir, exist_ok=True)
-    print(table(run(Config.make(True, args.dir, args.reps), args.files)))
-    return 0
-
+    return standalone(__doc__ or "", run, FILES, argv)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,6 +9,7 @@ means Mnemo is faster.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import ctypes
 import datetime as _dt
@@ -316,3 +317,17 @@ def write_json(
     with open(path, "w") as f:
         json.dump(report, f, indent=2)
         f.write("\n")
+
+
+def standalone(doc: str, run: Callable[[Config, int], list[Result]], files: int, argv: list[str] | None,
+               reps: int = 5) -> int:
+    """A workload module run alone (`python -m benchmarks.bench_NAME`): `--files N`, `--reps N` and `--dir
+    DIR` (default benchmarks/results/), one quick Config, the table printed."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--files", type=int, default=files)
+    parser.add_argument("--reps", type=int, default=reps)
+    parser.add_argument("--dir", default=os.path.join(os.path.dirname(__file__), "results"))
+    args = parser.parse_args(argv)
+    os.makedirs(args.dir, exist_ok=True)
+    print(table(run(Config.make(True, args.dir, args.reps), args.files)))
+    return 0

@@ -34,6 +34,8 @@ Workload = Callable[[Config], list[Result]]
 # The import names of what the `bench` extra of pyproject.toml installs for the baselines: without one, the
 # workloads that need it are left out (and the run says so) rather than the run failing.
 BENCH_EXTRA = ("anthropic", "lmdb")
+# ... and of the `ui` extra, which the `ui` workload needs.
+UI_EXTRA = ("starlette", "jinja2", "uvicorn")
 
 
 @dataclass
@@ -78,6 +80,8 @@ EXTERNAL: dict[str, External] = {
     "recall": External("benchmarks.bench_recall", lambda cfg, out: None),
     # WORKLOADS: "transfer" (mnemo import and export of 10,000 files beside cp -r + sync)
     "transfer": External("benchmarks.bench_transfer", lambda cfg, out: None),
+    # WORKLOADS: "ui" (mnemo ui's tree of 10,000 files and a file's page, beside the library calls under them)
+    "ui": External("benchmarks.bench_ui", lambda cfg, out: None),
 }
 
 # Printed reports of stand-alone external scripts, by workload name.
@@ -139,6 +143,9 @@ def registry() -> tuple[dict[str, Workload], dict[str, str]]:
                 # a baseline from the `bench` extra that is not installed: run the rest, saying what is left out
                 missing[name] = (f"it needs {exc.name.split('.')[0]}, which is not installed (the `bench` extra: "
                                  "pip install -e '.[bench]')")
+            elif exc.name is not None and exc.name.split(".")[0] in UI_EXTRA:
+                missing[name] = (f"it needs {exc.name.split('.')[0]}, which is not installed (the `ui` extra: "
+                                 "pip install -e '.[ui]')")
             else:
                 raise
             continue

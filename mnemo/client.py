@@ -22,6 +22,7 @@ from .acl import PERMISSIONS, Acl, check_agent_id, check_name, check_pattern, ho
 from .audit import export_audit, load_private_key, load_public_key
 from .chain.codec import (
     SALT_SIZE,
+    Entry,
     canonical,
     checkpoint_message,
     decode_record_fields,
@@ -517,6 +518,43 @@ class MnemoClient:
                 raise PermissionDenied(f"{self.agent_id} may not see another agent's permissions: it needs admin on *")
             return acl.effective(agent_id)
         return acl.effective(self.agent_id)
+
+    def grants(self) -> dict[str, dict[str, tuple[str, ...]]]:
+        """Every grant in force, as the chain's grant and revoke entries left them: principal -> scope
+        pattern -> the permissions granted there, principals and patterns sorted. The owner's `*` and each
+        agent's home scope are not grants (`permissions` shows them). Needs admin on `*`: the grants name
+        agents and scopes this agent may not otherwise see."""
+        self._store.refresh()
+        acl = self._acl()
+        self._require_everything(acl, "see every grant")
+        return {
+            principal: {pattern: tuple(sorted(perms)) for pattern, perms in sorted(held.items())}
+            for principal, held in sorted(acl.grants.items())
+        }
+
+    def log(self, since: int = 0, limit: int | None = None, op: str | None = None) -> list[Entry]:
+        """The chain's entries from seq `since` on, oldest first, at most `limit` of them (None: all), only
+        those of kind `op` if given ("put", "forget", "checkpoint", ...), as `mnemo log` shows them: each
+        holds ids, scopes and digests, never content. Needs admin on `*`: the chain names the ids and
+        scopes of every record. Damage raises IntegrityError (`verify` gives the full report)."""
+        if not isinstance(since, int) or isinstance(since, bool) or since < 0:
+            raise InvalidInput(f"since must be a non-negative int, got {since!r}")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+            raise InvalidInput(f"limit must be a non-negative int or None, got {limit!r}")
+        if op is not None and not isinstance(op, str):
+            raise InvalidInput(f"op must be a string or None, got {op!r}")
+        self._store.refresh()
+        self._require_everything(self._acl(), "read the chain")
+        entries: list[Entry] = []
+        if limit == 0:
+            return entries
+        for item in self._store.log(since):
+            if op is not None and item.entry.op != op:
+                continue
+            entries.append(item.entry)
+            if len(entries) == limit:
+                break
+        return entries
 
     @staticmethod
     def _check_perms(perms: Iterable[str]) -> list[str]:

@@ -162,6 +162,9 @@ def test_the_wheel_ships_the_package_typed_and_licensed(wheel: zipfile.ZipFile) 
     shipped = {n for n in names if n.endswith(".py")}
     source = {str(p.relative_to(ROOT)) for p in (ROOT / "mnemo").rglob("*.py")}
     assert source <= shipped  # every module, the CLI's and salvage's included
+    data = {str(p.relative_to(ROOT)) for p in (ROOT / "mnemo" / "ui").rglob("*")
+            if p.suffix in (".html", ".css", ".js", ".svg")}
+    assert data and data <= names  # mnemo ui's templates and static files
     assert not {n.split("/")[0] for n in names} - {"mnemo", info}  # no tests, benchmarks or tools
     entry_points = wheel.read(f"{info}/entry_points.txt").decode()
     assert "[console_scripts]\nmnemo = mnemo.cli:main" in entry_points
@@ -177,13 +180,14 @@ def test_the_wheel_metadata(wheel: zipfile.ZipFile) -> None:
     assert not [c for c in classifiers if c.startswith(("License ::", "Operating System :: Microsoft"))]
     assert not meta.get_all("Project-URL")  # the project has no public address yet
     extras = set(meta.get_all("Provides-Extra") or [])
-    assert {"anthropic-memory-tool", "postgres", "test", "dev", "bench"} <= extras
+    assert {"anthropic-memory-tool", "postgres", "test", "dev", "bench", "ui"} <= extras
     requires = meta.get_all("Requires-Dist") or []
 
     def extra(name: str) -> set[str]:
         return {r.split(";")[0].strip() for r in requires if f'extra == "{name}"' in r}
 
     assert extra("postgres") == {"psycopg[binary]>=3.1"}
+    assert extra("ui") == {"starlette>=0.40", "uvicorn>=0.30", "jinja2>=3.1"}
     assert "anthropic>=2.14" in extra("anthropic-memory-tool")
     test = {re.split(r"[<>=\[]", r)[0] for r in extra("test")}
     assert {"pytest", "hypothesis"} <= test and not test & {"ruff", "mypy", "msgpack-types"}

@@ -28,7 +28,7 @@ from ..storage.contract import PathArg, Progress
 from ..storage.file.check import check_snapshot_file
 from ..storage.file.reader import LogItem, read_log
 from ..storage.file.verify import verify_db_and_index
-from .common import UnreadableExport, format_ts, jsonable
+from .common import UnreadableExport, entry_summary, format_ts, jsonable
 from .export import export_audit, export_line
 from .sources import read_chain
 from .verify import verify_db
@@ -45,6 +45,7 @@ __all__ = [
     "UnreadableDatabase",
     "UnreadableExport",
     "check_snapshot_file",
+    "entry_summary",
     "export_audit",
     "export_line",
     "format_ts",

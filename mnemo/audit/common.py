@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from typing import Any
 
@@ -34,6 +35,25 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
     return value
+
+
+def entry_summary(op: str, body: dict[str, Any]) -> str:
+    """One line on what a chain entry did (`mnemo log`, the UI's chain page); entries hold no content,
+    only ids, scopes and digests. A body of an unexpected shape is shown as its JSON."""
+    try:
+        if op == "genesis":
+            return f"db_id {body['db_id'].hex()} format {body['format']}"
+        if op == "put":
+            return f"{body['id']} v{body['ver']} scope {body['scope']} {body['size']} bytes"
+        if op == "forget":
+            return "forget " + ", ".join(str(i) for i in body["ids"])
+        if op in ("grant", "revoke"):
+            return f"{body['principal']} {','.join(body['perms']) or '-'} on {body['scope']}"
+        if op == "checkpoint":
+            return f"signs seq {body['seq']} {body['head'].hex()[:12]} key {body['key'].hex()[:12]}"
+    except (KeyError, AttributeError, TypeError):
+        pass
+    return json.dumps(jsonable(body), default=str)
 
 
 def json_default(value: Any) -> Any:

@@ -55,6 +55,7 @@ COMMAND_MODULES = (
     "salvage",  # salvage
     "demo",  # demo, chat
     "mcp",  # mcp
+    "ui",  # ui
     "copy",  # copy, backup, restore
     "transfer",  # import, export
 )

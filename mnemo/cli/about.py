@@ -19,6 +19,7 @@ EXTRAS: tuple[tuple[str, str, str], ...] = (
     ("anthropic-memory-tool", "mnemo.tools.anthropic", "anthropic"),
     ("mcp", "mnemo.tools.mcp.app", "mcp"),
     ("postgres", "psycopg", "psycopg"),
+    ("ui", "mnemo.ui", "jinja2"),
 )
 
 

@@ -508,6 +508,33 @@ def lock_timeout_option(f: F) -> F:
     )(f)
 
 
+def mount_table(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, str] | None:
+    """`--mount POINT=SCOPE`, repeatable, as a mount table (checked again, fully, by the server): for
+    `mnemo mcp` and `mnemo ui`."""
+    if not values:
+        return None
+    table: dict[str, str] = {}
+    for value in values:
+        point, sep, scope = value.partition("=")
+        if not sep or not point or not scope:
+            raise UsageError(f"--mount {value}: expected POINT=SCOPE, such as /memories/team=team:research")
+        if point.rstrip("/") in table:
+            raise UsageError(f"--mount {value}: {point} is mounted twice")
+        table[point.rstrip("/") or point] = scope
+    return table
+
+
+def db_option(f: F) -> F:
+    """`--db DB`, passed as `db`: a database file or DSN, checked as DB arguments are; without it, the
+    default database (default_db)."""
+
+    def callback(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
+        return _check_db(value, True)
+
+    return click.option("--db", metavar="DB", callback=callback,
+                        help="the database (default: the one `mnemo mcp` serves when given no --db)")(f)
+
+
 # -- opening a database as a client -------------------------------------------------------------------------
 
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import click
 
 from .. import audit
@@ -24,24 +21,6 @@ from .common import (
 )
 
 OPS = ("genesis", "put", "forget", "grant", "revoke", "checkpoint")
-
-
-def summary(op: str, body: dict[str, Any]) -> str:
-    """One line on what an entry did; entries hold no content, only ids, scopes and digests."""
-    try:
-        if op == "genesis":
-            return f"db_id {body['db_id'].hex()} format {body['format']}"
-        if op == "put":
-            return f"{body['id']} v{body['ver']} scope {body['scope']} {body['size']} bytes"
-        if op == "forget":
-            return "forget " + ", ".join(str(i) for i in body["ids"])
-        if op in ("grant", "revoke"):
-            return f"{body['principal']} {','.join(body['perms']) or '-'} on {body['scope']}"
-        if op == "checkpoint":
-            return f"signs seq {body['seq']} {body['head'].hex()[:12]} key {body['key'].hex()[:12]}"
-    except (KeyError, AttributeError, TypeError):
-        pass
-    return json.dumps(audit.jsonable(body), default=str)
 
 
 def _agent_filter(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -82,7 +61,7 @@ def log(db: str, since: int, limit: int | None, agent_filter: str | None, op: st
                 emit_ndjson(line)
             else:
                 echo(f"{e.seq:>7}  {timestamp(e.ts_ns)}  {e.op:<10}  {e.agent:<16}  {e.hash.hex()[:12]}  "
-                     f"{summary(e.op, e.body)}")
+                     f"{audit.entry_summary(e.op, e.body)}")
     except IntegrityError as exc:
         output().flush()
         raise Failure(str(exc), "IntegrityError") from None

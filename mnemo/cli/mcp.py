@@ -28,6 +28,7 @@ from .common import (
     examples,
     json_option,
     lock_timeout_option,
+    mount_table,
     valid_agent,
 )
 
@@ -39,21 +40,6 @@ def _agent(_ctx: click.Context, _param: click.Parameter, value: str | None) -> s
     if env is not None:  # set, even if empty: an empty one is an error, as for every command
         return valid_agent(env, "$MNEMO_AGENT")
     return DEFAULT_AGENT
-
-
-def _mounts(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, str] | None:
-    """`--mount POINT=SCOPE`, repeatable, as a mount table (checked again, fully, by the server)."""
-    if not values:
-        return None
-    table: dict[str, str] = {}
-    for value in values:
-        point, sep, scope = value.partition("=")
-        if not sep or not point or not scope:
-            raise UsageError(f"--mount {value}: expected POINT=SCOPE, such as /memories/team=team:research")
-        if point.rstrip("/") in table:
-            raise UsageError(f"--mount {value}: {point} is mounted twice")
-        table[point.rstrip("/") or point] = scope
-    return table
 
 
 def _positive_seconds(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | None:
@@ -100,7 +86,7 @@ def _opening(db: str | None) -> Iterator[None]:
               help=f"serve as this agent (default: $MNEMO_AGENT, else {DEFAULT_AGENT}); over HTTP, the server's "
                    "own agent, which opens the database (and owns it if it is new)")
 @click.option("--scope", metavar="SCOPE", help="serve this scope (default: each agent's home, agent:AGENT)")
-@click.option("--mount", "mounts", metavar="POINT=SCOPE", multiple=True, callback=_mounts,
+@click.option("--mount", "mounts", metavar="POINT=SCOPE", multiple=True, callback=mount_table,
               help="also serve SCOPE at POINT, such as /memories/team=team:research (repeatable; "
                    "docs/MOUNTS.md); a mount the agent may not read is not shown")
 @click.option("--read-only", "read_only", is_flag=True,

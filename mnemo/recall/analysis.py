@@ -260,3 +260,16 @@ def matching_lines(
             ranked.append((-hits, number, line))
     ranked.sort()
     return sorted((number, line[:LINE_CHARS]) for _, number, line in ranked[:limit])
+
+
+def marked_spans(line: str, wanted: Collection[str], prefixes: Sequence[str] = ()) -> list[tuple[int, int]]:
+    """Where `line` holds what matching_lines counts: the (start, end) character offsets, in order and
+    never overlapping, of each word of `line` that yields one of the `wanted` terms or a term starting
+    with one of `prefixes` (a run of a spaceless script is marked whole when one of its bigrams is
+    wanted). For showing a result's lines with their matching words marked."""
+    spans: list[tuple[int, int]] = []
+    for match in _TOKEN.finditer(line):
+        found = terms(match.group())
+        if any(term in wanted or term.startswith(tuple(prefixes)) for term in found):
+            spans.append(match.span())
+    return spans

@@ -161,6 +161,36 @@ class Commands:
                         yield info, path
                     break
 
+    def _listing(self, tree: Tree, mount: Mount, directory: str) -> list[tuple[str, RecordInfo]]:
+        """Every readable file beneath tree directory `directory` (owned by `mount`), the mounts beneath it
+        included, with its tree path: one listing of each mount's scope, no content read."""
+        files = [(p, i) for i, p in self._files_beneath(tree, mount, directory)]
+        for inner in tree.mounts_beneath(directory):
+            files.extend((p, i) for i, p in self._files_beneath(tree, inner, inner.point))
+        return files
+
+    def files(self, path: str) -> list[tuple[str, RecordInfo]]:
+        """The file at `path`, or every file beneath the directory at `path`, that this agent sees now,
+        each with its tree path, sorted by path (no content read). `InvalidInput` for a refused path,
+        `PermissionDenied` when the scope serving the path may not be read, `NotFound` when nothing is
+        there (a mount point or a directory above one is there, empty or not)."""
+        canonical = self.canonical_path(path)
+        with self._reading():
+            tree = self._tree()
+            mount = tree.owner(canonical)
+            if not self._may_read(mount.scope):
+                raise PermissionDenied(f"{self._client.agent_id} may not read in scope {mount.scope}")
+            info = self._file(tree, mount, canonical)
+            found = [(canonical, info)] if info is not None else self._listing(tree, mount, canonical)
+        if not found and canonical not in tree.held and canonical != mount.point:
+            raise NotFound(f"The path {path} does not exist")
+        return sorted(found, key=lambda item: item[0])
+
+    def mounts_seen(self) -> dict[str, str]:
+        """The mounts this agent sees now, point -> scope, sorted by point: those whose scope it may read,
+        and the root's."""
+        return {m.point: m.scope for m in sorted(self._tree().visible, key=lambda m: m.point)}
+
     def _is_dir(self, tree: Tree, mount: Mount, path: str) -> bool:
         """Whether a directory is at `path`: a mount point, one above it, or a readable file beneath."""
         if path in tree.held or path == mount.point:
@@ -284,9 +314,7 @@ class Commands:
             if info is not None:
                 content, _ = self._read(info)
                 return format_file_view(path, content, view_range, max_chars)
-            files = [(p, i.size) for i, p in self._files_beneath(tree, mount, canonical)]
-            for inner in tree.mounts_beneath(canonical):
-                files.extend((p, i.size) for i, p in self._files_beneath(tree, inner, inner.point))
+            files = [(p, i.size) for p, i in self._listing(tree, mount, canonical)]
             held = [p for p in tree.held if p != canonical and is_within(p, canonical)]
             if not files and not held and canonical != mount.point:
                 raise Refusal(f"The path {path} does not exist. Please provide a valid path.")
@@ -462,6 +490,22 @@ class Commands:
         the mode, `read` in the scope that serves the path, the path's existence. A file's path searches
         that file alone."""
         sent = self._root if path is None else path
+        found, more = self.matches(query, path, limit, mode)
+        files = []
+        for tree_path, hit in found:
+            content = hit.record.content
+            lines = content.split("\n") if isinstance(content, str) else []  # recall finds text only
+            files.append((tree_path, [(n, text, len(lines[n - 1])) for n, text in hit.lines]))
+        settings = self._settings
+        return CommandResult(format_search(sent, query, files, more, settings.max_view_chars, settings.echo))
+
+    def matches(
+        self, query: str, path: str | None, limit: int, mode: str | None = None
+    ) -> tuple[list[tuple[str, Recalled]], bool]:
+        """What `search` shows, before it is put into words: the best `limit` files with their tree
+        paths and recall's hits, best first, and whether more matched. Checked as `search` is; a refusal
+        is `Refusal` with the tool's text."""
+        sent = self._root if path is None else path
         canonical = self._canonical(sent)
         try:
             parse_query(query)
@@ -477,14 +521,7 @@ class Commands:
             mount = tree.owner(canonical)
             self._permit("read", mount.scope)
             found = self._found(tree, mount, canonical, sent, query, limit + 1, mode)
-        files = []
-        for tree_path, hit in found[:limit]:
-            content = hit.record.content
-            lines = content.split("\n") if isinstance(content, str) else []  # recall finds text only
-            files.append((tree_path, [(n, text, len(lines[n - 1])) for n, text in hit.lines]))
-        settings = self._settings
-        more = len(found) > limit
-        return CommandResult(format_search(sent, query, files, more, settings.max_view_chars, settings.echo))
+        return found[:limit], len(found) > limit
 
     def _found(
         self, tree: Tree, mount: Mount, canonical: str, sent: str, query: str, want: int, mode: str | None = None

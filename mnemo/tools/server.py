@@ -36,7 +36,7 @@ from mnemo.tools.text import (
 
 if TYPE_CHECKING:
     from mnemo.client import MnemoClient
-    from mnemo.record import MemoryRecord
+    from mnemo.record import MemoryRecord, Recalled, RecordInfo
 
 __all__ = [
     "DEFAULT_SEARCH_LIMIT",
@@ -321,6 +321,36 @@ class MnemoMemoryToolServer:
     def canonical_path(self, path: str) -> str:
         """The canonical form of `path`; `InvalidInput` (with the tool's error text) if it is refused."""
         return self._commands.canonical_path(path)
+
+    def files(self, path: str | None = None) -> list[tuple[str, RecordInfo]]:
+        """The file at `path` (default: the root), or every file beneath the directory there, that the
+        agent sees now (every mount it may read), each with its path as listed, sorted by path; what the
+        index knows of each (size, latest version, its agent, seq and time), no content read. One listing
+        of each mount's scope, whatever the number of files. `InvalidInput` for a refused path,
+        `PermissionDenied` when the agent may not read the scope serving it, `NotFound` when nothing is
+        there."""
+        return self._commands.files(self._root if path is None else path)
+
+    def visible_mounts(self) -> dict[str, str]:
+        """The mounts the agent sees now, point -> scope, sorted by point: each mount whose scope it may
+        read, and the root's (`mounts` is the whole table, whoever looks)."""
+        return self._commands.mounts_seen()
+
+    def search_files(
+        self, query: str, path: str | None = None, limit: int = DEFAULT_SEARCH_LIMIT, mode: str | None = None
+    ) -> tuple[list[tuple[str, Recalled]], bool]:
+        """What `search` finds, as values: the best `limit` files under `path` for `query`, best first,
+        each with its path as listed and recall's hit (the record, the score, the matching lines), and
+        whether more files matched. Every input is checked as `search` checks it; a refusal is
+        `InvalidInput` with the tool's text (without its `Error: `)."""
+        fields = validate_search({"query": query, "path": path, "limit": limit, "mode": mode})
+        if isinstance(fields, CommandResult):
+            raise InvalidInput(fields.text.removeprefix("Error: "))
+        try:
+            return self._commands.matches(fields["query"], fields.get("path"),
+                                          fields.get("limit", DEFAULT_SEARCH_LIMIT), fields.get("mode"))
+        except Refusal as refusal_:
+            raise InvalidInput(refusal_.text.removeprefix("Error: ")) from None
 
     # -- results ------------------------------------------------------------------------------------
 

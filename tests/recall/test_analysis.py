@@ -8,7 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mnemo.recall.analysis import LINE_CHARS, Word, analyse, atoms, fold, matching_lines, terms, words
+from mnemo.recall.analysis import (
+    LINE_CHARS,
+    Word,
+    analyse,
+    atoms,
+    fold,
+    marked_spans,
+    matching_lines,
+    terms,
+    words,
+)
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -163,3 +173,21 @@ def test_lines_passed_over_unanalysed_are_those_holding_no_term(text: str, query
     wanted = set(terms(query))
     prefixes = tuple(t[:cut] for t in terms(query)[:2] if len(t) > cut >= 2)
     assert matching_lines(text, wanted, prefixes) == _lines_by_analysis(text, wanted, prefixes)
+
+
+def test_marked_spans_are_the_words_that_yield_a_wanted_term() -> None:
+    line = "The Café, get_fooBar and 東京都 <b>cafe</b>"
+    spans = marked_spans(line, {"cafe", "foo", "京都"})
+    assert [line[a:b] for a, b in spans] == ["Café", "get_fooBar", "東京都", "cafe"]
+    assert marked_spans(line, set(), ("ge",)) == [(10, 20)]
+    assert [line[a:b] for a, b in marked_spans(line, {"b"})] == ["b", "b"]  # the words of the markup, as text
+    assert marked_spans(line, set()) == [] and marked_spans("", {"x"}) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=60), st.sets(st.text(min_size=1, max_size=4), max_size=3))
+def test_marked_spans_are_ordered_disjoint_and_yield_what_is_wanted(line: str, wanted: set[str]) -> None:
+    spans = marked_spans(line, wanted)
+    assert all(a < b for a, b in spans) and all(b <= c for (_, b), (c, _) in zip(spans, spans[1:], strict=False))
+    for a, b in spans:
+        assert set(terms(line[a:b])) & wanted

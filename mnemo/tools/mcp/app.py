@@ -10,11 +10,9 @@ one an HTTP request's bearer token names.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -41,7 +39,7 @@ from mnemo.client import MnemoClient
 from mnemo.errors import Closed
 from mnemo.recall.embedding import Embedder
 from mnemo.storage.contract import shown_name
-from mnemo.tools.mcp.connections import ConnectionGuard, GuardedListener, guarded_protocol
+from mnemo.tools.mcp.connections import ConnectionGuard, bind_listener, guarded_protocol, is_loopback, url_host
 from mnemo.tools.mcp.defaults import (
     DEFAULT_HOST,
     DEFAULT_MAX_CONNECTIONS,
@@ -289,34 +287,6 @@ def _request_agent() -> str | None:
     return None if token is None else token.client_id
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _bind(host: str, port: int, guard: ConnectionGuard) -> socket.socket:
-    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    sock = GuardedListener(family, kind, proto)
-    sock.guard = guard
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(128)
-        sock.set_inheritable(True)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
-
-
 class _Stop(Exception):
     """A stop signal arrived (re-raised by uvicorn once it has shut down gracefully)."""
 
@@ -367,15 +337,15 @@ def serve_http(
     previous = signal.signal(signal.SIGTERM, _raise_stop) if in_main else None
     try:
         pool.get(agent)
-        sock = _bind(host, port, guard)
-        url = f"http://{_url_host(host)}:{sock.getsockname()[1]}"
+        sock = bind_listener(host, port, guard)
+        url = f"http://{url_host(host)}:{sock.getsockname()[1]}"
         app = build_server(pool, _request_agent).streamable_http_app(
             streamable_http_path=MCP_PATH,
             host=host,
             auth=AuthSettings(issuer_url=AnyHttpUrl(url), resource_server_url=None),
             token_verifier=_BearerTokens(table),
         )
-        if not _is_loopback(host):
+        if not is_loopback(host):
             print(
                 f"mnemo mcp: warning: listening on {host}, beyond this machine, in plain HTTP: "
                 "put TLS in front of it (a reverse proxy) so that bearer tokens do not cross the network in clear",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ipaddress
 import logging
 import math
 import resource
@@ -41,8 +42,11 @@ __all__ = [
     "SLACK",
     "ConnectionGuard",
     "GuardedListener",
+    "bind_listener",
     "check_limits",
     "guarded_protocol",
+    "is_loopback",
+    "url_host",
 ]
 
 log = logging.getLogger("mnemo.tools.mcp")
@@ -277,3 +281,35 @@ def guarded_protocol(guard: ConnectionGuard) -> type[H11Protocol]:
             self.transport.close()
 
     return GuardedProtocol
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is `localhost` or a loopback address: a server there is reachable from this machine
+    only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def bind_listener(host: str, port: int, guard: ConnectionGuard) -> socket.socket:
+    """A listening socket on `host`:`port` (0: a free port) whose accepts `guard` bounds."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = GuardedListener(family, kind, proto)
+    sock.guard = guard
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+        sock.set_inheritable(True)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def url_host(host: str) -> str:
+    """`host` as a URL writes it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host else host

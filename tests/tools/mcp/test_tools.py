@@ -426,7 +426,8 @@ def test_default_db_path_and_agent() -> None:
 
 def test_agent_servers_open_lazily_once_and_close_all(db: str) -> None:
     pytest.importorskip("mcp")
-    from mnemo.tools.mcp.app import AgentServers, _is_loopback
+    from mnemo.tools.mcp.app import AgentServers
+    from mnemo.tools.mcp.connections import is_loopback
 
     pool = AgentServers(db, scope=None)
     a = pool.get("a")
@@ -438,7 +439,7 @@ def test_agent_servers_open_lazily_once_and_close_all(db: str) -> None:
     with pytest.raises(Closed):
         pool.get("a")
     pool.close()  # twice is fine
-    assert [_is_loopback(h) for h in ("127.0.0.1", "127.1.2.3", "::1", "localhost", "0.0.0.0", "10.0.0.1", "::")] == [
+    assert [is_loopback(h) for h in ("127.0.0.1", "127.1.2.3", "::1", "localhost", "0.0.0.0", "10.0.0.1", "::")] == [
         True, True, True, True, False, False, False,
     ]
 
