@@ -394,3 +394,16 @@ def test_an_audit_export_and_a_checkpoint_note_are_synced_before_the_rename_and_
     write_file_atomic(note, "a note\n")
     assert disk_events == [("sync", note + ".tmp"), ("replace", note + ".tmp", note), ("fsync_dir", note)]
     assert Path(note).read_bytes() == b"a note\n"
+
+
+def test_a_part_named_and_sealed_but_not_a_text_state_is_refused() -> None:
+    """Only a writer can make these (the main part names the part's SHA-256): bytes that are no body, and
+    a body of another key, are refused as not decoding, never read as a text index."""
+    for packed in (struct.pack(">I", 1) + b"\xc1", snap._pack({"other": 1}), snap._pack({"text": 1, "more": 2})):
+        part = bytes(packed) + hashlib.sha256(packed).digest()
+        ref = [0, len(part), hashlib.sha256(packed).digest()]
+        with pytest.raises(ValueError, match="the snapshot's text part does not decode"):
+            snap.decode_part(ref, part, "text")
+    packed = snap._pack({"text": {"layout": 2}})
+    part = bytes(packed) + hashlib.sha256(packed).digest()
+    assert snap.decode_part([0, len(part), hashlib.sha256(packed).digest()], part, "text") == {"layout": 2}
