@@ -13,6 +13,7 @@ import contextlib
 import gc
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -634,6 +635,58 @@ def bench_query(cfg: Config) -> list[Result]:
     return [r for n in cfg.sizes for r in _query_one(cfg, n)]
 
 
+GETS = 1_000
+
+
+def _mnemo_ids(client: MnemoClient, ds: Dataset, k: int) -> list[str]:
+    """k ids of the Mnemo database spread over it (each tag group gives a few), shuffled (seeded)."""
+    tags = ds.query_tags(max(1, k // 10))
+    ids = [r.id for tag in tags for r in client.query(tags=[tag])]
+    picked = ids[:: max(1, len(ids) // k)][:k]
+    random.Random(7).shuffle(picked)
+    return picked
+
+
+def _get_seconds(get: Callable[[str], Any], ids: list[str]) -> float:
+    t0 = time.perf_counter()
+    for rec_id in ids:
+        get(rec_id)
+    return (time.perf_counter() - t0) / len(ids)
+
+
+def _get_one(cfg: Config, n: int) -> list[Result]:
+    ds = dataset(cfg, n)
+    client = MnemoClient(ds.mnemo_path, AGENT, durability="none")
+    db = SqliteStore(ds.sqlite_path, "NORMAL")
+    lm = LmdbStore(ds.lmdb_path) if ds.lmdb_path is not None else None
+    try:
+        m_ids, s_ids = _mnemo_ids(client, ds, GETS), db.ids(GETS)
+        l_ids = lm.ids(GETS) if lm is not None else []
+        cfg.log(f"get {n:,}: {len(m_ids)} ids x {cfg.reps} reps")
+        for get, ids in ((client.get, m_ids), (db.get, s_ids)) + (((lm.get, l_ids),) if lm is not None else ()):
+            _get_seconds(get, ids[:50])
+        m, s, lmdb = alternate(
+            cfg.reps, lambda: _get_seconds(client.get, m_ids), lambda: _get_seconds(db.get, s_ids),
+            (lambda: _get_seconds(lm.get, l_ids)) if lm is not None else _no_lmdb,
+        )
+    finally:
+        client.close()
+        db.close()
+        if lm is not None:
+            lm.close()
+    case = f"get(id), {n:,} records, {GETS:,} ids"
+    out = [Result("get", case, "gets/s", [1 / x for x in m], "SQLite point select by primary key, row decoded",
+                  [1 / x for x in s], Target("ratio>=", 1.0))]
+    if lm is not None:
+        out.append(Result("get", f"{case} (vs LMDB)", "gets/s", [1 / x for x in m],
+                          "LMDB get by id, record decoded", [1 / x for x in lmdb]))
+    return out
+
+
+def bench_get(cfg: Config) -> list[Result]:
+    return [r for n in cfg.sizes for r in _get_one(cfg, n)]
+
+
 def verify_items(path: str) -> list[tuple[bytes, bytes | None]]:
     """The bytes verify hashes: every entry, and every put payload as salt + packed."""
     items: list[tuple[bytes, bytes | None]] = []
@@ -757,6 +810,7 @@ WORKLOADS: dict[str, Callable[[Config], list[Result]]] = {
     "open": bench_open,
     "index_memory": bench_index_memory,
     "query": bench_query,
+    "get": bench_get,
     "verify": bench_verify,
     "directory_delete": bench_directory_delete,
 }

@@ -7,6 +7,7 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
+from ..._native import readpath
 from ...acl import Acl
 from ...errors import IntegrityError
 from ..types import Version
@@ -90,6 +91,24 @@ def inconsistent(row: int) -> IntegrityError:
     return IntegrityError(f"the index snapshot is inconsistent (row {row}); delete it and reopen, or run verify")
 
 
+def find_sorted(blob: bytes, width: int, key: bytes) -> int:
+    """The row of `key` in `blob`, ids of `width` bytes in sorted order, by binary search; -1 if it is not
+    there. The pure-Python twin of mnemo/_readpath.c's find_sorted."""
+    if width <= 0 or len(blob) % width:
+        raise ValueError("find_sorted: the blob must hold whole ids of a positive width")
+    n = len(blob) // width
+    if len(key) != width:
+        return -1
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if blob[mid * width : mid * width + width] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < n and blob[lo * width : lo * width + width] == key else -1
+
+
 class SortedIds:
     """The ids of the rows a snapshot loaded: one ASCII blob of fixed-width ids in sorted order, row i
     at i * width. Looking an id up is a binary search over the blob, so opening a snapshot builds no
@@ -113,14 +132,8 @@ class SortedIds:
         key, blob = rec_id.encode(), self.blob
         if not self.n or key > blob[-w:]:
             return None  # the usual case for a new record: ids start with their creation time
-        lo, hi = 0, self.n
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if blob[mid * w : mid * w + w] < key:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo if lo < self.n and blob[lo * w : lo * w + w] == key else None
+        row: int = (find_sorted if readpath is None else readpath.find_sorted)(blob, w, key)
+        return row if row >= 0 else None
 
     def at(self, row: int) -> str:
         w = self.width
