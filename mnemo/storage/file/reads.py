@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import zlib
 from collections.abc import Iterator
+from typing import cast
 
 from ..._native import readpath
 from ...acl import Acl
@@ -99,7 +100,7 @@ class Reads(StoreState):
                     packed = tuple(
                         p if p is not None else self._packed(rec, v, batch, handle)
                         for v, p in zip(versions, quick, strict=True)
-                    )
+                    ) if None in quick else cast(tuple[bytes | memoryview, ...], tuple(quick))
                 finally:
                     self._handles.release(handle)  # before the index lock is taken again (handles.drain)
             except (NotFound, IntegrityError):
