@@ -7,18 +7,12 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "mnemo._speedups",
-            sources=["mnemo/_speedups.c"],
+            f"mnemo.{name}",
+            sources=[f"mnemo/{name}.c"],
             libraries=["crypto", "z"],
             extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,
-        ),
-        Extension(
-            "mnemo._readpath",
-            sources=["mnemo/_readpath.c"],
-            libraries=["crypto", "z"],
-            extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wextra", "-Wno-unused-parameter"],
-            optional=True,
-        ),
+        )
+        for name in ("_speedups", "_readpath")
     ]
 )

@@ -594,13 +594,25 @@ def sqlite_query_seconds(db: SqliteStore | LmdbStore, tags: list[str], hits: int
     return (time.perf_counter() - t0) / len(tags)
 
 
-def _query_one(cfg: Config, n: int) -> list[Result]:
-    ds = dataset(cfg, n)
-    hits = n // ds.tag_groups
+@contextlib.contextmanager
+def _read_stores(ds: Dataset) -> Iterator[tuple[MnemoClient, SqliteStore, LmdbStore | None]]:
+    """The dataset's Mnemo client, SQLite store and LMDB store (None without py-lmdb), closed after."""
     client = MnemoClient(ds.mnemo_path, AGENT, durability="none")
     db = SqliteStore(ds.sqlite_path, "NORMAL")
     lm = LmdbStore(ds.lmdb_path) if ds.lmdb_path is not None else None
     try:
+        yield client, db, lm
+    finally:
+        client.close()
+        db.close()
+        if lm is not None:
+            lm.close()
+
+
+def _query_one(cfg: Config, n: int) -> list[Result]:
+    ds = dataset(cfg, n)
+    hits = n // ds.tag_groups
+    with _read_stores(ds) as (client, db, lm):
         tags = ds.query_tags(20)
         cfg.log(f"query {n:,}: {len(tags)} tags x {cfg.reps} reps, {hits} hits each")
         mnemo_query_seconds(client, tags[:2], hits)
@@ -613,11 +625,6 @@ def _query_one(cfg: Config, n: int) -> list[Result]:
             lambda: sqlite_query_seconds(db, tags, hits),
             (lambda: sqlite_query_seconds(lm, tags, hits)) if lm is not None else _no_lmdb,
         )
-    finally:
-        client.close()
-        db.close()
-        if lm is not None:
-            lm.close()
     case = f"query(tags=[one tag]), {hits} hits, {n:,} records"
     out = [Result(
         "query", case, "queries/s", [1 / x for x in m], "SQLite, index on tags, rows decoded", [1 / x for x in s],
@@ -656,10 +663,7 @@ def _get_seconds(get: Callable[[str], Any], ids: list[str]) -> float:
 
 def _get_one(cfg: Config, n: int) -> list[Result]:
     ds = dataset(cfg, n)
-    client = MnemoClient(ds.mnemo_path, AGENT, durability="none")
-    db = SqliteStore(ds.sqlite_path, "NORMAL")
-    lm = LmdbStore(ds.lmdb_path) if ds.lmdb_path is not None else None
-    try:
+    with _read_stores(ds) as (client, db, lm):
         m_ids, s_ids = _mnemo_ids(client, ds, GETS), db.ids(GETS)
         l_ids = lm.ids(GETS) if lm is not None else []
         cfg.log(f"get {n:,}: {len(m_ids)} ids x {cfg.reps} reps")
@@ -669,11 +673,6 @@ def _get_one(cfg: Config, n: int) -> list[Result]:
             cfg.reps, lambda: _get_seconds(client.get, m_ids), lambda: _get_seconds(db.get, s_ids),
             (lambda: _get_seconds(lm.get, l_ids)) if lm is not None else _no_lmdb,
         )
-    finally:
-        client.close()
-        db.close()
-        if lm is not None:
-            lm.close()
     case = f"get(id), {n:,} records, {GETS:,} ids"
     out = [Result("get", case, "gets/s", [1 / x for x in m], "SQLite point select by primary key, row decoded",
                   [1 / x for x in s], Target("ratio>=", 1.0))]
