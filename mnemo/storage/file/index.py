@@ -128,9 +128,12 @@ class Index(IndexData):
         return tags
 
     def live_rows(self) -> Iterator[int]:
-        nbase, dead = self.base.n, self.base_dead
-        yield from (row for row in range(nbase) if row not in dead)
-        yield from (row for row, rec_id in enumerate(self.extra, nbase) if rec_id is not None)
+        nbase, dead, extra = self.base.n, self.base_dead, self.extra
+        yield from (row for row in range(nbase) if row not in dead) if dead else range(nbase)
+        if None in extra:
+            yield from (row for row, rec_id in enumerate(extra, nbase) if rec_id is not None)
+        else:
+            yield from range(nbase, nbase + len(extra))
 
     def live_ids(self) -> Iterator[str]:
         for row in self.live_rows():

@@ -38,12 +38,7 @@ def _same_records(index: Index, expected: ExpectedIndex) -> bool:
         rows = list(index.live_rows())
         cols = index.cols
         dense = len(rows) == len(cols["ver"])  # no forgotten rows: the columns are the live rows
-        base = index.base
-        if dense and base.n and not index.extra:  # every row from a snapshot: its ids cut from one blob
-            text, w = base.blob.decode("ascii"), base.width
-            ids: list[str | None] = [text[i : i + w] for i in range(0, len(text), w)]
-        else:
-            ids = [index.id_at(row) for row in rows]
+        ids = [index.id_at(row) for row in rows]
         if len(ids) != len(live) or len(set(ids)) != len(ids):
             return False
         # the log's latest put of each record, in the index's row order (a KeyError if the index has a

@@ -91,13 +91,8 @@ class Search(Reads):
             mine = index.text
             fresh = TextIndex()
             seen: Seen = {}
-            missing: list[str | None] = []
-            for row in index.live_rows():
-                if row in mine.pending:
-                    kept = mine.held.get(row)
-                    if kept is not None and kept != self._row_text(row):
-                        missing.append(index.id_at(row))
-                    continue
+            missing = [index.id_at(row) for row, kept in mine.held.items() if kept != self._row_text(row)]
+            for row in sorted(set(index.live_rows()).difference(mine.pending)):
                 scope, seq, text = self._row_text(row)
                 if text is None:
                     continue
