@@ -47,12 +47,9 @@ class Replay(StoreState):
         """Apply frames appended since self.end. A writer cuts a torn tail; damage raises."""
         with self._index_lock:
             st = stat_or_none(self.path)
-            if st is not None and (st.st_ino, st.st_dev) == self._identity:
-                size = st.st_size  # the file this store reads: its size is the one just read
-            else:
-                if st is not None:
-                    self._reload()
-                size = os.fstat(self.fd).st_size
+            if st is not None and (st.st_ino, st.st_dev) != self._identity:
+                self._reload()
+            size = os.fstat(self.fd).st_size
             if size < self.end:
                 raise IntegrityError(f"{self.path}: log is shorter ({size}) than already read ({self.end})", size)
             if size == self.end:
