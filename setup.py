@@ -1,16 +1,18 @@
-"""The optional C scan core (mnemo/_speedups.c). Without a compiler, OpenSSL's or zlib's headers the
-install goes on without it and Mnemo runs the pure-Python twin (mnemo/storage/file/scan.py)."""
+"""The optional C extensions: the scan core (mnemo/_speedups.c) and the file backend's read path
+(mnemo/_readpath.c). Without a compiler, OpenSSL's or zlib's headers the install goes on without them and
+Mnemo runs their pure-Python twins (mnemo/storage/file/scan.py, reads.py)."""
 
 from setuptools import Extension, setup
 
 setup(
     ext_modules=[
         Extension(
-            "mnemo._speedups",
-            sources=["mnemo/_speedups.c"],
+            f"mnemo.{name}",
+            sources=[f"mnemo/{name}.c"],
             libraries=["crypto", "z"],
             extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,
         )
+        for name in ("_speedups", "_readpath")
     ]
 )

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -46,6 +47,7 @@ FROM record_tags t JOIN records r ON r.id = t.record_id
 WHERE t.tag = ?
 ORDER BY r.id
 """
+GET_BY_ID = "SELECT id, content, tags, metadata FROM records WHERE id = ?"
 
 
 class SqliteStore:
@@ -102,6 +104,21 @@ class SqliteStore:
             (rec_id, content, json.loads(tags), json.loads(meta))
             for rec_id, content, tags, meta in self.conn.execute(QUERY_BY_TAG, (tag,))
         ]
+
+    def get(self, rec_id: str) -> tuple[str, str, list[str], dict[str, Any]]:
+        """One row by its primary key, decoded (what Mnemo's get(id) returns)."""
+        row = self.conn.execute(GET_BY_ID, (rec_id,)).fetchone()
+        if row is None:
+            raise KeyError(rec_id)
+        got_id, content, tags, meta = row
+        return got_id, content, json.loads(tags), json.loads(meta)
+
+    def ids(self, k: int) -> list[str]:
+        """k ids spread over the table, in a shuffled order (seeded)."""
+        every = [i for (i,) in self.conn.execute("SELECT id FROM records ORDER BY id")]
+        picked = every[:: max(1, len(every) // k)][:k]
+        random.Random(7).shuffle(picked)
+        return picked
 
     def count(self) -> int:
         (n,) = self.conn.execute("SELECT count(*) FROM records").fetchone()
@@ -162,6 +179,23 @@ class LmdbStore:
                     obj = json.loads(get(key, db=records))
                     out.append((key.decode(), obj["content"], obj["tags"], obj["metadata"]))
         return out
+
+    def get(self, rec_id: str) -> tuple[str, str, list[str], dict[str, Any]]:
+        """One record by its id, decoded."""
+        with self.env.begin() as txn:
+            raw = txn.get(rec_id.encode(), db=self.records)
+        if raw is None:
+            raise KeyError(rec_id)
+        obj = json.loads(raw)
+        return rec_id, obj["content"], obj["tags"], obj["metadata"]
+
+    def ids(self, k: int) -> list[str]:
+        """k ids spread over the records, in a shuffled order (seeded)."""
+        with self.env.begin() as txn:
+            every = [key.decode() for key in txn.cursor(db=self.records).iternext(values=False)]
+        picked = every[:: max(1, len(every) // k)][:k]
+        random.Random(7).shuffle(picked)
+        return picked
 
     def count(self) -> int:
         with self.env.begin() as txn:

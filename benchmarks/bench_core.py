@@ -13,6 +13,7 @@ import contextlib
 import gc
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -597,13 +598,25 @@ def sqlite_query_seconds(db: SqliteStore | LmdbStore, tags: list[str], hits: int
     return (time.perf_counter() - t0) / len(tags)
 
 
-def _query_one(cfg: Config, n: int) -> list[Result]:
-    ds = dataset(cfg, n)
-    hits = n // ds.tag_groups
+@contextlib.contextmanager
+def _read_stores(ds: Dataset) -> Iterator[tuple[MnemoClient, SqliteStore, LmdbStore | None]]:
+    """The dataset's Mnemo client, SQLite store and LMDB store (None without py-lmdb), closed after."""
     client = MnemoClient(ds.mnemo_path, AGENT, durability="none")
     db = SqliteStore(ds.sqlite_path, "NORMAL")
     lm = LmdbStore(ds.lmdb_path) if ds.lmdb_path is not None else None
     try:
+        yield client, db, lm
+    finally:
+        client.close()
+        db.close()
+        if lm is not None:
+            lm.close()
+
+
+def _query_one(cfg: Config, n: int) -> list[Result]:
+    ds = dataset(cfg, n)
+    hits = n // ds.tag_groups
+    with _read_stores(ds) as (client, db, lm):
         tags = ds.query_tags(20)
         cfg.log(f"query {n:,}: {len(tags)} tags x {cfg.reps} reps, {hits} hits each")
         mnemo_query_seconds(client, tags[:2], hits)
@@ -616,11 +629,6 @@ def _query_one(cfg: Config, n: int) -> list[Result]:
             lambda: sqlite_query_seconds(db, tags, hits),
             (lambda: sqlite_query_seconds(lm, tags, hits)) if lm is not None else _no_lmdb,
         )
-    finally:
-        client.close()
-        db.close()
-        if lm is not None:
-            lm.close()
     case = f"query(tags=[one tag]), {hits} hits, {n:,} records"
     out = [Result(
         "query", case, "queries/s", [1 / x for x in m], "SQLite, index on tags, rows decoded", [1 / x for x in s],
@@ -636,6 +644,50 @@ def _query_one(cfg: Config, n: int) -> list[Result]:
 
 def bench_query(cfg: Config) -> list[Result]:
     return [r for n in cfg.sizes for r in _query_one(cfg, n)]
+
+
+GETS = 1_000
+
+
+def _mnemo_ids(client: MnemoClient, ds: Dataset, k: int) -> list[str]:
+    """k ids of the Mnemo database spread over it (each tag group gives a few), shuffled (seeded)."""
+    tags = ds.query_tags(max(1, k // 10))
+    ids = [r.id for tag in tags for r in client.query(tags=[tag])]
+    picked = ids[:: max(1, len(ids) // k)][:k]
+    random.Random(7).shuffle(picked)
+    return picked
+
+
+def _get_seconds(get: Callable[[str], Any], ids: list[str]) -> float:
+    t0 = time.perf_counter()
+    for rec_id in ids:
+        get(rec_id)
+    return (time.perf_counter() - t0) / len(ids)
+
+
+def _get_one(cfg: Config, n: int) -> list[Result]:
+    ds = dataset(cfg, n)
+    with _read_stores(ds) as (client, db, lm):
+        m_ids, s_ids = _mnemo_ids(client, ds, GETS), db.ids(GETS)
+        l_ids = lm.ids(GETS) if lm is not None else []
+        cfg.log(f"get {n:,}: {len(m_ids)} ids x {cfg.reps} reps")
+        for get, ids in ((client.get, m_ids), (db.get, s_ids)) + (((lm.get, l_ids),) if lm is not None else ()):
+            _get_seconds(get, ids[:50])
+        m, s, lmdb = alternate(
+            cfg.reps, lambda: _get_seconds(client.get, m_ids), lambda: _get_seconds(db.get, s_ids),
+            (lambda: _get_seconds(lm.get, l_ids)) if lm is not None else _no_lmdb,
+        )
+    case = f"get(id), {n:,} records, {GETS:,} ids"
+    out = [Result("get", case, "gets/s", [1 / x for x in m], "SQLite point select by primary key, row decoded",
+                  [1 / x for x in s], Target("ratio>=", 1.0))]
+    if lm is not None:
+        out.append(Result("get", f"{case} (vs LMDB)", "gets/s", [1 / x for x in m],
+                          "LMDB get by id, record decoded", [1 / x for x in lmdb]))
+    return out
+
+
+def bench_get(cfg: Config) -> list[Result]:
+    return [r for n in cfg.sizes for r in _get_one(cfg, n)]
 
 
 def verify_items(path: str) -> list[tuple[bytes, bytes | None]]:
@@ -761,6 +813,7 @@ WORKLOADS: dict[str, Callable[[Config], list[Result]]] = {
     "open": bench_open,
     "index_memory": bench_index_memory,
     "query": bench_query,
+    "get": bench_get,
     "verify": bench_verify,
     "directory_delete": bench_directory_delete,
 }

@@ -1,4 +1,5 @@
-"""The optional C extension (mnemo/_speedups.c): loaded once, unless MNEMO_PURE_PYTHON is set to
+"""The optional C extensions, mnemo/_speedups.c (the scan core, recall's term counts and index) and
+mnemo/_readpath.c (the file backend's read path): loaded once, unless MNEMO_PURE_PYTHON is set to
 anything but "" or "0", in which case (as without a compiler at install time) every caller runs its
 pure-Python twin."""
 
@@ -9,21 +10,23 @@ import os
 from typing import Any
 
 
-def _load() -> tuple[Any, str | None]:
-    """The extension module, or None and why the pure-Python twin runs instead."""
+def _load(name: str) -> tuple[Any, str | None]:
+    """The extension module `mnemo.<name>`, or None and why the pure-Python twin runs instead."""
     chosen = os.environ.get("MNEMO_PURE_PYTHON", "")
     if chosen not in ("", "0"):
         return None, f"MNEMO_PURE_PYTHON={chosen} is set"
     try:
-        return importlib.import_module("mnemo._speedups"), None
+        return importlib.import_module(f"mnemo.{name}"), None
     except ImportError as exc:
-        return None, (f"the C extension mnemo._speedups is not importable ({exc}); the install builds it where "
+        return None, (f"the C extension mnemo.{name} is not importable ({exc}); the install builds it where "
                       "a C compiler and the headers of OpenSSL and zlib are found")
 
 
 speedups: Any
 why_pure: str | None
-speedups, why_pure = _load()
+speedups, why_pure = _load("_speedups")
+readpath: Any  # read_served and find_sorted (mnemo/_readpath.c), or None
+readpath, _ = _load("_readpath")
 
 
 def implementation() -> str:
@@ -31,4 +34,4 @@ def implementation() -> str:
     return "native" if speedups is not None else "python"
 
 
-__all__ = ["implementation", "speedups", "why_pure"]
+__all__ = ["implementation", "readpath", "speedups", "why_pure"]

@@ -1,9 +1,10 @@
-"""Fuzz the C extension (mnemo/_speedups.c) against its pure-Python twins with atheris.
+"""Fuzz the C extensions (mnemo/_speedups.c, mnemo/_readpath.c) against their pure-Python twins with atheris.
 
-    python tools/fuzz_native.py --build DIR          # build the extension with ASan + UBSan into DIR
+    python tools/fuzz_native.py --build DIR          # build the extensions with ASan + UBSan into DIR
     python tools/fuzz_native.py [--target T] [--seconds S | --runs N] CORPUS_DIR   # coverage-guided
     PYTHONMALLOC=malloc LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \\
         python tools/fuzz_native.py --ext DIR/_speedups*.so [--target T] [--seconds S | --runs N] CORPUS_DIR
+    (--ext DIR/_readpath*.so for --target readpath)
 
 Targets:
 - `scan` (the default): each input is a buffer of log frames; the harness takes the scan's seq and
@@ -27,6 +28,14 @@ Targets:
   from the input, drop one, look terms up, expand a prefix, order and load back), run on the C
   extension's `Vocabulary` and on its twin `PyVocabulary`, which must agree with each other and with a
   model after every step.
+- `readpath` (mnemo/_readpath.c): each input is a flags byte, a version number, an entry's length and
+  bytes, and a payload slot, written to a file (entry and slot adjacent, or the slot first and the entry
+  after a gap; the slot's CRC recomputed or not, the chain hash the entry's SHA-256 or cut from it, a
+  slot length beyond the file's end); read_served must serve nothing its twin reads.quick_packed does
+  not, exactly the bytes it serves, and refuse no put in the canonical layout that the twin serves; then
+  find_sorted, over the input cut into fixed-width ids (as given and sorted), must give what its twin
+  index_columns.find_sorted gives. Seeds: canonical puts of each kind of content, made with the
+  library's own encoders.
 
 AddressSanitizer and UndefinedBehaviorSanitizer abort on any read out of bounds or undefined behaviour.
 Seeds are written to the corpus directory when it is empty. On exit it prints the number of inputs run
@@ -37,33 +46,39 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import hashlib
 import importlib.util
 import os
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE = ROOT / "mnemo" / "_speedups.c"
+SOURCES = [ROOT / "mnemo" / "_speedups.c", ROOT / "mnemo" / "_readpath.c"]
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer"]
 
 
-def build(out_dir: Path) -> Path:
-    """Compile the extension with AddressSanitizer and UBSan; returns the path of the module."""
+def build(out_dir: Path) -> list[Path]:
+    """Compile the extensions with AddressSanitizer and UBSan; returns the paths of the modules."""
     out_dir.mkdir(parents=True, exist_ok=True)
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    target = out_dir / f"_speedups{suffix}"
-    cmd = ["gcc", "-shared", "-fPIC", "-O1", "-g", *SANITIZE, f"-I{sysconfig.get_paths()['include']}",
-           str(SOURCE), "-lcrypto", "-lz", "-o", str(target)]
-    subprocess.run(cmd, check=True)
-    return target
+    built = []
+    for source in SOURCES:
+        target = out_dir / f"{source.stem}{suffix}"
+        cmd = ["gcc", "-shared", "-fPIC", "-O1", "-g", *SANITIZE, f"-I{sysconfig.get_paths()['include']}",
+               str(source), "-lcrypto", "-lz", "-o", str(target)]
+        subprocess.run(cmd, check=True)
+        built.append(target)
+    return built
 
 
 def load(path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location("_speedups", path)
+    spec = importlib.util.spec_from_file_location(path.name.split(".")[0], path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -357,9 +372,111 @@ class VocabularyHarness:
                 raise AssertionError(f"the order differs on {data!r}")
 
 
-Harness = ScanHarness | AnalysisHarness | PostingsHarness | VocabularyHarness
-HARNESSES: dict[str, type[ScanHarness] | type[AnalysisHarness] | type[PostingsHarness] | type[VocabularyHarness]] = {
-    "scan": ScanHarness, "analysis": AnalysisHarness, "postings": PostingsHarness, "vocabulary": VocabularyHarness}
+class ReadpathHarness:
+    """mnemo/_readpath.c: read_served against reads.quick_packed, find_sorted against index_columns'."""
+
+    module = "mnemo.storage.file.reads"
+    extension = "mnemo._readpath"
+    IDS = ("r1", "r2", "rä")
+    SCOPES = ("agent:a", "team:x")
+
+    def __init__(self, native: Any) -> None:
+        from mnemo.chain import codec
+        from mnemo.storage import types
+        from mnemo.storage.file import index_columns, reads
+
+        self.native, self.codec, self.reads, self.types, self.columns = native, codec, reads, types, index_columns
+        self.file = tempfile.TemporaryFile()  # noqa: SIM115 (the harness's scratch file, for its life)
+        self.runs = 0
+
+    def seeds(self) -> list[bytes]:
+        """Inputs: flags, ver, the entry's length (2 bytes), the entry, the slot (CRC + salt + packed)."""
+        codec = self.codec
+        out = []
+        for variant in range(4):
+            rec_id, scope = self.IDS[variant % 3], self.SCOPES[variant % 2]
+            content: str | bytes = bytes(range(5)) if variant == 2 else "memory ✓ " * (variant + 1)
+            meta: dict[str, Any] = {"k": [1, None]} if variant else {}
+            packed = codec.pack_record_fields(content, ["a", "b"][: variant % 3], meta)
+            salt = bytes([variant]) * 16
+            body = {"digest": codec.payload_digest(salt, packed), "id": rec_id, "scope": scope, "size": 5,
+                    "ver": 1 + variant}
+            e = codec.make_entry(7 + variant * 200, 1_764_500_000_000_000_000, b"\x11" * 32, "put", "agent-ä", body)
+            payload = salt + packed
+            slot = zlib.crc32(payload).to_bytes(4, "big") + payload
+            flags = (variant % 3) | ((variant % 2) << 2) | (0x08 if variant == 3 else 0) | (0x20 if variant == 1 else 0)
+            out.append(bytes([flags, 1 + variant]) + len(e.raw).to_bytes(2, "big") + e.raw + slot)
+        return out
+
+    def _canonical_put(self, raw: bytes, rec_id: str, ver: int, scope: str) -> bool:
+        """Whether raw is a put of this record, version and scope in the layout read_served reads."""
+        codec = self.codec
+        try:
+            arr = codec.unpackb(raw)
+        except Exception:  # msgpack raises several unrelated types on garbage
+            return False
+        if type(arr) is not list or len(arr) != 7 or type(arr[6]) is not dict:
+            return False
+        body = arr[6]
+        if sorted(body, key=str) != ["digest", "id", "scope", "size", "ver"]:
+            return False
+        ints = (arr[0], arr[1], arr[2], body["size"], body["ver"])
+        if any(type(x) is not int or x < 0 for x in ints) or not 1 << 32 <= arr[2] < 1 << 64:
+            return False
+        if type(arr[3]) is not bytes or len(arr[3]) != 32 or type(body["digest"]) is not bytes:
+            return False
+        if arr[0] != 1 or arr[4] != "put" or type(arr[5]) is not str or len(body["digest"]) != 32:
+            return False
+        if (body["id"], body["ver"], body["scope"]) != (rec_id, ver, scope):
+            return False
+        return bool(codec.packb(arr) == raw)
+
+    def one(self, data: bytes) -> None:
+        self.runs += 1
+        data = data.ljust(4, b"\0")
+        flags, ver, n = data[0], data[1], int.from_bytes(data[2:4], "big")
+        raw, slot = data[4 : 4 + n], data[4 + n :]
+        if flags & 0x08 and len(slot) >= 4:  # a CRC that holds, to reach the checks after it
+            slot = zlib.crc32(slot[4:]).to_bytes(4, "big") + slot[4:]
+        rec_id, scope = self.IDS[flags % 4 % 3], self.SCOPES[(flags >> 2) & 1]
+        chain_hash = hashlib.sha256(raw).digest() if not flags & 0x10 else raw[:32].ljust(32, b"\0")
+        f = self.file
+        f.seek(0)
+        f.truncate()
+        gap = (flags >> 5) & 3  # 0: entry and slot adjacent; else the slot first, a gap, then the entry
+        if gap == 0:
+            f.write(b"H" * 9 + raw + slot)
+            e_off, s_off = 9, 9 + len(raw)
+        else:
+            f.write(b"H" * 9 + slot + b"G" * gap + raw)
+            s_off, e_off = 9, 9 + len(slot) + gap
+        f.flush()
+        length = len(slot) + (data[-1] & 3 if flags & 0x80 else 0)  # a slot longer than the file holds
+        version = self.types.Version(ver, 1, 0, "a", 0, chain_hash, s_off, length, e_off, len(raw))
+        rec = self.types.Rec(rec_id, scope, (), (version,))
+        items = [(rec, version), (rec, version._replace(slot_off=-1)), (rec, version)]
+        fd = f.fileno()
+        got = self.native.read_served(fd, items)
+        want = self.reads.quick_packed(items, fd)
+        for g, w in zip(got, want, strict=True):
+            if g is not None and (w is None or bytes(w) != g):
+                raise AssertionError(f"read_served served what its twin does not, on {data!r}")
+            if g is None and w is not None and self._canonical_put(raw, rec_id, ver, scope):
+                raise AssertionError(f"read_served refused a canonical put its twin serves, on {data!r}")
+        # the index's sorted ids: a blob cut from the input, searched for a key cut from it
+        width = 1 + data[0] % 8
+        blob = data[: len(data) // width * width]
+        key = data[len(data) // 2 : len(data) // 2 + width]
+        ordered = b"".join(sorted(blob[i : i + width] for i in range(0, len(blob), width)))
+        for ids in (blob, ordered):
+            if ids and self.native.find_sorted(exact(ids), width, key) != self.columns.find_sorted(ids, width, key):
+                raise AssertionError(f"find_sorted and its twin differ on {ids!r}, {key!r}")
+
+
+Harness = ScanHarness | AnalysisHarness | PostingsHarness | VocabularyHarness | ReadpathHarness
+HARNESSES: dict[str, type[Harness]] = {
+    "scan": ScanHarness, "analysis": AnalysisHarness, "postings": PostingsHarness, "vocabulary": VocabularyHarness,
+    "readpath": ReadpathHarness}
 
 
 def mutate_loop(harness: Harness, corpus: Path | None, seconds: int, runs: int) -> int:
@@ -400,14 +517,16 @@ def mutate_loop(harness: Harness, corpus: Path | None, seconds: int, runs: int) 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", type=Path, help="build the sanitized extension into this directory and exit")
-    ap.add_argument("--ext", type=Path, help="the extension to fuzz (default: mnemo._speedups as installed)")
+    ap.add_argument("--ext", type=Path, help="the extension to fuzz (default: mnemo._speedups as installed, or "
+                    "mnemo._readpath for --target readpath)")
     ap.add_argument("--target", choices=sorted(HARNESSES), default="scan", help="what to fuzz (default: scan)")
     ap.add_argument("--seconds", type=int, default=0, help="stop after this many seconds")
     ap.add_argument("--runs", type=int, default=0, help="stop after this many inputs")
     ap.add_argument("corpus", nargs="?", type=Path)
     args = ap.parse_args(argv)
     if args.build is not None:
-        print(build(args.build))
+        for path in build(args.build):
+            print(path)
         return 0
     sys.path.insert(0, str(ROOT))
     if args.ext is not None:
@@ -418,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
     with atheris.instrument_imports(include=[kind.module]):
         # coverage of the twin guides the mutations (the C loops mirror its branches)
         importlib.import_module(kind.module)
-    harness = kind(importlib.import_module("mnemo._speedups"))
+    harness = kind(importlib.import_module(getattr(kind, "extension", "mnemo._speedups")))
     lib_args = [sys.argv[0]]
     if args.corpus is not None:
         args.corpus.mkdir(parents=True, exist_ok=True)

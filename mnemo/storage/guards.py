@@ -15,11 +15,18 @@ if TYPE_CHECKING:
     from .batch import Batch
 
 
+class ThreadBatch(threading.local):
+    """Each thread's open transaction: `batch`, None (the class's) until the thread opens one, so that
+    asking costs an attribute read and never a failed lookup."""
+
+    batch: Batch | None = None
+
+
 class StoreGuards:
     closed: bool
     readonly: bool
     _failed: BaseException | None
-    _local: threading.local
+    _local: ThreadBatch
 
     def _check_open(self) -> None:
         if self.closed:
@@ -33,5 +40,4 @@ class StoreGuards:
             raise DurabilityError(f"an earlier write failed ({self._failed}); reopen the database")
 
     def current_batch(self) -> Batch | None:
-        batch: Batch | None = getattr(self._local, "batch", None)
-        return batch
+        return self._local.batch

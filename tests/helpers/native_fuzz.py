@@ -49,7 +49,8 @@ def fuzz(
     first.corpus = len(list(corpus.iterdir()))
     build = subprocess.run([sys.executable, str(TOOL), "--build", str(tmp / "asan")], capture_output=True,
                            text=True, check=True, timeout=300)
-    ext = build.stdout.strip().splitlines()[-1]
+    built = build.stdout.strip().splitlines()
+    ext = next(p for p in built if ("_readpath" in Path(p).name) == (target == "readpath"))
     asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True,
                           check=True).stdout.strip()
     senv = dict(env, LD_PRELOAD=asan, PYTHONMALLOC="malloc", ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",

@@ -87,6 +87,31 @@ class Index(IndexData):
         except (IndexError, AssertionError):
             raise inconsistent(row) from None
 
+    def recs_at(self, hits: list[tuple[str, int]]) -> list[Rec]:
+        """rec_at of each (id, row), in one loop (a query builds many)."""
+        c = self.cols
+        ver, seq, ts, agent, size = c["ver"], c["seq"], c["ts"], c["agent"], c["size"]
+        slot_off, slot_len, entry_off, entry_len = c["slot_off"], c["slot_len"], c["entry_off"], c["entry_len"]
+        scope, tagset = c["scope"], c["tagset"]
+        hashes, scopes, agents, tagsets = self.hashes, self.scopes.values, self.agents.values, self.tagsets.values
+        older, new_version, new_rec = self.older, Version._make, Rec._make
+        out = []
+        try:
+            for rec_id, row in hits:
+                h = row * HASH_SIZE
+                tags = tagsets[tagset[row]]
+                if tags is None:
+                    raise IndexError(row)
+                latest = new_version((
+                    ver[row], seq[row], ts[row], agents[agent[row]], size[row], bytes(hashes[h : h + HASH_SIZE]),
+                    slot_off[row], slot_len[row], entry_off[row], entry_len[row],
+                ))
+                before = older.get(row)
+                out.append(new_rec((rec_id, scopes[scope[row]], tags, before + (latest,) if before else (latest,))))
+        except IndexError:
+            raise inconsistent(-1) from None
+        return out
+
     def scope_at(self, row: int) -> str:
         try:
             scope: str = self.scopes.values[self.cols["scope"][row]]

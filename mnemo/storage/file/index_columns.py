@@ -9,6 +9,7 @@ from array import array
 from collections.abc import Iterator
 from typing import Any
 
+from ..._native import readpath
 from ...acl import Acl
 from ...errors import IntegrityError
 from ..types import Version
@@ -93,6 +94,24 @@ def inconsistent(row: int) -> IntegrityError:
     return IntegrityError(f"the index snapshot is inconsistent (row {row}); delete it and reopen, or run verify")
 
 
+def find_sorted(blob: bytes, width: int, key: bytes) -> int:
+    """The row of `key` in `blob`, ids of `width` bytes in sorted order, by binary search; -1 if it is not
+    there. The pure-Python twin of mnemo/_readpath.c's find_sorted."""
+    if width <= 0 or len(blob) % width:
+        raise ValueError("find_sorted: the blob must hold whole ids of a positive width")
+    n = len(blob) // width
+    if len(key) != width:
+        return -1
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if blob[mid * width : mid * width + width] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < n and blob[lo * width : lo * width + width] == key else -1
+
+
 class SortedIds:
     """The ids of the rows a snapshot loaded: one ASCII blob of fixed-width ids in sorted order, row i
     at i * width. Looking an id up is a binary search over the blob, so opening a snapshot builds no
@@ -116,14 +135,8 @@ class SortedIds:
         key, blob = rec_id.encode(), self.blob
         if not self.n or key > blob[-w:]:
             return None  # the usual case for a new record: ids start with their creation time
-        lo, hi = 0, self.n
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if blob[mid * w : mid * w + w] < key:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo if lo < self.n and blob[lo * w : lo * w + w] == key else None
+        row: int = (find_sorted if readpath is None else readpath.find_sorted)(blob, w, key)
+        return row if row >= 0 else None
 
     def at(self, row: int) -> str:
         w = self.width
@@ -209,6 +222,9 @@ class IndexData:
         self._text_part = part
 
     def live_rows(self) -> Iterator[int]:
-        nbase, dead = self.base.n, self.base_dead
-        yield from (row for row in range(nbase) if row not in dead)
-        yield from (row for row, rec_id in enumerate(self.extra, nbase) if rec_id is not None)
+        nbase, dead, extra = self.base.n, self.base_dead, self.extra
+        yield from (row for row in range(nbase) if row not in dead) if dead else range(nbase)
+        if None in extra:
+            yield from (row for row, rec_id in enumerate(extra, nbase) if rec_id is not None)
+        else:
+            yield from range(nbase, nbase + len(extra))

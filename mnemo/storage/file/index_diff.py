@@ -36,21 +36,21 @@ def _same_records(index: Index, expected: ExpectedIndex) -> bool:
     live = expected.live
     try:
         rows = list(index.live_rows())
+        cols = index.cols
+        dense = len(rows) == len(cols["ver"])  # no forgotten rows: the columns are the live rows
         ids = [index.id_at(row) for row in rows]
         if len(ids) != len(live) or len(set(ids)) != len(ids):
             return False
         # the log's latest put of each record, in the index's row order (a KeyError if the index has a
-        # record the log has not)
-        puts = [live[rec_id] for rec_id in ids]  # type: ignore[index]
-        cols = index.cols
-        dense = len(rows) == len(cols["ver"])  # no forgotten rows: the columns are the live rows
+        # record the log has not), then as one list per field
+        by_field = list(zip(*map(live.__getitem__, ids), strict=True)) or [()] * 13  # type: ignore[arg-type]
 
         def column(name: str) -> array[int]:
             col = cols[name]
             return col if dense else array(col.typecode, map(col.__getitem__, rows))
 
         def logged(k: int) -> list[Any]:
-            return [put[k] for put in puts]
+            return list(by_field[k])
 
         scopes, agents, tagsets = index.scopes.values, index.agents.values, index.tagsets.values
         h = HASH_SIZE
@@ -66,7 +66,7 @@ def _same_records(index: Index, expected: ExpectedIndex) -> bool:
                     ("entry_off", 11), ("entry_len", 12),
                 )
             )
-            and hashes == b"".join(logged(8))
+            and hashes == b"".join(by_field[8])
             and {index.id_at(row): [tuple(v) for v in versions] for row, versions in index.older.items()}
             == {rec_id: [put[3:] for put in older] for rec_id, older in expected.older.items()}
         )

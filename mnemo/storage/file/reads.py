@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import zlib
 from collections.abc import Iterator
+from typing import cast
 
+from ..._native import readpath
 from ...acl import Acl
 from ...chain.codec import SALT_SIZE, decode_put_payload, served_put_problem
 from ...errors import IntegrityError, NotFound
@@ -98,7 +100,7 @@ class Reads(StoreState):
                     packed = tuple(
                         p if p is not None else self._packed(rec, v, batch, handle)
                         for v, p in zip(versions, quick, strict=True)
-                    )
+                    ) if None in quick else cast(tuple[bytes | memoryview, ...], tuple(quick))
                 finally:
                     self._handles.release(handle)  # before the index lock is taken again (handles.drain)
             except (NotFound, IntegrityError):
@@ -139,15 +141,20 @@ class Reads(StoreState):
             # The index's candidates match the tag filters exactly; scopes are decided once per
             # distinct scope, not per record. Only the records returned become Rec tuples.
             rows = base.candidate_rows(query.tags, query.any_tags, query.tag_prefix)
-            hits: list[tuple[str, int | Rec]] = list(base.rows_in_scopes(rows, scopes.admits))
+            matched = base.rows_in_scopes(rows, scopes.admits)
             if batch is not None and batch.recs:
                 overlay = batch.recs
-                hits = [hit for hit in hits if hit[0] not in overlay]
+                hits: list[tuple[str, int | Rec]] = [hit for hit in matched if hit[0] not in overlay]
                 hits.extend((r.id, r) for r in batch.matching(query, scopes.admits))
-            hits.sort(key=lambda hit: hit[0])
-            if query.limit is not None:
-                del hits[query.limit :]
-            recs = [base.rec_at(r, i) if isinstance(r, int) else r for i, r in hits]
+                hits.sort(key=lambda hit: hit[0])
+                if query.limit is not None:
+                    del hits[query.limit :]
+                recs = [base.rec_at(r, i) if isinstance(r, int) else r for i, r in hits]
+            else:
+                matched.sort()  # (by id: ids are distinct, so rows are never compared)
+                if query.limit is not None:
+                    del matched[query.limit :]
+                recs = base.recs_at(matched)
             handle = self._handles.acquire() if payloads else None  # the log their offsets are in (see get)
         if handle is None:
             return [Found(rec) for rec in recs]
@@ -170,35 +177,20 @@ class Reads(StoreState):
                 out[i] = self.get(recs[i].id, scopes)
         return [found for found in out if found is not None]
 
-    def _quick_packed(self, items: list[tuple[Rec, Version]], handle: LogHandle) -> list[memoryview | None]:
+    def _quick_packed(
+        self, items: list[tuple[Rec, Version]], handle: LogHandle
+    ) -> list[bytes | memoryview | None]:
         """The packed fields of each (record, version), read through `handle` (the log's handle taken with
         the records from the index: see get) and checked as read_packed checks them (slot CRC, the
         entry's chain hash, that it is the put of this record, version and scope, the payload digest it
         commits to). None where a check fails, or for a version staged in a transaction: read_packed then
-        reads it, or says what is wrong."""
-        out: list[memoryview | None] = []
-        minimum = SLOT_CRC.size + SALT_SIZE + 1
-        crc_of, crc_at = zlib.crc32, SLOT_CRC.unpack_from
-        fd = handle.fd
-        for rec, v in items:
-            e_off, e_len, offset, length = v.entry_off, v.entry_len, v.slot_off, v.slot_len
-            if offset < 0 or e_off < 0 or length < minimum:
-                out.append(None)
-                continue
-            if e_off + e_len == offset:  # one entry in its frame: entry and slot are adjacent
-                data = memoryview(os.pread(fd, e_len + length, e_off))
-                raw, slot = data[:e_len], data[e_len:]
-            else:
-                slot, raw = memoryview(os.pread(fd, length, offset)), memoryview(os.pread(fd, e_len, e_off))
-            if len(slot) != length or len(raw) != e_len:
-                out.append(None)
-                continue
-            payload = slot[SLOT_CRC.size :]
-            ok = crc_at(slot)[0] == crc_of(payload) and (
-                served_put_problem(raw, v.hash, rec.id, v.ver, rec.scope, payload) is None
-            )
-            out.append(payload[SALT_SIZE:] if ok else None)
-        return out
+        reads it, or says what is wrong. In one call of the C extension when it is there
+        (mnemo/_readpath.c, which takes the canonical layout of a put's entry and leaves any other to
+        read_packed), else through quick_packed, its pure-Python twin."""
+        if readpath is not None:
+            served: list[bytes | memoryview | None] = readpath.read_served(handle.fd, items)
+            return served
+        return list(quick_packed(items, handle.fd))
 
     def _packed(self, rec: Rec, version: Version, batch: Batch | None, handle: LogHandle) -> bytes | memoryview:
         return self.read_packed(version, batch, rec.id, rec.scope, handle)
@@ -232,3 +224,32 @@ class Reads(StoreState):
             assert self.tree is not None
             head = self.tree.head()
             return head.size, head.root
+
+
+def quick_packed(items: list[tuple[Rec, Version]], fd: int) -> list[memoryview | None]:
+    """The packed fields of each (record, version) read from `fd`, or None where a check fails or the
+    version is staged (Reads._quick_packed): the pure-Python twin of mnemo/_readpath.c's read_served,
+    which must never serve what this refuses, nor anything else than what it serves."""
+    out: list[memoryview | None] = []
+    minimum = SLOT_CRC.size + SALT_SIZE + 1
+    crc_of, crc_at = zlib.crc32, SLOT_CRC.unpack_from
+    for rec, v in items:
+        e_off, e_len, offset, length = v.entry_off, v.entry_len, v.slot_off, v.slot_len
+        if offset < 0 or e_off < 0 or length < minimum:
+            out.append(None)
+            continue
+        if e_off + e_len == offset:  # one entry in its frame: entry and slot are adjacent
+            data = memoryview(os.pread(fd, e_len + length, e_off))
+            raw, slot = data[:e_len], data[e_len:]
+        else:
+            slot, raw = memoryview(os.pread(fd, length, offset)), memoryview(os.pread(fd, e_len, e_off))
+        if len(slot) != length or len(raw) != e_len:
+            out.append(None)
+            continue
+        payload = slot[SLOT_CRC.size :]
+        ok = crc_at(slot)[0] == crc_of(payload) and (
+            served_put_problem(raw, v.hash, rec.id, v.ver, rec.scope, payload) is None
+        )
+        out.append(payload[SALT_SIZE:] if ok else None)
+    return out
+

@@ -82,21 +82,29 @@ class Search(Reads):
 
     def text_differences(self) -> list[str]:
         """How the text index differs from the text of the records it serves, read from the log and
-        checked against the chain (after the index itself was found to agree with the log)."""
+        checked against the chain (after the index itself was found to agree with the log). Each
+        document it holds is compared with the record's text analysed again; a row it has yet to index
+        (pending) is indexed from the log when recall next runs, so only the text this process holds for
+        it (hold) is compared with the log's; a live row with text that is neither is a difference."""
         with self._index_lock:
             index = self.index
-            mine = self.catch_up_text()
+            mine = index.text
             fresh = TextIndex()
             seen: Seen = {}
-            for row in index.live_rows():
+            missing = [index.id_at(row) for row, kept in mine.held.items() if kept != self._row_text(row)]
+            for row in sorted(set(index.live_rows()).difference(mine.pending)):
                 scope, seq, text = self._row_text(row)
-                if text is not None:
-                    fresh.add(row, scope, text, seq, seen)
+                if text is None:
+                    continue
+                if mine.doc_of(row) is None:
+                    missing.append(index.id_at(row))
+                fresh.add(row, scope, text, seq, seen)
             name = index.scopes.values.__getitem__
             ours, theirs = mine.describe(index.id_at, name), fresh.describe(index.id_at, name)
+        differ = {rec_id for rec_id in set(ours) | set(theirs) if ours.get(rec_id) != theirs.get(rec_id)}
         return [
             f"the text index of record {rec_id} differs from its latest version's text"
-            for rec_id in sorted(set(ours) | set(theirs), key=str) if ours.get(rec_id) != theirs.get(rec_id)
+            for rec_id in sorted(differ | set(missing), key=str)
         ]
 
     def vector_differences(self) -> list[str]:

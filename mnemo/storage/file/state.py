@@ -13,7 +13,7 @@ import threading
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from ..guards import StoreGuards
+from ..guards import StoreGuards, ThreadBatch
 from .group_commit import GroupCommit
 from .handles import LogHandle, LogHandles
 from .index import Index
@@ -47,7 +47,7 @@ class StoreState(StoreGuards):
         self._failed: BaseException | None = None
         self._mutex = threading.RLock()  # one writer thread at a time, held through a transaction
         self._index_lock = threading.RLock()  # short critical sections: index reads and updates
-        self._local = threading.local()
+        self._local = ThreadBatch()
         self._dirty_snapshot = False
         self._erased_live: set[str] = set()  # puts seen with an erased slot, awaiting their forget
         # Slots of records dropped by forgets read from the log (written by others): a writer checks

@@ -13,7 +13,7 @@ import psycopg
 from ...acl import Acl
 from ...chain.codec import ZERO_HASH, EntryDecodeError, decode_entry
 from ...errors import IntegrityError, LockTimeout
-from ..guards import StoreGuards
+from ..guards import StoreGuards, ThreadBatch
 from ..types import check_durability
 from .dsn import display_name, session_conninfo
 from .errors import storage_error
@@ -37,7 +37,7 @@ class Session(StoreGuards):
         self._failed: BaseException | None = None
         self._mutex = threading.RLock()  # one writer thread of this process at a time
         self._read_lock = threading.RLock()
-        self._local = threading.local()
+        self._local = ThreadBatch()
         self._acl = Acl()
         self._acl_upto = -1  # the seq of the last ACL entry _acl has applied
         self._head: tuple[int, bytes, int] = (-1, ZERO_HASH, 0)
