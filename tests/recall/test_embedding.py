@@ -127,7 +127,7 @@ def test_the_local_embedder_loads_and_embeds_with_the_network_unreachable(monkey
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(local, "_loaded", None)  # loaded afresh, here, without a network
     embedder = check_embedder("local")
-    assert (embedder.name, embedder.dimension) == ("wordllama/l2_supercat/256", 256)
+    assert (embedder.name, embedder.dimension) == (f"wordllama/l2_supercat/256@sha256:{local.SHIPPED_SHA256}", 256)
     vectors = embed(embedder, ["the user hates flying", "air travel preferences", "the user loves pizza", ""])
     assert vectors.shape == (4, 256)
     assert np.allclose(np.linalg.norm(vectors[:3], axis=1), 1.0)

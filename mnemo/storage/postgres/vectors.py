@@ -23,6 +23,7 @@ from ...chain.codec import SALT_SIZE
 from ...errors import EmbedderMismatch
 from ...recall._numpy import np
 from ...recall.embedding import Embedder, describe, embed
+from ...recall.local import recorded_as
 from ..recall import searchable_text
 
 if TYPE_CHECKING:
@@ -42,12 +43,19 @@ INSERT_COMMITTED = (
 
 def check_recorded(conn: Any, embedder: Embedder, path: str, claim: bool) -> None:
     """EmbedderMismatch unless the database's vectors are `embedder`'s (or it has none); with `claim`,
-    record `embedder` as the one when none is (on the psycopg connection `conn`, autocommit)."""
+    record `embedder` as the one when none is, and the local embedder's name of today where the one of
+    before its weights' hash was part of it is recorded (local.recorded_as; on the psycopg connection
+    `conn`, autocommit)."""
     row = conn.execute("SELECT name, dimension FROM mnemo_embedder").fetchone()
     if row is None and claim:
         conn.execute("INSERT INTO mnemo_embedder (name, dimension) VALUES (%s, %s) ON CONFLICT DO NOTHING",
                      [embedder.name, embedder.dimension])
         row = conn.execute("SELECT name, dimension FROM mnemo_embedder").fetchone()
+    if row is not None and row[0] != embedder.name and row[1] == embedder.dimension and recorded_as(row[0],
+                                                                                                      embedder.name):
+        if claim:  # the local model's name of before its weights' hash was part of it: recorded as today's
+            conn.execute("UPDATE mnemo_embedder SET name = %s WHERE name = %s", [embedder.name, row[0]])
+        row = (embedder.name, row[1])
     if row is not None and (row[0], row[1]) != (embedder.name, embedder.dimension):
         raise EmbedderMismatch(
             f"the vectors of {path} were made by the embedder {row[0]!r} (dimension {row[1]}), not by "
