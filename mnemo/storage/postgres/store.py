@@ -49,6 +49,7 @@ from .meaning import Meaning
 from .schema import SCHEMA_LOCK
 from .sql import TAGS, VERSION_COLUMNS, VERSIONS, group_rows, recall_sql, scope_sql, select_source
 from .text_index import IndexDisagrees, TableSource
+from .vectors import PRUNE
 from .verify import verify_postgres
 
 TREE_SAVE_EVERY = 1024  # entries between saved compact ranges of the tree
@@ -668,6 +669,8 @@ class PostgresStore(Meaning):
                     conn = self._reads()
                     conn.execute(self._lock_timeout_setting)
                     try:
+                        # the departures every client has read or will read again whole (vectors.py)
+                        conn.execute(PRUNE)
                         for table, (command, statement) in rewrites.items():
                             try:
                                 conn.execute(statement)

@@ -69,63 +69,141 @@ def packed(vectors: NDArray[np.float32]) -> list[bytes]:
     return [row.astype("<f4").tobytes() for row in vectors]
 
 
+# What changed since stamp %s, in one statement (one snapshot: a stamp read means every smaller one is
+# read too): the recorded embedder and the last stamp compact pruned ('e'), the vectors stamped after it
+# with their documents' ids and scopes ('v'), the documents that left mnemo_docs ('g'), and the documents
+# after seq %s that have no vector ('u'), then the head's seq ('h'), up to which the documents were read.
+CHANGES = (
+    "SELECT 'e', (SELECT pruned FROM mnemo_vector_state), NULL::bigint, e.name, NULL::text, NULL::bytea, e.dimension "
+    "FROM (SELECT 1) one LEFT JOIN mnemo_embedder e ON true "
+    "UNION ALL SELECT 'v', v.stamp, v.seq, d.id, d.scope, v.vector, NULL "
+    "FROM mnemo_vectors v JOIN mnemo_docs d ON d.seq = v.seq WHERE v.stamp > %s "
+    "UNION ALL SELECT 'g', g.stamp, g.seq, NULL, NULL, NULL, NULL FROM mnemo_vectors_gone g WHERE g.stamp > %s "
+    "UNION ALL SELECT 'u', NULL, d.seq, d.id, d.scope, NULL, NULL FROM mnemo_docs d WHERE d.seq > %s "
+    "AND NOT EXISTS (SELECT 1 FROM mnemo_vectors v WHERE v.seq = d.seq) "
+    "UNION ALL SELECT 'h', NULL, h.seq, NULL, NULL, NULL, NULL FROM mnemo_head h"
+)
+
+# What compact does to the departures (under the head row): they go, and the last stamp among them is
+# recorded, so that a client that had read less reads everything again.
+PRUNE = ("WITH g AS (DELETE FROM mnemo_vectors_gone RETURNING stamp) "
+         "UPDATE mnemo_vector_state SET pruned = greatest(pruned, (SELECT max(stamp) FROM g))")
+
+
 class VectorCache:
-    """Vectors read from mnemo_vectors, by seq, in the rows of one float32 matrix. Not thread-safe: the
-    store's cache lock is held by whoever reads or changes it."""
+    """The vectors of mnemo_vectors a client has read, in the rows ("slots") of one float32 matrix, each
+    slot with its document's seq, record id and scope code; kept up to date by CHANGES from `stamp` on.
+    `unembedded` holds the documents (seq -> (id, scope)) known to have no vector, read up to seq
+    `docs_upto`. Not thread-safe: the store's cache lock is held by whoever reads or changes it."""
 
     def __init__(self, dimension: int) -> None:
         self.dimension = dimension
         self.matrix: NDArray[np.float32] = np.zeros((0, dimension), dtype=np.float32)
-        self.row_of: dict[int, int] = {}
+        self.slot_seq: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.slot_scope: NDArray[np.int64] = np.zeros(0, dtype=np.int64)  # -1: a free slot
+        self.slot_id: list[str | None] = []
+        self.slot_of: dict[int, int] = {}  # seq -> slot
+        self.slot_of_id: dict[str, int] = {}
+        self.scopes: dict[str, int] = {}  # scope -> code
         self.free: list[int] = []
         self.used = 0
+        self.stamp = 0
+        self.docs_upto = -1
+        self.unembedded: dict[int, tuple[str, str]] = {}
 
-    def keep_only(self, seqs: Iterable[int]) -> None:
-        """Zero and free the rows of every seq not among `seqs` (their vectors left the database)."""
-        alive = set(seqs)
-        for seq in [seq for seq in self.row_of if seq not in alive]:
-            row = self.row_of.pop(seq)
-            self.matrix[row] = 0.0
-            self.free.append(row)
-
-    def missing(self, seqs: Iterable[int]) -> list[int]:
-        return [seq for seq in seqs if seq not in self.row_of]
-
-    def add(self, rows: Iterable[tuple[int, bytes]]) -> None:
-        """The vectors of (seq, bytes) rows; a row of the wrong length is refused (ValueError)."""
-        for seq, blob in rows:
-            vector = np.frombuffer(bytes(blob), dtype="<f4")
-            if len(vector) != self.dimension or not np.isfinite(vector).all():
-                raise ValueError(f"the vector of seq {seq} is not {self.dimension} finite float32 values")
-            if self.free:
-                row = self.free.pop()
+    def apply(self, rows: Iterable[tuple[Any, ...]]) -> tuple[str, int] | None:
+        """Take CHANGES' rows (in their order: the embedder's row first); the recorded embedder's name and
+        dimension (None: none is). ValueError on a vector that is not `dimension` finite float32 values."""
+        recorded: tuple[str, int] | None = None
+        for kind, stamp, seq, rec_id, scope, vector, dimension in rows:
+            if kind == "e":
+                recorded = None if rec_id is None else (rec_id, dimension)
+            elif kind == "v":
+                self.unembedded.pop(seq, None)
+                self.put(seq, rec_id, scope, vector)
+                self.stamp = max(self.stamp, stamp)
+            elif kind == "g":
+                self.unembedded.pop(seq, None)
+                self.drop(seq)
+                self.stamp = max(self.stamp, stamp)
+            elif kind == "u":
+                if seq not in self.slot_of:
+                    self.unembedded[seq] = (rec_id, scope)
             else:
-                if self.used == len(self.matrix):
-                    grown = np.zeros((max(16, 2 * self.used), self.dimension), dtype=np.float32)
-                    grown[:self.used] = self.matrix[:self.used]
-                    self.matrix = grown
-                row = self.used
-                self.used += 1
-            self.matrix[row] = vector
-            self.row_of[seq] = row
+                self.docs_upto = max(self.docs_upto, seq)
+        return recorded
 
-    def cosines(self, query: NDArray[np.float32], seqs: list[int]) -> NDArray[np.float32]:
-        """The cosine of `query` with the vector of each of `seqs` (all cached), in their order."""
-        every: NDArray[np.float32] = np.einsum("ij,j->i", self.matrix[:self.used], query)
-        return every[np.fromiter((self.row_of[seq] for seq in seqs), dtype=np.int64, count=len(seqs))]
+    def drop(self, seq: int) -> None:
+        """Zero and free the slot of the document `seq`, if it has one (it left the database)."""
+        slot = self.slot_of.pop(seq, None)
+        if slot is None:
+            return
+        rec_id = self.slot_id[slot]
+        if rec_id is not None and self.slot_of_id.get(rec_id) == slot:
+            del self.slot_of_id[rec_id]
+        self.matrix[slot] = 0.0
+        self.slot_scope[slot] = -1
+        self.slot_seq[slot] = -1
+        self.slot_id[slot] = None
+        self.free.append(slot)
+
+    def put(self, seq: int, rec_id: str, scope: str, blob: bytes | NDArray[np.float32]) -> None:
+        """The vector of the document `seq` (record `rec_id`, in `scope`): bytes as mnemo_vectors holds
+        them, or an array. ValueError on a vector that is not `dimension` finite float32 values."""
+        vector = np.frombuffer(bytes(blob), dtype="<f4") if isinstance(blob, (bytes, memoryview)) else blob
+        if len(vector) != self.dimension or not np.isfinite(vector).all():
+            raise ValueError(f"the vector of seq {seq} is not {self.dimension} finite float32 values")
+        self.drop(seq)
+        other = self.slot_of_id.get(rec_id)
+        if other is not None:  # (a version this cache has not heard leave yet: only the latest is a document)
+            self.drop(int(self.slot_seq[other]))
+        if self.free:
+            slot = self.free.pop()
+        else:
+            if self.used == len(self.matrix):
+                size = max(16, 2 * self.used)
+                self.matrix = _grown(self.matrix, size)
+                self.slot_seq = _grown(self.slot_seq, size, -1)
+                self.slot_scope = _grown(self.slot_scope, size, -1)
+                self.slot_id.extend([None] * (size - len(self.slot_id)))
+            slot = self.used
+            self.used += 1
+        code = self.scopes.get(scope)
+        if code is None:
+            code = self.scopes[scope] = len(self.scopes)
+        self.matrix[slot] = vector
+        self.slot_seq[slot] = seq
+        self.slot_scope[slot] = code
+        self.slot_id[slot] = rec_id
+        self.slot_of[seq] = slot
+        self.slot_of_id[rec_id] = slot
+
+    def corpus(self, admits: Callable[[str], bool], hidden: Iterable[str]) -> NDArray[np.int64]:
+        """The live slots in a scope `admits` takes, less those of the records `hidden`, in slot order."""
+        codes = [code for scope, code in self.scopes.items() if admits(scope)]
+        live = np.isin(self.slot_scope[:self.used], np.asarray(codes, dtype=np.int64))
+        for rec_id in hidden:
+            slot = self.slot_of_id.get(rec_id)
+            if slot is not None:
+                live[slot] = False
+        return np.flatnonzero(live)
+
+    def cosines(self, query: NDArray[np.float32]) -> NDArray[np.float32]:
+        """The cosine of `query` with every slot's vector (free slots: 0), each computed alike whatever
+        the number of slots (file/vector_index.py's note)."""
+        found: NDArray[np.float32] = np.einsum("ij,j->i", self.matrix[:self.used], query)
+        return found
 
 
-def catch_up_rows(
-    pending: list[tuple[int, str]], embed_texts: Callable[[list[str]], NDArray[np.float32]], chunk: int = 1024,
-) -> Iterable[tuple[list[int], list[bytes]]]:
-    """(seqs, vector bytes) of the pending documents (seq, text), `chunk` at a time."""
-    for start in range(0, len(pending), chunk):
-        part = pending[start:start + chunk]
-        yield [seq for seq, _ in part], packed(embed_texts([text for _, text in part]))
+def _grown(column: NDArray[Any], size: int, fill: int = 0) -> NDArray[Any]:
+    out = np.full((size, *column.shape[1:]), fill, dtype=column.dtype)
+    out[:len(column)] = column
+    return out
 
 
 __all__ = [
-    "INSERT_COMMITTED", "INSERT_VECTORS", "VectorCache", "catch_up_rows", "check_recorded", "packed", "vector_problems",
+    "CHANGES", "INSERT_COMMITTED", "INSERT_VECTORS", "PRUNE", "VectorCache", "check_recorded", "packed",
+    "vector_problems",
 ]
 
 
