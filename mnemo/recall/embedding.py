@@ -137,11 +137,40 @@ def _checked(embedder: Embedder, got: object, n: int) -> Vectors:
     return got
 
 
+EMBEDDINGS = ("check", "recompute")
+VERIFY_SAMPLE = 32  # vectors verify embeds again by default, spread over the whole set
+
+
+def check_embeddings(embeddings: object) -> str:
+    """verify's `embeddings`: "check" (every vector's place, length and values, and a sample of
+    VERIFY_SAMPLE embedded again) or "recompute" (every vector embedded again)."""
+    if not isinstance(embeddings, str) or embeddings not in EMBEDDINGS:
+        raise InvalidInput(f"embeddings must be one of {', '.join(map(repr, EMBEDDINGS))}, got {embeddings!r}")
+    return embeddings
+
+
+def sampled(n: int, recompute: bool) -> list[int]:
+    """The positions, among n vectors in a fixed order, that verify embeds again: all of them with
+    `recompute`, else VERIFY_SAMPLE spread evenly from the first to the last."""
+    if recompute or n <= VERIFY_SAMPLE:
+        return list(range(n))
+    return sorted({round(i * (n - 1) / (VERIFY_SAMPLE - 1)) for i in range(VERIFY_SAMPLE)})
+
+
+def unit_or_zero(vector: Vectors) -> bool:
+    """Whether a kept vector is as embed() leaves one: finite, of unit length, or zero."""
+    if not np.isfinite(vector).all():
+        return False
+    norm = float(np.linalg.norm(vector))
+    return norm == 0.0 or abs(norm - 1.0) <= 1e-3
+
+
 def describe(embedder: Embedder) -> str:
     """How messages name an embedder: its name and dimension."""
     return f"{embedder.name!r} (dimension {embedder.dimension})"
 
 
 __all__ = [
-    "BATCH", "MODES", "Embedder", "Vectors", "check_embedder", "check_mode", "describe", "embed", "load_embedder",
+    "BATCH", "EMBEDDINGS", "MODES", "VERIFY_SAMPLE", "Embedder", "Vectors", "check_embedder", "check_embeddings",
+    "check_mode", "describe", "embed", "load_embedder", "sampled", "unit_or_zero",
 ]

@@ -621,9 +621,10 @@ class PostgresStore(Meaning):
             conn.close()
 
     def verify(
-        self, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None = None
+        self, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None = None,
+        embeddings: str = "check",
     ) -> VerifyReport:
-        return verify_postgres(self, pubkey, expect_head, progress)
+        return verify_postgres(self, pubkey, expect_head, progress, embeddings == "recompute")
 
     def compact(self) -> dict[str, int]:
         """Rewrite the tables that held erased bytes (payloads and tags by VACUUM FULL, the text index's

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ...chain.codec import SALT_SIZE
 from ...errors import EmbedderMismatch
 from ...recall._numpy import np
-from ...recall.embedding import Embedder, describe, embed
+from ...recall.embedding import Embedder, describe, embed, sampled, unit_or_zero
 from ...recall.local import recorded_as
 from ..recall import searchable_text
 
@@ -207,11 +207,13 @@ __all__ = [
 ]
 
 
-def vector_problems(conn: Any, embedder: Embedder | None) -> list[str]:
+def vector_problems(conn: Any, embedder: Embedder | None, recompute: bool = False) -> list[str]:
     """How mnemo_vectors differs from what the documents give (in the caller's snapshot, on `conn`): a
     vector of no document, or of another scope; a vector of another length than the recorded embedder's;
-    vectors with no embedder recorded; and, when `embedder` is the recorded one, a vector other than the
-    one its document's text gives now."""
+    vectors with no embedder recorded; a vector not finite, or not of unit length (nor zero); and, when
+    `embedder` is the recorded one, a vector other than the one its document's text gives now: every
+    vector with `recompute`, else a sample of VERIFY_SAMPLE (a vector is tied to its version by seq, and a
+    version's text never changes: the sample finds a model changed under the same name)."""
     out = [f"mnemo_vectors holds a vector of seq {seq}, which is no document of mnemo_docs in its scope"
            for (seq,) in conn.execute("SELECT v.seq FROM mnemo_vectors v LEFT JOIN mnemo_docs d ON d.seq = v.seq "
                                       "WHERE d.seq IS NULL OR d.scope <> v.scope ORDER BY v.seq")]
@@ -224,14 +226,21 @@ def vector_problems(conn: Any, embedder: Embedder | None) -> list[str]:
     out += [f"the vector of seq {seq} holds {size} bytes, not the {4 * dimension} of the embedder {name!r}"
             for seq, size in conn.execute("SELECT seq, length(vector) FROM mnemo_vectors "
                                           "WHERE length(vector) <> 4 * %s ORDER BY seq", [dimension])]
-    if embedder is None or (embedder.name, embedder.dimension) != (name, dimension):
+    seqs: list[int] = []
+    for seq, blob in conn.cursor(binary=True).execute(
+            "SELECT seq, vector FROM mnemo_vectors WHERE length(vector) = 4 * %s ORDER BY seq", [dimension]):
+        seqs.append(seq)
+        if not unit_or_zero(np.frombuffer(bytes(blob), dtype="<f4")):
+            out.append(f"the vector of seq {seq} is not finite and of unit length")
+    if embedder is None or (embedder.dimension != dimension or not recorded_as(name, embedder.name)):
         return out
-    rows = conn.execute("SELECT v.seq, v.vector, p.payload FROM mnemo_vectors v JOIN mnemo_payloads p "
-                        "ON p.seq = v.seq WHERE length(v.vector) = 4 * %s ORDER BY v.seq", [dimension]).fetchall()
-    texts = [searchable_text(bytes(payload)[SALT_SIZE:]) or "" for _seq, _vector, payload in rows]
-    for start in range(0, len(rows), 1024):
-        fresh = embed(embedder, texts[start:start + 1024])
-        for (seq, vector, _payload), want in zip(rows[start:start + 1024], fresh, strict=True):
+    wanted = [seqs[i] for i in sampled(len(seqs), recompute)]
+    for start in range(0, len(wanted), 1024):
+        rows = conn.execute("SELECT v.seq, v.vector, p.payload FROM mnemo_vectors v JOIN mnemo_payloads p "
+                            "ON p.seq = v.seq WHERE v.seq = ANY(%s::bigint[]) ORDER BY v.seq",
+                            [wanted[start:start + 1024]]).fetchall()
+        fresh = embed(embedder, [searchable_text(bytes(payload)[SALT_SIZE:]) or "" for _s, _v, payload in rows])
+        for (seq, vector, _payload), want in zip(rows, fresh, strict=True):
             if not np.allclose(np.frombuffer(bytes(vector), dtype="<f4"), want, atol=1e-5):
                 out.append(f"the vector of seq {seq} differs from the one its text gives now")
     return out
