@@ -14,7 +14,9 @@ same records are written to PostgreSQL too, and a second table sets side by side
 on the log file, on PostgreSQL (the client's vector cache warm: each recall reads only what changed), and
 a plain numpy scan of the same vectors (one einsum and a top-10 selection, nothing read, checked or
 fused: the floor); with the first recall on PostgreSQL (which reads every vector into the cache) and a
-recall after another client's remember (which reads one).
+recall after another client's remember (which reads one). On each backend, `verify` with the vectors:
+the default (each vector's place, length and values, and 32 embedded again) against
+`verify(embeddings="recompute")` (every vector embedded again, as verify did before).
 
 Run: `python -m benchmarks.bench_semantic [--records N] [--queries Q] [--dsn DSN]` (default 100,000
 records; 1,000,000 takes about 1 GB for the vectors and some minutes to build). Needs the `semantic`
@@ -95,9 +97,20 @@ def numpy_p50_ms(vectors: Any, embedder: Any, qs: list[str]) -> float:
     return statistics.median(times) * 1000
 
 
-def postgres_rows(dsn: str, corpus: list[str], qs: list[str], embedder: Any) -> tuple[dict[str, float], float, float]:
-    """Recall's p50 per mode on PostgreSQL (cache warm), the first recall's ms (every vector read) and a
-    recall's after another client's remember (one read)."""
+def verify_seconds(client: MnemoClient) -> tuple[float, float]:
+    """verify's seconds by default and with every vector embedded again."""
+    t0 = time.perf_counter()
+    assert client.verify().ok
+    t1 = time.perf_counter()
+    assert client.verify(embeddings="recompute").ok
+    return t1 - t0, time.perf_counter() - t1
+
+
+def postgres_rows(
+    dsn: str, corpus: list[str], qs: list[str], embedder: Any
+) -> tuple[dict[str, float], float, float, tuple[float, float]]:
+    """Recall's p50 per mode on PostgreSQL (cache warm), the first recall's ms (every vector read), a
+    recall's after another client's remember (one read), and verify's seconds (verify_seconds)."""
     with postgres_database(dsn) as url:
         sys.stderr.write(f"building {len(corpus):,} records on PostgreSQL...\n")
         build(url, corpus)
@@ -114,7 +127,8 @@ def postgres_rows(dsn: str, corpus: list[str], qs: list[str], embedder: Any) -> 
                 t0 = time.perf_counter()
                 client.recall(q, mode="hybrid")
                 after.append(time.perf_counter() - t0)
-    return rows, first, statistics.median(after) * 1000
+            checked = verify_seconds(client)
+    return rows, first, statistics.median(after) * 1000, checked
 
 
 def build(path: str, corpus: list[str]) -> float:
@@ -164,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             per_vector = vectors.nbytes() / max(1, len(vectors.row_slot))
             rows = {mode: p50_ms(client, qs, mode) for mode in ("lexical", "semantic", "hybrid")}
             floor = numpy_p50_ms(vectors.vectors[:vectors.used].copy(), embedder, qs)
+            checked = verify_seconds(client)
     pg = postgres_rows(args.dsn, corpus, qs, embedder) if args.dsn else None
     print(f"semantic recall, {args.records:,} records of the stdlib corpus, {len(qs)} two-word queries, "
           f"embedder {embedder.name} ({embedder.dimension} dimensions), Python {sys.version.split()[0]}")
@@ -189,6 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     if pg:
         print(f"| hybrid, the first recall of a client (every vector read into its cache) | | {pg[1]:,.0f} ms | |")
         print(f"| hybrid, after another client's remember (that one vector read) | | {pg[2]:.1f} ms | |")
+    print()
+    print(f"| verify at {args.records:,} records, with the vectors | default (32 embedded again) | "
+          "embeddings=\"recompute\" (every one) | ratio |")
+    print("|---|---|---|---|")
+    for label, (check, recompute) in [("log file", checked), *([("PostgreSQL", pg[3])] if pg else [])]:
+        print(f"| {label} | {check:.1f} s | {recompute:.1f} s | {recompute / check:.1f}x |")
     return 0
 
 
