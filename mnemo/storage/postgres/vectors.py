@@ -73,14 +73,16 @@ def packed(vectors: NDArray[np.float32]) -> list[bytes]:
 # read too): the recorded embedder and the last stamp compact pruned ('e'), the vectors stamped after it
 # with their documents' ids and scopes ('v'), the documents that left mnemo_docs ('g'), and the documents
 # after seq %s that have no vector ('u'), then the head's seq ('h'), up to which the documents were read.
+# Each part is looked up by its index whatever the stamp (a subquery per row, never a join the planner
+# could make a scan of every document or vector, as a generic plan for a cached statement would).
 CHANGES = (
     "SELECT 'e', (SELECT pruned FROM mnemo_vector_state), NULL::bigint, e.name, NULL::text, NULL::bytea, e.dimension "
     "FROM (SELECT 1) one LEFT JOIN mnemo_embedder e ON true "
-    "UNION ALL SELECT 'v', v.stamp, v.seq, d.id, d.scope, v.vector, NULL "
-    "FROM mnemo_vectors v JOIN mnemo_docs d ON d.seq = v.seq WHERE v.stamp > %s "
+    "UNION ALL SELECT 'v', v.stamp, v.seq, (SELECT d.id FROM mnemo_docs d WHERE d.seq = v.seq), v.scope, v.vector, "
+    "NULL FROM mnemo_vectors v WHERE v.stamp > %s "
     "UNION ALL SELECT 'g', g.stamp, g.seq, NULL, NULL, NULL, NULL FROM mnemo_vectors_gone g WHERE g.stamp > %s "
     "UNION ALL SELECT 'u', NULL, d.seq, d.id, d.scope, NULL, NULL FROM mnemo_docs d WHERE d.seq > %s "
-    "AND NOT EXISTS (SELECT 1 FROM mnemo_vectors v WHERE v.seq = d.seq) "
+    "AND (SELECT true FROM mnemo_vectors v WHERE v.seq = d.seq) IS NULL "
     "UNION ALL SELECT 'h', NULL, h.seq, NULL, NULL, NULL, NULL FROM mnemo_head h"
 )
 
