@@ -130,7 +130,8 @@ def main(argv: list[str]) -> int:
     print(f"{embedder.name}: {len(vectors)} vectors of {vectors.shape[1]} float32 values")
     units = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     for text, vector, unit in zip(argv[1:], vectors, units, strict=True):
-        print(f"{text!r}: [{', '.join(f'{x:.3f}' for x in vector[:3])}, ...] cosine with the first {unit @ units[0]:.3f}")
+        first = ", ".join(f"{x:.3f}" for x in vector[:3])
+        print(f"{text!r}: [{first}, ...] cosine with the first {unit @ units[0]:.3f}")
     return 0
 
 
