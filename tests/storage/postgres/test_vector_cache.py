@@ -178,3 +178,22 @@ def test_a_remember_embeds_before_taking_the_head_row(pg: Schema) -> None:
         assert out and out[0].seq == 2
         assert pg.sql("SELECT seq, vector FROM mnemo_vectors ORDER BY seq") == [
             (1, unit_bytes("pizza for dinner")), (2, unit_bytes("a flight to oslo"))]
+
+
+def test_compact_prunes_the_departures_and_records_the_last_stamp(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER, embedder=Concepts()) as reader, \
+            MnemoClient(pg.url, OWNER, embedder=Concepts()) as other:
+        flight = other.remember("a flight to oslo")
+        other.remember("pizza for dinner")
+        reader.recall("air", mode="semantic")
+        before = cache_of(reader)
+        other.forget(flight.id)
+        [(stamp,)] = pg.sql("SELECT stamp FROM mnemo_vectors_gone")
+        other.compact()
+        assert pg.sql("SELECT count(*) FROM mnemo_vectors_gone") == [(0,)]
+        assert pg.sql("SELECT pruned FROM mnemo_vector_state") == [(stamp,)]
+        assert [r.record.content for r in reader.recall("air", mode="semantic")] == ["pizza for dinner"]
+        after = cache_of(reader)
+        assert after is not before and flight.seq not in after.slot_of  # read again whole
+        reader.recall("air", mode="semantic")
+        assert cache_of(reader) is after  # and kept from then on
