@@ -117,6 +117,8 @@ class VectorCache:
         """Take CHANGES' rows (in their order: the embedder's row first); the recorded embedder's name and
         dimension (None: none is). ValueError on a vector that is not `dimension` finite float32 values."""
         recorded: tuple[str, int] | None = None
+        if self.used == 0:  # a first read: its vectors put in at once
+            rows = self._put_all(list(rows))
         for kind, stamp, seq, rec_id, scope, vector, dimension in rows:
             if kind == "e":
                 recorded = None if rec_id is None else (rec_id, dimension)
@@ -134,6 +136,35 @@ class VectorCache:
             else:
                 self.docs_upto = max(self.docs_upto, seq)
         return recorded
+
+    def _put_all(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Into an empty cache, the vectors of CHANGES' 'v' rows as one matrix (the first read of every
+        vector); the other rows, left to apply. ValueError as put's."""
+        fresh = [row for row in rows if row[0] == "v"]
+        if not fresh or any(row[0] == "g" for row in rows):
+            return rows
+        bad = next((row[2] for row in fresh if len(row[5]) != 4 * self.dimension), None)
+        if bad is None:
+            matrix = np.frombuffer(b"".join(bytes(row[5]) for row in fresh), dtype="<f4").reshape(
+                len(fresh), self.dimension).astype(np.float32)
+            finite = np.isfinite(matrix).all(axis=1)
+            bad = None if finite.all() else fresh[int(np.flatnonzero(~finite)[0])][2]
+        if bad is not None:
+            raise ValueError(f"the vector of seq {bad} is not {self.dimension} finite float32 values")
+        n = len(fresh)
+        self.matrix = matrix
+        self.slot_seq = np.fromiter((row[2] for row in fresh), dtype=np.int64, count=n)
+        for row in fresh:
+            self.scopes.setdefault(row[4], len(self.scopes))
+        self.slot_scope = np.fromiter((self.scopes[row[4]] for row in fresh), dtype=np.int64, count=n)
+        self.slot_id = [row[3] for row in fresh]
+        self.slot_of = {row[2]: slot for slot, row in enumerate(fresh)}
+        self.slot_of_id = {row[3]: slot for slot, row in enumerate(fresh)}
+        self.used = n
+        self.stamp = max(self.stamp, max(row[1] for row in fresh))
+        for row in fresh:
+            self.unembedded.pop(row[2], None)
+        return [row for row in rows if row[0] != "v"]
 
     def drop(self, seq: int) -> None:
         """Zero and free the slot of the document `seq`, if it has one (it left the database)."""

@@ -197,3 +197,20 @@ def test_compact_prunes_the_departures_and_records_the_last_stamp(pg: Schema) ->
         assert after is not before and flight.seq not in after.slot_of  # read again whole
         reader.recall("air", mode="semantic")
         assert cache_of(reader) is after  # and kept from then on
+
+
+@pytest.mark.parametrize("bad", [b"\x00\x00\x80", np.full(32, np.nan, dtype="<f4").tobytes()])
+def test_a_bad_vector_row_is_refused_at_the_first_read_naming_it(pg: Schema, bad: bytes) -> None:
+    from mnemo.errors import IntegrityError
+
+    with MnemoClient(pg.url, OWNER, embedder=Concepts()) as c:
+        c.remember("a flight to oslo")
+        second = c.remember("pizza for dinner")
+    pg.sql("UPDATE mnemo_vectors SET vector = %s WHERE seq = %s", [bad, second.seq])
+    before = pg.sql("SELECT seq, vector FROM mnemo_vectors ORDER BY seq")
+    with MnemoClient(pg.url, OWNER, embedder=Concepts()) as c:
+        with pytest.raises(IntegrityError, match=rf"mnemo_vectors holds a bad row \(the vector of seq {second.seq} "
+                                                 r"is not 32 finite float32 values\): run verify"):
+            c.recall("air", mode="semantic")
+        assert [r.record.content for r in c.recall("air", mode="lexical")] == ["a flight to oslo"]  # reads none
+    assert pg.sql("SELECT seq, vector FROM mnemo_vectors ORDER BY seq") == before
