@@ -9,9 +9,10 @@ document is still there (locked FOR SHARE: a forget waits for it, and its trigge
 A document that leaves mnemo_docs (an update or a forget) takes its vector with it, by a trigger in the
 same transaction; `compact` rewrites the table, so that no page keeps a deleted vector's bytes.
 
-A client keeps the vectors it has read in memory (`VectorCache`), by seq: a recall reads the seqs of every
-vector and only the vectors it has not seen; a vector whose row is gone is zeroed. The scan is the file
-backend's: an einsum over the cached rows, whose cosines do not depend on how many rows there are.
+A client keeps the vectors it has read in memory (`VectorCache`), and a recall reads only what changed
+since its last (CHANGES: the vectors and departed documents stamped since, schema version 7): a departed
+document's row is zeroed at once. The scan is the file backend's: an einsum over the cached rows, whose
+cosines do not depend on how many rows there are.
 """
 
 from __future__ import annotations
