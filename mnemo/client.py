@@ -34,7 +34,7 @@ from .chain.codec import (
 from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
 from .ids import new_id, random_bytes
 from .recall.analysis import first_lines, matching_lines
-from .recall.embedding import Embedder, check_embedder, check_mode
+from .recall.embedding import Embedder, check_embedder, check_embeddings, check_mode
 from .recall.query import parse as parse_recall_query
 from .record import MemoryRecord, Recalled, RecordInfo, ScopeReport, VerifyReport, make_memory_record, ns_to_datetime
 from .storage import open_storage
@@ -715,14 +715,21 @@ class MnemoClient:
         return [f.rec for f in self._store.select(Query(wanted, (), tag_prefix, limit), scopes, payloads=False)]
 
     # -- audit -----------------------------------------------------------------------------------------
-    def verify(self, pubkey: bytes | str | None = None, expect_head: tuple[int, str] | None = None) -> VerifyReport:
+    def verify(
+        self, pubkey: bytes | str | None = None, expect_head: tuple[int, str] | None = None, *,
+        embeddings: str = "check",
+    ) -> VerifyReport:
         """Check the whole database: every hash and link, payload digests, erasures, signatures, and that
         what the backend serves from (indexes, tables) is exactly what the chain says. Returns every
         problem found. Needs admin on `*`: the report describes the whole chain (its entry count, head,
-        erasures, and problems by seq), in scopes this agent cannot read too."""
+        erasures, and problems by seq), in scopes this agent cannot read too. Semantic recall's vectors:
+        each belongs to a live record's latest version, in its scope, of the recorded embedder's length,
+        finite and of unit length; with this client's embedder, `embeddings="check"` (the default) embeds
+        32 of them again, spread over all, and `embeddings="recompute"` every one (docs/RECALL.md §6.5)."""
+        chosen = check_embeddings(embeddings)
         self._store.refresh()
         self._require_everything(self._acl(), "verify the chain")
-        return self._store.verify(_pubkey_bytes(pubkey), expect_head)
+        return self._store.verify(_pubkey_bytes(pubkey), expect_head, embeddings=chosen)
 
     def verify_scopes(self, scopes: str | Iterable[str]) -> ScopeReport:
         """Check the whole chain as `verify` does, and report what concerns the records this agent may

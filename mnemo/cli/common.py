@@ -30,6 +30,7 @@ from .. import audit
 from ..acl import check_agent_id
 from ..client import MnemoClient
 from ..errors import EmbedderMismatch, IntegrityError, InvalidInput, MnemoError, NotFound, PermissionDenied
+from ..recall.embedding import Embedder, load_embedder
 from ..storage.contract import is_dsn, shown_name
 from ..storage.file.framing import FILE_MAGIC
 from ..storage.file.reader import file_kind
@@ -548,13 +549,32 @@ def default_agent(db: str) -> str:
     raise Failure(f"{shown_name(db)} holds no genesis entry; pass --agent")
 
 
+EMBEDDER_HELP = ("semantic recall's embedder: `local` (the model of the `semantic` extra) or `module:attribute`, "
+                 "an object with name, dimension and embed(texts) or a factory of one (docs/RECALL.md §6)")
+
+
+def _embedder(ctx: click.Context, param: click.Parameter, value: str | None) -> Embedder | None:
+    if value is None:
+        return None
+    try:
+        return load_embedder(value)
+    except InvalidInput as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+def embedder_option(default: str | None = None, help_text: str = EMBEDDER_HELP) -> Callable[[F], F]:
+    """--embedder SPEC, given to the command as an Embedder (or None): `local` or `module:attribute`."""
+    return click.option("--embedder", metavar="SPEC", default=default, callback=_embedder,
+                        show_default=default is not None, help=help_text)
+
+
 @contextlib.contextmanager
 def open_client(
     db: str, agent: str | None, *, readonly: bool = True, lock_timeout: float | None = None,
-    embedder: str | None = None,
+    embedder: Embedder | None = None,
 ) -> Iterator[MnemoClient]:
     """A MnemoClient on DB as `agent` (None: the owner), closed on leaving. DB has passed db_argument.
-    `embedder` ("local"): semantic recall's; an open refused for it is a usage error saying why."""
+    `embedder`: semantic recall's; an open refused for it is a usage error saying why."""
     agent = agent or default_agent(db)
     options: dict[str, Any] = {} if lock_timeout is None else {"lock_timeout": lock_timeout}
     if embedder is not None:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import click
 
 from ..errors import IntegrityError, NotFound
+from ..recall.embedding import Embedder
 from ..tools.mcp.defaults import (
     DEFAULT_AGENT,
     DEFAULT_HOST,
@@ -25,6 +26,7 @@ from .common import (
     EXIT_OK,
     Failure,
     UsageError,
+    embedder_option,
     examples,
     json_option,
     lock_timeout_option,
@@ -105,24 +107,24 @@ def _opening(db: str | None) -> Iterator[None]:
 @click.option("--read-timeout", "read_timeout", metavar="SECONDS", callback=_positive_seconds,
               help=f"HTTP: a connection must send a whole request within this many seconds of opening or of "
                    f"its previous response, else it is closed (default: {DEFAULT_READ_TIMEOUT:g})")
-@click.option("--embedder", type=click.Choice(["local"]), default=None,
-              help="memory_search matches by meaning too (hybrid by default), with the local model of the "
-                   "`semantic` extra (docs/RECALL.md §6)")
+@embedder_option(help_text="memory_search matches by meaning too (hybrid by default), with this embedder: `local` "
+                           "(the model of the `semantic` extra) or `module:attribute`, an object with name, "
+                           "dimension and embed(texts) or a factory of one (docs/RECALL.md §6)")
 @lock_timeout_option
 @json_option
 def mcp(
     db: str | None, agent: str, scope: str | None, mounts: dict[str, str] | None, read_only: bool, transport: str,
     host: str | None,
     port: int | None, tokens: str | None, max_connections: int | None, read_timeout: float | None,
-    embedder: str | None, lock_timeout: float | None, as_json: bool,
+    embedder: Embedder | None, lock_timeout: float | None, as_json: bool,
 ) -> int:
     """Serve the database as an MCP server: the memory tool's six commands (memory_view, memory_create,
     memory_str_replace, memory_insert, memory_delete, memory_rename), memory_history and memory_verify,
     as AGENT in its home scope (or SCOPE), with each --mount's scope at its mount point. Over stdio until
     the client closes the connection; over HTTP, each request authenticated by its bearer token and served
     as that token's agent, until SIGTERM or Ctrl-C. Several servers may share one database: no edit is
-    lost. --embedder local: memory_search matches by meaning too. --json: errors as one JSON object on
-    stderr (stdout is the protocol's)."""
+    lost. --embedder local (or module:attribute): memory_search matches by meaning too. --json: errors as
+    one JSON object on stderr (stdout is the protocol's)."""
     http_only = (("--host", host), ("--port", port), ("--tokens", tokens), ("--max-connections", max_connections),
                  ("--read-timeout", read_timeout))
     given = [name for name, value in http_only if value is not None]

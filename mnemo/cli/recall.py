@@ -9,17 +9,19 @@ from typing import Any
 import click
 
 from ..client import MAX_RECALL, reindex
-from ..recall.embedding import MODES
+from ..recall.embedding import MODES, Embedder, load_embedder
 from ..record import Recalled
 from ..storage.contract import shown_name
 from ..tools.paths import PATH_TAG_PREFIX
 from .common import (
     CONTEXT_SETTINGS,
+    EMBEDDER_HELP,
     EXIT_OK,
     agent_option,
     db_argument,
     default_agent,
     echo,
+    embedder_option,
     emit_ndjson,
     examples,
     json_option,
@@ -70,10 +72,11 @@ def recalled_lines(hit: Recalled) -> list[str]:
               help=f"at most this many results (1 to {MAX_RECALL})")
 @click.option("--mode", type=click.Choice(list(MODES)), default="lexical", show_default=True,
               help="lexical: by words (BM25); semantic: by meaning; hybrid: both (docs/RECALL.md §6). The last "
-                   "two use the local model of the `semantic` extra")
+                   "two use the embedder (--embedder)")
+@embedder_option(help_text=EMBEDDER_HELP + "; default: local, with --mode semantic or hybrid")
 @json_option
 def recall(db: str, query: str, agent: str | None, scope: str | None, tags: tuple[str, ...], limit: int,
-           mode: str, as_json: bool) -> int:
+           mode: str, embedder: Embedder | None, as_json: bool) -> int:
     """The records the agent may read whose content best matches QUERY, best first, ranked by BM25 (or,
     with --mode, by meaning too): each with its score, id, scope, memory-tool path (if it is a file of the
     memory tool) and its matching lines, numbered (a record found by meaning alone: its first lines).
@@ -81,9 +84,12 @@ def recall(db: str, query: str, agent: str | None, scope: str | None, tags: tupl
     and the record's fields as `mnemo cat --json` gives them. When nothing matches, standard error says
     so (exit 0). A query that cannot be read is a usage error (exit 2) saying what is wrong. A database
     whose vectors another embedder made is a usage error pointing to `mnemo reindex`. With --mode semantic
-    or hybrid the database is opened for writing, so that the vectors made are kept in its snapshot."""
+    or hybrid the database is opened for writing, so that the vectors made are kept in its snapshot;
+    --embedder names the embedder (`local`, the default, or `module:attribute`)."""
     lexical = mode == "lexical"
-    with open_client(db, agent, readonly=lexical, embedder=None if lexical else "local") as client:
+    if not lexical and embedder is None:
+        embedder = load_embedder("local")
+    with open_client(db, agent, readonly=lexical, embedder=None if lexical else embedder) as client:
         hits = client.recall(query, scope=scope, tags=list(tags), limit=limit, mode=mode)
         reader = client.agent_id
     if not hits and not as_json:
@@ -99,28 +105,30 @@ def recall(db: str, query: str, agent: str | None, scope: str | None, tags: tupl
 
 @click.command(
     "reindex", context_settings=CONTEXT_SETTINGS,
-    short_help="make the vectors of semantic recall again, with the local model",
+    short_help="make the vectors of semantic recall again, with the local model (or --embedder)",
     epilog=examples("mnemo reindex memory.mnemo.db"),
 )
 @db_argument()
 @agent_option
+@embedder_option(default="local")
 @json_option
-def reindex_command(db: str, agent: str | None, as_json: bool) -> int:
-    """Make the vector of every live record's text again with the local model (the `semantic` extra),
-    whatever made the ones DB holds, and keep them: what an open with another embedder than the one that
-    made them asks for (docs/RECALL.md §6). A progress bar on standard error; then the number made. Needs
-    admin on `*`."""
+def reindex_command(db: str, agent: str | None, embedder: Embedder, as_json: bool) -> int:
+    """Make the vector of every live record's text again with the local model (the `semantic` extra; or
+    the one --embedder names, `module:attribute`), whatever made the ones DB holds, and keep them: what
+    an open with another embedder than the one that made them asks for (docs/RECALL.md §6). A progress
+    bar on standard error; then the number made. Needs admin on `*`."""
     name = shown_name(db)
     with click.progressbar(length=0, label=f"embedding {name}", file=sys.stderr) as bar:
         def progress(done: int, total: int) -> None:
             bar.length = total
             bar.update(done - bar.pos)
 
-        made = reindex(db, agent or default_agent(db), "local", progress)
+        made = reindex(db, agent or default_agent(db), embedder, progress)
     if as_json:
         emit_ndjson({"db": name, "vectors": made})
     else:
-        echo(f"made {made} vectors of {name} with the local model")
+        by = "the local model" if embedder is load_embedder("local") else f"the embedder {embedder.name!r}"
+        echo(f"made {made} vectors of {name} with {by}")
     return EXIT_OK
 
 

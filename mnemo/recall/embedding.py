@@ -12,6 +12,7 @@ recalls lexically only), and a client given an embedder is told what to install.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -79,6 +80,33 @@ def check_embedder(embedder: object) -> Embedder:
     return embedder  # type: ignore[return-value]  # (its members were checked one by one above)
 
 
+def load_embedder(spec: str) -> Embedder:
+    """The embedder a command line names: "local", or "module:attribute" (the attribute may be dotted), an
+    object with a name, a dimension and embed(texts), or a callable of no arguments returning one (a class
+    or factory). InvalidInput saying what is wrong otherwise (the module's own errors included)."""
+    if spec == "local":
+        return check_embedder(spec)
+    module_name, colon, attribute = spec.partition(":")
+    if not colon or not module_name or not attribute:
+        raise InvalidInput(
+            f"an embedder is 'local' or 'module:attribute' (an embedder, or a factory of one), got {spec!r}")
+    try:
+        found: object = importlib.import_module(module_name)
+    except Exception as exc:
+        raise InvalidInput(
+            f"cannot import the embedder's module {module_name!r}: {type(exc).__name__}: {exc}") from None
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            raise InvalidInput(f"the module {module_name!r} has no attribute {attribute!r}")
+        found = getattr(found, part)
+    if callable(found) and not callable(getattr(found, "embed", None)) or isinstance(found, type):
+        try:
+            found = found()  # (a factory)
+        except Exception as exc:
+            raise InvalidInput(f"the embedder factory {spec!r} failed: {type(exc).__name__}: {exc}") from None
+    return check_embedder(found)
+
+
 def embed(embedder: Embedder, texts: Sequence[str]) -> Vectors:
     """The unit vectors of `texts` (zero for a text whose vector is zero), asked of `embedder` BATCH at a
     time and checked: EmbedderError, saying what came back, if it raised or answered anything but a
@@ -109,9 +137,40 @@ def _checked(embedder: Embedder, got: object, n: int) -> Vectors:
     return got
 
 
+EMBEDDINGS = ("check", "recompute")
+VERIFY_SAMPLE = 32  # vectors verify embeds again by default, spread over the whole set
+
+
+def check_embeddings(embeddings: object) -> str:
+    """verify's `embeddings`: "check" (every vector's place, length and values, and a sample of
+    VERIFY_SAMPLE embedded again) or "recompute" (every vector embedded again)."""
+    if not isinstance(embeddings, str) or embeddings not in EMBEDDINGS:
+        raise InvalidInput(f"embeddings must be one of {', '.join(map(repr, EMBEDDINGS))}, got {embeddings!r}")
+    return embeddings
+
+
+def sampled(n: int, recompute: bool) -> list[int]:
+    """The positions, among n vectors in a fixed order, that verify embeds again: all of them with
+    `recompute`, else VERIFY_SAMPLE spread evenly from the first to the last."""
+    if recompute or n <= VERIFY_SAMPLE:
+        return list(range(n))
+    return sorted({round(i * (n - 1) / (VERIFY_SAMPLE - 1)) for i in range(VERIFY_SAMPLE)})
+
+
+def unit_or_zero(vector: Vectors) -> bool:
+    """Whether a kept vector is as embed() leaves one: finite, of unit length, or zero."""
+    if not np.isfinite(vector).all():
+        return False
+    norm = float(np.linalg.norm(vector))
+    return norm == 0.0 or abs(norm - 1.0) <= 1e-3
+
+
 def describe(embedder: Embedder) -> str:
     """How messages name an embedder: its name and dimension."""
     return f"{embedder.name!r} (dimension {embedder.dimension})"
 
 
-__all__ = ["BATCH", "MODES", "Embedder", "Vectors", "check_embedder", "check_mode", "describe", "embed"]
+__all__ = [
+    "BATCH", "EMBEDDINGS", "MODES", "VERIFY_SAMPLE", "Embedder", "Vectors", "check_embedder", "check_embeddings",
+    "check_mode", "describe", "embed", "load_embedder", "sampled", "unit_or_zero",
+]

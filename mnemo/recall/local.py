@@ -13,6 +13,7 @@ at a time. The choice of model, and the alternatives weighed, are in docs/RECALL
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import threading
@@ -30,23 +31,43 @@ INSTALL_HINT = install_hint("semantic")
 PACKAGE = "wordllama"
 WEIGHTS = ("weights", "l2_supercat_256.safetensors")
 TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
-NAME = "wordllama/l2_supercat/256"
+MODEL = "wordllama/l2_supercat/256"
 DIMENSION = 256
+SHIPPED_SHA256 = "64b47a2dc493cb8e85944076601189739852d7b64e0e1eedcb1937a251cd9fd5"
+"""The SHA-256 of the weights file wordllama 0.4.0.post1 ships: the only weights a database recorded under
+the bare name MODEL (before names carried the weights' hash) can have been made with (docs/RECALL.md §6)."""
+LEGACY_NAME = MODEL
 _CHUNK = 8192  # tokens summed at once: 8192 x 256 float16 is 4 MB, whatever the text's length
 
 
-class LocalEmbedder:
-    """WordLlama l2_supercat (256 dimensions), loaded from the files its package ships. Thread-safe."""
+def identity(weights_sha256: str) -> str:
+    """The name the local embedder records: the model and the SHA-256 of the weights it loaded, so that
+    other weights under the same model name are never taken for these."""
+    return f"{MODEL}@sha256:{weights_sha256}"
 
-    name = NAME
+
+NAME = identity(SHIPPED_SHA256)
+"""The local embedder's name when the weights installed are the ones wordllama 0.4.0.post1 ships."""
+
+
+class LocalEmbedder:
+    """WordLlama l2_supercat (256 dimensions), loaded from the files its package ships. Thread-safe.
+    Its name is identity() of the weights' bytes, hashed as they are loaded."""
+
     dimension = DIMENSION
 
     def __init__(self, folder: str) -> None:
-        from safetensors import safe_open  # noqa: PLC0415 - the optional `semantic` extra
+        from safetensors.numpy import load  # noqa: PLC0415 - the optional `semantic` extra
         from tokenizers import Tokenizer  # noqa: PLC0415 - the optional `semantic` extra
 
-        with safe_open(os.path.join(folder, *WEIGHTS), framework="np") as weights:
-            table = weights.get_tensor("embedding.weight")
+        with open(os.path.join(folder, *WEIGHTS), "rb") as file:
+            data = file.read()
+        self.weights_sha256 = hashlib.sha256(data).hexdigest()
+        self.name = identity(self.weights_sha256)
+        table = load(data).get("embedding.weight")
+        if table is None:
+            raise InvalidInput(f"{os.path.join(folder, *WEIGHTS)} holds no embedding.weight tensor: "
+                               f"reinstall {PACKAGE} ({INSTALL_HINT})")
         if table.ndim != 2 or table.shape[1] != DIMENSION:
             raise InvalidInput(f"{os.path.join(folder, *WEIGHTS)} holds a table of shape {table.shape}, "
                                f"expected (vocabulary, {DIMENSION}): reinstall {PACKAGE} ({INSTALL_HINT})")
@@ -106,4 +127,14 @@ def _folder() -> str:
         f"reinstall it ({INSTALL_HINT})")
 
 
-__all__ = ["DIMENSION", "INSTALL_HINT", "NAME", "LocalEmbedder", "local_embedder"]
+def recorded_as(recorded: str, embedder_name: str) -> bool:
+    """Whether vectors recorded under the name `recorded` are those of the embedder named `embedder_name`:
+    the same name; or the bare model name databases recorded before names carried the weights' hash,
+    for the local embedder with the weights shipped then (and no other weights: those it cannot know)."""
+    return recorded == embedder_name or (recorded == LEGACY_NAME and embedder_name == NAME)
+
+
+__all__ = [
+    "DIMENSION", "INSTALL_HINT", "LEGACY_NAME", "MODEL", "NAME", "SHIPPED_SHA256", "LocalEmbedder", "identity",
+    "local_embedder", "recorded_as",
+]

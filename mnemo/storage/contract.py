@@ -114,10 +114,12 @@ class Storage(Protocol):
         IntegrityError); with `payloads`, the payload bytes of `ok` entries."""
 
     def verify(
-        self, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None = None
+        self, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None = None,
+        embeddings: str = "check",
     ) -> VerifyReport:
         """Check everything: the chain, payloads and erasures, and that whatever the backend derives
-        from the chain (indexes, tables) is exactly what the chain says. Every problem, not the first."""
+        from the chain (indexes, tables) is exactly what the chain says. Every problem, not the first.
+        `embeddings`: "check" embeds a sample of the vectors again, "recompute" every one."""
 
     def compact(self) -> dict[str, int]:
         """Reclaim the space of erased payloads (and whatever still holds their bytes)."""

@@ -349,3 +349,25 @@ def test_a_write_whose_embedder_fails_writes_nothing_on_postgres(db: str) -> Non
         assert state(db) == before
         embedder.armed = False
         assert [r.record.content for r in c.recall("pizza", mode="lexical")] == []
+
+
+def test_a_read_only_open_embeds_nothing_and_its_recall_only_what_it_lacks(db: str) -> None:
+    with MnemoClient(db, OWNER, embedder=Concepts()) as c:
+        for text in ["a flight to oslo", "pizza for dinner", "the dog sleeps"]:
+            c.remember(text)
+        c.recall("air", mode="semantic")
+    counting = Concepts()
+    with MnemoClient(db, OWNER, readonly=True, embedder=counting) as c:
+        assert counting.embedded == 0  # the open reads the vectors (the snapshot, or the tables): no embed
+        assert c.recall("air travel", mode="hybrid")[0].record.content == "a flight to oslo"
+        assert counting.embedded == 1  # the query alone
+    with MnemoClient(db, OWNER) as writer:  # still open: the file's snapshot does not hold what it writes
+        writer.remember("flying home")
+        writer.remember("a kitten")
+        counting = Concepts()
+        with MnemoClient(db, OWNER, readonly=True, embedder=counting) as c:
+            assert counting.embedded == 0
+            assert c.recall("air travel", mode="semantic", limit=1)[0].record.content == "flying home"
+            assert counting.embedded == 2 + 1  # the two records written after the vectors kept, and the query
+            c.recall("air travel", mode="semantic", limit=1)
+            assert counting.embedded == 2 + 1 + 1  # and once only

@@ -28,6 +28,7 @@ def test_every_example_is_run_here() -> None:
     # these take input or a server to talk to; the tests named run them
     elsewhere = {
         "mcp_client.py",  # a `mnemo mcp` server: tests/tools/mcp/test_example.py
+        "http_embedders.py",  # fake embedding services: tests/docs/test_http_embedders.py
     }
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested | elsewhere
 

@@ -14,7 +14,7 @@ from mnemo.chain.codec import Entry
 # saved when a client closes, and not part of what a write changes.
 PG_TABLES = (
     "mnemo_meta", "mnemo_head", "mnemo_entries", "mnemo_payloads", "mnemo_records", "mnemo_versions",
-    "mnemo_tags", "mnemo_forgotten", "mnemo_docs", "mnemo_terms", "mnemo_vectors",
+    "mnemo_tags", "mnemo_forgotten", "mnemo_docs", "mnemo_terms", "mnemo_vectors", "mnemo_vectors_gone",
 )
 
 

@@ -19,8 +19,20 @@ ROUTINES = [
 ]
 
 
+def undo_version_7(pg: Schema) -> None:
+    """A database of the latest schema taken back to exactly version 6: the vectors' stamps, the departures
+    and the pruned stamp gone, and version 6's trigger function in place."""
+    pg.sql("DROP TABLE mnemo_vectors_gone, mnemo_vector_state")
+    pg.sql("ALTER TABLE mnemo_vectors DROP COLUMN stamp")
+    pg.sql("DROP SEQUENCE mnemo_vector_stamps")
+    v6 = pg_schema.MIGRATIONS[5]
+    pg.sql("CREATE OR REPLACE " + v6[v6.index("FUNCTION mnemo_drop_vectors()"):v6.index("CREATE TRIGGER")])
+    pg.sql("UPDATE mnemo_meta SET schema_version = 6")
+
+
 def undo_version_6(pg: Schema) -> None:
     """A database of the latest schema taken back to exactly version 5: the vectors' tables and trigger gone."""
+    undo_version_7(pg)
     pg.sql("DROP TABLE mnemo_vectors, mnemo_embedder")
     pg.sql("DROP FUNCTION mnemo_drop_vectors CASCADE")
     pg.sql("UPDATE mnemo_meta SET schema_version = 5")

@@ -35,6 +35,9 @@ class Fixed:
 def test_a_good_embedder_is_taken_as_it_is() -> None:
     fixed = Fixed()
     assert check_embedder(fixed) is fixed
+    for name, dimension in (("x", 1), ("x" * 200, 8192)):  # the bounds
+        edge = Fixed(name=name, dimension=dimension)
+        assert check_embedder(edge) is edge
 
 
 @pytest.mark.parametrize(("change", "said"), [
@@ -45,7 +48,7 @@ def test_a_good_embedder_is_taken_as_it_is() -> None:
     ({"dimension": 0}, "dimension must be an int from 1 to 8192"),
     ({"dimension": True}, "dimension must be an int from 1 to 8192"),
     ({"dimension": 2.0}, "dimension must be an int from 1 to 8192"),
-    ({"dimension": 10_000}, "dimension must be an int from 1 to 8192"),
+    ({"dimension": 8193}, "dimension must be an int from 1 to 8192"),
     ({"embed": None}, "has no embed(texts) method"),
 ])
 def test_an_embedder_missing_a_part_is_refused_saying_which(change: dict[str, Any], said: str) -> None:
@@ -127,7 +130,7 @@ def test_the_local_embedder_loads_and_embeds_with_the_network_unreachable(monkey
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(local, "_loaded", None)  # loaded afresh, here, without a network
     embedder = check_embedder("local")
-    assert (embedder.name, embedder.dimension) == ("wordllama/l2_supercat/256", 256)
+    assert (embedder.name, embedder.dimension) == (f"wordllama/l2_supercat/256@sha256:{local.SHIPPED_SHA256}", 256)
     vectors = embed(embedder, ["the user hates flying", "air travel preferences", "the user loves pizza", ""])
     assert vectors.shape == (4, 256)
     assert np.allclose(np.linalg.norm(vectors[:3], axis=1), 1.0)

@@ -11,7 +11,7 @@ from typing import Any
 from ...errors import IntegrityError, NotFound
 from ...recall._numpy import np
 from ...recall.analysis import Seen
-from ...recall.embedding import Embedder, embed
+from ...recall.embedding import Embedder, embed, sampled, unit_or_zero
 from ...recall.engine import Column, Source, Staged, search
 from ...recall.fusion import fuse
 from ...recall.query import Query as RecallQuery
@@ -107,11 +107,13 @@ class Search(Reads):
             for rec_id in sorted(differ | set(missing), key=str)
         ]
 
-    def vector_differences(self) -> list[str]:
+    def vector_differences(self, recompute: bool = False) -> list[str]:
         """How the vector index differs from the records it serves: a vector for a record that is gone,
-        for a version that is not its latest or whose content is not text, in another scope, or, with
-        the embedder that made them, other than the one its text gives now; and a record with text
-        that has neither a vector nor a pending one."""
+        for a version that is not its latest or whose content is not text, in another scope, not finite
+        or not of unit length (nor zero), or, with the embedder that made them, other than the one its
+        text gives now (every vector with `recompute`, else a sample of VERIFY_SAMPLE: a vector is tied
+        to its version by seq, and a version's text never changes); and a record with text that has
+        neither a vector nor a pending one."""
         with self._index_lock:
             index = self.index
             vectors = index.vectors
@@ -126,16 +128,20 @@ class Search(Reads):
                     want[rec_id] = (scope, seq, text)
             same = self.embedder is not None and (vectors.name, vectors.dimension) == (
                 self.embedder.name, self.embedder.dimension)
-            ids = sorted(want.keys() & ours.keys())
+            both = sorted(want.keys() & ours.keys(), key=lambda rec_id: ours[rec_id][1])  # (in seq order)
+            ids = [both[i] for i in sampled(len(both), recompute)] if same else []
             fresh = embed(self.embedder, [want[i][2] for i in ids]) if same and self.embedder is not None else None
+            fresh_of = {} if fresh is None else dict(zip(ids, fresh, strict=True))
         out = [f"the vector index holds a vector of record {rec_id}, which has no text to embed"
                for rec_id in sorted(ours.keys() - want.keys(), key=str)]
         out += [f"the vector of record {rec_id} is missing" for rec_id in sorted(want.keys() - ours.keys())]
-        for i, rec_id in enumerate(ids):
+        for rec_id in both:
             scope, seq, vector = ours[rec_id]
             if (scope, seq) != want[rec_id][:2]:
                 out.append(f"the vector of record {rec_id} is of another version or scope than its latest")
-            elif fresh is not None and not np.allclose(vector, fresh[i], atol=1e-5):
+            elif not unit_or_zero(vector):
+                out.append(f"the vector of record {rec_id} is not finite and of unit length")
+            elif rec_id in fresh_of and not np.allclose(vector, fresh_of[rec_id], atol=1e-5):
                 out.append(f"the vector of record {rec_id} differs from the one its latest version's text gives")
         return out
 

@@ -76,7 +76,8 @@ class FileStore(Search, Writes, Compaction, Snapshots, Replay, Opening):
         return self._group.fsyncs
 
     def verify(
-        self, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None = None
+        self, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None = None,
+        embeddings: str = "check",
     ) -> VerifyReport:
         """The file checked end to end (audit.verify_db), then the index this store serves compared with
         what that pass over the file says it must hold."""
@@ -86,7 +87,8 @@ class FileStore(Search, Writes, Compaction, Snapshots, Replay, Opening):
             return report
         self.refresh()  # (others may have appended while the file was read)
         problems = [
-            Problem("index", f"{msg}: the index snapshot was altered") for msg in self.index_differences(expected)
+            Problem("index", f"{msg}: the index snapshot was altered")
+            for msg in self.index_differences(expected, recompute=embeddings == "recompute")
         ]
         if self.snapshot_refused is not None:
             problems.append(Problem(
@@ -107,20 +109,21 @@ class FileStore(Search, Writes, Compaction, Snapshots, Replay, Opening):
             "open_seconds": self.open_seconds,
         }
 
-    def index_differences(self, expected: ExpectedIndex | None = None) -> list[str]:
+    def index_differences(self, expected: ExpectedIndex | None = None, recompute: bool = False) -> list[str]:
         """How the index this store serves differs from what the log says, one line per difference: a
         snapshot that was altered and re-sealed shows up here, since the log is the only truth.
 
         `expected` is what audit.verify_db_and_index gathered from the log in its one pass over it; it
         is compared with when it ends at the index's head. Otherwise (or without it) the log is
-        replayed into a fresh index to compare with, unless others appended meanwhile."""
+        replayed into a fresh index to compare with, unless others appended meanwhile. `recompute`: every
+        vector embedded again (else a sample: vector_differences)."""
         if expected is not None:
             with self._index_lock:
                 index = self.index
                 if (index.head_seq, index.head_hash) == (expected.head_seq, expected.head_hash):
                     with gc_paused():
                         found = differences(index, expected) + index.posting_differences()
-                        return found or self.text_differences() or self.vector_differences()
+                        return found or self.text_differences() or self.vector_differences(recompute)
         fresh = FileStore(self.path, self.agent, readonly=True, use_snapshot=False)
         try:
             with self._index_lock:
@@ -128,7 +131,7 @@ class FileStore(Search, Writes, Compaction, Snapshots, Replay, Opening):
                 if fresh.end > self.end:
                     return []  # others appended meanwhile; compare again when quiet
                 found = mine.differences(theirs) + mine.posting_differences()
-                return found or self.text_differences() or self.vector_differences()
+                return found or self.text_differences() or self.vector_differences(recompute)
         finally:
             fresh.close()
 

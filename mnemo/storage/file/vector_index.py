@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import EmbedderMismatch
 from ...recall._numpy import installed, np
 from ...recall.embedding import Embedder, describe, embed
+from ...recall.local import recorded_as
 from .text_index import RowDerived
 
 if TYPE_CHECKING:
@@ -56,13 +57,15 @@ class VectorIndex(RowDerived):
         return index
 
     def check(self, embedder: Embedder) -> None:
-        """EmbedderMismatch unless these vectors were made by `embedder`."""
-        if (self.name, self.dimension) != (embedder.name, embedder.dimension):
+        """EmbedderMismatch unless these vectors were made by `embedder`; vectors recorded under the local
+        model's name of before its weights' hash was part of it take the name of today's (local.recorded_as)."""
+        if not recorded_as(self.name, embedder.name) or self.dimension != embedder.dimension:
             raise EmbedderMismatch(
                 f"this database's vectors were made by the embedder {self.name!r} (dimension {self.dimension}), "
                 f"not by {describe(embedder)}: open it with that embedder, or rebuild its vectors with "
                 "`mnemo reindex DB` (mnemo.reindex in Python)"
             )
+        self.name = embedder.name
 
     def slot_of(self, row: int) -> int | None:
         return self.row_slot.get(row)

@@ -28,6 +28,7 @@ import psycopg
 from ...acl import Acl
 from ...chain.codec import SALT_SIZE, ZERO_HASH, Entry, decode_entry, make_entry, pack_canonical
 from ...errors import DurabilityError, IntegrityError, PermissionDenied, StorageError
+from ...recall._numpy import np
 from ...recall.embedding import Embedder, embed
 from ..batch import ACL_OPS, Batch, apply_entry
 from ..recall import searchable_text
@@ -211,10 +212,22 @@ class Commits(Session):
             self._load_acl(acl_seq, None)
             view._acl, view.acl_seq = self._acl, acl_seq
             self._check_puts(batch)
+        ready: dict[str, Any] = {}
         if view.conn is None:
+            if self.embedder is not None:  # the vectors made before the head row is taken: no writer waits on them
+                ready = self._embedded_puts(batch)
             self._lock_blind(batch)
             self._check_puts(batch)
-        return self._commit(batch)
+        return self._commit(batch, ready)
+
+    def _embedded_puts(self, batch: Batch) -> dict[str, Any]:
+        """The unit vector of each staged put's text, by that exact text (so that the commit takes each for
+        the very text it writes, and embeds any other there)."""
+        assert self.embedder is not None
+        texts = [searchable_text(s.payload[SALT_SIZE:]) or "" for s in batch.staged
+                 if s.payload is not None and doc_of(s.payload[SALT_SIZE:]) is not None]
+        unique = list(dict.fromkeys(texts))
+        return dict(zip(unique, embed(self.embedder, unique), strict=True)) if unique else {}
 
     def _check_puts(self, batch: Batch) -> None:
         view = batch.base
@@ -268,9 +281,10 @@ class Commits(Session):
         self._head = (last.seq, last.hash, last.ts_ns)
         return True
 
-    def _commit(self, batch: Batch) -> int:
+    def _commit(self, batch: Batch, ready: dict[str, Any] | None = None) -> int:
         """Write the batch's entries and what they change of the derived tables, and commit (without
-        waiting for the flush; see the module docstring). Returns this process's commit number."""
+        waiting for the flush; see the module docstring). `ready`: vectors made before the head row was
+        taken, by the exact text they were made from. Returns this process's commit number."""
         conn = self._write
         assert conn is not None and isinstance(batch.base, BatchView)
         staged = batch.staged
@@ -353,7 +367,11 @@ class Commits(Session):
         vectors: list[Any] | None = None
         if self.embedder is not None and texts:
             try:
-                vectors = [text.seqs, text.scopes, packed(embed(self.embedder, texts))]
+                made = ready or {}
+                missing = [t for t in dict.fromkeys(texts) if t not in made]
+                if missing:
+                    made = {**made, **dict(zip(missing, embed(self.embedder, missing), strict=True))}
+                vectors = [text.seqs, text.scopes, packed(np.stack([made[t] for t in texts]))]
             except BaseException:
                 with contextlib.suppress(psycopg.Error):
                     conn.rollback()

@@ -10,18 +10,19 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from ...errors import IntegrityError
+from ...errors import EmbedderMismatch, IntegrityError
 from ...recall._numpy import np
-from ...recall.embedding import Embedder, embed
+from ...recall.embedding import Embedder, describe, embed
 from ...recall.engine import Staged
 from ...recall.fusion import fuse
+from ...recall.local import recorded_as
 from ...recall.query import Query as RecallQuery
 from ..recall import Hit, in_transaction, lexical_side, searchable_text
 from ..types import Found, Progress, Query, Rec, ScopeFilter
 from .commit import Commits
 from .errors import storage_error
-from .sql import _tags_sql, recall_sql, scope_sql
-from .vectors import INSERT_VECTORS, VectorCache, catch_up_rows, check_recorded
+from .sql import _tags_sql, recall_sql
+from .vectors import CHANGES, INSERT_VECTORS, VectorCache, check_recorded, packed
 
 if TYPE_CHECKING:
     from ..batch import Batch
@@ -30,10 +31,15 @@ if TYPE_CHECKING:
     Loaded = dict[int, "tuple[Rec, bytes] | None"]
 
 MEANING_READS = 8  # rankings a recall makes at most while the records change under it
+CATCH_UP_CHUNK = 1024  # documents read, then embedded, at a time by a catch-up
 
 
 class _Changed(Exception):
-    """A hit's record changed since the vectors were read: rank again."""
+    """A hit's record changed since the vectors were read: rank again (without the document `seq`)."""
+
+    def __init__(self, seq: int) -> None:
+        super().__init__(seq)
+        self.seq = seq
 
 
 class Meaning(Commits):
@@ -59,6 +65,7 @@ class Meaning(Commits):
         (unless `reindex`, which makes them again); a writer records it when none is."""
         self.embedder = embedder
         self._cache_lock = threading.Lock()
+        self._cache = None
         if embedder is None or reindex:
             return
         try:
@@ -74,59 +81,109 @@ class Meaning(Commits):
         conn = self._connect(autocommit=False)
         try:
             with conn.transaction():
+                conn.execute("SELECT 1 FROM mnemo_head FOR UPDATE")  # (stamps are taken under it: vectors.py)
                 conn.execute("LOCK TABLE mnemo_vectors IN EXCLUSIVE MODE")  # no catch-up inserts meanwhile
                 conn.execute("DELETE FROM mnemo_vectors")
                 conn.execute("DELETE FROM mnemo_embedder")
                 conn.execute("INSERT INTO mnemo_embedder (name, dimension) VALUES (%s, %s)",
                              [embedder.name, embedder.dimension])
+                # every client's cache is older than this stamp: each reads the vectors again
+                conn.execute("UPDATE mnemo_vector_state SET pruned = nextval('mnemo_vector_stamps')")
         except psycopg.Error as exc:
             raise storage_error(exc, self.path) from None
         finally:
             conn.close()
         with self._cache_lock:
             self._cache = None
+        self._sync_vectors(None)
         return self._catch_up_vectors(ScopeFilter(True), None, None, progress)
 
-    # -- making the vectors a recall needs --------------------------------------------------------
+    # -- the vectors this client has read ----------------------------------------------------------
+    def _sync_vectors(self, conn: psycopg.Connection[Any] | None) -> None:
+        """Bring the cache up to date with what changed since it last read (vectors.CHANGES, one
+        statement): every vector stamped since, every document gone since, the documents written since
+        that have no vector. EmbedderMismatch if another embedder's vectors are recorded now (a reindex
+        elsewhere); the whole table read again after a compact pruned the departures it had not read."""
+        embedder = self.embedder
+        assert embedder is not None
+        with self._cache_lock:
+            for _attempt in (0, 1):
+                cache = self._vector_cache()
+                rows = self._fetch(CHANGES, [cache.stamp, cache.stamp, cache.docs_upto], conn, binary=True)
+                pruned = rows[0][1]
+                if pruned > cache.stamp and cache.docs_upto >= 0:
+                    self._cache = None  # departures it has not read were pruned: read everything again
+                    continue
+                break
+            if any(row[0] == "g" for row in rows):
+                rows.sort(key=lambda row: (row[0] != "e", row[1] if row[1] is not None else 1 << 62))
+            try:
+                recorded = cache.apply(rows)
+            except ValueError as exc:
+                self._cache = None
+                raise IntegrityError(f"{self.path}: mnemo_vectors holds a bad row ({exc}): run verify") from None
+            cache.stamp = max(cache.stamp, pruned)
+        if recorded is not None and not (recorded[1] == embedder.dimension and recorded_as(recorded[0], embedder.name)):
+            raise EmbedderMismatch(
+                f"the vectors of {self.path} were made by the embedder {recorded[0]!r} (dimension {recorded[1]}), "
+                f"not by {describe(embedder)}: open it with that embedder, or rebuild its vectors with "
+                "`mnemo reindex DB` (mnemo.reindex in Python)"
+            )
+
     def _catch_up_vectors(
         self, scopes: ScopeFilter, batch: Batch | None, conn: psycopg.Connection[Any] | None,
         progress: Progress | None = None,
     ) -> int:
-        """Embed and store the vector of every document in `scopes` that has none (a read-only client
-        keeps them in its cache only); how many were made."""
+        """Embed the documents in `scopes` the cache knows to have no vector, and store their vectors (a
+        read-only client, or one inside a transaction, keeps them in its cache only); how many were
+        stored (0 when kept in the cache alone, which needs no new read)."""
         embedder = self.embedder
         assert embedder is not None
-        where, params = scope_sql(scopes, "d.scope")
-        seqs = [seq for (seq,) in self._fetch(
-            "SELECT d.seq FROM mnemo_docs d WHERE NOT EXISTS (SELECT 1 FROM mnemo_vectors v WHERE v.seq = d.seq) "
-            f"AND {where} ORDER BY d.seq", params, conn)]
-        if not seqs:
+        with self._cache_lock:
+            cache = self._vector_cache()
+            admitted: dict[str, bool] = {}
+            pending = sorted(seq for seq, (_id, scope) in cache.unembedded.items()
+                             if admitted.setdefault(scope, scopes.admits(scope)))
+        if not pending:
             return 0
-        loaded: Loaded = {}
-        self._load_texts(seqs, ScopeFilter(True), batch, conn, loaded)
-        pending = []
-        for seq in seqs:
-            found = loaded.get(seq)
-            if found is not None and found[0].latest.seq == seq:
-                text = searchable_text(found[1])
-                if text is not None:
-                    pending.append((seq, text))
+        keep_only = self.readonly or batch is not None
+        stored = 0
         done = 0
-        for chunk_seqs, blobs in catch_up_rows(pending, lambda texts: embed(embedder, texts)):
-            if self.readonly:
+        for start in range(0, len(pending), CATCH_UP_CHUNK):
+            chunk = pending[start:start + CATCH_UP_CHUNK]
+            loaded: Loaded = {}
+            self._load_texts(chunk, ScopeFilter(True), batch, conn, loaded)
+            texts: list[tuple[int, str]] = []
+            for seq in chunk:
+                found = loaded.get(seq)
+                if found is not None and found[0].latest.seq == seq:
+                    text = searchable_text(found[1])
+                    if text is not None:
+                        texts.append((seq, text))
+            vectors = embed(embedder, [text for _seq, text in texts])
+            if keep_only:
                 with self._cache_lock:
-                    self._vector_cache().add(zip(chunk_seqs, blobs, strict=True))
+                    cache = self._vector_cache()
+                    for (seq, _text), vector in zip(texts, vectors, strict=True):
+                        doc = cache.unembedded.pop(seq, None)
+                        if doc is not None:  # (still a document: a departure read meanwhile took it out)
+                            cache.put(seq, doc[0], doc[1], vector)
             else:
-                self._store_vectors(chunk_seqs, blobs)
-            done += len(chunk_seqs)
+                self._store_vectors([seq for seq, _text in texts], packed(vectors))
+                stored += len(texts)
+            done += len(chunk)
             if progress is not None:
                 progress(done, len(pending))
-        return done
+        return stored
 
     def _store_vectors(self, seqs: list[int], blobs: list[bytes]) -> None:
+        """Insert the vectors of the documents `seqs` still there, under the head row (so that their
+        stamps become visible in their order: vectors.py)."""
         writer = self._connect(autocommit=False)
         try:
             with writer.transaction():
+                writer.execute(self._lock_timeout_setting)
+                writer.execute("SELECT 1 FROM mnemo_head FOR UPDATE")
                 writer.execute(f"{INSERT_VECTORS} ON CONFLICT (seq) DO NOTHING", [seqs, blobs])
         except psycopg.Error as exc:
             raise storage_error(exc, self.path) from None
@@ -147,10 +204,14 @@ class Meaning(Commits):
         batch = self.current_batch()
         conn = self._batch_conn()
         for _attempt in range(MEANING_READS):
-            self._catch_up_vectors(scopes, batch, conn)
+            self._sync_vectors(conn)
+            if self._catch_up_vectors(scopes, batch, conn):
+                self._sync_vectors(conn)  # (the vectors just stored, with their stamps)
             try:
                 return self._rank_by_meaning(query, scopes, tags, limit, mode, batch, conn)
-            except _Changed:
+            except _Changed as changed:
+                with self._cache_lock:  # (its departure is read by the next sync too; this forgets it now)
+                    self._vector_cache().drop(changed.seq)
                 continue
         raise IntegrityError(f"{self.path}: recall could not read its hits: the records keep changing under it")
 
@@ -161,20 +222,7 @@ class Meaning(Commits):
         embedder = self.embedder
         assert embedder is not None
         filtered = bool(tags.tags or tags.any_tags or tags.tag_prefix is not None)
-        # every document (so that the cache lets go of the vectors of those gone), with its record and scope
-        # (a read-only client's vectors of documents that have no row are in its cache alone)
-        rows = self._fetch("SELECT d.seq, d.id, d.scope FROM mnemo_docs d", None, conn)
         touched = set(batch.recs) if batch is not None else set()
-        admitted: dict[str, bool] = {}
-        corpus: list[int] = []
-        ids: dict[int, str] = {}
-        for seq, rec_id, scope in rows:
-            ok = admitted.get(scope)
-            if ok is None:
-                ok = admitted[scope] = scopes.admits(scope)
-            if ok and rec_id not in touched:
-                corpus.append(seq)
-                ids[seq] = rec_id
         staged: list[Rec] = []
         staged_texts: list[str] = []
         for rec in (batch.recs.values() if batch is not None else ()):
@@ -187,24 +235,24 @@ class Meaning(Commits):
         found = embed(embedder, [query.meaning, *staged_texts])
         with self._cache_lock:
             cache = self._vector_cache()
-            cache.keep_only(seq for seq, *_ in rows)
-            missing = cache.missing(corpus)
-            if missing:
-                try:
-                    cache.add(self._fetch("SELECT seq, vector FROM mnemo_vectors WHERE seq = ANY(%s::bigint[])",
-                                          [missing], conn, binary=True))
-                except ValueError as exc:
-                    raise IntegrityError(f"{self.path}: mnemo_vectors holds a bad row ({exc}): run verify") from None
-            # (a document written since the catch-up, and not embedded yet, waits for the next recall)
-            corpus = [seq for seq in corpus if seq in cache.row_of]
-            committed = cache.cosines(found[0], corpus)
+            # the caller's documents with a vector, less those of the records its transaction wrote (a
+            # document written since the catch-up, and not embedded yet, waits for the next recall)
+            slots = cache.corpus(scopes.admits, touched)
+            committed = cache.cosines(found[0])[slots]
+            corpus = cache.slot_seq[slots]
+            slot_of = dict(cache.slot_of)
+            position_of = np.full(cache.used, -1, dtype=np.int64)
+            position_of[slots] = np.arange(len(slots))
+        n_committed = len(corpus)
         cosines = np.concatenate([committed, np.einsum("ij,j->i", found[1:], found[0])])
-        seqs = np.asarray(corpus + [rec.latest.seq for rec in staged], dtype=np.int64)
-        position = {seq: i for i, seq in enumerate(corpus)}
-        staged_at = {rec.id: len(corpus) + i for i, rec in enumerate(staged)}
+        seqs = np.concatenate([corpus, np.asarray([rec.latest.seq for rec in staged], dtype=np.int64)])
+        staged_at = {rec.id: n_committed + i for i, rec in enumerate(staged)}
 
         def at(key: int | Staged) -> int:
-            return staged_at.get(key.rec_id, -1) if isinstance(key, Staged) else position.get(key, -1)
+            if isinstance(key, Staged):
+                return staged_at.get(key.rec_id, -1)
+            slot = slot_of.get(key)
+            return -1 if slot is None else int(position_of[slot])
 
         lexical = None
         excluded = np.zeros(len(seqs), dtype=np.bool_)
@@ -223,40 +271,39 @@ class Meaning(Commits):
             lexical, excluded = lexical_side(query, source, mode, len(seqs), at)
         tagged: set[int] | None = None
         if filtered:
-            tagged = self._tagged(corpus, tags, conn)
+            tagged = self._tagged(tags, conn)
 
         def keep(i: int) -> bool:
-            if i >= len(corpus):
-                return tags.matches(staged[i - len(corpus)].tags)
-            return tagged is not None and corpus[i] in tagged
+            if i >= n_committed:
+                return tags.matches(staged[i - n_committed].tags)
+            return tagged is not None and int(corpus[i]) in tagged
 
         ranked = fuse(mode, cosines, seqs, lexical, excluded, limit, keep if filtered else None)
-        wanted = [corpus[hit.position] for hit in ranked if hit.position < len(corpus)]
+        wanted = [int(corpus[hit.position]) for hit in ranked if hit.position < n_committed]
         loaded_hits: Loaded = {}
         if wanted:
             self._load_texts(wanted, scopes, batch, conn, loaded_hits)
         hits: list[Hit] = []
         for hit in ranked:
-            if hit.position >= len(corpus):
-                rec = staged[hit.position - len(corpus)]
+            if hit.position >= n_committed:
+                rec = staged[hit.position - n_committed]
                 assert batch is not None
                 hits.append(Hit(self._overlay_found(rec, "latest", batch, conn), hit.score, hit.lexical, hit.semantic))
                 continue
-            seq = corpus[hit.position]
+            seq = int(corpus[hit.position])
             got = loaded_hits.get(seq)
-            if got is None or got[0].latest.seq != seq or got[0].id != ids[seq]:
-                raise _Changed()  # the record changed (or was forgotten) since the vectors were read
+            if got is None or got[0].latest.seq != seq:
+                raise _Changed(seq)  # the record changed (or was forgotten) since the vectors were read
             rec, packed_fields = got
             if not tags.matches(rec.tags):
-                raise _Changed()
+                raise _Changed(seq)
             hits.append(Hit(Found(rec, (packed_fields,)), hit.score, hit.lexical, hit.semantic))
         return hits
 
-    def _tagged(self, seqs: list[int], tags: Query, conn: psycopg.Connection[Any] | None) -> set[int]:
-        """Which of the documents `seqs` have records with the tags `tags` asks for (by the tag index)."""
+    def _tagged(self, tags: Query, conn: psycopg.Connection[Any] | None) -> set[int]:
+        """The documents whose records have the tags `tags` asks for (by the tag index)."""
         condition, params = _tags_sql(tags, "d.id")
-        rows = self._fetch(f"SELECT d.seq FROM mnemo_docs d WHERE d.seq = ANY(%s::bigint[]) AND {condition}",
-                           [seqs, *params], conn)
+        rows = self._fetch(f"SELECT d.seq FROM mnemo_docs d WHERE {condition}", params, conn)
         return {seq for (seq,) in rows}
 
 

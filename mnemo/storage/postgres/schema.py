@@ -15,7 +15,7 @@ from typing import Any
 
 from .text_index import TERM_KEY, build_text_index
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 SCHEMA_LOCK = "mnemo.schema"  # advisory lock key text: creators and migrators of one schema take turns
 
 _V1 = """
@@ -727,15 +727,62 @@ END;
 $$;
 """
 
+# Version 7: what lets a client keep the vectors it has read up to date by reading only what changed
+# (meaning.py, vectors.py). Every row of mnemo_vectors gets a stamp, and every document that leaves
+# mnemo_docs (an update or a forget, by the trigger that takes its vector) a row in mnemo_vectors_gone,
+# stamped from the same sequence: a client that has read up to stamp S reads the vectors and departures
+# stamped after S. Stamps are taken only under the head row (commits, and the catch-up's inserts lock it
+# too), so they become visible in their order and a reader never sees a stamp before a smaller one.
+# `compact` empties mnemo_vectors_gone (its rows hold seqs only) and records in mnemo_vector_state.pruned
+# the last stamp it removed: a client that has read less reads everything again, as after a reindex,
+# which records a stamp past all others.
+_V7 = """
+CREATE SEQUENCE mnemo_vector_stamps;
+ALTER TABLE mnemo_vectors ADD COLUMN stamp bigint NOT NULL DEFAULT nextval('mnemo_vector_stamps');
+CREATE INDEX mnemo_vectors_stamp ON mnemo_vectors (stamp);
+CREATE TABLE mnemo_vectors_gone (
+    stamp bigint PRIMARY KEY DEFAULT nextval('mnemo_vector_stamps'),
+    seq bigint NOT NULL
+);
+CREATE TABLE mnemo_vector_state (
+    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    pruned bigint NOT NULL
+);
+INSERT INTO mnemo_vector_state (pruned) VALUES (0);
+
+CREATE OR REPLACE FUNCTION mnemo_drop_vectors() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM mnemo_vectors v USING gone g WHERE v.seq = g.seq;
+    INSERT INTO mnemo_vectors_gone (seq) SELECT g.seq FROM gone g ORDER BY g.seq;
+    RETURN NULL;
+END;
+$$;
+
+DO $$
+DECLARE
+    grantee text;
+BEGIN
+    FOR grantee IN
+        SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END  -- quoted as needed
+        FROM pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a
+        WHERE c.oid = 'mnemo_vectors'::regclass AND a.privilege_type = 'INSERT' AND a.grantee <> c.relowner
+    LOOP
+        EXECUTE 'GRANT SELECT, INSERT ON mnemo_vectors_gone TO ' || grantee;
+        EXECUTE 'GRANT SELECT, UPDATE ON mnemo_vector_state, mnemo_vector_stamps TO ' || grantee;
+    END LOOP;
+END;
+$$;
+"""
+
 # MIGRATIONS[n] brings a schema of version n to version n + 1; BUILDS[n], when there is one, then fills
 # what that version adds from the rows already there (on the migrating transaction's connection).
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5, 5: _V6}
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5, 5: _V6, 6: _V7}
 BUILDS: dict[int, Callable[[Any], None]] = {4: build_text_index}
 
 TABLES = (
     "mnemo_meta", "mnemo_head", "mnemo_entries", "mnemo_payloads", "mnemo_records", "mnemo_versions",
     "mnemo_tags", "mnemo_forgotten", "mnemo_tree", "mnemo_docs", "mnemo_terms", "mnemo_text_scopes",
-    "mnemo_vectors", "mnemo_embedder",
+    "mnemo_vectors", "mnemo_embedder", "mnemo_vectors_gone", "mnemo_vector_state",
 )
 
 # What the application role of a database may do (grant_application_role): append to the chain and
@@ -757,6 +804,9 @@ APPLICATION_PRIVILEGES = {
     "mnemo_text_scopes": "SELECT, INSERT, UPDATE, DELETE",
     "mnemo_vectors": "SELECT, INSERT, DELETE",
     "mnemo_embedder": "SELECT, INSERT, DELETE",
+    "mnemo_vectors_gone": "SELECT, INSERT",
+    "mnemo_vector_state": "SELECT, UPDATE",
+    "mnemo_vector_stamps": "SELECT, UPDATE",
 }
 
 

@@ -49,6 +49,7 @@ from .meaning import Meaning
 from .schema import SCHEMA_LOCK
 from .sql import TAGS, VERSION_COLUMNS, VERSIONS, group_rows, recall_sql, scope_sql, select_source
 from .text_index import IndexDisagrees, TableSource
+from .vectors import PRUNE
 from .verify import verify_postgres
 
 TREE_SAVE_EVERY = 1024  # entries between saved compact ranges of the tree
@@ -620,9 +621,10 @@ class PostgresStore(Meaning):
             conn.close()
 
     def verify(
-        self, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None = None
+        self, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None = None,
+        embeddings: str = "check",
     ) -> VerifyReport:
-        return verify_postgres(self, pubkey, expect_head, progress)
+        return verify_postgres(self, pubkey, expect_head, progress, embeddings == "recompute")
 
     def compact(self) -> dict[str, int]:
         """Rewrite the tables that held erased bytes (payloads and tags by VACUUM FULL, the text index's
@@ -668,6 +670,8 @@ class PostgresStore(Meaning):
                     conn = self._reads()
                     conn.execute(self._lock_timeout_setting)
                     try:
+                        # the departures every client has read or will read again whole (vectors.py)
+                        conn.execute(PRUNE)
                         for table, (command, statement) in rewrites.items():
                             try:
                                 conn.execute(statement)

@@ -69,7 +69,8 @@ class _RowVerifier(ChainVerifier):
 
 
 def verify_postgres(
-    store: _Rows, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None
+    store: _Rows, pubkey: bytes | None, expect_head: tuple[int, str] | None, progress: Progress | None,
+    recompute: bool = False,
 ) -> VerifyReport:
     head = verify_arguments(pubkey, expect_head)
     v = _RowVerifier(pubkey, head)
@@ -108,7 +109,8 @@ def verify_postgres(
         if report.ok:
             expected.head_seq, expected.entries = report.head_seq, report.entries
             problems += _table_problems(conn, expected, report)
-            problems += [Problem("tables", msg) for msg in vector_problems(conn, getattr(store, "embedder", None))]
+            problems += [Problem("tables", msg) for msg in vector_problems(conn, getattr(store, "embedder", None),
+                                                                                   recompute)]
         conn.rollback()
     except psycopg.Error as exc:
         raise storage_error(exc, store.path) from None
