@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import click
 
+from ..recall.embedding import Embedder
 from .common import (
     CONTEXT_SETTINGS,
     EXIT_OK,
     UsageError,
     agent_option,
     db_option,
+    embedder_option,
     examples,
     json_option,
     lock_timeout_option,
@@ -37,12 +39,12 @@ from .common import (
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, metavar="N",
               help="the port (0: a free one, in the address printed)")
 @click.option("--open", "open_browser", is_flag=True, help="open the address in a browser")
-@click.option("--embedder", type=click.Choice(["local"]), default=None,
-              help="search matches by meaning too (the `semantic` extra; docs/RECALL.md §6)")
+@embedder_option(help_text="search matches by meaning too, with this embedder: `local` (the `semantic` extra) "
+                           "or module:attribute (docs/RECALL.md §6)")
 @lock_timeout_option
 @json_option
 def ui(db: str, agent: str | None, mounts: dict[str, str] | None, host: str, port: int, open_browser: bool,
-       embedder: str | None, lock_timeout: float | None, as_json: bool) -> int:
+       embedder: Embedder | None, lock_timeout: float | None, as_json: bool) -> int:
     """Serve a local web app on the database, as AGENT (default: the owner): the /memories tree with
     sizes, versions and last change; each file's content, versions and diffs; other records; search;
     the chain, verify and grants; forget with a confirmation. Prints the address, which carries a token
