@@ -8,15 +8,8 @@ import stat
 from pathlib import Path
 
 import pytest
+from helpers.cli import run
 from helpers.logs import pubkey_hex, sample_log
-
-from mnemo.cli import main
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_export_to_stdout(sample_db_erased: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,20 +16,15 @@ from typing import Any
 import click
 import pytest
 from helpers.backends import snapshot
+from helpers.cli import run
 from helpers.logs import sample_log
 from helpers.procs import subprocess_env
 
 import mnemo
 from mnemo import MnemoClient, _native
-from mnemo.cli import cli, main
+from mnemo.cli import cli
 
 TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z")
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def ndjson(out: str) -> list[dict[str, Any]]:

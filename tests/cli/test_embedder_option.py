@@ -13,18 +13,12 @@ import pytest
 
 pytest.importorskip("numpy")
 
+from helpers.cli import run
 from helpers.embedders import Concepts  # noqa: E402
 
 from mnemo import MnemoClient  # noqa: E402
-from mnemo.cli import main  # noqa: E402
 
 FACTORY = "helpers.embedders:Concepts"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

@@ -7,15 +7,9 @@ import socket
 from pathlib import Path
 
 import pytest
+from helpers.cli import run
 
 from mnemo import MnemoClient
-from mnemo.cli import main
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize(

@@ -16,19 +16,13 @@ from typing import Any
 
 import pytest
 from helpers.backends import entries, state, stored
+from helpers.cli import run
 from helpers.procs import subprocess_env
 
 from mnemo import MnemoClient, audit
-from mnemo.cli import main
 from mnemo.tools.server import MnemoMemoryToolServer
 
 HASH = re.compile(r"[0-9a-f]{64}")
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def last_entry(db: str) -> Any:

@@ -9,19 +9,13 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.cli import run
 from helpers.embedders import Concepts
 
 from mnemo import MnemoClient
-from mnemo.cli import main
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("wordllama") is None,
                                 reason="the `semantic` extra is not installed")
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

@@ -9,18 +9,13 @@ from typing import Any
 
 import pytest
 from helpers.backends import is_pg
+from helpers.cli import run
 
 from mnemo import MnemoClient
 from mnemo.cli import main
 from mnemo.storage.contract import shown_name
 from mnemo.tools.mcp.defaults import DEFAULT_AGENT, default_db_path, ensure_parent
 from mnemo.tools.server import MnemoMemoryToolServer
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def ndjson(out: str) -> list[dict[str, Any]]:

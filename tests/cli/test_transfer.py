@@ -12,16 +12,10 @@ from typing import Any
 
 import pytest
 from helpers.backends import snapshot
+from helpers.cli import run
 from helpers.transfer import read_tree, write_tree
 
 from mnemo import MnemoClient
-from mnemo.cli import main
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

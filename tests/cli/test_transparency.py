@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from helpers.backends import onto
+from helpers.cli import run
 from helpers.transparency_vectors import (
     BUNDLE_1,
     CONSISTENCY_3_5_DISPLAY,
@@ -24,7 +25,6 @@ from helpers.transparency_vectors import (
 from mnemo import MnemoClient
 from mnemo.audit import load_private_key, public_key_bytes
 from mnemo.chain.tree import HashList, leaf_hash
-from mnemo.cli import main
 from mnemo.cli.transparency import NO_CHECKPOINT_OF_KEY
 from mnemo.transparency.cosign import verify_cosigned_checkpoint
 from mnemo.transparency.log import read_tree
@@ -33,12 +33,6 @@ from mnemo.transparency.note import sign_checkpoint_note
 OK_1 = (f"OK: seq 1 (put by agent-1, hash 879499c8fb8947a09b50e7ac102646702b8ee4a67e875ad3067c6b2ae4d5a414) "
         f"is in the tree of 5 entries of {ORIGIN}\n")
 CONSISTENCY_3_5 = re.sub(r"\n +", " ", CONSISTENCY_3_5_DISPLAY) + "\n"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

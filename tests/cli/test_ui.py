@@ -12,18 +12,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers.cli import run
 from helpers.ui import OWNER, Served
 
 from mnemo import MnemoClient
-from mnemo.cli import main
 
 pytest.importorskip("jinja2")
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

@@ -10,16 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import run
 from helpers.logs import SEED, erase_slot, pubkey_hex, sample_log
 from helpers.paths import ROOT
 
-from mnemo.cli import common, main
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from mnemo.cli import common
 
 
 def test_clean_db(sample_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
