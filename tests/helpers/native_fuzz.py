@@ -5,10 +5,14 @@ Python)."""
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +39,23 @@ def _run(args: list[str], env: dict[str, str], timeout: float) -> FuzzRun:
     return FuzzRun(int(done.group(1)), int(done.group(2)), 0, out)
 
 
+_BUILT: dict[str, list[str]] = {}
+
+
+def sanitized_build() -> list[str]:
+    """The paths of the extensions built with ASan + UBSan by the tool, built once for a run of the tests
+    (the build is most of a brief run's fixed cost) and again whenever the C sources change."""
+    sources = sorted((ROOT / "mnemo").glob("*.c"))
+    key = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()
+    if key not in _BUILT:
+        out = Path(tempfile.mkdtemp(prefix="mnemo-asan-"))
+        atexit.register(shutil.rmtree, out, ignore_errors=True)
+        build = subprocess.run([sys.executable, str(TOOL), "--build", str(out)], capture_output=True, text=True,
+                               check=True, timeout=300)
+        _BUILT[key] = build.stdout.strip().splitlines()
+    return _BUILT[key]
+
+
 def fuzz(
     tmp: Path, guided: int, sanitized: int, target: str = "scan", unit: str = "seconds"
 ) -> tuple[FuzzRun, FuzzRun]:
@@ -47,10 +68,7 @@ def fuzz(
     env.pop("MNEMO_PURE_PYTHON", None)
     first = _run(["--target", target, f"--{unit}", str(guided), str(corpus)], env, limit(guided))
     first.corpus = len(list(corpus.iterdir()))
-    build = subprocess.run([sys.executable, str(TOOL), "--build", str(tmp / "asan")], capture_output=True,
-                           text=True, check=True, timeout=300)
-    built = build.stdout.strip().splitlines()
-    ext = next(p for p in built if ("_readpath" in Path(p).name) == (target == "readpath"))
+    ext = next(p for p in sanitized_build() if ("_readpath" in Path(p).name) == (target == "readpath"))
     asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True,
                           check=True).stdout.strip()
     senv = dict(env, LD_PRELOAD=asan, PYTHONMALLOC="malloc", ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
