@@ -606,7 +606,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*LLLy*LLiL", &view, &base, &pos, &seq, &last, &stop_seq, &max_frame, &flags,
                           &row0))
         return NULL;
-    PyObject *result = NULL, *ids = NULL, *cols = NULL, *hashes = NULL, *leaves = NULL, *frames = NULL,
+    PyObject *result = NULL, *ids = NULL, *id_ends = NULL, *cols = NULL, *hashes = NULL, *leaves = NULL, *frames = NULL,
              *counts = NULL, *tag_lens = NULL, *tag_rows = NULL;
     table_t tagtab = {NULL, NULL};
     uint32_t *pair_code = NULL, *pair_row = NULL, *tcount = NULL;
@@ -642,7 +642,31 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         goto fail;
     }
     const unsigned char *buf = view.buf;
-    ids = PyList_New(out.n);
+    /* the ids, back to back, with the end of each; how many lead in strictly ascending order, all ASCII
+     * of the first one's width (what a SortedIds blob holds), and that width (0 when none does) */
+    Py_ssize_t id_total = 0, id_width = out.n ? out.rows[0].id.len : 0, id_run = 0;
+    for (Py_ssize_t i = 0; i < out.n; i++) id_total += out.rows[i].id.len;
+    ids = PyBytes_FromStringAndSize(NULL, id_total);
+    id_ends = PyBytes_FromStringAndSize(NULL, out.n * (Py_ssize_t)sizeof(int64_t));
+    if (!ids || !id_ends) goto fail;
+    {
+        unsigned char *d = (unsigned char *)PyBytes_AS_STRING(ids);
+        int64_t *ends = (int64_t *)PyBytes_AS_STRING(id_ends);
+        Py_ssize_t at = 0;
+        int in_run = id_width > 0;
+        for (Py_ssize_t i = 0; i < out.n; i++) {
+            const row *r = &out.rows[i];
+            memcpy(d + at, buf + r->id.off, (size_t)r->id.len);
+            if (in_run) {
+                in_run = r->id.len == id_width && (!i || memcmp(d + at - id_width, d + at, (size_t)id_width) < 0);
+                for (Py_ssize_t k = 0; in_run && k < r->id.len; k++) in_run = d[at + k] < 0x80;
+                id_run += in_run;
+            }
+            at += r->id.len;
+            ends[i] = (int64_t)at;
+        }
+        if (!id_run) id_width = 0;
+    }
     cols = PyDict_New();
     hashes = PyBytes_FromStringAndSize(NULL, out.n * HASH);
     leaves = PyBytes_FromStringAndSize(NULL, (flags & FLAG_LEAVES) ? out.n * HASH : 0);
@@ -683,9 +707,6 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             pair_code[npairs] = (uint32_t)c;
             pair_row[npairs++] = (uint32_t)(row0 + i);
         }
-        PyObject *id = PyUnicode_DecodeUTF8((const char *)buf + r->id.off, r->id.len, "strict");
-        if (!id) goto fail;
-        PyList_SET_ITEM(ids, i, id);
         span sps[3] = {r->scope, r->agent, r->tags};
         for (int t = 0; t < 3; t++) {
             Py_ssize_t c = intern(&tabs[t], buf, sps[t], r->ntags, t == 2, &lastsp[t], &lastcode[t]);
@@ -724,11 +745,11 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     COLUMN("size", int64_t, size);
     COLUMN("slot_off", int64_t, slot_off);
     COLUMN("entry_off", int64_t, entry_off);
-    result = Py_BuildValue("(nLy#NNNNNNNNNNNNNNNN)", st.pos, (long long)st.seq, (const char *)st.last,
+    result = Py_BuildValue("(nLy#NNNNNnnNNNNNNNNNNNN)", st.pos, (long long)st.seq, (const char *)st.last,
                            (Py_ssize_t)HASH, st.need > 0 ? PyLong_FromSsize_t(st.need) : PyLong_FromLong(0),
-                           frames, counts, ids, tabs[0].list, codes[0], tabs[1].list, codes[1], tabs[2].list,
+                           frames, counts, ids, id_ends, id_width, id_run, tabs[0].list, codes[0], tabs[1].list, codes[1], tabs[2].list,
                            codes[2], tagtab.list, tag_lens, tag_rows, cols, hashes, leaves);
-    frames = counts = ids = cols = hashes = leaves = tag_lens = tag_rows = tagtab.list = NULL;
+    frames = counts = ids = id_ends = cols = hashes = leaves = tag_lens = tag_rows = tagtab.list = NULL;
     for (int t = 0; t < 3; t++) tabs[t].list = codes[t] = NULL;
 fail:
     Py_XDECREF(tagtab.list);
@@ -739,6 +760,7 @@ fail:
     free(pair_row);
     free(tcount);
     Py_XDECREF(ids);
+    Py_XDECREF(id_ends);
     Py_XDECREF(cols);
     Py_XDECREF(hashes);
     Py_XDECREF(leaves);

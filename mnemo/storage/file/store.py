@@ -30,6 +30,9 @@ from .replay import Replay
 from .search import Search
 from .verify import verify_db_and_index
 
+# A replay of at least this many records gives the heap it freed back to the system.
+REPLAY_TRIM_ROWS = 10_000
+
 if TYPE_CHECKING:
     from ...chain.rules import ExpectedIndex
     from ...record import VerifyReport
@@ -49,8 +52,8 @@ class FileStore(Search, Writes, Compaction, Snapshots, Replay, Opening):
             t0 = time.perf_counter()
             with gc_paused():
                 self._open(create)
-            if self._rebased:
-                release_freed_memory()  # what the replay built and the rebase let go of
+            if not self.snapshot_used and len(self.index) >= REPLAY_TRIM_ROWS:
+                release_freed_memory()  # the temporaries of a large replay
             self.open_seconds = time.perf_counter() - t0
         except OSError as exc:
             self._close_files()
