@@ -37,7 +37,7 @@ def test_verify_while_another_client_appends_writes_nothing_and_finds_nothing(
     with MnemoClient(db, OWNER, durability="none") as c, MnemoClient(db, OWNER, durability="none") as other:
         c.remember("mine", tags=["t"])
         store: Any = c._store
-        real_pass = mnemo.storage.file.store.verify_db_and_index
+        real_pass = mnemo.storage.file.store.verify_db_and_scanned_index
         real_refresh = store.refresh
         appended: list[str] = []
 
@@ -53,7 +53,7 @@ def test_verify_while_another_client_appends_writes_nothing_and_finds_nothing(
                 other.remember("appended after this client's refresh", tags=["t"])
                 appended.append("after the refresh")
 
-        monkeypatch.setattr(mnemo.storage.file.store, "verify_db_and_index", the_pass)
+        monkeypatch.setattr(mnemo.storage.file.store, "verify_db_and_scanned_index", the_pass)
         monkeypatch.setattr(store, "refresh", refresh)
         before = _files(db)
         report = c.verify()
