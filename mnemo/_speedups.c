@@ -63,6 +63,14 @@ static uint64_t be64(const unsigned char *p) { return ((uint64_t)be32(p) << 32) 
 static int utf8_ok(const unsigned char *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
     while (i < n) {
+        /* ASCII eight bytes at a time (what nearly all text is) */
+        while (n - i >= 8) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (w & 0x8080808080808080ULL) break;
+            i += 8;
+        }
+        if (i >= n) break;
         unsigned char c = s[i];
         if (c < 0x80) {
             i++;

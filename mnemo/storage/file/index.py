@@ -237,14 +237,16 @@ class Index(IndexData):
         c = self.cols
         for name, packed in res.columns.items():
             c[name].frombytes(packed[: n * c[name].itemsize])
-        scope_map = [self.scopes.code(v) for v in res.scopes]
-        c["scope"].extend(map(scope_map.__getitem__, array("I", res.scope_codes[: 4 * n])))
-        agent_map = [self.agents.code(v) for v in res.agents]
-        c["agent"].extend(map(agent_map.__getitem__, array("I", res.agent_codes[: 4 * n])))
+        for name, table, values, codes in (("scope", self.scopes, res.scopes, res.scope_codes),
+                                           ("agent", self.agents, res.agents, res.agent_codes)):
+            mapped = [table.code(v) for v in values]
+            if mapped == list(range(len(mapped))):
+                c[name].frombytes(codes[: 4 * n])  # the scan's codes are the index's
+            else:
+                c[name].extend(map(mapped.__getitem__, array("I", codes[: 4 * n])))
         local = array("I", res.tagset_codes[: 4 * n])
-        uses = [0] * len(res.tagsets)
-        for k in local:
-            uses[k] += 1
+        counted = Counter(local)
+        uses = [counted.get(k, 0) for k in range(len(res.tagsets))]
         sets = self.tagsets
         refs, acquire = sets.refs, sets.acquire
         set_map: list[int | None] = list(map(sets.codes.get, res.tagsets))  # the tag sets already held
