@@ -539,27 +539,60 @@ static void scan_loop(scan_t *st, out_t *out) {
 
 /* -- phase 2: Python objects ---------------------------------------------------------------------------- */
 
+/* Distinct byte strings of the buffer (spans), numbered in first-seen order: an open-addressing table
+ * keyed by the bytes (FNV-1a), so that a span already seen costs no Python object. */
 typedef struct {
-    PyObject *list;  /* distinct values */
-    PyObject *codes; /* dict: bytes of the span -> code */
+    uint64_t hash;
+    span sp;
+    Py_ssize_t code; /* -1: empty */
+} entry_t;
+
+typedef struct {
+    PyObject *list; /* distinct values */
+    entry_t *slots;
+    size_t cap, n;
 } table_t;
+
+static uint64_t fnv1a(const unsigned char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+static int table_grow(table_t *t) {
+    size_t cap = t->cap ? t->cap * 2 : 64;
+    entry_t *slots = malloc(cap * sizeof(entry_t));
+    if (!slots) return 0;
+    for (size_t i = 0; i < cap; i++) slots[i].code = -1;
+    for (size_t i = 0; i < t->cap; i++) {
+        if (t->slots[i].code < 0) continue;
+        size_t j = (size_t)t->slots[i].hash & (cap - 1);
+        while (slots[j].code >= 0) j = (j + 1) & (cap - 1);
+        slots[j] = t->slots[i];
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return 1;
+}
 
 static Py_ssize_t intern(table_t *t, const unsigned char *buf, span sp, uint32_t ntags, int is_tags,
                          span *last, Py_ssize_t *last_code) {
     if (*last_code >= 0 && last->len == sp.len && memcmp(buf + last->off, buf + sp.off, (size_t)sp.len) == 0)
         return *last_code;
-    PyObject *key = PyBytes_FromStringAndSize((const char *)buf + sp.off, sp.len);
-    if (!key) return -1;
-    PyObject *code = PyDict_GetItemWithError(t->codes, key);
-    if (code) {
-        Py_DECREF(key);
-        *last = sp;
-        *last_code = PyLong_AsSsize_t(code);
-        return *last_code;
-    }
-    if (PyErr_Occurred()) {
-        Py_DECREF(key);
+    if (2 * (t->n + 1) > t->cap && !table_grow(t)) {
+        PyErr_NoMemory();
         return -1;
+    }
+    uint64_t h = fnv1a(buf + sp.off, sp.len);
+    size_t j = (size_t)h & (t->cap - 1);
+    for (; t->slots[j].code >= 0; j = (j + 1) & (t->cap - 1)) {
+        entry_t *e = &t->slots[j];
+        if (e->hash == h && e->sp.len == sp.len && memcmp(buf + e->sp.off, buf + sp.off, (size_t)sp.len) == 0) {
+            *last = sp;
+            *last_code = e->code;
+            return e->code;
+        }
     }
     PyObject *value;
     if (is_tags) {
@@ -582,12 +615,13 @@ static Py_ssize_t intern(table_t *t, const unsigned char *buf, span sp, uint32_t
         value = PyUnicode_DecodeUTF8((const char *)buf + sp.off, sp.len, "strict");
     }
     Py_ssize_t n = PyList_GET_SIZE(t->list);
-    PyObject *num = value ? PyLong_FromSsize_t(n) : NULL;
-    int bad = !num || PyList_Append(t->list, value) < 0 || PyDict_SetItem(t->codes, key, num) < 0;
+    int bad = !value || PyList_Append(t->list, value) < 0;
     Py_XDECREF(value);
-    Py_XDECREF(num);
-    Py_DECREF(key);
     if (bad) return -1;
+    t->slots[j].hash = h;
+    t->slots[j].sp = sp;
+    t->slots[j].code = n;
+    t->n++;
     *last = sp;
     *last_code = n;
     return n;
@@ -616,10 +650,10 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *result = NULL, *ids = NULL, *id_ends = NULL, *cols = NULL, *hashes = NULL, *leaves = NULL, *frames = NULL,
              *counts = NULL, *tag_lens = NULL, *tag_rows = NULL;
-    table_t tagtab = {NULL, NULL};
+    table_t tagtab = {NULL, NULL, 0, 0};
     uint32_t *pair_code = NULL, *pair_row = NULL, *tcount = NULL;
     Py_ssize_t npairs = 0;
-    table_t tabs[3] = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
+    table_t tabs[3] = {{NULL, NULL, 0, 0}, {NULL, NULL, 0, 0}, {NULL, NULL, 0, 0}};
     PyObject *codes[3] = {NULL, NULL, NULL};
     out_t out = {0};
     scan_t st;
@@ -683,13 +717,11 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     if (!ids || !cols || !hashes || !leaves || !frames || !counts) goto fail;
     for (int t = 0; t < 3; t++) {
         tabs[t].list = PyList_New(0);
-        tabs[t].codes = PyDict_New();
         codes[t] = PyBytes_FromStringAndSize(NULL, out.n * (Py_ssize_t)sizeof(uint32_t));
-        if (!tabs[t].list || !tabs[t].codes || !codes[t]) goto fail;
+        if (!tabs[t].list || !codes[t]) goto fail;
     }
     tagtab.list = PyList_New(0);
-    tagtab.codes = PyDict_New();
-    if (!tagtab.list || !tagtab.codes) goto fail;
+    if (!tagtab.list) goto fail;
     Py_ssize_t total_tags = 0;
     for (Py_ssize_t i = 0; i < out.n; i++) total_tags += out.rows[i].ntags;
     pair_code = malloc((size_t)(total_tags ? total_tags : 1) * sizeof(uint32_t));
@@ -761,7 +793,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     for (int t = 0; t < 3; t++) tabs[t].list = codes[t] = NULL;
 fail:
     Py_XDECREF(tagtab.list);
-    Py_XDECREF(tagtab.codes);
+    free(tagtab.slots);
     Py_XDECREF(tag_lens);
     Py_XDECREF(tag_rows);
     free(pair_code);
@@ -776,7 +808,7 @@ fail:
     Py_XDECREF(counts);
     for (int t = 0; t < 3; t++) {
         Py_XDECREF(tabs[t].list);
-        Py_XDECREF(tabs[t].codes);
+        free(tabs[t].slots);
         Py_XDECREF(codes[t]);
     }
     free(out.rows);
