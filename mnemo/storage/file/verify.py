@@ -21,11 +21,12 @@ from ..gc_pause import gc_paused
 from ..types import PathArg, Progress
 from .framing import ENTRY_HEADER, FILE_MAGIC, FRAME_HEADER, HEADER_SIZE, Frame, HeaderError, decode_file_header
 from .index_columns import SortedIds
-from .reader import BIG_FRAME, Damage, Window, entry_offsets, not_regular, open_db, scan_log
+from .reader import BIG_FRAME, CHUNK, Damage, Window, entry_offsets, not_regular, open_db, scan_log
 from .scan import DIGEST, LEAVES, ScanResult, scan_frames
 from .snapshot import read_erase_journal
 
 _FH = FRAME_HEADER.size
+SCAN_WINDOW = 4 * CHUNK  # the bytes the fast path scans at a time (at least a CHUNK, to the file's end)
 _SCAN_COLUMNS = (("ver", "I"), ("slot_len", "I"), ("entry_len", "I"), ("seq", "q"), ("ts", "q"), ("size", "q"),
                  ("slot_off", "q"), ("entry_off", "q"))
 
@@ -192,8 +193,9 @@ class _DbVerifier(ChainVerifier):
         flags = DIGEST | (LEAVES if self.tree is not None else 0)
         while pos + _FH <= win.size:
             rel = pos - win.start
-            if rel < 0 or rel + _FH > len(win.buf):
-                win.ensure(pos, _FH)
+            if rel < 0 or rel + _FH > len(win.buf) or len(win.buf) - rel < CHUNK < win.size - pos:
+                # one scan over many frames: what it builds per distinct scope, agent or tag is made once
+                win.ensure(pos, SCAN_WINDOW)
                 rel = pos - win.start
             res = scan_frames(win.buf, win.start, rel, self.next_seq, self.last_hash, want, BIG_FRAME, flags)
             taken = self.take_scanned(res)
@@ -203,7 +205,7 @@ class _DbVerifier(ChainVerifier):
             if res.need:  # the next frame is not whole in the buffer
                 if pos + res.need > win.size:
                     break
-                win.ensure(pos, res.need)
+                win.ensure(pos, max(res.need, SCAN_WINDOW))
             elif len(win.buf) - res.pos >= _FH:  # a frame the scan does not take
                 break
             # else fewer bytes than a frame header are left in the buffer: read on
