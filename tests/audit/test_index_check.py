@@ -370,7 +370,8 @@ def build_new_records(db: Path) -> list[str]:
     with MnemoClient(db, "owner", durability="none") as c:
         with c.transaction():
             ids = [c.remember(f"memory {i} ✓", tags=[f"t{i % 3}", "all"], metadata={"i": i}).id for i in range(30)]
-        ids += [c.remember(f"single {i}", tags=["one"], scope="team:x").id for i in range(5)]
+        ids += [c.remember(f"single {i}", tags=["one", *(["last"] if i == 4 else [])], scope="team:x").id
+                for i in range(5)]
     return ids
 
 
@@ -430,3 +431,16 @@ def test_a_record_added_to_or_hidden_from_a_log_of_new_records_is_named(db_path:
     tamper(db_path, lambda index: (index.drop(ids[4]), index.forgotten.discard(ids[4])))
     assert [m for _k, m in verify_problems(db_path)] == [
         f"record {ids[4]} is only in the log: the index snapshot was altered"]
+    Path(str(db_path) + ".snap").write_bytes(sound)
+
+    def rename(index: Index) -> None:  # as many records, one under another id
+        rec = index.get_rec(ids[3])
+        assert rec is not None
+        index.drop(ids[3])
+        index.forgotten.discard(ids[3])
+        index.put("f" * len(ids[3]), rec.scope, rec.tags, rec.versions[-1])
+
+    tamper(db_path, rename)
+    assert [m for _k, m in verify_problems(db_path)] == [
+        f"record {ids[3]} is only in the log: the index snapshot was altered",
+        f"record {'f' * len(ids[3])} is only in the index: the index snapshot was altered"]
