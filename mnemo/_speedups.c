@@ -63,6 +63,14 @@ static uint64_t be64(const unsigned char *p) { return ((uint64_t)be32(p) << 32) 
 static int utf8_ok(const unsigned char *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
     while (i < n) {
+        /* ASCII eight bytes at a time (what nearly all text is) */
+        while (n - i >= 8) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (w & 0x8080808080808080ULL) break;
+            i += 8;
+        }
+        if (i >= n) break;
         unsigned char c = s[i];
         if (c < 0x80) {
             i++;
@@ -531,27 +539,60 @@ static void scan_loop(scan_t *st, out_t *out) {
 
 /* -- phase 2: Python objects ---------------------------------------------------------------------------- */
 
+/* Distinct byte strings of the buffer (spans), numbered in first-seen order: an open-addressing table
+ * keyed by the bytes (FNV-1a), so that a span already seen costs no Python object. */
 typedef struct {
-    PyObject *list;  /* distinct values */
-    PyObject *codes; /* dict: bytes of the span -> code */
+    uint64_t hash;
+    span sp;
+    Py_ssize_t code; /* -1: empty */
+} entry_t;
+
+typedef struct {
+    PyObject *list; /* distinct values */
+    entry_t *slots;
+    size_t cap, n;
 } table_t;
+
+static uint64_t fnv1a(const unsigned char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+static int table_grow(table_t *t) {
+    size_t cap = t->cap ? t->cap * 2 : 64;
+    entry_t *slots = malloc(cap * sizeof(entry_t));
+    if (!slots) return 0;
+    for (size_t i = 0; i < cap; i++) slots[i].code = -1;
+    for (size_t i = 0; i < t->cap; i++) {
+        if (t->slots[i].code < 0) continue;
+        size_t j = (size_t)t->slots[i].hash & (cap - 1);
+        while (slots[j].code >= 0) j = (j + 1) & (cap - 1);
+        slots[j] = t->slots[i];
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return 1;
+}
 
 static Py_ssize_t intern(table_t *t, const unsigned char *buf, span sp, uint32_t ntags, int is_tags,
                          span *last, Py_ssize_t *last_code) {
     if (*last_code >= 0 && last->len == sp.len && memcmp(buf + last->off, buf + sp.off, (size_t)sp.len) == 0)
         return *last_code;
-    PyObject *key = PyBytes_FromStringAndSize((const char *)buf + sp.off, sp.len);
-    if (!key) return -1;
-    PyObject *code = PyDict_GetItemWithError(t->codes, key);
-    if (code) {
-        Py_DECREF(key);
-        *last = sp;
-        *last_code = PyLong_AsSsize_t(code);
-        return *last_code;
-    }
-    if (PyErr_Occurred()) {
-        Py_DECREF(key);
+    if (2 * (t->n + 1) > t->cap && !table_grow(t)) {
+        PyErr_NoMemory();
         return -1;
+    }
+    uint64_t h = fnv1a(buf + sp.off, sp.len);
+    size_t j = (size_t)h & (t->cap - 1);
+    for (; t->slots[j].code >= 0; j = (j + 1) & (t->cap - 1)) {
+        entry_t *e = &t->slots[j];
+        if (e->hash == h && e->sp.len == sp.len && memcmp(buf + e->sp.off, buf + sp.off, (size_t)sp.len) == 0) {
+            *last = sp;
+            *last_code = e->code;
+            return e->code;
+        }
     }
     PyObject *value;
     if (is_tags) {
@@ -574,12 +615,13 @@ static Py_ssize_t intern(table_t *t, const unsigned char *buf, span sp, uint32_t
         value = PyUnicode_DecodeUTF8((const char *)buf + sp.off, sp.len, "strict");
     }
     Py_ssize_t n = PyList_GET_SIZE(t->list);
-    PyObject *num = value ? PyLong_FromSsize_t(n) : NULL;
-    int bad = !num || PyList_Append(t->list, value) < 0 || PyDict_SetItem(t->codes, key, num) < 0;
+    int bad = !value || PyList_Append(t->list, value) < 0;
     Py_XDECREF(value);
-    Py_XDECREF(num);
-    Py_DECREF(key);
     if (bad) return -1;
+    t->slots[j].hash = h;
+    t->slots[j].sp = sp;
+    t->slots[j].code = n;
+    t->n++;
     *last = sp;
     *last_code = n;
     return n;
@@ -606,12 +648,12 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*LLLy*LLiL", &view, &base, &pos, &seq, &last, &stop_seq, &max_frame, &flags,
                           &row0))
         return NULL;
-    PyObject *result = NULL, *ids = NULL, *cols = NULL, *hashes = NULL, *leaves = NULL, *frames = NULL,
+    PyObject *result = NULL, *ids = NULL, *id_ends = NULL, *cols = NULL, *hashes = NULL, *leaves = NULL, *frames = NULL,
              *counts = NULL, *tag_lens = NULL, *tag_rows = NULL;
-    table_t tagtab = {NULL, NULL};
+    table_t tagtab = {NULL, NULL, 0, 0};
     uint32_t *pair_code = NULL, *pair_row = NULL, *tcount = NULL;
     Py_ssize_t npairs = 0;
-    table_t tabs[3] = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
+    table_t tabs[3] = {{NULL, NULL, 0, 0}, {NULL, NULL, 0, 0}, {NULL, NULL, 0, 0}};
     PyObject *codes[3] = {NULL, NULL, NULL};
     out_t out = {0};
     scan_t st;
@@ -642,7 +684,31 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         goto fail;
     }
     const unsigned char *buf = view.buf;
-    ids = PyList_New(out.n);
+    /* the ids, back to back, with the end of each; how many lead in strictly ascending order, all ASCII
+     * of the first one's width (what a SortedIds blob holds), and that width (0 when none does) */
+    Py_ssize_t id_total = 0, id_width = out.n ? out.rows[0].id.len : 0, id_run = 0;
+    for (Py_ssize_t i = 0; i < out.n; i++) id_total += out.rows[i].id.len;
+    ids = PyBytes_FromStringAndSize(NULL, id_total);
+    id_ends = PyBytes_FromStringAndSize(NULL, out.n * (Py_ssize_t)sizeof(int64_t));
+    if (!ids || !id_ends) goto fail;
+    {
+        unsigned char *d = (unsigned char *)PyBytes_AS_STRING(ids);
+        int64_t *ends = (int64_t *)PyBytes_AS_STRING(id_ends);
+        Py_ssize_t at = 0;
+        int in_run = id_width > 0;
+        for (Py_ssize_t i = 0; i < out.n; i++) {
+            const row *r = &out.rows[i];
+            memcpy(d + at, buf + r->id.off, (size_t)r->id.len);
+            if (in_run) {
+                in_run = r->id.len == id_width && (!i || memcmp(d + at - id_width, d + at, (size_t)id_width) < 0);
+                for (Py_ssize_t k = 0; in_run && k < r->id.len; k++) in_run = d[at + k] < 0x80;
+                id_run += in_run;
+            }
+            at += r->id.len;
+            ends[i] = (int64_t)at;
+        }
+        if (!id_run) id_width = 0;
+    }
     cols = PyDict_New();
     hashes = PyBytes_FromStringAndSize(NULL, out.n * HASH);
     leaves = PyBytes_FromStringAndSize(NULL, (flags & FLAG_LEAVES) ? out.n * HASH : 0);
@@ -651,13 +717,11 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     if (!ids || !cols || !hashes || !leaves || !frames || !counts) goto fail;
     for (int t = 0; t < 3; t++) {
         tabs[t].list = PyList_New(0);
-        tabs[t].codes = PyDict_New();
         codes[t] = PyBytes_FromStringAndSize(NULL, out.n * (Py_ssize_t)sizeof(uint32_t));
-        if (!tabs[t].list || !tabs[t].codes || !codes[t]) goto fail;
+        if (!tabs[t].list || !codes[t]) goto fail;
     }
     tagtab.list = PyList_New(0);
-    tagtab.codes = PyDict_New();
-    if (!tagtab.list || !tagtab.codes) goto fail;
+    if (!tagtab.list) goto fail;
     Py_ssize_t total_tags = 0;
     for (Py_ssize_t i = 0; i < out.n; i++) total_tags += out.rows[i].ntags;
     pair_code = malloc((size_t)(total_tags ? total_tags : 1) * sizeof(uint32_t));
@@ -683,9 +747,6 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             pair_code[npairs] = (uint32_t)c;
             pair_row[npairs++] = (uint32_t)(row0 + i);
         }
-        PyObject *id = PyUnicode_DecodeUTF8((const char *)buf + r->id.off, r->id.len, "strict");
-        if (!id) goto fail;
-        PyList_SET_ITEM(ids, i, id);
         span sps[3] = {r->scope, r->agent, r->tags};
         for (int t = 0; t < 3; t++) {
             Py_ssize_t c = intern(&tabs[t], buf, sps[t], r->ntags, t == 2, &lastsp[t], &lastcode[t]);
@@ -724,21 +785,22 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     COLUMN("size", int64_t, size);
     COLUMN("slot_off", int64_t, slot_off);
     COLUMN("entry_off", int64_t, entry_off);
-    result = Py_BuildValue("(nLy#NNNNNNNNNNNNNNNN)", st.pos, (long long)st.seq, (const char *)st.last,
+    result = Py_BuildValue("(nLy#NNNNNnnNNNNNNNNNNNN)", st.pos, (long long)st.seq, (const char *)st.last,
                            (Py_ssize_t)HASH, st.need > 0 ? PyLong_FromSsize_t(st.need) : PyLong_FromLong(0),
-                           frames, counts, ids, tabs[0].list, codes[0], tabs[1].list, codes[1], tabs[2].list,
+                           frames, counts, ids, id_ends, id_width, id_run, tabs[0].list, codes[0], tabs[1].list, codes[1], tabs[2].list,
                            codes[2], tagtab.list, tag_lens, tag_rows, cols, hashes, leaves);
-    frames = counts = ids = cols = hashes = leaves = tag_lens = tag_rows = tagtab.list = NULL;
+    frames = counts = ids = id_ends = cols = hashes = leaves = tag_lens = tag_rows = tagtab.list = NULL;
     for (int t = 0; t < 3; t++) tabs[t].list = codes[t] = NULL;
 fail:
     Py_XDECREF(tagtab.list);
-    Py_XDECREF(tagtab.codes);
+    free(tagtab.slots);
     Py_XDECREF(tag_lens);
     Py_XDECREF(tag_rows);
     free(pair_code);
     free(pair_row);
     free(tcount);
     Py_XDECREF(ids);
+    Py_XDECREF(id_ends);
     Py_XDECREF(cols);
     Py_XDECREF(hashes);
     Py_XDECREF(leaves);
@@ -746,7 +808,7 @@ fail:
     Py_XDECREF(counts);
     for (int t = 0; t < 3; t++) {
         Py_XDECREF(tabs[t].list);
-        Py_XDECREF(tabs[t].codes);
+        free(tabs[t].slots);
         Py_XDECREF(codes[t]);
     }
     free(out.rows);

@@ -6,6 +6,7 @@ grant or carries a tree state that is not its index's gives no power and fails v
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from mnemo.storage.file import index_diff
 from mnemo.storage.file import snapshot as snap
 from mnemo.storage.file import store as engine
 from mnemo.storage.file.index import Index
+from mnemo.storage.file.verify import verify_db_and_scanned_index
 
 
 def build(db: Path) -> dict[str, str]:
@@ -85,11 +87,21 @@ def test_a_sound_index_after_more_writes_and_a_reopen(db_path: Path) -> None:
 ])
 def test_an_altered_record_is_named(db_path: Path, change: dict[str, Any]) -> None:
     ids = build(db_path)
+    # a record of one version, of three, and one from a transaction
+    assert_each_named(db_path, [ids[name] for name in ("r2", "r0", "b3")], change)
+
+
+def assert_each_named(
+    db_path: Path, rec_ids: list[str], change: dict[str, Any], check: Callable[[], None] = lambda: None
+) -> None:
+    """Each record altered in turn (`check` run on the altered snapshot) is named by verify, and only
+    it; the sound snapshot put back passes."""
     sound = Path(str(db_path) + ".snap").read_bytes()
-    for name in ("r2", "r0", "b3"):  # a record of one version, of three, and one from a transaction
-        tamper(db_path, replace(ids[name], **change))
+    for rec_id in rec_ids:
+        tamper(db_path, replace(rec_id, **change))
+        check()
         problems = verify_problems(db_path)
-        assert problems == [("index", f"record {ids[name]} differs between the index and the log: the index "
+        assert problems == [("index", f"record {rec_id} differs between the index and the log: the index "
                                       "snapshot was altered")]
         Path(str(db_path) + ".snap").write_bytes(sound)
         assert verify_problems(db_path) == []
@@ -350,3 +362,85 @@ def test_a_resealed_snapshot_whose_tree_state_is_not_its_indexs_is_refused_and_n
     assert [(p.kind, p.message) for p in verify_db(db).problems] == [(
         "snapshot", f"the index snapshot {db.name}.snap ends at this log's head but was refused (its Merkle tree "
         "state is missing or does not match its index): it was altered; clients replay the log instead")]
+
+
+def build_new_records(db: Path) -> list[str]:
+    """A database of new records only (one transaction, then single writes): the pass over it keeps
+    every put as the scan core gave it, in columns."""
+    with MnemoClient(db, "owner", durability="none") as c:
+        with c.transaction():
+            ids = [c.remember(f"memory {i} ✓", tags=[f"t{i % 3}", "all"], metadata={"i": i}).id for i in range(30)]
+        ids += [c.remember(f"single {i}", tags=["one", *(["last"] if i == 4 else [])], scope="team:x").id
+                for i in range(5)]
+    return ids
+
+
+def test_a_log_of_new_records_is_compared_as_columns(db_path: Path) -> None:
+    ids = build_new_records(db_path)
+    report, scanned = verify_db_and_scanned_index(db_path)
+    assert report.ok and scanned.runs and not scanned.live and not scanned.older
+    with MnemoClient(db_path, "owner", durability="none", readonly=True) as c:
+        assert c.stats()["snapshot_used"]
+        assert index_diff._same_runs(c._store.index, scanned)
+        assert index_diff.differences(c._store.index, scanned) == []
+        assert c.verify().ok
+    scanned.materialize()  # the runs, as ExpectedIndex holds records
+    _report, expected = verify_db_and_index(db_path)
+    assert not scanned.runs and scanned.live == expected.live and sorted(scanned.live) == sorted(ids)
+
+
+@pytest.mark.parametrize("change", [
+    {"tags": ("all", "t0", "injected")},
+    {"tags": ("all", "t1")},
+    {"scope": "agent:mallory"},
+    {"scope": "team:x"},
+    {"slot_off": 32},
+    {"agent": "mallory"},
+    {"ts_ns": 1},
+    {"size": 12345},
+    {"hash": b"\x01" * 32},
+    {"seq": 2},
+])
+def test_an_altered_record_of_a_log_of_new_records_is_named(db_path: Path, change: dict[str, Any]) -> None:
+    """The comparison in columns finds the altered field (a value the index's tables hold for other
+    records too, or a new one) and leaves the naming to the comparison record by record."""
+    ids = build_new_records(db_path)
+
+    def not_same_as_columns() -> None:
+        _report, scanned = verify_db_and_scanned_index(db_path)
+        with MnemoClient(db_path, "owner", durability="none", readonly=True) as c:
+            assert not index_diff._same_runs(c._store.index, scanned)
+
+    rec_ids = [ids[0], ids[17]] if change == {"scope": "team:x"} else [ids[0], ids[17], ids[-1]]
+    assert_each_named(db_path, rec_ids, change, not_same_as_columns)
+
+
+def test_a_record_added_to_or_hidden_from_a_log_of_new_records_is_named(db_path: Path) -> None:
+    ids = build_new_records(db_path)
+    sound = Path(str(db_path) + ".snap").read_bytes()
+
+    def add(index: Index) -> None:
+        rec = index.get_rec(ids[3])
+        assert rec is not None
+        index.put("f" * len(ids[3]), rec.scope, rec.tags, rec.versions[-1])
+
+    tamper(db_path, add)
+    assert [m for _k, m in verify_problems(db_path)] == [
+        f"record {'f' * len(ids[3])} is only in the index: the index snapshot was altered"]
+    Path(str(db_path) + ".snap").write_bytes(sound)
+    tamper(db_path, lambda index: (index.drop(ids[4]), index.forgotten.discard(ids[4])))
+    assert [m for _k, m in verify_problems(db_path)] == [
+        f"record {ids[4]} is only in the log: the index snapshot was altered"]
+    Path(str(db_path) + ".snap").write_bytes(sound)
+
+    def rename(index: Index) -> None:  # as many records, one under another id
+        rec = index.get_rec(ids[3])
+        assert rec is not None
+        index.drop(ids[3])
+        index.forgotten.discard(ids[3])
+        index.put("f" * len(ids[3]), rec.scope, rec.tags, rec.versions[-1])
+
+    tamper(db_path, rename)
+    assert [m for _k, m in verify_problems(db_path)] == [
+        f"record {ids[3]} is only in the log: the index snapshot was altered",
+        f"record {'f' * len(ids[3])} is only in the index: the index snapshot was altered"]

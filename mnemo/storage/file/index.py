@@ -14,6 +14,7 @@ import bisect
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import islice
 from typing import TYPE_CHECKING, Any, cast
 
 from ...acl import Acl
@@ -21,7 +22,7 @@ from ...chain.tree import HASH_SIZE
 from ...errors import IntegrityError
 from ..types import Rec, Version
 from .deferred import SnapshotParts
-from .index_columns import IndexData, inconsistent
+from .index_columns import IndexData, SortedIds, inconsistent
 from .index_state import load_state, to_state
 
 if TYPE_CHECKING:
@@ -209,51 +210,89 @@ class Index(IndexData):
         if row is not None:
             self.text.hold(row, self.cols["scope"][row], seq, text)
 
-    def extend_new(self, res: ScanResult) -> None:
-        """Append a row per record, as `put` does for a new one, for every entry of a scan of the log
-        (mnemo/storage/file/scan.py, whose rows were numbered from this index's next row). The caller
-        has checked that the ids are distinct, that none is in the index, and that each is version 1."""
-        ids = res.ids
-        n = len(ids)
+    def appends_to_base(self, first: bytes, width: int) -> bool:
+        """Whether ids of `width` bytes in ascending order from `first` on can extend the sorted blob of
+        ids: no rows after it, the same width, and `first` after its last id."""
+        base = self.base
+        return not self.extra and (not base.n or width == base.width and first > base.blob[-width:])
+
+    def extend_new(self, res: ScanResult, n: int) -> None:
+        """Append a row per record, as `put` does for a new one, for each of the first `n` entries of a
+        scan of the log (mnemo/storage/file/scan.py, whose rows were numbered from this index's next
+        row). The caller has checked that their ids are distinct, that none is in the index, and that
+        each is version 1. Ids in ascending order after the index's own extend its sorted blob (the
+        compact form a snapshot loads), with no dict entry or string per record."""
         first = self.base.n + len(self.extra)
-        self.rows.update(zip(ids, range(first, first + n), strict=True))
+        w = res.id_width
+        if w and n <= res.id_run and self.appends_to_base(res.id_bytes[:w], w):
+            self.base = SortedIds(self.base.blob + res.id_bytes[: n * w], w)
+        else:
+            ids = res.ids[:n]
+            self.rows.update(zip(ids, range(first, first + n), strict=True))
+            self.extra.extend(ids)
         self.text.added(range(first, first + n))
         if self.vectors is not None:
             self.vectors.added(range(first, first + n))
-        self.extra.extend(ids)
         self.live += n
         c = self.cols
         for name, packed in res.columns.items():
-            c[name].frombytes(packed)
-        scope_map = [self.scopes.code(v) for v in res.scopes]
-        c["scope"].extend(map(scope_map.__getitem__, array("I", res.scope_codes)))
-        agent_map = [self.agents.code(v) for v in res.agents]
-        c["agent"].extend(map(agent_map.__getitem__, array("I", res.agent_codes)))
-        local = array("I", res.tagset_codes)
-        uses = [0] * len(res.tagsets)
-        for k in local:
-            uses[k] += 1
+            c[name].frombytes(packed[: n * c[name].itemsize])
+        for name, table, values, codes in (("scope", self.scopes, res.scopes, res.scope_codes),
+                                           ("agent", self.agents, res.agents, res.agent_codes)):
+            mapped = [table.code(v) for v in values]
+            if mapped == list(range(len(mapped))):
+                c[name].frombytes(codes[: 4 * n])  # the scan's codes are the index's
+            else:
+                c[name].extend(map(mapped.__getitem__, array("I", codes[: 4 * n])))
+        local = array("I", res.tagset_codes[: 4 * n])
+        counted = Counter(local)
+        uses = [counted.get(k, 0) for k in range(len(res.tagsets))]
         sets = self.tagsets
         refs, acquire = sets.refs, sets.acquire
         set_map: list[int | None] = list(map(sets.codes.get, res.tagsets))  # the tag sets already held
         for i, (code, k) in enumerate(zip(set_map, uses, strict=True)):
+            if not k:
+                continue  # a tag set of the entries after the first n only
             if code is None:
                 set_map[i] = acquire(res.tagsets[i], k)
             else:
                 refs[code] += k
         c["tagset"].extend(map(cast("list[int]", set_map).__getitem__, local))  # every one set above
-        self.hashes += res.hashes
-        # postings in row order, as `put` one by one leaves them
+        self.hashes += res.hashes[: n * HASH_SIZE]
+        # postings in row order, as `put` one by one leaves them (each tag's rows ascend: those of the
+        # first n entries come first)
         rows = array("I", res.tag_rows)
-        postings, at = self.postings, 0
+        postings, at, end = self.postings, 0, first + n
+        whole = n == res.entries
         for tag, k in zip(res.tags, array("I", res.tag_lens), strict=True):
+            mine = rows[at:at + k] if whole else rows[at:bisect.bisect_left(rows, end, at, at + k)]
+            at += k
+            if not mine:
+                continue
             posting = postings.get(tag)
             if posting is None:
-                postings[tag] = rows[at:at + k]
+                postings[tag] = mine
                 bisect.insort(self.sorted_tags, tag)
             else:
-                posting.extend(rows[at:at + k])
-            at += k
+                posting.extend(mine)
+
+    def rebase_tail(self) -> None:
+        """Move the rows after the sorted blob of ids into it, when their ids (those of the forgotten
+        ones too, which then join `base_dead`) are ASCII of its width in ascending order after its last:
+        the compact form a snapshot loads, with no dict entry per record. Rows keep their numbers."""
+        extra, base = self.extra, self.base
+        if not extra:
+            return
+        gone = self.extra_forgotten
+        ids = [gone[row] if rec_id is None else rec_id for row, rec_id in enumerate(extra, base.n)]
+        packed = SortedIds.pack(ids)
+        if packed is None or not all(map(str.__lt__, ids, islice(ids, 1, None))):
+            return
+        if base.n and (packed.width != base.width or ids[0] <= base.at(base.n - 1)):
+            return
+        self.base_dead.update(row for row, rec_id in enumerate(extra, base.n) if rec_id is None)
+        self.base = SortedIds(base.blob + packed.blob, packed.width)
+        self.rows, self.extra, self.extra_forgotten = {}, [], {}
 
     def drop(self, rec_id: str) -> Rec | None:
         self.forgotten.add(rec_id)
@@ -266,6 +305,7 @@ class Index(IndexData):
         else:
             del self.rows[rec_id]
             self.extra[row - self.base.n] = None
+            self.extra_forgotten[row] = rec_id
         self.live -= 1
         self.text.remove_row(row)
         if self.vectors is not None:

@@ -172,6 +172,8 @@ class IndexData:
         self.base_dead: set[int] = set()
         self.rows: dict[str, int] = {}  # id -> row, for rows after the base
         self.extra: list[str | None] = []  # row - len(base) -> id; None once the record is forgotten
+        self.extra_forgotten: dict[int, str] = {}  # row -> id of the rows after the base forgotten since
+        # the last rebase_tail (which needs their ids to move them into the base)
         self.live = 0
         self.cols: dict[str, array[int]] = {name: array(tc) for name, tc in COLUMNS.items()}
         self.hashes = bytearray()  # row -> latest version's entry hash, 32 bytes each

@@ -33,8 +33,9 @@ from .framing import (
 
 CHUNK = 4 << 20
 # A replay reads the log in larger windows: the scan core's results are applied to the index per
-# window, and per distinct tag, scope and tag set in it.
-SCAN_CHUNK = 32 << 20
+# window, and per distinct tag, scope and tag set in it (at a million records, 64 MiB windows cost
+# 13% less CPU than 32 MiB ones, for 130 MB more at the peak of the open).
+SCAN_CHUNK = 64 << 20
 
 _sync = getattr(os, "fdatasync", os.fsync)
 

@@ -25,8 +25,6 @@ from .logfile import fsync_dir, lock_log, match_mode, pread, sync, unlock_log, w
 from .state import StoreState
 from .tree_state import TreeState
 
-REBASE_ROWS = 10_000
-
 
 class Opening(StoreState):
     """FileStore's part that opens the log and takes and lets go of the writer lock."""
@@ -43,6 +41,8 @@ class Opening(StoreState):
         self._handles.current = LogHandle(open_regular(self.path, self.readonly))
         self._load()
         self._open_catch_up()
+        with self._index_lock:
+            self.index.rebase_tail()
         if self.index.head_seq < 0:
             raise IntegrityError(f"{self.path}: the log holds no genesis entry", HEADER_SIZE)
         self._group.synced_end = self.end
@@ -59,16 +59,9 @@ class Opening(StoreState):
             for name in _creation_leftovers(self.path):
                 snap.remove(name)
             self._match_sidecar_modes()
+            # A replayed index is written as the snapshot when the store closes (or compacts), not
+            # here: the replay built it in the snapshot's compact form already (Index.extend_new).
             self._catch_up(writer=True, opening=True)
-            if self._dirty_snapshot:
-                state = self._write_snapshot()
-                if state is not None and len(self.index.extra) >= REBASE_ROWS:
-                    # Rows replayed from the log each hold a dict entry and an id string; loaded
-                    # from the snapshot's form they share one sorted blob, half the memory.
-                    index = Index.from_state(self.db_id, state)
-                    index.acl = self.index.acl
-                    self.index = index
-                    self._rebased = True
         finally:
             self._unlock()
 

@@ -193,27 +193,28 @@ class Replay(StoreState):
     def _apply_scanned(self, reader: FrameReader) -> bool:
         """Apply the frames of canonical puts from the reader's offset on that the scan core takes
         (mnemo/storage/file/scan.py), to the state `_apply_frame` would leave; False if it takes none,
-        and the general path reads the next frame. Raises FrameError as the reader does."""
+        and the general path reads the next frame. Raises FrameError as the reader does.
+
+        The leading frames whose puts are all new records go into the index in bulk (extend_new); the
+        frames after the first that is not are put one by one."""
         buf, pos = reader.window()
         index = self.index
         res = scan_frames(buf, reader.base, pos, index.head_seq + 1, index.head_hash, -1, MAX_FRAME, LEAVES,
                           index.base.n + len(index.extra))
-        if not res.ids:
+        if not res.entries:
             return False
         spans = res.frame_spans()
-        ids = res.ids
         vers = array("I", res.columns["ver"])
-        fresh = vers.count(1) == len(ids) and len(set(ids)) == len(ids) and (
-            all(index.row_of(i) is None for i in ids) if index.base.n else index.rows.keys().isdisjoint(ids)
-        )
-        if fresh:
-            index.extend_new(res)
-            taken = len(spans)
-        else:
-            taken = self._put_scanned(res, spans, vers)
+        bulk = self._fresh_frames(res, spans, vers)
+        n = sum(k for _o, _e, k in spans[:bulk])
+        if bulk:
+            index.extend_new(res, n)
+        taken = bulk
+        if bulk < len(spans):
+            taken += self._put_scanned(res, spans, vers, bulk, n)
             if not taken:
                 return False  # the general path reports the version that does not follow
-        n = sum(k for _o, _e, k in spans[:taken])
+            n = sum(k for _o, _e, k in spans[:taken])
         first = index.head_seq + 1
         index.head_seq = first + n - 1
         index.head_hash = res.hashes[(n - 1) * HASH_SIZE:n * HASH_SIZE]
@@ -229,18 +230,48 @@ class Replay(StoreState):
         reader.offset = self.end
         return True
 
-    def _put_scanned(self, res: ScanResult, spans: list[tuple[int, int, int]], vers: array[int]) -> int:
+    def _fresh_frames(self, res: ScanResult, spans: list[tuple[int, int, int]], vers: array[int]) -> int:
+        """How many leading frames of the scan hold only new records: version 1, each id once, none in
+        the index."""
+        index = self.index
+        n = res.entries
+        fresh = vers.count(1)
+        if fresh < n:
+            fresh = next(i for i, v in enumerate(vers) if v != 1)
+        w = res.id_width
+        if w and index.appends_to_base(res.id_bytes[:w], w):
+            fresh = min(fresh, res.id_run)  # ascending ids after every id in the index: distinct and new
+        else:
+            seen: set[str] = set()
+            row_of = index.row_of
+            for i, rec_id in enumerate(res.ids[:fresh]):
+                if rec_id in seen or row_of(rec_id) is not None:
+                    fresh = i
+                    break
+                seen.add(rec_id)
+        frames, k = 0, 0
+        for _off, _end, count in spans:
+            if k + count > fresh:
+                break
+            k += count
+            frames += 1
+        return frames
+
+    def _put_scanned(
+        self, res: ScanResult, spans: list[tuple[int, int, int]], vers: array[int], skip: int, k: int
+    ) -> int:
         """Put the scanned entries one by one (records already in the index, or named twice), frame by
-        frame up to the first whose version numbers do not follow; returns how many frames were put."""
+        frame from frame `skip` (whose first entry is entry `k`) up to the first whose version numbers do
+        not follow; returns how many frames were put."""
         index = self.index
         c = {name: array(tc, res.columns[name]) for name, tc in COLUMNS.items() if name in res.columns}
         scopes, agents, tagsets = res.scopes, res.agents, res.tagsets
         sc, ag, tg = array("I", res.scope_codes), array("I", res.agent_codes), array("I", res.tagset_codes)
-        k = 0
-        for taken, (_off, _end, count) in enumerate(spans):
+        ids = res.ids
+        for taken, (_off, _end, count) in enumerate(spans[skip:]):
             seen: dict[str, int] = {}
             for i in range(k, k + count):
-                rec_id = res.ids[i]
+                rec_id = ids[i]
                 expected = seen.get(rec_id) or index.next_ver(rec_id)
                 if vers[i] != expected:
                     return taken
@@ -251,9 +282,9 @@ class Replay(StoreState):
                     res.hashes[i * HASH_SIZE:(i + 1) * HASH_SIZE], c["slot_off"][i], c["slot_len"][i],
                     c["entry_off"][i], c["entry_len"][i],
                 )
-                index.put(res.ids[i], scopes[sc[i]], tagsets[tg[i]], version)
+                index.put(ids[i], scopes[sc[i]], tagsets[tg[i]], version)
             k += count
-        return len(spans)
+        return len(spans) - skip
 
     def _journal(self) -> set[tuple[int, int]] | None:
         """The exact payload slots (offset, length) the erasure journal names, if it belongs to this db.

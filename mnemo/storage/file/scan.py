@@ -55,7 +55,10 @@ class ScanResult(NamedTuple):
     need: int  # > 0: the frame at `pos` was not taken only because it is not whole in the buffer
     frames: bytes  # (offset, end) of each frame taken, i64 pairs in machine order
     counts: bytes  # entries of each frame, u32
-    ids: list[str]
+    id_bytes: bytes  # each entry's id in UTF-8, back to back
+    id_ends: bytes  # where each id ends in id_bytes, i64
+    id_width: int  # the first id's width when it is ASCII, else 0; and how many ids from the first on
+    id_run: int  # are ASCII of that width in strictly ascending order (a SortedIds blob: index_columns.py)
     scopes: list[str]  # distinct scopes, and each entry's code into them (u32)
     scope_codes: bytes
     agents: list[str]
@@ -71,7 +74,20 @@ class ScanResult(NamedTuple):
 
     @property
     def entries(self) -> int:
-        return len(self.ids)
+        return len(self.id_ends) // 8
+
+    @property
+    def ids(self) -> list[str]:
+        """The entries' ids, as str."""
+        w = self.id_width
+        if w and self.id_run == self.entries:
+            text = self.id_bytes.decode()
+            return [text[i : i + w] for i in range(0, len(text), w)]
+        raw, start, out = self.id_bytes, 0, []
+        for end in array("q", self.id_ends):
+            out.append(raw[start:end].decode())
+            start = end
+        return out
 
     def frame_spans(self) -> list[tuple[int, int, int]]:
         """(offset, end, entries) of each frame taken."""
@@ -251,7 +267,7 @@ def scan(
     last = bytes(last_hash)
     need = 0
     frames, counts = array("q"), array("I")
-    ids: list[str] = []
+    ids: list[bytes] = []
     tables: list[tuple[list[Any], dict[bytes, int], array[int]]] = [([], {}, array("I")) for _ in range(3)]
     cols = {name: array(tc) for name, tc in _INT_COLUMNS}
     hashes: list[bytes] = []
@@ -307,7 +323,7 @@ def scan(
             break
         for (raw, _p, a_st, a_len, i_st, i_len, s_st, s_len, tag_bytes, tags, ver, slen, rlen, es, ts, size,
              slot_off, entry_off, h) in rows:
-            ids.append(raw[i_st:i_st + i_len].decode())
+            ids.append(raw[i_st:i_st + i_len])
             keys: tuple[bytes, bytes, bytes] = (raw[s_st:s_st + s_len], raw[a_st:a_st + a_len], tag_bytes)
             for t, key in enumerate(keys):
                 values, codes, out = tables[t]
@@ -338,8 +354,19 @@ def scan(
                 tag_rows[tag] = [row]
             else:
                 rows_of.append(row)
+    width, run = len(ids[0]) if ids else 0, 0
+    for k, i in enumerate(ids):
+        if len(i) != width or not i.isascii() or k and ids[k - 1] >= i:
+            break
+        run += 1
+    if not run:
+        width = 0
+    ends, at = array("q"), 0
+    for i in ids:
+        at += len(i)
+        ends.append(at)
     return ScanResult(
-        pos, seq, last, need, frames.tobytes(), counts.tobytes(), ids,
+        pos, seq, last, need, frames.tobytes(), counts.tobytes(), b"".join(ids), ends.tobytes(), width, run,
         tables[0][0], tables[0][2].tobytes(), tables[1][0], tables[1][2].tobytes(), tables[2][0],
         tables[2][2].tobytes(), list(tag_rows), array("I", map(len, tag_rows.values())).tobytes(),
         array("I", [r for rows_of in tag_rows.values() for r in rows_of]).tobytes(),

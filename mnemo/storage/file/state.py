@@ -60,7 +60,6 @@ class StoreState(StoreGuards):
         self.index = Index()  # until _load reads the real one
         self.tree: Any = None  # the TreeState of the Merkle tree over the entries (mnemo.transparency)
         self.head_ts = 0
-        self._rebased = False
 
     @property
     def snapshot_refused(self) -> str | None:

@@ -28,7 +28,10 @@ from .index_snapshot import SnapshotRefused, Snapshots, acl_from_frames, load_sn
 from .opening import Opening
 from .replay import Replay
 from .search import Search
-from .verify import verify_db_and_index
+from .verify import verify_db_and_scanned_index
+
+# A replay of at least this many records gives the heap it freed back to the system.
+REPLAY_TRIM_ROWS = 10_000
 
 if TYPE_CHECKING:
     from ...chain.rules import ExpectedIndex
@@ -49,8 +52,8 @@ class FileStore(Search, Writes, Compaction, Snapshots, Replay, Opening):
             t0 = time.perf_counter()
             with gc_paused():
                 self._open(create)
-            if self._rebased:
-                release_freed_memory()  # what the replay built and the rebase let go of
+            if not self.snapshot_used and len(self.index) >= REPLAY_TRIM_ROWS:
+                release_freed_memory()  # the temporaries of a large replay
             self.open_seconds = time.perf_counter() - t0
         except OSError as exc:
             self._close_files()
@@ -82,7 +85,7 @@ class FileStore(Search, Writes, Compaction, Snapshots, Replay, Opening):
         """The file checked end to end (audit.verify_db), then the index this store serves compared with
         what that pass over the file says it must hold."""
         self.refresh()
-        report, expected = verify_db_and_index(self.path, pubkey=pubkey, expect_head=expect_head)
+        report, expected = verify_db_and_scanned_index(self.path, pubkey=pubkey, expect_head=expect_head)
         if not report.ok:
             return report
         self.refresh()  # (others may have appended while the file was read)

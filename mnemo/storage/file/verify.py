@@ -10,21 +10,54 @@ import contextlib
 import os
 import stat
 from array import array
+from dataclasses import dataclass, field
 
+from ...acl import Acl
 from ...chain.codec import ZERO_HASH
-from ...chain.rules import ChainVerifier, ExpectedIndex, PayloadSlot, verify_arguments
+from ...chain.rules import ChainVerifier, ExpectedIndex, PayloadSlot, PutRow, verify_arguments
 from ...chain.tree import CompactRange
 from ...record import VerifyReport
 from ..gc_pause import gc_paused
 from ..types import PathArg, Progress
 from .framing import ENTRY_HEADER, FILE_MAGIC, FRAME_HEADER, HEADER_SIZE, Frame, HeaderError, decode_file_header
-from .reader import BIG_FRAME, Damage, Window, entry_offsets, not_regular, open_db, scan_log
+from .index_columns import SortedIds
+from .reader import BIG_FRAME, CHUNK, Damage, Window, entry_offsets, not_regular, open_db, scan_log
 from .scan import DIGEST, LEAVES, ScanResult, scan_frames
 from .snapshot import read_erase_journal
 
 _FH = FRAME_HEADER.size
+SCAN_WINDOW = 4 * CHUNK  # the bytes the fast path scans at a time (at least a CHUNK, to the file's end)
 _SCAN_COLUMNS = (("ver", "I"), ("slot_len", "I"), ("entry_len", "I"), ("seq", "q"), ("ts", "q"), ("size", "q"),
                  ("slot_off", "q"), ("entry_off", "q"))
+
+
+@dataclass
+class ScannedIndex(ExpectedIndex):
+    """An ExpectedIndex that may hold, beside `live`, runs of new records as the scan core gave them
+    (columns, ids as sorted blobs): FileStore.verify compares those with its index column by column
+    (index_diff.py), with no tuple per record. `materialize` puts them in `live` as ExpectedIndex holds
+    them, for whoever reads `live`."""
+
+    runs: list[ScanResult] = field(default_factory=list)
+
+    def materialize(self) -> None:
+        """Every run's records into `live` (each run is of records that nothing after it changed)."""
+        runs, self.runs = self.runs, []
+        for res in runs:
+            _put_run(self.live, res)
+
+
+def _put_run(live: dict[str, PutRow], res: ScanResult) -> None:
+    """The records of a scan of new records (version 1 each) as ExpectedIndex.live holds them."""
+    ids, n = res.ids, res.entries
+    cols = {name: array(tc, res.columns[name]) for name, tc in _SCAN_COLUMNS}
+    scopes, agents, tagsets, hashes = res.scopes, res.agents, res.tagsets, res.hashes
+    sc, ag, tg = array("I", res.scope_codes), array("I", res.agent_codes), array("I", res.tagset_codes)
+    live.update(zip(ids, zip(
+        ids, map(scopes.__getitem__, sc), map(list, map(tagsets.__getitem__, tg)), cols["ver"], cols["seq"],
+        cols["ts"], map(agents.__getitem__, ag), cols["size"], [hashes[i:i + 32] for i in range(0, 32 * n, 32)],
+        cols["slot_off"], cols["slot_len"], cols["entry_off"], cols["entry_len"], strict=True,
+    ), strict=True))
 
 
 class _DbVerifier(ChainVerifier):
@@ -42,6 +75,17 @@ class _DbVerifier(ChainVerifier):
         self.size = size
         self.journal: set[tuple[int, int]] | None = None
         self.pending_damage: tuple[Damage, int] | None = None
+        # Scans of new records (version 1 each, ids ascending from run to run) not yet in `versions` nor
+        # in the index's `live`: put there before the general path reads an entry (flush_runs), or
+        # handed to a ScannedIndex as they are.
+        self.runs: list[ScanResult] = []
+
+    def flush_runs(self) -> None:
+        runs, self.runs = self.runs, []
+        for res in runs:
+            self.versions.update(dict.fromkeys(res.ids, 1))
+            if self.index is not None:
+                _put_run(self.index.live, res)
 
     # header and sidecars
     def header(self, data: bytes) -> None:
@@ -86,6 +130,7 @@ class _DbVerifier(ChainVerifier):
 
     # damage
     def damage(self, d: Damage) -> None:
+        self.flush_runs()
         exp = self.next_seq
         if d.torn:
             self.problem(
@@ -119,6 +164,7 @@ class _DbVerifier(ChainVerifier):
 
     # frames and entries
     def frame(self, frame: Frame, crc_ok: bool, win: Window) -> None:
+        self.flush_runs()
         first = frame.entries[0].seq
         self.resumed(first)
         if not crc_ok:
@@ -147,8 +193,9 @@ class _DbVerifier(ChainVerifier):
         flags = DIGEST | (LEAVES if self.tree is not None else 0)
         while pos + _FH <= win.size:
             rel = pos - win.start
-            if rel < 0 or rel + _FH > len(win.buf):
-                win.ensure(pos, _FH)
+            if rel < 0 or rel + _FH > len(win.buf) or len(win.buf) - rel < CHUNK < win.size - pos:
+                # one scan over many frames: what it builds per distinct scope, agent or tag is made once
+                win.ensure(pos, SCAN_WINDOW)
                 rel = pos - win.start
             res = scan_frames(win.buf, win.start, rel, self.next_seq, self.last_hash, want, BIG_FRAME, flags)
             taken = self.take_scanned(res)
@@ -158,7 +205,7 @@ class _DbVerifier(ChainVerifier):
             if res.need:  # the next frame is not whole in the buffer
                 if pos + res.need > win.size:
                     break
-                win.ensure(pos, res.need)
+                win.ensure(pos, max(res.need, SCAN_WINDOW))
             elif len(win.buf) - res.pos >= _FH:  # a frame the scan does not take
                 break
             # else fewer bytes than a frame header are left in the buffer: read on
@@ -167,36 +214,30 @@ class _DbVerifier(ChainVerifier):
     def take_scanned(self, res: ScanResult) -> int | None:
         """Apply the scanned frames to the state, frame by frame; None when all were taken, else the
         offset of the first frame whose version numbers do not follow (nothing of it is applied)."""
-        if not res.ids:
+        n = res.entries
+        if not n:
             return None
         versions, index, tree = self.versions, self.index, self.tree
-        live, older = (index.live, index.older) if index is not None else ({}, {})
-        ids = res.ids
-        cols = {name: array(tc, res.columns[name]) for name, tc in _SCAN_COLUMNS}
-        vers, seqs = cols["ver"], cols["seq"]
-        scopes, agents, tagsets = res.scopes, res.agents, res.tagsets
-        sc, ag, tg = array("I", res.scope_codes), array("I", res.agent_codes), array("I", res.tagset_codes)
+        vers = array("I", res.columns["ver"])
+        seqs = array("q", res.columns["seq"])
         hashes = res.hashes
-        spans = res.frame_spans()
-        n = len(ids)
-        if vers.count(1) == n and len(set(ids)) == n and versions.keys().isdisjoint(ids):
-            # every put a new record (the usual case): the state is updated in bulk
-            versions.update(zip(ids, vers, strict=True))
-            if index is not None:
-                live.update(zip(ids, zip(
-                    ids, map(scopes.__getitem__, sc), map(list, map(tagsets.__getitem__, tg)), vers, seqs,
-                    cols["ts"], map(agents.__getitem__, ag), cols["size"],
-                    [hashes[i:i + 32] for i in range(0, 32 * n, 32)], cols["slot_off"], cols["slot_len"],
-                    cols["entry_off"], cols["entry_len"], strict=True,
-                ), strict=True))
+        if vers.count(1) == n and self._new_run(res):
+            # every put a new record (the usual case): kept as the scan gave it (flush_runs)
+            self.runs.append(res)
             if tree is not None:
                 tree.add_leaf_hashes(res.leaves)
             self.entries += n
             self.next_seq = seqs[n - 1] + 1
             self.last_seq, self.last_hash = seqs[n - 1], hashes[(n - 1) * 32:]
             return None
+        self.flush_runs()
+        live, older = (index.live, index.older) if index is not None else ({}, {})
+        ids = res.ids
+        cols = {name: array(tc, res.columns[name]) for name, tc in _SCAN_COLUMNS}
+        scopes, agents, tagsets = res.scopes, res.agents, res.tagsets
+        sc, ag, tg = array("I", res.scope_codes), array("I", res.agent_codes), array("I", res.tagset_codes)
         k = 0
-        for off, _end, count in spans:
+        for off, _end, count in res.frame_spans():
             if count == 1:
                 if versions.get(ids[k], 0) + 1 != vers[k]:
                     return off
@@ -228,6 +269,24 @@ class _DbVerifier(ChainVerifier):
             self.last_seq, self.last_hash = seqs[k - 1], hashes[(k - 1) * 32:k * 32]
         return None
 
+    def _new_run(self, res: ScanResult) -> bool:
+        """Whether a scan of version-1 puts names only records nothing before it named, each once: its
+        ids ascend, from after the last id of the runs before it, and none is in `versions`."""
+        w = res.id_width
+        if not w or res.id_run != res.entries:
+            return False
+        if self.runs:
+            last = self.runs[-1]
+            if last.id_width != w or res.id_bytes[:w] <= last.id_bytes[-w:]:
+                return False
+        versions = self.versions
+        if not versions:
+            return True
+        if len(versions) > res.entries:
+            return versions.keys().isdisjoint(res.ids)
+        run = SortedIds(res.id_bytes, w)
+        return all(run.find(rid) is None for rid in versions)
+
     def finish(self) -> None:
         self.resumed(self.next_seq)  # a resync always finds a frame, so this is a no-op
         super().finish()
@@ -240,6 +299,16 @@ def verify_db_and_index(
     `Store.index_differences`; meaningful only when the report is ok). The snapshot file is left to
     the caller, which compares the index it serves."""
     index = ExpectedIndex.empty()
+    report = verify_log(path, pubkey, expect_head, None, index)
+    return report, index
+
+
+def verify_db_and_scanned_index(
+    path: PathArg, *, pubkey: bytes | None = None, expect_head: tuple[int, str] | None = None
+) -> tuple[VerifyReport, ScannedIndex]:
+    """verify_db_and_index, with the runs of new records the scan core read kept as columns
+    (ScannedIndex), for FileStore.verify to compare with its index in bulk."""
+    index = ScannedIndex({}, {}, set(), Acl())
     report = verify_log(path, pubkey, expect_head, None, index)
     return report, index
 
@@ -268,6 +337,10 @@ def verify_log(
                     v.damage(item)
                 else:
                     v.frame(item[0], item[1], win)
+        if isinstance(index, ScannedIndex):
+            index.runs = v.runs
+        elif index is not None:
+            v.flush_runs()  # (without an index, the runs' versions are needed by nothing after the pass)
         v.finish()
         if progress is not None:
             progress(win.size, win.size)
@@ -283,4 +356,4 @@ def verify_log(
     return report
 
 
-__all__ = ["verify_db_and_index", "verify_log"]
+__all__ = ["ScannedIndex", "verify_db_and_index", "verify_db_and_scanned_index", "verify_log"]

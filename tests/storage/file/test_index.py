@@ -18,7 +18,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from mnemo import IntegrityError, MnemoClient
+from mnemo import IntegrityError, MnemoClient, NotFound
 from mnemo.storage.file import index as index_mod
 from mnemo.storage.file import snapshot as snap
 from mnemo.storage.file.index import Index, Rec, Version
@@ -369,26 +369,32 @@ def test_a_long_posting_sheds_its_stale_rows() -> None:
     assert "big" not in index.postings and "big" not in index.sorted_tags and not index.stale_tags
 
 
-def test_a_writer_that_replayed_keeps_the_compact_form(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """After replaying many rows (no snapshot), a writer's open writes the snapshot and serves the index
-    loaded back from it: the same records, tags and history, now from the sorted id blob."""
-    from mnemo.storage.file import opening as engine
-
-    monkeypatch.setattr(engine, "REBASE_ROWS", 10)
+def test_a_replayed_index_is_built_in_the_compact_form(tmp_path: Path) -> None:
+    """An open without the snapshot builds the index in the form a snapshot loads: the ids of records
+    made in id order extend the sorted id blob, with no dict entry or string per record; an update and
+    a forget change those rows in place. The snapshot is written when the writer closes, not by the open."""
     db = tmp_path / "r.db"
     with MnemoClient(db, "a", durability="none") as c:
         ids = [c.remember(f"m{i}", tags=[f"t{i % 3}"]).id for i in range(40)]
         c.update(ids[5], content="m5 again")
         c.forget([ids[7]])
-    Path(str(db) + ".snap").unlink()
+    snap = Path(str(db) + ".snap")
+    snap.unlink()
     with MnemoClient(db, "a", durability="none") as c:
         index = c._store.index
-        assert index.base.n == 39 and not index.extra and not c.stats()["snapshot_used"]
+        assert not c.stats()["snapshot_used"] and not snap.exists()
+        assert index.base.n == 40 and index.base_dead == {7} and not index.extra and not index.rows
+        assert index.base.blob == "".join(ids).encode()
         assert [r.id for r in c.query(tags=["t2"])] == [i for n, i in enumerate(ids) if n % 3 == 2]
         assert [r.content for r in c.history(ids[5])] == ["m5", "m5 again"]
+        with pytest.raises(NotFound):
+            c.get(ids[7])
         assert c.verify().ok
         new = c.remember("after", tags=["t2"]).id  # a new row after the base
         assert c.query(tags=["t2"])[-1].id == new
+    assert snap.exists()
+    with MnemoClient(db, "a", durability="none") as c:
+        assert c.stats()["snapshot_used"] and len(c.list_records()) == 40
 
 
 def _three() -> Index:

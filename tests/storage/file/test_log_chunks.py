@@ -1,4 +1,4 @@
-"""The log is read in chunks (logfile.CHUNK, 4 MiB; a replay's window, logfile.SCAN_CHUNK, 32 MiB), so that
+"""The log is read in chunks (logfile.CHUNK, 4 MiB; a replay's window, logfile.SCAN_CHUNK, 64 MiB), so that
 a frame, a frame header or a frame magic can straddle two reads. With the chunk made a few bytes long every
 one of them does, somewhere: an open replays every record, a torn tail is still cut and reported, a torn
 frame followed by valid frames is still damage, and a client still follows a compaction to the new log."""

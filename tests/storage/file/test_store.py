@@ -286,11 +286,11 @@ def test_an_erasure_journal_naming_nothing_to_erase_is_removed_by_the_next_write
     assert db.read_bytes() == log
 
 
-def test_an_open_whose_snapshot_cannot_be_written_serves_the_replayed_index(
+def test_a_replayed_writer_whose_snapshot_cannot_be_written_serves_its_index_and_closes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A writer that replayed the log writes a snapshot and, past REBASE_ROWS rows, rebuilds its index
-    from it; a full disk that refuses the snapshot leaves it the index it replayed, and the open goes on."""
+    """A writer that replayed the log writes its snapshot when it closes; a full disk that refuses the
+    snapshot changes nothing of what it served, and the close goes on."""
     import errno
 
     from mnemo.storage.file import opening as file_store
@@ -303,7 +303,6 @@ def test_an_open_whose_snapshot_cannot_be_written_serves_the_replayed_index(
     def full(path: str, body: object, mode: int | None = None) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(file_store, "REBASE_ROWS", 1)
     monkeypatch.setattr(file_store.snap, "write_snapshot", full)
     with MnemoClient(db, "owner", durability="none") as w:
         assert sorted(r.id for r in w.query(tags=["t"])) == sorted(ids)

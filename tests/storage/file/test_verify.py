@@ -37,7 +37,7 @@ def test_verify_while_another_client_appends_writes_nothing_and_finds_nothing(
     with MnemoClient(db, OWNER, durability="none") as c, MnemoClient(db, OWNER, durability="none") as other:
         c.remember("mine", tags=["t"])
         store: Any = c._store
-        real_pass = mnemo.storage.file.store.verify_db_and_index
+        real_pass = mnemo.storage.file.store.verify_db_and_scanned_index
         real_refresh = store.refresh
         appended: list[str] = []
 
@@ -53,7 +53,7 @@ def test_verify_while_another_client_appends_writes_nothing_and_finds_nothing(
                 other.remember("appended after this client's refresh", tags=["t"])
                 appended.append("after the refresh")
 
-        monkeypatch.setattr(mnemo.storage.file.store, "verify_db_and_index", the_pass)
+        monkeypatch.setattr(mnemo.storage.file.store, "verify_db_and_scanned_index", the_pass)
         monkeypatch.setattr(store, "refresh", refresh)
         before = _files(db)
         report = c.verify()
@@ -69,9 +69,10 @@ def test_verify_while_another_client_appends_writes_nothing_and_finds_nothing(
         assert len(r.query(tags=["t"])) == 3 + appends_after_refresh
 
 
-def test_a_snapshot_written_at_open_is_not_written_again_at_close(tmp_path: Path) -> None:
-    """A writer that replays the log (no snapshot) writes one as it opens; closing without a write
-    leaves that snapshot as it is: the same file, not a rewrite of the same bytes."""
+def test_a_replayed_writer_writes_its_snapshot_once_at_close(tmp_path: Path) -> None:
+    """A writer that replays the log (no snapshot) writes none as it opens, and one as it closes; a
+    writer that opened from that snapshot and wrote nothing leaves it as it is at close: the same file,
+    not a rewrite of the same bytes."""
     db = tmp_path / "s.db"
     snap = Path(str(db) + ".snap")
     with MnemoClient(db, OWNER, durability="none") as c:
@@ -79,8 +80,14 @@ def test_a_snapshot_written_at_open_is_not_written_again_at_close(tmp_path: Path
     snap.unlink()
     c = MnemoClient(db, OWNER, durability="none")
     try:
-        assert not c.stats()["snapshot_used"]
-        written = snap.read_bytes(), snap.stat().st_ino, os.stat(snap).st_mtime_ns
+        assert not c.stats()["snapshot_used"] and not snap.exists()
+        assert [r.content for r in c.query()] == ["a record"]
+    finally:
+        c.close()
+    written = snap.read_bytes(), snap.stat().st_ino, os.stat(snap).st_mtime_ns
+    c = MnemoClient(db, OWNER, durability="none")
+    try:
+        assert c.stats()["snapshot_used"]
         assert [r.content for r in c.query()] == ["a record"]
     finally:
         c.close()
