@@ -482,7 +482,7 @@ class PostgresStore(Meaning):
     ) -> TableSource:
         """The index as recall reads it (one round trip); the texts it gives phrases are read into `loaded`."""
         try:
-            return TableSource(self._fetch(sql, params, conn), exact, prefixes, filtered,
+            return TableSource(self._fetch(sql, params, conn, binary=True), exact, prefixes, filtered,
                                lambda seq: self._indexed_text(seq, loaded, scopes, batch, conn))
         except IndexDisagrees as exc:
             raise IntegrityError(f"{self.path}: the text index disagrees with itself ({exc}): run verify") from None
@@ -630,7 +630,8 @@ class PostgresStore(Meaning):
         """Rewrite the tables that held erased bytes (payloads and tags by VACUUM FULL, the text index's
         terms by CLUSTER, in term order; with their TOAST tables and indexes): each is rewritten into new
         files and the old ones are removed, so that no file of the database keeps the bytes of a forgotten
-        record's dead rows. Needs the tables' owner."""
+        record's dead rows; then VACUUM the terms, whose rewrite left them no visibility map. Needs the
+        tables' owner."""
         if self.current_batch() is not None:
             raise MnemoError("compact() cannot run inside a transaction")
         self.check_writable()
@@ -682,6 +683,11 @@ class PostgresStore(Meaning):
                         with contextlib.suppress(psycopg.Error):
                             conn.execute("RESET lock_timeout")
                 after = int(self._fetch(size, [tables])[0][0])
+                # the rewritten terms' visibility map (a rewrite leaves none), so that recall reads their
+                # postings from the index alone (schema.py, version 8); an autovacuum of them at work
+                # (SKIP_LOCKED) sets it itself
+                with self._read_lock:
+                    self._reads().execute("VACUUM (SKIP_LOCKED) mnemo_terms")
             except psycopg.Error as exc:
                 raise storage_error(exc, self.path) from None
             finally:
