@@ -216,9 +216,7 @@ class TableSource:
         """The documents of the postings read that have the tags asked for (None: none were asked for)."""
         if self._tagged is None:
             return None
-        if isinstance(self._tagged, bytes):
-            self._tagged = set(unpacked(self._tagged, 8))  # type: ignore[assignment]
-        return self._tagged  # type: ignore[return-value]
+        return set(unpacked(self._tagged, 8))
 
     def totals(self) -> tuple[int, int]:
         return self.n_docs, self.total
