@@ -176,20 +176,22 @@ def search_packed(
     if not features:
         return []
     ordered = [columns for _feature, columns in sorted(features.items(), key=lambda item: repr(item[0]))]
-    every = np.unique(np.concatenate([keys for keys, _tfs, _lengths in ordered]))
+    every, at = _distinct(np.concatenate([keys for keys, _tfs, _lengths in ordered]))
     seen = np.zeros(len(every), dtype=np.bool_)
+    start, deduplicated = 0, False
     for i, (keys, tfs, lengths) in enumerate(ordered):
-        at = np.searchsorted(every, keys)
-        seen[at] = True
-        if np.count_nonzero(seen) != len(at):  # a seq twice (rows written by hand): the last counts, as in a dict
+        mine = at[start:start + len(keys)]
+        start += len(keys)
+        seen[mine] = True
+        if np.count_nonzero(seen) != len(keys):  # a seq twice (rows written by hand): the last counts, as in a dict
             _unique, last = np.unique(keys[::-1], return_index=True)
             last = len(keys) - 1 - last
-            ordered[i] = keys[last], tfs[last], lengths[last]
-            at = at[last]
-        seen[at] = False
+            ordered[i], deduplicated = (keys[last], tfs[last], lengths[last]), True
+        seen[mine] = False
+    if deduplicated:
+        every, at = _distinct(np.concatenate([keys for keys, _tfs, _lengths in ordered]))
     # every feature's postings in one column, in the features' order: np.add.at adds them one by one in
     # that order, so that each document's score is summed from 0.0 feature by feature, as in `scored`
-    keys = np.concatenate([keys for keys, _tfs, _lengths in ordered])
     tfs = np.concatenate([tfs for _keys, tfs, _lengths in ordered])
     lengths = np.concatenate([lengths for _keys, _tfs, lengths in ordered])
     weights = np.repeat([idf(n_docs, len(keys)) for keys, _tfs, _lengths in ordered],
@@ -197,11 +199,31 @@ def search_packed(
     avg = total / n_docs
     norms = K1 * ((1 - B) + B * lengths / avg)  # norm(length, avg), operation by operation
     scores = np.zeros(len(every))
-    np.add.at(scores, np.searchsorted(every, keys), weights * (tfs * (K1 + 1) / (tfs + norms)))
+    np.add.at(scores, at, weights * (tfs * (K1 + 1) / (tfs + norms)))
     if excluded:
         kept = ~np.isin(every, np.concatenate(excluded))
         every, scores = every[kept], scores[kept]
     return _best_packed(every, scores, limit, keep)
+
+
+def _distinct(keys: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The distinct keys, ascending, and where each of `keys` is among them. Keys that are seqs are dense
+    (a corpus's documents are most of the seqs up to its last): when they are, a table indexed by key
+    does it in linear time; else a sort."""
+    if len(keys) and int(keys.min()) >= 0 and int(keys.max()) < 8 * len(keys) + 4096:
+        place = np.zeros(int(keys.max()) + 1, dtype=np.int64)
+        place[keys] = 1
+        every = np.flatnonzero(place)
+        place[every] = np.arange(len(every))
+        return every, place[keys]
+    order = np.argsort(keys)
+    ordered = keys[order]
+    new = np.empty(len(ordered), dtype=np.bool_)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    at = np.empty(len(keys), dtype=np.int64)
+    at[order] = np.cumsum(new) - 1
+    return ordered[new], at
 
 
 def _clause_columns(
