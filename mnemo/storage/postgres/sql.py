@@ -102,8 +102,8 @@ def recall_sql(
     - (0, NULL, documents, total length, NULL, NULL, NULL): the corpus's, summed over its scopes' totals;
     - (1, term, NULL, NULL, seqs, tfs, lengths) for each of the `exact` terms and each term starting with
       one of the `prefixes` that a document of the corpus holds: its postings, one row for all of them,
-      each column packed (POSTING_COLUMNS): the documents' seqs, how often each holds the term, their
-      lengths, in one order;
+      each column packed (text_index.unpacked reads them): the documents' seqs (8 bytes each), how often
+      each holds the term and their lengths (4 bytes each), big-endian, in one order;
     - (2, NULL, NULL, NULL, seqs, NULL, NULL) when `tags` asks for tags: the documents of those postings
       whose tag rows match them, packed as the seqs above (none is NULL);
     - (3, id, seq, length, NULL, NULL, NULL) for the document in the corpus of each record of `touched`.
