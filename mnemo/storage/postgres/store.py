@@ -635,7 +635,15 @@ class PostgresStore(Meaning):
         if self.current_batch() is not None:
             raise MnemoError("compact() cannot run inside a transaction")
         self.check_writable()
-        size = "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0) FROM unnest(%s::text[]) t"
+        # the bytes of the tables' pages, with their TOAST tables and indexes: not their visibility and
+        # free space maps, which the VACUUM of the terms below makes and a rewrite leaves out
+        size = (
+            "WITH r AS (SELECT to_regclass(t)::oid AS oid FROM unnest(%s::text[]) t WHERE to_regclass(t) IS NOT NULL), "
+            "w AS (SELECT oid FROM r UNION SELECT c.reltoastrelid FROM pg_class c JOIN r USING (oid) "
+            "WHERE c.reltoastrelid <> 0) "
+            "SELECT coalesce(sum(pg_relation_size(x.oid)), 0) FROM (SELECT oid FROM w "
+            "UNION SELECT i.indexrelid FROM pg_index i JOIN w ON i.indrelid = w.oid) x"
+        )
         # each rewritten table, by the command that rewrites it: the terms in term order, so that a term's
         # postings are together (CLUSTER is VACUUM FULL's rewrite, in an index's order)
         rewrites = {"mnemo_payloads": ("VACUUM FULL", "VACUUM (FULL) mnemo_payloads"),
