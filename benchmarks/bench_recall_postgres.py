@@ -6,8 +6,13 @@ The plain baseline is what an application would write without Mnemo: a table of 
 `tsvector` (the `simple` configuration: no stemming, as Mnemo has none) and a GIN index, queried with an
 OR of the words (Mnemo's words are alternatives too), ranked by `ts_rank`, the best 10 with their
 content. It computes no BM25 statistics over a caller's scopes and checks nothing against a chain, so it
-is the floor, not an equivalent. Each query is timed as the median of its repetitions, the three systems
-interleaved; the statements each Mnemo recall sends are counted.
+is the floor, not an equivalent. Before the timing, both systems' tables are vacuumed and analysed alike
+(VACUUM ANALYZE, what autovacuum does in time): the vacuum sets the visibility map, which lets Mnemo read a
+term's postings from its index alone (docs/POSTGRES.md, "Recall"; a page written since costs a row fetch
+per posting until then). Each query is timed as the median of its repetitions, the three systems
+interleaved; the statements each Mnemo recall sends are counted. Beside the wall times, the CPU time of
+each call of Mnemo on PostgreSQL and of the plain query, the client's and its server backend's summed
+(read from /proc on the server's machine), which the other work of a loaded machine does not inflate.
 
 Usage: python benchmarks/bench_recall_postgres.py --dsn postgresql://postgres@127.0.0.1:5432/postgres [--records N]
 The script creates a database of its own on that server and drops it at the end.
@@ -79,6 +84,35 @@ def timed(fn: Callable[[], Any], reps: int) -> tuple[float, Any]:
         result = fn()
         samples.append(time.perf_counter() - t0)
     return statistics.median(samples), result
+
+
+def server_cpu(pid: int) -> float | None:
+    """Seconds of CPU the server process `pid` has used (/proc/PID/schedstat, when this user may read it
+    on the server's machine), else None."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu(fn: Callable[[], Any], reps: int, backend: int | None) -> float | None:
+    """The mean CPU seconds of a call of fn: this process's, and the server backend's of pid `backend`
+    (None: no server), or None when the server's cannot be read. Unlike the wall time, the time other
+    processes take the cores for does not count in it: what a query costs on a quiet machine, round trips
+    aside."""
+    before = server_cpu(backend) if backend is not None else 0.0
+    t0 = time.process_time()
+    for _ in range(reps):
+        fn()
+    mine = time.process_time() - t0
+    after = server_cpu(backend) if backend is not None else 0.0
+    if before is None or after is None:
+        return None
+    return (mine + after - before) / reps
+
+
+def ms(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1000:.1f}"
 
 
 def statements(client: MnemoClient, query: str) -> int:
@@ -160,7 +194,8 @@ def run(conninfo: str, corpus: list[str], file_db: Path, reps: int) -> None:
             plain.execute("VACUUM ANALYZE mnemo_terms")
             print(f"CLUSTER of mnemo_terms: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         print(f"\n{phase}:\n\n| query ({len(corpus):,} records) | hits | Mnemo PostgreSQL ms | statements | "
-              "tsvector/GIN ms | Mnemo file ms |\n|---|---|---|---|---|---|")
+              "tsvector/GIN ms | Mnemo file ms | CPU ms, Mnemo PostgreSQL / tsvector/GIN (client + server) |"
+              "\n|---|---|---|---|---|---|---|")
         for label, query, tsquery in QUERIES:
             for who, scope_sql, scope_args in (("owner", "", []), ("reader of 1 scope", "AND scope = %s", ["team:a"])):
                 owner = who == "owner"
@@ -176,8 +211,12 @@ def run(conninfo: str, corpus: list[str], file_db: Path, reps: int) -> None:
                 pg_ms, hits = timed(lambda c=pg_client, q=query: c.recall(q), reps)
                 base_ms, _ = timed(plain_query, reps)
                 file_ms, _ = timed(lambda c=file_client, q=query: c.recall(q), reps)
+                pg_backend = pg_client._store._reads().info.backend_pid  # the connection recall reads on
+                pg_cpu = cpu(lambda c=pg_client, q=query: c.recall(q), reps, pg_backend)
+                base_cpu = cpu(plain_query, reps, plain.info.backend_pid)
                 print(f"| {label} `{query}`, {who} | {len(hits)} | {pg_ms * 1000:.1f} | "
-                      f"{statements(pg_client, query)} | {base_ms * 1000:.1f} | {file_ms * 1000:.1f} |", flush=True)
+                      f"{statements(pg_client, query)} | {base_ms * 1000:.1f} | {file_ms * 1000:.1f} | "
+                      f"{ms(pg_cpu)} / {ms(base_cpu)} |", flush=True)
     plain.close()
     for c in (*clients.values(), *readers.values()):
         c.close()

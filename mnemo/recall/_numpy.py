@@ -10,10 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 
 class _Deferred:
-    """Stands for the numpy module: each attribute is looked up in it, imported at the first."""
+    """Stands for the numpy module: each attribute is looked up in it, imported at the first, and kept
+    (the next lookup of it is an attribute's, not an import's)."""
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(importlib.import_module("numpy"), name)
+        value = getattr(importlib.import_module("numpy"), name)
+        setattr(self, name, value)
+        return value
 
 
 def installed() -> bool:

@@ -12,11 +12,15 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, cast, runtime_checkable
 
+from ._numpy import installed, np
 from .analysis import atoms, counted, phrase_count
 from .bm25 import K1, B, idf
 from .query import Feature, Phrase, Prefix, Query, Term, occurrences
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 K = TypeVar("K", bound=Hashable)
 K_contra = TypeVar("K_contra", contravariant=True)
@@ -63,6 +67,16 @@ class Source(Protocol[K]):
         """A document's text, as it was analysed (for phrases)."""
 
 
+@runtime_checkable
+class Packed(Source[int], Protocol):
+    """A Source (of keys that are the documents' seqs) that also gives a term's postings as columns, which
+    search scores in bulk with numpy when it is installed."""
+
+    def columns(self, term: str) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+        """The postings of `term` (as Source.postings): the documents' seqs, how often each holds the
+        term, and each one's length, in one order; each seq once."""
+
+
 def search(
     query: Query, source: Source[K], limit: int, keep: Callable[[K], bool] | None = None
 ) -> list[tuple[K, float]]:
@@ -72,6 +86,9 @@ def search(
     Precondition: limit >= 0."""
     if limit == 0:
         return []
+    if isinstance(source, Packed) and installed():  # its keys are seqs: K is int
+        found = search_packed(query, source, limit, cast("Callable[[int], bool] | None", keep))
+        return cast("list[tuple[K, float]]", found)
     scores, excluded = scored(query, source)
     for key in excluded:
         scores.pop(key, None)
@@ -87,22 +104,7 @@ def scored(query: Query, source: Source[K], include: bool = True) -> tuple[dict[
     n_docs, total = source.totals()
     if n_docs == 0:
         return {}, set()
-    texts: dict[K, str] = {}
-    analysed: dict[K, list[str]] = {}
-
-    def phrase_starts(phrase: Phrase, key: K) -> int:
-        """How many times `phrase` occurs in the document (its text read once per search)."""
-        text = texts.get(key)
-        if text is None:
-            text = texts[key] = source.text(key)
-        found = phrase_count(text, phrase.atoms)
-        if found is not None:
-            return found
-        positions = analysed.get(key)
-        if positions is None:
-            positions = analysed[key] = atoms(text)
-        return occurrences(phrase, positions)
-
+    phrase_starts = _phrase_counter(source)
     excluded: set[K] = set()
     for clause in query.exclude:
         for postings in _clause_postings(clause, source, phrase_starts).values():
@@ -129,6 +131,153 @@ def scored(query: Query, source: Source[K], include: bool = True) -> tuple[dict[
         for key, tf in postings.items():
             scores[key] = get(key, 0.0) + weight * (tf * k1_plus_1 / (tf + norms[key]))
     return scores, excluded
+
+
+def _phrase_counter(source: Source[K]) -> Callable[[Phrase, K], int]:
+    """phrase_starts(phrase, key): how many times `phrase` occurs in a document of `source` (its text read
+    once per search)."""
+    texts: dict[K, str] = {}
+    analysed: dict[K, list[str]] = {}
+
+    def phrase_starts(phrase: Phrase, key: K) -> int:
+        text = texts.get(key)
+        if text is None:
+            text = texts[key] = source.text(key)
+        found = phrase_count(text, phrase.atoms)
+        if found is not None:
+            return found
+        positions = analysed.get(key)
+        if positions is None:
+            positions = analysed[key] = atoms(text)
+        return occurrences(phrase, positions)
+
+    return phrase_starts
+
+
+Columns = tuple["NDArray[np.int64]", "NDArray[np.int64]", "NDArray[np.int64]"]
+
+
+def search_packed(
+    query: Query, source: Packed, limit: int, keep: Callable[[int], bool] | None = None
+) -> list[tuple[int, float]]:
+    """search over a Packed source, in bulk: each feature's postings as columns, its terms' BM25 summed
+    per document with numpy in the order and by the very operations of `scored` (so the same floats), the
+    best found by partition and sorted, `keep` asked of those only. Precondition: limit > 0 and
+    numpy is installed."""
+    n_docs, total = source.totals()
+    if n_docs == 0:
+        return []
+    phrase_starts = _phrase_counter(source)
+    excluded = [keys for clause in query.exclude
+                for keys, _tfs, _lengths in _clause_columns(clause, source, phrase_starts).values()]
+    features: dict[Feature, Columns] = {}
+    for clause in query.include:
+        features.update(_clause_columns(clause, source, phrase_starts))
+    if not features:
+        return []
+    ordered = [columns for _feature, columns in sorted(features.items(), key=lambda item: repr(item[0]))]
+    every, at = _distinct(np.concatenate([keys for keys, _tfs, _lengths in ordered]))
+    seen = np.zeros(len(every), dtype=np.bool_)
+    start, deduplicated = 0, False
+    for i, (keys, tfs, lengths) in enumerate(ordered):
+        mine = at[start:start + len(keys)]
+        start += len(keys)
+        seen[mine] = True
+        if np.count_nonzero(seen) != len(keys):  # a seq twice (rows written by hand): the last counts, as in a dict
+            _unique, last = np.unique(keys[::-1], return_index=True)
+            last = len(keys) - 1 - last
+            ordered[i], deduplicated = (keys[last], tfs[last], lengths[last]), True
+        seen[mine] = False
+    if deduplicated:
+        every, at = _distinct(np.concatenate([keys for keys, _tfs, _lengths in ordered]))
+    # every feature's postings in one column, in the features' order: np.add.at adds them one by one in
+    # that order, so that each document's score is summed from 0.0 feature by feature, as in `scored`
+    tfs = np.concatenate([tfs for _keys, tfs, _lengths in ordered])
+    lengths = np.concatenate([lengths for _keys, _tfs, lengths in ordered])
+    weights = np.repeat([idf(n_docs, len(keys)) for keys, _tfs, _lengths in ordered],
+                        [len(keys) for keys, _tfs, _lengths in ordered])
+    avg = total / n_docs
+    norms = K1 * ((1 - B) + B * lengths / avg)  # norm(length, avg), operation by operation
+    scores = np.zeros(len(every))
+    np.add.at(scores, at, weights * (tfs * (K1 + 1) / (tfs + norms)))
+    if excluded:
+        kept = ~np.isin(every, np.concatenate(excluded))
+        every, scores = every[kept], scores[kept]
+    return _best_packed(every, scores, limit, keep)
+
+
+def _distinct(keys: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The distinct keys, ascending, and where each of `keys` is among them. Keys that are seqs are dense
+    (a corpus's documents are most of the seqs up to its last): when they are, a table indexed by key
+    does it in linear time; else a sort."""
+    if len(keys) and int(keys.min()) >= 0 and int(keys.max()) < 8 * len(keys) + 4096:
+        place = np.zeros(int(keys.max()) + 1, dtype=np.int64)
+        place[keys] = 1
+        every = np.flatnonzero(place)
+        place[every] = np.arange(len(every))
+        return every, place[keys]
+    order = np.argsort(keys)
+    ordered = keys[order]
+    new = np.empty(len(ordered), dtype=np.bool_)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    at = np.empty(len(keys), dtype=np.int64)
+    at[order] = np.cumsum(new) - 1
+    return ordered[new], at
+
+
+def _clause_columns(
+    clause: Term | Phrase | Prefix, source: Packed, phrase_starts: Callable[[Phrase, int], int]
+) -> dict[Feature, Columns]:
+    """_clause_postings, as columns (keys, tfs, lengths)."""
+    if isinstance(clause, Term):
+        found = source.columns(clause.text)
+        return {clause: found} if len(found[0]) else {}
+    if isinstance(clause, Prefix):
+        out: dict[Feature, Columns] = {}
+        for term in source.expand(clause.text):
+            if term.startswith(clause.text):
+                found = source.columns(term)
+                if len(found[0]):
+                    out[Term(term)] = found
+        return out
+    postings = _clause_postings(clause, source, phrase_starts)
+    if not postings:
+        return {}
+    (starts,) = postings.values()
+    lengths = source.lengths()
+    n = len(starts)
+    return {clause: (np.fromiter(starts, dtype=np.int64, count=n),
+                     np.fromiter(starts.values(), dtype=np.int64, count=n),
+                     np.fromiter((lengths[key] for key in starts), dtype=np.int64, count=n))}
+
+
+def _best_packed(
+    keys: NDArray[np.int64], scores: NDArray[np.float64], limit: int, keep: Callable[[int], bool] | None
+) -> list[tuple[int, float]]:
+    """_best over documents whose keys are their seqs, of those `keep` keeps: the scores at or above the
+    `wanted`-th best are ordered in full (score down, then seq down) and walked, each asked of `keep`,
+    until `limit` are kept; when too few are, `wanted` grows and the walk goes on."""
+    out: list[tuple[int, float]] = []
+    done = 0  # how many of the order have been walked
+    wanted = limit
+    while True:
+        if wanted < len(keys):
+            threshold = np.partition(scores, len(scores) - wanted)[len(scores) - wanted]
+            chosen = np.flatnonzero(scores >= threshold)
+        else:
+            chosen = np.arange(len(keys))
+        order = chosen[np.lexsort((-keys[chosen], -scores[chosen]))]
+        for at in order[done:].tolist():
+            key = int(keys[at])
+            if keep is None or keep(key):
+                out.append((key, float(scores[at])))
+                if len(out) == limit:
+                    return out
+        if len(chosen) == len(keys):
+            return out
+        done = len(order)
+        wanted *= 4
 
 
 def _best(scores: dict[K, float], limit: int, seqs: Column[K, int]) -> list[tuple[K, float]]:

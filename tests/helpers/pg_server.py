@@ -19,9 +19,23 @@ ROUTINES = [
 ]
 
 
+def undo_version_8(pg: Schema) -> None:
+    """A database of the latest schema taken back to exactly version 7: the terms' key column and its
+    covering index gone, version 5's index on left(term, TERM_KEY) in place (as version 5 makes it)."""
+    pg.sql("DROP INDEX mnemo_terms_term")
+    pg.sql("ALTER TABLE mnemo_terms DROP COLUMN key")
+    v5 = pg_schema.MIGRATIONS[4]
+    start = v5.index("CREATE INDEX mnemo_terms_term")
+    pg.sql(v5[start:v5.index("\n", start)])
+    start = v5.index("ALTER INDEX mnemo_terms_term")
+    pg.sql(v5[start:v5.index("\n", start)])
+    pg.sql("UPDATE mnemo_meta SET schema_version = 7")
+
+
 def undo_version_7(pg: Schema) -> None:
     """A database of the latest schema taken back to exactly version 6: the vectors' stamps, the departures
     and the pruned stamp gone, and version 6's trigger function in place."""
+    undo_version_8(pg)
     pg.sql("DROP TABLE mnemo_vectors_gone, mnemo_vector_state")
     pg.sql("ALTER TABLE mnemo_vectors DROP COLUMN stamp")
     pg.sql("DROP SEQUENCE mnemo_vector_stamps")

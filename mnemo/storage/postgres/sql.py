@@ -96,46 +96,79 @@ def recall_sql(
     exact: list[str], prefixes: list[str], scopes: ScopeFilter, tags: Query, touched: list[str]
 ) -> tuple[str, list[Any]]:
     """One read of the text index for a recall, in one statement (one snapshot), and its parameters. The
-    corpus is the documents of the scopes `scopes` admits; its rows are (kind, name, a, b, c):
+    corpus is the documents of the scopes `scopes` admits; its rows are (kind, name, a, b, seqs, tfs,
+    lengths):
 
-    - (0, NULL, documents, total length, NULL): the corpus's, summed over its scopes' totals;
-    - (1, term, seq, tf, length) for each posting in the corpus of one of the `exact` terms or of a term
-      starting with one of the `prefixes`, with its document's length;
-    - (2, NULL, seq, NULL, NULL) for each document of those postings whose tag rows match `tags` (none
-      when `tags` asks for none: every document matches);
-    - (3, id, seq, length, NULL) for the document in the corpus of each record of `touched`.
+    - (0, NULL, documents, total length, NULL, NULL, NULL): the corpus's, summed over its scopes' totals;
+    - (1, term, NULL, NULL, seqs, tfs, lengths) for each of the `exact` terms and each term starting with
+      one of the `prefixes` that a document of the corpus holds: its postings, one row for all of them,
+      each column packed (text_index.unpacked reads them): the documents' seqs (8 bytes each), how often
+      each holds the term and their lengths (4 bytes each), big-endian, in one order;
+    - (2, NULL, NULL, NULL, seqs, NULL, NULL) when `tags` asks for tags: the documents of those postings
+      whose tag rows match them, packed as the seqs above (none is NULL);
+    - (3, id, seq, length, NULL, NULL, NULL) for the document in the corpus of each record of `touched`.
 
-    Terms are found by the index of their first TERM_KEY characters, then compared whole; a prefix by a
-    range of that index (the first TERM_KEY // 4 characters of a prefix lie within a term's key, however
-    many bytes the database's encoding counts a character as), then by LIKE. A posting's row holds its
-    document's scope and length: nothing is looked up for each, so a read costs what its postings do,
-    whatever the corpus's size. Precondition: `exact` or `prefixes` is not empty."""
+    A term's postings come from mnemo_terms' index on (key, scope), which holds their seq, tf and length:
+    a term shorter than TERM_KEY characters is its own key, so its postings are read from the index alone
+    (an index-only scan); a longer one is found by its key, then compared whole in the table. A prefix is
+    a range of keys (LIKE on the key when it is shorter than a key, on the term otherwise); the terms it
+    reaches that are longer than a key are read from the table by their documents. Each posting is read
+    once: a term typed that a prefix reaches, or a prefix another one reaches, is left to that prefix.
+    Precondition: `exact` or `prefixes` is not empty."""
+    # a character is 1 to 4 bytes, and a database whose encoding is SQL_ASCII counts bytes: a term of
+    # fewer than TERM_KEY // 4 characters here is shorter than a key there, whatever the encoding
+    short = TERM_KEY // 4
+    prefixes = [p for p in sorted(set(prefixes)) if not any(p != q and p.startswith(q) for q in prefixes)]
+    exact = sorted({term for term in exact if not term.startswith(tuple(prefixes))})
     where, scope_params = scope_sql(scopes, "t.scope")
     parts: list[str] = []
     params: list[Any] = []
-    postings = f"SELECT t.term, t.seq, t.tf, t.length FROM mnemo_terms t WHERE {where} AND "
+    columns = "t.seq, t.tf, t.length FROM mnemo_terms t"
     if exact:
-        parts.append(f"{postings}left(t.term, {TERM_KEY}) = ANY(ARRAY(SELECT left(x, {TERM_KEY}) "
-                     "FROM unnest(%s::text[]) x)) AND t.term = ANY(%s::text[])")
+        parts.append(f"SELECT t.key, {columns} WHERE {where} AND t.key = ANY(ARRAY(SELECT x FROM "
+                     f"unnest(%s::text[]) x WHERE length(x) < {TERM_KEY}))")
+        params += [*scope_params, exact]
+    if any(len(term) >= short for term in exact):
+        parts.append(f"SELECT t.term, {columns} WHERE {where} AND t.key = ANY(ARRAY(SELECT left(x, {TERM_KEY}) "
+                     f"FROM unnest(%s::text[]) x WHERE length(x) >= {TERM_KEY})) AND t.term = ANY(%s::text[])")
         params += [*scope_params, exact, exact]
     for prefix in prefixes:
-        sql, prefix_params = _prefix_sql(f"left(t.term, {TERM_KEY})", prefix[: TERM_KEY // 4])
-        parts.append(f"{postings}{sql} AND t.term LIKE %s")
-        params += [*scope_params, *prefix_params, _like_prefix(prefix)]
+        if len(prefix) < short:
+            sql, prefix_params = _prefix_sql("t.key", prefix)
+            parts.append(f"SELECT t.key, {columns} WHERE {where} AND {sql} AND length(t.key) < {TERM_KEY}")
+            params += [*scope_params, *prefix_params]
+            # the terms longer than a key: their documents by the index, then their rows in the table
+            parts.append(
+                f"SELECT x.term, x.seq, x.tf, x.length FROM (SELECT DISTINCT t.key, t.seq FROM mnemo_terms t "
+                f"WHERE {where} AND {sql} AND length(t.key) >= {TERM_KEY}) l CROSS JOIN LATERAL (SELECT x.term, "
+                "x.seq, x.tf, x.length FROM mnemo_terms x WHERE x.seq = l.seq AND x.key = l.key OFFSET 0) x"
+            )
+            params += [*scope_params, *prefix_params]
+        else:
+            sql, prefix_params = _prefix_sql("t.key", prefix[:short])
+            parts.append(f"SELECT t.term, {columns} WHERE {where} AND {sql} AND t.term LIKE %s")
+            params += [*scope_params, *prefix_params, _like_prefix(prefix)]
+    postings = " UNION ALL ".join(parts)
     where, scope_params = scope_sql(scopes, "d.scope")
     sql = (
-        f"WITH p AS MATERIALIZED ({' UNION ALL '.join(parts)}) "
-        "SELECT 0, NULL::text, coalesce(sum(d.docs), 0)::bigint, coalesce(sum(d.length), 0)::bigint, NULL::bigint "
-        f"FROM mnemo_text_scopes d WHERE {where} "
-        "UNION ALL SELECT 1, p.term, p.seq, p.tf, p.length FROM p "
+        "SELECT 0, NULL::text, coalesce(sum(d.docs), 0)::bigint, coalesce(sum(d.length), 0)::bigint, NULL::bytea, "
+        f"NULL::bytea, NULL::bytea FROM mnemo_text_scopes d WHERE {where} "
     )
-    params += scope_params
+    # each part's terms are its own: aggregated apart, each in the order its index gives (no sort)
+    for part in parts:
+        sql += ("UNION ALL SELECT 1, p.key, NULL, NULL, string_agg(int8send(p.seq), ''::bytea), "
+                "string_agg(int4send(p.tf), ''::bytea), string_agg(int4send(p.length), ''::bytea) "
+                f"FROM ({part}) p(key, seq, tf, length) GROUP BY p.key ")
+    params = [*scope_params, *params]
     if tags.tags or tags.any_tags or tags.tag_prefix is not None:
         tagged, tag_params = _tags_sql(tags, "d.id")
-        sql += ("UNION ALL SELECT 2, NULL, q.seq, NULL, NULL FROM (SELECT DISTINCT p.seq FROM p) q CROSS JOIN LATERAL "
-                f"(SELECT d.id FROM mnemo_docs d WHERE d.seq = q.seq OFFSET 0) d WHERE {tagged} ")
-        params += tag_params
-    sql += ("UNION ALL SELECT 3, d.id, d.seq, d.length, NULL FROM mnemo_docs d "
+        # the postings read again, from the index as above, for their documents' tags
+        sql += ("UNION ALL SELECT 2, NULL, NULL, NULL, coalesce(string_agg(int8send(q.seq), ''::bytea), ''::bytea), "
+                f"NULL, NULL FROM (SELECT DISTINCT p.seq FROM ({postings}) p(key, seq, tf, length)) q "
+                "CROSS JOIN LATERAL (SELECT d.id FROM mnemo_docs d WHERE d.seq = q.seq OFFSET 0) d "
+                f"WHERE {tagged} ")
+        params += [*params[len(scope_params):], *tag_params]
+    sql += ("UNION ALL SELECT 3, d.id, d.seq, d.length, NULL, NULL, NULL FROM mnemo_docs d "
             f"WHERE d.id = ANY(%s::text[]) AND {where}")
     return sql, [*params, touched, *scope_params]
 

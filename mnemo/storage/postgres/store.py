@@ -482,7 +482,7 @@ class PostgresStore(Meaning):
     ) -> TableSource:
         """The index as recall reads it (one round trip); the texts it gives phrases are read into `loaded`."""
         try:
-            return TableSource(self._fetch(sql, params, conn), exact, prefixes, filtered,
+            return TableSource(self._fetch(sql, params, conn, binary=True), exact, prefixes, filtered,
                                lambda seq: self._indexed_text(seq, loaded, scopes, batch, conn))
         except IndexDisagrees as exc:
             raise IntegrityError(f"{self.path}: the text index disagrees with itself ({exc}): run verify") from None
@@ -630,11 +630,20 @@ class PostgresStore(Meaning):
         """Rewrite the tables that held erased bytes (payloads and tags by VACUUM FULL, the text index's
         terms by CLUSTER, in term order; with their TOAST tables and indexes): each is rewritten into new
         files and the old ones are removed, so that no file of the database keeps the bytes of a forgotten
-        record's dead rows. Needs the tables' owner."""
+        record's dead rows; then VACUUM the terms, whose rewrite left them no visibility map. Needs the
+        tables' owner."""
         if self.current_batch() is not None:
             raise MnemoError("compact() cannot run inside a transaction")
         self.check_writable()
-        size = "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0) FROM unnest(%s::text[]) t"
+        # the bytes of the tables' pages, with their TOAST tables and indexes: not their visibility and
+        # free space maps, which the VACUUM of the terms below makes and a rewrite leaves out
+        size = (
+            "WITH r AS (SELECT to_regclass(t)::oid AS oid FROM unnest(%s::text[]) t WHERE to_regclass(t) IS NOT NULL), "
+            "w AS (SELECT oid FROM r UNION SELECT c.reltoastrelid FROM pg_class c JOIN r USING (oid) "
+            "WHERE c.reltoastrelid <> 0) "
+            "SELECT coalesce(sum(pg_relation_size(x.oid)), 0) FROM (SELECT oid FROM w "
+            "UNION SELECT i.indexrelid FROM pg_index i JOIN w ON i.indrelid = w.oid) x"
+        )
         # each rewritten table, by the command that rewrites it: the terms in term order, so that a term's
         # postings are together (CLUSTER is VACUUM FULL's rewrite, in an index's order)
         rewrites = {"mnemo_payloads": ("VACUUM FULL", "VACUUM (FULL) mnemo_payloads"),
@@ -682,6 +691,11 @@ class PostgresStore(Meaning):
                         with contextlib.suppress(psycopg.Error):
                             conn.execute("RESET lock_timeout")
                 after = int(self._fetch(size, [tables])[0][0])
+                # the rewritten terms' visibility map (a rewrite leaves none), so that recall reads their
+                # postings from the index alone (schema.py, version 8); an autovacuum of them at work
+                # (SKIP_LOCKED) sets it itself
+                with self._read_lock:
+                    self._reads().execute("VACUUM (SKIP_LOCKED) mnemo_terms")
             except psycopg.Error as exc:
                 raise storage_error(exc, self.path) from None
             finally:

@@ -12,13 +12,19 @@ them from the payloads (build_text_index, copy_text_index), verify compares them
 
 from __future__ import annotations
 
+import sys
+from array import array
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...chain.codec import SALT_SIZE, served_put_problem
+from ...recall._numpy import np
 from ...recall.analysis import counted
-from ...recall.engine import norm
+from ...recall.bm25 import K1, B
 from ..recall import searchable_text
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 TERM_KEY = 256
 """The characters of a term that mnemo_terms' index orders by: a B-tree entry holds at most about 2.7 kB,
@@ -157,61 +163,102 @@ class IndexDisagrees(ValueError):
     document, or no term): they were changed behind the store's back."""
 
 
+def unpacked(data: bytes, width: int) -> array[int]:
+    """The integers of a column packed as recall_sql packs them (int8send or int4send of each: `width`
+    bytes, big-endian), without numpy."""
+    column = array(_CODES[width])
+    column.frombytes(data)
+    if sys.byteorder == "little":
+        column.byteswap()
+    return column
+
+
+_CODES = {8: "q", 4: next(code for code in "ilh" if array(code).itemsize == 4)}
+
+
 class TableSource:
-    """A Source (mnemo.recall.engine) over the rows of one read of the index (sql.recall_sql), all taken
-    in one snapshot: the corpus's totals, the postings of the query's terms and of the terms its prefixes
-    reach (with their documents' lengths), which of those documents have the tags asked for (`tagged`:
-    None when no tags were asked for), and the documents of the records an open transaction changed
-    (`touched`: id -> seq). A document is named by its seq; its text is read by `text(seq)` (for
-    phrases)."""
+    """A Source (mnemo.recall.engine; Packed too) over the rows of one read of the index (sql.recall_sql),
+    all taken in one snapshot: the corpus's totals, the postings of the query's terms and of the terms its
+    prefixes reach (with their documents' lengths), each term's in one row of packed columns, which of
+    those documents have the tags asked for (`tagged`: None when no tags were asked for), and the
+    documents of the records an open transaction changed (`touched`: id -> seq). A document is named by
+    its seq; its text is read by `text(seq)` (for phrases). A term's columns are decoded when it is first
+    asked for: as arrays by `columns` (numpy), as a mapping by `postings`."""
 
     def __init__(self, rows: Iterable[tuple[Any, ...]], exact: Iterable[str], prefixes: Iterable[str],
                  filtered: bool, text: Callable[[int], str]) -> None:
         self.n_docs = self.total = 0
-        self._lengths: dict[int, int] = {}
-        self.tagged: set[int] | None = set() if filtered else None
+        self._lengths: dict[int, int] | None = None
+        self._touched_lengths: dict[int, int] = {}
+        self._tagged: bytes | None = b"" if filtered else None
         self.touched: dict[str, int] = {}
-        self.by_term: dict[str, dict[int, int]] = {}
+        self.packed: dict[str, tuple[bytes, bytes, bytes]] = {}
+        self._postings: dict[str, dict[int, int]] = {}
         self.exact = frozenset(exact)
         self.prefixes = tuple(prefixes)
         self._text = text
-        lengths, by_term = self._lengths, self.by_term
-        for kind, name, a, b, c in rows:
-            if kind == 1:  # a posting: term, seq, tf, length
-                found = by_term.get(name)
-                if found is None:
-                    found = by_term[name] = {}
-                found[a] = b
-                lengths[a] = c
+        for kind, name, a, b, seqs, tfs, lengths in rows:
+            if kind == 1:  # a term's postings
+                self.packed[name] = (seqs, tfs, lengths)
             elif kind == 0:
                 self.n_docs, self.total = a, b
             elif kind == 2:
-                if self.tagged is not None:
-                    self.tagged.add(a)
+                if self._tagged is not None:
+                    self._tagged = seqs
             else:
                 self.touched[name] = a
-                lengths[a] = b
-        if by_term and (self.n_docs <= 0 or self.total <= 0):
+                self._touched_lengths[a] = b
+        if self.packed and (self.n_docs <= 0 or self.total <= 0):
             raise IndexDisagrees("terms are held by documents of a corpus counted as empty")
+
+    @property
+    def tagged(self) -> set[int] | None:
+        """The documents of the postings read that have the tags asked for (None: none were asked for)."""
+        if self._tagged is None:
+            return None
+        return set(unpacked(self._tagged, 8))
 
     def totals(self) -> tuple[int, int]:
         return self.n_docs, self.total
 
-    def postings(self, term: str) -> dict[int, int]:
+    def _check(self, term: str) -> None:
         if term not in self.exact and not term.startswith(self.prefixes):
             raise LookupError(f"the postings of {term!r} were not read")  # the read names every term recall asks for
-        return self.by_term.get(term, {})
+
+    def postings(self, term: str) -> dict[int, int]:
+        found = self._postings.get(term)
+        if found is None:
+            self._check(term)
+            packed = self.packed.get(term)
+            found = {} if packed is None else dict(zip(unpacked(packed[0], 8), unpacked(packed[1], 4), strict=True))
+            self._postings[term] = found
+        return found
+
+    def columns(self, term: str) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+        self._check(term)
+        packed = self.packed.get(term)
+        if packed is None:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        seqs, tfs, lengths = packed
+        return (np.frombuffer(seqs, dtype=">i8").astype(np.int64), np.frombuffer(tfs, dtype=">i4").astype(np.int64),
+                np.frombuffer(lengths, dtype=">i4").astype(np.int64))
 
     def expand(self, prefix: str) -> list[str]:
         if prefix not in self.prefixes:
             raise LookupError(f"the terms of prefix {prefix!r} were not read")
-        return sorted(term for term in self.by_term if term.startswith(prefix))
+        return sorted(term for term in self.packed if term.startswith(prefix))
 
     def lengths(self) -> dict[int, int]:
+        if self._lengths is None:
+            self._lengths = {}
+            for seqs, _tfs, lengths in self.packed.values():
+                self._lengths.update(zip(unpacked(seqs, 8), unpacked(lengths, 4), strict=True))
+            self._lengths.update(self._touched_lengths)
         return self._lengths
 
     def norms(self, avg: float, wanted: int) -> dict[int, float]:
-        return {key: norm(length, avg) for key, length in self._lengths.items()}
+        k1, b, rest = K1, B, 1 - B  # norm(length, avg), inline: the same operations in the same order
+        return {key: k1 * (rest + b * length / avg) for key, length in self.lengths().items()}
 
     def seqs(self) -> _Seqs:
         return _Seqs()
@@ -229,5 +276,5 @@ class _Seqs:
 
 __all__ = [
     "BUILD_BATCH", "COUNT_SCOPES", "Doc", "IndexDisagrees", "TERM_KEY", "TableSource", "TextRows", "build_text_index",
-    "copy_text_index", "doc_of", "put_text_columns",
+    "copy_text_index", "doc_of", "put_text_columns", "unpacked",
 ]

@@ -15,12 +15,13 @@ from typing import Any
 import psycopg
 import pytest
 from helpers.pg import AppRole, Schema
-from helpers.pg_server import ROUTINES, files_holding, undo_version_5
+from helpers.pg_server import ROUTINES, files_holding, undo_version_5, undo_version_8
 
 from mnemo import MnemoClient, StorageError
 from mnemo import client as client_module
 from mnemo.audit import verify_db
 from mnemo.errors import IntegrityError
+from mnemo.recall import engine
 from mnemo.recall.analysis import terms
 from mnemo.storage.postgres import schema as pg_schema
 from mnemo.storage.postgres import store as pg_store
@@ -251,6 +252,40 @@ def test_a_copy_builds_the_index(pg: Schema, tmp_path: Path) -> None:
         assert _index(pg) == _expected(c)
 
 
+def test_a_version_7_database_migrates_to_postings_read_from_the_index(pg: Schema, app_role: AppRole) -> None:
+    """Version 8 adds mnemo_terms.key (generated from the term) and replaces the terms' index by one on (key,
+    scope) that holds the postings: the rows already there get their keys, recall answers as before, and
+    the application role writes and forgets through the new index."""
+    with MnemoClient(pg.url, OWNER) as c:
+        made = _varied(c)
+        built = _index(pg)
+        answers = _answers(c, "id")
+        assert sum(map(len, answers)) > 20
+    undo_version_8(pg)
+    assert pg.sql("SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() "
+                  "AND table_name = 'mnemo_terms' AND column_name = 'key'") == [(0,)]
+    with MnemoClient(pg.url, OWNER) as c:
+        assert c.recovery == [f"migrated the schema from version 7 to {pg_schema.SCHEMA_VERSION}"]
+        assert _index(pg) == built
+        assert pg.sql("SELECT count(*), count(*) FILTER (WHERE key = left(term, %s)) FROM mnemo_terms",
+                      [TERM_KEY]) == [(len(built["terms"]),) * 2]
+        (definition,) = pg.sql("SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+                               "AND indexname = 'mnemo_terms_term'")[0]
+        assert definition.endswith("USING btree (key, scope) INCLUDE (seq, tf, length)")
+        assert pg.sql("SELECT attstattarget FROM pg_attribute WHERE attrelid = 'mnemo_terms'::regclass "
+                      "AND attname IN ('term', 'key')") == [(0,), (0,)]
+        assert _answers(c, "id") == answers
+        assert c.verify().ok
+    with MnemoClient(app_role.url, OWNER) as c:
+        c.remember("beta written after the migration", scope="team:b")
+        c.update(made["b"], content="beta updated after it")
+        c.forget(made["a"])
+        assert _index(pg) == _expected(c)
+        assert [h.record.content for h in c.recall("beta")] == [
+            "beta updated after it", "beta written after the migration"]
+        assert c.verify().ok
+
+
 # -- verify ---------------------------------------------------------------------------------------------------
 
 
@@ -416,6 +451,47 @@ def test_recall_stays_the_log_files_as_both_go_on_writing(copied: tuple[str, str
             _same(_answers(pr, "content"), _answers(fr, "content"))
 
 
+@pytest.mark.parametrize("agent", [OWNER, READER])
+def test_recall_gives_the_same_floats_with_numpy_and_without(
+    copied: tuple[str, str], agent: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With numpy, the postings read are scored in bulk (engine.search_packed); without it, one by one
+    (engine.scored): the same ids in the same order, with scores equal to the last bit."""
+    _src, url = copied
+    bulk: list[int] = []
+    packed = engine.search_packed
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        bulk.append(1)
+        return packed(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "search_packed", counted)
+    with MnemoClient(url, agent) as p:
+        with_numpy = _answers(p, "id")
+        assert len(bulk) == len(QUERIES) * len(FILTERS)  # every recall, in bulk
+        monkeypatch.setattr(engine, "installed", lambda: False)
+        without = _answers(p, "id")
+    assert sum(map(len, with_numpy)) > 100
+    assert without == with_numpy
+
+
+def test_a_posting_written_twice_by_hand_scores_alike_with_numpy_and_without(
+    pg: Schema, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A term's postings listing a document twice (a row the application role could add): the later row
+    counts, with numpy or without, and the document counts once in the term's document frequency."""
+    with MnemoClient(pg.url, OWNER) as c:
+        _write(c)
+        pg.sql("INSERT INTO mnemo_terms (term, seq, tf, length, scope) SELECT term, seq, tf + 2, length, scope "
+               "FROM mnemo_terms WHERE term IN ('beta', 'alphabet')")
+        queries = [("beta", {}), ("al*", {}), ("beta alpha*", {"limit": 3}), ("be*", {"tags": ["x"]})]
+        with_numpy = [[(h.record.id, h.score) for h in c.recall(q, **options)] for q, options in queries]
+        monkeypatch.setattr(engine, "installed", lambda: False)
+        without = [[(h.record.id, h.score) for h in c.recall(q, **options)] for q, options in queries]
+        assert all(with_numpy) and without == with_numpy
+        assert not c.verify().ok
+
+
 def test_the_same_writes_on_both_backends_recall_alike(pg: Schema, tmp_path: Path) -> None:
     """Written through each backend's own commit paths (mnemo_put and mnemo_commit on PostgreSQL), not
     copied: the same contents and scores."""
@@ -489,16 +565,60 @@ def test_the_index_is_read_by_key_without_statistics(pg: Schema, monkeypatch: py
                 assert "Seq Scan on mnemo_terms" not in plan and "Seq Scan on mnemo_docs" not in plan, plan
 
 
-def test_a_term_longer_than_the_index_key_is_found_whole(pg: Schema) -> None:
+@pytest.mark.parametrize("numpy", [True, False])
+def test_a_term_longer_than_the_index_key_is_found_whole(
+    pg: Schema, tmp_path: Path, numpy: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Terms longer than a key share their keys: each is found whole, by itself or by a prefix shorter
+    than a key (two of them in one document among them), with the scores of the log file's recall."""
+    if not numpy:
+        monkeypatch.setattr(engine, "installed", lambda: False)
     shared = "k" * TERM_KEY
-    with MnemoClient(pg.url, OWNER) as c:
-        one = c.remember(f"{shared}one and more")
-        two = c.remember(f"{shared}two")
-        assert [h.record.id for h in c.recall(f"{shared}one")] == [one.id]
-        assert [h.record.id for h in c.recall(f"{shared}two")] == [two.id]
-        assert {h.record.id for h in c.recall(f"{shared}*")} == {one.id, two.id}
-        assert [h.record.id for h in c.recall(f"{shared}o*")] == [one.id]
+    with MnemoClient(pg.url, OWNER) as c, MnemoClient(str(tmp_path / "f.db"), OWNER) as f:
+        for client in (f, c):  # the ids below are PostgreSQL's
+            one = client.remember(f"{shared}one and more")
+            two = client.remember(f"{shared}two")
+            both = client.remember(f"{shared}two {shared}one kilo")
+            short = client.remember("kkilo")
+        assert {h.record.id for h in c.recall(f"{shared}one")} == {one.id, both.id}
+        assert {h.record.id for h in c.recall(f"{shared}two")} == {two.id, both.id}
+        assert {h.record.id for h in c.recall(f"{shared}*")} == {one.id, two.id, both.id}
+        assert {h.record.id for h in c.recall(f"{shared}o*")} == {one.id, both.id}
+        assert {h.record.id for h in c.recall("kk*")} == {one.id, two.id, both.id, short.id}
+        queries = [f"{shared}one", f"{shared}*", f"{shared}o*", "kk*", f"kk* -{shared}two", f"{shared}one kilo"]
+        _same([[(h.record.content, h.score) for h in c.recall(q)] for q in queries],
+              [[(h.record.content, h.score) for h in f.recall(q)] for q in queries])
         assert c.verify().ok
+
+
+def test_after_compact_the_postings_are_read_from_the_index_alone(pg: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
+    """compact leaves the terms' visibility map set: a term's postings (a word, a prefix's terms, a reader's
+    scopes) are read by an index-only scan of mnemo_terms_term, with no row of the table fetched."""
+    sent: list[tuple[str, Any]] = []
+    fetch = pg_store.PostgresStore._fetch
+
+    def spy(self: pg_store.PostgresStore, sql: str, params: Any = None, conn: Any = None, binary: bool = False) -> Any:
+        sent.append((sql, params))
+        return fetch(self, sql, params, conn, binary)
+
+    with MnemoClient(pg.url, OWNER, durability="none") as c, MnemoClient(pg.url, READER) as r:
+        c.grant(READER, "team:1", ["read"])
+        with c.transaction():
+            for i in range(1000):
+                c.remember(f"common words {i} w{i % 50} rare{i}", scope=f"team:{i % 7}")
+        c.compact()
+        for client, query in ((c, "common"), (c, "rare7 w3"), (r, "w1*"), (r, "common -rare8")):
+            sent.clear()
+            monkeypatch.setattr(pg_store.PostgresStore, "_fetch", spy)
+            assert client.recall(query)
+            monkeypatch.undo()
+            ((sql, params),) = [(sql, params) for sql, params in sent if "mnemo_terms" in sql]
+            plan = [line for (line,) in c._store._fetch(  # type: ignore[attr-defined]
+                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + sql, params)]
+            read = [line for line in plan if " on mnemo_terms " in line and "never executed" not in line]
+            assert read, plan
+            assert all("Index Only Scan using mnemo_terms_term on mnemo_terms t" in line for line in read), plan
+            assert [line.strip() for line in plan if "Heap Fetches" in line] == ["Heap Fetches: 0"] * len(read), plan
 
 
 def test_a_hit_changed_while_recall_reads_is_read_again(pg: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
