@@ -395,7 +395,7 @@ class PostgresStore(Meaning):
                 misses.append(rec.id)
                 continue
             else:
-                rec = rec._replace(tags=tags)
+                rec = Rec(rec.id, rec.scope, tags, rec.versions)
             out.append(Found(rec, (packed,)) if payloads else Found(rec))
         if unreadable:
             out = self._index_tags(out, unreadable, conn)
