@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from helpers.pg import Schema
 
-from mnemo import MnemoClient, RecordUnavailable
+from mnemo import IntegrityError, MnemoClient, RecordUnavailable
 
 OWNER = "owner"
 READER = "reader"
@@ -89,3 +89,19 @@ def test_a_read_inside_a_transaction_reads_what_the_transaction_holds(pg: Schema
             assert tx.get(rec.id).content == "staged"
             assert [r.content for r in tx.query(tags=["t"])] == ["staged"]
         assert c.get(rec.id).content == "staged"
+
+
+def test_only_the_read_brings_the_head_and_a_missing_head_row_fails_it(pg: Schema) -> None:
+    with MnemoClient(pg.url, OWNER) as c:
+        rec = c.remember("x", tags=["t"])
+        c.get(rec.id)
+        store: Any = c._store
+        # the statement after a read is sent as it is (refresh's own)
+        assert _statements(c, store.refresh) == ["SELECT seq, hash, ts_ns, acl_seq FROM mnemo_head"]
+        with pg.connect() as conn:
+            conn.execute("SET session_replication_role = replica")  # no trigger stops this session
+            conn.execute("DELETE FROM mnemo_head")
+        for read in (lambda: c.get(rec.id), lambda: c.query(tags=["t"])):
+            with pytest.raises(IntegrityError) as info:
+                read()
+            assert str(info.value) == f"{store.path}: mnemo_head holds no row"
