@@ -8,7 +8,8 @@ Mnemo runs with durability="fsync" (a write returns once its commit is flushed).
 
 - remember: one writer, then 1, 4 and 16 writer processes at once (total records per second);
 - query(tags=[one tag]) with 100 hits among N records, against a SELECT through the tag index, and
-  list_records (no content returned) against the same SELECT without the content column;
+  list_records (no content returned) against the same SELECT without the content column; get(id) of 5
+  records a call, against a SELECT of each by its key;
 - forget(id) one record a call, and forget_where of 1,000 records, against DELETEs of the same rows;
 - the memory tool's mixed workload (benchmarks/bench_memory_tool.py) on PostgreSQL and on a log file.
 
@@ -196,9 +197,16 @@ class Bench:
             conn.execute("ANALYZE plain_tags")
             conn.commit()
         queries = 200 if self.quick else 500
-        rates: dict[str, list[float]] = {"query": [], "plain": [], "list": [], "plain ids": []}
+        rates: dict[str, list[float]] = {"query": [], "plain": [], "list": [], "plain ids": [], "get": [],
+                                         "plain get": []}
         with MnemoClient(url, "owner") as c, psycopg.connect(plain, autocommit=True) as conn:
             assert len(c.query(tags=["hot"])) == len(c.list_records(tags=["hot"])) == hot
+            # get(id) of records spread over the table, against the SELECT of one row by its key
+            ids = [r.id for r in c.query(tags=["t0"], limit=hot)]
+            plain_ids = [row[0] for row in conn.execute(
+                "SELECT id FROM plain_tags WHERE tag = 't0' ORDER BY id LIMIT %s", [hot]).fetchall()]
+            get_sql = "SELECT id, scope, content, metadata, created_ns FROM plain_records WHERE id = %s"
+            assert len(ids) == len(plain_ids) == hot
             sql = ("SELECT r.id, r.scope, r.content, r.metadata, r.created_ns FROM plain_records r "
                    "JOIN plain_tags t ON t.id = r.id WHERE t.tag = %s ORDER BY r.id")
             ids_sql = ("SELECT r.id, r.scope, r.created_ns FROM plain_records r "
@@ -208,6 +216,8 @@ class Bench:
                 "query": lambda: c.query(tags=["hot"]), "plain": lambda: conn.execute(sql, ["hot"]).fetchall(),
                 "list": lambda: c.list_records(tags=["hot"]),
                 "plain ids": lambda: conn.execute(ids_sql, ["hot"]).fetchall(),
+                "get": lambda: [c.get(i) for i in ids[:5]],
+                "plain get": lambda: [conn.execute(get_sql, [i]).fetchall() for i in plain_ids[:5]],
             }
             for _ in range(reps):  # in alternating blocks of 20, so that a change of load hits all alike
                 spent = dict.fromkeys(runs, 0.0)
@@ -224,6 +234,7 @@ class Bench:
                     "queries/s"),
             _result(f"list_records(tags=[one tag]), {hot} hits among {n:,} records (baseline: no content)",
                     rates["list"], rates["plain ids"], "queries/s"),
+            _result(f"get(id), 5 records a call among {n:,} records", rates["get"], rates["plain get"], "calls/s"),
         ]
 
     def forget(self, reps: int) -> list[dict[str, Any]]:

@@ -196,10 +196,13 @@ class MnemoClient:
         everything, exact, prefixes = self._acl().readable_filter(self.agent_id)
         return ScopeFilter(everything, frozenset(exact), prefixes, requested)
 
-    def _readable(self, rec_id: Any, payloads: Payloads = "none") -> Found:
+    def _readable(self, rec_id: Any, payloads: Payloads = "none", fresh: bool = False) -> Found:
+        """The record, if this agent may read it; `fresh`: caught up first (refresh), in the read's own
+        round trip where the backend can (read_fresh)."""
         if not isinstance(rec_id, str):
             raise InvalidInput(f"a record id must be a string, got {type(rec_id).__name__}")
-        found = self._store.get(rec_id, self._scopes(), payloads)
+        found = (self._store.read_fresh(lambda: self._store.get(rec_id, self._scopes(), payloads)) if fresh
+                 else self._store.get(rec_id, self._scopes(), payloads))
         if found is None:
             raise _unavailable(rec_id)
         return found
@@ -569,14 +572,12 @@ class MnemoClient:
     # -- reads ---------------------------------------------------------------------------------------
     def get(self, rec_id: str) -> MemoryRecord:
         """The latest version of a record."""
-        self._store.refresh()
-        found = self._readable(rec_id, "latest")
+        found = self._readable(rec_id, "latest", fresh=True)
         return self._record(found.rec, found.rec.latest, found.packed[0])
 
     def history(self, rec_id: str) -> list[MemoryRecord]:
         """Every version of a record, oldest first."""
-        self._store.refresh()
-        found = self._readable(rec_id, "all")
+        found = self._readable(rec_id, "all", fresh=True)
         return [self._record(found.rec, v, packed) for v, packed in zip(found.rec.versions, found.packed, strict=True)]
 
     def _query(
@@ -603,9 +604,9 @@ class MnemoClient:
     ) -> list[MemoryRecord]:
         """Readable records with all of `tags`, at least one of `any_tags`, and a tag starting with
         `tag_prefix`, in scope `scope` (exact, or a `prefix*` pattern); oldest first."""
-        self._store.refresh()
-        query, scopes = self._query(tags, any_tags, tag_prefix, scope, limit)
-        return self._latest_records(self._store.select(query, scopes))
+        return self._latest_records(self._store.read_fresh(
+            lambda: self._store.select(*self._query(tags, any_tags, tag_prefix, scope, limit))
+        ))
 
     def recall(
         self,
@@ -666,10 +667,10 @@ class MnemoClient:
     ) -> list[RecordInfo]:
         """Like query, without the content: none is returned (nor, on PostgreSQL, sent; the tags are
         checked against each record's put all the same)."""
-        self._store.refresh()
-        query, scopes = self._query(tags, any_tags, tag_prefix, scope, limit)
         infos = []
-        for found in self._store.select(query, scopes, payloads=False):
+        for found in self._store.read_fresh(
+            lambda: self._store.select(*self._query(tags, any_tags, tag_prefix, scope, limit), payloads=False)
+        ):
             r = found.rec
             latest = r.versions[-1]
             created, updated = _times(r, latest)

@@ -1,10 +1,11 @@
-"""Fuzz the C extensions (mnemo/_speedups.c, mnemo/_readpath.c) against their pure-Python twins with atheris.
+"""Fuzz the C extensions (mnemo/_speedups.c, mnemo/_readpath.c, mnemo/_pgread.c) against their pure-Python
+twins with atheris.
 
     python tools/fuzz_native.py --build DIR          # build the extensions with ASan + UBSan into DIR
     python tools/fuzz_native.py [--target T] [--seconds S | --runs N] CORPUS_DIR   # coverage-guided
     PYTHONMALLOC=malloc LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \\
         python tools/fuzz_native.py --ext DIR/_speedups*.so [--target T] [--seconds S | --runs N] CORPUS_DIR
-    (--ext DIR/_readpath*.so for --target readpath)
+    (--ext DIR/_readpath*.so for --target readpath, DIR/_pgread*.so for --target pgread)
 
 Targets:
 - `scan` (the default): each input is a buffer of log frames; the harness takes the scan's seq and
@@ -36,6 +37,11 @@ Targets:
   find_sorted, over the input cut into fixed-width ids (as given and sorted), must give what its twin
   index_columns.find_sorted gives. Seeds: canonical puts of each kind of content, made with the
   library's own encoders.
+- `pgread` (mnemo/_pgread.c): the inputs of `readpath` (the slot's four CRC bytes left out), made into
+  rows of a query (an entry and a payload, a row without them, and the same with another version, a
+  cut chain hash or a cut payload as the flags say); served_rows must serve nothing its twin
+  sql.served_rows does not, exactly the bytes it serves, and refuse no put in the canonical layout that
+  the twin serves. Seeds: those of `readpath`.
 
 AddressSanitizer and UndefinedBehaviorSanitizer abort on any read out of bounds or undefined behaviour.
 Seeds are written to the corpus directory when it is empty. On exit it prints the number of inputs run
@@ -59,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = [ROOT / "mnemo" / "_speedups.c", ROOT / "mnemo" / "_readpath.c"]
+SOURCES = [ROOT / "mnemo" / "_speedups.c", ROOT / "mnemo" / "_readpath.c", ROOT / "mnemo" / "_pgread.c"]
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer"]
 
 
@@ -473,10 +479,46 @@ class ReadpathHarness:
                 raise AssertionError(f"find_sorted and its twin differ on {ids!r}, {key!r}")
 
 
-Harness = ScanHarness | AnalysisHarness | PostingsHarness | VocabularyHarness | ReadpathHarness
+class PgreadHarness(ReadpathHarness):
+    """mnemo/_pgread.c: served_rows against its twin in mnemo/storage/postgres/sql.py, over the same
+    inputs as `readpath` (the slot's CRC left out: a row holds the payload only)."""
+
+    module = "mnemo.storage.postgres.sql"
+    extension = "mnemo._pgread"
+    COLUMNS = (0, 1, 2, 3, 4, 5)
+
+    def __init__(self, native: Any) -> None:
+        super().__init__(native)
+        from mnemo.storage.postgres import sql
+
+        self.sql = sql
+
+    def one(self, data: bytes) -> None:
+        self.runs += 1
+        data = data.ljust(4, b"\0")
+        flags, ver, n = data[0], data[1], int.from_bytes(data[2:4], "big")
+        raw, payload = data[4 : 4 + n], data[4 + n + 4 :]
+        rec_id, scope = self.IDS[flags % 4 % 3], self.SCOPES[(flags >> 2) & 1]
+        chain_hash = hashlib.sha256(raw).digest() if not flags & 0x10 else raw[:32].ljust(32, b"\0")
+        rows: list[tuple[Any, ...]] = [
+            (rec_id, scope, ver, chain_hash, raw, payload),
+            (rec_id, scope, ver, chain_hash, None, None),  # an older version's row: no entry, no payload
+            (rec_id, scope, ver + 1 if flags & 0x40 else ver, chain_hash[:31] if flags & 0x80 else chain_hash,
+             raw, payload[: len(payload) // 2] if flags & 0x20 else payload),
+        ]
+        got = self.native.served_rows(rows, self.COLUMNS)
+        want = self.sql.served_rows(rows, self.COLUMNS)
+        for row, g, w in zip(rows, got, want, strict=True):
+            if g is not None and (w is None or w != g):
+                raise AssertionError(f"served_rows served what its twin does not, on {data!r}")
+            if g is None and w is not None and self._canonical_put(row[4], rec_id, row[2], scope):
+                raise AssertionError(f"served_rows refused a canonical put its twin serves, on {data!r}")
+
+
+Harness = ScanHarness | AnalysisHarness | PostingsHarness | VocabularyHarness | ReadpathHarness | PgreadHarness
 HARNESSES: dict[str, type[Harness]] = {
     "scan": ScanHarness, "analysis": AnalysisHarness, "postings": PostingsHarness, "vocabulary": VocabularyHarness,
-    "readpath": ReadpathHarness}
+    "readpath": ReadpathHarness, "pgread": PgreadHarness}
 
 
 def mutate_loop(harness: Harness, corpus: Path | None, seconds: int, runs: int) -> int:
@@ -518,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", type=Path, help="build the sanitized extension into this directory and exit")
     ap.add_argument("--ext", type=Path, help="the extension to fuzz (default: mnemo._speedups as installed, or "
-                    "mnemo._readpath for --target readpath)")
+                    "mnemo._readpath for --target readpath, mnemo._pgread for --target pgread)")
     ap.add_argument("--target", choices=sorted(HARNESSES), default="scan", help="what to fuzz (default: scan)")
     ap.add_argument("--seconds", type=int, default=0, help="stop after this many seconds")
     ap.add_argument("--runs", type=int, default=0, help="stop after this many inputs")

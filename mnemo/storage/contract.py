@@ -11,9 +11,9 @@ caller may read, and return only records it admits, with their payloads checked 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..acl import Acl
 from ..recall.query import Query as RecallQuery
@@ -41,6 +41,8 @@ from .types import (
     shown_name,
 )
 
+T = TypeVar("T")
+
 
 class Storage(Protocol):
     """What a backend offers the client. Thread-safe: several threads of one client share it."""
@@ -54,6 +56,12 @@ class Storage(Protocol):
 
     def refresh(self) -> None:
         """Catch up with what other writers committed; cheap when nothing changed; never blocks."""
+
+    def read_fresh(self, read: Callable[[], T]) -> T:
+        """refresh(), then `read()`, which makes its scopes from acl() and reads with them (get or
+        select). A backend may instead catch up in the round trip of that read itself: it then runs
+        `read` again as long as the ACL the read found differs from the one its scopes were made from,
+        so that what is returned was read with the ACL as of the read."""
 
     def head(self) -> tuple[int, bytes]:
         """(seq, hash) of the last entry, as of this thread's open batch if it has one."""

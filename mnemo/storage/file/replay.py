@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 from array import array
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ...chain.codec import Entry, decode_put_payload, decode_record_fields
 from ...chain.tree import HASH_SIZE
@@ -31,6 +32,8 @@ from .opening import stat_or_none
 from .scan import LEAVES, ScanResult, scan_frames
 from .state import StoreState
 
+T = TypeVar("T")
+
 
 class Replay(StoreState):
     """FileStore's part that keeps its index and tree up with the log."""
@@ -41,6 +44,11 @@ class Replay(StoreState):
         if self.current_batch() is not None:
             return  # we hold the writer lock: nobody else appended
         self._catch_up(writer=False)
+
+    def read_fresh(self, read: Callable[[], T]) -> T:
+        """refresh(), then `read()` (the contract's): catching up costs no round trip here."""
+        self.refresh()
+        return read()
 
     # -- catching up with the log --------------------------------------------------------------------
     def _catch_up(self, writer: bool, opening: bool = False) -> None:

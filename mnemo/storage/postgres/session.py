@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -17,6 +18,19 @@ from ..guards import StoreGuards, ThreadBatch
 from ..types import check_durability
 from .dsn import display_name, session_conninfo
 from .errors import storage_error
+
+T = TypeVar("T")
+# A read that also brings the head, from the one snapshot of its statement (read_fresh): the head's
+# columns, whether the read gave a row (false: none, and the rest NULL), then the read's own columns,
+# in its own order.
+WITH_HEAD = ("SELECT hd.seq, hd.hash, hd.ts_ns, hd.acl_seq, q.* FROM mnemo_head hd LEFT JOIN LATERAL "
+             "(SELECT true, z.* FROM ({}) z) q ON true")
+
+
+class FreshRead(threading.local):
+    """Whether this thread's next read on the read connection is to bring the head (read_fresh)."""
+
+    due = False
 
 
 class Session(StoreGuards):
@@ -38,6 +52,7 @@ class Session(StoreGuards):
         self._mutex = threading.RLock()  # one writer thread of this process at a time
         self._read_lock = threading.RLock()
         self._local = ThreadBatch()
+        self._fresh = FreshRead()
         self._acl = Acl()
         self._acl_upto = -1  # the seq of the last ACL entry _acl has applied
         self._head: tuple[int, bytes, int] = (-1, ZERO_HASH, 0)
@@ -82,6 +97,9 @@ class Session(StoreGuards):
                 return conn.execute(sql, params, binary=binary).fetchall()
             except psycopg.Error as exc:
                 raise storage_error(exc, self.path) from None
+        if self._fresh.due:
+            self._fresh.due = False
+            return self._with_head(sql, params, binary)
         with self._read_lock:
             for attempt in (0, 1):
                 try:
@@ -93,7 +111,36 @@ class Session(StoreGuards):
                     raise storage_error(exc, self.path) from None
         raise AssertionError("unreachable")
 
+    def _with_head(self, sql: str, params: Any, binary: bool) -> list[Any]:
+        """The rows of a read, its statement also bringing the head, which is caught up to (as refresh
+        does): one round trip, and the head as of the read's own snapshot."""
+        rows = self._fetch(WITH_HEAD.replace("{}", sql), params, binary=binary)
+        if not rows:
+            raise IntegrityError(f"{self.path}: mnemo_head holds no row")
+        self._absorb_head(rows[0][:4], None)
+        return [row[5:] for row in rows] if rows[0][4] else []
+
     # -- catching up -----------------------------------------------------------------------------------
+    def read_fresh(self, read: Callable[[], T]) -> T:
+        """refresh(), then `read()`, in one round trip: the first read `read` makes on the read
+        connection brings the head too (_with_head), and `read` runs again while the ACL that head
+        names is newer than the one its scopes were made from (another writer granted or revoked)."""
+        self._check_open()
+        if self.current_batch() is not None:
+            return read()  # we hold the head row: nobody else committed
+        while True:
+            upto = self._acl_upto
+            self._fresh.due = True
+            try:
+                result = read()
+                if self._fresh.due:  # it read nothing on the read connection: catch up as refresh does
+                    self._fresh.due = False
+                    self.refresh()
+            finally:
+                self._fresh.due = False
+            if self._acl_upto == upto:  # read with the ACL as of its own snapshot
+                return result
+
     def refresh(self) -> None:
         self._check_open()
         if self.current_batch() is not None:

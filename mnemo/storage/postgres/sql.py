@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ...chain.codec import SALT_SIZE, served_put_problem
 from ..types import Query, Rec, ScopeFilter, Version
 from .text_index import TERM_KEY
 
@@ -213,7 +214,8 @@ def _version(row: tuple[Any, ...]) -> Version:
 
 def group_rows(rows: list[Any], with_payloads: bool) -> Iterator[tuple[Rec, list[tuple[Any, Any]]]]:
     """Recs from rows of (id, scope, tags, version columns..., [raw, payload]) in (id, ver) order,
-    with the (raw, payload) of each version that carries them."""
+    with the (raw, payload) of each version that carries them. Tags NULL (not read) make a Rec of no
+    tags, which its reader fills in."""
     i = 0
     while i < len(rows):
         rec_id, scope, tags = rows[i][0], rows[i][1], rows[i][2]
@@ -224,10 +226,28 @@ def group_rows(rows: list[Any], with_payloads: bool) -> Iterator[tuple[Rec, list
             versions.append(_version(row[3:11]))
             loaded.append((row[11], row[12]) if with_payloads else (None, None))
             i += 1
-        yield Rec(rec_id, scope, tuple(tags), tuple(versions)), loaded
+        yield Rec(rec_id, scope, () if tags is None else tuple(tags), tuple(versions)), loaded
+
+
+def served_rows(rows: list[Any], cols: tuple[int, int, int, int, int, int]) -> list[bytes | None]:
+    """The packed fields (the payload without its salt) of each row's version, checked against the
+    chain (as the store's _checked checks them), or None where the row carries no entry or payload, or
+    a check fails: the caller then checks that row through its general path, which says what is wrong.
+    `cols` are the indexes of the rows' (id, scope, ver, hash, raw, payload) columns. The pure-Python
+    twin of mnemo/_pgread.c's served_rows, which must never serve what this refuses, nor anything else
+    than what it serves."""
+    i_id, i_scope, i_ver, i_hash, i_raw, i_payload = cols
+    out: list[bytes | None] = []
+    for row in rows:
+        raw, payload = row[i_raw], row[i_payload]
+        ok = raw is not None and payload is not None and served_put_problem(
+            raw, row[i_hash], row[i_id], row[i_ver], row[i_scope], payload
+        ) is None
+        out.append(bytes(payload[SALT_SIZE:]) if ok else None)
+    return out
 
 
 __all__ = [
     "COMMIT_CALL", "PUT_CALL", "TAGS", "TEXT_CALL", "VERSIONS", "VERSION_COLUMNS", "group_rows", "recall_sql",
-    "scope_sql", "select_source",
+    "scope_sql", "select_source", "served_rows",
 ]

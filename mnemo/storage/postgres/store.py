@@ -12,12 +12,13 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
 
+from ..._native import pgread
 from ...acl import Acl
 from ...chain.codec import (
     ZERO_HASH,
@@ -47,7 +48,7 @@ from .dsn import application_dsn, display_name, grant_application_role
 from .errors import storage_error
 from .meaning import Meaning
 from .schema import SCHEMA_LOCK
-from .sql import TAGS, VERSION_COLUMNS, VERSIONS, group_rows, recall_sql, scope_sql, select_source
+from .sql import TAGS, VERSION_COLUMNS, VERSIONS, group_rows, recall_sql, scope_sql, select_source, served_rows
 from .text_index import IndexDisagrees, TableSource
 from .vectors import PRUNE
 from .verify import verify_postgres
@@ -58,6 +59,14 @@ RECALL_READS = 8  # reads of the text index a recall makes at most while the rec
 LATEST_LOADED = (
     "CASE WHEN v.ver = h.ver THEN (SELECT e.raw FROM mnemo_entries e WHERE e.seq = v.seq) END, "
     "CASE WHEN v.ver = h.ver THEN (SELECT p.payload FROM mnemo_payloads p WHERE p.seq = v.seq) END"
+)
+
+
+# Where the columns served_rows checks are in the rows of _latest_sql: (id, scope, ver, hash, raw, payload)
+SERVED_COLUMNS = (0, 1, 3, 8, 11, 12)
+# served_rows in C (mnemo/_pgread.c) when it is there, else its pure-Python twin (sql.py)
+_served_rows: Callable[[list[Any], tuple[int, int, int, int, int, int]], list[bytes | None]] = (
+    pgread.served_rows if pgread is not None else served_rows
 )
 
 
@@ -88,14 +97,17 @@ def _str_tags(tags: Any) -> tuple[str, ...] | None:
     return tuple(tags) if type(tags) is list and all(type(tag) is str for tag in tags) else None
 
 
-def _latest_sql(source: str, where: str, limit: str, loaded: str) -> str:
+def _latest_sql(source: str, where: str, limit: str, loaded: str, index_tags: bool = True) -> str:
     """The rows of the records `r` of `source` that `where` admits, in id order (`limit`: a LIMIT clause
     or nothing): (id, scope, tags, version columns, then `loaded`, two columns of each version) for each
-    of their versions, in version order. Each version is looked up by key for each record."""
+    of their versions, in version order. Each version is looked up by key for each record. Without
+    `index_tags`, the tags column is NULL: the caller takes each record's tags from its put, and
+    mnemo_tags is not read for them (a lookup and an aggregate a record fewer)."""
+    tags = ("(SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{}') FROM mnemo_tags t WHERE t.id = h.id)"
+            if index_tags else "NULL::text[]")
     return (
         f"WITH h AS MATERIALIZED (SELECT r.id, r.scope, r.ver FROM {source} WHERE {where} ORDER BY r.id{limit}) "
-        f"SELECT h.id, h.scope, (SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{{}}') FROM mnemo_tags t "
-        f"WHERE t.id = h.id), {VERSION_COLUMNS}, {loaded} FROM h CROSS JOIN LATERAL "
+        f"SELECT h.id, h.scope, {tags}, {VERSION_COLUMNS}, {loaded} FROM h CROSS JOIN LATERAL "
         "(SELECT * FROM mnemo_versions w WHERE w.id = h.id OFFSET 0) v ORDER BY h.id, v.ver"
     )
 
@@ -355,27 +367,38 @@ class PostgresStore(Meaning):
             "CASE WHEN v.ver = h.ver THEN (SELECT e.raw FROM mnemo_entries e WHERE e.seq = v.seq) END, "
             f"CASE WHEN v.ver = h.ver THEN (SELECT {payload} FROM mnemo_payloads p WHERE p.seq = v.seq) END"
         ) if payloads or check_tags else "NULL, NULL"
-        rows = self._fetch(_latest_sql(source, " AND ".join(sql for sql, _p in conds), limit, loaded), params, conn,
-                           binary=True)
+        # With check_tags, a record's tags are its put's (what mnemo_tags lists is not read for them)
+        rows = self._fetch(_latest_sql(source, " AND ".join(sql for sql, _p in conds), limit, loaded,
+                                       index_tags=not check_tags), params, conn, binary=True)
         out: list[Found] = []
         misses: list[str] = []
+        unreadable: list[int] = []  # where in `out` a record whose put's tags do not read as strings is
+        # each row's packed fields checked in one call (None: checked one by one, by _checked, below)
+        served = _served_rows(rows, SERVED_COLUMNS) if payloads and check_tags and batch is None else None
+        end = 0  # past the rows of the record at hand: its latest version's is the one before
         for rec, versions in group_rows(rows, with_payloads=True):
+            end += len(versions)
             if rec.id in overlay:
                 continue
             if not check_tags:
                 out.append(self._found(rec, versions, "latest" if payloads else "none", batch))
                 continue
             if payloads:
-                packed = self._checked(rec, rec.latest, *versions[-1], batch)
+                quick = served[end - 1] if served is not None else None
+                packed = quick if quick is not None else self._checked(rec, rec.latest, *versions[-1], batch)
                 tags = _put_tags(packed)
             else:
                 tags = self._summary_tags(rec, *versions[-1])
-            if tags is not None and tags != rec.tags and set(tags) != set(rec.tags):
-                rec = rec._replace(tags=tags)
-                if not query.matches(tags):
-                    misses.append(rec.id)
-                    continue
+            if tags is None:
+                unreadable.append(len(out))  # given the tags mnemo_tags lists, below
+            elif not query.matches(tags):
+                misses.append(rec.id)
+                continue
+            else:
+                rec = Rec(rec.id, rec.scope, tags, rec.versions)
             out.append(Found(rec, (packed,)) if payloads else Found(rec))
+        if unreadable:
+            out = self._index_tags(out, unreadable, conn)
         if overlay:
             assert batch is not None
             extra = [
@@ -386,6 +409,20 @@ class PostgresStore(Meaning):
             if query.limit is not None:
                 del out[query.limit :]
         return out, misses
+
+    def _index_tags(self, found: list[Found], where: list[int], conn: psycopg.Connection[Any] | None) -> list[Found]:
+        """`found` with the records at `where` given the tags mnemo_tags lists for them: those of records
+        whose put holds tags that do not read as a list of strings (the client, which decodes the fields
+        it is served, says what is wrong with them)."""
+        ids = [found[i].rec.id for i in where]
+        rows = self._fetch("SELECT t.id, array_agg(t.tag ORDER BY t.tag) FROM mnemo_tags t "
+                           "WHERE t.id = ANY(%s::text[]) GROUP BY t.id", [ids], conn)
+        listed = {rec_id: tuple(tags) for rec_id, tags in rows}
+        out = list(found)
+        for i in where:
+            rec, packed = out[i]
+            out[i] = Found(rec._replace(tags=listed.get(rec.id, ())), packed)
+        return out
 
     def counts(self, scopes: ScopeFilter) -> tuple[int, int, int]:
         batch = self.current_batch()

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mnemo import MnemoClient
+from mnemo.chain.codec import packb, seal_put_payload
 from mnemo.storage.postgres import schema as pg_schema
 from mnemo.storage.postgres import sql as pg_sql
 from mnemo.storage.postgres import store as pg_store
@@ -101,7 +102,8 @@ def test_the_filters_are_those_of_the_log_file_on_examples(pg: Schema, tmp_path:
 
 def _seq_scans(c: MnemoClient, monkeypatch: pytest.MonkeyPatch, read: Callable[[], Any]) -> list[str]:
     """The relations that the statements `read` sends which read records read by sequential scan
-    (EXPLAIN of each, with its parameters)."""
+    (EXPLAIN of each, with its parameters), but mnemo_head: the one row of the head, which a read
+    brings with its records (read_fresh)."""
     sent: list[tuple[str, Any]] = []
     fetch = pg_store.PostgresStore._fetch
 
@@ -115,7 +117,7 @@ def _seq_scans(c: MnemoClient, monkeypatch: pytest.MonkeyPatch, read: Callable[[
     scanned: list[str] = []
 
     def walk(node: dict[str, Any]) -> None:
-        if node.get("Node Type") == "Seq Scan":
+        if node.get("Node Type") == "Seq Scan" and node["Relation Name"] != "mnemo_head":
             scanned.append(node["Relation Name"])
         for child in node.get("Plans", []):
             walk(child)
@@ -248,3 +250,21 @@ def test_a_path_row_the_application_role_adds_invents_no_memory_file(pg: Schema,
 ])
 def test_a_prefix_range_ends_at_the_least_string_above_it(prefix: str, successor: str | None) -> None:
     assert pg_sql._successor(prefix) == successor
+
+
+def test_a_put_whose_tags_do_not_read_is_listed_with_its_tag_rows_and_not_served(pg: Schema) -> None:
+    """A put committed with tags that are not strings (no client writes one; a writer past the client
+    could) is selected by its mnemo_tags rows, which list_records gives as its tags; query serves the
+    fields its payload holds."""
+    with MnemoClient(pg.url, OWNER) as c:
+        fine = c.remember("fine", tags=["t"])
+        digest, payload = seal_put_payload(b"s" * 16, packb(["odd", [1, 2], {}]))
+        store: Any = c._store
+        with store.writing() as batch:
+            body = {"digest": digest, "id": "odd-tags", "scope": f"agent:{OWNER}", "size": 3, "ver": 1}
+            batch.stage("put", OWNER, body, payload, ("t",), new_record=True, text="odd")
+        listed = c.list_records(tags=["t"])
+        assert sorted((r.id, r.tags) for r in listed) == sorted([(fine.id, ("t",)), ("odd-tags", ("t",))])
+        served = {r.id: (r.content, r.tags) for r in c.query(tags=["t"])}
+        assert served == {fine.id: ("fine", ("t",)), "odd-tags": ("odd", (1, 2))}  # the content's own fields
+        assert [r.id for r in c.list_records(tags=["u"])] == [] == c.query(tags=["u"])

@@ -1,0 +1,255 @@
+/* The PostgreSQL backend's read path in C: the rows a query reads (mnemo/storage/postgres/store.py),
+ * each version's entry and payload checked against the chain in one call, exactly as
+ * mnemo/storage/postgres/sql.py's served_rows (its pure-Python twin) checks them.
+ *
+ * served_rows(rows, cols) takes the rows of a read (a list of tuples) and the indexes of six of their
+ * columns, cols = (id, scope, ver, hash, raw, payload): the record's id and scope (str), the version
+ * number (int), its chain hash (32 bytes), the put's entry bytes and the payload's (bytes, or None
+ * where the row carries none). It returns, for each row, the packed record fields (the payload
+ * without its 16-byte salt) as bytes, or None where the twin gives None: a row without an entry or a
+ * payload, a payload too short to hold a salt and one byte, an entry that does not hash to the chain
+ * hash, that is not the put of this record, version and scope, or whose digest is not the SHA-256 of
+ * the payload. The caller then checks such a row through its general path, which says what is wrong.
+ * For the entry this reads only the canonical layout every put is written in (docs/FORMAT.md §1); any
+ * other layout is None here, and the general path decides. So this never serves what the twin would
+ * refuse. The hashing runs without the GIL.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <openssl/evp.h>
+#include <stdint.h>
+#include <string.h>
+
+#define SALT 16
+#define HASH 32
+
+static EVP_MD *sha256_md = NULL;
+
+typedef struct {
+    const unsigned char *raw, *payload, *hash;
+    Py_ssize_t raw_len, payload_len;
+    const char *id, *scope;
+    Py_ssize_t id_len, scope_len;
+    int64_t ver;
+    Py_ssize_t agent_off, agent_len;
+    int skip; /* 1: None without checking */
+    int ok;
+} row_t;
+
+/* The msgpack str (fixstr, str8/16/32) at p[*i]: its bytes at *start, *len; *i moves past it. */
+static int mp_str(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, Py_ssize_t *start, Py_ssize_t *len) {
+    if (*i >= n) return 0;
+    unsigned char b = p[*i];
+    Py_ssize_t s;
+    uint64_t l = 0;
+    if (b >= 0xA0 && b <= 0xBF) {
+        s = *i + 1;
+        l = b - 0xA0;
+    } else if (b >= 0xD9 && b <= 0xDB) {
+        int w = 1 << (b - 0xD9);
+        if (w > n - *i - 1) return 0;
+        for (int k = 0; k < w; k++) l = (l << 8) | p[*i + 1 + k];
+        s = *i + 1 + w;
+    } else {
+        return 0;
+    }
+    if (l > (uint64_t)(n - s)) return 0;
+    *start = s;
+    *len = (Py_ssize_t)l;
+    *i = s + (Py_ssize_t)l;
+    return 1;
+}
+
+/* The msgpack unsigned int (positive fixint, uint 8/16/32/64) at p[*i]; *i moves past it. */
+static int mp_uint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, uint64_t *v) {
+    if (*i >= n) return 0;
+    unsigned char b = p[*i];
+    if (b < 0x80) {
+        *v = b;
+        *i += 1;
+        return 1;
+    }
+    if (b < 0xCC || b > 0xCF) return 0;
+    int w = 1 << (b - 0xCC);
+    if (w > n - *i - 1) return 0;
+    uint64_t x = 0;
+    for (int k = 0; k < w; k++) x = (x << 8) | p[*i + 1 + k];
+    *v = x;
+    *i += 1 + w;
+    return 1;
+}
+
+/* Whether p[i..) starts with the kn bytes k. */
+static int at(const unsigned char *p, Py_ssize_t n, Py_ssize_t i, const char *k, Py_ssize_t kn) {
+    return i >= 0 && i <= n && kn <= n - i && memcmp(p + i, k, (size_t)kn) == 0;
+}
+
+/* Whether the row's entry is, in the canonical layout of a put, [1, seq, ts, prev, "put", agent,
+ * {digest, id, scope, size, ver}], the put of its record, version and scope; its digest at *digest,
+ * the agent's bytes (to be checked as UTF-8 with the GIL) in the row. */
+static int canonical_put(row_t *r, const unsigned char **digest) {
+    const unsigned char *p = r->raw;
+    Py_ssize_t n = r->raw_len, i = 2, s, l;
+    uint64_t x;
+    if (!at(p, n, 0, "\x97\x01", 2)) return 0;
+    if (!mp_uint(p, n, &i, &x)) return 0; /* seq */
+    if (!at(p, n, i, "\xcf", 1) || n - i < 9) return 0; /* the timestamp: uint 64 */
+    i += 9;
+    if (!at(p, n, i, "\xc4\x20", 2) || n - i < 2 + HASH) return 0; /* prev */
+    i += 2 + HASH;
+    if (!at(p, n, i, "\xa3put", 4)) return 0;
+    i += 4;
+    if (!mp_str(p, n, &i, &s, &l)) return 0;
+    r->agent_off = s;
+    r->agent_len = l;
+    if (!at(p, n, i, "\x85\xa6" "digest\xc4\x20", 10) || n - i < 10 + HASH) return 0;
+    *digest = p + i + 10;
+    i += 10 + HASH;
+    if (!at(p, n, i, "\xa2id", 3)) return 0;
+    i += 3;
+    if (!mp_str(p, n, &i, &s, &l) || l != r->id_len || memcmp(p + s, r->id, (size_t)l) != 0) return 0;
+    if (!at(p, n, i, "\xa5scope", 6)) return 0;
+    i += 6;
+    if (!mp_str(p, n, &i, &s, &l) || l != r->scope_len || memcmp(p + s, r->scope, (size_t)l) != 0) return 0;
+    if (!at(p, n, i, "\xa4size", 5)) return 0;
+    i += 5;
+    if (!mp_uint(p, n, &i, &x)) return 0;
+    if (!at(p, n, i, "\xa3ver", 4)) return 0;
+    i += 4;
+    if (!mp_uint(p, n, &i, &x) || x != (uint64_t)r->ver) return 0;
+    return i == n;
+}
+
+static int digest_of(EVP_MD_CTX *ctx, const unsigned char *p, size_t n, unsigned char *out) {
+    unsigned int len = 0;
+    return EVP_DigestInit_ex(ctx, sha256_md, NULL) && EVP_DigestUpdate(ctx, p, n) &&
+           EVP_DigestFinal_ex(ctx, out, &len) && len == HASH;
+}
+
+/* Check one row (without the GIL). */
+static void check_row(EVP_MD_CTX *ctx, row_t *r) {
+    unsigned char h[HASH];
+    const unsigned char *digest = NULL;
+    if (!digest_of(ctx, r->raw, (size_t)r->raw_len, h) || memcmp(h, r->hash, HASH) != 0) return;
+    if (!canonical_put(r, &digest)) return;
+    if (!digest_of(ctx, r->payload, (size_t)r->payload_len, h) || memcmp(h, digest, HASH) != 0) return;
+    r->ok = 1;
+}
+
+/* Fill a row's fields from its tuple; 0 with an exception set if it is not a tuple of the columns. */
+static int take_row(PyObject *row, const Py_ssize_t *cols, row_t *r) {
+    if (!PyTuple_Check(row)) {
+        PyErr_SetString(PyExc_TypeError, "served_rows: each row must be a tuple");
+        return 0;
+    }
+    for (int k = 0; k < 6; k++)
+        if (cols[k] >= PyTuple_GET_SIZE(row)) {
+            PyErr_SetString(PyExc_IndexError, "served_rows: a column index is past the end of a row");
+            return 0;
+        }
+    PyObject *id = PyTuple_GET_ITEM(row, cols[0]), *scope = PyTuple_GET_ITEM(row, cols[1]),
+             *ver = PyTuple_GET_ITEM(row, cols[2]), *hash = PyTuple_GET_ITEM(row, cols[3]),
+             *raw = PyTuple_GET_ITEM(row, cols[4]), *payload = PyTuple_GET_ITEM(row, cols[5]);
+    if (!PyUnicode_Check(id) || !PyUnicode_Check(scope) || !PyLong_Check(ver) || !PyBytes_Check(hash) ||
+        PyBytes_GET_SIZE(hash) != HASH || !PyBytes_Check(raw) || !PyBytes_Check(payload) ||
+        PyBytes_GET_SIZE(payload) < SALT + 1) {
+        r->skip = 1; /* no entry or payload, or what no put holds: the general path checks it */
+        return 1;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(ver, &overflow);
+    if (v == -1 && PyErr_Occurred()) return 0;
+    if (overflow || v < 0) {
+        r->skip = 1;
+        return 1;
+    }
+    r->ver = (int64_t)v;
+    r->hash = (const unsigned char *)PyBytes_AS_STRING(hash);
+    r->raw = (const unsigned char *)PyBytes_AS_STRING(raw);
+    r->raw_len = PyBytes_GET_SIZE(raw);
+    r->payload = (const unsigned char *)PyBytes_AS_STRING(payload);
+    r->payload_len = PyBytes_GET_SIZE(payload);
+    r->id = PyUnicode_AsUTF8AndSize(id, &r->id_len);
+    r->scope = r->id ? PyUnicode_AsUTF8AndSize(scope, &r->scope_len) : NULL;
+    if (!r->id || !r->scope) { /* a str that is not UTF-8 (lone surrogates): no entry names it */
+        PyErr_Clear();
+        r->skip = 1;
+    }
+    return 1;
+}
+
+static PyObject *served_rows(PyObject *self, PyObject *args) {
+    PyObject *rows;
+    Py_ssize_t cols[6];
+    if (!PyArg_ParseTuple(args, "O!(nnnnnn)", &PyList_Type, &rows, &cols[0], &cols[1], &cols[2], &cols[3],
+                          &cols[4], &cols[5]))
+        return NULL;
+    for (int k = 0; k < 6; k++)
+        if (cols[k] < 0) {
+            PyErr_SetString(PyExc_IndexError, "served_rows: a column index is negative");
+            return NULL;
+        }
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    PyObject *out = PyList_New(n);
+    row_t *rs = n ? PyMem_Calloc((size_t)n, sizeof(row_t)) : NULL;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!out || (n && !rs) || !ctx) {
+        if (out) PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (!take_row(PyList_GET_ITEM(rows, k), cols, &rs[k])) goto fail;
+    /* The rows' bytes objects are held by `rows`, which the caller holds: they outlive the GIL's release. */
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (!rs[k].skip) check_row(ctx, &rs[k]);
+    Py_END_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {
+        row_t *r = &rs[k];
+        PyObject *value = NULL;
+        if (r->ok) {
+            /* msgpack decodes the agent as strict UTF-8: an entry whose agent is not does not decode */
+            PyObject *agent = PyUnicode_DecodeUTF8((const char *)r->raw + r->agent_off, r->agent_len, NULL);
+            if (agent) {
+                Py_DECREF(agent);
+                value = PyBytes_FromStringAndSize((const char *)r->payload + SALT, r->payload_len - SALT);
+                if (!value) goto fail;
+            } else if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear();
+            } else {
+                goto fail;
+            }
+        }
+        if (!value) value = Py_NewRef(Py_None);
+        PyList_SET_ITEM(out, k, value);
+    }
+    PyMem_Free(rs);
+    EVP_MD_CTX_free(ctx);
+    return out;
+fail:
+    PyMem_Free(rs);
+    if (ctx) EVP_MD_CTX_free(ctx);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"served_rows", served_rows, METH_VARARGS,
+     "served_rows(rows, (id, scope, ver, hash, raw, payload)) -> [bytes | None]: each row's packed fields, checked"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_pgread",
+                                    "The PostgreSQL backend's read path in C (see mnemo/_pgread.c).", -1, methods,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__pgread(void) {
+    if (!sha256_md) {
+        sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+        if (!sha256_md) {
+            PyErr_SetString(PyExc_ImportError, "OpenSSL has no SHA-256");
+            return NULL;
+        }
+    }
+    return PyModule_Create(&module);
+}
