@@ -11,13 +11,13 @@ caller may read, and return only records it admits, with their payloads checked 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ..acl import Acl
 from ..recall.query import Query as RecallQuery
-from ..record import VerifyReport
+from ..record import MemoryRecord, VerifyReport
 from .batch import Batch
 from .recall import Hit
 from .types import (
@@ -85,6 +85,18 @@ class Storage(Protocol):
 
     def select(self, query: Query, scopes: ScopeFilter, payloads: bool = True) -> list[Found]:
         """The live records `query` and `scopes` admit, in id order, with their latest payloads."""
+
+    def get_record(
+        self, rec_id: str, scopes: ScopeFilter, build: Callable[[Found], MemoryRecord]
+    ) -> MemoryRecord | None:
+        """get(rec_id, scopes)'s latest version as a MemoryRecord, or None: made by `build` (the
+        client's), or by the backend itself from what it read and checked, as `build` makes it."""
+
+    def select_records(
+        self, query: Query, scopes: ScopeFilter, build: Callable[[list[Found]], list[MemoryRecord]]
+    ) -> list[MemoryRecord]:
+        """select(query, scopes)'s latest versions as MemoryRecords: made by `build` (the client's), or by
+        the backend itself from what it read and checked, as `build` makes them."""
 
     def recall(
         self, query: RecallQuery, scopes: ScopeFilter, tags: Query, limit: int, mode: str = "lexical"
