@@ -13,6 +13,16 @@
  * path decides. So this never serves what the twin would refuse. The reads and the hashing run without
  * the GIL; an error of pread raises OSError, as os.pread does.
  *
+ * read_latest(fd, recs, MemoryRecord) reads the latest version of each Rec with the same reads and
+ * checks, and builds its record there as mnemo/storage/records.py's record_of builds it (its twin is
+ * reads.latest_records): the packed fields decoded as msgpack decodes them, for the values a put holds
+ * (anything else is None, and the general path decodes it or says what is wrong), the two datetimes
+ * (as mnemo.record.ns_to_datetime makes them), the hash's hex, and the MemoryRecord made as
+ * make_memory_record makes it (its __dict__ set in one step). None wherever read_served gives None.
+ *
+ * file_state(path, fd) is what refresh looks at (replay.log_file_state is its twin): the identity of
+ * the file at `path` and the size of the one `fd` holds, in one call.
+ *
  * find_sorted(blob, width, key) is the binary search of SortedIds.find (index_columns.py): the row of
  * `key` in a blob of fixed-width ids in sorted order, or -1.
  */

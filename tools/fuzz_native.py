@@ -384,10 +384,9 @@ class ReadpathHarness:
 
     def __init__(self, native: Any) -> None:
         from mnemo.chain import codec
+        from mnemo.record import MemoryRecord
         from mnemo.storage import types
         from mnemo.storage.file import index_columns, reads
-
-        from mnemo.record import MemoryRecord
 
         self.native, self.codec, self.reads, self.types, self.columns = native, codec, reads, types, index_columns
         self.record_type = MemoryRecord

@@ -128,7 +128,7 @@ class Reads(StoreState):
             scope = _NO_SCOPE if rec is None else rec.scope
         else:
             row = index.row_of(rec_id)
-            live = len(index)
+            live = index.live
             probe = hash(rec_id) % live if live else 0
             scope = index.scope_at(probe if row is None else row) if live else _NO_SCOPE
             scope = _NO_SCOPE if row is None else scope
@@ -155,7 +155,7 @@ class Reads(StoreState):
             self._handles.release(handle)
         if record is not None:
             return record
-        found = self.get(rec_id, scopes)
+        found = self.get(rec_id, scopes)  # the general path: read again, or what is wrong said
         return None if found is None else build(found)
 
     def select(self, query: Query, scopes: ScopeFilter, payloads: bool = True) -> list[Found]:
@@ -169,7 +169,7 @@ class Reads(StoreState):
                 out.append(Found(rec, (quick,)) if quick is not None else self._found(rec, batch, handle))
         finally:
             self._handles.release(handle)
-        return self._found_again(out, recs, scopes)
+        return [found for found in self._found_again(out, recs, scopes) if found is not None]
 
     def select_records(
         self, query: Query, scopes: ScopeFilter, build: Callable[[list[Found]], list[MemoryRecord]]
@@ -190,7 +190,7 @@ class Reads(StoreState):
             self._handles.release(handle)
         if not general:
             return cast(list[MemoryRecord], records)
-        founds = self._found_again(general, recs, scopes, keep=True)
+        founds = self._found_again(general, recs, scopes)
         built = iter(build([f for f, r in zip(founds, records, strict=True) if f is not None and r is None]))
         return [r if r is not None else next(built) for f, r in zip(founds, records, strict=True) if f is not None]
 
@@ -228,16 +228,14 @@ class Reads(StoreState):
         except (NotFound, IntegrityError):
             return None
 
-    def _found_again(
-        self, out: list[Found | None], recs: list[Rec], scopes: ScopeFilter, keep: bool = False
-    ) -> list[Found | None]:
+    def _found_again(self, out: list[Found | None], recs: list[Rec], scopes: ScopeFilter) -> list[Found | None]:
         """`out` with each None looked up again (forgotten, being erased, by another process since the
-        selection?), dropped if it is gone; with `keep`, left in place as None."""
+        selection?): None still if it is gone."""
         for i, found in enumerate(out):
             if found is None:
                 self.refresh()
                 out[i] = self.get(recs[i].id, scopes)
-        return out if keep else [found for found in out if found is not None]
+        return out
 
     def _latest(self, recs: list[Rec], handle: LogHandle) -> list[MemoryRecord | None]:
         """The latest version of each record as a MemoryRecord, read through `handle` (the log's handle
