@@ -29,7 +29,6 @@ from .chain.codec import (
     encode_forget_payload,
     pack_canonical_fields,
     seal_put_payload,
-    unpackb,
 )
 from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
 from .ids import new_id, random_bytes
@@ -52,6 +51,7 @@ from .storage.contract import (
     check_durability,
     check_group_commit_wait,
 )
+from .storage.records import record_of
 from .validation import (
     MEMORY_TAG,
     PATH_IS_DIRECTORY,
@@ -125,6 +125,8 @@ class MnemoClient:
         self._checkpoint_every = checkpoint_every
         self._since_checkpoint = 0
         self._last_entry: tuple[int, str] | None = None
+        # (the ACL, its generation and owner, the agent) -> what it may read, kept until one changes
+        self._readers: tuple[Acl, int, str, str, ScopeFilter] | None = None
         self._store: Storage = open_storage(
             os.fspath(db_path), agent_id, readonly=readonly, durability=durability, lock_timeout=lock_timeout,
             group_commit_wait=group_commit_wait, embedder=self.embedder,
@@ -192,9 +194,19 @@ class MnemoClient:
         return self._store.acl()
 
     def _scopes(self, requested: str | None = None) -> ScopeFilter:
-        """What this agent may read now (in this thread's open transaction, with its own grants)."""
-        everything, exact, prefixes = self._acl().readable_filter(self.agent_id)
-        return ScopeFilter(everything, frozenset(exact), prefixes, requested)
+        """What this agent may read now (in this thread's open transaction, with its own grants). Made
+        once per state of the ACL: a grant or revoke (its generation), a new owner or another ACL object
+        (a transaction's own) makes it again."""
+        acl, agent, kept = self._acl(), self.agent_id, self._readers
+        if kept is not None and kept[0] is acl and kept[1] == acl.generation and kept[2] == acl.owner \
+                and kept[3] == agent:
+            scopes = kept[4]
+        else:
+            generation, owner = acl.generation, acl.owner
+            everything, exact, prefixes = acl.readable_filter(agent)
+            scopes = ScopeFilter(everything, frozenset(exact), prefixes)
+            self._readers = (acl, generation, owner, agent, scopes)
+        return scopes if requested is None else scopes.narrowed(requested)
 
     def _readable(self, rec_id: Any, payloads: Payloads = "none", fresh: bool = False) -> Found:
         """The record, if this agent may read it; `fresh`: caught up first (refresh), in the read's own
@@ -238,33 +250,18 @@ class MnemoClient:
             version.seq, version.hash.hex(),
         )
 
+    def _latest_record(self, found: Found) -> MemoryRecord:
+        return self._record(found.rec, found.rec.latest, found.packed[0])
+
     def _latest_records(self, founds: list[Found]) -> list[MemoryRecord]:
         """The latest version of each record found, as _record builds it, in one loop (a query builds
         many). A payload that does not decode as three fields of the right types goes to _record,
         which says what is wrong with it."""
         out = []
-        unpack, to_datetime, make = unpackb, ns_to_datetime, make_memory_record
         for rec, packed in founds:
-            versions = rec.versions
-            v = versions[-1]
-            try:
-                obj = unpack(packed[0])
-            except Exception:  # msgpack raises several unrelated types on garbage
-                obj = None
-            if type(obj) is not list or len(obj) != 3:
-                out.append(self._record(rec, v, packed[0]))
-                continue
-            content, tags, metadata = obj
-            if type(content) not in (str, bytes) or type(tags) is not list or type(metadata) is not dict:
-                out.append(self._record(rec, v, packed[0]))
-                continue
-            ts = v.ts_ns
-            updated = to_datetime(ts)
-            first = versions[0].ts_ns
-            out.append(make(
-                rec.id, v.ver, content, tuple(tags), metadata, rec.scope, v.agent,
-                updated if first == ts else to_datetime(first), updated, v.seq, v.hash.hex(),
-            ))
+            v = rec.versions[-1]
+            record = record_of(rec, v, packed[0])
+            out.append(record if record is not None else self._record(rec, v, packed[0]))
         return out
 
     def _stage_put(
@@ -572,8 +569,13 @@ class MnemoClient:
     # -- reads ---------------------------------------------------------------------------------------
     def get(self, rec_id: str) -> MemoryRecord:
         """The latest version of a record."""
-        found = self._readable(rec_id, "latest", fresh=True)
-        return self._record(found.rec, found.rec.latest, found.packed[0])
+        if not isinstance(rec_id, str):
+            raise InvalidInput(f"a record id must be a string, got {type(rec_id).__name__}")
+        store = self._store
+        record = store.read_fresh(lambda: store.get_record(rec_id, self._scopes(), self._latest_record))
+        if record is None:
+            raise _unavailable(rec_id)
+        return record
 
     def history(self, rec_id: str) -> list[MemoryRecord]:
         """Every version of a record, oldest first."""
@@ -604,9 +606,10 @@ class MnemoClient:
     ) -> list[MemoryRecord]:
         """Readable records with all of `tags`, at least one of `any_tags`, and a tag starting with
         `tag_prefix`, in scope `scope` (exact, or a `prefix*` pattern); oldest first."""
-        return self._latest_records(self._store.read_fresh(
-            lambda: self._store.select(*self._query(tags, any_tags, tag_prefix, scope, limit))
-        ))
+        store = self._store
+        return store.read_fresh(
+            lambda: store.select_records(*self._query(tags, any_tags, tag_prefix, scope, limit), self._latest_records)
+        )
 
     def recall(
         self,

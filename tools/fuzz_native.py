@@ -33,7 +33,9 @@ Targets:
   bytes, and a payload slot, written to a file (entry and slot adjacent, or the slot first and the entry
   after a gap; the slot's CRC recomputed or not, the chain hash the entry's SHA-256 or cut from it, a
   slot length beyond the file's end); read_served must serve nothing its twin reads.quick_packed does
-  not, exactly the bytes it serves, and refuse no put in the canonical layout that the twin serves; then
+  not, exactly the bytes it serves, and refuse no put in the canonical layout that the twin serves;
+  read_latest must build no record its twin reads.latest_records does not build alike (the times taken
+  from the input), and refuse none the twin builds from a canonical put whose fields are plain; then
   find_sorted, over the input cut into fixed-width ids (as given and sorted), must give what its twin
   index_columns.find_sorted gives. Seeds: canonical puts of each kind of content, made with the
   library's own encoders.
@@ -388,10 +390,12 @@ class ReadpathHarness:
 
     def __init__(self, native: Any) -> None:
         from mnemo.chain import codec
+        from mnemo.record import MemoryRecord
         from mnemo.storage import types
         from mnemo.storage.file import index_columns, reads
 
         self.native, self.codec, self.reads, self.types, self.columns = native, codec, reads, types, index_columns
+        self.record_type = MemoryRecord
         self.file = tempfile.TemporaryFile()  # noqa: SIM115 (the harness's scratch file, for its life)
         self.runs = 0
 
@@ -403,6 +407,9 @@ class ReadpathHarness:
             rec_id, scope = self.IDS[variant % 3], self.SCOPES[variant % 2]
             content: str | bytes = bytes(range(5)) if variant == 2 else "memory ✓ " * (variant + 1)
             meta: dict[str, Any] = {"k": [1, None]} if variant else {}
+            if variant == 3:
+                meta.update({"f": [2.5, -0.0, True, False], "m": {"x": "ü" * 40, "n": -(2**40), "b": -100},
+                             "u": 2**64 - 1, "s": "long " * 60, "deep": [[[{"a": []}]]]})
             packed = codec.pack_record_fields(content, ["a", "b"][: variant % 3], meta)
             salt = bytes([variant]) * 16
             body = {"digest": codec.payload_digest(salt, packed), "id": rec_id, "scope": scope, "size": 5,
@@ -437,6 +444,54 @@ class ReadpathHarness:
             return False
         return bool(codec.packb(arr) == raw)
 
+    def _plain(self, value: Any, depth: int = 0) -> bool:
+        """Whether a decoded value holds only what read_latest decodes: nil, booleans, integers, floats,
+        str, bin, arrays and maps with str keys, nested 32 deep at most."""
+        if depth > 32:
+            return False
+        if type(value) is list:
+            return all(self._plain(v, depth + 1) for v in value)
+        if type(value) is dict:
+            return all(type(k) is str and self._plain(v, depth + 1) for k, v in value.items())
+        return value is None or type(value) in (bool, int, float, str, bytes)
+
+    def _plain_fields(self, packed: bytes) -> bool:
+        """Whether packed record fields are in the form read_latest reads: [content, tags, metadata] of
+        plain values, packed as the library packs them (so in the smallest encodings, floats in 64 bits)."""
+        codec = self.codec
+        try:
+            value = codec.unpackb(packed)
+        except Exception:  # msgpack raises several unrelated types on garbage
+            return False
+        return (type(value) is list and len(value) == 3 and type(value[0]) in (str, bytes)
+                and type(value[1]) is list and type(value[2]) is dict and self._plain(value)
+                and codec.packb(value) == packed)
+
+    def _records(self, data: bytes, fd: int, rec: Any, version: Any, slot: bytes) -> None:
+        """read_latest against reads.latest_records: a record only where the twin builds the same one
+        (its fields' types and values, by repr), and one wherever the twin builds one from a canonical
+        put whose fields are plain. The times come from the input (the salt's bytes) when ver is odd."""
+        if version.ver % 2 and len(slot) >= 20:
+            ts, first_ts = (int.from_bytes(slot[k : k + 8], "big", signed=True) for k in (4, 12))
+            version = version._replace(ts_ns=ts)
+            rec = rec._replace(versions=(version._replace(ver=0, ts_ns=first_ts), version))
+        else:
+            rec = rec._replace(versions=(version,))
+        recs = [rec, rec._replace(versions=(version._replace(slot_off=-1),))]
+        got = self.native.read_latest(fd, recs, self.record_type)
+        try:
+            want = self.reads.latest_records(recs, fd)
+        except (ValueError, OverflowError, OSError):  # a time datetime cannot hold: the general path raises
+            want = [None] * len(recs)
+        for g, w in zip(got, want, strict=True):
+            if g is not None and (w is None or repr(g) != repr(w) or type(g.content) is not type(w.content)):
+                raise AssertionError(f"read_latest built what its twin does not, on {data!r}: {g!r} / {w!r}")
+        served = self.reads.quick_packed([(rec, version)], fd)[0]
+        if got[0] is None and want[0] is not None and served is not None and self._plain_fields(bytes(served)) \
+                and self._canonical_put(bytes(data[4 : 4 + int.from_bytes(data[2:4], "big")]), rec.id, version.ver,
+                                        rec.scope):
+            raise AssertionError(f"read_latest refused plain fields of a canonical put its twin builds, on {data!r}")
+
     def one(self, data: bytes) -> None:
         self.runs += 1
         data = data.ljust(4, b"\0")
@@ -469,6 +524,7 @@ class ReadpathHarness:
                 raise AssertionError(f"read_served served what its twin does not, on {data!r}")
             if g is None and w is not None and self._canonical_put(raw, rec_id, ver, scope):
                 raise AssertionError(f"read_served refused a canonical put its twin serves, on {data!r}")
+        self._records(data, fd, rec, version, slot)
         # the index's sorted ids: a blob cut from the input, searched for a key cut from it
         width = 1 + data[0] % 8
         blob = data[: len(data) // width * width]

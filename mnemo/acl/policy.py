@@ -40,11 +40,14 @@ def pattern_covers(outer: str, inner: str) -> bool:
 
 
 class Acl:
-    """Grants as {principal: {pattern: set(perms)}} plus the owner; tiny, so copied freely."""
+    """Grants as {principal: {pattern: set(perms)}} plus the owner; tiny, so copied freely. `generation`
+    counts the grants and revocations made on this object, so that what is derived from it (a reader's
+    scope filter) can be kept until it changes: the grants change through grant and revoke only."""
 
     def __init__(self, owner: str = "") -> None:
         self.owner = owner
         self.grants: dict[str, dict[str, set[str]]] = {}
+        self.generation = 0
 
     def copy(self) -> Acl:
         other = Acl(self.owner)
@@ -53,9 +56,11 @@ class Acl:
 
     # -- mutation, from chain entries --------------------------------------------------------------
     def grant(self, principal: str, pattern: str, perms: Iterable[str]) -> None:
+        self.generation += 1
         self.grants.setdefault(principal, {}).setdefault(pattern, set()).update(perms)
 
     def revoke(self, principal: str, pattern: str, perms: Iterable[str]) -> None:
+        self.generation += 1
         held = self.grants.get(principal, {}).get(pattern)
         if held is None:
             return

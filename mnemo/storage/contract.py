@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from ..acl import Acl
 from ..recall.query import Query as RecallQuery
-from ..record import VerifyReport
+from ..record import MemoryRecord, VerifyReport
 from .batch import Batch
 from .recall import Hit
 from .types import (
@@ -93,6 +93,18 @@ class Storage(Protocol):
 
     def select(self, query: Query, scopes: ScopeFilter, payloads: bool = True) -> list[Found]:
         """The live records `query` and `scopes` admit, in id order, with their latest payloads."""
+
+    def get_record(
+        self, rec_id: str, scopes: ScopeFilter, build: Callable[[Found], MemoryRecord]
+    ) -> MemoryRecord | None:
+        """get(rec_id, scopes)'s latest version as a MemoryRecord, or None: made by `build` (the
+        client's), or by the backend itself from what it read and checked, as `build` makes it."""
+
+    def select_records(
+        self, query: Query, scopes: ScopeFilter, build: Callable[[list[Found]], list[MemoryRecord]]
+    ) -> list[MemoryRecord]:
+        """select(query, scopes)'s latest versions as MemoryRecords: made by `build` (the client's), or by
+        the backend itself from what it read and checked, as `build` makes them."""
 
     def recall(
         self, query: RecallQuery, scopes: ScopeFilter, tags: Query, limit: int, mode: str = "lexical"

@@ -1,7 +1,9 @@
 """The permission check, end to end on both backends: a pattern grants the scopes that start with its
 whole prefix and nothing shorter; grants and revokes made inside a transaction bind the permission checks
-that follow, inside it and after it, and an abandoned one undoes them; and the Acl itself answers with
-booleans and round-trips as plain sorted data."""
+that follow, inside it and after it, and an abandoned one undoes them; what a reader may read follows
+every grant and revoke, made by another client or its own, at once, though its scope filter is kept
+between reads; and the Acl itself answers with booleans, counts its changes, and round-trips as plain
+sorted data."""
 
 from __future__ import annotations
 
@@ -78,6 +80,44 @@ def test_an_abandoned_transaction_undoes_its_grants(pair: tuple[MnemoClient, Mne
     assert state(owner) == before
     with pytest.raises(PermissionDenied, match="^bob may not read in scope team:a$"):
         bob.check_permission("read", "team:a")
+
+
+def test_what_a_reader_may_read_follows_each_grant_and_revoke_at_once(pair: tuple[MnemoClient, MnemoClient]) -> None:
+    owner, bob = pair
+    team = owner.query(scope="team:a")[0]
+
+    def seen() -> tuple[list[str], list[str]]:
+        try:
+            got = [bob.get(team.id).id]
+        except PermissionDenied:
+            got = ["refused"]
+        return got, [r.id for r in bob.query(scope="team:*")]
+
+    with pytest.raises(PermissionDenied, match="no record"):
+        bob.get(team.id)
+    assert bob.query(scope="team:*") == []
+    owner.grant("bob", "team:a", ["read"])
+    assert seen() == ([team.id], [team.id])
+    owner.revoke("bob", "team:a", ["read"])
+    assert bob.query(scope="team:*") == []
+    owner.grant("bob", "team:*", ["admin"])
+    assert seen() == ([team.id], [team.id])
+    with bob.transaction():  # its own revoke binds its own reads, inside the transaction
+        bob.revoke("bob", "team:*", ["admin", "read"])
+        assert bob.query(scope="team:*") == []
+    assert bob.query(scope="team:*") == []
+    owner.grant("bob", "team:*", ["read"])
+    assert seen() == ([team.id], [team.id])
+
+
+def test_the_acl_counts_its_grants_and_revokes() -> None:
+    acl = Acl("owner")
+    assert acl.generation == 0
+    acl.grant("bob", "team:*", ["read"])
+    acl.revoke("bob", "team:*", ["read"])
+    acl.revoke("carol", "team:*", ["read"])  # (nothing held: counted all the same)
+    assert acl.generation == 3
+    assert acl.copy().generation == 0 and Acl.from_state(acl.to_state()).generation == 0
 
 
 def test_the_acl_answers_with_booleans() -> None:

@@ -25,6 +25,8 @@ from .deferred import SnapshotParts
 from .index_columns import IndexData, SortedIds, inconsistent
 from .index_state import load_state, to_state
 
+_version, _rec = Version._make, Rec._make  # (tuples made from a tuple: cheaper than the named arguments)
+
 if TYPE_CHECKING:
     from .scan import ScanResult
 
@@ -78,13 +80,13 @@ class Index(IndexData):
             assert rec_id is not None
             tags = self.tagsets.values[c["tagset"][row]]
             assert tags is not None
-            latest = Version(
+            latest = _version((
                 c["ver"][row], c["seq"][row], c["ts"][row], self.agents.values[c["agent"][row]], c["size"][row],
                 bytes(self.hashes[h : h + HASH_SIZE]), c["slot_off"][row], c["slot_len"][row],
                 c["entry_off"][row], c["entry_len"][row],
-            )
+            ))
             older = self.older.get(row)
-            return Rec(rec_id, self.scopes.values[c["scope"][row]], tags, older + (latest,) if older else (latest,))
+            return _rec((rec_id, self.scopes.values[c["scope"][row]], tags, older + (latest,) if older else (latest,)))
         except (IndexError, AssertionError):
             raise inconsistent(row) from None
 

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import cast
 
 from ..._native import readpath
 from ...acl import Acl
 from ...chain.codec import SALT_SIZE, decode_put_payload, served_put_problem
 from ...errors import IntegrityError, NotFound
+from ...record import MemoryRecord
 from ..batch import Batch
+from ..records import record_of
 from ..types import Found, LogItem, Payloads, Query, Rec, ScopeFilter, Usage, Version
 from .framing import SLOT_CRC, slot_state
 from .handles import LogHandle
@@ -126,7 +128,7 @@ class Reads(StoreState):
             scope = _NO_SCOPE if rec is None else rec.scope
         else:
             row = index.row_of(rec_id)
-            live = len(index)
+            live = index.live
             probe = hash(rec_id) % live if live else 0
             scope = index.scope_at(probe if row is None else row) if live else _NO_SCOPE
             scope = _NO_SCOPE if row is None else scope
@@ -134,8 +136,69 @@ class Reads(StoreState):
             return None
         return index.rec_at(row, rec_id) if row is not None else rec
 
+    def get_record(
+        self, rec_id: str, scopes: ScopeFilter, build: Callable[[Found], MemoryRecord]
+    ) -> MemoryRecord | None:
+        """The latest version of a record `scopes` admits, as a MemoryRecord: read, checked and built in
+        one call (_latest); where that gives nothing (a check failed, the slot was erased meanwhile, a
+        version staged in a transaction, fields it does not decode), get's general path reads it again
+        and `build` makes the record, or says what is wrong. None for a missing or unreadable id."""
+        batch = self.current_batch()
+        with self._index_lock:  # the index changes rows in place: never read one half-written
+            rec = self._admitted(rec_id, scopes, batch)
+            if rec is None:
+                return None
+            handle = self._handles.acquire()  # the log its offsets are in (see the module docstring)
+        try:
+            record = self._latest([rec], handle)[0]
+        finally:
+            self._handles.release(handle)
+        if record is not None:
+            return record
+        found = self.get(rec_id, scopes)  # the general path: read again, or what is wrong said
+        return None if found is None else build(found)
+
     def select(self, query: Query, scopes: ScopeFilter, payloads: bool = True) -> list[Found]:
         batch = self.current_batch()
+        recs, handle = self._selected(query, scopes, batch, payloads)
+        if handle is None:
+            return [Found(rec) for rec in recs]
+        out: list[Found | None] = []
+        try:
+            for rec, quick in zip(recs, self._quick_packed([(r, r.latest) for r in recs], handle), strict=True):
+                out.append(Found(rec, (quick,)) if quick is not None else self._found(rec, batch, handle))
+        finally:
+            self._handles.release(handle)
+        return [found for found in self._found_again(out, recs, scopes) if found is not None]
+
+    def select_records(
+        self, query: Query, scopes: ScopeFilter, build: Callable[[list[Found]], list[MemoryRecord]]
+    ) -> list[MemoryRecord]:
+        """select's records, each the latest version as a MemoryRecord: read, checked and built in one
+        call (_latest); those it gives nothing for go through select's general path, and `build` makes
+        their records (or says what is wrong)."""
+        batch = self.current_batch()
+        recs, handle = self._selected(query, scopes, batch, True)
+        assert handle is not None
+        general: list[Found | None] = []
+        try:
+            records = self._latest(recs, handle)
+            if None in records:
+                general = [self._found(rec, batch, handle) if record is None else Found(rec)
+                           for rec, record in zip(recs, records, strict=True)]
+        finally:
+            self._handles.release(handle)
+        if not general:
+            return cast(list[MemoryRecord], records)
+        founds = self._found_again(general, recs, scopes)
+        built = iter(build([f for f, r in zip(founds, records, strict=True) if f is not None and r is None]))
+        return [r if r is not None else next(built) for f, r in zip(founds, records, strict=True) if f is not None]
+
+    def _selected(
+        self, query: Query, scopes: ScopeFilter, batch: Batch | None, payloads: bool
+    ) -> tuple[list[Rec], LogHandle | None]:
+        """The records `query` selects among those `scopes` admits, in id order, and (if `payloads`) the
+        log's handle their offsets are in (see get), taken in the same hold of the index lock."""
         with self._index_lock:
             base = self.index
             # The index's candidates match the tag filters exactly; scopes are decided once per
@@ -155,27 +218,36 @@ class Reads(StoreState):
                 if query.limit is not None:
                     del matched[query.limit :]
                 recs = base.recs_at(matched)
-            handle = self._handles.acquire() if payloads else None  # the log their offsets are in (see get)
-        if handle is None:
-            return [Found(rec) for rec in recs]
-        out: list[Found | None] = []
+            return recs, (self._handles.acquire() if payloads else None)
+
+    def _found(self, rec: Rec, batch: Batch | None, handle: LogHandle) -> Found | None:
+        """The record with its latest version's packed fields through the general path (read_packed);
+        None if that fails, to be looked up again once the handle is released (_found_again)."""
         try:
-            for rec, quick in zip(recs, self._quick_packed([(r, r.latest) for r in recs], handle), strict=True):
-                if quick is not None:
-                    out.append(Found(rec, (quick,)))
-                    continue
-                try:
-                    out.append(Found(rec, (self._packed(rec, rec.latest, batch, handle),)))
-                except (NotFound, IntegrityError):
-                    out.append(None)  # looked up again below, once the handle is released
-        finally:
-            self._handles.release(handle)
+            return Found(rec, (self._packed(rec, rec.latest, batch, handle),))
+        except (NotFound, IntegrityError):
+            return None
+
+    def _found_again(self, out: list[Found | None], recs: list[Rec], scopes: ScopeFilter) -> list[Found | None]:
+        """`out` with each None looked up again (forgotten, being erased, by another process since the
+        selection?): None still if it is gone."""
         for i, found in enumerate(out):
             if found is None:
-                # Forgotten (being erased) by another process since the selection?
                 self.refresh()
                 out[i] = self.get(recs[i].id, scopes)
-        return [found for found in out if found is not None]
+        return out
+
+    def _latest(self, recs: list[Rec], handle: LogHandle) -> list[MemoryRecord | None]:
+        """The latest version of each record as a MemoryRecord, read through `handle` (the log's handle
+        taken with the records from the index: see get), checked as read_packed checks it and built
+        as the client builds it; None where a check fails, the fields are not decoded here, or the
+        version is staged (the general path then reads it, or says what is wrong). In one call of the
+        C extension when it is there (mnemo/_readpath.c's read_latest), else through latest_records,
+        its pure-Python twin."""
+        if readpath is not None:
+            records: list[MemoryRecord | None] = readpath.read_latest(handle.fd, recs, MemoryRecord)
+            return records
+        return latest_records(recs, handle.fd)
 
     def _quick_packed(
         self, items: list[tuple[Rec, Version]], handle: LogHandle
@@ -253,3 +325,11 @@ def quick_packed(items: list[tuple[Rec, Version]], fd: int) -> list[memoryview |
         out.append(payload[SALT_SIZE:] if ok else None)
     return out
 
+
+
+def latest_records(recs: list[Rec], fd: int) -> list[MemoryRecord | None]:
+    """The latest version of each record read from `fd` as a MemoryRecord, or None where quick_packed
+    gives None or the fields do not decode (Reads._latest): the pure-Python twin of mnemo/_readpath.c's
+    read_latest, which must never serve what this refuses, nor a record other than this one's."""
+    return [None if packed is None else record_of(rec, rec.latest, packed)
+            for rec, packed in zip(recs, quick_packed([(r, r.latest) for r in recs], fd), strict=True)]

@@ -9,6 +9,7 @@ from array import array
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ..._native import readpath
 from ...chain.codec import Entry, decode_put_payload, decode_record_fields
 from ...chain.tree import HASH_SIZE
 from ...errors import IntegrityError, MnemoError
@@ -54,10 +55,10 @@ class Replay(StoreState):
     def _catch_up(self, writer: bool, opening: bool = False) -> None:
         """Apply frames appended since self.end. A writer cuts a torn tail; damage raises."""
         with self._index_lock:
-            st = stat_or_none(self.path)
-            if st is not None and (st.st_ino, st.st_dev) != self._identity:
+            ino, dev, size = file_state(self.path, self.fd)
+            if ino >= 0 and (ino, dev) != self._identity:
                 self._reload()
-            size = os.fstat(self.fd).st_size
+                size = os.fstat(self.fd).st_size
             if size < self.end:
                 raise IntegrityError(f"{self.path}: log is shorter ({size}) than already read ({self.end})", size)
             if size == self.end:
@@ -417,3 +418,15 @@ def _tags_of(payload: bytes) -> tuple[str, ...]:
         return decode_record_fields(packed)[1]
     except Exception as exc:
         raise ChainError(f"unreadable put payload: {exc}") from None
+
+
+def log_file_state(path: str, fd: int) -> tuple[int, int, int]:
+    """(st_ino, st_dev) of the file at `path`, (-1, -1) if there is none, and the size of the file `fd`
+    has open: os.stat and os.fstat, which raise OSError as they do. The pure-Python twin of
+    mnemo/_readpath.c's file_state, which makes the two calls in one, without their result objects."""
+    st = stat_or_none(path)
+    size = os.fstat(fd).st_size
+    return (-1, -1, size) if st is None else (st.st_ino, st.st_dev, size)
+
+
+file_state = log_file_state if readpath is None else readpath.file_state

@@ -37,7 +37,7 @@ from ...recall.embedding import Embedder
 from ...recall.engine import Staged, search
 from ...recall.query import Phrase
 from ...recall.query import Query as RecallQuery
-from ...record import VerifyReport
+from ...record import MemoryRecord, VerifyReport
 from ..batch import Batch
 from ..recall import Hit, in_transaction, searchable_text
 from ..types import BATCH_INTERVAL, Found, LogItem, Payloads, Progress, Query, Rec, ScopeFilter, Usage, Version
@@ -325,6 +325,17 @@ class PostgresStore(Meaning):
         return Found(rec, tuple(
             self._checked(rec, v, *by_seq.get(v.seq, (None, None)), batch) for v in versions
         ))
+
+    def get_record(
+        self, rec_id: str, scopes: ScopeFilter, build: Callable[[Found], MemoryRecord]
+    ) -> MemoryRecord | None:
+        found = self.get(rec_id, scopes)
+        return None if found is None else build(found)
+
+    def select_records(
+        self, query: Query, scopes: ScopeFilter, build: Callable[[list[Found]], list[MemoryRecord]]
+    ) -> list[MemoryRecord]:
+        return build(self.select(query, scopes))
 
     def select(self, query: Query, scopes: ScopeFilter, payloads: bool = True) -> list[Found]:
         """The records `query` and `scopes` admit. A record's tags are those of its latest put, read from

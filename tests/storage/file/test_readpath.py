@@ -2,14 +2,18 @@
 serves exactly what reads.quick_packed serves from a real log (every version of every record, in frames
 of one entry and of several), refuses what the twin refuses (a payload rewritten with its checksum
 recomputed, an entry of another record), leaves to the general path a put it does not read (which the
-general path then serves or refuses), and raises OSError where os.pread does; find_sorted finds what
-index_columns.find_sorted finds. A brief fuzzing run compares them on mutated inputs (the long one is in
+general path then serves or refuses), and raises OSError where os.pread does; read_latest builds the
+records reads.latest_records builds, field for field and type for type, whatever the packed fields and
+the times hold, or leaves them to the general path; find_sorted finds what index_columns.find_sorted
+finds. A brief fuzzing run compares them on mutated inputs (the long one is in
 tests/soak). Under MNEMO_PURE_PYTHON=1 the C extension is not loaded: the tests that call it are skipped,
 and the rest run on the twin."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import zlib
 from pathlib import Path
 from typing import Any
@@ -17,12 +21,15 @@ from typing import Any
 import pytest
 from helpers.frames import put_slots
 from helpers.native_fuzz import fuzz
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from mnemo import IntegrityError, MnemoClient
+from mnemo import IntegrityError, MemoryRecord, MnemoClient
 from mnemo._native import readpath
-from mnemo.chain.codec import make_entry, pack_record_fields, payload_digest
+from mnemo.chain.codec import make_entry, pack_record_fields, packb, payload_digest
 from mnemo.storage.file.index_columns import SortedIds, find_sorted
-from mnemo.storage.file.reads import quick_packed
+from mnemo.storage.file.reads import latest_records, quick_packed
+from mnemo.storage.file.replay import log_file_state
 from mnemo.storage.types import Rec, Version
 
 OWNER = "owner"
@@ -87,9 +94,11 @@ def test_the_c_read_path_refuses_a_payload_rewritten_with_its_checksum_recompute
                                    "the digest its chain entry commits to")
 
 
-def _put_file(tmp_path: Path, body_extra: dict[str, Any], rec_id: str = "r1") -> tuple[int, list[Any], Any]:
+def _put_file(tmp_path: Path, body_extra: dict[str, Any], rec_id: str = "r1",
+              packed: bytes | None = None) -> tuple[int, list[Any], Any]:
     """A file holding one put's entry and its slot, adjacent; (fd, items, file)."""
-    salt, packed = b"s" * 16, pack_record_fields("hello", ["t"], {})
+    salt = b"s" * 16
+    packed = pack_record_fields("hello", ["t"], {}) if packed is None else packed
     body = {"digest": payload_digest(salt, packed), "id": rec_id, "scope": "agent:a", "size": 5, "ver": 1,
             **body_extra}
     e = make_entry(3, 1_764_500_000_000_000_000, b"\x11" * 32, "put", "a", body)
@@ -152,6 +161,155 @@ def test_the_c_read_path_raises_what_os_pread_raises(tmp_path: Path) -> None:
     assert mine.value.errno == twin.value.errno
     with pytest.raises(TypeError, match="each item must be a \\(Rec, Version\\) pair"):
         readpath.read_served(0, [("not", "a pair", "at all")])
+
+
+@native
+def test_the_c_read_path_builds_the_records_its_twin_builds_from_a_real_log(tmp_path: Path) -> None:
+    with _log_of_every_kind(tmp_path / "r.db") as c:
+        store: Any = c._store
+        index = store.index
+        recs = [index.rec_at(row) for row in index.live_rows()]
+        handle = store._handles.acquire()
+        try:
+            got = readpath.read_latest(handle.fd, recs, MemoryRecord)
+            want = latest_records(recs, handle.fd)
+        finally:
+            store._handles.release(handle)
+        assert len(recs) == 6 and all(w is not None for w in want)
+        assert [repr(g) for g in got] == [repr(w) for w in want]
+        assert got == [c.get(rec.id) for rec in recs]
+        updated = next(g for g in got if g.version == 2)
+        assert updated.created_at < updated.updated_at  # the first version's time, and this one's
+        first = next(g for g in got if g.content == "alone in its frame")
+        assert first.created_at is first.updated_at  # one datetime for both (immutable)
+
+
+_PLAIN = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False) | st.text(max_size=40)
+    | st.binary(max_size=40),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=12,
+)
+_ODD = st.recursive(  # what a put's fields never hold, but msgpack decodes: the general path builds it
+    _PLAIN | st.builds(lambda: b"\xd4\x01\x00"),  # (an ext type, spliced in as raw bytes below)
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.integers(0, 3), inner, max_size=2),
+    max_leaves=6,
+)
+_TIMES = st.integers(-(2**63), 2**63 - 1) | st.integers(-(2**31) * 10**9, 2**32 * 10**9) | st.sampled_from(
+    [0, -1, -999, -1000, -1001, 1_764_500_000_123_456_789, 2**31 * 10**9 - 1, 2**31 * 10**9, 253402300799999999999])
+
+
+@native
+@settings(max_examples=300, deadline=None)
+@given(st.tuples(st.text(max_size=20) | st.binary(max_size=20) | _ODD, st.lists(st.text(max_size=3)) | _ODD,
+                 st.dictionaries(st.text(max_size=3), _PLAIN) | _ODD) | _ODD, _TIMES, _TIMES)
+def test_read_latest_builds_what_its_twin_builds_whatever_the_fields_and_times(
+    tmp_path_factory: pytest.TempPathFactory, fields: Any, ts: int, first_ts: int
+) -> None:
+    """A record from C is the twin's record, type for type (by repr: True is not 1, 1.0 is not 1); None
+    only where the general path decides: fields not decoded here (an ext type, a key that is not a
+    str), fields of the wrong types, or a time beyond what datetime holds or near it."""
+    value = list(fields) if isinstance(fields, tuple) else fields
+    packed = packb(value)
+    fd, items, f = _put_file(tmp_path_factory.mktemp("f"), {}, packed=packed)
+    with f:
+        rec, v = items[0]
+        v = v._replace(ts_ns=ts)
+        rec = rec._replace(versions=(v._replace(ver=0, ts_ns=first_ts), v))
+        got = readpath.read_latest(fd, [rec], MemoryRecord)[0]
+        try:
+            want = latest_records([rec], fd)[0]
+        except (ValueError, OverflowError, OSError):  # datetime cannot hold the time: the general path raises
+            want = None
+    if got is not None:
+        assert repr(got) == repr(want) and type(got.content) is type(want.content)
+        assert [type(x) for x in got.tags] == [type(x) for x in want.tags]
+    elif want is not None:  # left to the general path: what read_latest does not decode
+        assert b"\xd4" in packed or any(type(k) is not str for k in _keys(value)) or abs(ts // 1000) >= 2**53 or \
+            abs(first_ts // 1000) >= 2**53
+
+
+def _keys(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return list(value) + [k for v in value.values() for k in _keys(v)]
+    if isinstance(value, list):
+        return [k for v in value for k in _keys(v)]
+    return []
+
+
+@native
+def test_read_latest_decodes_every_width_msgpack_writes(tmp_path: Path) -> None:
+    """Each encoding of each kind a put's fields may hold (fixed, 8, 16, 32 and 64 bits; float 32 and
+    64; str, bin, array and map of each length width), and a key given twice (the last value wins, as
+    in msgpack): the record C builds is the twin's."""
+    import msgpack
+
+    values: list[Any] = [0, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**64 - 1, -1, -32, -33, -128,
+                         -129, -32768, -32769, -(2**31), -(2**31) - 1, -(2**63), 1.5, -0.0, float("inf"),
+                         "", "x" * 31, "x" * 32, "y" * 255, "y" * 256, "z" * 65536, b"", b"b" * 256, b"c" * 65536,
+                         list(range(15)), list(range(16)), list(range(65536)), {str(i): i for i in range(16)},
+                         {str(i): i for i in range(65536)}, None, True, False]
+    metadata = {f"k{i}": v for i, v in enumerate(values)}
+    single = msgpack.packb(3.25, use_single_float=True)
+    for packed in (packb(["text", ["a", "b"], metadata]), packb([b"bin", [], {}]),
+                   b"\x93\xa1x\x90\x81\xa1k" + single, b"\x93\xa1x\x90\x82\xa1k\x01\xa1k\x02",
+                   b"\x93\xa1x\xdc\x00\x01\xa1t\xde\x00\x00"):
+        fd, items, f = _put_file(tmp_path, {}, packed=packed)
+        with f:
+            rec = items[0][0]
+            got = readpath.read_latest(fd, [rec], MemoryRecord)[0]
+            want = latest_records([rec], fd)[0]
+        assert got is not None and repr(got) == repr(want)
+
+
+@native
+def test_read_latest_leaves_to_the_general_path_what_it_does_not_read(tmp_path: Path) -> None:
+    """None (the general path then decides) for fields that are not an array of 3, hold the wrong
+    types, bytes after the array, a str that is not UTF-8, an ext type, or nesting deeper than 32; and
+    for whatever read_served refuses. The general path's twin says the same or builds the record."""
+    deep: Any = []
+    for _ in range(40):
+        deep = [deep]
+    cases = [packb(["a", []]), packb([1, [], {}]), packb(["a", {}, {}]), packb(["a", [], []]),
+             packb(["a", [], {}]) + b"\xc0", b"\x93\xa2\xff\xfe\x90\x80", b"\x93\xa1x\x90\x81\xa1k\xd4\x01\x00",
+             packb(["a", [], {"d": deep}]), b"\x93\xa1x\x91\xc1\x80", b"\xdc\x00\x03\xa1x\x90\x80"]
+    for packed in cases:
+        fd, items, f = _put_file(tmp_path, {}, packed=packed)
+        with f:
+            rec = items[0][0]
+            assert readpath.read_latest(fd, [rec], MemoryRecord) == [None]
+    fd, items, f = _put_file(tmp_path, {}, rec_id="r2")  # an entry of another record
+    with f:
+        assert readpath.read_latest(fd, [items[0][0]], MemoryRecord) == [None] == latest_records([items[0][0]], fd)
+    with pytest.raises(TypeError, match="each item must be a Rec"):
+        readpath.read_latest(0, [("not", "a rec")], MemoryRecord)
+
+
+def test_file_state_tells_the_file_at_the_path_and_the_size_of_the_one_open(tmp_path: Path) -> None:
+    """What refresh looks at: the identity of the file a path names ((-1, -1) if it names none) and the
+    size of the one a descriptor holds, which differ once another file is renamed over the path; an
+    error of stat other than a missing file, and one of fstat, raise what os.stat and os.fstat raise."""
+    log, other = tmp_path / "log", tmp_path / "other"
+    log.write_bytes(b"x" * 10)
+    states = [log_file_state] + ([readpath.file_state] if readpath is not None else [])
+    with log.open("rb") as f:
+        st = os.stat(log)
+        for state in states:
+            assert state(str(log), f.fileno()) == (st.st_ino, st.st_dev, 10)
+        other.write_bytes(b"y" * 3)
+        moved = os.stat(other)
+        os.replace(other, log)
+        for state in states:
+            assert state(str(log), f.fileno()) == (moved.st_ino, moved.st_dev, 10)
+            assert state(str(tmp_path / "none"), f.fileno()) == (-1, -1, 10)
+            with pytest.raises(NotADirectoryError) as info:
+                state(str(log / "below"), f.fileno())
+            assert info.value.filename == str(log / "below")
+        fd = f.fileno()
+    for state in states:
+        with pytest.raises(OSError) as closed:
+            state(str(log), fd)
+        assert closed.value.errno == errno.EBADF
 
 
 def test_find_sorted_finds_each_id_and_nothing_else() -> None:

@@ -21,19 +21,22 @@ OWNER = "owner"
 
 def _forget_before_the_read(monkeypatch: pytest.MonkeyPatch, reader: MnemoClient, other: MnemoClient,
                             rec_id: str) -> list[str]:
-    """The first time `reader` reads payloads, `other` forgets `rec_id` just before: after the reader
-    picked its records from its index, before it reads their bytes."""
+    """The first time `reader` reads payloads (a get's or a query's records in one call, _latest, or
+    any versions, _quick_packed), `other` forgets `rec_id` just before: after the reader picked its
+    records from its index, before it reads their bytes."""
     store: Any = reader._store
-    real = store._quick_packed
     done: list[str] = []
 
-    def quick(items: Any, *handle: Any) -> Any:
-        if not done:
-            done.append(rec_id)
-            other.forget(rec_id)
-        return real(items, *handle)
+    def before(real: Any) -> Any:
+        def read(items: Any, *handle: Any) -> Any:
+            if not done:
+                done.append(rec_id)
+                other.forget(rec_id)
+            return real(items, *handle)
+        return read
 
-    monkeypatch.setattr(store, "_quick_packed", quick)
+    for name in ("_latest", "_quick_packed"):
+        monkeypatch.setattr(store, name, before(getattr(store, name)))
     return done
 
 
@@ -112,21 +115,23 @@ def _compact_before_each_read(monkeypatch: pytest.MonkeyPatch, reader: MnemoClie
     reader's own client, or one by `other` that the reader follows at once. Returns the reader's
     generation after each compaction, one per read."""
     store: Any = reader._store
-    real = store._quick_packed
     races: list[int] = []
 
-    def quick(items: Any, *handle: Any) -> Any:
-        if by == "this client":
-            compactor = threading.Thread(target=reader.compact)
-            compactor.start()
-            compactor.join()
-        else:
-            other.compact()
-            store.refresh()  # this store follows the new log before the read
-        races.append(store.generation)
-        return real(items, *handle)
+    def before(real: Any) -> Any:
+        def read(items: Any, *handle: Any) -> Any:
+            if by == "this client":
+                compactor = threading.Thread(target=reader.compact)
+                compactor.start()
+                compactor.join()
+            else:
+                other.compact()
+                store.refresh()  # this store follows the new log before the read
+            races.append(store.generation)
+            return real(items, *handle)
+        return read
 
-    monkeypatch.setattr(store, "_quick_packed", quick)
+    for name in ("_latest", "_quick_packed"):  # (see _forget_before_the_read)
+        monkeypatch.setattr(store, name, before(getattr(store, name)))
     return races
 
 

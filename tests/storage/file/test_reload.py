@@ -330,14 +330,22 @@ def test_a_forget_waits_for_a_reader_of_the_replaced_log_and_only_for_it(tmp_pat
 
 
 class _StaleSize:
-    """The store module's `os`, whose next fstat of one descriptor reports an earlier size: a reader
-    that took the log's size just before a writer appended more."""
+    """The store module's `os` and `file_state`, whose next look at the size of one descriptor reports an
+    earlier size: a reader that took the log's size just before a writer appended more."""
 
     def __init__(self, fd: int, size: int) -> None:
         self.fd, self.size, self.used = fd, size, False
+        self.real_file_state = replay.file_state
 
     def __getattr__(self, name: str) -> Any:
         return getattr(os, name)
+
+    def file_state(self, path: str, fd: int) -> tuple[int, int, int]:
+        ino, dev, size = self.real_file_state(path, fd)
+        if fd != self.fd or self.used:
+            return ino, dev, size
+        self.used = True
+        return ino, dev, self.size
 
     def fstat(self, fd: int) -> os.stat_result:
         st = os.fstat(fd)
@@ -366,6 +374,7 @@ def test_a_reader_that_took_the_size_before_a_forget_landed_reads_on_to_it(
         store: Any = reader._store
         stale = _StaleSize(store.fd, size)
         monkeypatch.setattr(replay, "os", stale)
+        monkeypatch.setattr(replay, "file_state", stale.file_state)
         assert [r.id for r in reader.query()] == [kept.id]
         assert stale.used
         with pytest.raises(NotFound):
