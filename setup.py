@@ -1,6 +1,7 @@
-"""The optional C extensions: the scan core (mnemo/_speedups.c) and the file backend's read path
-(mnemo/_readpath.c). Without a compiler, OpenSSL's or zlib's headers the install goes on without them and
-Mnemo runs their pure-Python twins (mnemo/storage/file/scan.py, reads.py)."""
+"""The optional C extensions: the scan core (mnemo/_speedups.c), the file backend's read path
+(mnemo/_readpath.c) and the write path of a put (mnemo/_writepath.c). Without a compiler, OpenSSL's or
+zlib's headers the install goes on without them and Mnemo runs their pure-Python twins
+(mnemo/storage/file/scan.py, reads.py; mnemo/chain/codec.py, mnemo/storage/file/framing.py)."""
 
 from setuptools import Extension, setup
 
@@ -13,6 +14,6 @@ setup(
             extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,
         )
-        for name in ("_speedups", "_readpath")
+        for name in ("_speedups", "_readpath", "_writepath")
     ]
 )

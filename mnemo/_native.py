@@ -1,5 +1,6 @@
-"""The optional C extensions, mnemo/_speedups.c (the scan core, recall's term counts and index) and
-mnemo/_readpath.c (the file backend's read path): loaded once, unless MNEMO_PURE_PYTHON is set to
+"""The optional C extensions, mnemo/_speedups.c (the scan core, recall's term counts and index),
+mnemo/_readpath.c (the file backend's read path) and mnemo/_writepath.c (a put's bytes and hashes, and
+the frame): loaded once, unless MNEMO_PURE_PYTHON is set to
 anything but "" or "0", in which case (as without a compiler at install time) every caller runs its
 pure-Python twin."""
 
@@ -27,6 +28,8 @@ why_pure: str | None
 speedups, why_pure = _load("_speedups")
 readpath: Any  # read_served and find_sorted (mnemo/_readpath.c), or None
 readpath, _ = _load("_readpath")
+writepath: Any  # pack, seal_put, entry and frame (mnemo/_writepath.c), or None
+writepath, _ = _load("_writepath")
 
 
 def implementation() -> str:
@@ -34,4 +37,4 @@ def implementation() -> str:
     return "native" if speedups is not None else "python"
 
 
-__all__ = ["implementation", "readpath", "speedups", "why_pure"]
+__all__ = ["implementation", "readpath", "speedups", "why_pure", "writepath"]

@@ -50,7 +50,8 @@ def fuzz(
     build = subprocess.run([sys.executable, str(TOOL), "--build", str(tmp / "asan")], capture_output=True,
                            text=True, check=True, timeout=300)
     built = build.stdout.strip().splitlines()
-    ext = next(p for p in built if ("_readpath" in Path(p).name) == (target == "readpath"))
+    stem = {"readpath": "_readpath", "writepath": "_writepath"}.get(target, "_speedups")
+    ext = next(p for p in built if Path(p).name.split(".")[0] == stem)
     asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True,
                           check=True).stdout.strip()
     senv = dict(env, LD_PRELOAD=asan, PYTHONMALLOC="malloc", ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
