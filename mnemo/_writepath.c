@@ -18,6 +18,9 @@
  * frame(entries, first_seq) -> (bytes, [(slot offset, slot length), ...]): framing.encode_frame_slots
  * of a list of (entry bytes, payload or None) tuples: the frame header, each entry's lengths and bytes,
  * the slots (each CRC-32 and payload), the CRC-32 of header and entries, the end magic.
+ *
+ * leaf_hashes(entries) -> bytes: the Merkle tree's leaf hash of each entry, SHA-256(0x00 + entry), 32
+ * bytes each, back to back (what mnemo/chain/tree.py's CompactRange.add_entries hashes, its twin).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -360,7 +363,46 @@ static PyObject *frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     return res;
 }
 
+static PyObject *leaf_hashes(PyObject *self, PyObject *entries) {
+    if (!PyList_CheckExact(entries)) {
+        PyErr_SetString(PyExc_TypeError, "leaf_hashes([entry bytes, ...])");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(entries);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyBytes_CheckExact(PyList_GET_ITEM(entries, i))) {
+            PyErr_SetString(PyExc_TypeError, "leaf_hashes: each entry must be bytes");
+            return NULL;
+        }
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * HASH);
+    if (!out) return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx) {
+        Py_DECREF(out);
+        return PyErr_NoMemory();
+    }
+    static const unsigned char leaf = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyList_GET_ITEM(entries, i);
+        unsigned int len = 0;
+        if (!EVP_DigestInit_ex(ctx, sha256_md, NULL) || !EVP_DigestUpdate(ctx, &leaf, 1) ||
+            !EVP_DigestUpdate(ctx, PyBytes_AS_STRING(e), (size_t)PyBytes_GET_SIZE(e)) ||
+            !EVP_DigestFinal_ex(ctx, o + i * HASH, &len) || len != HASH) {
+            EVP_MD_CTX_free(ctx);
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_RuntimeError, "OpenSSL's SHA-256 failed");
+            return NULL;
+        }
+    }
+    EVP_MD_CTX_free(ctx);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"leaf_hashes", leaf_hashes, METH_O,
+     "leaf_hashes([entry, ...]) -> bytes: each entry's RFC 6962 leaf hash, SHA-256(0x00 + entry), back to back"},
     {"pack", pack, METH_O, "pack(value) -> bytes: msgpack.packb(value, use_bin_type=True) of a plain value"},
     {"seal_put", (PyCFunction)(void (*)(void))seal_put, METH_FASTCALL,
      "seal_put(salt, content, tags, metadata) -> (digest, payload): a put's payload and its SHA-256"},

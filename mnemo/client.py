@@ -277,10 +277,9 @@ class MnemoClient:
                             text=content if isinstance(content, str) else None)
         self._since_checkpoint += 1
         updated = ns_to_datetime(entry.ts_ns)
-        return make_memory_record(
-            id=rec_id, version=ver, content=content, tags=tags, metadata=metadata, scope=scope,
-            agent_id=self.agent_id, created_at=updated if ver == 1 else ns_to_datetime(created_ns),
-            updated_at=updated, seq=entry.seq, hash=entry.hash.hex(),
+        return make_memory_record(  # id, version, content, tags, metadata, scope, agent_id, created_at, ...
+            rec_id, ver, content, tags, metadata, scope, self.agent_id,
+            updated if ver == 1 else ns_to_datetime(created_ns), updated, entry.seq, entry.hash.hex(),
         )
 
     @contextlib.contextmanager

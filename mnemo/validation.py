@@ -73,7 +73,9 @@ class Limits:
 
 
 def check_content(content: Any, limits: Limits) -> tuple[str | bytes, int]:
-    if isinstance(content, str):
+    if type(content) is str and content.isascii():  # as many bytes in UTF-8 as characters
+        size = len(content)
+    elif isinstance(content, str):
         try:
             size = len(content.encode("utf-8"))
         except UnicodeEncodeError:

@@ -45,7 +45,8 @@ Targets:
   valid UTF-8, within msgpack's depth); seal_put of a salt, content, tags and metadata cut from the input,
   entry of a seq, time, prev, op, agent and body, and frame of entries and payloads cut from it must give
   what their twins (codec.seal_put_payload of pure_pack, make_entry's pure_pack and SHA-256,
-  framing.pure_frame_slots) give, or refuse where the twin's input is not plain. Seeds: the values of a
+  framing.pure_frame_slots) give, or refuse where the twin's input is not plain, and leaf_hashes of
+  those entries what chain.tree.leaf_hash gives each. Seeds: the values of a
   put and an entry, and each kind of value.
 
 AddressSanitizer and UndefinedBehaviorSanitizer abort on any read out of bounds or undefined behaviour.
@@ -592,10 +593,10 @@ class WritepathHarness:
     def __init__(self, native: Any) -> None:
         import msgpack
 
-        from mnemo.chain import codec
+        from mnemo.chain import codec, tree
         from mnemo.storage.file import framing
 
-        self.native, self.codec, self.framing, self.msgpack = native, codec, framing, msgpack
+        self.native, self.codec, self.framing, self.tree, self.msgpack = native, codec, framing, tree, msgpack
         self.runs = 0
 
     def seeds(self) -> list[bytes]:
@@ -667,6 +668,9 @@ class WritepathHarness:
         first = int.from_bytes(reader.take(8).ljust(8, b"\0"), "big")
         if native.frame(entries, first) != self.framing.pure_frame_slots(entries, first):
             raise AssertionError(f"frame and its twin differ on {data!r}")
+        raws = [e[0] for e in entries]
+        if native.leaf_hashes(raws) != b"".join(self.tree.leaf_hash(e) for e in raws):
+            raise AssertionError(f"leaf_hashes and the tree's leaf hashes differ on {data!r}")
 
 
 Harness = ScanHarness | AnalysisHarness | PostingsHarness | VocabularyHarness | ReadpathHarness | WritepathHarness

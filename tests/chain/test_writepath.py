@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from mnemo._native import writepath
 from mnemo.chain import codec
 from mnemo.chain.codec import make_entry, pack_canonical_fields, pure_pack, seal_fields, seal_put_payload
+from mnemo.chain.tree import leaf_hash
 from mnemo.storage.file import framing
 from mnemo.storage.file.framing import encode_frame_slots, pure_frame_slots
 
@@ -163,6 +164,15 @@ def test_frame_refuses_what_the_twin_frames_otherwise() -> None:
     with pytest.raises(OverflowError):
         writepath.frame([(b"e", None)], -1)
     assert encode_frame_slots([(b"e", bytearray(b"p"))], 1) == pure_frame_slots([(b"e", bytearray(b"p"))], 1)
+
+
+@native
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.binary(max_size=400), max_size=20))
+def test_leaf_hashes_are_the_tree_s_leaf_hashes(entries: list[bytes]) -> None:
+    assert writepath.leaf_hashes(entries) == b"".join(leaf_hash(e) for e in entries)
+    with pytest.raises(TypeError):
+        writepath.leaf_hashes([*entries, bytearray(b"e")])
 
 
 # -- the codec's and the framing's functions, whichever path runs them --------------------------------

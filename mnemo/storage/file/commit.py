@@ -49,15 +49,18 @@ class Writes(StoreState):
             dropped: list[Rec] = []
             entry_pos = offset + FRAME_HEADER.size + ENTRY_HEADER.size
             acl_frame = False
-            # Version 1 of records no row holds goes to the index in bulk (put_new), as apply_entry and
-            # hold_text would put it; anything else first puts those and then goes through apply_entry.
+            # In a frame of several entries (a transaction's), version 1 of records no row holds goes to
+            # the index in bulk (put_new), as apply_entry and hold_text would put it; anything else first
+            # puts those and then goes through apply_entry.
             new: list[NewPut] = []
             new_ids: set[str] = set()
             row_of = index.row_of
+            bulk = len(staged_list) > 1
             for (entry, _payload, tags, text), (slot_pos, slot_len) in zip(staged_list, slots, strict=True):
                 body = entry.body
                 raw_len = len(entry.raw)
-                if entry.op == "put" and body["ver"] == 1 and body["id"] not in new_ids and row_of(body["id"]) is None:
+                if (bulk and entry.op == "put" and body["ver"] == 1 and body["id"] not in new_ids
+                        and row_of(body["id"]) is None):
                     new_ids.add(body["id"])
                     new.append((body["id"], body["scope"], tags, entry.agent, body["size"], entry.seq, entry.ts_ns,
                                 entry.hash, offset + slot_pos, slot_len, entry_pos, raw_len, text))
