@@ -1113,6 +1113,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true",
                         help="also print cProfile summaries of a catch-up and of two recall queries")
     parser.add_argument("--json", metavar="FILE", help="write every sample as JSON")
+    parser.add_argument("--writes", action="store_true",
+                        help="only what keeping the index costs remember and a transaction (no database built)")
     parser.add_argument("--probe-catch-up", metavar="DB", help=argparse.SUPPRESS)
     parser.add_argument("--checkpoint", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--profile-out", help=argparse.SUPPRESS)
@@ -1131,7 +1133,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg.sizes = (args.records,)
     t0 = time.perf_counter()
     try:
-        results = bench_recall(cfg)
+        results = bench_remember(cfg) if args.writes else bench_recall(cfg)
         profiles = run_profiles(cfg, dataset(cfg, corpus(cfg, "synthetic", cfg.sizes[0]))) if args.profile else ""
         if args.profile:
             profiles += "\n\n" + run_profiles(cfg, dataset(cfg, corpus(cfg, "stdlib", cfg.sizes[0])))

@@ -1,6 +1,7 @@
 """The optional C extensions, mnemo/_speedups.c (the scan core, recall's term counts and index),
-mnemo/_readpath.c (the file backend's read path) and mnemo/_pgread.c (the PostgreSQL backend's checks of
-the rows a query reads): loaded once, unless MNEMO_PURE_PYTHON is set to
+mnemo/_readpath.c (the file backend's read path), mnemo/_writepath.c (a put's bytes and hashes, and the
+frame) and mnemo/_pgread.c (the PostgreSQL backend's checks of the rows a query reads): loaded once, unless
+MNEMO_PURE_PYTHON is set to
 anything but "" or "0", in which case (as without a compiler at install time) every caller runs its
 pure-Python twin."""
 
@@ -28,6 +29,8 @@ why_pure: str | None
 speedups, why_pure = _load("_speedups")
 readpath: Any  # read_served and find_sorted (mnemo/_readpath.c), or None
 readpath, _ = _load("_readpath")
+writepath: Any  # pack, seal_put, entry and frame (mnemo/_writepath.c), or None
+writepath, _ = _load("_writepath")
 pgread: Any  # served_rows (mnemo/_pgread.c), or None
 pgread, _ = _load("_pgread")
 
@@ -37,4 +40,4 @@ def implementation() -> str:
     return "native" if speedups is not None else "python"
 
 
-__all__ = ["implementation", "pgread", "readpath", "speedups", "why_pure"]
+__all__ = ["implementation", "pgread", "readpath", "speedups", "why_pure", "writepath"]

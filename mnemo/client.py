@@ -27,8 +27,7 @@ from .chain.codec import (
     checkpoint_message,
     decode_record_fields,
     encode_forget_payload,
-    pack_canonical_fields,
-    seal_put_payload,
+    seal_fields,
 )
 from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, PermissionDenied
 from .ids import new_id, random_bytes
@@ -278,10 +277,9 @@ class MnemoClient:
                             text=content if isinstance(content, str) else None)
         self._since_checkpoint += 1
         updated = ns_to_datetime(entry.ts_ns)
-        return make_memory_record(
-            id=rec_id, version=ver, content=content, tags=tags, metadata=metadata, scope=scope,
-            agent_id=self.agent_id, created_at=updated if ver == 1 else ns_to_datetime(created_ns),
-            updated_at=updated, seq=entry.seq, hash=entry.hash.hex(),
+        return make_memory_record(  # id, version, content, tags, metadata, scope, agent_id, created_at, ...
+            rec_id, ver, content, tags, metadata, scope, self.agent_id,
+            updated if ver == 1 else ns_to_datetime(created_ns), updated, entry.seq, entry.hash.hex(),
         )
 
     @contextlib.contextmanager
@@ -330,17 +328,22 @@ class MnemoClient:
         tag_tuple = check_tags(tags, self.limits)
         path = file_path(tag_tuple)
         meta = canonical_metadata(metadata)
-        packed = pack_canonical_fields(content, tag_tuple, meta)
-        check_metadata_size(meta, self.limits, packed)
+        prepared = seal_fields(random_bytes(SALT_SIZE), content, tag_tuple, meta)  # hashing needs no lock
+        check_metadata_size(meta, self.limits, len(prepared[1]) - SALT_SIZE)
         scope = self.home_scope if scope is None else check_name(scope, "scope")
-        prepared = seal_put_payload(random_bytes(SALT_SIZE), packed)  # hashing needs no lock
+        outer = store.current_batch()
+        if outer is not None:  # in this thread's transaction: staged in its batch, committed at its end
+            self._require(outer.acl, "write", scope)
+            if path is not None:
+                self._check_path_free(scope, path, None)
+            return self._stage_put(outer, new_id(), 1, scope, content, size, tag_tuple, meta, prepared)
         # blind: a new record depends on nothing but the ACL, so a backend may build it without the
         # writer lock, and build it again on a newer head (its seq and hash are then the final ones).
         # A memory-tool file depends on the files of its scope too: it is built under the lock.
         blind = path is None
         while True:
             try:
-                with store.writing(blind=blind) as batch:  # in a transaction: its open batch, committed at its end
+                with store.writing(blind=blind) as batch:
                     self._require(batch.acl, "write", scope)
                     if path is not None:
                         self._check_path_free(scope, path, None)
@@ -349,14 +352,13 @@ class MnemoClient:
             except PermissionDenied:
                 # A blind batch holds the ACL as of the last head this client saw, which may predate a
                 # grant: a refusal stands only once checked again under the writer lock, caught up.
-                if not blind or store.current_batch() is not None:
+                if not blind:
                     raise
                 blind = False
-        if store.current_batch() is None:
-            entry = batch.staged[-1].entry
-            if entry.seq != record.seq:
-                at = ns_to_datetime(entry.ts_ns)
-                record = dataclasses.replace(record, seq=entry.seq, hash=entry.hash.hex(), created_at=at, updated_at=at)
+        entry = batch.staged[-1].entry
+        if entry.seq != record.seq:
+            at = ns_to_datetime(entry.ts_ns)
+            record = dataclasses.replace(record, seq=entry.seq, hash=entry.hash.hex(), created_at=at, updated_at=at)
         self._committed(batch)
         self._checkpoint_if_due()
         return record
@@ -876,7 +878,7 @@ def _times(rec: Rec, version: Version) -> tuple[datetime, datetime]:
 def _prepare_payload(content: str | bytes, tags: tuple[str, ...], metadata: dict[str, Any]) -> tuple[bytes, bytes]:
     """(digest, payload) of a put: a fresh salt, the packed fields, and the commitment to them. Tags
     and metadata are in canonical form (check_tags, check_metadata), so packing needs no sorting."""
-    return seal_put_payload(random_bytes(SALT_SIZE), pack_canonical_fields(content, tags, metadata))
+    return seal_fields(random_bytes(SALT_SIZE), content, tags, metadata)
 
 
 def _load_signing_key(key: Any) -> Any:

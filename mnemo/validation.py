@@ -73,7 +73,9 @@ class Limits:
 
 
 def check_content(content: Any, limits: Limits) -> tuple[str | bytes, int]:
-    if isinstance(content, str):
+    if type(content) is str and content.isascii():  # as many bytes in UTF-8 as characters
+        size = len(content)
+    elif isinstance(content, str):
         try:
             size = len(content.encode("utf-8"))
         except UnicodeEncodeError:
@@ -247,10 +249,11 @@ def canonical_metadata(metadata: Any) -> dict[str, Any]:
     return canonical
 
 
-def check_metadata_size(metadata: dict[str, Any], limits: Limits, packed_fields: bytes | None = None) -> None:
-    """Refuse metadata over the size limit, packed. `packed_fields`, a record's packed fields, hold
-    the packed metadata: when they fit in the limit it does too, and needs no packing of its own."""
-    if packed_fields is not None and len(packed_fields) <= limits.max_metadata_bytes:
+def check_metadata_size(metadata: dict[str, Any], limits: Limits, packed_size: int | None = None) -> None:
+    """Refuse metadata over the size limit, packed. `packed_size`, the length of a record's packed
+    fields, which hold the packed metadata: when they fit in the limit it does too, and needs no packing
+    of its own."""
+    if packed_size is not None and packed_size <= limits.max_metadata_bytes:
         return
     # the bytes chain.codec.pack_canonical packs it to (msgpack, bin type on): this layer is below the codec
     size = len(msgpack.packb(metadata, use_bin_type=True))

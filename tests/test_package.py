@@ -142,7 +142,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     )
     assert result.returncode == 0, result.stderr
     (built,) = out.glob("*.whl")
-    # the C extensions are compiled into it (mnemo/_speedups.c, _readpath.c, _pgread.c): a wheel for this
+    # the C extensions are compiled into it (mnemo/_speedups.c, _readpath.c, _writepath.c, _pgread.c): a wheel for this
     # interpreter and platform
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     assert built.name.startswith(f"mnemo_chain-{mnemo.__version__}-{tag}-{tag}-"), built.name
@@ -158,7 +158,7 @@ def test_the_wheel_ships_the_package_typed_and_licensed(wheel: zipfile.ZipFile) 
     names = set(wheel.namelist())
     info = f"mnemo_chain-{mnemo.__version__}.dist-info"
     assert "mnemo/py.typed" in names and wheel.read("mnemo/py.typed") == b""
-    for extension in ("_speedups", "_readpath", "_pgread"):  # the scan core and the read paths, compiled
+    for extension in ("_speedups", "_readpath", "_writepath", "_pgread"):  # the scan core, the read and write paths
         assert any(n.startswith(f"mnemo/{extension}.") and n.endswith(".so") for n in names), extension
     assert wheel.read(f"{info}/licenses/LICENSE") == (ROOT / "LICENSE").read_bytes()
     shipped = {n for n in names if n.endswith(".py")}

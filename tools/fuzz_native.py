@@ -1,11 +1,12 @@
-"""Fuzz the C extensions (mnemo/_speedups.c, mnemo/_readpath.c, mnemo/_pgread.c) against their pure-Python
-twins with atheris.
+"""Fuzz the C extensions (mnemo/_speedups.c, mnemo/_readpath.c, mnemo/_writepath.c, mnemo/_pgread.c)
+against their pure-Python twins with atheris.
 
     python tools/fuzz_native.py --build DIR          # build the extensions with ASan + UBSan into DIR
     python tools/fuzz_native.py [--target T] [--seconds S | --runs N] CORPUS_DIR   # coverage-guided
     PYTHONMALLOC=malloc LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \\
         python tools/fuzz_native.py --ext DIR/_speedups*.so [--target T] [--seconds S | --runs N] CORPUS_DIR
-    (--ext DIR/_readpath*.so for --target readpath, DIR/_pgread*.so for --target pgread)
+    (--ext DIR/_readpath*.so for --target readpath, DIR/_writepath*.so for --target writepath,
+    DIR/_pgread*.so for --target pgread)
 
 Targets:
 - `scan` (the default): each input is a buffer of log frames; the harness takes the scan's seq and
@@ -45,6 +46,17 @@ Targets:
   sql.served_rows does not, exactly the bytes it serves, and refuse no put in the canonical layout that
   the twin serves. Seeds: those of `readpath`.
 
+- `writepath` (mnemo/_writepath.c): each input is read as a value (a type byte, then what that type
+  needs: ints at every width, floats, str of valid or invalid UTF-8, bytes, lists, tuples, dicts,
+  subclasses, ints beyond 64 bits, nesting of any depth); pack must give exactly msgpack's bytes
+  (msgpack.packb, use_bin_type=True) or refuse, and never refuse a plain value (exact types, in range,
+  valid UTF-8, within msgpack's depth); seal_put of a salt, content, tags and metadata cut from the input,
+  entry of a seq, time, prev, op, agent and body, and frame of entries and payloads cut from it must give
+  what their twins (codec.seal_put_payload of pure_pack, make_entry's pure_pack and SHA-256,
+  framing.pure_frame_slots) give, or refuse where the twin's input is not plain, and leaf_hashes of
+  those entries what chain.tree.leaf_hash gives each. Seeds: the values of a
+  put and an entry, and each kind of value.
+
 AddressSanitizer and UndefinedBehaviorSanitizer abort on any read out of bounds or undefined behaviour.
 Seeds are written to the corpus directory when it is empty. On exit it prints the number of inputs run
 and the time taken.
@@ -57,6 +69,7 @@ import ctypes
 import hashlib
 import importlib.util
 import os
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -67,7 +80,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = [ROOT / "mnemo" / "_speedups.c", ROOT / "mnemo" / "_readpath.c", ROOT / "mnemo" / "_pgread.c"]
+SOURCES = [ROOT / "mnemo" / "_speedups.c", ROOT / "mnemo" / "_readpath.c", ROOT / "mnemo" / "_writepath.c",
+           ROOT / "mnemo" / "_pgread.c"]
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer"]
 
 
@@ -571,10 +585,200 @@ class PgreadHarness(ReadpathHarness):
                 raise AssertionError(f"served_rows refused a canonical put its twin serves, on {data!r}")
 
 
-Harness = ScanHarness | AnalysisHarness | PostingsHarness | VocabularyHarness | ReadpathHarness | PgreadHarness
+
+class _Str(str):
+    pass
+
+
+class _Int(int):
+    pass
+
+
+class Values:
+    """Python values read from fuzz input: every type and width msgpack distinguishes, and what the C
+    packer leaves to its twin (subclasses, ints beyond 64 bits, invalid UTF-8, deep nesting)."""
+
+    INTS = (0, 1, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1,
+            -1, -32, -33, -128, -129, -32768, -32769, -(2**31), -(2**31) - 1, -(2**63))
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def byte(self) -> int:
+        b = self.data[self.pos] if self.pos < len(self.data) else 0
+        self.pos += 1
+        return b
+
+    def take(self, n: int) -> bytes:
+        out = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def length(self) -> int:
+        b = self.byte()
+        return b if b < 0xF0 else (b - 0xF0) * 4096 + 16  # now and then a long one: str16, bin16, array16
+
+    def value(self, depth: int = 0) -> Any:
+        kind = self.byte() % 16
+        if kind == 0:
+            return None
+        if kind == 1:
+            return self.byte() % 2 == 0
+        if kind == 2:
+            return self.INTS[self.byte() % len(self.INTS)] + (self.byte() % 3 - 1)
+        if kind == 3:
+            return int.from_bytes(self.take(8), "big", signed=self.byte() % 2 == 0)
+        if kind == 4:
+            return struct.unpack(">d", self.take(8).ljust(8, b"\0"))[0]
+        if kind == 5:
+            return self.take(self.length()).decode("utf-8", "replace")
+        if kind == 6:
+            return self.take(self.length()).decode("utf-8", "surrogateescape")  # lone surrogates: refused
+        if kind == 7:
+            return self.take(self.length())
+        if kind in (8, 9):
+            n = self.length()
+            items = [self.value(depth + 1) for _ in range(min(n, 40))] + [None] * max(0, n - 40)
+            return items if kind == 8 else tuple(items)
+        if kind == 10:
+            return {self.take(self.byte() % 8).decode("utf-8", "replace"): self.value(depth + 1)
+                    for _ in range(self.byte() % 20)}
+        if kind == 11:
+            nest: Any = None
+            for _ in range(500 + self.byte() % 24):  # around msgpack's limit of 511 levels
+                nest = [nest]
+            return nest
+        if kind == 12:
+            return (1 << 64) + self.byte() if self.byte() % 2 else -(1 << 63) - 1 - self.byte()
+        if kind == 13:
+            return _Str("s") if self.byte() % 2 else _Int(self.byte())
+        if kind == 14:
+            return {self.byte(): None} if self.byte() % 2 else {None: 1}
+        return bytearray(self.take(self.byte() % 8))
+
+    @staticmethod
+    def plain(value: Any) -> bool:
+        """Whether the C packer must pack value itself (and never leave it to its twin)."""
+        stack = [(value, 0)]
+        while stack:
+            v, depth = stack.pop()
+            t = type(v)
+            if depth > 511:
+                return False
+            if v is None or t in (bool, float, bytes):
+                continue
+            if t is int:
+                if not -(2**63) <= v < 2**64:
+                    return False
+            elif t is str:
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError:
+                    return False
+            elif t in (list, tuple):
+                stack.extend((x, depth + 1) for x in v)
+            elif t is dict:
+                stack.extend((x, depth + 1) for kv in v.items() for x in kv)
+            else:
+                return False
+        return True
+
+
+class WritepathHarness:
+    """mnemo/_writepath.c: pack against msgpack, seal_put, entry and frame against their twins."""
+
+    module = "mnemo.chain.codec"
+    extension = "mnemo._writepath"
+
+    def __init__(self, native: Any) -> None:
+        import msgpack
+
+        from mnemo.chain import codec, tree
+        from mnemo.storage.file import framing
+
+        self.native, self.codec, self.framing, self.tree, self.msgpack = native, codec, framing, tree, msgpack
+        self.runs = 0
+
+    def seeds(self) -> list[bytes]:
+        return [
+            bytes([10, 3]) + b"\x02id" + bytes([5, 4]) + b"abcd" + b"\x01k" + bytes([2, 5, 1]),
+            bytes([5, 12]) + "memory ✓ ".encode(), bytes([7, 3, 1, 2, 3]), bytes([8, 3, 0, 1, 0, 4]) + b"\x40" * 8,
+            bytes([9, 2, 2, 9, 0, 3]) + b"\xff" * 9, bytes([6, 2]) + b"\xed\xa0", bytes([11, 12]), bytes([12, 1, 1]),
+            bytes([13, 1]), bytes([14, 0, 0]), bytes([15, 3]) + b"abc", bytes([5, 0xF0]) + b"x" * 16,
+        ]
+
+    def _same_or_refused(self, got: Any, want: Any, plain: bool, what: str, data: bytes) -> None:
+        if isinstance(got, BaseException):
+            if plain:
+                raise AssertionError(f"{what} refused a plain value on {data!r}: {got!r}")
+        elif got != want:
+            raise AssertionError(f"{what} and its twin differ on {data!r}")
+
+    def one(self, data: bytes) -> None:
+        self.runs += 1
+        native, codec, plain = self.native, self.codec, Values.plain
+        reader = Values(data)
+        value = reader.value()
+        got: Any
+        try:
+            got = native.pack(value)
+        except (TypeError, ValueError, OverflowError, UnicodeEncodeError) as exc:
+            got = exc
+        try:
+            want: Any = self.msgpack.packb(value, use_bin_type=True)
+        except (TypeError, ValueError, OverflowError, UnicodeEncodeError) as exc:
+            want = exc
+            if not isinstance(got, BaseException):
+                raise AssertionError(f"pack packed what msgpack refuses, on {data!r}") from None
+        self._same_or_refused(got, want, plain(value), "pack", data)
+        if not isinstance(got, BaseException) and codec._pack(value) != got:
+            raise AssertionError(f"codec._pack differs from the extension on {data!r}")
+        # a put's payload: the salt and three fields from the input
+        salt = reader.take(16).ljust(16, b"s")
+        content, tags, meta = reader.value(), reader.value(), reader.value()
+        fields = [content, tags, meta]
+        try:
+            sealed: Any = native.seal_put(salt, content, tags, meta)
+        except (TypeError, ValueError, OverflowError, UnicodeEncodeError) as exc:
+            sealed = exc
+        if not isinstance(sealed, BaseException):
+            sealed_want = codec.seal_put_payload(salt, codec.pure_pack(fields))
+            self._same_or_refused(sealed, sealed_want, plain(fields), "seal_put", data)
+        elif plain(fields):
+            raise AssertionError(f"seal_put refused plain fields on {data!r}: {sealed!r}")
+        # an entry: its fields from the input
+        seq, ts = reader.value(), reader.value()
+        prev, op, agent, body = reader.take(32), reader.value(), reader.value(), reader.value()
+        try:
+            made: Any = native.entry(seq, ts, prev, op, agent, body)
+        except (TypeError, ValueError, OverflowError, UnicodeEncodeError) as exc:
+            made = exc
+        items = [1, seq, ts, prev, op, agent, body]
+        if not isinstance(made, BaseException):
+            raw = codec.pure_pack(items)
+            self._same_or_refused(made, (raw, hashlib.sha256(raw).digest()), plain(items), "entry", data)
+        elif plain(items):
+            raise AssertionError(f"entry refused plain fields on {data!r}: {made!r}")
+        # a frame of entries and payloads cut from the input
+        entries: list[tuple[bytes, bytes | None]] = []
+        for _ in range(1 + reader.byte() % 5):
+            raw_e = reader.take(reader.byte())
+            flag = reader.byte()
+            entries.append((raw_e, None if flag % 3 == 0 else reader.take(flag % 64)))
+        first = int.from_bytes(reader.take(8).ljust(8, b"\0"), "big")
+        if native.frame(entries, first) != self.framing.pure_frame_slots(entries, first):
+            raise AssertionError(f"frame and its twin differ on {data!r}")
+        raws = [e[0] for e in entries]
+        if native.leaf_hashes(raws) != b"".join(self.tree.leaf_hash(e) for e in raws):
+            raise AssertionError(f"leaf_hashes and the tree's leaf hashes differ on {data!r}")
+
+
+
+Harness = (ScanHarness | AnalysisHarness | PostingsHarness | VocabularyHarness | ReadpathHarness
+           | WritepathHarness | PgreadHarness)
 HARNESSES: dict[str, type[Harness]] = {
     "scan": ScanHarness, "analysis": AnalysisHarness, "postings": PostingsHarness, "vocabulary": VocabularyHarness,
-    "readpath": ReadpathHarness, "pgread": PgreadHarness}
+    "readpath": ReadpathHarness, "writepath": WritepathHarness, "pgread": PgreadHarness}
 
 
 def mutate_loop(harness: Harness, corpus: Path | None, seconds: int, runs: int) -> int:
@@ -616,7 +820,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", type=Path, help="build the sanitized extension into this directory and exit")
     ap.add_argument("--ext", type=Path, help="the extension to fuzz (default: mnemo._speedups as installed, or "
-                    "mnemo._readpath for --target readpath, mnemo._pgread for --target pgread)")
+                    "mnemo._readpath for --target readpath, mnemo._writepath for --target writepath, "
+                    "mnemo._pgread for --target pgread)")
     ap.add_argument("--target", choices=sorted(HARNESSES), default="scan", help="what to fuzz (default: scan)")
     ap.add_argument("--seconds", type=int, default=0, help="stop after this many seconds")
     ap.add_argument("--runs", type=int, default=0, help="stop after this many inputs")

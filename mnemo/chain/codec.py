@@ -1,6 +1,9 @@
 """The hashed chain encoding (docs/FORMAT.md §1): canonical msgpack entries, payloads and their digests.
 
-Every byte this module produces is part of the contract; tests/chain/test_vectors.py pins it.
+Every byte this module produces is part of the contract; tests/chain/test_vectors.py pins it. Where the
+C extension mnemo._writepath is built, packing, a put's payload and digest and an entry's bytes and hash
+are made by it (mnemo/_writepath.c), byte for byte what the pure-Python code here makes (its twin, which
+packs whatever the extension leaves to it: tests/chain/test_writepath.py).
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ import threading
 from typing import Any, NamedTuple
 
 import msgpack
+
+from .._native import writepath as _native
 
 FORMAT_VERSION = 1
 ZERO_HASH = b"\x00" * 32
@@ -35,7 +40,19 @@ _packer_lock = threading.Lock()
 
 
 def _pack(value: Any) -> bytes:
-    """msgpack.packb(value, use_bin_type=True), byte for byte."""
+    """msgpack.packb(value, use_bin_type=True), byte for byte: by the extension, or by msgpack for a
+    value the extension leaves to it (a type other than the plain ones, a subclass, an invalid str)."""
+    if _native is not None:
+        try:
+            packed: bytes = _native.pack(value)
+            return packed
+        except Exception:  # left to the twin, which packs it or says what is wrong
+            pass
+    return pure_pack(value)
+
+
+def pure_pack(value: Any) -> bytes:
+    """_pack's pure-Python twin: msgpack's Packer, shared, under its lock."""
     with _packer_lock:
         packed: bytes = _packer.pack(value)
     return packed
@@ -75,7 +92,13 @@ def make_entry(
     """Build an entry. `trusted` skips canonicalising a body whose maps are built in sorted key order."""
     if not trusted:
         body = canonical(body)
-    raw = _pack([FORMAT_VERSION, seq, ts_ns, prev, op, agent, body])
+    if _native is not None:
+        try:
+            raw, digest = _native.entry(seq, ts_ns, prev, op, agent, body)
+            return Entry(seq, ts_ns, prev, op, agent, body, raw, digest)
+        except Exception:  # left to the twin, as _pack leaves a value
+            pass
+    raw = pure_pack([FORMAT_VERSION, seq, ts_ns, prev, op, agent, body])
     return Entry(seq, ts_ns, prev, op, agent, body, raw, hashlib.sha256(raw).digest())
 
 
@@ -115,6 +138,21 @@ def pack_canonical_fields(content: str | bytes, sorted_tags: Any, canonical_meta
     """pack_record_fields of fields already in canonical form (tags sorted and distinct, metadata as
     validation returns it), without sorting again. A tuple packs exactly as a list."""
     return _pack([content, sorted_tags, canonical_metadata])
+
+
+def seal_fields(
+    salt: bytes, content: str | bytes, sorted_tags: Any, canonical_metadata: dict[str, Any]
+) -> tuple[bytes, bytes]:
+    """(digest, payload) of a put of fields in canonical form: seal_put_payload(salt,
+    pack_canonical_fields(content, sorted_tags, canonical_metadata)), in one call of the extension
+    where it is built."""
+    if _native is not None:
+        try:
+            sealed: tuple[bytes, bytes] = _native.seal_put(salt, content, sorted_tags, canonical_metadata)
+            return sealed
+        except Exception:  # left to the twin, as _pack leaves a value
+            pass
+    return seal_put_payload(salt, pure_pack([content, sorted_tags, canonical_metadata]))
 
 
 def payload_digest(salt: bytes, packed: bytes) -> bytes:

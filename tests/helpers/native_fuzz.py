@@ -68,8 +68,8 @@ def fuzz(
     env.pop("MNEMO_PURE_PYTHON", None)
     first = _run(["--target", target, f"--{unit}", str(guided), str(corpus)], env, limit(guided))
     first.corpus = len(list(corpus.iterdir()))
-    module = {"readpath": "_readpath", "pgread": "_pgread"}.get(target, "_speedups")
-    ext = next(p for p in sanitized_build() if Path(p).name.startswith(module + "."))
+    module = {"readpath": "_readpath", "writepath": "_writepath", "pgread": "_pgread"}.get(target, "_speedups")
+    ext = next(p for p in sanitized_build() if Path(p).name.split(".")[0] == module)
     asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True,
                           check=True).stdout.strip()
     senv = dict(env, LD_PRELOAD=asan, PYTHONMALLOC="malloc", ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",

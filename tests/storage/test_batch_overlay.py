@@ -20,6 +20,7 @@ from mnemo.acl import Acl
 from mnemo.chain.codec import ZERO_HASH
 from mnemo.storage.batch import Batch
 from mnemo.storage.contract import Query, Rec
+from mnemo.storage.file.index import Index
 
 AGENT = "agent-1"
 
@@ -190,8 +191,15 @@ def test_a_transaction_of_new_records_applies_each_put_once(db_path: Path, monke
         calls.append(type(view).__name__)
         return real(view, *args, **kwargs)
 
+    real_new = Index.put_new
+
+    def counting_new(index: Index, puts: list[Any]) -> None:  # the commit's new records, in bulk
+        calls.extend(["Index"] * len(puts))
+        real_new(index, puts)
+
     monkeypatch.setattr(batch_mod, "apply_entry", counting)
     monkeypatch.setattr(store_mod, "apply_entry", counting)
+    monkeypatch.setattr(Index, "put_new", counting_new)
     with MnemoClient(db_path, AGENT, durability="none") as c:
         with c.transaction():
             recs = [c.remember(f"r{i}", tags=["t"]) for i in range(50)]

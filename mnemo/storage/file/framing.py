@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from ..._native import writepath
 from ...chain.codec import Entry, EntryDecodeError, decode_entry
 
 FILE_MAGIC = b"MNEMOLOG"
@@ -59,11 +60,25 @@ def encode_frame(entries: Sequence[tuple[bytes, bytes | None]], first_seq: int |
 def encode_frame_slots(
     entries: Sequence[tuple[bytes, bytes | None]], first_seq: int | None = None
 ) -> tuple[bytes, list[tuple[int, int]]]:
-    """Encode a frame; also return each entry's slot as (offset within the frame, length)."""
+    """Encode a frame; also return each entry's slot as (offset within the frame, length). Made by the
+    extension mnemo._writepath where it is built (a list of tuples of bytes), else by the twin."""
     if not entries:
         raise ValueError("a frame holds at least one entry")
     if first_seq is None:
         first_seq = decode_entry(entries[0][0]).seq
+    if writepath is not None:
+        try:
+            framed: tuple[bytes, list[tuple[int, int]]] = writepath.frame(entries, first_seq)
+            return framed
+        except Exception:  # left to the twin, which frames it or says what is wrong
+            pass
+    return pure_frame_slots(entries, first_seq)
+
+
+def pure_frame_slots(
+    entries: Sequence[tuple[bytes, bytes | None]], first_seq: int
+) -> tuple[bytes, list[tuple[int, int]]]:
+    """encode_frame_slots's pure-Python twin."""
     entry_parts: list[bytes] = []
     slot_parts: list[bytes] = []
     for raw, payload in entries:

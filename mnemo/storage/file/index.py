@@ -30,6 +30,10 @@ _version, _rec = Version._make, Rec._make  # (tuples made from a tuple: cheaper 
 if TYPE_CHECKING:
     from .scan import ScanResult
 
+NewPut = tuple[str, str, tuple[str, ...], str, int, int, int, bytes, int, int, int, int, "str | None"]
+"""Version 1 of a new record, as Index.put_new takes it: (id, scope, tags, agent, size, seq, ts_ns,
+entry hash, slot offset, slot length, entry offset, entry length, its text or None)."""
+
 # Postings up to this long drop a row at once; longer ones are cleaned lazily (see _unpost).
 SMALL_POSTING = 64
 # Up to this many tags gone in one drop_many leave the sorted tag list one by one; more, in one pass.
@@ -204,6 +208,48 @@ class Index(IndexData):
         c["entry_off"][row] = version.entry_off
         c["entry_len"][row] = version.entry_len
         self.hashes[row * HASH_SIZE : (row + 1) * HASH_SIZE] = version.hash
+
+    def put_new(self, puts: list[NewPut]) -> None:
+        """Record version 1 of records no row holds, each as `put` and then `hold_text` would, in one
+        pass over columns extended together (a transaction's new records). The caller checked that no
+        row holds any of these ids and that they are distinct."""
+        n = len(puts)
+        first = self.base.n + len(self.extra)
+        rows = range(first, first + n)
+        ids = [p[0] for p in puts]
+        self.rows.update(zip(ids, rows, strict=True))
+        self.extra.extend(ids)
+        self.live += n
+        text = self.text
+        text.added(rows)
+        if self.vectors is not None:
+            self.vectors.added(rows)
+        acquire, post, scope_code, agent_code = self.tagsets.acquire, self._post, self.scopes.code, self.agents.code
+        scopes, tagsets, agents = [], [], []
+        for row, p in zip(rows, puts, strict=True):
+            tags = p[2]
+            tagset = acquire(tags)
+            for tag in tags:
+                post(row, tag)
+            scopes.append(scope_code(p[1]))
+            tagsets.append(tagset)
+            agents.append(agent_code(p[3]))
+        c = self.cols
+        c["scope"].extend(scopes)
+        c["tagset"].extend(tagsets)
+        c["agent"].extend(agents)
+        c["ver"].extend([1] * n)
+        c["slot_len"].extend([p[9] for p in puts])
+        c["seq"].extend([p[5] for p in puts])
+        c["ts"].extend([p[6] for p in puts])
+        c["size"].extend([p[4] for p in puts])
+        c["slot_off"].extend([p[8] for p in puts])
+        c["entry_off"].extend([p[10] for p in puts])
+        c["entry_len"].extend([p[11] for p in puts])
+        self.hashes += b"".join([p[7] for p in puts])
+        hold = text.hold
+        for row, scope, p in zip(rows, scopes, puts, strict=True):
+            hold(row, scope, p[5], p[12])
 
     def hold_text(self, rec_id: str, seq: int, text: str | None) -> None:
         """The text of the version `seq` of `rec_id` (None: its content is bytes), just put by this

@@ -24,6 +24,7 @@ import contextlib
 import os
 from collections.abc import Sequence
 
+from ..._native import writepath
 from ...chain.tree import HASH_SIZE, CompactRange, LeafSource, TreeHead
 from ...errors import StaleCache
 from ..types import PathArg
@@ -66,6 +67,11 @@ class TreeState:
         restored from a snapshot that does not match the log, and the tree must be rebuilt)."""
         if first_seq != self.range.size:
             raise StaleCache(f"a frame at seq {first_seq} does not follow the tree of {self.range.size} entries")
+        if writepath is not None and type(entries) is list:  # the leaf hashes in one call of the extension
+            leaves = writepath.leaf_hashes(entries)
+            self.range.add_leaf_hashes(leaves)
+            self._cache_leaves([leaves], first_seq)
+            return
         self._cache_leaves(self.range.add_entries(entries), first_seq)
 
     def add_leaves(self, leaves: bytes, first_seq: int) -> None:
