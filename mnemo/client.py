@@ -422,16 +422,18 @@ class MnemoClient:
             found = store.select(query, scopes, payloads=False)
             return [f.rec for f in found if f.rec.id != own_id and MEMORY_TAG in f.rec.tags]
 
-        # the path and every path above it that could be a file, in one look-up
+        # the path, every path above it that could be a file, and every path beneath it, in one look-up
+        # (one statement on PostgreSQL); no limit: records that are no file are filtered here
         above = path_ancestors(path)
-        held = {tag for rec in files(Query(any_tags=tuple(PATH_TAG_PREFIX + p for p in [*above, path])))
-                for tag in rec.tags}
+        beneath = PATH_TAG_PREFIX + path + "/"
+        query = Query(any_tags=tuple(PATH_TAG_PREFIX + p for p in [*above, path]), any_prefixes=(beneath,))
+        held = {tag for rec in files(query) for tag in rec.tags}
         if PATH_TAG_PREFIX + path in held:
             raise InvalidInput(PATH_TAKEN.format(scope=scope, path=path))
         for ancestor in above:
             if PATH_TAG_PREFIX + ancestor in held:
                 raise InvalidInput(PATH_UNDER_FILE.format(scope=scope, path=path, ancestor=ancestor))
-        if files(Query(tag_prefix=PATH_TAG_PREFIX + path + "/")):  # no limit: the rest are filtered here
+        if any(tag.startswith(beneath) for tag in held):
             raise InvalidInput(PATH_IS_DIRECTORY.format(scope=scope, path=path))
 
     def forget(self, ids: str | Iterable[str], reason: str | None = None) -> int:

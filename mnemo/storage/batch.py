@@ -127,7 +127,7 @@ class Batch:
         if not recs:
             return []
         candidates: Any = recs.values()
-        if query.tags or query.any_tags or query.tag_prefix is not None:
+        if query.filters_tags:
             if self._by_tag is None:
                 self._by_tag = {}
                 for rec in recs.values():
@@ -136,18 +136,26 @@ class Batch:
             by_tag = self._by_tag
             if query.tags:
                 ids: set[str] = min((by_tag.get(tag, set()) for tag in query.tags), key=len)
-            elif query.any_tags:
+            elif query.any_tags or query.any_prefixes:
                 ids = set().union(*(by_tag.get(tag, ()) for tag in query.any_tags))
+                for prefix in query.any_prefixes:
+                    ids.update(self._with_prefix(prefix))
             else:
-                prefix, tags = query.tag_prefix, self._tags
-                assert prefix is not None
-                ids = set()
-                for i in range(bisect.bisect_left(tags, prefix), len(tags)):
-                    if not tags[i].startswith(prefix):
-                        break
-                    ids.update(by_tag[tags[i]])
+                assert query.tag_prefix is not None
+                ids = self._with_prefix(query.tag_prefix)
             candidates = [recs[rec_id] for rec_id in ids]
         return [r for r in candidates if r is not None and admits(r.scope) and query.matches(r.tags)]
+
+    def _with_prefix(self, prefix: str) -> set[str]:
+        """The overlay's records holding a tag that starts with `prefix` (its tag index is built)."""
+        tags, by_tag = self._tags, self._by_tag
+        assert by_tag is not None
+        ids: set[str] = set()
+        for i in range(bisect.bisect_left(tags, prefix), len(tags)):
+            if not tags[i].startswith(prefix):
+                break
+            ids.update(by_tag[tags[i]])
+        return ids
 
     def drop_many(self, rec_ids: list[str]) -> list[Rec]:
         return [rec for rec in map(self.drop, rec_ids) if rec is not None]

@@ -103,19 +103,28 @@ ALL_SCOPES = ScopeFilter(True)
 
 @dataclass(frozen=True)
 class Query:
-    """Tag filters of a select: every tag of `tags`, at least one of `any_tags`, and a tag starting with
-    `tag_prefix`; in id (creation) order, at most `limit` records."""
+    """Tag filters of a select: every tag of `tags`; at least one tag that is one of `any_tags` or starts
+    with one of `any_prefixes` (when either is given); and a tag starting with `tag_prefix`; in id
+    (creation) order, at most `limit` records."""
 
     tags: tuple[str, ...] = ()
     any_tags: tuple[str, ...] = ()
     tag_prefix: str | None = None
     limit: int | None = None
+    any_prefixes: tuple[str, ...] = ()
+
+    @property
+    def filters_tags(self) -> bool:
+        """Whether any tag filter is set (else every record matches)."""
+        return bool(self.tags or self.any_tags or self.any_prefixes or self.tag_prefix is not None)
 
     def matches(self, tags: tuple[str, ...]) -> bool:
         if self.tags and not set(self.tags).issubset(tags):
             return False
-        if self.any_tags and set(self.any_tags).isdisjoint(tags):
-            return False
+        if self.any_tags or self.any_prefixes:
+            some, starts = set(self.any_tags), self.any_prefixes
+            if not any(t in some or t.startswith(starts) for t in tags):
+                return False
         prefix = self.tag_prefix
         return prefix is None or any(t.startswith(prefix) for t in tags)
 

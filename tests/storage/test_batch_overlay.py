@@ -106,6 +106,7 @@ def test_the_deferred_overlay_is_the_eager_one(ops: list[tuple[Any, ...]]) -> No
 QUERIES = [
     Query(("a1",)), Query(("a1", "b1")), Query(("zz",)), Query(any_tags=("a1", "b1")), Query(any_tags=("zz",)),
     Query(tag_prefix="a"), Query(tag_prefix="b1"), Query(tag_prefix="zz"), Query(("a2",), tag_prefix="b"), Query(),
+    Query(any_prefixes=("a",)), Query(any_tags=("b1",), any_prefixes=("a2", "zz")), Query(("b2",), any_prefixes=("a",)),
 ]
 TAGS = st.lists(st.sampled_from(["a1", "a2", "b1", "b2"]), max_size=3).map(lambda t: tuple(sorted(set(t))))
 # as OPS, with several tags a record, and ("match",) every read of QUERIES of the overlay in between
@@ -168,7 +169,8 @@ class CountingQuery(Query):
 
 @pytest.mark.parametrize("query", [
     CountingQuery(("a1",)), CountingQuery(any_tags=("a1", "zz")), CountingQuery(tag_prefix="a"),
-    CountingQuery(("a1",), tag_prefix="a"),
+    CountingQuery(("a1",), tag_prefix="a"), CountingQuery(any_prefixes=("a",)),
+    CountingQuery(any_tags=("zz",), any_prefixes=("a1", "c")),
 ])
 def test_a_read_by_tag_looks_only_at_the_records_holding_it(query: Query) -> None:
     """In a transaction of many writes, a read that names a tag or a prefix goes through the records

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ...acl import Acl
 from ...chain.tree import HASH_SIZE
 from ...errors import IntegrityError
-from ..types import Rec, Version
+from ..types import Query, Rec, Version
 from .deferred import SnapshotParts
 from .index_columns import IndexData, SortedIds, inconsistent
 from .index_state import load_state, to_state
@@ -438,11 +438,10 @@ class Index(IndexData):
             yield tags[i]
             i += 1
 
-    def candidate_rows(
-        self, tags: tuple[str, ...], any_tags: tuple[str, ...], tag_prefix: str | None
-    ) -> Iterable[int] | None:
-        """Rows matching the tag filters, or None when no tag filter narrows the search."""
-        if len(tags) == 1 and not any_tags and tag_prefix is None:
+    def candidate_rows(self, query: Query) -> Iterable[int] | None:
+        """Rows matching the query's tag filters, or None when no tag filter narrows the search."""
+        tags, tag_prefix = query.tags, query.tag_prefix
+        if len(tags) == 1 and not query.any_tags and not query.any_prefixes and tag_prefix is None:
             return self.rows_with_tag(tags[0])  # the common case: no set needed
         result: set[int] | None = None
         for tag in sorted(tags, key=lambda t: len(self.postings.get(t, ()))):
@@ -450,10 +449,13 @@ class Index(IndexData):
             result = rows if result is None else result & rows
             if not result:
                 return set()
-        if any_tags:
+        if query.any_tags or query.any_prefixes:
             union: set[int] = set()
-            for tag in any_tags:
+            for tag in query.any_tags:
                 union.update(self.rows_with_tag(tag))
+            for prefix in query.any_prefixes:
+                for tag in self.tags_with_prefix(prefix):
+                    union.update(self.rows_with_tag(tag))
             result = union if result is None else result & union
         if tag_prefix is not None:
             union = set()

@@ -203,7 +203,7 @@ class Reads(StoreState):
             base = self.index
             # The index's candidates match the tag filters exactly; scopes are decided once per
             # distinct scope, not per record. Only the records returned become Rec tuples.
-            rows = base.candidate_rows(query.tags, query.any_tags, query.tag_prefix)
+            rows = base.candidate_rows(query)
             matched = base.rows_in_scopes(rows, scopes.admits)
             if batch is not None and batch.recs:
                 overlay = batch.recs

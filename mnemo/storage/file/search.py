@@ -191,7 +191,7 @@ class Search(Reads):
             return tags.matches(found)
 
         source: Any = in_transaction(base, batch, scopes, key_of, text_of)
-        filtered = tags.tags or tags.any_tags or tags.tag_prefix is not None
+        filtered = tags.filters_tags
         ranked = search(query, source, limit, keep if filtered else None)
         return [
             (staged(key) if isinstance(key, Staged) else index.rec_at(text.doc_row[key]), score)
@@ -256,7 +256,7 @@ class Search(Reads):
             return staged[at - n_committed] if at >= n_committed else index.rec_at(int(vectors.slot_row[slots[at]]))
 
         keep = None
-        if tags.tags or tags.any_tags or tags.tag_prefix is not None:
+        if tags.filters_tags:
             def keep(at: int) -> bool:
                 return tags.matches(rec_at(at).tags)
         return [(rec_at(hit.position), hit.score, hit.lexical, hit.semantic)

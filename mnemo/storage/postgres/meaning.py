@@ -221,7 +221,7 @@ class Meaning(Commits):
     ) -> list[Hit]:
         embedder = self.embedder
         assert embedder is not None
-        filtered = bool(tags.tags or tags.any_tags or tags.tag_prefix is not None)
+        filtered = tags.filters_tags
         touched = set(batch.recs) if batch is not None else set()
         staged: list[Rec] = []
         staged_texts: list[str] = []

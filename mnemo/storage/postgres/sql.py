@@ -83,14 +83,27 @@ def _tags_sql(tags: Query, doc: str) -> tuple[str, list[Any]]:
     for tag in tags.tags:
         conds.append(f"EXISTS (SELECT 1 FROM mnemo_tags g WHERE g.tag = %s AND g.id = {doc})")
         params.append(tag)
-    if tags.any_tags:
-        conds.append(f"EXISTS (SELECT 1 FROM mnemo_tags g WHERE g.id = {doc} AND g.tag = ANY(%s::text[]))")
-        params.append(list(tags.any_tags))
+    if tags.any_tags or tags.any_prefixes:
+        sql, any_params = _any_tag_sql("g.tag", tags)
+        conds.append(f"EXISTS (SELECT 1 FROM mnemo_tags g WHERE g.id = {doc} AND {sql})")
+        params += any_params
     if tags.tag_prefix is not None:
         sql, prefix_params = _prefix_sql("g.tag", tags.tag_prefix)
         conds.append(f"EXISTS (SELECT 1 FROM mnemo_tags g WHERE g.id = {doc} AND {sql})")
         params += prefix_params
     return " AND ".join(conds) or "true", params
+
+
+def _any_tag_sql(column: str, query: Query) -> tuple[str, list[Any]]:
+    """A condition that the tag in `column` is one of the query's `any_tags` or starts with one of its
+    `any_prefixes`, and its parameters."""
+    parts = [f"{column} = ANY(%s::text[])"]
+    params: list[Any] = [list(query.any_tags)]
+    for prefix in query.any_prefixes:
+        sql, prefix_params = _prefix_sql(column, prefix)
+        parts.append(f"({sql})")
+        params += prefix_params
+    return "(" + " OR ".join(parts) + ")", params
 
 
 def recall_sql(
@@ -161,7 +174,7 @@ def recall_sql(
                 "string_agg(int4send(p.tf), ''::bytea), string_agg(int4send(p.length), ''::bytea) "
                 f"FROM ({part}) p(key, seq, tf, length) GROUP BY p.key ")
     params = [*scope_params, *params]
-    if tags.tags or tags.any_tags or tags.tag_prefix is not None:
+    if tags.filters_tags:
         tagged, tag_params = _tags_sql(tags, "d.id")
         # the postings read again, from the index as above, for their documents' tags
         sql += ("UNION ALL SELECT 2, NULL, NULL, NULL, coalesce(string_agg(int8send(q.seq), ''::bytea), ''::bytea), "
@@ -187,18 +200,25 @@ def select_source(query: Query) -> tuple[str, list[Any], list[tuple[str, list[An
         driver, params = "SELECT t0.id FROM mnemo_tags t0 WHERE t0.tag = %s", [query.tags[0]]
         conds += [(f"EXISTS (SELECT 1 FROM mnemo_tags t{i} WHERE t{i}.tag = %s AND t{i}.id = r.id)", [tag])
                   for i, tag in enumerate(query.tags[1:], 1)]
-    elif query.any_tags:
-        driver = "SELECT DISTINCT t0.id FROM mnemo_tags t0 WHERE t0.tag = ANY(%s::text[])"
+    elif query.any_tags or query.any_prefixes:
+        # one index range per tag or prefix (an OR of them could not use the index as ranges)
+        driver = "SELECT t0.id FROM mnemo_tags t0 WHERE t0.tag = ANY(%s::text[])"
         params = [list(query.any_tags)]
+        for prefix in query.any_prefixes:
+            sql, prefix_params = _prefix_sql("t0.tag", prefix)
+            driver += f" UNION SELECT t0.id FROM mnemo_tags t0 WHERE {sql}"
+            params += prefix_params
+        if not query.any_prefixes:
+            driver = driver.replace("SELECT t0.id", "SELECT DISTINCT t0.id", 1)
     elif query.tag_prefix is not None:
         sql, params = _prefix_sql("t0.tag", query.tag_prefix)
         driver = f"SELECT DISTINCT t0.id FROM mnemo_tags t0 WHERE {sql}"
     else:
         return "mnemo_records r", [], conds
-    if query.any_tags and query.tags:
-        conds.append(("EXISTS (SELECT 1 FROM mnemo_tags a WHERE a.id = r.id AND a.tag = ANY(%s::text[]))",
-                      [list(query.any_tags)]))
-    if query.tag_prefix is not None and (query.tags or query.any_tags):
+    if (query.any_tags or query.any_prefixes) and query.tags:
+        sql, any_params = _any_tag_sql("a.tag", query)
+        conds.append((f"EXISTS (SELECT 1 FROM mnemo_tags a WHERE a.id = r.id AND {sql})", any_params))
+    if query.tag_prefix is not None and (query.tags or query.any_tags or query.any_prefixes):
         sql, prefix_params = _prefix_sql("p.tag", query.tag_prefix)
         conds.append((f"EXISTS (SELECT 1 FROM mnemo_tags p WHERE p.id = r.id AND {sql})", prefix_params))
     source = (f"({driver}) c CROSS JOIN LATERAL "

@@ -500,7 +500,7 @@ class PostgresStore(Meaning):
             rec_id for rec_id, rec in batch.recs.items() if rec is None or rec.versions[0].slot_off >= 0
         ]
         sql, params = recall_sql(exact, prefixes, scopes, tags, touched)
-        filtered = bool(tags.tags or tags.any_tags or tags.tag_prefix is not None)
+        filtered = tags.filters_tags
         left_out: set[int] = set()  # documents the chain contradicts
         suspects: set[int] = set()  # documents found changed once
         for _attempt in range(RECALL_READS):

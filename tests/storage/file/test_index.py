@@ -23,6 +23,7 @@ from mnemo.storage.file import index as index_mod
 from mnemo.storage.file import snapshot as snap
 from mnemo.storage.file.index import Index, Rec, Version
 from mnemo.storage.file.index_columns import SortedIds
+from mnemo.storage.types import Query
 
 IDS = [f"{i:032x}" for i in (1, 2, 3, 5, 8, 13, 21, 34, 55, 89)] + ["short-id", "ünïcode-id"]
 TAGS = ["a", "ab", "abc", "b", "big", "c"]
@@ -91,14 +92,16 @@ class IndexMachine(RuleBasedStateMachine):
         want = tuple(data.draw(st.lists(st.sampled_from(TAGS), unique=True, max_size=2)))
         some = tuple(data.draw(st.lists(st.sampled_from(TAGS), unique=True, max_size=2)))
         prefix = data.draw(st.sampled_from([None, "a", "ab", "b", "z"]))
-        rows = self.index.candidate_rows(want, some, prefix)
+        starts = tuple(data.draw(st.lists(st.sampled_from(["a", "ab", "b", "z"]), unique=True, max_size=2)))
+        rows = self.index.candidate_rows(Query(want, some, prefix, any_prefixes=starts))
         expected = {
             r.id for r in self.model.values()
-            if set(want) <= set(r.tags) and (not some or set(some) & set(r.tags))
+            if set(want) <= set(r.tags)
+            and (not (some or starts) or set(some) & set(r.tags) or any(t.startswith(starts) for t in r.tags))
             and (prefix is None or any(t.startswith(prefix) for t in r.tags))
         }
         if rows is None:
-            assert not want and not some and prefix is None
+            assert not want and not some and not starts and prefix is None
         else:
             got = [self.index.id_at(r) for r in rows]
             assert len(got) == len(set(got)), "a row came twice"

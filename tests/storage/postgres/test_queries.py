@@ -20,6 +20,7 @@ from mnemo.chain.codec import packb, seal_put_payload
 from mnemo.storage.postgres import schema as pg_schema
 from mnemo.storage.postgres import sql as pg_sql
 from mnemo.storage.postgres import store as pg_store
+from mnemo.storage.types import Query
 
 OWNER = "owner"
 READER = "reader"
@@ -79,6 +80,31 @@ def test_every_filter_answers_as_the_log_file_does(
     }
     file_client, pg_client = data.draw(st.sampled_from(pairs))
     assert _answer(pg_client, **query) == _answer(file_client, **query)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_select_by_any_tag_or_tag_prefix_answers_as_the_log_file_does(
+    pairs: list[tuple[MnemoClient, MnemoClient]], data: st.DataObject
+) -> None:
+    """Records holding one of some tags or a tag starting with one of some prefixes (the memory tool's
+    path check reads a path, the paths above it and every path beneath it so, in one statement), alone
+    or beside the other filters: what Query.matches admits, on both backends."""
+    query = Query(
+        tags=tuple(data.draw(st.lists(st.sampled_from(TAGS), max_size=1, unique=True))),
+        any_tags=tuple(data.draw(st.lists(st.sampled_from(TAGS), max_size=2, unique=True))),
+        tag_prefix=data.draw(st.none() | st.sampled_from(PREFIXES)),
+        limit=data.draw(st.none() | st.integers(0, 5)),
+        any_prefixes=tuple(data.draw(st.lists(st.sampled_from(PREFIXES), min_size=1, max_size=2, unique=True))),
+    )
+    scope = data.draw(st.none() | st.sampled_from(PATTERNS))
+    answers = []
+    for c in data.draw(st.sampled_from(pairs)):
+        found = c._store.select(query, c._scopes(scope), payloads=False)  # type: ignore[attr-defined]
+        answers.append([(c.get(f.rec.id).content, f.rec.tags) for f in found])
+        every = [(r.content, r.tags) for r in c.query(scope=scope) if query.matches(r.tags)]
+        assert answers[-1] == every[: query.limit]
+    assert answers[0] == answers[1]
 
 
 def test_the_filters_are_those_of_the_log_file_on_examples(pg: Schema, tmp_path: Path) -> None:
