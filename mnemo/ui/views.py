@@ -25,6 +25,9 @@ from ..tools.text import format_size
 RECENT_ENTRIES = 100
 """How many of the chain's last entries the chain page lists."""
 SHOWN_CHECKPOINTS = 20
+CHECKPOINT_SEARCH = 1 << 17
+"""How many of the chain's last entries the chain page looks through for checkpoints, at most: a read
+of the chain from a seq on starts near it, so the page costs what it shows, not the chain's length."""
 SEARCH_LIMIT = 20
 MAX_DEPTH_SHOWN = 16
 _PLAIN = re.compile(r"[A-Za-z0-9/._~-]*")  # a path that quote() leaves as it is
@@ -286,6 +289,8 @@ class Chain:
     head: tuple[int, str] | None
     entries: list[Any]  # the last RECENT_ENTRIES, newest first
     checkpoints: list[Any]  # the last SHOWN_CHECKPOINTS, newest first
+    searched_from: int  # when the checkpoints shown may not be all of the last SHOWN_CHECKPOINTS: the
+    # first seq looked at for them (the search stopped at CHECKPOINT_SEARCH entries); else 0
     grants: dict[str, dict[str, tuple[str, ...]]]
     permissions: dict[str, tuple[str, ...]]
 
@@ -295,11 +300,19 @@ def chain(client: MnemoClient) -> Chain:
     for any other, only its own permissions (the chain names every record's id and scope)."""
     mine = client.permissions()
     if not is_admin(client):
-        return Chain(False, None, [], [], {}, mine)
+        return Chain(False, None, [], [], 0, {}, mine)
     head = client.head
     entries = client.log(since=max(0, head[0] - RECENT_ENTRIES + 1))
-    checkpoints = client.log(op="checkpoint")[-SHOWN_CHECKPOINTS:]
-    return Chain(True, head, entries[::-1], checkpoints[::-1], client.grants(), mine)
+    # back from the head in growing spans, until enough checkpoints, the chain's start or the bound
+    span = min(1 << 10, CHECKPOINT_SEARCH)
+    while True:
+        since = max(0, head[0] + 1 - span)
+        checkpoints = client.log(since=since, op="checkpoint")[-SHOWN_CHECKPOINTS:]
+        if len(checkpoints) == SHOWN_CHECKPOINTS or since == 0 or span >= CHECKPOINT_SEARCH:
+            break
+        span *= 4
+    partial = since if len(checkpoints) < SHOWN_CHECKPOINTS else 0
+    return Chain(True, head, entries[::-1], checkpoints[::-1], partial, client.grants(), mine)
 
 
 def verify(client: MnemoClient, server: MnemoMemoryToolServer) -> VerifyReport | ScopeReport:

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from mnemo import MnemoClient
 from mnemo.tools.server import MnemoMemoryToolServer
-from mnemo.ui import Guard, create_app
+from mnemo.ui import Guard, create_app, views
 
 
 def rows(page: str, table_id: str) -> list[list[str]]:
@@ -295,3 +295,29 @@ def test_the_chain_page_lists_the_signed_checkpoints(db: str, owner: MnemoClient
     assert [cells[0], cells[3]] == [str(second), str(first)]  # newest first
     head = owner.log(since=second)[0].body["head"].hex()[:12]
     assert cells[2] == f"signs seq {second - 1} {head} key {key.public_key().public_bytes_raw().hex()[:12]}"
+
+
+def test_the_chain_page_says_how_far_back_it_looked_for_checkpoints(
+    db: str, owner: MnemoClient, browser: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page looks back from the head through at most CHECKPOINT_SEARCH entries, and says so when it
+    found fewer checkpoints than it shows; a chain it read whole has nothing to say."""
+    assert "checkpoint-search" not in browser.get("/chain").text
+    assert "No signed checkpoint yet" in browser.get("/chain").text
+    monkeypatch.setattr(views, "CHECKPOINT_SEARCH", 4)
+    with MnemoClient(db, OWNER, durability="none", signing_key=Ed25519PrivateKey.generate()) as signer:
+        for i in range(5):
+            signer.remember(f"r{i}")
+        old = signer.checkpoint()
+        for i in range(5):
+            signer.remember(f"s{i}")
+        head = signer.head[0]
+        page = browser.get("/chain").text
+        assert str(old) not in re.findall(r"<td>(\d+)</td>", page.split("<h2>Checkpoints</h2>", 1)[1])
+        note = f"No signed checkpoint among the last 4 entries. Checkpoints were looked for from seq {head - 3} on"
+        assert note in page and "No signed checkpoint yet" not in page
+        new = signer.checkpoint()
+    page = browser.get("/chain").text
+    shown = page.split("<h2>Checkpoints</h2>", 1)[1].split("</table>", 1)[0]
+    assert re.findall(r"<tr><td>(\d+)</td>", shown) == [str(new)]
+    assert f"Checkpoints were looked for from seq {new - 3} on; <code>mnemo log DB --op checkpoint</code>" in page

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ...chain.codec import ZERO_HASH, Entry
 from ...errors import IntegrityError, MnemoError, UnreadableDatabase
 from ..types import PathArg, Progress
+from .frame_marks import FrameMarks
 from .framing import (
     FRAME_END,
     FRAME_HEADER,
@@ -243,12 +244,17 @@ class LogItem:
     payload: bytes | None  # the payload bytes of an `ok` slot, when asked for
 
 
-def strict_items(win: Window, payloads: bool) -> Iterator[LogItem]:
+def strict_items(win: Window, payloads: bool, start: int = HEADER_SIZE) -> Iterator[LogItem]:
+    """The entries of the frames from offset `start` (a frame's) on; see read_log."""
     try:
         decode_file_header(win.get(0, HEADER_SIZE))
     except HeaderError as exc:
         raise IntegrityError(f"{win.path}: bad file header: {exc}", 0) from None
-    for item in scan_log(win, lenient=False):
+
+    def from_start(_win: Window, pos: int) -> int:
+        return max(pos, start)
+
+    for item in scan_log(win, lenient=False, skip=None if start == HEADER_SIZE else from_start):
         if isinstance(item, Damage):
             if item.torn:
                 return  # a torn or in-progress last write: a reader stops before it
@@ -263,14 +269,27 @@ def strict_items(win: Window, payloads: bool) -> Iterator[LogItem]:
             yield LogItem(e, off, slot, data)
 
 
-def read_log(path: PathArg, *, payloads: bool = False) -> Iterator[LogItem]:
-    """Every entry of the log in order, read in chunks without opening the database as a client.
+def read_log(path: PathArg, *, payloads: bool = False, since: int = 0) -> Iterator[LogItem]:
+    """Every entry of the log from seq `since` on, in order, read in chunks without opening the database
+    as a client. The frames before the one holding `since` are only walked (their headers read) to find
+    where it starts.
 
     Stops before an incomplete last frame (a torn or in-progress write); raises IntegrityError at damage
-    anywhere else and UnreadableDatabase if the file cannot be read. Does not check hashes or links:
-    that is verify_db's work."""
+    anywhere else in what it reads and UnreadableDatabase if the file cannot be read. Does not check
+    hashes or links: that is verify_db's work."""
+    yield from log_items(path, payloads, since, FrameMarks())
+
+
+def log_items(path: PathArg, payloads: bool, since: int, marks: FrameMarks) -> Iterator[LogItem]:
+    """read_log, finding where to start with `marks` (a store keeps its own, walked once)."""
     fd, size, name = open_db(path)
     try:
-        yield from strict_items(Window(fd, size, name, None), payloads)
+        start = HEADER_SIZE
+        if since > 0:
+            st = os.fstat(fd)
+            start = marks.start(fd, (st.st_ino, st.st_dev), size, since)
+        for item in strict_items(Window(fd, size, name, None), payloads, start):
+            if item.entry.seq >= since:
+                yield item
     finally:
         os.close(fd)

@@ -25,7 +25,7 @@ from ..types import Found, LogItem, Payloads, Query, Rec, ScopeFilter, Usage, Ve
 from .framing import SLOT_CRC, slot_state
 from .handles import LogHandle
 from .logfile import pread
-from .reader import read_log
+from .reader import log_items
 from .state import StoreState
 
 _NO_SCOPE = ""  # not a valid scope, so no record is in it (and no filter admits it)
@@ -287,9 +287,8 @@ class Reads(StoreState):
         return Usage(len(recs), sum(r.latest.size for r in recs), len(versions), sum(v.size for v in versions))
 
     def log(self, since: int = 0, payloads: bool = False) -> Iterator[LogItem]:
-        for item in read_log(self.path, payloads=payloads):
-            if item.entry.seq >= since:
-                yield LogItem(item.entry, item.slot.state, item.payload, item.offset)
+        for item in log_items(self.path, payloads, since, self._frame_marks):
+            yield LogItem(item.entry, item.slot.state, item.payload, item.offset)
 
     def tree_head(self) -> tuple[int, bytes]:
         with self._index_lock:

@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from ..guards import StoreGuards, ThreadBatch
+from .frame_marks import FrameMarks
 from .group_commit import GroupCommit
 from .handles import LogHandle, LogHandles
 from .index import Index
@@ -60,6 +61,7 @@ class StoreState(StoreGuards):
         self.index = Index()  # until _load reads the real one
         self.tree: Any = None  # the TreeState of the Merkle tree over the entries (mnemo.transparency)
         self.head_ts = 0
+        self._frame_marks = FrameMarks()  # where a read of the log from a seq on starts (log(since))
 
     @property
     def snapshot_refused(self) -> str | None:
