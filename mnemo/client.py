@@ -68,6 +68,7 @@ from .validation import (
     check_tags,
     file_path,
     path_ancestors,
+    path_problem,
 )
 
 MAX_RECALL = 1000
@@ -90,6 +91,14 @@ class ScopeUsage(NamedTuple):
     records: int
     latest_bytes: int  # the sizes of their latest versions
     version_bytes: int  # the sizes of all their versions, the latest included
+
+
+class PathUse(NamedTuple):
+    """What holds a memory-tool path in one scope, whoever may read it (see MnemoClient.path_use)."""
+
+    file: bool  # a file is at the path
+    beneath: bool  # a file is beneath it: the path is a directory
+    above: tuple[str, ...]  # the paths of files above it, nearest the root first
 
 
 class MnemoClient:
@@ -415,26 +424,39 @@ class MnemoClient:
         the write's batch, after its `write` check (so only a writer of the scope learns that a path is
         taken, as the memory tool's own create tells it), under the writer lock: no other write comes
         between the check and the commit. It names no file the caller may not already name."""
-        store = self._store
-        scopes = ScopeFilter(True, requested=scope)
+        use = self._path_use(scope, path, own_id)
+        if use.file:
+            raise InvalidInput(PATH_TAKEN.format(scope=scope, path=path))
+        if use.above:
+            raise InvalidInput(PATH_UNDER_FILE.format(scope=scope, path=path, ancestor=use.above[0]))
+        if use.beneath:
+            raise InvalidInput(PATH_IS_DIRECTORY.format(scope=scope, path=path))
 
-        def files(query: Query) -> list[Rec]:
-            found = store.select(query, scopes, payloads=False)
-            return [f.rec for f in found if f.rec.id != own_id and MEMORY_TAG in f.rec.tags]
+    def path_use(self, scope: str, path: str) -> PathUse:
+        """What holds the memory-tool path `path` (canonical, docs/MEMORY_TOOL.md §4) in exactly `scope`:
+        a file at it, files beneath it, a file above it, whether or not this agent may read them. Needs
+        `write` in `scope`, as scope_has does, and reveals no more: a memory-tool server asks it before
+        a create, which `remember` checks again in the same transaction."""
+        check_name(scope, "scope")
+        if not isinstance(path, str) or path_problem(path) is not None:
+            raise InvalidInput(f"path must be a canonical memory-tool path, got {path!r}")
+        self._store.refresh()
+        self._require(self._acl(), "write", scope)
+        return self._path_use(scope, path, None)
 
-        # the path, every path above it that could be a file, and every path beneath it, in one look-up
-        # (one statement on PostgreSQL); no limit: records that are no file are filtered here
+    def _path_use(self, scope: str, path: str, own_id: str | None) -> PathUse:
+        """The files of `scope` (but `own_id`) at, beneath and above `path`, in one look-up (one statement
+        on PostgreSQL); no limit: records that are no file are filtered here."""
         above = path_ancestors(path)
         beneath = PATH_TAG_PREFIX + path + "/"
         query = Query(any_tags=tuple(PATH_TAG_PREFIX + p for p in [*above, path]), any_prefixes=(beneath,))
-        held = {tag for rec in files(query) for tag in rec.tags}
-        if PATH_TAG_PREFIX + path in held:
-            raise InvalidInput(PATH_TAKEN.format(scope=scope, path=path))
-        for ancestor in above:
-            if PATH_TAG_PREFIX + ancestor in held:
-                raise InvalidInput(PATH_UNDER_FILE.format(scope=scope, path=path, ancestor=ancestor))
-        if any(tag.startswith(beneath) for tag in held):
-            raise InvalidInput(PATH_IS_DIRECTORY.format(scope=scope, path=path))
+        found = self._store.select(query, ScopeFilter(True, requested=scope), payloads=False)
+        held = {tag for f in found if f.rec.id != own_id and MEMORY_TAG in f.rec.tags for tag in f.rec.tags}
+        return PathUse(
+            PATH_TAG_PREFIX + path in held,
+            any(tag.startswith(beneath) for tag in held),
+            tuple(a for a in above if PATH_TAG_PREFIX + a in held),
+        )
 
     def forget(self, ids: str | Iterable[str], reason: str | None = None) -> int:
         """Forget records: every version's content, tags and metadata are erased before this returns."""
@@ -540,7 +562,8 @@ class MnemoClient:
         """The chain's entries from seq `since` on, oldest first, at most `limit` of them (None: all), only
         those of kind `op` if given ("put", "forget", "checkpoint", ...), as `mnemo log` shows them: each
         holds ids, scopes and digests, never content. Needs admin on `*`: the chain names the ids and
-        scopes of every record. Damage raises IntegrityError (`verify` gives the full report)."""
+        scopes of every record. Damage in what is read raises IntegrityError; before `since` the chain is read
+        only as far as finding where to start (`verify` checks the whole of it and gives the full report)."""
         if not isinstance(since, int) or isinstance(since, bool) or since < 0:
             raise InvalidInput(f"since must be a non-negative int, got {since!r}")
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):

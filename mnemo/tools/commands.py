@@ -28,7 +28,6 @@ from mnemo.tools.paths import (
     MEMORY_TAG,
     PATH_TAG_PREFIX,
     PathError,
-    ancestors,
     canonicalize,
     is_within,
     path_tag,
@@ -197,25 +196,17 @@ class Commands:
             return True
         return next(self._files_beneath(tree, mount, path), None) is not None
 
-    def _taken(self, tree: Tree, mount: Mount, path: str) -> bool:
-        """A file or a directory at `path`, counting files of the scope this agent cannot read."""
+    def _use(self, tree: Tree, mount: Mount, path: str) -> tuple[bool, str | None]:
+        """Whether a file or a directory is at tree path `path` in `mount`, counting files of its scope this
+        agent cannot read; and the ancestor of `path` in `mount` that is a file of its scope, seen or not,
+        if any (a file where a directory holding a mount point now is still keeps a directory from being
+        made beneath it). One look-up of the scope's files, which `remember` repeats in the same
+        transaction."""
         if path in tree.held or path == mount.point:
-            return True
-        stored = tree.stored(mount, path)
-        client = self._client
-        return client.scope_has(mount.scope, (path_tag(stored), MEMORY_TAG)) or client.scope_has(
-            mount.scope, (MEMORY_TAG,), tag_prefix=path_tag(stored) + "/"
-        )
-
-    def _file_under(self, tree: Tree, mount: Mount, path: str) -> str | None:
-        """The ancestor of `path` in `mount` that is a file of its scope, seen or not: a file where a
-        directory holding a mount point now is still keeps a directory from being made beneath it."""
-        for ancestor in ancestors(path, self._root):
-            if not is_within(ancestor, mount.point) or ancestor == mount.point:
-                continue
-            if self._client.scope_has(mount.scope, (path_tag(tree.stored(mount, ancestor)), MEMORY_TAG)):
-                return ancestor
-        return None
+            return True, None
+        use = self._client.path_use(mount.scope, tree.stored(mount, path))
+        below_root = [a for a in use.above if is_within(a, tree.root) and a != tree.root]
+        return use.file or use.beneath, tree.listed(mount, below_root[0]) if below_root else None
 
     def _read(self, info: RecordInfo) -> tuple[str, int]:
         record = self._client.get(info.id)
@@ -250,7 +241,8 @@ class Commands:
         head = self._client._chain_head()  # inside the command's transaction: the log as it stands, locked
         quotas = self._settings.quotas
         text = refusal(
-            quotas, lambda: self._usage(scope, head), action, new_files, live_delta, history_delta, versioned
+            quotas, lambda: self._usage(scope, head), action, new_files, live_delta, history_delta, versioned,
+            readable=self._may_read(scope),
         )
         if text is not None:
             raise Refusal(text)
@@ -327,7 +319,9 @@ class Commands:
             tree = self._tree()
             mount = tree.owner(canonical)
             self._permit("write", mount.scope)
-            existing = self._file(tree, mount, canonical)
+            taken, blocker = self._use(tree, mount, canonical)
+            # a file this agent reads is there: it is overwritten, or the create refused (no file: no look)
+            existing = self._file(tree, mount, canonical) if taken else None
             if existing is not None:
                 if not self._settings.create_overwrites:
                     raise Refusal(f"Error: File {path} already exists")
@@ -338,9 +332,8 @@ class Commands:
                 )
                 self._client.update(existing.id, content=file_text, expected_version=existing.version)
                 return CommandResult(f"File created successfully at: {path}")
-            if self._taken(tree, mount, canonical):
+            if taken:
                 raise Refusal(f"Error: File {path} already exists")
-            blocker = self._file_under(tree, mount, canonical)
             if blocker is not None:
                 raise Refusal(f"Error: Cannot create {path}: {blocker} is a file")
             self._check_size(path, size)
@@ -443,7 +436,8 @@ class Commands:
             if source != target:
                 self._permit("forget", source.scope)
             self._fixed(tree, source, old, old_path, "rename")
-            if self._taken(tree, target, new):
+            taken, blocker = self._use(tree, target, new)
+            if taken:
                 raise Refusal(f"Error: The destination {new_path} already exists")
             found = self._file(tree, source, old)
             moves: list[tuple[RecordInfo, str, str]]  # (record, its tree path, its new tree path)
@@ -455,7 +449,6 @@ class Commands:
                     raise Refusal(f"Error: The path {old_path} does not exist")
             if is_within(new, old):
                 raise Refusal(f"Error: Cannot move {old_path} into itself")
-            blocker = self._file_under(tree, target, new)
             if blocker is not None:
                 raise Refusal(f"Error: Cannot create {new_path}: {blocker} is a file")
             moved = sum(info.size for info, _, _ in moves)

@@ -13,6 +13,7 @@ from helpers.backends import payload_reader, snapshot
 
 from mnemo import MnemoClient
 from mnemo import client as client_module
+from mnemo.client import PathUse
 from mnemo.errors import InvalidInput, PermissionDenied
 from mnemo.tools import CommandResult, MnemoMemoryToolServer
 
@@ -113,6 +114,37 @@ def test_scope_has_and_scope_usage(owner: MnemoClient, db: str) -> None:
         ]:
             with pytest.raises(InvalidInput):
                 bad()
+
+
+def test_path_use_names_what_holds_a_path_whoever_may_read_it(owner: MnemoClient, db: str) -> None:
+    owner.remember("a", tags=("memorytool", "path:/memories/a"), scope=TEAM)
+    owner.remember("e", tags=("memorytool", "path:/memories/d/e"), scope=TEAM)
+    owner.remember("no file", tags=("path:/memories/n",), scope=TEAM)  # no memorytool tag: no file
+    owner.remember("elsewhere", tags=("memorytool", "path:/memories/x"), scope="team:other")
+    gone = owner.remember("gone", tags=("memorytool", "path:/memories/g"), scope=TEAM)
+    owner.forget(gone.id)
+    owner.grant("agent-2", TEAM, ["write"])
+    owner.grant("agent-3", TEAM, ["read"])
+    with MnemoClient(db, "agent-2", durability="none") as c2, MnemoClient(db, "agent-3", durability="none") as c3:
+        assert c2.path_use(TEAM, "/memories/a") == PathUse(True, False, ())
+        assert c2.path_use(TEAM, "/memories/a/b/c") == PathUse(False, False, ("/memories/a",))
+        assert c2.path_use(TEAM, "/memories/d") == PathUse(False, True, ())
+        assert c2.path_use(TEAM, "/memories/d/e/f") == PathUse(False, False, ("/memories/d/e",))
+        assert c2.path_use(TEAM, "/memories/dd") == PathUse(False, False, ())  # not beneath /memories/d
+        for free in ("/memories/n", "/memories/x", "/memories/g", "/memories/new"):
+            assert c2.path_use(TEAM, free) == PathUse(False, False, ()), free
+        with c2.transaction():
+            c2.remember("in it", tags=("memorytool", "path:/memories/t/u"), scope=TEAM)
+            assert c2.path_use(TEAM, "/memories/t") == PathUse(False, True, ())
+        assert c2.path_use(TEAM, "/memories/t/u/v") == PathUse(False, False, ("/memories/t/u",))
+        head, size = owner.head, snapshot(db)
+        with pytest.raises(PermissionDenied, match="agent-3 may not write in scope team:research"):
+            c3.path_use(TEAM, "/memories/a")
+        for scope, path in [(TEAM, "/memories"), (TEAM, "memories/a"), (TEAM, "/memories/a/"), (TEAM, 5),
+                            (TEAM, "/memories/./a"), ("team:*", "/memories/a")]:
+            with pytest.raises(InvalidInput):
+                c2.path_use(scope, path)  # type: ignore[arg-type]
+        assert (owner.head, snapshot(db)) == (head, size)
 
 
 def test_scope_methods_see_their_own_transaction(
