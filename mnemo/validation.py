@@ -38,6 +38,8 @@ NOT_ROOTED = "it must be an absolute path of a root and a name below it, such as
 BACKSLASH = "it holds a backslash"
 PERCENT = "it holds a percent-escape (%XX)"
 CHARACTER = "it holds U+{code} {name}, a control, format (invisible or bidirectional) or separator character"
+BLANK = "it holds U+{code} {name}, which draws as blank space: the path would look like another"
+SPACED = "a segment begins or ends with a space: the path would look like another"
 DOT_SEGMENT = "it has a '.' or '..' segment"
 EMPTY_SEGMENT = "it has an empty segment (a '//', or a '/' at the end)"
 LONG_SEGMENT = f"a segment is {{n}} bytes in UTF-8, over the limit of {MAX_SEGMENT_BYTES}"
@@ -134,6 +136,37 @@ def check_tag_prefix(prefix: Any) -> str | None:
     return prefix
 
 
+# Assigned characters outside the refused categories that still draw as blank space (with every space
+# character but U+0020, the fillers and the variation selectors): a name or a path holding one looks like
+# another. The names rule (acl/names.py) and the path rules refuse them alike.
+BLANK_NAMES = frozenset(("COMBINING GRAPHEME JOINER", "BRAILLE PATTERN BLANK", "KHMER VOWEL INHERENT AQ",
+                         "KHMER VOWEL INHERENT AA"))
+
+
+def is_blank(ch: str) -> bool:
+    """Whether `ch` (of no refused category) draws as blank space and is not U+0020 SPACE."""
+    if unicodedata.category(ch) == "Zs":
+        return ch != " "
+    name = unicodedata.name(ch, "")
+    return name in BLANK_NAMES or "FILLER" in name or name.startswith("VARIATION SELECTOR")
+
+
+def path_look_alike(path: str) -> str | None:
+    """What makes `path` look like another path in a listing, or None: a character that draws as blank
+    space (but U+0020, and a variation selector after a symbol: `❤️` is U+2764 and U+FE0F), or a segment
+    that begins or ends with a space. (The refused categories are checked apart, first.)"""
+    if not path.isascii():
+        before = "/"
+        for ch in path:
+            if is_blank(ch) and not (unicodedata.category(before).startswith("S")
+                                     and unicodedata.name(ch, "").startswith("VARIATION SELECTOR")):
+                return BLANK.format(code=f"{ord(ch):04X}", name=unicodedata.name(ch, "(unnamed)"))
+            before = ch
+    if " /" in path or "/ " in path or path.endswith(" "):
+        return SPACED
+    return None
+
+
 def path_problem(path: str) -> str | None:
     """What keeps `path` from being the canonical path of a memory-tool file under some root (a root
     and at least one name below it, every rule of docs/MEMORY_TOOL.md §4, already in canonical form),
@@ -148,6 +181,9 @@ def path_problem(path: str) -> str | None:
     for ch in path:
         if unicodedata.category(ch) in REFUSED_PATH_CATEGORIES:
             return CHARACTER.format(code=f"{ord(ch):04X}", name=unicodedata.name(ch, "(unnamed)"))
+    look_alike = path_look_alike(path)
+    if look_alike is not None:
+        return look_alike
     if any(segment in (".", "..") for segment in segments):
         return DOT_SEGMENT
     if any(segment == "" for segment in segments[1:]):

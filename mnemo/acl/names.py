@@ -16,6 +16,7 @@ import unicodedata
 from typing import Any
 
 from ..errors import InvalidInput
+from ..validation import is_blank
 
 PATTERN_CHAR = "*"
 MAX_NAME_CHARS = 256
@@ -26,9 +27,6 @@ MAX_AGENT_ID_CHARS = MAX_NAME_CHARS - len(HOME_PREFIX)
 # Categories of characters that draw nothing or are not text: controls, format characters (zero-width
 # spaces and joiners, bidi overrides), surrogates, private use, unassigned, line/paragraph separators.
 _REFUSED_CATEGORIES = frozenset(("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"))
-# Assigned characters of other categories that still draw as blank space.
-_BLANK_NAMES = frozenset(("COMBINING GRAPHEME JOINER", "BRAILLE PATTERN BLANK", "KHMER VOWEL INHERENT AQ",
-                          "KHMER VOWEL INHERENT AA"))
 # Words of letters from one script only; these mixes are how Japanese, Korean and Chinese are written
 # (Unicode TR39, "highly restrictive").
 _SCRIPT_ALIASES = {"CJK": "HAN", "IDEOGRAPHIC": "HAN", "HIRAGANA": "KANA", "KATAKANA": "KANA",
@@ -80,9 +78,9 @@ def _problem(value: str, prefix: bool) -> str | None:
         category = unicodedata.category(ch)
         if category in _REFUSED_CATEGORIES or (category == "Zs" and ch != " "):
             return f"contains the invisible, control or space character {_char(ch)}"
-        name = unicodedata.name(ch, "")
-        if name in _BLANK_NAMES or "FILLER" in name or name.startswith("VARIATION SELECTOR"):
+        if is_blank(ch):  # assigned characters of other categories that still draw as blank space
             return f"contains the invisible character {_char(ch)}"
+        name = unicodedata.name(ch, "")
         if ch == PATTERN_CHAR:
             return "contains `*`, the pattern character: a name is never a pattern"
         if "ASTERISK" in name:

@@ -18,6 +18,7 @@ from mnemo.validation import (
     PATH_TAG_PREFIX,
     PERCENT_ESCAPE,
     REFUSED_PATH_CATEGORIES,
+    path_look_alike,
 )
 
 __all__ = [
@@ -104,6 +105,7 @@ def _check(candidate: str, sent: str, root: str, max_path_length: int, echo_limi
         len(candidate) > max_path_length
         or any(unicodedata.category(ch) in _REFUSED_CATEGORIES for ch in candidate)
         or any(len(segment.encode("utf-8")) > MAX_SEGMENT_BYTES for segment in candidate.split("/"))
+        or path_look_alike(candidate) is not None
     ):
         raise PathError(f"Invalid path: {echo(repr(sent), echo_limit)}")
 

@@ -33,7 +33,6 @@ from mnemo.validation import path_problem
         ("/memories/./a/./b/.", "/memories/a/b"),
         ("/memories/.hidden/x", "/memories/.hidden/x"),
         ("/memories/...", "/memories/..."),
-        ("/memories/.. /x", "/memories/.. /x"),
         ("/memories/a..b", "/memories/a..b"),
         ("/memories/100%", "/memories/100%"),
         ("/memories/%zz", "/memories/%zz"),
@@ -150,6 +149,10 @@ ATTACKS: list[tuple[str, str]] = [
     ("/memories/a\udc2e\udc2e", INVALID),
     # invisible and bidirectional format characters (category Cf)
     ("/memories/\u200b..", INVALID),
+    # a segment that begins or ends with a space: `.. ` shows as `..`
+    ("/memories/.. /x", INVALID),
+    ("/memories/x/ ..", INVALID),
+    ("/memories/.. ", INVALID),
     # overlong paths and segments
     ("/memories" + "/abcd" * 204, INVALID),
     ("/memories/" + "a" * 2000, INVALID),
@@ -189,7 +192,6 @@ LITERALS: list[tuple[str, str]] = [
     ("/memories/\ufe68..", "/memories/\ufe68.."),  # small reverse solidus
     ("/memories/\uff3c..", "/memories/\uff3c.."),  # fullwidth reverse solidus
     ("/memories/...", "/memories/..."),
-    ("/memories/.. ", "/memories/.. "),
     ("/memories/%u002e%u002e", "/memories/%u002e%u002e"),
     ("/memories/%zz%2", "/memories/%zz%2"),
     ("/memories/./x//y/", "/memories/x/y"),
@@ -304,11 +306,28 @@ def test_look_alike_paths_are_refused_and_nothing_is_written(client: MnemoClient
         "/memories/\u2066notes.md\u2069",  # isolates
         "/memories/no\u00adtes.md",  # soft hyphen
         "/memories/\U000e0041notes.md",  # a tag character
+        # characters of other categories that draw as blank space, and spaces at a segment's ends
+        *(f"/memories/notes.md{ch}" for ch in BLANKS),
+        "/memories/notes.md ", "/memories/ notes.md", "/memories/d /notes.md", "/memories/ d/notes.md",
+        "/memories/a\u2002b.md", "/memories/a\ufe0fb.md",
     ]:
         for tool_input in _inputs(path):
             result = server.execute(tool_input)
             assert result == type(result)(f"Error: Invalid path: {path!r}", True), tool_input
     assert _store_state(client) == before
+
+
+# Hangul fillers, blank Braille, the combining grapheme joiner, variation selectors, spaces but U+0020
+BLANKS = ["\u3164", "\u115f", "\u1160", "\uffa0", "\u2800", "\u034f", "\ufe0f", "\ufe00", "\U000e0100",
+          "\u00a0", "\u2002", "\u2007", "\u202f", "\u3000"]
+
+
+def test_spaces_inside_a_name_and_an_emoji_s_presentation_are_kept(client: MnemoClient) -> None:
+    server = MnemoMemoryToolServer(client)
+    for path in ["/memories/my notes.md", "/memories/\u2764\ufe0f.md", "/memories/\u2b50\ufe0f ideas/a b.md"]:
+        result = server.execute({"command": "create", "path": path, "file_text": "kept"})
+        assert result.text == f"File created successfully at: {path}"
+        assert server.execute({"command": "view", "path": path}).text.endswith("\tkept")
 
 
 def test_check_root_refuses_format_characters_and_other_forms() -> None:
@@ -389,7 +408,7 @@ def test_a_moved_files_tags_keep_their_order_and_take_the_new_path_tag_last() ->
 # -- the client's rule for path tags is the tool's (docs/MEMORY_TOOL.md §4.1) ------------------------------
 
 PIECES = ["/", "//", ".", "..", "a", "b.md", " ", "%2e", "%zz", "\\", "\u00e9", "e\u0301", "\u200b", "\u202e",
-          "\n", "\x00", "\u2028", "\ud800", "\u0958", "x" * 200]
+          "\n", "\x00", "\u2028", "\ud800", "\u0958", "x" * 200, "\u00a0", "\u3164", "\u2764", "\ufe0f"]
 
 
 @settings(max_examples=500, deadline=None)
