@@ -35,6 +35,21 @@ HISTORY_TEXT = (
     "no longer need, or delete a file and create it again to drop its old versions."
 )
 
+# The same refusals for an agent that may write in the scope but not read it: a limit it would exceed,
+# never the scope's figures (the refusal itself tells it no more than that the limit is reached).
+FILES_TEXT_BLIND = (
+    "Error: Cannot {action}: the memory holds as many files as it may ({limit}). Ask an agent that reads it "
+    "to delete files no longer needed."
+)
+BYTES_TEXT_BLIND = (
+    "Error: Cannot {action}: the memory's files would hold more than the limit of {limit} bytes. Ask an agent "
+    "that reads it to delete or shorten files no longer needed."
+)
+HISTORY_TEXT_BLIND = (
+    "Error: Cannot {action}: the memory would keep more than the limit of {limit} bytes of file versions. Ask "
+    "an agent that reads it to delete files no longer needed."
+)
+
 
 @dataclass(frozen=True)
 class Usage:
@@ -79,13 +94,15 @@ def refusal(
     live_delta: int = 0,
     history_delta: int = 0,
     versioned: Sequence[tuple[str, int]] = (),
+    readable: bool = True,
 ) -> str | None:
     """The refusal text of the first limit a write would exceed, or None if it may go ahead.
 
     `action` names the command (`create /memories/a`, `edit ...`, `rename ...`); the write adds
     `new_files` files, changes live bytes by `live_delta`, adds `history_delta` bytes of versions, and
     adds one version to each `(canonical path, versions kept now)` in `versioned`. `usage` is called
-    only when a scope-wide limit applies, at most once.
+    only when a scope-wide limit applies, at most once. Unless the writer may read the scope
+    (`readable`), the texts name the limit and never the scope's usage.
     """
     cap = quotas.max_versions_per_file
     if cap is not None:
@@ -101,13 +118,16 @@ def refusal(
         return None
     now = usage()
     if quotas.max_files is not None and new_files > 0 and now.files + new_files > quotas.max_files:
-        return FILES_TEXT.format(action=action, n=now.files, limit=quotas.max_files)
+        text = FILES_TEXT if readable else FILES_TEXT_BLIND
+        return text.format(action=action, n=now.files, limit=quotas.max_files)
     if quotas.max_total_bytes is not None and live_delta > 0:
         new = now.live_bytes + live_delta
         if new > quotas.max_total_bytes:
-            return BYTES_TEXT.format(action=action, new=new, limit=quotas.max_total_bytes, now=now.live_bytes)
+            text = BYTES_TEXT if readable else BYTES_TEXT_BLIND
+            return text.format(action=action, new=new, limit=quotas.max_total_bytes, now=now.live_bytes)
     if quotas.max_history_bytes is not None and history_delta > 0:
         new = now.history_bytes + history_delta
         if new > quotas.max_history_bytes:
-            return HISTORY_TEXT.format(action=action, new=new, limit=quotas.max_history_bytes, now=now.history_bytes)
+            text = HISTORY_TEXT if readable else HISTORY_TEXT_BLIND
+            return text.format(action=action, new=new, limit=quotas.max_history_bytes, now=now.history_bytes)
     return None

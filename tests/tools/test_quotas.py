@@ -15,7 +15,7 @@ from helpers.tool_commands import commands as tool_commands
 from mnemo import MnemoClient
 from mnemo.errors import InvalidInput
 from mnemo.tools import CommandResult, MnemoMemoryToolServer
-from mnemo.tools.quotas import Quotas
+from mnemo.tools.quotas import BYTES_TEXT_BLIND, FILES_TEXT_BLIND, HISTORY_TEXT_BLIND, Quotas
 
 
 def run(server: MnemoMemoryToolServer, **tool_input: Any) -> CommandResult:
@@ -286,16 +286,29 @@ def test_write_only_agent_cannot_bypass_quotas(client: MnemoClient, db: str) -> 
             other_client, scope="team:x", max_files=4, max_total_bytes=350, max_history_bytes=360
         )
         assert other_client.list_records(scope="team:x") == []  # it cannot see the owner's files
+        # refused by the limits, told the limit and never the figures of a scope it cannot read
         refused(
-            writer, other_client, db, BYTES.format(action="create /memories/w", new=360, limit=350, now=300),
+            writer, other_client, db, BYTES_TEXT_BLIND.format(action="create /memories/w", limit=350),
             command="create", path="/memories/w", file_text="w" * 60,
         )
         ok(writer, command="create", path="/memories/w", file_text="w" * 50)
         refused(
-            writer, other_client, db, FILES.format(action="create /memories/v", n=4, limit=4),
+            writer, other_client, db, FILES_TEXT_BLIND.format(action="create /memories/v", limit=4),
             command="create", path="/memories/v", file_text="",
         )
+        history = MnemoMemoryToolServer(other_client, scope="team:x", max_history_bytes=360)
+        refused(
+            history, other_client, db, HISTORY_TEXT_BLIND.format(action="create /memories/v", limit=360),
+            command="create", path="/memories/v", file_text="v" * 20,
+        )
+    assert BYTES_TEXT_BLIND.format(action="create /memories/w", limit=350) == (
+        "Error: Cannot create /memories/w: the memory's files would hold more than the limit of 350 bytes. Ask an "
+        "agent that reads it to delete or shorten files no longer needed.")
     assert len(client.list_records(scope="team:x")) == 4
+    # an agent that reads the scope is told its figures
+    owner_limited = MnemoMemoryToolServer(client, scope="team:x", max_files=4)
+    refused(owner_limited, client, db, FILES.format(action="create /memories/u", n=4, limit=4),
+            command="create", path="/memories/u", file_text="")
 
 
 # -- what the checks cost --------------------------------------------------------------------------------
