@@ -28,6 +28,7 @@ from .common import (
     emit_json,
     emit_ndjson,
     examples,
+    inline,
     json_option,
     lock_timeout_option,
     open_client,
@@ -95,7 +96,7 @@ def ls(db: str, agent: str | None, tags: tuple[str, ...], any_tags: tuple[str, .
             emit_ndjson(info_json(i))
         else:
             echo(f"{i.id}  v{i.version:<3} {i.scope:<20} {i.size:>8}  {timestamp(i.updated_at)}  "
-                 f"{' '.join(i.tags)}")
+                 f"{inline(' '.join(i.tags))}")
     return EXIT_OK
 
 
@@ -190,9 +191,9 @@ def history(db: str, rec_id: str, scope: str | None, agent: str | None, as_json:
             preview = f"<{len(r.content)} bytes>"
         else:
             preview = r.content.replace("\n", " ")
-            preview = preview if len(preview) <= 60 else preview[:57] + "..."
+            preview = inline(preview if len(preview) <= 60 else preview[:57] + "...")
         echo(f"v{r.version:<3} seq {r.seq:<6} {timestamp(r.updated_at)}  {r.agent_id:<14} "
-             f"[{' '.join(r.tags)}]  {preview}")
+             f"[{inline(' '.join(r.tags))}]  {preview}")
     return EXIT_OK
 
 

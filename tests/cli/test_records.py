@@ -97,6 +97,24 @@ def test_history(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixtu
     assert [r["version"] for r in ndjson(out)] == [1, 2]
 
 
+def test_what_a_terminal_would_act_on_is_printed_escaped(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Stored text cannot drive the terminal of the person reading a listing: escape sequences, carriage
+    returns and bidirectional overrides are shown as escapes, and a line break in a tag or a preview
+    makes no row of its own; --json is unchanged. (`mnemo get` prints the content as it is, as cat does.)"""
+    with MnemoClient(db, "owner", durability="none") as c:
+        rec = c.remember("zebra \x1b[2J\x1b[31mFAKE: verify OK\rover\u202eright\nnext", tags=["a\nfake line", "t\tu"])
+    code, out, _err = run(capsys, "ls", db)
+    assert code == 0 and len(out.splitlines()) == 1 and "\x1b" not in out
+    assert out.endswith("  a\\nfake line t\\tu\n")
+    code, out, _err = run(capsys, "history", db, rec.id)
+    assert code == 0 and len(out.splitlines()) == 1 and "\x1b" not in out and "\r" not in out
+    assert out.endswith("[a\\nfake line t\\tu]  zebra \\x1b[2J\\x1b[31mFAKE: verify OK\\x0dover\\u202eright next\n")
+    code, out, _err = run(capsys, "recall", db, "zebra")
+    assert code == 0 and out.splitlines()[1:] == ["     1\tzebra \\x1b[2J\\x1b[31mFAKE: verify OK\\x0dover\\u202eright"]
+    code, out, _err = run(capsys, "ls", db, "--json")
+    assert json.loads(out)["tags"] == ["a\nfake line", "t\tu"]
+
+
 def test_stats(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
     path, _ids = cli_db
     code, out, _err = run(capsys, "stats", str(path), "--json")
