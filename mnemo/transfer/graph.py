@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mnemo.transfer.folder import kind_of
-from mnemo.transfer.items import Skipped, SourceError, SourceFile, data_reader, file_name, stat_source
+from mnemo.transfer.items import TOO_DEEP, Skipped, SourceError, SourceFile, data_reader, file_name, stat_source
 
 __all__ = ["KnowledgeGraphSource", "read_json_file"]
 
@@ -97,6 +97,8 @@ class KnowledgeGraphSource:
             except json.JSONDecodeError as exc:
                 raise SourceError(f"{where}: not JSON ({exc.msg} at column {exc.colno}), so not a knowledge "
                                   "graph's line (an entity or a relation object)") from None
+            except RecursionError:
+                raise SourceError(f"{where}: {TOO_DEEP}, so not a knowledge graph's line") from None
             if not isinstance(item, dict) or item.get("type") not in ("entity", "relation"):
                 raise SourceError(f'{where}: not an entity or a relation of a knowledge graph (a JSON object '
                                   f'with "type": "entity" or "relation"), got {line.strip()[:80]}')

@@ -20,6 +20,9 @@ from typing import Any, Protocol
 
 from mnemo.errors import InvalidInput
 
+# json.loads recurses once a level: a document nested deeper than the interpreter allows is refused
+TOO_DEEP = "its JSON nests arrays or objects deeper than the parser reaches (thousands of levels)"
+
 __all__ = [
     "SourceError",
     "SourceFile",

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from mnemo.transfer.graph import read_json_file
-from mnemo.transfer.items import Skipped, SourceError, SourceFile, data_reader, file_name, front_matter
+from mnemo.transfer.items import TOO_DEEP, Skipped, SourceError, SourceFile, data_reader, file_name, front_matter
 
 __all__ = ["Mem0Source", "MemoryServiceSource", "json_document", "kind_of_document"]
 
@@ -42,6 +42,8 @@ def json_document(path: str, what: str) -> Any:
     except json.JSONDecodeError as exc:
         raise SourceError(f"cannot import {path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}), "
                           f"so not {what}") from None
+    except RecursionError:
+        raise SourceError(f"cannot import {path}: {TOO_DEEP}, so not {what}") from None
 
 
 def kind_of_document(doc: Any) -> str | None:

@@ -82,6 +82,9 @@ def test_an_entity_given_twice_keeps_every_observation(tmp_path: Path) -> None:
     (['{"type":"entity","name":"a","entityType":"t","observations":"x"}'],
      "{p} line 1: `observations` must be a list of strings"),
     (['{"type":"relation","from":"a","to":"b"}'], "{p} line 1: `relationType` must be a string, got null"),
+    (['{"type":"relation","from":"a","to":"b","relationType":"r"}', "[" * 200_000 + "]" * 200_000],
+     "{p} line 2: its JSON nests arrays or objects deeper than the parser reaches (thousands of levels), so not a "
+     "knowledge graph's line"),
 ])
 def test_a_line_that_is_not_of_a_graph_is_an_error_naming_it(
     client: MnemoClient, tmp_path: Path, lines: list[str], message: str

@@ -69,6 +69,10 @@ def test_mem0_get_all_json(client: MnemoClient, tmp_path: Path, doc: Any) -> Non
         'User prefers dark mode\n')
 
 
+DEEP = "[" * 200_000 + "]" * 200_000  # deeper than json.loads can recurse
+TOO_DEEP = "its JSON nests arrays or objects deeper than the parser reaches (thousands of levels)"
+
+
 @pytest.mark.parametrize(("fmt", "doc", "message"), [
     ("mcp-memory-service", {"memories": []},
      'cannot import {p}: not an mcp-memory-service export (a JSON object with "export_metadata" and a "memories" '
@@ -78,6 +82,9 @@ def test_mem0_get_all_json(client: MnemoClient, tmp_path: Path, doc: Any) -> Non
      'of memories each with an "id" and a "memory"'),
     ("mem0", "[1, 2", "cannot import {p}: not JSON (Expecting ',' delimiter at line 1 column 6), so not mem0 "
                       "memories (the JSON of get_all())"),
+    ("mem0", DEEP, f"cannot import {{p}}: {TOO_DEEP}, so not mem0 memories (the JSON of get_all())"),
+    ("mcp-memory-service", DEEP, f"cannot import {{p}}: {TOO_DEEP}, so not an mcp-memory-service export"),
+    ("auto", DEEP, f"cannot import {{p}}: {TOO_DEEP}, so not a JSON export it reads"),
 ])
 def test_a_document_of_another_shape_is_an_error(
     client: MnemoClient, tmp_path: Path, fmt: str, doc: Any, message: str
