@@ -3,7 +3,9 @@ plain files (mnemo.transfer, docs/TRANSFER.md). Each is one library call made as
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 
 import click
 
@@ -88,9 +90,24 @@ def import_(db: str, source: str, source_format: str, agent: str | None, scope: 
     created, updated (a new version, history kept), unchanged and skipped, and why (binary, over a
     limit, a path the memory tool refuses, a link, a special file). Importing an unchanged source again
     writes nothing. The quotas `mnemo mcp` serves with are checked before anything is written."""
-    if agent is None and not is_dsn(db) and not os.path.lexists(db):
+    new = not is_dsn(db) and not os.path.lexists(db)
+    if agent is None and new:
         raise UsageError(f"{db} does not exist: give --agent (or $MNEMO_AGENT) to create it as that agent's database")
-    with open_client(db, agent, readonly=dry_run, lock_timeout=lock_timeout) as client, \
+    with contextlib.ExitStack() as stack:
+        if dry_run and new:  # what an import would do into a new database: into one made for the run, then gone
+            db = os.path.join(stack.enter_context(tempfile.TemporaryDirectory(prefix="mnemo-dry-run-")), "new.db")
+        report = _import(db, source, source_format, agent, scope, into, sync, yes, dry_run, lock_timeout)
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        for line in _lines(report):
+            echo(line)
+    return EXIT_OK
+
+
+def _import(db: str, source: str, source_format: str, agent: str | None, scope: str | None, into: str | None,
+            sync: bool, yes: bool, dry_run: bool, lock_timeout: float | None) -> ImportReport:
+    with open_client(db, agent, readonly=dry_run and os.path.lexists(db), lock_timeout=lock_timeout) as client, \
             progress("reading") as bar:
         server = MnemoMemoryToolServer(client, scope=scope)
         found = open_source(source, source_format)
@@ -98,14 +115,8 @@ def import_(db: str, source: str, source_format: str, agent: str | None, scope: 
         if sync and not dry_run:
             expected = import_source(server, found, into=into, sync=True, dry_run=True).forgotten
             _confirm_forgetting(expected, yes)
-        report = import_source(server, found, into=into, sync=sync, dry_run=dry_run, expect_forgotten=expected,
-                               progress=bar)
-    if as_json:
-        emit_json(report.to_json())
-    else:
-        for line in _lines(report):
-            echo(line)
-    return EXIT_OK
+        return import_source(server, found, into=into, sync=sync, dry_run=dry_run, expect_forgotten=expected,
+                             progress=bar)
 
 
 @click.command(

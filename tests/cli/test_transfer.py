@@ -7,6 +7,7 @@ import io
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,21 @@ def test_import_into_a_folder_and_scope_dry_run(db: str, source: Path, capsys: p
                                         "2 created, 0 updated, 0 unchanged, 0 forgotten, 1 skipped; nothing "
                                         "written (a dry run)\n")
     assert snapshot(db) == before
+
+
+def test_a_dry_run_into_a_database_not_made_yet_says_what_an_import_would_do(
+    tmp_path: Path, source: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "new.mnemo.db"
+    scratch = {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("mnemo-dry-run-")}
+    code, out, err = run(capsys, "import", db, source, "--agent", "agent-1", "--dry-run")
+    assert (code, err) == (0, "") and out.startswith(
+        f"would import {source} (folder) into /memories in scope agent:agent-1: 2 created, 0 updated, 0 unchanged, "
+        "0 forgotten, 1 skipped; nothing written (a dry run)\n")
+    # nothing made, not even the database; the scratch database of the run is gone
+    assert not any(p.name.startswith("new.mnemo.db") for p in tmp_path.iterdir())
+    assert {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("mnemo-dry-run-")} <= scratch
+    assert run(capsys, "import", db, source, "--dry-run")[0] == 2  # still: who would own it
 
 
 def test_import_sync_needs_yes_without_a_terminal_and_asks_on_one(
