@@ -719,15 +719,17 @@ class MnemoClient:
         the index lists under `tag_prefix` (if given), else the first tag, so put the rarest tag first."""
         return bool(self._scope_recs(scope, tags, tag_prefix, limit=1))
 
-    def scope_usage(self, scope: str, tag: str) -> ScopeUsage:
-        """How many live records in exactly `scope` hold `tag`, and their bytes (latest versions, and all
-        versions), whether or not this agent may read them; for quotas. Needs `write` in `scope`. The
-        backend answers from its index (no content is read)."""
+    def scope_usage(self, scope: str, tag: str, tag_prefix: str | None = None) -> ScopeUsage:
+        """How many live records in exactly `scope` hold `tag` (and a tag starting with `tag_prefix`, if
+        given), and their bytes (latest versions, and all versions), whether or not this agent may read
+        them; for quotas. Needs `write` in `scope`. The backend answers from its index (no content is
+        read)."""
         check_name(scope, "scope")
         wanted = check_tags([tag], self.limits)
+        tag_prefix = check_tag_prefix(tag_prefix)
         self._store.refresh()
         self._require(self._acl(), "write", scope)
-        usage = self._store.usage(scope, wanted[0])
+        usage = self._store.usage(scope, wanted[0], tag_prefix)
         return ScopeUsage(usage.records, usage.live_bytes, usage.version_bytes)
 
     def _scope_recs(

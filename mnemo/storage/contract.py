@@ -126,8 +126,9 @@ class Storage(Protocol):
     def counts(self, scopes: ScopeFilter) -> tuple[int, int, int]:
         """(records, versions, distinct tags) of the live records `scopes` admits."""
 
-    def usage(self, scope: str, tag: str) -> Usage:
-        """What the live records of `scope` holding `tag` take up, whoever may read them (quotas)."""
+    def usage(self, scope: str, tag: str, tag_prefix: str | None = None) -> Usage:
+        """What the live records of `scope` holding `tag` (and a tag starting with `tag_prefix`, if given)
+        take up, whoever may read them (quotas)."""
 
     def log(self, since: int = 0, payloads: bool = False) -> Iterator[LogItem]:
         """Every entry from seq `since` on, in order, read as an auditor would (strictly: damage raises

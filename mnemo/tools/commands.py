@@ -222,7 +222,7 @@ class Commands:
         cached = self._usage_at.get(scope)
         if cached is not None and cached[0] == head:
             return cached[1]
-        found = self._client.scope_usage(scope, MEMORY_TAG)
+        found = self._client.scope_usage(scope, MEMORY_TAG, PATH_TAG_PREFIX + self._root + "/")
         usage = Usage(found.records, found.latest_bytes, found.version_bytes)
         self._usage_at[scope] = (head, usage)
         return usage

@@ -282,7 +282,7 @@ def _refuse_over_quotas(server: MnemoMemoryToolServer, found: _Classified) -> No
     if not grows:
         return
     scope = server.scope
-    usage = server.client.scope_usage(scope, MEMORY_TAG)
+    usage = server.client.scope_usage(scope, MEMORY_TAG, PATH_TAG_PREFIX + server.root + "/")
     if quotas.max_files is not None and new_files > 0 and usage.records + new_files > quotas.max_files:
         raise ImportRefused(f"cannot import: scope {scope} would hold {usage.records + new_files} memory-tool files, "
                             f"over the limit of {quotas.max_files} (it holds {usage.records}). {fix}")

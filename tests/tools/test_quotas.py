@@ -194,20 +194,27 @@ def test_history_bytes_count_renames(client: MnemoClient, db: str) -> None:
     )
 
 
-def test_history_covers_files_outside_the_root(client: MnemoClient, db: str) -> None:
-    """Quotas count every memory-tool file of the scope, whichever root serves it."""
+def test_each_root_counts_its_own_files(client: MnemoClient, db: str) -> None:
+    """Quotas count the memory-tool files of the scope under the server's root: a server of another
+    root on the same scope counts its own."""
     notes = MnemoMemoryToolServer(client, root="/notes")
     ok(notes, command="create", path="/notes/a", file_text="n" * 90)
     client.remember("not a file", tags=("other",))  # no memorytool tag: not counted
     server = MnemoMemoryToolServer(client, max_history_bytes=100, max_files=2, max_total_bytes=95)
+    ok(server, command="create", path="/memories/a", file_text="m" * 11)  # /notes/a is not /memories'
     refused(
-        server, client, db, BYTES.format(action="create /memories/a", new=101, limit=95, now=90),
-        command="create", path="/memories/a", file_text="m" * 11,
+        server, client, db, BYTES.format(action="create /memories/b", new=96, limit=95, now=11),
+        command="create", path="/memories/b", file_text="m" * 85,
     )
-    ok(server, command="create", path="/memories/a", file_text="m" * 5)
+    ok(server, command="create", path="/memories/b", file_text="m" * 5)
     refused(
-        server, client, db, FILES.format(action="create /memories/b", n=2, limit=2),
-        command="create", path="/memories/b", file_text="",
+        server, client, db, FILES.format(action="create /memories/c", n=2, limit=2),
+        command="create", path="/memories/c", file_text="",
+    )
+    limited_notes = MnemoMemoryToolServer(client, root="/notes", max_total_bytes=95)
+    refused(
+        limited_notes, client, db, BYTES.format(action="create /notes/b", new=96, limit=95, now=90),
+        command="create", path="/notes/b", file_text="n" * 6,
     )
 
 
@@ -309,6 +316,27 @@ def test_write_only_agent_cannot_bypass_quotas(client: MnemoClient, db: str) -> 
     owner_limited = MnemoMemoryToolServer(client, scope="team:x", max_files=4)
     refused(owner_limited, client, db, FILES.format(action="create /memories/u", n=4, limit=4),
             command="create", path="/memories/u", file_text="")
+
+
+def test_files_under_another_root_count_toward_that_root_only(client: MnemoClient, db: str) -> None:
+    """A writer of the scope that fills it with memory-tool files under a root no server of the owner
+    serves takes none of the owner's quota: what a server counts is what it lists and can delete."""
+    client.grant("eve", "team:x", ["write"])
+    with MnemoClient(db, "eve", durability="none") as eve, eve.transaction():
+        for i in range(5):
+            eve.remember("h" * 100, tags=["memorytool", f"path:/h/{i}"], scope="team:x")
+        eve.remember("m", tags=["memorytool", "path:/memoriesX/m"], scope="team:x")  # not under /memories/
+    server = MnemoMemoryToolServer(client, scope="team:x", max_files=2, max_total_bytes=10)
+    assert server.execute({"command": "view", "path": "/memories"}).text.endswith("\n0B\t/memories")
+    ok(server, command="create", path="/memories/a", file_text="12345")
+    refused(server, client, db, BYTES.format(action="create /memories/b", new=11, limit=10, now=5),
+            command="create", path="/memories/b", file_text="123456")
+    other_root = MnemoMemoryToolServer(client, scope="team:x", root="/h", max_files=5)
+    refused(other_root, client, db, FILES.format(action="create /h/new", n=5, limit=5),
+            command="create", path="/h/new", file_text="x")
+    usage = client.scope_usage("team:x", "memorytool", "path:/memories/")
+    assert (usage.records, usage.latest_bytes, usage.version_bytes) == (1, 5, 5)
+    assert client.scope_usage("team:x", "memorytool").records == 7
 
 
 # -- what the checks cost --------------------------------------------------------------------------------

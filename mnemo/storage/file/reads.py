@@ -274,15 +274,18 @@ class Reads(StoreState):
         visible = [f.rec for f in self.select(Query(), scopes, payloads=False)]
         return len(visible), sum(len(r.versions) for r in visible), len({t for r in visible for t in r.tags})
 
-    def usage(self, scope: str, tag: str) -> Usage:
+    def usage(self, scope: str, tag: str, tag_prefix: str | None = None) -> Usage:
         batch = self.current_batch()
+        query = Query((tag,), tag_prefix=tag_prefix)
         with self._index_lock:
             base = self.index
             recs = [base.rec_at(row, i) for i, row in base.rows_in_scopes(base.rows_with_tag(tag), scope.__eq__)]
+            if tag_prefix is not None:
+                recs = [r for r in recs if query.matches(r.tags)]
             if batch is not None and batch.recs:
                 overlay = batch.recs
                 recs = [r for r in recs if r.id not in overlay]
-                recs.extend(batch.matching(Query((tag,)), scope.__eq__))
+                recs.extend(batch.matching(query, scope.__eq__))
         versions = [v for r in recs for v in r.versions]
         return Usage(len(recs), sum(r.latest.size for r in recs), len(versions), sum(v.size for v in versions))
 

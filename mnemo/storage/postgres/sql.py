@@ -187,6 +187,20 @@ def recall_sql(
     return sql, [*params, touched, *scope_params]
 
 
+def usage_sql(scope: str, query: Query) -> tuple[str, list[Any]]:
+    """A statement of (id, latest ver, ver, size) for every version of the live records of exactly `scope`
+    with the query's one tag (and a tag starting with its `tag_prefix`, if any), by their mnemo_tags rows,
+    and its parameters (quotas: usage)."""
+    sql = ("SELECT r.id, r.ver, v.ver, v.size FROM mnemo_records r JOIN mnemo_tags t ON t.id = r.id AND t.tag = %s "
+           "JOIN mnemo_versions v ON v.id = r.id WHERE r.scope = %s")
+    params: list[Any] = [query.tags[0], scope]
+    if query.tag_prefix is not None:
+        prefix, prefix_params = _prefix_sql("p.tag", query.tag_prefix)
+        sql += f" AND EXISTS (SELECT 1 FROM mnemo_tags p WHERE p.id = r.id AND {prefix})"
+        params += prefix_params
+    return sql, params
+
+
 def select_source(query: Query) -> tuple[str, list[Any], list[tuple[str, list[Any]]]]:
     """The FROM clause of a select's records `r`, its parameters, and the conditions left on `r`.
 
@@ -269,5 +283,5 @@ def served_rows(rows: list[Any], cols: tuple[int, int, int, int, int, int]) -> l
 
 __all__ = [
     "COMMIT_CALL", "PUT_CALL", "TAGS", "TEXT_CALL", "VERSIONS", "VERSION_COLUMNS", "group_rows", "recall_sql",
-    "scope_sql", "select_source", "served_rows",
+    "scope_sql", "select_source", "served_rows", "usage_sql",
 ]

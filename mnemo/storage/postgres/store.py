@@ -48,7 +48,17 @@ from .dsn import application_dsn, display_name, grant_application_role
 from .errors import storage_error
 from .meaning import Meaning
 from .schema import SCHEMA_LOCK
-from .sql import TAGS, VERSION_COLUMNS, VERSIONS, group_rows, recall_sql, scope_sql, select_source, served_rows
+from .sql import (
+    TAGS,
+    VERSION_COLUMNS,
+    VERSIONS,
+    group_rows,
+    recall_sql,
+    scope_sql,
+    select_source,
+    served_rows,
+    usage_sql,
+)
 from .text_index import IndexDisagrees, TableSource
 from .vectors import PRUNE
 from .verify import verify_postgres
@@ -451,13 +461,11 @@ class PostgresStore(Meaning):
         records, versions, tags = rows[0]
         return int(records), int(versions), int(tags)
 
-    def usage(self, scope: str, tag: str) -> Usage:
+    def usage(self, scope: str, tag: str, tag_prefix: str | None = None) -> Usage:
         batch = self.current_batch()
         overlay = batch.recs if batch is not None else {}
-        rows = self._fetch(
-            "SELECT r.id, r.ver, v.ver, v.size FROM mnemo_records r JOIN mnemo_tags t ON t.id = r.id AND t.tag = %s "
-            "JOIN mnemo_versions v ON v.id = r.id WHERE r.scope = %s", [tag, scope], self._batch_conn(),
-        )
+        query = Query((tag,), tag_prefix=tag_prefix)
+        rows = self._fetch(*usage_sql(scope, query), self._batch_conn())
         records: dict[str, list[tuple[int, int]]] = {}
         latest: dict[str, int] = {}
         for rec_id, rver, vver, size in rows:
@@ -465,7 +473,7 @@ class PostgresStore(Meaning):
                 continue
             records.setdefault(rec_id, []).append((vver, size))
             latest[rec_id] = rver
-        for rec in batch.matching(Query((tag,)), scope.__eq__) if batch is not None else ():
+        for rec in batch.matching(query, scope.__eq__) if batch is not None else ():
             records[rec.id] = [(v.ver, v.size) for v in rec.versions]
             latest[rec.id] = rec.latest.ver
         live = sum(size for rec_id, vs in records.items() for ver, size in vs if ver == latest[rec_id])
