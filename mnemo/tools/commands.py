@@ -50,12 +50,17 @@ if TYPE_CHECKING:
     from mnemo.client import MnemoClient
     from mnemo.record import MemoryRecord, Recalled, RecordInfo
 
-__all__ = ["CLEARED", "FIXED_TEXT", "HOLDS_TEXT", "Commands", "Refusal", "Settings"]
+__all__ = ["BINARY_TEXT", "CLEARED", "FIXED_TEXT", "HOLDS_TEXT", "Commands", "Refusal", "Settings"]
 
 CLEARED = "All memory cleared"
 # delete and rename of a mount point, or of a directory above one (docs/MOUNTS.md §5)
 FIXED_TEXT = "Error: Cannot {verb} the {point} directory itself"
 HOLDS_TEXT = "Error: Cannot {verb} {path}: it holds the mount point {point}"
+# str_replace and insert of a file whose content is bytes that are not UTF-8 (written through the client)
+BINARY_TEXT = (
+    "Error: The file {path} holds bytes that are not UTF-8 text, which an edit would replace for good: it "
+    "cannot be edited. View shows it with U+FFFD where the bytes are not text; create a new file instead"
+)
 
 _Head = tuple[int, str]  # a log head, (seq, hash): what a remembered usage holds for
 
@@ -214,6 +219,18 @@ class Commands:
         text = content.decode("utf-8", errors="replace") if isinstance(content, bytes) else content
         return text, record.version
 
+    def _read_text(self, info: RecordInfo, path: str) -> tuple[str, int]:
+        """The file's text to edit: refused when its content is bytes that are not UTF-8 (written through
+        the client), which an edit would otherwise replace by U+FFFD for good."""
+        record = self._client.get(info.id)
+        content = record.content
+        if isinstance(content, bytes):
+            try:
+                return content.decode("utf-8"), record.version
+            except UnicodeDecodeError:
+                raise Refusal(BINARY_TEXT.format(path=path)) from None
+        return content, record.version
+
     # -- quotas and transactions ------------------------------------------------------------------
 
     def _usage(self, scope: str, head: _Head) -> Usage:
@@ -362,7 +379,7 @@ class Commands:
             )
             if old_str == "":
                 raise Refusal("Error: `old_str` must not be empty")
-            content, version = self._read(info)
+            content, version = self._read_text(info, path)
             pos = content.find(old_str)
             quoted = echo(old_str, self._settings.echo)
             if pos == -1:
@@ -387,7 +404,7 @@ class Commands:
         canonical = self._canonical(path)
         with self._writing():
             mount, info = self._edited(path, canonical, f"Error: The path {path} does not exist")
-            content, version = self._read(info)
+            content, version = self._read_text(info, path)
             new_content = insert_text(content, insert_line, text)
             if isinstance(new_content, int):
                 raise Refusal(

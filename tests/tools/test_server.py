@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from mnemo import MnemoClient
 from mnemo.errors import IntegrityError, InvalidInput, LockTimeout, MnemoError, NotFound, StorageError
 from mnemo.tools import CommandResult, MnemoMemoryToolServer
+from mnemo.tools.commands import BINARY_TEXT
 from mnemo.tools.server import format_size
 from mnemo.validation import Limits
 
@@ -296,6 +297,27 @@ def test_view_binary_record_is_decoded(client: MnemoClient, server: MnemoMemoryT
     assert run(server, command="view", path="/memories/bin") == ok(
         FILE_HEADER.format("/memories/bin") + "\n     1\tcafé \ufffd"
     )
+
+
+def test_a_file_of_bytes_that_are_not_text_is_not_edited(
+    client: MnemoClient, server: MnemoMemoryToolServer, db: str
+) -> None:
+    """An edit of content that is not UTF-8 would write U+FFFD over its bytes for good: refused, nothing
+    written. Bytes that are UTF-8 are edited as the text they are."""
+    binary = client.remember(b"caf\xc3\xa9 \xff", tags=("memorytool", "path:/memories/bin"))
+    text = client.remember(b"caf\xc3\xa9", tags=("memorytool", "path:/memories/utf8"))
+    head, size = client.head, snapshot(db)
+    refusal = BINARY_TEXT.format(path="/memories/bin")
+    assert refusal == ("Error: The file /memories/bin holds bytes that are not UTF-8 text, which an edit would "
+                       "replace for good: it cannot be edited. View shows it with U+FFFD where the bytes are not "
+                       "text; create a new file instead")
+    assert run(server, command="str_replace", path="/memories/bin", old_str="caf", new_str="tea") == \
+        CommandResult(refusal, True)
+    assert run(server, command="insert", path="/memories/bin", insert_line=0, insert_text="x") == \
+        CommandResult(refusal, True)
+    assert (client.head, snapshot(db)) == (head, size) and client.get(binary.id).content == b"caf\xc3\xa9 \xff"
+    assert not run(server, command="str_replace", path="/memories/utf8", old_str="caf", new_str="th").is_error
+    assert client.get(text.id).content == "th\u00e9"
 
 
 # -- create --------------------------------------------------------------------------------------------
