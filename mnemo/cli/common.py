@@ -590,12 +590,11 @@ def open_client(
 ) -> Iterator[MnemoClient]:
     """A MnemoClient on DB as `agent` (None: the owner), closed on leaving. DB has passed db_argument.
     `embedder`: semantic recall's; an open refused for it is a usage error saying why."""
-    agent = agent or default_agent(db)
     options: dict[str, Any] = {} if lock_timeout is None else {"lock_timeout": lock_timeout}
     if embedder is not None:
         options["embedder"] = embedder
     try:
-        client = MnemoClient(db, agent, readonly=readonly, **options)
+        client = MnemoClient(db, agent or default_agent(db), readonly=readonly, **options)
     except EmbedderMismatch as exc:
         raise UsageError(str(exc), "EmbedderMismatch") from None
     except IntegrityError as exc:

@@ -18,11 +18,13 @@ import pytest
 from helpers.backends import snapshot
 from helpers.cli import run
 from helpers.logs import sample_log
+from helpers.pg import Schema
 from helpers.procs import subprocess_env
 
 import mnemo
 from mnemo import MnemoClient, _native
 from mnemo.cli import cli
+from mnemo.storage.contract import shown_name
 
 TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z")
 
@@ -300,6 +302,14 @@ def test_a_file_that_is_not_a_database(tmp_path: Path, capsys: pytest.CaptureFix
         code, out, _err = run(capsys, "verify", str(path))  # verify judges it: a problem found
         assert code == 1 and "problem [header] offset 0" in out
     assert text.read_text() == "just some text, not a database\n" and empty.read_bytes() == b""
+
+
+def test_a_postgresql_database_without_mnemo_is_a_usage_error(pg: Schema, capsys: pytest.CaptureFixture[str]) -> None:
+    """As a file that is not one: exit 2, whether or not an agent is named (without one, the owner is
+    looked up in the database)."""
+    expected = f"mnemo: error: cannot open {shown_name(pg.url)}: no Mnemo database at {shown_name(pg.url)}\n"
+    for command in (["ls"], ["stats"], ["cat", "x"], ["ls", "--agent", "a"]):
+        assert run(capsys, command[0], pg.url, *command[1:]) == (2, "", expected), command
 
 
 # -- --lock-timeout ---------------------------------------------------------------------------------------
