@@ -7,19 +7,25 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .. import __version__, _native
 from .._install import install_hint
+from ..errors import InvalidInput
+from ..recall.local import model_folder
 
 # The extras whose code the `mnemo` command and the library load, each with the module that needs it
 # (importing it is the test) and the distribution whose version is shown.
-EXTRAS: tuple[tuple[str, str, str], ...] = (
-    ("anthropic-memory-tool", "mnemo.tools.anthropic", "anthropic"),
-    ("mcp", "mnemo.tools.mcp.app", "mcp"),
-    ("postgres", "psycopg", "psycopg"),
-    ("ui", "mnemo.ui", "jinja2"),
+# `semantic`'s files are looked for, its package not imported: wordllama's import configures logging
+# (mnemo/recall/local.py), and the embedder reads its files without it.
+EXTRAS: tuple[tuple[str, Callable[[], object], str], ...] = (
+    ("anthropic-memory-tool", lambda: importlib.import_module("mnemo.tools.anthropic"), "anthropic"),
+    ("mcp", lambda: importlib.import_module("mnemo.tools.mcp.app"), "mcp"),
+    ("postgres", lambda: importlib.import_module("psycopg"), "psycopg"),
+    ("semantic", model_folder, "wordllama"),
+    ("ui", lambda: importlib.import_module("mnemo.ui"), "jinja2"),
 )
 
 
@@ -32,10 +38,10 @@ class Extra:
     error: str | None
 
 
-def _extra(name: str, module: str, distribution: str) -> Extra:
+def _extra(name: str, probe: Callable[[], object], distribution: str) -> Extra:
     try:
-        importlib.import_module(module)
-    except ImportError as exc:
+        probe()
+    except (ImportError, InvalidInput) as exc:
         return Extra(name, False, distribution, None, str(exc).splitlines()[0])
     try:
         version: str | None = importlib.metadata.version(distribution)

@@ -106,13 +106,14 @@ def local_embedder() -> LocalEmbedder:
     global _loaded
     with _loading:
         if _loaded is None:
-            _loaded = LocalEmbedder(_folder())
+            _loaded = LocalEmbedder(model_folder())
         return _loaded
 
 
-def _folder() -> str:
+def model_folder() -> str:
     """Where the wordllama package's files are, found without importing it (its import configures
-    logging and loads modules the embedder does not use)."""
+    logging and loads modules the embedder does not use); InvalidInput saying what to install when the
+    `semantic` extra is not (or lacks the files)."""
     needed = ("numpy", "safetensors", "tokenizers", PACKAGE)
     missing = ", ".join(name for name in needed if importlib.util.find_spec(name) is None)
     if missing:

@@ -92,12 +92,13 @@ def test_version(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyP
         f"  anthropic-memory-tool  importable (anthropic {version('anthropic')})\n"
         f"  mcp                    importable (mcp {version('mcp')})\n"
         f"  postgres               importable (psycopg {version('psycopg')})\n"
+        f"  semantic               importable (wordllama {version('wordllama')})\n"
         f"  ui                     importable (jinja2 {version('jinja2')})\n"
     )
     assert version("mnemo-chain") == mnemo.__version__
     # an extra that does not import is named, with the line that installs it
     monkeypatch.setitem(sys.modules, "psycopg", None)
-    assert run(capsys, "--version")[1].splitlines()[-2] == (
+    assert run(capsys, "--version")[1].splitlines()[-3] == (
         "  postgres               not importable: import of psycopg halted; None in sys.modules; "
         "pip install -e '.[postgres]' in a checkout of Mnemo (mnemo-chain[postgres] once it is published)")
     code, out, err = run(capsys, "--version", "--json")
@@ -110,6 +111,8 @@ def test_version(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyP
             "mcp": {"importable": True, "distribution": "mcp", "version": version("mcp"), "error": None},
             "postgres": {"importable": False, "distribution": "psycopg", "version": None,
                          "error": "import of psycopg halted; None in sys.modules"},
+            "semantic": {"importable": True, "distribution": "wordllama", "version": version("wordllama"),
+                         "error": None},
             "ui": {"importable": True, "distribution": "jinja2", "version": version("jinja2"), "error": None},
         },
     }

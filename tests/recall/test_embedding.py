@@ -144,7 +144,7 @@ def test_the_local_vectors_are_wordllamas_own() -> None:
     from tokenizers import Tokenizer
     from wordllama.inference import WordLlamaInference
 
-    folder = local._folder()
+    folder = local.model_folder()
     ours = local.local_embedder()
     theirs = WordLlamaInference(ours._table, Tokenizer.from_file(f"{folder}/{'/'.join(local.TOKENIZER)}"))
     texts = ["Remember that the deploy key rotates monthly.", "café au lait ☕ and ünïcödé", "a"]
