@@ -32,7 +32,6 @@ from ...chain.codec import (
 )
 from ...chain.tree import CompactRange
 from ...errors import IntegrityError, MnemoError, NotFound, StorageError
-from ...recall.analysis import analyse
 from ...recall.embedding import Embedder
 from ...recall.engine import Staged, search
 from ...recall.query import Phrase
@@ -635,7 +634,7 @@ class PostgresStore(Meaning):
             found = loaded[key]
             assert found is not None  # _indexed_text found it
             rec, packed = found
-            if query.features(analyse(text)) is None or not tags.matches(rec.tags):
+            if not query.matches(text) or not tags.matches(rec.tags):
                 raise _Unserved(key, changed=False)
             hits.append(Hit(Found(rec, (packed,)), score))
         return hits

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import secrets
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,6 @@ from mnemo.errors import IntegrityError
 from mnemo.recall import engine
 from mnemo.recall.analysis import terms
 from mnemo.storage.postgres import schema as pg_schema
-from mnemo.storage.postgres import store as pg_store
 from mnemo.storage.postgres.text_index import TERM_KEY
 
 OWNER = "owner"
@@ -506,45 +505,43 @@ def test_the_same_writes_on_both_backends_recall_alike(pg: Schema, tmp_path: Pat
 # -- how it reads -----------------------------------------------------------------------------------------------
 
 
-def _statements(monkeypatch: pytest.MonkeyPatch, c: MnemoClient, query: str) -> list[str]:
-    sent: list[str] = []
-    fetch = pg_store.PostgresStore._fetch
+def _sent(c: MnemoClient, read: Callable[[], Any]) -> list[tuple[str, Any]]:
+    """The statements (with their parameters) `read` sends on the store's read connection."""
+    conn: Any = c._store._read  # type: ignore[attr-defined]
+    execute, sent = conn.execute, []
 
-    def spy(self: pg_store.PostgresStore, sql: str, params: Any = None, conn: Any = None, binary: bool = False) -> Any:
-        sent.append(sql)
-        return fetch(self, sql, params, conn, binary)
+    def spy(query: Any, params: Any = None, *args: Any, **kwargs: Any) -> Any:
+        sent.append((str(query), params))
+        return execute(query, params, *args, **kwargs)
 
-    monkeypatch.setattr(pg_store.PostgresStore, "_fetch", spy)
+    conn.execute = spy
     try:
-        c.recall(query)
+        read()
     finally:
-        monkeypatch.undo()
+        del conn.execute
     return sent
 
 
-def test_a_recall_reads_the_index_in_one_statement_and_its_hits_in_one_more(
-    pg: Schema, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _statements(c: MnemoClient, query: str) -> list[str]:
+    return [sql for sql, _params in _sent(c, lambda: c.recall(query))]
+
+
+def test_a_recall_reads_the_index_in_one_statement_and_its_hits_in_one_more(pg: Schema) -> None:
     with MnemoClient(pg.url, OWNER, durability="none") as c:
         with c.transaction():
             for i in range(50):
                 c.remember(f"alpha beta {i} alphabet", tags=[f"t{i % 3}"])
-        # the head (every read's refresh), the index, the hits
-        assert len(_statements(monkeypatch, c, "alpha al* -beta7 gamma")) == 3
-        assert len(_statements(monkeypatch, c, '"alpha beta"')) == 3  # the phrase's texts are the hits'
-        assert len(_statements(monkeypatch, c, "nothing")) == 2
+        # the index, which brings the head (read_fresh), then the hits
+        for query in ("alpha al* -beta7 gamma", '"alpha beta"', "nothing"):
+            sent = _statements(c, query)
+            assert sent[0].startswith("SELECT hd.seq, hd.hash, hd.ts_ns, hd.acl_seq, q.* FROM mnemo_head hd ")
+            assert "mnemo_terms" in sent[0]
+            assert len(sent) == (1 if query == "nothing" else 2)
 
 
-def test_the_index_is_read_by_key_without_statistics(pg: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_index_is_read_by_key_without_statistics(pg: Schema) -> None:
     """On tables the planner has no statistics of, each term is found by its index (and, with tags, each
     document by its key): no sequential scan of the terms or the documents."""
-    sent: list[tuple[str, Any]] = []
-    fetch = pg_store.PostgresStore._fetch
-
-    def spy(self: pg_store.PostgresStore, sql: str, params: Any = None, conn: Any = None, binary: bool = False) -> Any:
-        sent.append((sql, params))
-        return fetch(self, sql, params, conn, binary)
-
     with MnemoClient(pg.url, OWNER, durability="none") as c:
         c.grant(READER, "team:1", ["read"])
         for start in range(0, 2000, 500):
@@ -555,10 +552,8 @@ def test_the_index_is_read_by_key_without_statistics(pg: Schema, monkeypatch: py
         with MnemoClient(pg.url, READER) as r:
             for client, query, options in ((c, "rare7", {}), (c, "w7", {"tags": ["g2"]}), (r, "rare8 w1*", {}),
                                            (c, '"words 17"', {"scope": "team:3"})):
-                sent.clear()
-                monkeypatch.setattr(pg_store.PostgresStore, "_fetch", spy)
-                assert client.recall(query, **options)
-                monkeypatch.undo()
+                sent = _sent(client, lambda client=client, query=query, options=options: client.recall(
+                    query, **options))
                 index_reads = [(sql, params) for sql, params in sent if "mnemo_terms" in sql]
                 assert len(index_reads) == 1
                 plan = str(c._store._fetch("EXPLAIN " + index_reads[0][0], index_reads[0][1]))  # type: ignore[attr-defined]
@@ -591,27 +586,18 @@ def test_a_term_longer_than_the_index_key_is_found_whole(
         assert c.verify().ok
 
 
-def test_after_compact_the_postings_are_read_from_the_index_alone(pg: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_after_compact_the_postings_are_read_from_the_index_alone(pg: Schema) -> None:
     """compact leaves the terms' visibility map set: a term's postings (a word, a prefix's terms, a reader's
     scopes) are read by an index-only scan of mnemo_terms_term, with no row of the table fetched."""
-    sent: list[tuple[str, Any]] = []
-    fetch = pg_store.PostgresStore._fetch
-
-    def spy(self: pg_store.PostgresStore, sql: str, params: Any = None, conn: Any = None, binary: bool = False) -> Any:
-        sent.append((sql, params))
-        return fetch(self, sql, params, conn, binary)
-
     with MnemoClient(pg.url, OWNER, durability="none") as c, MnemoClient(pg.url, READER) as r:
         c.grant(READER, "team:1", ["read"])
         with c.transaction():
             for i in range(1000):
                 c.remember(f"common words {i} w{i % 50} rare{i}", scope=f"team:{i % 7}")
         c.compact()
+        r.recall("common")  # (a recall that finds a newer ACL reads again: one read is looked at below)
         for client, query in ((c, "common"), (c, "rare7 w3"), (r, "w1*"), (r, "common -rare8")):
-            sent.clear()
-            monkeypatch.setattr(pg_store.PostgresStore, "_fetch", spy)
-            assert client.recall(query)
-            monkeypatch.undo()
+            sent = _sent(client, lambda client=client, query=query: client.recall(query))
             ((sql, params),) = [(sql, params) for sql, params in sent if "mnemo_terms" in sql]
             plan = [line for (line,) in c._store._fetch(  # type: ignore[attr-defined]
                 "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + sql, params)]
