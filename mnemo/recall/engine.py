@@ -175,20 +175,15 @@ def search_packed(
         features.update(_clause_columns(clause, source, phrase_starts))
     if not features:
         return []
-    ordered = [columns for _feature, columns in sorted(features.items(), key=lambda item: repr(item[0]))]
+    ordered = [columns for _feature, columns in sorted(features.items(), key=lambda item: _order(item[0]))]
     every, at = _distinct(np.concatenate([keys for keys, _tfs, _lengths in ordered]))
-    seen = np.zeros(len(every), dtype=np.bool_)
-    start, deduplicated = 0, False
-    for i, (keys, tfs, lengths) in enumerate(ordered):
-        mine = at[start:start + len(keys)]
-        start += len(keys)
-        seen[mine] = True
-        if np.count_nonzero(seen) != len(keys):  # a seq twice (rows written by hand): the last counts, as in a dict
-            _unique, last = np.unique(keys[::-1], return_index=True)
-            last = len(keys) - 1 - last
-            ordered[i], deduplicated = (keys[last], tfs[last], lengths[last]), True
-        seen[mine] = False
-    if deduplicated:
+    repeating = _repeating([len(keys) for keys, _tfs, _lengths in ordered], at, len(every))
+    for i in repeating:  # a seq twice (rows written by hand): the last counts, as in a dict
+        keys, tfs, lengths = ordered[i]
+        _unique, last = np.unique(keys[::-1], return_index=True)
+        last = len(keys) - 1 - last
+        ordered[i] = (keys[last], tfs[last], lengths[last])
+    if repeating:
         every, at = _distinct(np.concatenate([keys for keys, _tfs, _lengths in ordered]))
     # every feature's postings in one column, in the features' order: np.add.at adds them one by one in
     # that order, so that each document's score is summed from 0.0 feature by feature, as in `scored`
@@ -204,6 +199,48 @@ def search_packed(
         kept = ~np.isin(every, np.concatenate(excluded))
         every, scores = every[kept], scores[kept]
     return _best_packed(every, scores, limit, keep)
+
+
+ALONE = 1024
+"""A feature of this many postings or more is checked for a document twice on its own (a pass over the
+corpus's documents); the smaller ones together (a sort of their postings)."""
+
+
+def _repeating(sizes: list[int], at: NDArray[np.int64], n: int) -> list[int]:
+    """Which features (by their place in `sizes`, each one's number of postings) hold a document twice,
+    given where each posting's document is among the `n` distinct ones (`at`, the features' postings one
+    after the other)."""
+    found: list[int] = []
+    small: list[int] = []
+    seen = np.zeros(n, dtype=np.bool_)
+    start = 0
+    for i, size in enumerate(sizes):
+        if size >= ALONE:
+            mine = at[start:start + size]
+            seen[mine] = True
+            if np.count_nonzero(seen) != size:
+                found.append(i)
+            seen[mine] = False
+        elif size > 1:
+            small.append(i)
+        start += size
+    if small:
+        starts = np.cumsum([0, *sizes])
+        picked = np.array(small)
+        counts = np.array(sizes)[picked]
+        # each posting of the small features as (feature, document), one number: equal ones are repeats
+        offsets = np.repeat(starts[picked] - np.cumsum(np.concatenate(([0], counts[:-1]))), counts)
+        places = np.arange(int(counts.sum())) + offsets
+        pairs = np.sort(np.repeat(picked, counts) * n + at[places])
+        repeats = pairs[1:][pairs[1:] == pairs[:-1]]
+        found = sorted({*found, *(int(pair) // n for pair in repeats)})
+    return found
+
+
+def _order(feature: Feature) -> str:
+    """The key features are summed in order of: repr(feature) (as `scored` sorts them), made without the
+    dataclass's repr for a term."""
+    return f"Term(text={feature.text!r})" if type(feature) is Term else repr(feature)
 
 
 def _distinct(keys: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:

@@ -98,16 +98,18 @@ def recall_sql(
 ) -> tuple[str, list[Any]]:
     """One read of the text index for a recall, in one statement (one snapshot), and its parameters. The
     corpus is the documents of the scopes `scopes` admits; its rows are (kind, name, a, b, seqs, tfs,
-    lengths):
+    lengths, terms, counts):
 
-    - (0, NULL, documents, total length, NULL, NULL, NULL): the corpus's, summed over its scopes' totals;
-    - (1, term, NULL, NULL, seqs, tfs, lengths) for each of the `exact` terms and each term starting with
-      one of the `prefixes` that a document of the corpus holds: its postings, one row for all of them,
-      each column packed (text_index.unpacked reads them): the documents' seqs (8 bytes each), how often
-      each holds the term and their lengths (4 bytes each), big-endian, in one order;
-    - (2, NULL, NULL, NULL, seqs, NULL, NULL) when `tags` asks for tags: the documents of those postings
+    - (0, NULL, documents, total length, NULL...): the corpus's, summed over its scopes' totals;
+    - (1, NULL, NULL, NULL, seqs, tfs, lengths, terms, counts): the postings of the `exact` terms and of
+      each term starting with one of the `prefixes` that a document of the corpus holds, all in one row:
+      `terms` lists those terms, `counts` how many postings each has, and the postings follow in that
+      order, each column packed (text_index.unpacked reads them): the documents' seqs (8 bytes each), how
+      often each holds its term, their lengths and the counts (4 bytes each), big-endian; all NULL when
+      there are none;
+    - (2, NULL, NULL, NULL, seqs, NULL...) when `tags` asks for tags: the documents of those postings
       whose tag rows match them, packed as the seqs above (none is NULL);
-    - (3, id, seq, length, NULL, NULL, NULL) for the document in the corpus of each record of `touched`.
+    - (3, id, seq, length, NULL...) for the document in the corpus of each record of `touched`.
 
     A term's postings come from mnemo_terms' index on (key, scope), which holds their seq, tf and length:
     a term shorter than TERM_KEY characters is its own key, so its postings are read from the index alone
@@ -153,23 +155,27 @@ def recall_sql(
     where, scope_params = scope_sql(scopes, "d.scope")
     sql = (
         "SELECT 0, NULL::text, coalesce(sum(d.docs), 0)::bigint, coalesce(sum(d.length), 0)::bigint, NULL::bytea, "
-        f"NULL::bytea, NULL::bytea FROM mnemo_text_scopes d WHERE {where} "
+        f"NULL::bytea, NULL::bytea, NULL::text[], NULL::bytea FROM mnemo_text_scopes d WHERE {where} "
     )
-    # each part's terms are its own: aggregated apart, each in the order its index gives (no sort)
-    for part in parts:
-        sql += ("UNION ALL SELECT 1, p.key, NULL, NULL, string_agg(int8send(p.seq), ''::bytea), "
-                "string_agg(int4send(p.tf), ''::bytea), string_agg(int4send(p.length), ''::bytea) "
-                f"FROM ({part}) p(key, seq, tf, length) GROUP BY p.key ")
+    # each part's terms are its own: aggregated apart, each in the order its index gives (no sort); then
+    # every term's postings in one row (the aggregates of one node read its rows in one order)
+    terms = " UNION ALL ".join(
+        "SELECT p.key, string_agg(int8send(p.seq), ''::bytea), string_agg(int4send(p.tf), ''::bytea), "
+        f"string_agg(int4send(p.length), ''::bytea), count(*)::integer FROM ({part}) p(key, seq, tf, length) "
+        "GROUP BY p.key" for part in parts)
+    sql += ("UNION ALL SELECT 1, NULL, NULL, NULL, string_agg(g.seqs, ''::bytea), string_agg(g.tfs, ''::bytea), "
+            "string_agg(g.lengths, ''::bytea), array_agg(g.key), string_agg(int4send(g.n), ''::bytea) "
+            f"FROM ({terms}) g(key, seqs, tfs, lengths, n) ")
     params = [*scope_params, *params]
     if tags.tags or tags.any_tags or tags.tag_prefix is not None:
         tagged, tag_params = _tags_sql(tags, "d.id")
         # the postings read again, from the index as above, for their documents' tags
         sql += ("UNION ALL SELECT 2, NULL, NULL, NULL, coalesce(string_agg(int8send(q.seq), ''::bytea), ''::bytea), "
-                f"NULL, NULL FROM (SELECT DISTINCT p.seq FROM ({postings}) p(key, seq, tf, length)) q "
+                f"NULL, NULL, NULL, NULL FROM (SELECT DISTINCT p.seq FROM ({postings}) p(key, seq, tf, length)) q "
                 "CROSS JOIN LATERAL (SELECT d.id FROM mnemo_docs d WHERE d.seq = q.seq OFFSET 0) d "
                 f"WHERE {tagged} ")
         params += [*params[len(scope_params):], *tag_params]
-    sql += ("UNION ALL SELECT 3, d.id, d.seq, d.length, NULL, NULL, NULL FROM mnemo_docs d "
+    sql += ("UNION ALL SELECT 3, d.id, d.seq, d.length, NULL, NULL, NULL, NULL, NULL FROM mnemo_docs d "
             f"WHERE d.id = ANY(%s::text[]) AND {where}")
     return sql, [*params, touched, *scope_params]
 

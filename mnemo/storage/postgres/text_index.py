@@ -179,11 +179,11 @@ _CODES = {8: "q", 4: next(code for code in "ilh" if array(code).itemsize == 4)}
 class TableSource:
     """A Source (mnemo.recall.engine; Packed too) over the rows of one read of the index (sql.recall_sql),
     all taken in one snapshot: the corpus's totals, the postings of the query's terms and of the terms its
-    prefixes reach (with their documents' lengths), each term's in one row of packed columns, which of
-    those documents have the tags asked for (`tagged`: None when no tags were asked for), and the
-    documents of the records an open transaction changed (`touched`: id -> seq). A document is named by
-    its seq; its text is read by `text(seq)` (for phrases). A term's columns are decoded when it is first
-    asked for: as arrays by `columns` (numpy), as a mapping by `postings`."""
+    prefixes reach (with their documents' lengths), all in one row of packed columns, which of those
+    documents have the tags asked for (`tagged`: None when no tags were asked for), and the documents of
+    the records an open transaction changed (`touched`: id -> seq). A document is named by its seq; its
+    text is read by `text(seq)` (for phrases). The columns are decoded once, when first asked for: as
+    arrays by `columns` (numpy: each term's a slice of them), as a mapping per term by `postings`."""
 
     def __init__(self, rows: Iterable[tuple[Any, ...]], exact: Iterable[str], prefixes: Iterable[str],
                  filtered: bool, text: Callable[[int], str]) -> None:
@@ -192,14 +192,17 @@ class TableSource:
         self._touched_lengths: dict[int, int] = {}
         self._tagged: bytes | None = b"" if filtered else None
         self.touched: dict[str, int] = {}
-        self.packed: dict[str, tuple[bytes, bytes, bytes]] = {}
+        self._spans: dict[str, tuple[int, int]] = {}  # each term's postings: where they start and end
+        self._packed = (b"", b"", b"")  # every posting's seq, tf and length, packed
+        self._arrays: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]] | None = None
         self._postings: dict[str, dict[int, int]] = {}
         self.exact = frozenset(exact)
         self.prefixes = tuple(prefixes)
         self._text = text
-        for kind, name, a, b, seqs, tfs, lengths in rows:
-            if kind == 1:  # a term's postings
-                self.packed[name] = (seqs, tfs, lengths)
+        for kind, name, a, b, seqs, tfs, lengths, terms, counts in rows:
+            if kind == 1:  # every term's postings
+                if terms is not None:
+                    self._add(terms, counts, seqs, tfs, lengths)
             elif kind == 0:
                 self.n_docs, self.total = a, b
             elif kind == 2:
@@ -208,8 +211,19 @@ class TableSource:
             else:
                 self.touched[name] = a
                 self._touched_lengths[a] = b
-        if self.packed and (self.n_docs <= 0 or self.total <= 0):
+        if self._spans and (self.n_docs <= 0 or self.total <= 0):
             raise IndexDisagrees("terms are held by documents of a corpus counted as empty")
+
+    def _add(self, terms: list[str], counts: bytes, seqs: bytes, tfs: bytes, lengths: bytes) -> None:
+        n = len(seqs) // 8
+        sizes = unpacked(counts, 4)
+        if len(sizes) != len(terms) or sum(sizes) != n or len(tfs) != 4 * n or len(lengths) != 4 * n:
+            raise IndexDisagrees("the postings read do not add up")  # (no row can make them: the statement's)
+        at = len(self._packed[0]) // 8
+        for term, size in zip(terms, sizes, strict=True):
+            self._spans[term] = (at, at + size)
+            at += size
+        self._packed = (self._packed[0] + seqs, self._packed[1] + tfs, self._packed[2] + lengths)
 
     @property
     def tagged(self) -> set[int] | None:
@@ -229,30 +243,40 @@ class TableSource:
         found = self._postings.get(term)
         if found is None:
             self._check(term)
-            packed = self.packed.get(term)
-            found = {} if packed is None else dict(zip(unpacked(packed[0], 8), unpacked(packed[1], 4), strict=True))
+            span = self._spans.get(term)
+            if span is None:
+                found = {}
+            else:
+                start, end = span
+                seqs, tfs, _lengths = self._packed
+                found = dict(zip(unpacked(seqs[8 * start:8 * end], 8), unpacked(tfs[4 * start:4 * end], 4),
+                                 strict=True))
             self._postings[term] = found
         return found
 
     def columns(self, term: str) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
         self._check(term)
-        packed = self.packed.get(term)
-        if packed is None:
+        span = self._spans.get(term)
+        if span is None:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        seqs, tfs, lengths = packed
-        return (np.frombuffer(seqs, dtype=">i8").astype(np.int64), np.frombuffer(tfs, dtype=">i4").astype(np.int64),
-                np.frombuffer(lengths, dtype=">i4").astype(np.int64))
+        if self._arrays is None:
+            seqs, tfs, lengths = self._packed
+            self._arrays = (np.frombuffer(seqs, dtype=">i8").astype(np.int64),
+                            np.frombuffer(tfs, dtype=">i4").astype(np.int64),
+                            np.frombuffer(lengths, dtype=">i4").astype(np.int64))
+        start, end = span
+        keys, tfs_, lengths_ = self._arrays
+        return keys[start:end], tfs_[start:end], lengths_[start:end]
 
     def expand(self, prefix: str) -> list[str]:
         if prefix not in self.prefixes:
             raise LookupError(f"the terms of prefix {prefix!r} were not read")
-        return sorted(term for term in self.packed if term.startswith(prefix))
+        return sorted(term for term in self._spans if term.startswith(prefix))
 
     def lengths(self) -> dict[int, int]:
         if self._lengths is None:
-            self._lengths = {}
-            for seqs, _tfs, lengths in self.packed.values():
-                self._lengths.update(zip(unpacked(seqs, 8), unpacked(lengths, 4), strict=True))
+            seqs, _tfs, lengths = self._packed
+            self._lengths = dict(zip(unpacked(seqs, 8), unpacked(lengths, 4), strict=True))
             self._lengths.update(self._touched_lengths)
         return self._lengths
 
