@@ -77,6 +77,17 @@ class Packed(Source[int], Protocol):
         term, and each one's length, in one order; each seq once."""
 
 
+@runtime_checkable
+class Positional(Protocol[K]):
+    """A Source that also knows where its documents' terms stand among their atoms, for phrases."""
+
+    def phrase(self, atoms: tuple[str, ...]) -> tuple[dict[K, int], list[K]] | None:
+        """How many times the phrase of `atoms` starts in each document of the corpus that holds every
+        atom and whose positions of them are kept (only those where it does start), and the documents
+        holding every atom whose positions are not all kept (their text says); None when this source
+        cannot tell (search then reads the text of every document holding every atom)."""
+
+
 def search(
     query: Query, source: Source[K], limit: int, keep: Callable[[K], bool] | None = None
 ) -> list[tuple[K, float]]:
@@ -176,7 +187,7 @@ def search_packed(
     if not features:
         return []
     ordered = [columns for _feature, columns in sorted(features.items(), key=lambda item: _order(item[0]))]
-    every, at = _distinct(np.concatenate([keys for keys, _tfs, _lengths in ordered]))
+    every, at = distinct(np.concatenate([keys for keys, _tfs, _lengths in ordered]))
     repeating = _repeating([len(keys) for keys, _tfs, _lengths in ordered], at, len(every))
     for i in repeating:  # a seq twice (rows written by hand): the last counts, as in a dict
         keys, tfs, lengths = ordered[i]
@@ -184,7 +195,7 @@ def search_packed(
         last = len(keys) - 1 - last
         ordered[i] = (keys[last], tfs[last], lengths[last])
     if repeating:
-        every, at = _distinct(np.concatenate([keys for keys, _tfs, _lengths in ordered]))
+        every, at = distinct(np.concatenate([keys for keys, _tfs, _lengths in ordered]))
     # every feature's postings in one column, in the features' order: np.add.at adds them one by one in
     # that order, so that each document's score is summed from 0.0 feature by feature, as in `scored`
     tfs = np.concatenate([tfs for _keys, tfs, _lengths in ordered])
@@ -243,7 +254,7 @@ def _order(feature: Feature) -> str:
     return f"Term(text={feature.text!r})" if type(feature) is Term else repr(feature)
 
 
-def _distinct(keys: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+def distinct(keys: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """The distinct keys, ascending, and where each of `keys` is among them. Keys that are seqs are dense
     (a corpus's documents are most of the seqs up to its last): when they are, a table indexed by key
     does it in linear time; else a sort."""
@@ -350,7 +361,17 @@ def _clause_postings(
                 if postings:
                     out[Term(term)] = postings
         return out
-    # A phrase: the documents holding all its atoms, then each one's text read for the atoms in order.
+    # A phrase: from the positions the index keeps, with the text of the documents whose positions it
+    # does not keep read for them; or the documents holding all its atoms, each one's text read.
+    if isinstance(source, Positional):
+        decided = cast("Positional[K]", source).phrase(clause.atoms)
+        if decided is not None:
+            counted_starts, unknown = decided
+            for key in unknown:
+                starts = phrase_starts(clause, key)
+                if starts:
+                    counted_starts[key] = starts
+            return {clause: counted_starts} if counted_starts else {}
     lists = sorted((source.postings(atom) for atom in set(clause.atoms)), key=len)
     if not lists or not lists[0]:
         return {}

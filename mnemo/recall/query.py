@@ -87,6 +87,13 @@ class Query:
         terms, prefixes = _terms_and_prefixes((*self.include, *self.exclude))
         return sorted(terms), sorted(set(prefixes))
 
+    @property
+    def phrase_atoms(self) -> list[str]:
+        """The atoms of its phrases, included and excluded (those an index keeping positions reads with
+        theirs), sorted."""
+        return sorted({atom for clause in (*self.include, *self.exclude) if isinstance(clause, Phrase)
+                       for atom in clause.atoms})
+
     def matches(self, text: str) -> bool:
         """Whether `features` finds `text` (analysed) a match, without counting every feature: its terms
         counted, and its atoms read for a phrase only, each by the C extension where it counts them."""

@@ -498,7 +498,7 @@ class PostgresStore(Meaning):
         touched = [] if batch is None else [
             rec_id for rec_id, rec in batch.recs.items() if rec is None or rec.versions[0].slot_off >= 0
         ]
-        sql, params = recall_sql(exact, prefixes, scopes, tags, touched)
+        sql, params = recall_sql(exact, prefixes, scopes, tags, touched, query.phrase_atoms)
         filtered = bool(tags.tags or tags.any_tags or tags.tag_prefix is not None)
         left_out: set[int] = set()  # documents the chain contradicts
         suspects: set[int] = set()  # documents found changed once
@@ -582,11 +582,17 @@ class PostgresStore(Meaning):
         self, query: RecallQuery, source: TableSource, loaded: Loaded, scopes: ScopeFilter,
         batch: Batch | None, conn: psycopg.Connection[Any] | None,
     ) -> None:
-        """The texts the ranking will read, in one round trip: those of the documents holding every word
-        of a phrase of the query."""
+        """The texts the ranking will read, in one round trip: for each phrase of the query, those of the
+        documents holding every word of it whose positions the index does not keep, or, when it is read
+        through an open transaction's writes, of every document holding every word of it."""
         wanted: set[int] = set()
+        overlaid = batch is not None and bool(batch.recs)  # (in_transaction's condition)
         for clause in (*query.include, *query.exclude):
             if isinstance(clause, Phrase):
+                decided = None if overlaid else source.phrase(clause.atoms)
+                if decided is not None:
+                    wanted.update(decided[1])
+                    continue
                 lists = sorted((source.postings(atom) for atom in set(clause.atoms)), key=len)
                 wanted.update(key for key in lists[0] if all(key in other for other in lists[1:]))
         wanted.difference_update(source.touched.values())  # the open transaction's documents of them are its own
