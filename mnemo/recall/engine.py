@@ -81,11 +81,12 @@ class Packed(Source[int], Protocol):
 class Positional(Protocol[K]):
     """A Source that also knows where its documents' terms stand among their atoms, for phrases."""
 
-    def phrase(self, atoms: tuple[str, ...]) -> tuple[dict[K, int], list[K]] | None:
+    def phrase(self, atoms: tuple[str, ...]) -> tuple[dict[K, int], list[K], Column[K, int]] | None:
         """How many times the phrase of `atoms` starts in each document of the corpus that holds every
-        atom and whose positions of them are kept (only those where it does start), and the documents
-        holding every atom whose positions are not all kept (their text says); None when this source
-        cannot tell (search then reads the text of every document holding every atom)."""
+        atom and whose positions of them are kept (only those where it does start), the documents
+        holding every atom whose positions are not all kept (their text says), and the lengths of both;
+        None when this source cannot tell (search then reads the text of every document holding every
+        atom)."""
 
 
 def search(
@@ -289,15 +290,23 @@ def _clause_columns(
                 if len(found[0]):
                     out[Term(term)] = found
         return out
-    postings = _clause_postings(clause, source, phrase_starts)
-    if not postings:
+    starts: Mapping[int, int]
+    lengths: Column[int, int]
+    decided = _decided(clause, source, phrase_starts)
+    if decided is not None:
+        starts, lengths = decided
+    else:
+        postings = _clause_postings(clause, source, phrase_starts)
+        if not postings:
+            return {}
+        (starts,) = postings.values()
+        lengths = source.lengths()
+    if not starts:
         return {}
-    (starts,) = postings.values()
-    lengths = source.lengths()
     n = len(starts)
     return {clause: (np.fromiter(starts, dtype=np.int64, count=n),
                      np.fromiter(starts.values(), dtype=np.int64, count=n),
-                     np.fromiter((lengths[key] for key in starts), dtype=np.int64, count=n))}
+                     np.fromiter(map(lengths.__getitem__, starts), dtype=np.int64, count=n))}
 
 
 def _best_packed(
@@ -363,15 +372,9 @@ def _clause_postings(
         return out
     # A phrase: from the positions the index keeps, with the text of the documents whose positions it
     # does not keep read for them; or the documents holding all its atoms, each one's text read.
-    if isinstance(source, Positional):
-        decided = cast("Positional[K]", source).phrase(clause.atoms)
-        if decided is not None:
-            counted_starts, unknown = decided
-            for key in unknown:
-                starts = phrase_starts(clause, key)
-                if starts:
-                    counted_starts[key] = starts
-            return {clause: counted_starts} if counted_starts else {}
+    decided = _decided(clause, source, phrase_starts)
+    if decided is not None:
+        return {clause: decided[0]} if decided[0] else {}
     lists = sorted((source.postings(atom) for atom in set(clause.atoms)), key=len)
     if not lists or not lists[0]:
         return {}
@@ -382,6 +385,25 @@ def _clause_postings(
         if starts:
             found[key] = starts
     return {clause: found} if found else {}
+
+
+def _decided(
+    phrase: Phrase, source: Source[K], phrase_starts: Callable[[Phrase, K], int]
+) -> tuple[dict[K, int], Column[K, int]] | None:
+    """Where `phrase` starts in each document of a Positional source that holds it (those whose positions
+    it does not keep counted in their text), with those documents' lengths; None for another source,
+    or when it cannot tell."""
+    if not isinstance(source, Positional):
+        return None
+    decided = cast("Positional[K]", source).phrase(phrase.atoms)
+    if decided is None:
+        return None
+    found, unknown, lengths = decided
+    for key in unknown:
+        starts = phrase_starts(phrase, key)
+        if starts:
+            found[key] = starts
+    return found, lengths
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...chain.codec import SALT_SIZE, served_put_problem
@@ -265,12 +266,13 @@ class TableSource:
         self._packed = (b"", b"", b"")  # every posting's seq, tf and length, packed
         self._arrays: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]] | None = None
         self._postings: dict[str, dict[int, int]] = {}
-        # the terms read with their positions: where their postings start and end (in the postings above)
-        # and where their positions start; every posting's positions and their sizes in bytes, packed
-        self._positioned: dict[str, tuple[int, int, int]] = {}
+        # the terms read with their positions: where their postings start and end (in the postings above);
+        # every posting's positions and their sizes in bytes, packed
+        self._positioned: dict[str, tuple[int, int]] = {}
+        self._places_at: list[int] | None = None
         self._positions = (b"", b"")
         self._first = 0  # the first posting read with positions
-        self._phrases: dict[tuple[str, ...], tuple[dict[int, int], list[int]]] = {}
+        self._phrases: dict[tuple[str, ...], tuple[dict[int, int], list[int], dict[int, int]]] = {}
         self.exact = frozenset(exact)
         self.prefixes = tuple(prefixes)
         self._text = text
@@ -304,18 +306,29 @@ class TableSource:
 
     def _add_positions(self, terms: list[str], counts: bytes, positions: bytes, sizes: bytes) -> None:
         """The positions of the postings _add adds next (one row of them: the statement sends one)."""
-        per_posting = unpacked(sizes, 4)
-        if len(per_posting) * 4 != len(sizes) or sum(max(0, n) for n in per_posting) != len(positions):
-            raise IndexDisagrees("the positions read do not add up")  # (no row can make them: the statement's)
         self._first = len(self._packed[0]) // 8
         self._positions = (positions, sizes)
-        at = place = 0
+        at = 0
         for term, size in zip(terms, unpacked(counts, 4), strict=True):
-            self._positioned[term] = (self._first + at, self._first + at + size, place)
-            place += sum(max(0, n) for n in per_posting[at:at + size])
+            self._positioned[term] = (self._first + at, self._first + at + size)
             at += size
 
-    def phrase(self, atoms: tuple[str, ...]) -> tuple[dict[int, int], list[int]] | None:
+    def _offsets(self) -> Sequence[int]:
+        """Where each posting's positions start among all of them, and where the last one's end."""
+        if self._places_at is None:
+            positions, sizes = self._positions
+            if len(sizes) % 4:
+                raise IndexDisagrees("the positions read do not add up")  # (no row can make them: the statement's)
+            if installed():
+                ends = np.cumsum(np.maximum(np.frombuffer(sizes, dtype=">i4"), 0))
+                self._places_at = [0, *ends.tolist()]
+            else:
+                self._places_at = list(accumulate((max(0, n) for n in unpacked(sizes, 4)), initial=0))
+            if self._places_at[-1] != len(positions):
+                raise IndexDisagrees("the positions read do not add up")
+        return self._places_at
+
+    def phrase(self, atoms: tuple[str, ...]) -> tuple[dict[int, int], list[int], dict[int, int]] | None:
         """engine.Positional's: where the phrase starts, from the positions of its atoms read with their
         postings; None if one of them was not read with its positions."""
         decided = self._phrases.get(atoms)
@@ -323,21 +336,22 @@ class TableSource:
             if not all(atom in self._positioned or atom not in self._spans for atom in atoms):
                 return None
             if any(atom not in self._spans for atom in atoms):
-                decided = {}, []  # a word of it no document holds
+                decided = {}, [], {}  # a word of it no document holds
             else:
                 per_atom = {atom: self._places(atom) for atom in dict.fromkeys(atoms)}
                 decided = (_phrase_numpy if installed() else _phrase_python)(atoms, per_atom)
             self._phrases[atoms] = decided
-        return dict(decided[0]), list(decided[1])  # (the caller's to add to)
+        return dict(decided[0]), list(decided[1]), decided[2]  # (the first the caller's to add to)
 
-    def _places(self, atom: str) -> tuple[bytes, array[int], bytes]:
-        """The seqs of an atom's postings (packed), each one's size of positions in bytes (-1: none kept),
-        and all their positions (packed)."""
-        start, end, place = self._positioned[atom]
+    def _places(self, atom: str) -> tuple[bytes, bytes, bytes, bytes]:
+        """The seqs of an atom's postings, each one's size of positions in bytes (-1: none kept), all their
+        positions, and their documents' lengths, each column packed."""
+        start, end = self._positioned[atom]
         positions, sizes = self._positions
-        per_posting = unpacked(sizes[4 * (start - self._first):4 * (end - self._first)], 4)
-        size = sum(max(0, n) for n in per_posting)
-        return self._packed[0][8 * start:8 * end], per_posting, positions[place:place + size]
+        offsets = self._offsets()
+        first, last = start - self._first, end - self._first
+        return (self._packed[0][8 * start:8 * end], sizes[4 * first:4 * last],
+                positions[offsets[first]:offsets[last]], self._packed[2][4 * start:4 * end])
 
     @property
     def tagged(self) -> set[int] | None:
@@ -405,17 +419,19 @@ class TableSource:
         return self._text(key)
 
 
-Places = dict[str, "tuple[bytes, array[int], bytes]"]  # each atom's: TableSource._places
+Places = dict[str, tuple[bytes, bytes, bytes, bytes]]  # each atom's: TableSource._places
 
 
-def _phrase_python(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, int], list[int]]:
+def _phrase_python(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, int], list[int], dict[int, int]]:
     """TableSource.phrase, one document at a time (what runs without numpy)."""
     by_atom: dict[str, dict[int, set[int] | None]] = {}
-    for atom, (seqs, sizes, packed) in places.items():
+    lengths: dict[int, int] = {}
+    for atom, (seqs, sizes, packed, packed_lengths) in places.items():
+        lengths.update(zip(unpacked(seqs, 8), unpacked(packed_lengths, 4), strict=True))
         where: dict[int, set[int] | None] = {}
         positions = unpacked(packed, 4)
         at = 0
-        for seq, size in zip(unpacked(seqs, 8), sizes, strict=True):
+        for seq, size in zip(unpacked(seqs, 8), unpacked(sizes, 4), strict=True):
             if size < 0 or size % 4:
                 where[seq] = None  # not kept (or not as mnemo_terms keeps them): the text says
             else:
@@ -436,7 +452,7 @@ def _phrase_python(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, in
         starts = sum(1 for start in kept[0] if all(start + k in other for k, other in enumerate(kept[1:], 1)))
         if starts:
             found[seq] = starts
-    return found, unknown
+    return found, unknown, lengths
 
 
 DENSE = 16
@@ -444,12 +460,12 @@ DENSE = 16
 many entries per position read (and 2^20 more), else by sorting the positions."""
 
 
-def _phrase_numpy(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, int], list[int]]:
+def _phrase_numpy(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, int], list[int], dict[int, int]]:
     """TableSource.phrase in bulk: each atom's positions as numbers (document, position) over the documents
     of the atoms' postings; the starts of the first atom kept where the next atom follows, and so on."""
     columns = {}
-    for atom, (seqs, sizes, packed) in places.items():
-        sizes_ = np.array(sizes, dtype=np.int64)
+    for atom, (seqs, sizes, packed, _lengths) in places.items():
+        sizes_ = np.frombuffer(sizes, dtype=">i4").astype(np.int64)
         kept = (sizes_ >= 0) & (sizes_ % 4 == 0)
         columns[atom] = (np.frombuffer(seqs, dtype=">i8").astype(np.int64), kept,
                          np.where(kept, sizes_ // 4, 0), np.frombuffer(packed, dtype=">i4").astype(np.int64))
@@ -486,7 +502,9 @@ def _phrase_numpy(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, int
             table = np.zeros(len(every) * span, dtype=np.bool_)
             table[found] = True
             tables[atom] = table
-        current = np.flatnonzero(tables[atoms[0]])
+        current = numbers[atoms[0]]
+        if np.count_nonzero(tables[atoms[0]]) != len(current):  # a place twice (rows written by hand)
+            current = np.flatnonzero(tables[atoms[0]])
         for k in range(1, width):
             current = current[tables[atoms[k]][current + k]]
     else:
@@ -495,8 +513,16 @@ def _phrase_numpy(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, int
             current = current[np.isin(current + k, numbers[atoms[k]])]
     starts = np.bincount(current // span, minlength=len(every))
     chosen = np.flatnonzero((starts > 0) & full & ~unknown)
+    either = np.flatnonzero(((starts > 0) & full) | unknown)
+    lengths = np.zeros(len(every), dtype=np.int64)
+    start = 0
+    for seqs, _sizes, _packed, packed_lengths in places.values():
+        mine = at[start:start + len(seqs) // 8]
+        start += len(seqs) // 8
+        lengths[mine] = np.frombuffer(packed_lengths, dtype=">i4")
     return (dict(zip(every[chosen].tolist(), starts[chosen].tolist(), strict=True)),
-            every[np.flatnonzero(unknown)].tolist())
+            every[np.flatnonzero(unknown)].tolist(),
+            dict(zip(every[either].tolist(), lengths[either].tolist(), strict=True)))
 
 
 class _Seqs:

@@ -753,24 +753,27 @@ def test_a_phrase_decided_in_bulk_is_decided_one_document_at_a_time(
 ) -> None:
     """TableSource.phrase with numpy (a table of a bit per place, or a sort of the places) and without it:
     the same starts, the same documents whose positions are not kept; and the starts are the phrase's."""
-    places: dict[str, tuple[bytes, Any, bytes]] = {}
+    places: dict[str, tuple[bytes, bytes, bytes, bytes]] = {}
     for atom in dict.fromkeys(phrase):
-        seqs, sizes, packed = b"", [], b""
+        seqs, sizes, packed, lengths = b"", b"", b"", b""
         for seq, words in enumerate(docs, 10):
             at = [i for i, word in enumerate(words) if word == atom]
             if at:
                 seqs += seq.to_bytes(8, "big")
-                sizes.append(-1 if seq - 10 in unkept else 4 * len(at))
+                lengths += len(words).to_bytes(4, "big")
+                sizes += (-1 if seq - 10 in unkept else 4 * len(at)).to_bytes(4, "big", signed=True)
                 packed += b"" if seq - 10 in unkept else b"".join(i.to_bytes(4, "big") for i in at)
-        places[atom] = (seqs, sizes, packed)
-    if any(not seqs for seqs, _sizes, _packed in places.values()):
+        places[atom] = (seqs, sizes, packed, lengths)
+    if any(not seqs for seqs, _sizes, _packed, _lengths in places.values()):
         return  # (a word no document holds: TableSource.phrase answers before)
     atoms_ = tuple(phrase)
     one_by_one = text_index._phrase_python(atoms_, places)
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(text_index, "DENSE", dense)
-        found, unknown = text_index._phrase_numpy(atoms_, places)
+        found, unknown, lengths = text_index._phrase_numpy(atoms_, places)
     assert (found, sorted(unknown)) == (one_by_one[0], sorted(one_by_one[1]))
+    assert lengths == {seq: len(docs[seq - 10]) for seq in [*found, *unknown]}
+    assert all(one_by_one[2][seq] == length for seq, length in lengths.items())
     for seq, words in enumerate(docs, 10):
         starts = occurrences(Phrase(atoms_), words)
         holds_all = all(atom in words for atom in atoms_)
