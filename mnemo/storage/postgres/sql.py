@@ -18,11 +18,11 @@ VERSIONS = "(SELECT * FROM mnemo_versions w WHERE w.id = r.id OFFSET 0) v"
 PUT_CALL = (
     "CALL mnemo_put(%s, %s, %s::bigint[], %s::bytea[], %s::bytea[], %s::text[], %s::text[], %s::text[], "
     "%s::bigint[], %s::text[], %s::integer[], %s::integer[], %s::integer[], %s::text[], %s::integer[], %s::integer[], "
-    "%s::bytea[])"
+    "%b::bytea[])"
 )
 TEXT_CALL = (
     "SELECT mnemo_index_text(%s::text[], %s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::integer[], "
-    "%s::text[], %s::integer[], %s::integer[], %s::bytea[])"
+    "%s::text[], %s::integer[], %s::integer[], %b::bytea[])"
 )
 COMMIT_CALL = (
     "SELECT mnemo_commit(%s::bigint[], %s::text[], %s::bytea[], %s::bytea[], %s::bigint[], %s::bytea[], "
