@@ -476,9 +476,12 @@ class PostgresStore(Meaning):
         self, query: RecallQuery, scopes: ScopeFilter, tags: Query, limit: int, mode: str = "lexical"
     ) -> list[Hit]:
         """Recall over the text index's tables (text_index.py): the corpus's statistics and the postings of
-        every term the query names or its prefixes reach, in one statement; the texts of the documents
-        that hold every word of a phrase, in one more when there is a phrase; the hits' latest versions,
-        read and checked as select reads them, in one more (none if all were read for a phrase).
+        every term the query names or its prefixes reach (a phrase's words with their positions), in one
+        statement (which brings the head too, when the client reads through read_fresh); the texts of the
+        documents holding every word of a phrase whose positions the index does not keep (or, inside a
+        transaction, of every document holding them), in one more when there are any; the hits' latest
+        versions, read and checked as select reads them, in one more (none if all were read for a
+        phrase).
 
         The tables are the index, not the truth: a hit is served only if its record's latest version is
         the one indexed, its checked content matches the query and its checked tags match `tags`. A hit

@@ -1,13 +1,15 @@
 """Recall's index in PostgreSQL's tables (docs/POSTGRES.md, "Recall"): `mnemo_docs`, a row for each live
 record whose latest content is text (the seq of that version, which names the document, its record, scope
 and length in terms); `mnemo_terms`, a row for each distinct term of each document (how often it holds
-it, with the document's length and scope); `mnemo_text_scopes`, each scope's number of documents and their total length.
+it and where it stands among the document's atoms, with the document's length and scope);
+`mnemo_text_scopes`, each scope's number of documents and their total length.
 
 The terms are mnemo.recall.analysis's, computed here in Python from the text the writer has in hand, so
 that the index holds exactly what the file backend's does: a commit writes its documents' rows in its own
-transaction (TextRows, put_text_columns), the migration to schema version 5 and a chain import build
-them from the payloads (build_text_index, copy_text_index), verify compares them with the chain
-(doc_of), and recall reads them through a Source over the rows of one statement (TableSource).
+transaction (TextRows, put_text_columns), the migrations to schema versions 5 and 9 and a chain import
+build them from the payloads (build_text_index, build_positions, copy_text_index), verify compares them
+with the chain (doc_of), and recall reads them through a Source over the rows of one statement
+(TableSource), which also decides phrases from the positions (TableSource.phrase).
 """
 
 from __future__ import annotations
