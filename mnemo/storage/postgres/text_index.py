@@ -341,6 +341,8 @@ class TableSource:
                 decided = {}, [], {}  # a word of it no document holds
             else:
                 per_atom = {atom: self._places(atom) for atom in dict.fromkeys(atoms)}
+                if not all(_whole(sizes) for _seqs, sizes, _positions, _lengths in per_atom.values()):
+                    return None  # positions of a size no writer gives (a row written by hand): the texts say
                 decided = (_phrase_numpy if installed() else _phrase_python)(atoms, per_atom)
             self._phrases[atoms] = decided
         return dict(decided[0]), list(decided[1]), decided[2]  # (the first the caller's to add to)
@@ -422,6 +424,11 @@ class TableSource:
 
 
 Places = dict[str, tuple[bytes, bytes, bytes, bytes]]  # each atom's: TableSource._places
+
+
+def _whole(sizes: bytes) -> bool:
+    """Whether each size of positions (packed) is whole positions, or -1 (none kept)."""
+    return all(size == -1 or (size >= 0 and size % 4 == 0) for size in unpacked(sizes, 4))
 
 
 def _phrase_python(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, int], list[int], dict[int, int]]:

@@ -331,6 +331,24 @@ def test_a_phrase_is_decided_from_positions_and_only_its_hits_are_read(pg: Schem
         assert p.verify().ok
 
 
+def test_positions_written_by_hand_leave_the_phrase_to_the_texts(pg: Schema, tmp_path: Path) -> None:
+    """Positions that are not whole 4-byte places, or that are wrong, are the index's doing: the phrase is
+    found as the texts have it (the hits are checked against them), and verify names the rows."""
+    texts = ["alpha beta gamma", "beta alpha", "alpha beta alpha beta", "gamma alpha"]
+    with MnemoClient(pg.url, OWNER) as p, MnemoClient(str(tmp_path / "f.db"), OWNER) as f:
+        for c in (p, f):
+            for text in texts:
+                c.remember(text)
+        want = [(h.record.content, h.score) for h in f.recall('"alpha beta"')]
+        pg.sql("UPDATE mnemo_terms SET positions = '\\x000001' WHERE term = 'alpha' AND seq = "
+               "(SELECT min(seq) FROM mnemo_docs)")
+        _same([[(h.record.content, h.score) for h in p.recall('"alpha beta"')]], [want])
+        pg.sql("UPDATE mnemo_terms SET positions = '\\x00000001' WHERE term = 'alpha'")
+        # every document's "alpha" said to stand second: the first is found by none, nor is a false one served
+        assert {h.record.content for h in p.recall('"alpha beta"')} <= {text for text, _score in want}
+        assert not p.verify().ok
+
+
 def test_a_version_7_database_migrates_to_postings_read_from_the_index(pg: Schema, app_role: AppRole) -> None:
     """Version 8 adds mnemo_terms.key (generated from the term) and replaces the terms' index by one on (key,
     scope) that holds the postings: the rows already there get their keys, recall answers as before, and
