@@ -116,20 +116,21 @@ def ms(seconds: float | None) -> str:
 
 
 def statements(client: MnemoClient, query: str) -> int:
-    """How many statements one recall of `query` sends (each one round trip)."""
-    store: Any = client._store
-    real = store._fetch
+    """How many statements one recall of `query` sends on the store's read connection (each one round
+    trip)."""
+    conn: Any = client._store._reads()
+    real = conn.execute
     count = [0]
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         count[0] += 1
         return real(*args, **kwargs)
 
-    store._fetch = counting
+    conn.execute = counting
     try:
         client.recall(query)
     finally:
-        store._fetch = real
+        del conn.execute
     return count[0]
 
 

@@ -33,6 +33,7 @@ from .errors import Closed, Conflict, IntegrityError, InvalidInput, NotFound, Pe
 from .ids import new_id, random_bytes
 from .recall.analysis import first_lines, matching_lines
 from .recall.embedding import Embedder, check_embedder, check_embeddings, check_mode
+from .recall.query import Query as RecallQuery
 from .recall.query import parse as parse_recall_query
 from .record import MemoryRecord, Recalled, RecordInfo, ScopeReport, VerifyReport, make_memory_record, ns_to_datetime
 from .storage import open_storage
@@ -50,6 +51,7 @@ from .storage.contract import (
     check_durability,
     check_group_commit_wait,
 )
+from .storage.recall import Hit
 from .storage.records import record_of
 from .validation import (
     MEMORY_TAG,
@@ -661,15 +663,25 @@ class MnemoClient:
         matching lines of its content (a record found by meaning alone, its first lines) and what each
         ranking gave it. A query that cannot be read, or a
         mode other than lexical without an embedder, is InvalidInput, saying what is wrong."""
-        self._store.refresh()
-        if not isinstance(query, str):
-            raise InvalidInput(f"the query must be a string, got {type(query).__name__}")
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_RECALL:
-            raise InvalidInput(f"limit must be an int from 1 to {MAX_RECALL}, got {limit!r}")
-        chosen = check_mode(self.default_mode if mode is None else mode, self.embedder)
-        parsed = parse_recall_query(query)
-        filters, scopes = self._query(tags, any_tags, tag_prefix, scope, None)
-        hits = self._store.recall(parsed, scopes, filters, limit, chosen)
+        store = self._store
+
+        def read() -> tuple[list[Hit], RecallQuery, str]:
+            if not isinstance(query, str):
+                raise InvalidInput(f"the query must be a string, got {type(query).__name__}")
+            if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_RECALL:
+                raise InvalidInput(f"limit must be an int from 1 to {MAX_RECALL}, got {limit!r}")
+            chosen = check_mode(self.default_mode if mode is None else mode, self.embedder)
+            parsed = parse_recall_query(query)
+            filters, scopes = self._query(tags, any_tags, tag_prefix, scope, None)
+            return store.recall(parsed, scopes, filters, limit, chosen), parsed, chosen
+
+        # A lexical recall's first statement (the text index's) brings the head too, as get and query
+        # do; a recall by meaning first catches up its vectors, and the head in a statement of its own.
+        if mode == "lexical" or (mode is None and self.embedder is None):
+            hits, parsed, chosen = store.read_fresh(read)
+        else:
+            store.refresh()
+            hits, parsed, chosen = read()
         records = self._latest_records([hit.found for hit in hits])
         wanted, prefixes = parsed.highlights
         out = []

@@ -253,8 +253,8 @@ def matching_lines(
             lowered = line.lower()
             if not any(needle in lowered for needle in needles):
                 continue
-        present = set(terms(line))
-        hits = len(present.intersection(wanted))
+        present = counted(line)[1].keys()  # (by the C extension, for an ASCII line)
+        hits = len(present & set(wanted))
         hits += sum(1 for prefix in prefixes if any(term.startswith(prefix) for term in present))
         if hits:
             ranked.append((-hits, number, line))

@@ -77,6 +77,18 @@ class Packed(Source[int], Protocol):
         term, and each one's length, in one order; each seq once."""
 
 
+@runtime_checkable
+class Positional(Protocol[K]):
+    """A Source that also knows where its documents' terms stand among their atoms, for phrases."""
+
+    def phrase(self, atoms: tuple[str, ...]) -> tuple[dict[K, int], list[K], Column[K, int]] | None:
+        """How many times the phrase of `atoms` starts in each document of the corpus that holds every
+        atom and whose positions of them are kept (only those where it does start), the documents
+        holding every atom whose positions are not all kept (their text says), and the lengths of both;
+        None when this source cannot tell (search then reads the text of every document holding every
+        atom)."""
+
+
 def search(
     query: Query, source: Source[K], limit: int, keep: Callable[[K], bool] | None = None
 ) -> list[tuple[K, float]]:
@@ -175,21 +187,16 @@ def search_packed(
         features.update(_clause_columns(clause, source, phrase_starts))
     if not features:
         return []
-    ordered = [columns for _feature, columns in sorted(features.items(), key=lambda item: repr(item[0]))]
-    every, at = _distinct(np.concatenate([keys for keys, _tfs, _lengths in ordered]))
-    seen = np.zeros(len(every), dtype=np.bool_)
-    start, deduplicated = 0, False
-    for i, (keys, tfs, lengths) in enumerate(ordered):
-        mine = at[start:start + len(keys)]
-        start += len(keys)
-        seen[mine] = True
-        if np.count_nonzero(seen) != len(keys):  # a seq twice (rows written by hand): the last counts, as in a dict
-            _unique, last = np.unique(keys[::-1], return_index=True)
-            last = len(keys) - 1 - last
-            ordered[i], deduplicated = (keys[last], tfs[last], lengths[last]), True
-        seen[mine] = False
-    if deduplicated:
-        every, at = _distinct(np.concatenate([keys for keys, _tfs, _lengths in ordered]))
+    ordered = [columns for _feature, columns in sorted(features.items(), key=lambda item: _order(item[0]))]
+    every, at = distinct(np.concatenate([keys for keys, _tfs, _lengths in ordered]))
+    repeating = _repeating([len(keys) for keys, _tfs, _lengths in ordered], at, len(every))
+    for i in repeating:  # a seq twice (rows written by hand): the last counts, as in a dict
+        keys, tfs, lengths = ordered[i]
+        _unique, last = np.unique(keys[::-1], return_index=True)
+        last = len(keys) - 1 - last
+        ordered[i] = (keys[last], tfs[last], lengths[last])
+    if repeating:
+        every, at = distinct(np.concatenate([keys for keys, _tfs, _lengths in ordered]))
     # every feature's postings in one column, in the features' order: np.add.at adds them one by one in
     # that order, so that each document's score is summed from 0.0 feature by feature, as in `scored`
     tfs = np.concatenate([tfs for _keys, tfs, _lengths in ordered])
@@ -206,7 +213,49 @@ def search_packed(
     return _best_packed(every, scores, limit, keep)
 
 
-def _distinct(keys: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+ALONE = 1024
+"""A feature of this many postings or more is checked for a document twice on its own (a pass over the
+corpus's documents); the smaller ones together (a sort of their postings)."""
+
+
+def _repeating(sizes: list[int], at: NDArray[np.int64], n: int) -> list[int]:
+    """Which features (by their place in `sizes`, each one's number of postings) hold a document twice,
+    given where each posting's document is among the `n` distinct ones (`at`, the features' postings one
+    after the other)."""
+    found: list[int] = []
+    small: list[int] = []
+    seen = np.zeros(n, dtype=np.bool_)
+    start = 0
+    for i, size in enumerate(sizes):
+        if size >= ALONE:
+            mine = at[start:start + size]
+            seen[mine] = True
+            if np.count_nonzero(seen) != size:
+                found.append(i)
+            seen[mine] = False
+        elif size > 1:
+            small.append(i)
+        start += size
+    if small:
+        starts = np.cumsum([0, *sizes])
+        picked = np.array(small)
+        counts = np.array(sizes)[picked]
+        # each posting of the small features as (feature, document), one number: equal ones are repeats
+        offsets = np.repeat(starts[picked] - np.cumsum(np.concatenate(([0], counts[:-1]))), counts)
+        places = np.arange(int(counts.sum())) + offsets
+        pairs = np.sort(np.repeat(picked, counts) * n + at[places])
+        repeats = pairs[1:][pairs[1:] == pairs[:-1]]
+        found = sorted({*found, *(int(pair) // n for pair in repeats)})
+    return found
+
+
+def _order(feature: Feature) -> str:
+    """The key features are summed in order of: repr(feature) (as `scored` sorts them), made without the
+    dataclass's repr for a term."""
+    return f"Term(text={feature.text!r})" if type(feature) is Term else repr(feature)
+
+
+def distinct(keys: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """The distinct keys, ascending, and where each of `keys` is among them. Keys that are seqs are dense
     (a corpus's documents are most of the seqs up to its last): when they are, a table indexed by key
     does it in linear time; else a sort."""
@@ -241,15 +290,23 @@ def _clause_columns(
                 if len(found[0]):
                     out[Term(term)] = found
         return out
-    postings = _clause_postings(clause, source, phrase_starts)
-    if not postings:
+    starts: Mapping[int, int]
+    lengths: Column[int, int]
+    decided = _decided(clause, source, phrase_starts)
+    if decided is not None:
+        starts, lengths = decided
+    else:
+        postings = _clause_postings(clause, source, phrase_starts)
+        if not postings:
+            return {}
+        (starts,) = postings.values()
+        lengths = source.lengths()
+    if not starts:
         return {}
-    (starts,) = postings.values()
-    lengths = source.lengths()
     n = len(starts)
     return {clause: (np.fromiter(starts, dtype=np.int64, count=n),
                      np.fromiter(starts.values(), dtype=np.int64, count=n),
-                     np.fromiter((lengths[key] for key in starts), dtype=np.int64, count=n))}
+                     np.fromiter(map(lengths.__getitem__, starts), dtype=np.int64, count=n))}
 
 
 def _best_packed(
@@ -313,7 +370,11 @@ def _clause_postings(
                 if postings:
                     out[Term(term)] = postings
         return out
-    # A phrase: the documents holding all its atoms, then each one's text read for the atoms in order.
+    # A phrase: from the positions the index keeps, with the text of the documents whose positions it
+    # does not keep read for them; or the documents holding all its atoms, each one's text read.
+    decided = _decided(clause, source, phrase_starts)
+    if decided is not None:
+        return {clause: decided[0]} if decided[0] else {}
     lists = sorted((source.postings(atom) for atom in set(clause.atoms)), key=len)
     if not lists or not lists[0]:
         return {}
@@ -324,6 +385,25 @@ def _clause_postings(
         if starts:
             found[key] = starts
     return {clause: found} if found else {}
+
+
+def _decided(
+    phrase: Phrase, source: Source[K], phrase_starts: Callable[[Phrase, K], int]
+) -> tuple[dict[K, int], Column[K, int]] | None:
+    """Where `phrase` starts in each document of a Positional source that holds it (those whose positions
+    it does not keep counted in their text), with those documents' lengths; None for another source,
+    or when it cannot tell."""
+    if not isinstance(source, Positional):
+        return None
+    decided = cast("Positional[K]", source).phrase(phrase.atoms)
+    if decided is None:
+        return None
+    found, unknown, lengths = decided
+    for key in unknown:
+        starts = phrase_starts(phrase, key)
+        if starts:
+            found[key] = starts
+    return found, lengths
 
 
 @dataclass(frozen=True)

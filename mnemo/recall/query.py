@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mnemo.errors import InvalidInput
-from mnemo.recall.analysis import Analysed, Word, words
+from mnemo.recall.analysis import Analysed, Word, atoms, counted, phrase_count, words
 
 MAX_QUERY_CHARS = 1000
 """A longer query is refused: recall answers short queries, not documents pasted as queries."""
@@ -87,6 +87,21 @@ class Query:
         terms, prefixes = _terms_and_prefixes((*self.include, *self.exclude))
         return sorted(terms), sorted(set(prefixes))
 
+    @property
+    def phrase_atoms(self) -> list[str]:
+        """The atoms of its phrases, included and excluded (those an index keeping positions reads with
+        theirs), sorted."""
+        return sorted({atom for clause in (*self.include, *self.exclude) if isinstance(clause, Phrase)
+                       for atom in clause.atoms})
+
+    def matches(self, text: str) -> bool:
+        """Whether `features` finds `text` (analysed) a match, without counting every feature: its terms
+        counted, and its atoms read for a phrase only, each by the C extension where it counts them."""
+        counts = counted(text)[1]
+        if any(_occurs(clause, counts, text) for clause in self.exclude):
+            return False
+        return any(_occurs(clause, counts, text) for clause in self.include)
+
     def features(self, document: Analysed) -> dict[Feature, int] | None:
         """The frequency in `document` of each feature of the included clauses it holds, or None when
         the document does not match: no included clause occurs in it, or an excluded one does. A term
@@ -101,6 +116,18 @@ class Query:
         for clause in self.include:
             found.update(_frequencies(clause, counts, document.atoms))
         return found or None
+
+
+def _occurs(clause: Clause, counts: dict[str, int], text: str) -> bool:
+    """Whether `clause` occurs in `text`, whose terms are counted in `counts` (what features finds)."""
+    if isinstance(clause, Term):
+        return counts.get(clause.text, 0) > 0
+    if isinstance(clause, Prefix):
+        return any(term.startswith(clause.text) for term in counts)
+    if counts.get(clause.atoms[0], 0) == 0:
+        return False
+    found = phrase_count(text, clause.atoms)
+    return bool(found if found is not None else occurrences(clause, atoms(text)))
 
 
 def _frequencies(clause: Clause, counts: Counter[str], atoms: Sequence[str]) -> dict[Feature, int]:

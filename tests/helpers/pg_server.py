@@ -1,5 +1,5 @@
 """What the PostgreSQL tests check on the server itself: the routines of the current schema version (and
-a database taken back to version 4 or 3), and whether the server's data files hold some bytes."""
+a database taken back to an older version), and whether the server's data files hold some bytes."""
 
 from __future__ import annotations
 
@@ -19,9 +19,23 @@ ROUTINES = [
 ]
 
 
+def undo_version_9(pg: Schema) -> None:
+    """A database of the latest schema taken back to exactly version 8: the terms' positions gone, their
+    index as version 8 makes it, and version 5's mnemo_index_text and mnemo_put in place."""
+    pg.sql("DROP INDEX mnemo_terms_term")
+    pg.sql("ALTER TABLE mnemo_terms DROP COLUMN positions")
+    v8 = pg_schema.MIGRATIONS[7]
+    pg.sql(v8[v8.index("CREATE INDEX mnemo_terms_term"):])
+    pg.sql("DROP FUNCTION mnemo_index_text")
+    v5 = pg_schema.MIGRATIONS[4]
+    pg.sql(v5[v5.index("CREATE FUNCTION mnemo_index_text("):])  # (and DROP PROCEDURE mnemo_put, then version 5's)
+    pg.sql("UPDATE mnemo_meta SET schema_version = 8")
+
+
 def undo_version_8(pg: Schema) -> None:
     """A database of the latest schema taken back to exactly version 7: the terms' key column and its
     covering index gone, version 5's index on left(term, TERM_KEY) in place (as version 5 makes it)."""
+    undo_version_9(pg)
     pg.sql("DROP INDEX mnemo_terms_term")
     pg.sql("ALTER TABLE mnemo_terms DROP COLUMN key")
     v5 = pg_schema.MIGRATIONS[4]

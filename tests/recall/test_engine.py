@@ -2,7 +2,8 @@
 (engine.search_packed), it gives the very ids, order and floats of the ranking one posting at a time
 (engine.scored, what runs without numpy), whatever the documents' seqs (dense or far apart), the words,
 prefixes, phrases and exclusions of the query, the limit and the filter on hits; a term listing a
-document twice counts its later posting, as a mapping keeps the later value."""
+document twice counts its later posting, as a mapping keeps the later value (features ordered by their
+repr, as `scored` sums them)."""
 
 from __future__ import annotations
 
@@ -104,8 +105,13 @@ def test_equal_scores_rank_the_newest_first_past_the_limit() -> None:
     assert bulk == one_by_one and [seq for seq, _score in bulk] == list(range(139, 119, -2))
 
 
+@pytest.mark.parametrize("alone", [1, engine.ALONE])
 @pytest.mark.parametrize("spread", [1, 1_000_003])
-def test_a_posting_listed_twice_counts_once_with_its_later_frequency(spread: int) -> None:
+def test_a_posting_listed_twice_counts_once_with_its_later_frequency(
+    spread: int, alone: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether a feature's postings are checked for repeats on their own or with the others' (a sort)."""
+    monkeypatch.setattr(engine, "ALONE", alone)
     texts = {i * spread: text for i, text in enumerate(["alpha beta", "alpha", "beta gamma", "alpha alpha"])}
     again = {"alpha": [(0, 5)], "alps": [(spread, 1), (spread, 2)]}
     bulk, one_by_one = _both(texts, "alpha al*", 10, keep_odd=False, extra=again)
@@ -115,3 +121,8 @@ def test_a_posting_listed_twice_counts_once_with_its_later_frequency(spread: int
     once.by_term["alps"] = [(spread, 2)]
     assert bulk == engine.search(parse("alpha al*"), once, 10)
     assert {seq for seq, _score in bulk} == {0, spread, 3 * spread}
+
+
+def test_features_are_ordered_by_their_repr() -> None:
+    features = [engine.Term(text) for text in ["b", "a'", 'q"', "a", "é", "a\\b"]] + [engine.Phrase(("a", "b"))]
+    assert [engine._order(f) for f in features] == [repr(f) for f in features]

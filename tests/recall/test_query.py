@@ -101,6 +101,18 @@ def test_the_limits() -> None:
 ])
 def test_features(query: str, text: str, features: dict[object, int] | None) -> None:
     assert parse(query).features(analyse(text)) == features
+    assert parse(query).matches(text) is (features is not None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.sampled_from('ab cAB_.東京-"*'), min_size=1, max_size=12),
+       st.text(st.sampled_from("ab cAB_.東京,\n"), max_size=40))
+def test_matches_is_whether_features_finds_a_match(query_text: str, text: str) -> None:
+    try:
+        query = parse(query_text)
+    except InvalidInput:
+        return
+    assert query.matches(text) is (query.features(analyse(text)) is not None)
 
 
 def test_highlights() -> None:

@@ -258,7 +258,7 @@ class Meaning(Commits):
         excluded = np.zeros(len(seqs), dtype=np.bool_)
         if mode == "hybrid" or query.exclude:
             exact, prefixes = query.looked_up
-            sql, params = recall_sql(exact, prefixes, scopes, Query(), sorted(touched))
+            sql, params = recall_sql(exact, prefixes, scopes, Query(), sorted(touched), query.phrase_atoms)
             loaded: Loaded = {}
             base = self._read_text_index(sql, params, exact, prefixes, False, loaded, scopes, batch, conn)
             self._load_phrase_texts(query, base, loaded, scopes, batch, conn)

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .text_index import TERM_KEY, build_text_index
+from .text_index import TERM_KEY, build_positions, build_text_index
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 SCHEMA_LOCK = "mnemo.schema"  # advisory lock key text: creators and migrators of one schema take turns
 
 _V1 = """
@@ -791,10 +791,51 @@ ALTER TABLE mnemo_terms ALTER COLUMN key SET STATISTICS 0;
 CREATE INDEX mnemo_terms_term ON mnemo_terms (key, scope) INCLUDE (seq, tf, length);
 """
 
+def _with_positions(sql: str, replacements: list[tuple[str, str]]) -> str:
+    """Version 5's text of a routine, with each term's positions passed beside its tf."""
+    for old, new in replacements:
+        if old not in sql:
+            raise AssertionError(f"version 5's routine has no {old!r}")  # (a mistake in this module)
+        sql = sql.replace(old, new)
+    return sql
+
+
+# Version 9: phrases decided from the index (docs/POSTGRES.md, "Recall"). mnemo_terms gets a column
+# `positions`: where the term stands in its document's atoms (analysis.atoms: the sequence a phrase is
+# matched against), each position 4 bytes, big-endian, in increasing order; empty when the term is no atom
+# of the document (an identifier's whole), NULL when it stands at more than text_index.POSITIONS_MAX
+# places (a phrase is then checked in that document's text). The terms' index holds it too, so a phrase's
+# words are read with their positions by an index-only scan; POSITIONS_MAX keeps its entries far below a
+# B-tree entry's limit (and below the size at which an index entry is compressed). Like the term, the
+# positions are stored uncompressed and never sampled into pg_statistic. mnemo_index_text and mnemo_put take
+# each term's positions beside its tf (w_pos); the migration writes the terms of the documents already
+# indexed again, with their positions (text_index.build_positions, after this SQL).
+_V9 = """
+ALTER TABLE mnemo_terms ADD COLUMN positions bytea;
+ALTER TABLE mnemo_terms ALTER COLUMN positions SET STORAGE EXTERNAL;
+ALTER TABLE mnemo_terms ALTER COLUMN positions SET STATISTICS 0;
+DROP INDEX mnemo_terms_term;
+CREATE INDEX mnemo_terms_term ON mnemo_terms (key, scope) INCLUDE (seq, tf, length, positions);
+
+DROP PROCEDURE mnemo_put;
+DROP FUNCTION mnemo_index_text;
+""" + _with_positions(_V5[_V5.index("CREATE FUNCTION mnemo_index_text("):_V5.index("-- Version 3's mnemo_put")], [
+    ("w_term text[], w_doc integer[], w_tf integer[]\n",
+     "w_term text[], w_doc integer[], w_tf integer[], w_pos bytea[]\n"),
+    ("INSERT INTO mnemo_terms (term, seq, tf, length, scope)\n        SELECT w, d_seq[k], f, d_len[k], d_scope[k] "
+     "FROM unnest(w_term, w_doc, w_tf) u(w, k, f);",
+     "INSERT INTO mnemo_terms (term, seq, tf, length, scope, positions)\n        SELECT w, d_seq[k], f, d_len[k], "
+     "d_scope[k], q FROM unnest(w_term, w_doc, w_tf, w_pos) u(w, k, f, q);"),
+]) + _with_positions(_V5[_V5.index("CREATE PROCEDURE mnemo_put("):], [
+    ("w_term text[], w_doc integer[], w_tf integer[],\n",
+     "w_term text[], w_doc integer[], w_tf integer[], w_pos bytea[],\n"),
+    ("d_len, w_term, w_doc, w_tf);", "d_len, w_term, w_doc, w_tf, w_pos);"),
+])
+
 # MIGRATIONS[n] brings a schema of version n to version n + 1; BUILDS[n], when there is one, then fills
 # what that version adds from the rows already there (on the migrating transaction's connection).
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5, 5: _V6, 6: _V7, 7: _V8}
-BUILDS: dict[int, Callable[[Any], None]] = {4: build_text_index}
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5, 5: _V6, 6: _V7, 7: _V8, 8: _V9}
+BUILDS: dict[int, Callable[[Any], None]] = {4: build_text_index, 8: build_positions}
 
 TABLES = (
     "mnemo_meta", "mnemo_head", "mnemo_entries", "mnemo_payloads", "mnemo_records", "mnemo_versions",

@@ -17,11 +17,12 @@ TAGS = "(SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{}') FROM mnemo_tags 
 VERSIONS = "(SELECT * FROM mnemo_versions w WHERE w.id = r.id OFFSET 0) v"
 PUT_CALL = (
     "CALL mnemo_put(%s, %s, %s::bigint[], %s::bytea[], %s::bytea[], %s::text[], %s::text[], %s::text[], "
-    "%s::bigint[], %s::text[], %s::integer[], %s::integer[], %s::integer[], %s::text[], %s::integer[], %s::integer[])"
+    "%s::bigint[], %s::text[], %s::integer[], %s::integer[], %s::integer[], %s::text[], %s::integer[], %s::integer[], "
+    "%b::bytea[])"
 )
 TEXT_CALL = (
     "SELECT mnemo_index_text(%s::text[], %s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::integer[], "
-    "%s::text[], %s::integer[], %s::integer[])"
+    "%s::text[], %s::integer[], %s::integer[], %b::bytea[])"
 )
 COMMIT_CALL = (
     "SELECT mnemo_commit(%s::bigint[], %s::text[], %s::bytea[], %s::bytea[], %s::bigint[], %s::bytea[], "
@@ -107,45 +108,48 @@ def _any_tag_sql(column: str, query: Query) -> tuple[str, list[Any]]:
 
 
 def recall_sql(
-    exact: list[str], prefixes: list[str], scopes: ScopeFilter, tags: Query, touched: list[str]
+    exact: list[str], prefixes: list[str], scopes: ScopeFilter, tags: Query, touched: list[str],
+    positional: list[str],
 ) -> tuple[str, list[Any]]:
     """One read of the text index for a recall, in one statement (one snapshot), and its parameters. The
     corpus is the documents of the scopes `scopes` admits; its rows are (kind, name, a, b, seqs, tfs,
-    lengths):
+    lengths, terms, counts, positions, sizes):
 
-    - (0, NULL, documents, total length, NULL, NULL, NULL): the corpus's, summed over its scopes' totals;
-    - (1, term, NULL, NULL, seqs, tfs, lengths) for each of the `exact` terms and each term starting with
-      one of the `prefixes` that a document of the corpus holds: its postings, one row for all of them,
-      each column packed (text_index.unpacked reads them): the documents' seqs (8 bytes each), how often
-      each holds the term and their lengths (4 bytes each), big-endian, in one order;
-    - (2, NULL, NULL, NULL, seqs, NULL, NULL) when `tags` asks for tags: the documents of those postings
+    - (0, NULL, documents, total length, NULL...): the corpus's, summed over its scopes' totals;
+    - (1, NULL, NULL, NULL, seqs, tfs, lengths, terms, counts): the postings of the `exact` terms and of
+      each term starting with one of the `prefixes` that a document of the corpus holds, all in one row:
+      `terms` lists those terms, `counts` how many postings each has, and the postings follow in that
+      order, each column packed (text_index.unpacked reads them): the documents' seqs (8 bytes each), how
+      often each holds its term, their lengths and the counts (4 bytes each), big-endian; all NULL when
+      there are none;
+    - (2, NULL, NULL, NULL, seqs, NULL...) when `tags` asks for tags: the documents of those postings
       whose tag rows match them, packed as the seqs above (none is NULL);
-    - (3, id, seq, length, NULL, NULL, NULL) for the document in the corpus of each record of `touched`.
+    - (3, id, seq, length, NULL...) for the document in the corpus of each record of `touched`;
+    - (4, NULL, NULL, NULL, seqs, tfs, lengths, terms, counts, positions, sizes): as kind 1, for the terms
+      of `positional` (the words of phrases, which are among `exact`; their postings are in this row
+      only, unless a prefix reaches them too), with each posting's positions: `positions` all of them one
+      posting after the other, as mnemo_terms holds them, and `sizes` the bytes of each posting's (4 bytes
+      each, big-endian; -1 where mnemo_terms keeps none, NULL).
 
     A term's postings come from mnemo_terms' index on (key, scope), which holds their seq, tf and length:
     a term shorter than TERM_KEY characters is its own key, so its postings are read from the index alone
     (an index-only scan); a longer one is found by its key, then compared whole in the table. A prefix is
     a range of keys (LIKE on the key when it is shorter than a key, on the term otherwise); the terms it
     reaches that are longer than a key are read from the table by their documents. Each posting is read
-    once: a term typed that a prefix reaches, or a prefix another one reaches, is left to that prefix.
-    Precondition: `exact` or `prefixes` is not empty."""
+    once: a term typed that a prefix reaches, or a prefix another one reaches, is left to that prefix (a
+    word of a phrase is read with its positions all the same, and so may be read twice). Precondition:
+    `exact` or `prefixes` is not empty, and `positional` is among `exact`."""
     # a character is 1 to 4 bytes, and a database whose encoding is SQL_ASCII counts bytes: a term of
     # fewer than TERM_KEY // 4 characters here is shorter than a key there, whatever the encoding
     short = TERM_KEY // 4
     prefixes = [p for p in sorted(set(prefixes)) if not any(p != q and p.startswith(q) for q in prefixes)]
-    exact = sorted({term for term in exact if not term.startswith(tuple(prefixes))})
+    positional = sorted(set(positional))
+    exact = sorted({term for term in exact if not term.startswith(tuple(prefixes))}.difference(positional))
     where, scope_params = scope_sql(scopes, "t.scope")
-    parts: list[str] = []
-    params: list[Any] = []
     columns = "t.seq, t.tf, t.length FROM mnemo_terms t"
-    if exact:
-        parts.append(f"SELECT t.key, {columns} WHERE {where} AND t.key = ANY(ARRAY(SELECT x FROM "
-                     f"unnest(%s::text[]) x WHERE length(x) < {TERM_KEY}))")
-        params += [*scope_params, exact]
-    if any(len(term) >= short for term in exact):
-        parts.append(f"SELECT t.term, {columns} WHERE {where} AND t.key = ANY(ARRAY(SELECT left(x, {TERM_KEY}) "
-                     f"FROM unnest(%s::text[]) x WHERE length(x) >= {TERM_KEY})) AND t.term = ANY(%s::text[])")
-        params += [*scope_params, exact, exact]
+    parts, params = _exact_parts(exact, where, scope_params, columns)
+    with_positions, positional_params = _exact_parts(positional, where, scope_params,
+                                                     "t.seq, t.tf, t.length, t.positions FROM mnemo_terms t")
     for prefix in prefixes:
         if len(prefix) < short:
             sql, prefix_params = _prefix_sql("t.key", prefix)
@@ -162,27 +166,47 @@ def recall_sql(
             sql, prefix_params = _prefix_sql("t.key", prefix[:short])
             parts.append(f"SELECT t.term, {columns} WHERE {where} AND {sql} AND t.term LIKE %s")
             params += [*scope_params, *prefix_params, _like_prefix(prefix)]
-    postings = " UNION ALL ".join(parts)
+    # the postings of every term, without positions (for the tags of their documents)
+    postings = " UNION ALL ".join([*parts, *(part.replace(", t.positions FROM", " FROM") for part in with_positions)])
     where, scope_params = scope_sql(scopes, "d.scope")
     sql = (
         "SELECT 0, NULL::text, coalesce(sum(d.docs), 0)::bigint, coalesce(sum(d.length), 0)::bigint, NULL::bytea, "
-        f"NULL::bytea, NULL::bytea FROM mnemo_text_scopes d WHERE {where} "
+        f"NULL::bytea, NULL::bytea, NULL::text[], NULL::bytea, NULL::bytea, NULL::bytea FROM mnemo_text_scopes d "
+        f"WHERE {where} "
     )
-    # each part's terms are its own: aggregated apart, each in the order its index gives (no sort)
-    for part in parts:
-        sql += ("UNION ALL SELECT 1, p.key, NULL, NULL, string_agg(int8send(p.seq), ''::bytea), "
-                "string_agg(int4send(p.tf), ''::bytea), string_agg(int4send(p.length), ''::bytea) "
-                f"FROM ({part}) p(key, seq, tf, length) GROUP BY p.key ")
+    # each part's terms are its own: aggregated apart, each in the order its index gives (no sort); then
+    # every term's postings in one row (the aggregates of one node read its rows in one order)
+    terms = " UNION ALL ".join(
+        "SELECT p.key, string_agg(int8send(p.seq), ''::bytea), string_agg(int4send(p.tf), ''::bytea), "
+        f"string_agg(int4send(p.length), ''::bytea), count(*)::integer FROM ({part}) p(key, seq, tf, length) "
+        "GROUP BY p.key" for part in parts)
+    if parts:
+        sql += ("UNION ALL SELECT 1, NULL, NULL, NULL, string_agg(g.seqs, ''::bytea), string_agg(g.tfs, ''::bytea), "
+                "string_agg(g.lengths, ''::bytea), array_agg(g.key), string_agg(int4send(g.n), ''::bytea), NULL, NULL "
+                f"FROM ({terms}) g(key, seqs, tfs, lengths, n) ")
+    if with_positions:
+        terms = " UNION ALL ".join(
+            "SELECT p.key, string_agg(int8send(p.seq), ''::bytea), string_agg(int4send(p.tf), ''::bytea), "
+            "string_agg(int4send(p.length), ''::bytea), count(*)::integer, "
+            "string_agg(coalesce(p.positions, ''::bytea), ''::bytea), "
+            "string_agg(int4send(coalesce(octet_length(p.positions), -1)), ''::bytea) "
+            f"FROM ({part}) p(key, seq, tf, length, positions) GROUP BY p.key" for part in with_positions)
+        sql += ("UNION ALL SELECT 4, NULL, NULL, NULL, string_agg(g.seqs, ''::bytea), string_agg(g.tfs, ''::bytea), "
+                "string_agg(g.lengths, ''::bytea), array_agg(g.key), string_agg(int4send(g.n), ''::bytea), "
+                "string_agg(g.positions, ''::bytea), string_agg(g.sizes, ''::bytea) "
+                f"FROM ({terms}) g(key, seqs, tfs, lengths, n, positions, sizes) ")
+        params += positional_params
     params = [*scope_params, *params]
     if tags.filters_tags:
         tagged, tag_params = _tags_sql(tags, "d.id")
         # the postings read again, from the index as above, for their documents' tags
         sql += ("UNION ALL SELECT 2, NULL, NULL, NULL, coalesce(string_agg(int8send(q.seq), ''::bytea), ''::bytea), "
-                f"NULL, NULL FROM (SELECT DISTINCT p.seq FROM ({postings}) p(key, seq, tf, length)) q "
+                "NULL, NULL, NULL, NULL, NULL, NULL "
+                f"FROM (SELECT DISTINCT p.seq FROM ({postings}) p(key, seq, tf, length)) q "
                 "CROSS JOIN LATERAL (SELECT d.id FROM mnemo_docs d WHERE d.seq = q.seq OFFSET 0) d "
                 f"WHERE {tagged} ")
         params += [*params[len(scope_params):], *tag_params]
-    sql += ("UNION ALL SELECT 3, d.id, d.seq, d.length, NULL, NULL, NULL FROM mnemo_docs d "
+    sql += ("UNION ALL SELECT 3, d.id, d.seq, d.length, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM mnemo_docs d "
             f"WHERE d.id = ANY(%s::text[]) AND {where}")
     return sql, [*params, touched, *scope_params]
 
@@ -199,6 +223,22 @@ def usage_sql(scope: str, query: Query) -> tuple[str, list[Any]]:
         sql += f" AND EXISTS (SELECT 1 FROM mnemo_tags p WHERE p.id = r.id AND {prefix})"
         params += prefix_params
     return sql, params
+
+
+def _exact_parts(terms: list[str], where: str, scope_params: list[Any], columns: str) -> tuple[list[str], list[Any]]:
+    """The parts of recall_sql reading the postings of `terms` (their `columns`), and their parameters: the
+    terms shorter than a key by their key alone, the others by their key, then compared whole."""
+    parts: list[str] = []
+    params: list[Any] = []
+    if terms:
+        parts.append(f"SELECT t.key, {columns} WHERE {where} AND t.key = ANY(ARRAY(SELECT x FROM "
+                     f"unnest(%s::text[]) x WHERE length(x) < {TERM_KEY}))")
+        params += [*scope_params, terms]
+    if any(len(term) >= TERM_KEY // 4 for term in terms):
+        parts.append(f"SELECT t.term, {columns} WHERE {where} AND t.key = ANY(ARRAY(SELECT left(x, {TERM_KEY}) "
+                     f"FROM unnest(%s::text[]) x WHERE length(x) >= {TERM_KEY})) AND t.term = ANY(%s::text[])")
+        params += [*scope_params, terms, terms]
+    return parts, params
 
 
 def select_source(query: Query) -> tuple[str, list[Any], list[tuple[str, list[Any]]]]:

@@ -32,7 +32,6 @@ from ...chain.codec import (
 )
 from ...chain.tree import CompactRange
 from ...errors import IntegrityError, MnemoError, NotFound, StorageError
-from ...recall.analysis import analyse
 from ...recall.embedding import Embedder
 from ...recall.engine import Staged, search
 from ...recall.query import Phrase
@@ -485,9 +484,12 @@ class PostgresStore(Meaning):
         self, query: RecallQuery, scopes: ScopeFilter, tags: Query, limit: int, mode: str = "lexical"
     ) -> list[Hit]:
         """Recall over the text index's tables (text_index.py): the corpus's statistics and the postings of
-        every term the query names or its prefixes reach, in one statement; the texts of the documents
-        that hold every word of a phrase, in one more when there is a phrase; the hits' latest versions,
-        read and checked as select reads them, in one more (none if all were read for a phrase).
+        every term the query names or its prefixes reach (a phrase's words with their positions), in one
+        statement (which brings the head too, when the client reads through read_fresh); the texts of the
+        documents holding every word of a phrase whose positions the index does not keep (or, inside a
+        transaction, of every document holding them), in one more when there are any; the hits' latest
+        versions, read and checked as select reads them, in one more (none if all were read for a
+        phrase).
 
         The tables are the index, not the truth: a hit is served only if its record's latest version is
         the one indexed, its checked content matches the query and its checked tags match `tags`. A hit
@@ -507,7 +509,7 @@ class PostgresStore(Meaning):
         touched = [] if batch is None else [
             rec_id for rec_id, rec in batch.recs.items() if rec is None or rec.versions[0].slot_off >= 0
         ]
-        sql, params = recall_sql(exact, prefixes, scopes, tags, touched)
+        sql, params = recall_sql(exact, prefixes, scopes, tags, touched, query.phrase_atoms)
         filtered = tags.filters_tags
         left_out: set[int] = set()  # documents the chain contradicts
         suspects: set[int] = set()  # documents found changed once
@@ -591,11 +593,17 @@ class PostgresStore(Meaning):
         self, query: RecallQuery, source: TableSource, loaded: Loaded, scopes: ScopeFilter,
         batch: Batch | None, conn: psycopg.Connection[Any] | None,
     ) -> None:
-        """The texts the ranking will read, in one round trip: those of the documents holding every word
-        of a phrase of the query."""
+        """The texts the ranking will read, in one round trip: for each phrase of the query, those of the
+        documents holding every word of it whose positions the index does not keep, or, when it is read
+        through an open transaction's writes, of every document holding every word of it."""
         wanted: set[int] = set()
+        overlaid = batch is not None and bool(batch.recs)  # (in_transaction's condition)
         for clause in (*query.include, *query.exclude):
             if isinstance(clause, Phrase):
+                decided = None if overlaid else source.phrase(clause.atoms)
+                if decided is not None:
+                    wanted.update(decided[1])
+                    continue
                 lists = sorted((source.postings(atom) for atom in set(clause.atoms)), key=len)
                 wanted.update(key for key in lists[0] if all(key in other for other in lists[1:]))
         wanted.difference_update(source.touched.values())  # the open transaction's documents of them are its own
@@ -643,7 +651,7 @@ class PostgresStore(Meaning):
             found = loaded[key]
             assert found is not None  # _indexed_text found it
             rec, packed = found
-            if query.features(analyse(text)) is None or not tags.matches(rec.tags):
+            if not query.matches(text) or not tags.matches(rec.tags):
                 raise _Unserved(key, changed=False)
             hits.append(Hit(Found(rec, (packed,)), score))
         return hits

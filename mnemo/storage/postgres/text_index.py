@@ -1,26 +1,31 @@
 """Recall's index in PostgreSQL's tables (docs/POSTGRES.md, "Recall"): `mnemo_docs`, a row for each live
 record whose latest content is text (the seq of that version, which names the document, its record, scope
 and length in terms); `mnemo_terms`, a row for each distinct term of each document (how often it holds
-it, with the document's length and scope); `mnemo_text_scopes`, each scope's number of documents and their total length.
+it and where it stands among the document's atoms, with the document's length and scope);
+`mnemo_text_scopes`, each scope's number of documents and their total length.
 
 The terms are mnemo.recall.analysis's, computed here in Python from the text the writer has in hand, so
 that the index holds exactly what the file backend's does: a commit writes its documents' rows in its own
-transaction (TextRows, put_text_columns), the migration to schema version 5 and a chain import build
-them from the payloads (build_text_index, copy_text_index), verify compares them with the chain
-(doc_of), and recall reads them through a Source over the rows of one statement (TableSource).
+transaction (TextRows, put_text_columns), the migrations to schema versions 5 and 9 and a chain import
+build them from the payloads (build_text_index, build_positions, copy_text_index), verify compares them
+with the chain (doc_of), and recall reads them through a Source over the rows of one statement
+(TableSource), which also decides phrases from the positions (TableSource.phrase).
 """
 
 from __future__ import annotations
 
+import struct
 import sys
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...chain.codec import SALT_SIZE, served_put_problem
-from ...recall._numpy import np
-from ...recall.analysis import counted
+from ...recall._numpy import installed, np
+from ...recall.analysis import atoms, counted
 from ...recall.bm25 import K1, B
+from ...recall.engine import distinct
 from ..recall import searchable_text
 
 if TYPE_CHECKING:
@@ -38,11 +43,20 @@ COUNT_SCOPES = (
 )
 
 
+POSITIONS_MAX = 64
+"""A term standing at more places of a document than this has no positions in mnemo_terms (NULL): an
+index entry holds them, and this keeps it far below a B-tree entry's limit; a phrase is then checked in
+that document's text."""
+
+
 class Doc(NamedTuple):
-    """A document: its length in terms, and how often it holds each distinct term."""
+    """A document: its length in terms, how often it holds each distinct term, and where each stands
+    among its atoms (packed as mnemo_terms.positions holds them: b"" for none, None for more than
+    POSITIONS_MAX)."""
 
     length: int
     counts: dict[str, int]
+    positions: dict[str, bytes | None]
 
 
 def doc_of(packed: bytes | memoryview) -> Doc | None:
@@ -55,12 +69,32 @@ def doc_of(packed: bytes | memoryview) -> Doc | None:
         return None
     if text is None:
         return None
-    return Doc(*counted(text))
+    length, counts = counted(text)
+    return Doc(length, counts, positions_of(text, counts))
+
+
+def positions_of(text: str, counts: Iterable[str]) -> dict[str, bytes | None]:
+    """Where each of the terms `counts` names stands among the atoms of `text`, packed (each position 4
+    bytes, big-endian, in increasing order), b"" for a term that is no atom of it, None for one at more
+    than POSITIONS_MAX places."""
+    where: dict[str, list[int]] = {}
+    for i, atom in enumerate(atoms(text)):
+        found = where.get(atom)
+        if found is None:
+            where[atom] = [i]
+        else:
+            found.append(i)
+    out: dict[str, bytes | None] = {}
+    for term in counts:
+        places = where.get(term, ())
+        out[term] = None if len(places) > POSITIONS_MAX else struct.pack(f">{len(places)}i", *places)
+    return out
 
 
 class TextRows:
     """The rows a commit writes to the text index, as the arrays mnemo_index_text takes: the documents
-    that come in (seq, id, scope, length) and their terms (term, the document's position from 1, tf)."""
+    that come in (seq, id, scope, length) and their terms (term, the document's position from 1, tf,
+    positions)."""
 
     def __init__(self) -> None:
         self.seqs: list[int] = []
@@ -70,6 +104,7 @@ class TextRows:
         self.terms: list[str] = []
         self.docs: list[int] = []
         self.tfs: list[int] = []
+        self.positions: list[bytes | None] = []
         self.size = 0  # the bytes of its terms, about
 
     def add(self, seq: int, rec_id: str, scope: str, doc: Doc) -> None:
@@ -79,25 +114,29 @@ class TextRows:
         self.lengths.append(doc.length)
         k = len(self.ids)
         for term, tf in doc.counts.items():
+            places = doc.positions[term]
             self.terms.append(term)
             self.docs.append(k)
             self.tfs.append(tf)
-            self.size += len(term) + 8
+            self.positions.append(places)
+            self.size += len(term) + 8 + (len(places) if places is not None else 0)
 
     def columns(self, gone: list[str], gone_seqs: list[int]) -> list[Any]:
         """mnemo_index_text's arguments, with the records whose documents leave and their versions."""
-        return [gone, gone_seqs, self.seqs, self.ids, self.scopes, self.lengths, self.terms, self.docs, self.tfs]
+        return [gone, gone_seqs, self.seqs, self.ids, self.scopes, self.lengths, self.terms, self.docs, self.tfs,
+                self.positions]
 
 
 def put_text_columns(payloads: Iterable[bytes]) -> list[Any]:
     """mnemo_put's text index arrays for new records' puts, given their payloads in order: d_put, d_len
-    (the put, from 1, and the length of each document) and w_term, w_doc, w_tf (each of their terms, with
-    its document's position in d_put)."""
+    (the put, from 1, and the length of each document) and w_term, w_doc, w_tf, w_pos (each of their
+    terms, with its document's position in d_put, and its positions)."""
     d_put: list[int] = []
     d_len: list[int] = []
     w_term: list[str] = []
     w_doc: list[int] = []
     w_tf: list[int] = []
+    w_pos: list[bytes | None] = []
     for k, payload in enumerate(payloads, 1):
         doc = doc_of(payload[SALT_SIZE:])
         if doc is None:
@@ -108,7 +147,8 @@ def put_text_columns(payloads: Iterable[bytes]) -> list[Any]:
             w_term.append(term)
             w_doc.append(len(d_put))
             w_tf.append(tf)
-    return [d_put, d_len, w_term, w_doc, w_tf]
+            w_pos.append(doc.positions[term])
+    return [d_put, d_len, w_term, w_doc, w_tf, w_pos]
 
 
 def build_text_index(conn: Any) -> None:
@@ -127,9 +167,30 @@ def build_text_index(conn: Any) -> None:
         if not rows:
             break
         with conn.cursor() as cur:
-            copy_text_index(cur, _readable_docs(rows))
+            copy_text_index(cur, _readable_docs(rows), positions=False)  # (version 9 writes them)
         after = rows[-1][0]
     conn.execute(COUNT_SCOPES)
+
+
+def build_positions(conn: Any) -> None:
+    """Write the terms of every document of the text index again, with their positions (the migration to
+    schema version 9, on the psycopg connection of the migrating transaction), from the payload of each
+    document's version, checked as build_text_index checks it: a document whose payload is gone or is not
+    the one its put's entry commits to keeps no terms (verify names it)."""
+    conn.execute("DELETE FROM mnemo_terms")
+    after = -1
+    while True:
+        rows = conn.execute(
+            "SELECT d.id, d.scope, v.ver, d.seq, v.hash, e.raw, p.payload FROM mnemo_docs d "
+            "JOIN mnemo_versions v ON v.seq = d.seq LEFT JOIN mnemo_entries e ON e.seq = d.seq "
+            "LEFT JOIN mnemo_payloads p ON p.seq = d.seq WHERE d.seq > %s ORDER BY d.seq LIMIT %s",
+            [after, BUILD_BATCH], binary=True,
+        ).fetchall()
+        if not rows:
+            break
+        with conn.cursor() as cur:
+            _copy_terms(cur, _readable_docs(rows), positions=True)
+        after = rows[-1][3]
 
 
 def _readable_docs(rows: list[Any]) -> list[tuple[int, str, str, Doc]]:
@@ -145,17 +206,28 @@ def _readable_docs(rows: list[Any]) -> list[tuple[int, str, str, Doc]]:
     return out
 
 
-def copy_text_index(cur: Any, docs: Iterable[tuple[int, str, str, Doc]]) -> None:
-    """Write the rows of these documents, each (seq, id, scope, document), by COPY on the psycopg cursor;
-    the scopes' totals are the caller's to count (COUNT_SCOPES) once every document is in."""
+def copy_text_index(cur: Any, docs: Iterable[tuple[int, str, str, Doc]], positions: bool = True) -> None:
+    """Write the rows of these documents, each (seq, id, scope, document), by COPY on the psycopg cursor
+    (without `positions`, the terms' as schema version 5 has them); the scopes' totals are the caller's
+    to count (COUNT_SCOPES) once every document is in."""
     docs = list(docs)
     with cur.copy("COPY mnemo_docs (seq, id, scope, length) FROM STDIN") as out:
         for seq, rec_id, scope, doc in docs:
             out.write_row((seq, rec_id, scope, doc.length))
-    with cur.copy("COPY mnemo_terms (term, seq, tf, length, scope) FROM STDIN") as out:
+    _copy_terms(cur, docs, positions)
+
+
+def _copy_terms(cur: Any, docs: list[tuple[int, str, str, Doc]], positions: bool) -> None:
+    if not positions:
+        with cur.copy("COPY mnemo_terms (term, seq, tf, length, scope) FROM STDIN") as out:
+            for seq, _rec_id, scope, doc in docs:
+                for term, tf in doc.counts.items():
+                    out.write_row((term, seq, tf, doc.length, scope))
+        return
+    with cur.copy("COPY mnemo_terms (term, seq, tf, length, scope, positions) FROM STDIN") as out:
         for seq, _rec_id, scope, doc in docs:
             for term, tf in doc.counts.items():
-                out.write_row((term, seq, tf, doc.length, scope))
+                out.write_row((term, seq, tf, doc.length, scope, doc.positions[term]))
 
 
 class IndexDisagrees(ValueError):
@@ -179,11 +251,11 @@ _CODES = {8: "q", 4: next(code for code in "ilh" if array(code).itemsize == 4)}
 class TableSource:
     """A Source (mnemo.recall.engine; Packed too) over the rows of one read of the index (sql.recall_sql),
     all taken in one snapshot: the corpus's totals, the postings of the query's terms and of the terms its
-    prefixes reach (with their documents' lengths), each term's in one row of packed columns, which of
-    those documents have the tags asked for (`tagged`: None when no tags were asked for), and the
-    documents of the records an open transaction changed (`touched`: id -> seq). A document is named by
-    its seq; its text is read by `text(seq)` (for phrases). A term's columns are decoded when it is first
-    asked for: as arrays by `columns` (numpy), as a mapping by `postings`."""
+    prefixes reach (with their documents' lengths), all in one row of packed columns, which of those
+    documents have the tags asked for (`tagged`: None when no tags were asked for), and the documents of
+    the records an open transaction changed (`touched`: id -> seq). A document is named by its seq; its
+    text is read by `text(seq)` (for phrases). The columns are decoded once, when first asked for: as
+    arrays by `columns` (numpy: each term's a slice of them), as a mapping per term by `postings`."""
 
     def __init__(self, rows: Iterable[tuple[Any, ...]], exact: Iterable[str], prefixes: Iterable[str],
                  filtered: bool, text: Callable[[int], str]) -> None:
@@ -192,14 +264,26 @@ class TableSource:
         self._touched_lengths: dict[int, int] = {}
         self._tagged: bytes | None = b"" if filtered else None
         self.touched: dict[str, int] = {}
-        self.packed: dict[str, tuple[bytes, bytes, bytes]] = {}
+        self._spans: dict[str, tuple[int, int]] = {}  # each term's postings: where they start and end
+        self._packed = (b"", b"", b"")  # every posting's seq, tf and length, packed
+        self._arrays: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]] | None = None
         self._postings: dict[str, dict[int, int]] = {}
+        # the terms read with their positions: where their postings start and end (in the postings above);
+        # every posting's positions and their sizes in bytes, packed
+        self._positioned: dict[str, tuple[int, int]] = {}
+        self._places_at: list[int] | None = None
+        self._positions = (b"", b"")
+        self._first = 0  # the first posting read with positions
+        self._phrases: dict[tuple[str, ...], tuple[dict[int, int], list[int], dict[int, int]]] = {}
         self.exact = frozenset(exact)
         self.prefixes = tuple(prefixes)
         self._text = text
-        for kind, name, a, b, seqs, tfs, lengths in rows:
-            if kind == 1:  # a term's postings
-                self.packed[name] = (seqs, tfs, lengths)
+        for kind, name, a, b, seqs, tfs, lengths, terms, counts, positions, sizes in rows:
+            if kind == 1 or kind == 4:  # every term's postings (with their positions: the words of phrases)
+                if terms is not None:
+                    if kind == 4:
+                        self._add_positions(terms, counts, positions, sizes)
+                    self._add(terms, counts, seqs, tfs, lengths)
             elif kind == 0:
                 self.n_docs, self.total = a, b
             elif kind == 2:
@@ -208,8 +292,70 @@ class TableSource:
             else:
                 self.touched[name] = a
                 self._touched_lengths[a] = b
-        if self.packed and (self.n_docs <= 0 or self.total <= 0):
+        if self._spans and (self.n_docs <= 0 or self.total <= 0):
             raise IndexDisagrees("terms are held by documents of a corpus counted as empty")
+
+    def _add(self, terms: list[str], counts: bytes, seqs: bytes, tfs: bytes, lengths: bytes) -> None:
+        n = len(seqs) // 8
+        sizes = unpacked(counts, 4)
+        if len(sizes) != len(terms) or sum(sizes) != n or len(tfs) != 4 * n or len(lengths) != 4 * n:
+            raise IndexDisagrees("the postings read do not add up")  # (no row can make them: the statement's)
+        at = len(self._packed[0]) // 8
+        for term, size in zip(terms, sizes, strict=True):
+            self._spans[term] = (at, at + size)
+            at += size
+        self._packed = (self._packed[0] + seqs, self._packed[1] + tfs, self._packed[2] + lengths)
+
+    def _add_positions(self, terms: list[str], counts: bytes, positions: bytes, sizes: bytes) -> None:
+        """The positions of the postings _add adds next (one row of them: the statement sends one)."""
+        self._first = len(self._packed[0]) // 8
+        self._positions = (positions, sizes)
+        at = 0
+        for term, size in zip(terms, unpacked(counts, 4), strict=True):
+            self._positioned[term] = (self._first + at, self._first + at + size)
+            at += size
+
+    def _offsets(self) -> Sequence[int]:
+        """Where each posting's positions start among all of them, and where the last one's end."""
+        if self._places_at is None:
+            positions, sizes = self._positions
+            if len(sizes) % 4:
+                raise IndexDisagrees("the positions read do not add up")  # (no row can make them: the statement's)
+            if installed():
+                ends = np.cumsum(np.maximum(np.frombuffer(sizes, dtype=">i4"), 0))
+                self._places_at = [0, *ends.tolist()]
+            else:
+                self._places_at = list(accumulate((max(0, n) for n in unpacked(sizes, 4)), initial=0))
+            if self._places_at[-1] != len(positions):
+                raise IndexDisagrees("the positions read do not add up")
+        return self._places_at
+
+    def phrase(self, atoms: tuple[str, ...]) -> tuple[dict[int, int], list[int], dict[int, int]] | None:
+        """engine.Positional's: where the phrase starts, from the positions of its atoms read with their
+        postings; None if one of them was not read with its positions."""
+        decided = self._phrases.get(atoms)
+        if decided is None:
+            if not all(atom in self._positioned or atom not in self._spans for atom in atoms):
+                return None
+            if any(atom not in self._spans for atom in atoms):
+                decided = {}, [], {}  # a word of it no document holds
+            else:
+                per_atom = {atom: self._places(atom) for atom in dict.fromkeys(atoms)}
+                if not all(_whole(sizes) for _seqs, sizes, _positions, _lengths in per_atom.values()):
+                    return None  # positions of a size no writer gives (a row written by hand): the texts say
+                decided = (_phrase_numpy if installed() else _phrase_python)(atoms, per_atom)
+            self._phrases[atoms] = decided
+        return dict(decided[0]), list(decided[1]), decided[2]  # (the first the caller's to add to)
+
+    def _places(self, atom: str) -> tuple[bytes, bytes, bytes, bytes]:
+        """The seqs of an atom's postings, each one's size of positions in bytes (-1: none kept), all their
+        positions, and their documents' lengths, each column packed."""
+        start, end = self._positioned[atom]
+        positions, sizes = self._positions
+        offsets = self._offsets()
+        first, last = start - self._first, end - self._first
+        return (self._packed[0][8 * start:8 * end], sizes[4 * first:4 * last],
+                positions[offsets[first]:offsets[last]], self._packed[2][4 * start:4 * end])
 
     @property
     def tagged(self) -> set[int] | None:
@@ -229,30 +375,40 @@ class TableSource:
         found = self._postings.get(term)
         if found is None:
             self._check(term)
-            packed = self.packed.get(term)
-            found = {} if packed is None else dict(zip(unpacked(packed[0], 8), unpacked(packed[1], 4), strict=True))
+            span = self._spans.get(term)
+            if span is None:
+                found = {}
+            else:
+                start, end = span
+                seqs, tfs, _lengths = self._packed
+                found = dict(zip(unpacked(seqs[8 * start:8 * end], 8), unpacked(tfs[4 * start:4 * end], 4),
+                                 strict=True))
             self._postings[term] = found
         return found
 
     def columns(self, term: str) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
         self._check(term)
-        packed = self.packed.get(term)
-        if packed is None:
+        span = self._spans.get(term)
+        if span is None:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        seqs, tfs, lengths = packed
-        return (np.frombuffer(seqs, dtype=">i8").astype(np.int64), np.frombuffer(tfs, dtype=">i4").astype(np.int64),
-                np.frombuffer(lengths, dtype=">i4").astype(np.int64))
+        if self._arrays is None:
+            seqs, tfs, lengths = self._packed
+            self._arrays = (np.frombuffer(seqs, dtype=">i8").astype(np.int64),
+                            np.frombuffer(tfs, dtype=">i4").astype(np.int64),
+                            np.frombuffer(lengths, dtype=">i4").astype(np.int64))
+        start, end = span
+        keys, tfs_, lengths_ = self._arrays
+        return keys[start:end], tfs_[start:end], lengths_[start:end]
 
     def expand(self, prefix: str) -> list[str]:
         if prefix not in self.prefixes:
             raise LookupError(f"the terms of prefix {prefix!r} were not read")
-        return sorted(term for term in self.packed if term.startswith(prefix))
+        return sorted(term for term in self._spans if term.startswith(prefix))
 
     def lengths(self) -> dict[int, int]:
         if self._lengths is None:
-            self._lengths = {}
-            for seqs, _tfs, lengths in self.packed.values():
-                self._lengths.update(zip(unpacked(seqs, 8), unpacked(lengths, 4), strict=True))
+            seqs, _tfs, lengths = self._packed
+            self._lengths = dict(zip(unpacked(seqs, 8), unpacked(lengths, 4), strict=True))
             self._lengths.update(self._touched_lengths)
         return self._lengths
 
@@ -267,6 +423,117 @@ class TableSource:
         return self._text(key)
 
 
+Places = dict[str, tuple[bytes, bytes, bytes, bytes]]  # each atom's: TableSource._places
+
+
+def _whole(sizes: bytes) -> bool:
+    """Whether each size of positions (packed) is whole positions, or -1 (none kept)."""
+    return all(size == -1 or (size >= 0 and size % 4 == 0) for size in unpacked(sizes, 4))
+
+
+def _phrase_python(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, int], list[int], dict[int, int]]:
+    """TableSource.phrase, one document at a time (what runs without numpy)."""
+    by_atom: dict[str, dict[int, set[int] | None]] = {}
+    lengths: dict[int, int] = {}
+    for atom, (seqs, sizes, packed, packed_lengths) in places.items():
+        lengths.update(zip(unpacked(seqs, 8), unpacked(packed_lengths, 4), strict=True))
+        where: dict[int, set[int] | None] = {}
+        positions = unpacked(packed, 4)
+        at = 0
+        for seq, size in zip(unpacked(seqs, 8), unpacked(sizes, 4), strict=True):
+            if size < 0 or size % 4:
+                where[seq] = None  # not kept (or not as mnemo_terms keeps them): the text says
+            else:
+                where[seq] = set(positions[at:at + size // 4])
+            at += max(0, size) // 4
+        by_atom[atom] = where
+    lists = sorted(by_atom.values(), key=len)
+    found: dict[int, int] = {}
+    unknown: list[int] = []
+    for seq in lists[0]:
+        if not all(seq in other for other in lists[1:]):
+            continue
+        held = [by_atom[atom][seq] for atom in atoms]
+        kept = [places_ for places_ in held if places_ is not None]
+        if len(kept) < len(held):
+            unknown.append(seq)
+            continue
+        starts = sum(1 for start in kept[0] if all(start + k in other for k, other in enumerate(kept[1:], 1)))
+        if starts:
+            found[seq] = starts
+    return found, unknown, lengths
+
+
+DENSE = 16
+"""A phrase's starts are found in a table of a bit per (document, position) when it has at most this
+many entries per position read (and 2^20 more), else by sorting the positions."""
+
+
+def _phrase_numpy(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, int], list[int], dict[int, int]]:
+    """TableSource.phrase in bulk: each atom's positions as numbers (document, position) over the documents
+    of the atoms' postings; the starts of the first atom kept where the next atom follows, and so on."""
+    columns = {}
+    for atom, (seqs, sizes, packed, _lengths) in places.items():
+        sizes_ = np.frombuffer(sizes, dtype=">i4").astype(np.int64)
+        kept = (sizes_ >= 0) & (sizes_ % 4 == 0)
+        columns[atom] = (np.frombuffer(seqs, dtype=">i8").astype(np.int64), kept,
+                         np.where(kept, sizes_ // 4, 0), np.frombuffer(packed, dtype=">i4").astype(np.int64))
+    every, at = distinct(np.concatenate([keys for keys, _kept, _counts, _positions in columns.values()]))
+    holding = np.zeros(len(every), dtype=np.int64)
+    unknown = np.zeros(len(every), dtype=np.bool_)
+    start = 0
+    for keys, kept, _counts, _positions in columns.values():
+        mine = at[start:start + len(keys)]
+        start += len(keys)
+        held = np.bincount(mine, minlength=len(every))
+        if len(held) and int(held.max()) > 1:
+            return _phrase_python(atoms, places)  # a document twice in an atom's postings (rows written by hand)
+        holding += held
+        unknown[mine[~kept]] = True
+    full = holding == len(columns)
+    unknown &= full
+    width = len(atoms)
+    top = max((int(positions.max()) for *_rest, positions in columns.values() if len(positions)), default=0)
+    span = top + width + 1  # a start and the places after it, never into the next document's numbers
+    start = 0
+    numbers: dict[str, NDArray[np.int64]] = {}
+    total = 0
+    for atom, (keys, _kept, counts, positions) in columns.items():
+        mine = at[start:start + len(keys)]
+        start += len(keys)
+        docs = np.repeat(mine, counts)
+        valid = positions >= 0
+        numbers[atom] = docs[valid] * span + positions[valid]
+        total += len(numbers[atom])
+    if len(every) * span <= DENSE * total + (1 << 20):
+        tables = {}
+        for atom, found in numbers.items():
+            table = np.zeros(len(every) * span, dtype=np.bool_)
+            table[found] = True
+            tables[atom] = table
+        current = numbers[atoms[0]]
+        if np.count_nonzero(tables[atoms[0]]) != len(current):  # a place twice (rows written by hand)
+            current = np.flatnonzero(tables[atoms[0]])
+        for k in range(1, width):
+            current = current[tables[atoms[k]][current + k]]
+    else:
+        current = np.unique(numbers[atoms[0]])
+        for k in range(1, width):
+            current = current[np.isin(current + k, numbers[atoms[k]])]
+    starts = np.bincount(current // span, minlength=len(every))
+    chosen = np.flatnonzero((starts > 0) & full & ~unknown)
+    either = np.flatnonzero(((starts > 0) & full) | unknown)
+    lengths = np.zeros(len(every), dtype=np.int64)
+    start = 0
+    for seqs, _sizes, _packed, packed_lengths in places.values():
+        mine = at[start:start + len(seqs) // 8]
+        start += len(seqs) // 8
+        lengths[mine] = np.frombuffer(packed_lengths, dtype=">i4")
+    return (dict(zip(every[chosen].tolist(), starts[chosen].tolist(), strict=True)),
+            every[np.flatnonzero(unknown)].tolist(),
+            dict(zip(every[either].tolist(), lengths[either].tolist(), strict=True)))
+
+
 class _Seqs:
     """The seqs of documents named by their seqs."""
 
@@ -275,6 +542,6 @@ class _Seqs:
 
 
 __all__ = [
-    "BUILD_BATCH", "COUNT_SCOPES", "Doc", "IndexDisagrees", "TERM_KEY", "TableSource", "TextRows", "build_text_index",
-    "copy_text_index", "doc_of", "put_text_columns", "unpacked",
+    "BUILD_BATCH", "COUNT_SCOPES", "POSITIONS_MAX", "Doc", "IndexDisagrees", "TERM_KEY", "TableSource", "TextRows",
+    "build_positions", "build_text_index", "copy_text_index", "doc_of", "positions_of", "put_text_columns", "unpacked",
 ]

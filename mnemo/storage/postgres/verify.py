@@ -219,7 +219,7 @@ def _text_problems(conn: psycopg.Connection[Any], expected: ExpectedIndex) -> li
         payloads.itersize = terms.itersize = 2000
         payloads.execute("SELECT x.seq, p.payload FROM unnest(%s::bigint[]) x(seq) "
                          "LEFT JOIN mnemo_payloads p ON p.seq = x.seq ORDER BY x.seq", [[seq for seq, _r, _s in live]])
-        terms.execute("SELECT seq, term, tf, length, scope FROM mnemo_terms ORDER BY seq")
+        terms.execute("SELECT seq, term, tf, length, scope, positions FROM mnemo_terms ORDER BY seq")
         wanted = ((seq, _doc(payload)) for seq, payload in payloads)
         held = ((seq, [row[1:] for row in rows]) for seq, rows in groupby(terms, key=itemgetter(0)))
         for seq, doc, have in _side_by_side(wanted, held):
@@ -258,17 +258,20 @@ def _doc(payload: Any) -> Doc | None:
     return None if payload is None else doc_of(bytes(payload)[SALT_SIZE:])
 
 
-def _term_problems(name: str, doc: Doc | None, scope: str, have: list[tuple[str, int, int, str]]) -> list[str]:
-    """How the term rows (term, tf, length, scope) of the document `name` names differ from its terms,
-    each with its length and scope (None: it has none)."""
+def _term_problems(
+    name: str, doc: Doc | None, scope: str, have: list[tuple[str, int, int, str, bytes | None]]
+) -> list[str]:
+    """How the term rows (term, tf, length, scope, positions) of the document `name` names differ from
+    its terms, each with its length, scope and positions (None: it has none)."""
     want = {} if doc is None else doc.counts
-    held = {term: tf for term, tf, _length, _scope in have}
+    held = {term: tf for term, tf, _length, _scope, _positions in have}
     if len(held) == len(have) and held == want and (doc is None or all(
-            length == doc.length and row_scope == scope for _term, _tf, length, row_scope in have)):
-        return []  # each term once, as often as the text holds it: the rows are the text's
+            length == doc.length and row_scope == scope and _same_positions(positions, doc.positions[term])
+            for term, _tf, length, row_scope, positions in have)):
+        return []  # each term once, as often and where the text holds it: the rows are the text's
     out: list[str] = []
     seen: set[str] = set()
-    for term, tf, length, row_scope in sorted(have):
+    for term, tf, length, row_scope, positions in sorted(have, key=lambda row: row[:4]):
         if term in seen:
             out.append(f"mnemo_terms lists {name} under term {term!r} more than once")
         elif term not in want:
@@ -278,10 +281,16 @@ def _term_problems(name: str, doc: Doc | None, scope: str, have: list[tuple[str,
         elif doc is not None and (length, row_scope) != (doc.length, scope):
             out.append(f"mnemo_terms gives {name} another length or scope under term {term!r} than its document "
                        f"has ({doc.length} terms, scope {scope!r})")
+        elif doc is not None and not _same_positions(positions, doc.positions[term]):
+            out.append(f"mnemo_terms gives {name} other positions of term {term!r} than its text has")
         seen.add(term)
     out += [f"{name} is missing from the postings of term {term!r} (mnemo_terms)"
             for term in sorted(want) if term not in seen]
     return out
+
+
+def _same_positions(held: Any, want: bytes | None) -> bool:
+    return (None if held is None else bytes(held)) == want
 
 
 def _side_by_side(

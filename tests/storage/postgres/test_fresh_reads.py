@@ -1,7 +1,7 @@
 """Reads on PostgreSQL catch up with the head in their own round trip (read_fresh): a get, a history, a
-query and a list_records each send one statement, which brings the head with the records; a grant or a
-revoke another client committed is applied by the very next read, which is read again with the new ACL
-when the scopes it was made with are older."""
+query and a list_records each send one statement, which brings the head with the records (a recall, its
+read of the text index); a grant or a revoke another client committed is applied by the very next read,
+which is read again with the new ACL when the scopes it was made with are older."""
 
 from __future__ import annotations
 
@@ -105,3 +105,22 @@ def test_only_the_read_brings_the_head_and_a_missing_head_row_fails_it(pg: Schem
             with pytest.raises(IntegrityError) as info:
                 read()
             assert str(info.value) == f"{store.path}: mnemo_head holds no row"
+
+
+def test_a_recall_brings_the_head_with_its_read_of_the_index(pg: Schema) -> None:
+    """A lexical recall's first statement reads the text index and the head together; a grant or a revoke
+    another client committed applies to that very recall."""
+    with MnemoClient(pg.url, OWNER) as owner, MnemoClient(pg.url, READER) as reader:
+        rec = owner.remember("shared words", scope="team:a")
+        assert reader.recall("shared") == []
+        owner.grant(READER, "team:a", ["read"])
+        assert [h.record.id for h in reader.recall("shared")] == [rec.id]  # read again with the new ACL
+        later = owner.remember("more words", scope="team:a")
+        sent = _statements(reader, lambda: reader.recall("more"))
+        assert len(sent) == 2  # the index with the head, then the hit
+        assert sent[0].startswith("SELECT hd.seq, hd.hash, hd.ts_ns, hd.acl_seq, q.* FROM mnemo_head hd ")
+        assert "mnemo_terms" in sent[0] and "mnemo_terms" not in sent[1]
+        assert [h.record.id for h in reader.recall("more")] == [later.id]
+        assert reader._store.head() == (later.seq, bytes.fromhex(later.hash))
+        owner.revoke(READER, "team:a", ["read"])
+        assert reader.recall("shared") == []

@@ -8,24 +8,27 @@ from __future__ import annotations
 
 import secrets
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from helpers.pg import AppRole, Schema
-from helpers.pg_server import ROUTINES, files_holding, undo_version_5, undo_version_8
+from helpers.pg_server import ROUTINES, files_holding, undo_version_5, undo_version_8, undo_version_9
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mnemo import MnemoClient, StorageError
 from mnemo import client as client_module
 from mnemo.audit import verify_db
 from mnemo.errors import IntegrityError
 from mnemo.recall import engine
-from mnemo.recall.analysis import terms
+from mnemo.recall.analysis import atoms, terms
+from mnemo.recall.query import Phrase, occurrences
 from mnemo.storage.postgres import schema as pg_schema
-from mnemo.storage.postgres import store as pg_store
-from mnemo.storage.postgres.text_index import TERM_KEY
+from mnemo.storage.postgres import text_index
+from mnemo.storage.postgres.text_index import POSITIONS_MAX, TERM_KEY, positions_of
 
 OWNER = "owner"
 READER = "reader"
@@ -35,22 +38,29 @@ def _index(pg: Schema) -> dict[str, list[tuple[Any, ...]]]:
     """The text index's rows, in order."""
     return {
         "docs": pg.sql("SELECT seq, id, scope, length FROM mnemo_docs ORDER BY seq"),
-        "terms": pg.sql("SELECT seq, term, tf, length, scope FROM mnemo_terms ORDER BY seq, term"),
+        "terms": [(seq, term, tf, length, scope, None if places is None else bytes(places)) for seq, term, tf, length,
+                  scope, places in pg.sql("SELECT seq, term, tf, length, scope, positions FROM mnemo_terms "
+                                          "ORDER BY seq, term")],
         "scopes": pg.sql("SELECT scope, docs, length FROM mnemo_text_scopes ORDER BY scope"),
     }
 
 
 def _expected(c: MnemoClient) -> dict[str, list[tuple[Any, ...]]]:
     """The rows the index must hold for what the client reads (every live record, for the owner): each
-    text record's latest version, its terms counted, each scope's totals."""
+    text record's latest version, its terms counted, with where each stands among the text's atoms (4
+    bytes each, big-endian; NULL past POSITIONS_MAX), each scope's totals."""
     docs, rows = [], []
     scopes: dict[str, tuple[int, int]] = {}
     for r in sorted(c.query(), key=lambda r: r.seq):
         if not isinstance(r.content, str):
             continue
         found = terms(r.content)
+        places = atoms(r.content)
         docs.append((r.seq, r.id, r.scope, len(found)))
-        rows += [(r.seq, term, tf, len(found), r.scope) for term, tf in sorted(Counter(found).items())]
+        for term, tf in sorted(Counter(found).items()):
+            at = [i for i, atom in enumerate(places) if atom == term]
+            packed = None if len(at) > POSITIONS_MAX else b"".join(i.to_bytes(4, "big") for i in at)
+            rows.append((r.seq, term, tf, len(found), r.scope, packed))
         n, length = scopes.get(r.scope, (0, 0))
         scopes[r.scope] = (n + 1, length + len(found))
     return {"docs": docs, "terms": rows, "scopes": [(s, n, length) for s, (n, length) in sorted(scopes.items())]}
@@ -147,7 +157,8 @@ def test_forget_deletes_the_index_rows_in_its_transaction(pg: Schema) -> None:
 def test_forget_then_compact_leaves_no_term_in_the_databases_files(pg: Schema) -> None:
     """The terms are stored folded (lower case), so they are not the payload's bytes: the forgotten
     text's words, a long word (stored out of line, and in the index by its first TERM_KEY characters)
-    among them, are on disk before the forget, and in no file of the database after compact."""
+    among them, and a word's positions, are on disk before the forget, and in no file of the database
+    after compact."""
     (data,) = pg.sql("SELECT current_setting('data_directory') || '/base/' || oid FROM pg_database "
                      "WHERE datname = current_database()")[0]
     base = Path(data)
@@ -159,8 +170,14 @@ def test_forget_then_compact_leaves_no_term_in_the_databases_files(pg: Schema) -
     long_word = "Lw" + secrets.token_hex(1500).upper()  # 3,002 characters: beyond a B-tree entry
     # the long word's first characters (the index's key, and its first chunk out of line) and its last ones
     needles = [word.lower().encode(), long_word.lower()[:TERM_KEY].encode(), long_word.lower()[-900:].encode()]
+    # and where the word stands among the text's atoms (mnemo_terms.positions)
+    placed = "pz" + secrets.token_hex(6)
+    text = f"The code {word} and {long_word} " + " ".join(f"{placed} x y" for _ in range(POSITIONS_MAX))
+    positions = positions_of(text, [placed])[placed]
+    assert positions is not None and len(positions) == 4 * POSITIONS_MAX
+    needles.append(positions)
     with MnemoClient(pg.url, OWNER) as c:
-        rec = c.remember(f"The code {word} and {long_word}", tags=["secret"])
+        rec = c.remember(text, tags=["secret"])
         kept = c.remember("kept")
         assert [h.record.id for h in c.recall(word)] == [rec.id]
         assert [h.record.id for h in c.recall(long_word[:300] + "*")] == [rec.id]  # a query is 1,000 characters
@@ -188,7 +205,8 @@ def test_pg_statistic_holds_no_term_after_analyze(pg: Schema) -> None:
     assert any(table.endswith("mnemo_docs") for table, _values in sampled)  # ANALYZE did sample the tables
     assert [(table, values) for table, values in sampled if word in values] == []
     assert pg.sql("SELECT tablename, attname FROM pg_stats WHERE schemaname = current_schema() "
-                  "AND (tablename = 'mnemo_terms' AND attname = 'term' OR tablename = 'mnemo_terms_term')") == []
+                  "AND (tablename = 'mnemo_terms' AND attname IN ('term', 'positions') "
+                  "OR tablename = 'mnemo_terms_term')") == []
 
 
 # -- built for what is there: the migration, a copy -----------------------------------------------------------
@@ -252,6 +270,85 @@ def test_a_copy_builds_the_index(pg: Schema, tmp_path: Path) -> None:
         assert _index(pg) == _expected(c)
 
 
+def test_a_version_8_database_migrates_to_phrases_read_from_positions(pg: Schema, app_role: AppRole) -> None:
+    """Version 9 adds mnemo_terms.positions, held by the terms' index too, and mnemo_index_text and
+    mnemo_put take them: the rows already there are written again with their positions, recall answers as
+    before, and the application role writes and forgets through the new routines."""
+    with MnemoClient(pg.url, OWNER) as c:
+        made = _varied(c)
+        c.remember("gamma alpha beta " * (POSITIONS_MAX + 1) + "delta alpha", scope="team:c")  # (no positions kept)
+        built = _index(pg)
+        assert built == _expected(c)
+        answers = _answers(c, "id")
+        assert sum(map(len, answers)) > 20
+    undo_version_9(pg)
+    assert pg.sql("SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() "
+                  "AND table_name = 'mnemo_terms' AND column_name = 'positions'") == [(0,)]
+    with MnemoClient(pg.url, OWNER) as c:
+        assert c.recovery == [f"migrated the schema from version 8 to {pg_schema.SCHEMA_VERSION}"]
+        assert _index(pg) == built
+        (definition,) = pg.sql("SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+                               "AND indexname = 'mnemo_terms_term'")[0]
+        assert definition.endswith("USING btree (key, scope) INCLUDE (seq, tf, length, positions)")
+        assert pg.sql("SELECT attstattarget, attstorage FROM pg_attribute WHERE attrelid = 'mnemo_terms'::regclass "
+                      "AND attname = 'positions'") == [(0, "e")]
+        assert _answers(c, "id") == answers
+        assert c.verify().ok
+    with MnemoClient(app_role.url, OWNER) as c:
+        c.remember("beta alpha written after the migration", scope="team:b")
+        c.update(made["b"], content="alpha beta updated after it")
+        c.forget(made["a"])
+        with c.transaction():
+            c.remember("and alpha beta in a transaction", scope="team:a")
+        assert _index(pg) == _expected(c)
+        assert sorted(h.record.content for h in c.recall('"alpha beta" -gamma')) == [
+            "alpha beta updated after it", "and alpha beta in a transaction"]
+        assert c.verify().ok
+
+
+def test_a_phrase_is_decided_from_positions_and_only_its_hits_are_read(pg: Schema, tmp_path: Path) -> None:
+    """The documents holding every word of a phrase are ranked from the words' positions: only the hits'
+    texts are read, with the scores of the log file's recall (which reads every candidate's text); a
+    document whose positions of a word are not kept is read for it."""
+    texts = [f"alpha beta {i}" if i % 3 else f"beta alpha {i} alpha" for i in range(30)]
+    texts += ["alpha beta " * (POSITIONS_MAX + 1), "beta " * (POSITIONS_MAX + 1) + "alpha"]
+    with MnemoClient(pg.url, OWNER, durability="none") as p, MnemoClient(str(tmp_path / "f.db"), OWNER) as f:
+        for c in (p, f):
+            with c.transaction():
+                for text in texts:
+                    c.remember(text)
+        for query in ('"alpha beta"', '"beta alpha" -"alpha beta"', '"beta beta" alpha', '"alpha gamma"'):
+            _same([[(h.record.content, h.score) for h in p.recall(query, limit=3)]],
+                  [[(h.record.content, h.score) for h in f.recall(query, limit=3)]])
+        sent = _sent(p, lambda: p.recall('"alpha beta"', limit=3))
+        # the index (with the positions), then the texts of the two documents whose positions are not all
+        # kept, then the hits not among them: five texts at most, of the 32 documents holding both words
+        assert 2 <= len(sent) <= 3
+        assert sorted(sent[1][1][0]) == [r.seq for r in p.query()][-2:]
+        assert sum(len(params[0]) for _sql, params in sent[1:]) <= 5
+        hits = p.recall('"beta beta"', limit=3)  # its one document's positions of "beta" are not kept
+        assert [h.record.content for h in hits] == [texts[-1]]
+        assert p.verify().ok
+
+
+def test_positions_written_by_hand_leave_the_phrase_to_the_texts(pg: Schema, tmp_path: Path) -> None:
+    """Positions that are not whole 4-byte places, or that are wrong, are the index's doing: the phrase is
+    found as the texts have it (the hits are checked against them), and verify names the rows."""
+    texts = ["alpha beta gamma", "beta alpha", "alpha beta alpha beta", "gamma alpha"]
+    with MnemoClient(pg.url, OWNER) as p, MnemoClient(str(tmp_path / "f.db"), OWNER) as f:
+        for c in (p, f):
+            for text in texts:
+                c.remember(text)
+        want = [(h.record.content, h.score) for h in f.recall('"alpha beta"')]
+        pg.sql("UPDATE mnemo_terms SET positions = '\\x000001' WHERE term = 'alpha' AND seq = "
+               "(SELECT min(seq) FROM mnemo_docs)")
+        _same([[(h.record.content, h.score) for h in p.recall('"alpha beta"')]], [want])
+        pg.sql("UPDATE mnemo_terms SET positions = '\\x00000001' WHERE term = 'alpha'")
+        # every document's "alpha" said to stand second: the first is found by none, nor is a false one served
+        assert {h.record.content for h in p.recall('"alpha beta"')} <= {text for text, _score in want}
+        assert not p.verify().ok
+
+
 def test_a_version_7_database_migrates_to_postings_read_from_the_index(pg: Schema, app_role: AppRole) -> None:
     """Version 8 adds mnemo_terms.key (generated from the term) and replaces the terms' index by one on (key,
     scope) that holds the postings: the rows already there get their keys, recall answers as before, and
@@ -271,9 +368,9 @@ def test_a_version_7_database_migrates_to_postings_read_from_the_index(pg: Schem
                       [TERM_KEY]) == [(len(built["terms"]),) * 2]
         (definition,) = pg.sql("SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() "
                                "AND indexname = 'mnemo_terms_term'")[0]
-        assert definition.endswith("USING btree (key, scope) INCLUDE (seq, tf, length)")
+        assert definition.endswith("USING btree (key, scope) INCLUDE (seq, tf, length, positions)")
         assert pg.sql("SELECT attstattarget FROM pg_attribute WHERE attrelid = 'mnemo_terms'::regclass "
-                      "AND attname IN ('term', 'key')") == [(0,), (0,)]
+                      "AND attname IN ('term', 'key', 'positions')") == [(0,), (0,), (0,)]
         assert _answers(c, "id") == answers
         assert c.verify().ok
     with MnemoClient(app_role.url, OWNER) as c:
@@ -326,6 +423,10 @@ def _made(pg: Schema) -> dict[str, Any]:
      ["mnemo_text_scopes counts 2 documents of 3 terms in scope 'team:a', the chain 1 of 3"]),
     ("DELETE FROM mnemo_text_scopes WHERE scope = 'team:a'",
      ["mnemo_text_scopes counts 0 documents of 0 terms in scope 'team:a', the chain 1 of 3"]),
+    ("UPDATE mnemo_terms SET positions = '\\x00000000' WHERE term = 'beta' AND seq = {seq}",
+     ["mnemo_terms gives record {a} (seq {seq}) other positions of term 'beta' than its text has"]),
+    ("UPDATE mnemo_terms SET positions = NULL WHERE term = 'alpha' AND seq = {seq}",
+     ["mnemo_terms gives record {a} (seq {seq}) other positions of term 'alpha' than its text has"]),
     ("UPDATE mnemo_terms SET scope = 'team:b' WHERE term = 'beta' AND seq = {seq}",
      ["mnemo_terms gives record {a} (seq {seq}) another length or scope under term 'beta' than its document has "
       "(3 terms, scope 'team:a')"]),
@@ -386,6 +487,8 @@ def _write(c: MnemoClient) -> None:
         text = " ".join(words[(i * k + 3) % len(words)] for k in range(1, 2 + i % 6))
         if i % 9 == 0:
             text += " state of the art, state-of-the-art " + "Long" * 100
+        if i % 10 == 5:  # (more places than positions are kept for: the phrases are found in the text)
+            text += " beta alpha" * 40 + " alpha beta" * 30
         scope = ["team:a", "team:b", "team:pub", "team:public", f"agent:{OWNER}"][i % 5]
         tags = [["x"], ["y"], [], ["x", "z"]][i % 4]
         made.append(c.remember(text if i % 13 else text.encode(), scope=scope, tags=tags))
@@ -506,45 +609,43 @@ def test_the_same_writes_on_both_backends_recall_alike(pg: Schema, tmp_path: Pat
 # -- how it reads -----------------------------------------------------------------------------------------------
 
 
-def _statements(monkeypatch: pytest.MonkeyPatch, c: MnemoClient, query: str) -> list[str]:
-    sent: list[str] = []
-    fetch = pg_store.PostgresStore._fetch
+def _sent(c: MnemoClient, read: Callable[[], Any]) -> list[tuple[str, Any]]:
+    """The statements (with their parameters) `read` sends on the store's read connection."""
+    conn: Any = c._store._read  # type: ignore[attr-defined]
+    execute, sent = conn.execute, []
 
-    def spy(self: pg_store.PostgresStore, sql: str, params: Any = None, conn: Any = None, binary: bool = False) -> Any:
-        sent.append(sql)
-        return fetch(self, sql, params, conn, binary)
+    def spy(query: Any, params: Any = None, *args: Any, **kwargs: Any) -> Any:
+        sent.append((str(query), params))
+        return execute(query, params, *args, **kwargs)
 
-    monkeypatch.setattr(pg_store.PostgresStore, "_fetch", spy)
+    conn.execute = spy
     try:
-        c.recall(query)
+        read()
     finally:
-        monkeypatch.undo()
+        del conn.execute
     return sent
 
 
-def test_a_recall_reads_the_index_in_one_statement_and_its_hits_in_one_more(
-    pg: Schema, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _statements(c: MnemoClient, query: str) -> list[str]:
+    return [sql for sql, _params in _sent(c, lambda: c.recall(query))]
+
+
+def test_a_recall_reads_the_index_in_one_statement_and_its_hits_in_one_more(pg: Schema) -> None:
     with MnemoClient(pg.url, OWNER, durability="none") as c:
         with c.transaction():
             for i in range(50):
                 c.remember(f"alpha beta {i} alphabet", tags=[f"t{i % 3}"])
-        # the head (every read's refresh), the index, the hits
-        assert len(_statements(monkeypatch, c, "alpha al* -beta7 gamma")) == 3
-        assert len(_statements(monkeypatch, c, '"alpha beta"')) == 3  # the phrase's texts are the hits'
-        assert len(_statements(monkeypatch, c, "nothing")) == 2
+        # the index, which brings the head (read_fresh), then the hits
+        for query in ("alpha al* -beta7 gamma", '"alpha beta"', "nothing"):
+            sent = _statements(c, query)
+            assert sent[0].startswith("SELECT hd.seq, hd.hash, hd.ts_ns, hd.acl_seq, q.* FROM mnemo_head hd ")
+            assert "mnemo_terms" in sent[0]
+            assert len(sent) == (1 if query == "nothing" else 2)
 
 
-def test_the_index_is_read_by_key_without_statistics(pg: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_index_is_read_by_key_without_statistics(pg: Schema) -> None:
     """On tables the planner has no statistics of, each term is found by its index (and, with tags, each
     document by its key): no sequential scan of the terms or the documents."""
-    sent: list[tuple[str, Any]] = []
-    fetch = pg_store.PostgresStore._fetch
-
-    def spy(self: pg_store.PostgresStore, sql: str, params: Any = None, conn: Any = None, binary: bool = False) -> Any:
-        sent.append((sql, params))
-        return fetch(self, sql, params, conn, binary)
-
     with MnemoClient(pg.url, OWNER, durability="none") as c:
         c.grant(READER, "team:1", ["read"])
         for start in range(0, 2000, 500):
@@ -555,10 +656,8 @@ def test_the_index_is_read_by_key_without_statistics(pg: Schema, monkeypatch: py
         with MnemoClient(pg.url, READER) as r:
             for client, query, options in ((c, "rare7", {}), (c, "w7", {"tags": ["g2"]}), (r, "rare8 w1*", {}),
                                            (c, '"words 17"', {"scope": "team:3"})):
-                sent.clear()
-                monkeypatch.setattr(pg_store.PostgresStore, "_fetch", spy)
-                assert client.recall(query, **options)
-                monkeypatch.undo()
+                sent = _sent(client, lambda client=client, query=query, options=options: client.recall(
+                    query, **options))
                 index_reads = [(sql, params) for sql, params in sent if "mnemo_terms" in sql]
                 assert len(index_reads) == 1
                 plan = str(c._store._fetch("EXPLAIN " + index_reads[0][0], index_reads[0][1]))  # type: ignore[attr-defined]
@@ -591,27 +690,18 @@ def test_a_term_longer_than_the_index_key_is_found_whole(
         assert c.verify().ok
 
 
-def test_after_compact_the_postings_are_read_from_the_index_alone(pg: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_after_compact_the_postings_are_read_from_the_index_alone(pg: Schema) -> None:
     """compact leaves the terms' visibility map set: a term's postings (a word, a prefix's terms, a reader's
     scopes) are read by an index-only scan of mnemo_terms_term, with no row of the table fetched."""
-    sent: list[tuple[str, Any]] = []
-    fetch = pg_store.PostgresStore._fetch
-
-    def spy(self: pg_store.PostgresStore, sql: str, params: Any = None, conn: Any = None, binary: bool = False) -> Any:
-        sent.append((sql, params))
-        return fetch(self, sql, params, conn, binary)
-
     with MnemoClient(pg.url, OWNER, durability="none") as c, MnemoClient(pg.url, READER) as r:
         c.grant(READER, "team:1", ["read"])
         with c.transaction():
             for i in range(1000):
                 c.remember(f"common words {i} w{i % 50} rare{i}", scope=f"team:{i % 7}")
         c.compact()
+        r.recall("common")  # (a recall that finds a newer ACL reads again: one read is looked at below)
         for client, query in ((c, "common"), (c, "rare7 w3"), (r, "w1*"), (r, "common -rare8")):
-            sent.clear()
-            monkeypatch.setattr(pg_store.PostgresStore, "_fetch", spy)
-            assert client.recall(query)
-            monkeypatch.undo()
+            sent = _sent(client, lambda client=client, query=query: client.recall(query))
             ((sql, params),) = [(sql, params) for sql, params in sent if "mnemo_terms" in sql]
             plan = [line for (line,) in c._store._fetch(  # type: ignore[attr-defined]
                 "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + sql, params)]
@@ -670,3 +760,42 @@ def test_the_schema_refuses_a_term_row_of_no_occurrence(pg: Schema) -> None:
     MnemoClient(pg.url, OWNER).close()
     with pytest.raises(psycopg.errors.CheckViolation):
         pg.sql("INSERT INTO mnemo_terms VALUES ('x', 1, 0, 1, 'team:a')")
+
+
+@settings(max_examples=200, deadline=None)
+@given(docs=st.lists(st.lists(st.sampled_from(["a", "b", "c"]), max_size=12), min_size=1, max_size=8),
+       phrase=st.lists(st.sampled_from(["a", "b", "c"]), min_size=2, max_size=4),
+       unkept=st.sets(st.integers(0, 7)), dense=st.sampled_from([0, text_index.DENSE]))
+def test_a_phrase_decided_in_bulk_is_decided_one_document_at_a_time(
+    docs: list[list[str]], phrase: list[str], unkept: set[int], dense: int
+) -> None:
+    """TableSource.phrase with numpy (a table of a bit per place, or a sort of the places) and without it:
+    the same starts, the same documents whose positions are not kept; and the starts are the phrase's."""
+    places: dict[str, tuple[bytes, bytes, bytes, bytes]] = {}
+    for atom in dict.fromkeys(phrase):
+        seqs, sizes, packed, lengths = b"", b"", b"", b""
+        for seq, words in enumerate(docs, 10):
+            at = [i for i, word in enumerate(words) if word == atom]
+            if at:
+                seqs += seq.to_bytes(8, "big")
+                lengths += len(words).to_bytes(4, "big")
+                sizes += (-1 if seq - 10 in unkept else 4 * len(at)).to_bytes(4, "big", signed=True)
+                packed += b"" if seq - 10 in unkept else b"".join(i.to_bytes(4, "big") for i in at)
+        places[atom] = (seqs, sizes, packed, lengths)
+    if any(not seqs for seqs, _sizes, _packed, _lengths in places.values()):
+        return  # (a word no document holds: TableSource.phrase answers before)
+    atoms_ = tuple(phrase)
+    one_by_one = text_index._phrase_python(atoms_, places)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(text_index, "DENSE", dense)
+        found, unknown, lengths = text_index._phrase_numpy(atoms_, places)
+    assert (found, sorted(unknown)) == (one_by_one[0], sorted(one_by_one[1]))
+    assert lengths == {seq: len(docs[seq - 10]) for seq in [*found, *unknown]}
+    assert all(one_by_one[2][seq] == length for seq, length in lengths.items())
+    for seq, words in enumerate(docs, 10):
+        starts = occurrences(Phrase(atoms_), words)
+        holds_all = all(atom in words for atom in atoms_)
+        if holds_all and seq - 10 in unkept:
+            assert seq in unknown and seq not in found
+        else:
+            assert seq not in unknown and found.get(seq, 0) == starts
