@@ -2548,15 +2548,13 @@ static int term_slots(term_table *t, Py_ssize_t cap) {
     return 0;
 }
 
-/* A term_fn: one more of s[0:n] (a part of t->text), lower-cased. */
-static int tally_term(void *to, const unsigned char *s, Py_ssize_t n) {
-    term_table *t = to;
+/* One more of the term lower[off:off + n], whose hash_bytes is `h`. 0, or -1 with an exception set. */
+static int tally_hashed(term_table *t, Py_ssize_t off, Py_ssize_t n, uint64_t h) {
     if (n >= (Py_ssize_t)FREE_TERM || t->n >= INT32_MAX - 1) {
         PyErr_NoMemory();
         return -1;
     }
-    const unsigned char *p = t->lower + (s - t->text);
-    uint64_t h = hash_bytes(p, n);
+    const unsigned char *p = t->lower + off;
     Py_ssize_t mask = t->cap_slots - 1, i = (Py_ssize_t)(h & (uint64_t)mask);
     for (; t->slots[i] >= 0; i = (i + 1) & mask) {
         text_term *known = &t->terms[t->slots[i]];
@@ -2580,12 +2578,81 @@ static int tally_term(void *to, const unsigned char *s, Py_ssize_t n) {
         t->terms = grown;
         t->cap = cap;
     }
-    t->terms[t->n] = (text_term){(uint32_t)(p - t->lower), (uint32_t)n, h, 1, 0, 0};
+    t->terms[t->n] = (text_term){(uint32_t)off, (uint32_t)n, h, 1, 0, 0};
     t->slots[i] = (int32_t)t->n++;
     t->length++;
     if (t->n * 2 > t->cap_slots && term_slots(t, t->cap_slots * 2) < 0) {
         PyErr_NoMemory();
         return -1;
+    }
+    return 0;
+}
+
+/* A term_fn: one more of s[0:n] (a part of t->text, whose lower-cased copy is made), lower-cased. */
+static int tally_term(void *to, const unsigned char *s, Py_ssize_t n) {
+    term_table *t = to;
+    Py_ssize_t off = s - t->text;
+    return tally_hashed(t, off, n, hash_bytes(t->lower + off, n));
+}
+
+/* What the scan of add_text asks of an ASCII character: its class (0: not a word character). */
+#define CL_LOW 1
+#define CL_UP 2
+#define CL_DIGIT 4
+#define CL_UNDER 8
+static const uint8_t char_class[256] = {
+    ['0'] = CL_DIGIT, ['1'] = CL_DIGIT, ['2'] = CL_DIGIT, ['3'] = CL_DIGIT, ['4'] = CL_DIGIT,
+    ['5'] = CL_DIGIT, ['6'] = CL_DIGIT, ['7'] = CL_DIGIT, ['8'] = CL_DIGIT, ['9'] = CL_DIGIT,
+    ['A'] = CL_UP, ['B'] = CL_UP, ['C'] = CL_UP, ['D'] = CL_UP, ['E'] = CL_UP, ['F'] = CL_UP, ['G'] = CL_UP,
+    ['H'] = CL_UP, ['I'] = CL_UP, ['J'] = CL_UP, ['K'] = CL_UP, ['L'] = CL_UP, ['M'] = CL_UP, ['N'] = CL_UP,
+    ['O'] = CL_UP, ['P'] = CL_UP, ['Q'] = CL_UP, ['R'] = CL_UP, ['S'] = CL_UP, ['T'] = CL_UP, ['U'] = CL_UP,
+    ['V'] = CL_UP, ['W'] = CL_UP, ['X'] = CL_UP, ['Y'] = CL_UP, ['Z'] = CL_UP, ['_'] = CL_UNDER,
+    ['a'] = CL_LOW, ['b'] = CL_LOW, ['c'] = CL_LOW, ['d'] = CL_LOW, ['e'] = CL_LOW, ['f'] = CL_LOW, ['g'] = CL_LOW,
+    ['h'] = CL_LOW, ['i'] = CL_LOW, ['j'] = CL_LOW, ['k'] = CL_LOW, ['l'] = CL_LOW, ['m'] = CL_LOW, ['n'] = CL_LOW,
+    ['o'] = CL_LOW, ['p'] = CL_LOW, ['q'] = CL_LOW, ['r'] = CL_LOW, ['s'] = CL_LOW, ['t'] = CL_LOW, ['u'] = CL_LOW,
+    ['v'] = CL_LOW, ['w'] = CL_LOW, ['x'] = CL_LOW, ['y'] = CL_LOW, ['z'] = CL_LOW,
+};
+
+/* Every term of the ASCII text t->text[0:n] tallied, its lower-cased copy written as it goes: the words
+ * of next_word in one pass, each one's classes gathered and its hash computed as it is read, so that a
+ * simple word (simple_word's test, from the classes) is tallied at once and only an identifier is
+ * split by count_word. 0, or -1 with an exception set. */
+static int tally_text(term_table *t, Py_ssize_t n) {
+    const unsigned char *s = t->text;
+    unsigned char *lower = (unsigned char *)t->lower;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (!char_class[s[i]]) {
+            lower[i] = s[i];
+            i++;
+            continue;
+        }
+        Py_ssize_t start = i;
+        uint8_t first = char_class[s[i]], rest = 0;
+        int dot = 0;
+        uint64_t h = 1469598103934665603ULL; /* (hash_bytes, as the bytes are read) */
+        for (;;) {
+            uint8_t cl;
+            while (i < n && (cl = char_class[s[i]])) {
+                unsigned char c = cl == CL_UP ? (unsigned char)(s[i] + 32) : s[i];
+                lower[i] = c;
+                h = (h ^ c) * 1099511628211ULL;
+                if (i > start) rest |= cl;
+                i++;
+            }
+            if (!(i + 1 < n && s[i] == '.' && char_class[s[i + 1]])) break;
+            lower[i] = '.';
+            h = (h ^ '.') * 1099511628211ULL;
+            dot = 1;
+            i++;
+        }
+        uint8_t all = first | rest;
+        int simple = !dot && !(all & CL_UNDER) &&
+                     (((all & CL_LOW) && !(all & CL_UP)) || ((rest & CL_LOW) && !(rest & CL_UP)) ||
+                      ((all & CL_UP) && !(all & CL_LOW) && !(all & CL_DIGIT)));
+        if (simple ? tally_hashed(t, start, i - start, h ^ (h >> 29)) < 0
+                   : count_word(tally_term, t, s + start, i - start) < 0)
+            return -1;
     }
     return 0;
 }
@@ -2626,10 +2693,8 @@ static PyObject *Postings_add_text(Postings *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t i = 0; i < n; i++) lower[i] = IS_UP(s[i]) ? (unsigned char)(s[i] + 32) : s[i];
     t.lower = lower;
-    for (Py_ssize_t i = 0, start; next_word(s, n, &i, &start);)
-        if (count_word(tally_term, &t, s + start, i - start) < 0) goto done;
+    if (tally_text(&t, n) < 0) goto done;
     /* each term's id: the vocabulary's, or the one vocab_add will give it (free ids last freed first,
      * then new ones), in the order the terms first occur */
     Py_ssize_t fresh = 0, nfree = vocab->nfree, next = vocab->nids;
