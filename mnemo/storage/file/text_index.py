@@ -148,9 +148,12 @@ class TextIndex(RowDerived):
         self.doc_seq.append(seq)
         self._norms = None
         docs = self.row_docs
-        if row >= len(docs):
-            docs.extend(array(_ROW, [-1]) * (row + 1 - len(docs)))
-        docs[row] = doc
+        if row == len(docs):  # (a new row, the usual case: the next one)
+            docs.append(doc)
+        else:
+            if row > len(docs):
+                docs.extend(array(_ROW, [-1]) * (row + 1 - len(docs)))
+            docs[row] = doc
         totals = self.scope_totals.get(scope)
         if totals is None:
             self.scope_totals[scope] = [1, length]
