@@ -850,7 +850,7 @@ class WritepathHarness:
 
 
 
-Harness = (ScanHarness | AnalysisHarness | PostingsHarness | VocabularyHarness | ReadpathHarness
+Harness = (ScanHarness | AnalysisHarness | PostingsHarness | VocabularyHarness | IndexTextHarness | ReadpathHarness
            | WritepathHarness | PgreadHarness)
 HARNESSES: dict[str, type[Harness]] = {
     "scan": ScanHarness, "analysis": AnalysisHarness, "postings": PostingsHarness, "vocabulary": VocabularyHarness,
