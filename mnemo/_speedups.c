@@ -886,13 +886,18 @@ done:
 #define IS_DIGIT(c) ((c) >= '0' && (c) <= '9')
 #define IS_WORD(c) (IS_LOW(c) || IS_UP(c) || IS_DIGIT(c) || (c) == '_')
 
+/* Where the terms of a text go, one call per term (s[0:n], in the text's case): 0, or -1 with an
+ * exception set. count_terms counts them in a dict; Postings.add_text in a table of its own. */
+typedef int (*term_fn)(void *sink, const unsigned char *s, Py_ssize_t n);
+
 typedef struct {
     PyObject *counts;
     Py_ssize_t length;
 } term_sink;
 
 /* Counts one term: s[0:n] lower-cased. 0, or -1 with an exception set. */
-static int count_term(term_sink *sink, const unsigned char *s, Py_ssize_t n) {
+static int count_term(void *to, const unsigned char *s, Py_ssize_t n) {
+    term_sink *sink = to;
     PyObject *term = PyUnicode_New(n, 127);
     if (!term) return -1;
     Py_UCS1 *out = PyUnicode_1BYTE_DATA(term);
@@ -983,25 +988,25 @@ static int next_word(const unsigned char *s, Py_ssize_t n, Py_ssize_t *at, Py_ss
 }
 
 /* The terms of one word w[0:n] (n > 0), as analysis._word gives them. */
-static int count_word(term_sink *sink, const unsigned char *w, Py_ssize_t n) {
-    if (simple_word(w, n)) return count_term(sink, w, n);
+static int count_word(term_fn term, void *sink, const unsigned char *w, Py_ssize_t n) {
+    if (simple_word(w, n)) return term(sink, w, n);
     Py_ssize_t found, after, parts;
     word_shape(w, n, &found, &after);
     if (found == 0) return 0; /* only separators: no term */
-    if (after == 0 && found == 1) return count_term(sink, w, n);
-    if (count_term(sink, w, n) < 0) return -1;
+    if (after == 0 && found == 1) return term(sink, w, n);
+    if (term(sink, w, n) < 0) return -1;
     for (Py_ssize_t i = 0; i < n;) {
         if (w[i] == '_' || w[i] == '.') {
             i++;
             continue;
         }
         Py_ssize_t end = piece_end(w, n, i, &parts), len = end - i;
-        if (len != n && count_term(sink, w + i, len) < 0) return -1;
+        if (len != n && term(sink, w + i, len) < 0) return -1;
         if (parts > 1) {
             Py_ssize_t from = 0;
             for (Py_ssize_t j = 1; j <= len; j++) {
                 if (j == len || case_change(w + i, len, j)) {
-                    if (count_term(sink, w + i + from, j - from) < 0) return -1;
+                    if (term(sink, w + i + from, j - from) < 0) return -1;
                     from = j;
                 }
             }
@@ -1023,7 +1028,7 @@ static PyObject *count_terms(PyObject *self, PyObject *arg) {
     term_sink sink = {PyDict_New(), 0};
     if (!sink.counts) return NULL;
     for (Py_ssize_t i = 0, start; next_word(s, n, &i, &start);) {
-        if (count_word(&sink, s + start, i - start) < 0) {
+        if (count_word(count_term, &sink, s + start, i - start) < 0) {
             Py_DECREF(sink.counts);
             return NULL;
         }
@@ -2085,7 +2090,11 @@ static PyObject *arena_bytes(const arena_t *a) {
 
 static PyObject *Postings_arena(Postings *self, PyObject *unused) { return arena_bytes(&self->arena); }
 
+static PyObject *Postings_add_text(Postings *self, PyObject *args); /* (below: it needs the Vocabulary) */
+
 static PyMethodDef Postings_methods[] = {
+    {"add_text", (PyCFunction)Postings_add_text, METH_VARARGS,
+     "add_text(doc, vocab, text, seen=None) -> the document's length, or None for a text that is not ASCII"},
     {"add", (PyCFunction)Postings_add, METH_VARARGS, "add(doc, tids, tfs)"},
     {"remove", (PyCFunction)Postings_remove, METH_O, "remove(doc) -> the term ids whose postings it emptied"},
     {"count", (PyCFunction)Postings_count, METH_O, "count(tid) -> documents holding it"},
@@ -2157,12 +2166,12 @@ static int vocab_same(const Vocab *self, uint32_t id, const uint8_t *p, Py_ssize
     return r->len == (uint64_t)n && (n == 0 || memcmp(self->arena.bytes + r->off, p, (size_t)n) == 0);
 }
 
-/* The table slot holding the id of term p[0:n], or (not there) the slot it would take; -1 when the
- * table is empty. */
-static int64_t vocab_find(const Vocab *self, const uint8_t *p, Py_ssize_t n, int *found) {
+/* The table slot holding the id of term p[0:n] (whose hash_bytes is `hash`), or (not there) the slot it
+ * would take; -1 when the table is empty. */
+static int64_t vocab_find_hashed(const Vocab *self, const uint8_t *p, Py_ssize_t n, uint64_t hash, int *found) {
     *found = 0;
     if (!self->table_cap) return -1;
-    uint64_t mask = self->table_cap - 1, i = hash_bytes(p, n) & mask;
+    uint64_t mask = self->table_cap - 1, i = hash & mask;
     int64_t first_gone = -1;
     for (;; i = (i + 1) & mask) {
         uint32_t id = self->table[i];
@@ -2174,6 +2183,11 @@ static int64_t vocab_find(const Vocab *self, const uint8_t *p, Py_ssize_t n, int
             return (int64_t)i;
         }
     }
+}
+
+/* The same, its hash (hash_bytes of p[0:n]) computed here. */
+static int64_t vocab_find(const Vocab *self, const uint8_t *p, Py_ssize_t n, int *found) {
+    return vocab_find_hashed(self, p, n, hash_bytes(p, n), found);
 }
 
 /* A table of `cap` slots (a power of two) holding every id. 0, or -1 (no memory; nothing changed). */
@@ -2492,6 +2506,264 @@ static PyObject *Vocab_nbytes(Vocab *self, PyObject *unused) {
 }
 
 static PyObject *Vocab_arena(Vocab *self, PyObject *unused) { return arena_bytes(&self->arena); }
+
+/* Postings.add_text(doc, vocab, text, seen=None) -> int | None: an ASCII text indexed as document
+ * `doc` in one call: its terms counted as count_terms counts them, each one's id found in `vocab` (a Vocabulary;
+ * the terms it lacks added to it in the order they first occur, as Vocabulary.add would give them
+ * ids), and the document added as add(doc, ids, counts) adds it; the document's length (its number of
+ * terms). None for a text that is not ASCII, which changes nothing (the caller analyses it). Its twin is
+ * PyPostings.add_text (mnemo/storage/file/postings.py). Everything that can fail (no memory, a wrong
+ * `doc`) fails before the vocabulary or the postings change. */
+
+typedef struct {
+    uint32_t off, n; /* the term: lower[off:off + n] */
+    uint64_t hash;
+    uint32_t count;
+    uint32_t id; /* its id in the vocabulary, found or to be given */
+    int fresh;   /* not in the vocabulary: added with that id */
+} text_term;
+
+typedef struct {
+    const unsigned char *text;  /* the text as given (words are found in it, case and all) */
+    const unsigned char *lower; /* the same lower-cased (terms are counted in it) */
+    text_term *terms;           /* the distinct terms, in the order they first occur */
+    Py_ssize_t n, cap;
+    int32_t *slots; /* open addressing over terms (-1: empty); a power of two, at most half full */
+    Py_ssize_t cap_slots;
+    Py_ssize_t length;
+} term_table;
+
+static int term_slots(term_table *t, Py_ssize_t cap) {
+    int32_t *slots = malloc(sizeof(int32_t) * (size_t)cap);
+    if (!slots) return -1;
+    memset(slots, 0xff, sizeof(int32_t) * (size_t)cap);
+    for (Py_ssize_t k = 0; k < t->n; k++) {
+        Py_ssize_t i = (Py_ssize_t)(t->terms[k].hash & (uint64_t)(cap - 1));
+        while (slots[i] >= 0) i = (i + 1) & (cap - 1);
+        slots[i] = (int32_t)k;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->cap_slots = cap;
+    return 0;
+}
+
+/* One more of the term lower[off:off + n], whose hash_bytes is `h`. 0, or -1 with an exception set. */
+static int tally_hashed(term_table *t, Py_ssize_t off, Py_ssize_t n, uint64_t h) {
+    if (n >= (Py_ssize_t)FREE_TERM || t->n >= INT32_MAX - 1) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    const unsigned char *p = t->lower + off;
+    Py_ssize_t mask = t->cap_slots - 1, i = (Py_ssize_t)(h & (uint64_t)mask);
+    for (; t->slots[i] >= 0; i = (i + 1) & mask) {
+        text_term *known = &t->terms[t->slots[i]];
+        if (known->hash == h && known->n == (uint32_t)n && memcmp(t->lower + known->off, p, (size_t)n) == 0) {
+            if (known->count == UINT32_MAX) {
+                PyErr_SetString(PyExc_OverflowError, "a term occurs 2**32 times or more");
+                return -1;
+            }
+            known->count++;
+            t->length++;
+            return 0;
+        }
+    }
+    if (t->n == t->cap) {
+        Py_ssize_t cap = t->cap ? t->cap * 2 : 64;
+        text_term *grown = realloc(t->terms, sizeof(text_term) * (size_t)cap);
+        if (!grown) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->terms = grown;
+        t->cap = cap;
+    }
+    t->terms[t->n] = (text_term){(uint32_t)off, (uint32_t)n, h, 1, 0, 0};
+    t->slots[i] = (int32_t)t->n++;
+    t->length++;
+    if (t->n * 2 > t->cap_slots && term_slots(t, t->cap_slots * 2) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* A term_fn: one more of s[0:n] (a part of t->text, whose lower-cased copy is made), lower-cased. */
+static int tally_term(void *to, const unsigned char *s, Py_ssize_t n) {
+    term_table *t = to;
+    Py_ssize_t off = s - t->text;
+    return tally_hashed(t, off, n, hash_bytes(t->lower + off, n));
+}
+
+/* What the scan of add_text asks of an ASCII character: its class (0: not a word character). */
+#define CL_LOW 1
+#define CL_UP 2
+#define CL_DIGIT 4
+#define CL_UNDER 8
+static const uint8_t char_class[256] = {
+    ['0'] = CL_DIGIT, ['1'] = CL_DIGIT, ['2'] = CL_DIGIT, ['3'] = CL_DIGIT, ['4'] = CL_DIGIT,
+    ['5'] = CL_DIGIT, ['6'] = CL_DIGIT, ['7'] = CL_DIGIT, ['8'] = CL_DIGIT, ['9'] = CL_DIGIT,
+    ['A'] = CL_UP, ['B'] = CL_UP, ['C'] = CL_UP, ['D'] = CL_UP, ['E'] = CL_UP, ['F'] = CL_UP, ['G'] = CL_UP,
+    ['H'] = CL_UP, ['I'] = CL_UP, ['J'] = CL_UP, ['K'] = CL_UP, ['L'] = CL_UP, ['M'] = CL_UP, ['N'] = CL_UP,
+    ['O'] = CL_UP, ['P'] = CL_UP, ['Q'] = CL_UP, ['R'] = CL_UP, ['S'] = CL_UP, ['T'] = CL_UP, ['U'] = CL_UP,
+    ['V'] = CL_UP, ['W'] = CL_UP, ['X'] = CL_UP, ['Y'] = CL_UP, ['Z'] = CL_UP, ['_'] = CL_UNDER,
+    ['a'] = CL_LOW, ['b'] = CL_LOW, ['c'] = CL_LOW, ['d'] = CL_LOW, ['e'] = CL_LOW, ['f'] = CL_LOW, ['g'] = CL_LOW,
+    ['h'] = CL_LOW, ['i'] = CL_LOW, ['j'] = CL_LOW, ['k'] = CL_LOW, ['l'] = CL_LOW, ['m'] = CL_LOW, ['n'] = CL_LOW,
+    ['o'] = CL_LOW, ['p'] = CL_LOW, ['q'] = CL_LOW, ['r'] = CL_LOW, ['s'] = CL_LOW, ['t'] = CL_LOW, ['u'] = CL_LOW,
+    ['v'] = CL_LOW, ['w'] = CL_LOW, ['x'] = CL_LOW, ['y'] = CL_LOW, ['z'] = CL_LOW,
+};
+
+/* Every term of the ASCII text t->text[0:n] tallied, its lower-cased copy written as it goes: the words
+ * of next_word in one pass, each one's classes gathered and its hash computed as it is read, so that a
+ * simple word (simple_word's test, from the classes) is tallied at once and only an identifier is
+ * split by count_word. 0, or -1 with an exception set. */
+static int tally_text(term_table *t, Py_ssize_t n) {
+    const unsigned char *s = t->text;
+    unsigned char *lower = (unsigned char *)t->lower;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (!char_class[s[i]]) {
+            lower[i] = s[i];
+            i++;
+            continue;
+        }
+        Py_ssize_t start = i;
+        uint8_t first = char_class[s[i]], rest = 0;
+        int dot = 0;
+        uint64_t h = 1469598103934665603ULL; /* (hash_bytes, as the bytes are read) */
+        for (;;) {
+            uint8_t cl;
+            while (i < n && (cl = char_class[s[i]])) {
+                unsigned char c = cl == CL_UP ? (unsigned char)(s[i] + 32) : s[i];
+                lower[i] = c;
+                h = (h ^ c) * 1099511628211ULL;
+                if (i > start) rest |= cl;
+                i++;
+            }
+            if (!(i + 1 < n && s[i] == '.' && char_class[s[i + 1]])) break;
+            lower[i] = '.';
+            h = (h ^ '.') * 1099511628211ULL;
+            dot = 1;
+            i++;
+        }
+        uint8_t all = first | rest;
+        int simple = !dot && !(all & CL_UNDER) &&
+                     (((all & CL_LOW) && !(all & CL_UP)) || ((rest & CL_LOW) && !(rest & CL_UP)) ||
+                      ((all & CL_UP) && !(all & CL_LOW) && !(all & CL_DIGIT)));
+        if (simple ? tally_hashed(t, start, i - start, h ^ (h >> 29)) < 0
+                   : count_word(tally_term, t, s + start, i - start) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Room in the vocabulary for `count` more terms of `bytes` bytes in all, so that vocab_add, `count`
+ * times, allocates nothing and cannot fail. 0, or -1 (no memory; nothing it holds changed). */
+static int vocab_reserve(Vocab *self, Py_ssize_t count, uint64_t bytes) {
+    if (self->nids + count >= (Py_ssize_t)SLOT_GONE) return -1;
+    if ((self->table_used + self->table_gone + (uint64_t)count) * 10 > self->table_cap * 7) {
+        uint64_t cap = self->table_cap ? self->table_cap : 64;
+        while ((self->table_used + (uint64_t)count) * 10 > cap * 5) cap *= 2;
+        if (vocab_rehash(self, cap) < 0) return -1;
+    }
+    if (arena_room(&self->arena, bytes) < 0) return -1;
+    if (grow_slots((void **)&self->refs, &self->cap_ids, self->nids + count, sizeof(tref)) < 0) return -1;
+    return grow_slots((void **)&self->changed, &self->cap_changed, self->nchanged + count, sizeof(uint32_t));
+}
+
+static PyObject *Postings_add_text(Postings *self, PyObject *args) {
+    Py_ssize_t doc;
+    Vocab *vocab;
+    PyObject *text, *seen = NULL; /* (the twin's cache of analysed words: this analysis needs none) */
+    if (!PyArg_ParseTuple(args, "nO!U|O", &doc, &VocabType, &vocab, &text, &seen)) return NULL;
+    if (doc != self->ndocs || doc >= UINT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "the next document is %zd, not %zd", self->ndocs, doc);
+        return NULL;
+    }
+    if (PyUnicode_READY(text) < 0) return NULL;
+    if (!PyUnicode_IS_ASCII(text)) Py_RETURN_NONE;
+    const unsigned char *s = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (n >= (Py_ssize_t)UINT32_MAX) return PyErr_NoMemory();
+    PyObject *ret = NULL;
+    term_table t = {s, NULL, NULL, 0, 0, NULL, 0, 0};
+    uint32_t *tids = NULL;
+    unsigned char *lower = malloc((size_t)n + 1);
+    if (!lower || term_slots(&t, 128) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    t.lower = lower;
+    if (tally_text(&t, n) < 0) goto done;
+    /* each term's id: the vocabulary's, or the one vocab_add will give it (free ids last freed first,
+     * then new ones), in the order the terms first occur */
+    Py_ssize_t fresh = 0, nfree = vocab->nfree, next = vocab->nids;
+    uint64_t bytes = 0;
+    uint32_t top = 0;
+    for (Py_ssize_t k = 0; k < t.n; k++) {
+        text_term *term = &t.terms[k];
+        int found;
+        int64_t slot = vocab_find_hashed(vocab, lower + term->off, term->n, term->hash, &found);
+        if (found) {
+            term->id = vocab->table[slot];
+        } else {
+            term->fresh = 1;
+            term->id = nfree ? vocab->free_ids[--nfree] : (uint32_t)next++;
+            fresh++;
+            bytes += term->n;
+        }
+        if (term->id == UINT32_MAX) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        if (term->id >= top) top = term->id + 1;
+    }
+    tids = malloc(sizeof(uint32_t) * ((size_t)t.n + 1));
+    if (!tids) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < t.n; k++) tids[k] = t.terms[k].id;
+    /* everything that can fail, before anything changes (as add does) */
+    if (vocab_reserve(vocab, fresh, bytes) < 0 ||
+        grow_slots((void **)&self->terms, &self->cap_terms, top, sizeof(plist)) < 0 ||
+        grow_slots((void **)&self->docs, &self->cap_docs, doc + 1, sizeof(docref)) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < t.n; k++)
+        if (posting_reserve(&self->terms[t.terms[k].id], (uint32_t)doc, t.terms[k].count) < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    docref listed;
+    if (doclist_set(self, &listed, tids, t.n) < 0) goto done; /* (sorts tids; the last step that may fail) */
+    for (Py_ssize_t k = 0; k < t.n; k++) {
+        text_term *term = &t.terms[k];
+        if (term->fresh) {
+            int64_t id = vocab_add(vocab, lower + term->off, term->n); /* (room reserved: cannot fail) */
+            assert(id == (int64_t)term->id);
+            (void)id;
+        }
+    }
+    if (top > self->nterms) self->nterms = top;
+    for (Py_ssize_t k = 0; k < t.n; k++)
+        posting_append(&self->terms[t.terms[k].id], (uint32_t)doc, t.terms[k].count);
+    self->docs[doc] = listed;
+    self->ndocs = doc + 1;
+    ret = PyLong_FromSsize_t(t.length);
+done:
+    /* what was made here of the text is zeroed before it is freed (the text itself is the caller's) */
+    if (lower) memset(lower, 0, (size_t)n);
+    free(lower);
+    if (t.terms) memset(t.terms, 0, sizeof(text_term) * (size_t)t.cap);
+    free(t.terms);
+    if (t.slots) memset(t.slots, 0, sizeof(int32_t) * (size_t)t.cap_slots);
+    free(t.slots);
+    if (tids) memset(tids, 0, sizeof(uint32_t) * (size_t)t.n);
+    free(tids);
+    return ret;
+}
 
 static PyMethodDef Vocab_methods[] = {
     {"ids", (PyCFunction)Vocab_ids, METH_O, "ids(terms) -> [id or None]"},

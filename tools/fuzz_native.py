@@ -30,6 +30,12 @@ Targets:
   from the input, drop one, look terms up, expand a prefix, order and load back), run on the C
   extension's `Vocabulary` and on its twin `PyVocabulary`, which must agree with each other and with a
   model after every step.
+- `indextext`: each input is a program of texts (ASCII, or UTF-8 with replacements, which are refused
+  as not ASCII) added to the text index as documents with `Postings.add_text` (now and then under the
+  wrong document number, which must be refused) and documents removed, their emptied terms dropped from
+  the vocabulary so that their ids are given again; the C extension's `Postings` and `Vocabulary` and
+  the twins `PyPostings.add_text` over a `PyVocabulary` must give the same lengths, the same term ids,
+  postings and documents.
 - `readpath` (mnemo/_readpath.c): each input is a flags byte, a version number, an entry's length and
   bytes, and a payload slot, written to a file (entry and slot adjacent, or the slot first and the entry
   after a gap; the slot's CRC recomputed or not, the chain hash the entry's SHA-256 or cut from it, a
@@ -392,6 +398,76 @@ class VocabularyHarness:
         for vocab in vocabs:
             if [vocab.term(t) for t in vocab.ordered()] != sorted(model):
                 raise AssertionError(f"the order differs on {data!r}")
+
+
+class IndexTextHarness:
+    """Postings.add_text (a text's terms counted, looked up or added in the vocabulary, and posted, in one
+    C call) against its twin, PyPostings.add_text over a PyVocabulary: texts added, documents removed
+    and their emptied terms dropped (so that ids are reused), then every term id, posting and document
+    compared."""
+
+    module = "mnemo.storage.file.postings"
+
+    def __init__(self, native: Any) -> None:
+        from mnemo.storage.file import postings, vocabulary
+
+        self.native, self.postings, self.vocabulary = native, postings, vocabulary
+        self.runs = 0
+
+    def seeds(self) -> list[bytes]:
+        return [
+            bytes([0, 60]) + b"snake_case camelCase file.py 3.11 get_fooBar HTTPServer aBCd A1b x" + bytes([2, 0]),
+            bytes([0, 40]) + b"the cat the hat __init__ a..b x.y. _x_ ___ e.g. U.S.A" + bytes([0, 9]) + b"cat dog" * 2,
+            bytes([0x80, 20]) + "café naïve 東京 camelCase".encode() + bytes([2, 1, 0, 5]) + b"a b c",
+            bytes([0, 12, 97, 32, 98, 32, 99] * 9 + [2, 3, 1, 4, 2, 0, 0, 7, 120, 32, 121] * 4),
+        ]
+
+    def one(self, data: bytes) -> None:
+        self.runs += 1
+        sides = [(self.native.Postings(), self.native.Vocabulary()),
+                 (self.postings.PyPostings(), self.vocabulary.PyVocabulary())]
+        ndocs, live, i = 0, set(), 0
+        while i + 2 <= len(data):
+            op, arg = data[i], data[i + 1]
+            i += 2
+            if op % 4 < 2:  # a text of up to 63 bytes: ASCII, or (op & 0x80) UTF-8 with replacements
+                chunk = data[i:i + arg % 64]
+                i += len(chunk)
+                text = chunk.decode("utf-8", "replace") if op & 0x80 else bytes(b & 0x7F for b in chunk).decode()
+                doc = ndocs + 1 if op & 0x40 else ndocs  # (now and then the wrong document: refused)
+                got = []
+                for store, vocab in sides:
+                    space = vocab.id_space()
+                    try:
+                        got.append(store.add_text(doc, vocab, text))
+                    except ValueError:
+                        got.append("refused")
+                    if got[-1] in (None, "refused") and vocab.id_space() != space:
+                        raise AssertionError(f"add_text changed the vocabulary without adding {text!r} on {data!r}")
+                if got[0] != got[1]:
+                    raise AssertionError(f"add_text({text!r}) gave {got!r} on {data!r}")
+                if got[0] is not None and got[0] != "refused":
+                    live.add(ndocs)
+                    ndocs += 1
+            elif op % 4 == 2 and live:
+                doc = sorted(live)[arg % len(live)]
+                live.discard(doc)
+                emptied = []
+                for store, vocab in sides:
+                    gone = sorted(store.remove(doc))
+                    for tid in gone:
+                        vocab.drop(tid)
+                    emptied.append(gone)
+                if emptied[0] != emptied[1]:
+                    raise AssertionError(f"remove({doc}) emptied {emptied!r} on {data!r}")
+        (native, nvocab), (twin, tvocab) = sides
+        space = max(nvocab.id_space(), tvocab.id_space())
+        for tid in range(space + 1):
+            if nvocab.term(tid) != tvocab.term(tid) or native.get(tid, None) != twin.get(tid, None):
+                raise AssertionError(f"term id {tid} differs on {data!r}")
+        for doc in range(ndocs + 1):
+            if native.tids(doc) != twin.tids(doc):
+                raise AssertionError(f"document {doc} differs on {data!r}")
 
 
 class ReadpathHarness:
@@ -774,10 +850,11 @@ class WritepathHarness:
 
 
 
-Harness = (ScanHarness | AnalysisHarness | PostingsHarness | VocabularyHarness | ReadpathHarness
+Harness = (ScanHarness | AnalysisHarness | PostingsHarness | VocabularyHarness | IndexTextHarness | ReadpathHarness
            | WritepathHarness | PgreadHarness)
 HARNESSES: dict[str, type[Harness]] = {
     "scan": ScanHarness, "analysis": AnalysisHarness, "postings": PostingsHarness, "vocabulary": VocabularyHarness,
+    "indextext": IndexTextHarness,
     "readpath": ReadpathHarness, "writepath": WritepathHarness, "pgread": PgreadHarness}
 
 

@@ -24,6 +24,8 @@ from itertools import accumulate
 from typing import Any, Protocol, TypeAlias
 
 from ..._native import speedups
+from ...recall.analysis import Seen, terms
+from .vocabulary import Vocabulary
 
 CODE = "I"
 """The typecode of document numbers, term ids and frequencies as a snapshot keeps them (u32)."""
@@ -37,6 +39,14 @@ class PostingStore(Protocol):
     def add(self, doc: int, tids: Sequence[int], tfs: Sequence[int]) -> None:
         """Document `doc` holds term `tids[i]` `tfs[i]` times (each > 0). Preconditions: `doc` is the
         number of documents added so far; the tids are distinct."""
+
+    def add_text(self, doc: int, vocab: Vocabulary, text: str, seen: Seen | None = None) -> int | None:
+        """An ASCII `text` indexed as document `doc` in one call: its terms (recall.analysis.terms), each
+        one's id in `vocab` (the terms it lacks added, in the order they first occur), and the document
+        added as `add` adds it; the document's length (its number of terms). None, changing nothing, for
+        a text that is not ASCII (the caller analyses it). ValueError, changing nothing, when `doc` is
+        not the next document. `seen`: the words analysed so far in a batch (analysis.analyse), which
+        the twin's analysis uses; the C extension's takes only its own Vocabulary, and needs no `seen`."""
 
     def remove(self, doc: int) -> list[int]:
         """Document `doc` leaves every posting it is in (and holds no term after); the term ids whose
@@ -157,6 +167,19 @@ class PyPostings:
             docs.append(doc)  # the newest document: the posting stays in order
             freqs.append(tf)
         self.doc_terms.append(array(CODE, sorted(tids)).tobytes())
+
+    def add_text(self, doc: int, vocab: Vocabulary, text: str, seen: Seen | None = None) -> int | None:
+        if doc != len(self.doc_terms):
+            raise ValueError(f"the next document is {len(self.doc_terms)}, not {doc}")
+        if not text.isascii():
+            return None
+        found = terms(text, seen)
+        counts: dict[str, int] = {}
+        for term in found:
+            counts[term] = counts.get(term, 0) + 1
+        tids = [vocab.add(term) if tid is None else tid for term, tid in zip(counts, vocab.ids(counts), strict=True)]
+        self.add(doc, tids, list(counts.values()))
+        return len(found)
 
     def remove(self, doc: int) -> list[int]:
         if doc >= len(self.doc_terms):

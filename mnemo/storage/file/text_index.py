@@ -131,26 +131,35 @@ class TextIndex(RowDerived):
         """Index `text`, written by the entry `seq`, as row `row`'s document, in scope code `scope`
         (`seen`: the words analysed so far in this batch, analysis.analyse). Precondition: the row has
         none."""
-        length, counts = counted(text, seen)
         doc = len(self.doc_row)
+        store = self.store
+        # an ASCII text is analysed, looked up and posted in one call (in C where it is built); the
+        # rest is analysed here, its terms looked up one by one
+        length = store.add_text(doc, self.vocab, text, seen)
+        if length is None:
+            length, counts = counted(text, seen)
+            vocab = self.vocab
+            tids = [vocab.add(term) if tid is None else tid
+                    for term, tid in zip(counts, vocab.ids(counts), strict=True)]
+            store.add(doc, tids, list(counts.values()))
         self.doc_row.append(row)
         self.doc_scope.append(scope)
         self.doc_len.append(length)
         self.doc_seq.append(seq)
         self._norms = None
         docs = self.row_docs
-        if row >= len(docs):
-            docs.extend(array(_ROW, [-1]) * (row + 1 - len(docs)))
-        docs[row] = doc
+        if row == len(docs):  # (a new row, the usual case: the next one)
+            docs.append(doc)
+        else:
+            if row > len(docs):
+                docs.extend(array(_ROW, [-1]) * (row + 1 - len(docs)))
+            docs[row] = doc
         totals = self.scope_totals.get(scope)
         if totals is None:
             self.scope_totals[scope] = [1, length]
         else:
             totals[0] += 1
             totals[1] += length
-        vocab = self.vocab
-        tids = [vocab.add(term) if tid is None else tid for term, tid in zip(counts, vocab.ids(counts), strict=True)]
-        self.store.add(doc, tids, list(counts.values()))
 
     def catch_up(self, read: Callable[[int], tuple[int, int, str | None]]) -> None:
         """Index every pending row: `read(row)` gives its scope code, and the seq and searchable text of

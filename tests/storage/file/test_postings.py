@@ -18,11 +18,17 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from mnemo._native import speedups
 from mnemo.storage.file import postings
 from mnemo.storage.file.postings import PostingStore, PyPostings
+from mnemo.storage.file.vocabulary import PyVocabulary, Vocabulary
 
 KINDS: list[Any] = [PyPostings]
 if speedups is not None:
     KINDS.append(speedups.Postings)
 kinds = pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__module__.rsplit(".", 1)[-1])
+# each postings with the vocabulary it is used with (the C extension's add_text takes only its own)
+PAIRS: list[tuple[Any, Any]] = [(PyPostings, PyVocabulary)]
+if speedups is not None:
+    PAIRS.append((speedups.Postings, speedups.Vocabulary))
+pairs = pytest.mark.parametrize("pair", PAIRS, ids=lambda p: p[0].__module__.rsplit(".", 1)[-1])
 
 
 def columns(store: PostingStore, ntids: int, ndocs: int, live: list[int] | None = None) -> tuple[bytes, ...]:
@@ -104,6 +110,64 @@ def test_add_refuses_what_breaks_its_preconditions(kind: Any) -> None:
     assert store.get(1, None) == {0: 1} and store.tids(1) == []  # nothing of a refused add stays
     store.add(1, [2], [1])
     assert store.get(2, None) == {1: 1}
+
+
+@pairs
+def test_add_text_counts_looks_up_and_posts_an_ascii_text_in_one_call(pair: tuple[Any, Any]) -> None:
+    store: PostingStore = pair[0]()
+    vocab: Vocabulary = pair[1]()
+    assert vocab.add("cat") == 0
+    # terms: the, cat, sat, on, the, mat, snake_case, snake, case, the, file.py, file, py, 3.11, 3, 11
+    text = "The CAT sat on the mat: snake_case, the file.py (3.11)"
+    assert store.add_text(0, vocab, text) == 16
+    new_terms = ["the", "sat", "on", "mat", "snake_case", "snake", "case", "file.py", "file", "py", "3.11", "3",
+                 "11"]
+    assert [vocab.term(t) for t in range(1, 14)] == new_terms  # new terms' ids in the order they first occur
+    assert store.get(0, None) == {0: 1} and store.get(vocab.get("the") or 0, None) == {0: 3}
+    assert store.tids(0) == list(range(14))
+    assert store.add_text(1, vocab, "") == 0 and store.tids(1) == []  # a document of no terms
+    assert store.add_text(2, vocab, "the mat") == 2
+    assert store.get(1, None) == {0: 3, 2: 1} and store.count(4) == 2
+
+
+@pairs
+def test_add_text_refuses_a_text_that_is_not_ascii_and_the_wrong_document_changing_nothing(
+        pair: tuple[Any, Any]) -> None:
+    store: PostingStore = pair[0]()
+    vocab: Vocabulary = pair[1]()
+    assert store.add_text(0, vocab, "the café") is None
+    with pytest.raises(ValueError):
+        store.add_text(1, vocab, "the cat")  # the next document is 0
+    assert vocab.id_space() == 0 and store.tids(0) == []
+    assert store.add_text(0, vocab, "the cat") == 2 and vocab.ids(["the", "cat"]) == [0, 1]
+
+
+@pairs
+def test_add_text_gives_new_terms_the_ids_add_would_give_freed_ones_first(pair: tuple[Any, Any]) -> None:
+    store: PostingStore = pair[0]()
+    vocab: Vocabulary = pair[1]()
+    store.add_text(0, vocab, "alpha beta gamma delta")
+    store.add_text(1, vocab, "alpha")
+    for tid in store.remove(0):  # beta, gamma and delta leave: ids 1, 2, 3 are free
+        vocab.drop(tid)
+    assert store.add_text(2, vocab, "epsilon alpha zeta eta theta") == 5
+    # Vocabulary.add gives the id freed last first (3, then 2, then 1), then the next one (4)
+    assert vocab.ids(["epsilon", "zeta", "eta", "theta", "alpha"]) == [3, 2, 1, 4, 0]
+    assert store.get(0, None) == {1: 1, 2: 1} and store.get(4, None) == {2: 1} and store.tids(2) == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.skipif(speedups is None, reason="the C extension is not built")
+def test_the_native_add_text_takes_only_the_native_vocabulary() -> None:
+    assert speedups is not None
+    with pytest.raises(TypeError):
+        speedups.Postings().add_text(0, PyVocabulary(), "the cat")
+
+
+@pytest.mark.skipif(speedups is None, reason="the C extension is not built")
+def test_add_text_of_the_native_postings_survives_a_brief_fuzzing_run(tmp_path: Path) -> None:
+    guided, sanitized = fuzz(tmp_path, 300, 300, target="indextext", unit="runs")
+    assert guided.runs >= 300 and sanitized.runs >= 300
+    assert guided.corpus > 4  # it found inputs beyond the seeds
 
 
 @kinds
