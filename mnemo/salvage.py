@@ -448,6 +448,8 @@ def _grants(acl: Acl) -> list[dict[str, Any]]:
 def _temporary_db(new: str) -> Iterator[str]:
     """A database path beside `new`, removed with its sidecars unless it was linked into place."""
     tmp = f"{new}.salvage{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)  # a dead run's, or a link planted at this name: the database is made fresh
     try:
         yield tmp
     finally:
@@ -458,7 +460,7 @@ def _temporary_db(new: str) -> Iterator[str]:
 
 def _commit_file(tmp: str, new: str) -> None:
     """Put the finished database at `new`: on disk first, then linked (never over an existing file)."""
-    fd = os.open(tmp, os.O_RDONLY)
+    fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         os.fsync(fd)
     finally:

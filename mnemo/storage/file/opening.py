@@ -15,13 +15,14 @@ from ...chain.codec import ZERO_HASH, make_entry
 from ...chain.tree import CompactRange
 from ...errors import IntegrityError, MnemoError, NotFound
 from . import snapshot as snap
+from .atomic import create_new
 from .deferred import SnapshotParts
 from .framing import HEADER_SIZE, HeaderError, decode_file_header, encode_file_header, encode_frame
 from .handles import LogHandle, open_regular
 from .index import Index
 from .index_snapshot import SnapshotRefused, load_snapshot
 from .leaves import cache_path
-from .logfile import fsync_dir, lock_log, match_mode, pread, sync, unlock_log, write_all
+from .logfile import NEW_DB_MODE, fsync_dir, lock_log, match_mode, pread, sync, unlock_log, write_all
 from .state import StoreState
 from .tree_state import TreeState
 
@@ -139,7 +140,7 @@ class Opening(StoreState):
         genesis = make_entry(0, time.time_ns(), ZERO_HASH, "genesis", self.agent, {"db_id": db_id, "format": 1})
         data = encode_file_header(db_id) + encode_frame([(genesis.raw, None)])
         tmp = f"{self.path}.new{os.getpid()}-{threading.get_ident()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = create_new(tmp, NEW_DB_MODE, leftover=True)  # this thread's name: a leftover is a dead run's
         try:
             write_all(fd, data, 0)
             sync(fd)

@@ -310,18 +310,22 @@ def test_a_replayed_writer_whose_snapshot_cannot_be_written_serves_its_index_and
     assert not Path(str(db) + ".snap").exists()
 
 
-def test_a_new_database_file_is_made_with_mode_0644_under_the_umask(tmp_path: Path) -> None:
+def test_a_new_database_file_is_made_with_mode_0600_under_the_umask(tmp_path: Path) -> None:
+    """A new database is its owner's alone, with its snapshot and leaf-hash cache, whatever the umask
+    (a wider one widens nothing): `chmod` shares it."""
+    import stat as stat_module
+
     old = os.umask(0o022)
     try:
         MnemoClient(tmp_path / "a.db", "owner").close()
-        os.umask(0o077)  # a stricter umask is honoured: nothing is chmod-ed after
+        os.umask(0o000)
         MnemoClient(tmp_path / "b.db", "owner").close()
     finally:
         os.umask(old)
-    import stat as stat_module
-
-    assert stat_module.S_IMODE(os.stat(tmp_path / "a.db").st_mode) == 0o644
-    assert stat_module.S_IMODE(os.stat(tmp_path / "b.db").st_mode) == 0o600
+    assert {p.name: stat_module.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()} == {
+        "a.db": 0o600, "a.db.snap": 0o600, "a.db.leaves": 0o600,
+        "b.db": 0o600, "b.db.snap": 0o600, "b.db.leaves": 0o600,
+    }
 
 
 @pytest.mark.parametrize(
