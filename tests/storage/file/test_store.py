@@ -679,3 +679,21 @@ def test_an_open_that_fails_closes_no_descriptor_it_did_not_open(tmp_path: Path)
             with pytest.raises(error):
                 MnemoClient(path, "owner", durability="none", readonly=readonly)
             assert sorted(os.listdir("/proc/self/fd")) == before, (path, readonly)
+
+
+def test_a_link_at_the_creation_temp_name_is_never_written_through(tmp_path: Path) -> None:
+    """The temp file a new database is written to (DB.newPID-THREAD) planted as a link to another file:
+    it is removed, not followed; the database is made 0600 and the other file keeps its bytes and mode."""
+    import stat as stat_module
+    import threading
+
+    db = tmp_path / "new.db"
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious, not Mnemo's")
+    victim.chmod(0o644)
+    Path(f"{db}.new{os.getpid()}-{threading.get_ident()}").symlink_to(victim)
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.remember("a record")
+    assert victim.read_bytes() == b"precious, not Mnemo's" and stat_module.S_IMODE(victim.stat().st_mode) == 0o644
+    assert not db.is_symlink() and stat_module.S_IMODE(db.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.db", "new.db.leaves", "new.db.snap", "victim"]
