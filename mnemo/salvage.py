@@ -48,6 +48,7 @@ from .client import MnemoClient
 from .errors import InvalidInput, MnemoError
 from .storage.contract import Progress
 from .storage.file import reader as file_reader
+from .storage.file.atomic import check_own
 from .storage.file.framing import HEADER_SIZE, Frame, HeaderError, Slot, decode_file_header
 from .storage.file.logfile import pread
 from .storage.file.snapshot import read_erase_journal
@@ -463,8 +464,10 @@ def _commit_file(tmp: str, new: str) -> None:
     fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         os.fsync(fd)
+        made = os.fstat(fd)
     finally:
         os.close(fd)
+    check_own(tmp, made)  # link() puts a link itself in place: only the database written may go there
     os.link(tmp, new)  # FileExistsError if something appeared at `new` meanwhile
     directory = os.open(os.path.dirname(os.path.abspath(new)) or ".", os.O_RDONLY)
     try:

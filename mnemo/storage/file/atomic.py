@@ -70,10 +70,9 @@ def create_new(path: str, mode: int, *, leftover: bool = False) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
 
 
-def rename_own(temp: str, target: str, made: os.stat_result) -> None:
-    """Rename `temp` over `target` if `temp` still names the file `made` describes (the one this process
-    created and wrote): a link or another file put at the temp name meanwhile is never renamed into
-    place."""
+def check_own(temp: str, made: os.stat_result) -> None:
+    """Raise OSError unless `temp` still names the file `made` describes (the one this process created
+    and wrote): a link or another file put at the temp name meanwhile is never put into place."""
     try:
         now = os.lstat(temp)
     except FileNotFoundError:
@@ -81,6 +80,11 @@ def rename_own(temp: str, target: str, made: os.stat_result) -> None:
     if now is None or (now.st_ino, now.st_dev) != (made.st_ino, made.st_dev):
         raise OSError(errno.EEXIST, "the temporary file was replaced while it was written; nothing was "
                       "changed: check who else writes in this folder and try again", temp)
+
+
+def rename_own(temp: str, target: str, made: os.stat_result) -> None:
+    """Rename `temp` over `target` if it is still the file this process wrote (`check_own`)."""
+    check_own(temp, made)
     os.replace(temp, target)
 
 

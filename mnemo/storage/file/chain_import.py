@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from ...errors import InvalidInput, MnemoError
 from ..types import ChainItem, Progress
 from . import snapshot as snap
-from .atomic import create_new
+from .atomic import check_own, create_new
 from .framing import encode_file_header, encode_frame
 from .logfile import NEW_DB_MODE, fsync_dir, sync, write_all
 
@@ -61,8 +61,10 @@ def write_chain(
             if offset == 0:
                 raise MnemoError("the source holds no entries")
             sync(fd)
+            made = os.fstat(fd)
         finally:
             os.close(fd)
+        check_own(tmp, made)  # link() puts a link itself in place: only this file may go there
         os.link(tmp, path)  # fails if the path was taken meanwhile
         fsync_dir(path)
     finally:

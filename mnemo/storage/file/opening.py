@@ -15,7 +15,7 @@ from ...chain.codec import ZERO_HASH, make_entry
 from ...chain.tree import CompactRange
 from ...errors import IntegrityError, MnemoError, NotFound
 from . import snapshot as snap
-from .atomic import create_new
+from .atomic import check_own, create_new, rename_own
 from .deferred import SnapshotParts
 from .framing import HEADER_SIZE, HeaderError, decode_file_header, encode_file_header, encode_frame
 from .handles import LogHandle, open_regular
@@ -144,18 +144,20 @@ class Opening(StoreState):
         try:
             write_all(fd, data, 0)
             sync(fd)
+            made = os.fstat(fd)
         finally:
             os.close(fd)
         try:
+            check_own(tmp, made)  # link() puts a link itself in place: only this file may go there
             try:
                 os.link(tmp, self.path)
             except FileExistsError:
-                self._create_over_empty(tmp)
+                self._create_over_empty(tmp, made)
             fsync_dir(self.path)
         finally:
             snap.remove(tmp)
 
-    def _create_over_empty(self, tmp: str) -> None:
+    def _create_over_empty(self, tmp: str, made: os.stat_result) -> None:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
@@ -167,7 +169,7 @@ class Opening(StoreState):
             lock_log(fd, time.monotonic() + self.lock_timeout, self.path)
             now = stat_or_none(self.path)
             if now is not None and (now.st_ino, now.st_dev) == (st.st_ino, st.st_dev) and os.fstat(fd).st_size == 0:
-                os.replace(tmp, self.path)
+                rename_own(tmp, self.path, made)
         finally:
             os.close(fd)
 

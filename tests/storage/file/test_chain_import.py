@@ -71,3 +71,30 @@ def test_a_copy_takes_its_sources_mode_less_the_umask(
         os.umask(old)
     assert mode_of(dest) == expected
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "src.db", "src.db.leaves", "src.db.snap"]
+
+
+def test_a_copy_temp_file_swapped_for_a_link_is_never_linked_into_place(
+    tmp_path: Path, source: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mnemo.storage.file import chain_import
+
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious, not Mnemo's")
+    dest = tmp_path / "copy.db"
+    temp = f"{dest}.new{os.getpid()}-copy"
+    real_sync = chain_import.sync
+
+    def sync_then_swap(fd: int) -> None:
+        real_sync(fd)
+        os.unlink(temp)
+        os.symlink(victim, temp)
+
+    monkeypatch.setattr(chain_import, "sync", sync_then_swap)
+    with MnemoClient(source, OWNER) as c, pytest.raises(OSError) as info:
+        c.copy_to(dest)
+    assert str(info.value) == (
+        "[Errno 17] the temporary file was replaced while it was written; nothing was changed: check who "
+        f"else writes in this folder and try again: '{temp}'"
+    )
+    assert not os.path.lexists(dest) and not os.path.lexists(temp)
+    assert victim.read_bytes() == b"precious, not Mnemo's"

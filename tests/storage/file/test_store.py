@@ -697,3 +697,34 @@ def test_a_link_at_the_creation_temp_name_is_never_written_through(tmp_path: Pat
     assert victim.read_bytes() == b"precious, not Mnemo's" and stat_module.S_IMODE(victim.stat().st_mode) == 0o644
     assert not db.is_symlink() and stat_module.S_IMODE(db.stat().st_mode) == 0o600
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new.db", "new.db.leaves", "new.db.snap", "victim"]
+
+
+def test_a_creation_temp_file_swapped_for_a_link_is_never_linked_into_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link put at DB.newPID-THREAD between its write and its link to DB: the creation fails, no
+    database (and no link) appears at DB, and the link's target is untouched."""
+    import threading
+
+    from mnemo.storage.file import opening
+
+    db = tmp_path / "new.db"
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious, not Mnemo's")
+    tmp = f"{db}.new{os.getpid()}-{threading.get_ident()}"
+    real_sync = opening.sync
+
+    def sync_then_swap(fd: int) -> None:
+        real_sync(fd)
+        os.unlink(tmp)
+        os.symlink(victim, tmp)
+
+    monkeypatch.setattr(opening, "sync", sync_then_swap)
+    with pytest.raises(MnemoError) as info:
+        MnemoClient(db, "owner", durability="none")
+    assert str(info.value) == (
+        f"cannot open the database at {db}: the temporary file was replaced while it was written; nothing "
+        "was changed: check who else writes in this folder and try again"
+    )
+    assert not os.path.lexists(db) and not os.path.lexists(tmp)
+    assert victim.read_bytes() == b"precious, not Mnemo's"
