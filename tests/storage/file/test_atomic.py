@@ -114,3 +114,32 @@ def test_the_erasure_journal_temp_file_as_a_link_at_a_forget(tmp_path: Path, vic
     assert unchanged(victim)
     assert b"secret payload" not in db.read_bytes()
     assert not os.path.lexists(str(db) + ".erase.tmp") and not os.path.lexists(str(db) + ".erase")
+
+
+def test_a_new_file_is_0644_less_the_umask_by_default(tmp_path: Path) -> None:
+    """Files that hold nothing of a database's (checkpoint and witness notes) are made 0644 less the
+    umask, by every way of writing one; write_text_atomic returns what its writer returns."""
+    old = os.umask(0)
+    try:
+        write_atomic(tmp_path / "a", b"a")
+        with replacing(tmp_path / "b") as fd:
+            write_all(fd, b"b", 0)
+        assert write_text_atomic(tmp_path / "c", lambda out: out.write("three")) == 5
+    finally:
+        os.umask(old)
+    assert {p.name: (p.read_bytes(), mode_of(p)) for p in tmp_path.iterdir()} == {
+        "a": (b"a", 0o644), "b": (b"b", 0o644), "c": (b"three", 0o644)}
+
+
+def test_create_new_never_takes_an_existing_file_unless_told_it_is_a_leftover(tmp_path: Path, victim: Path) -> None:
+    from mnemo.storage.file.atomic import create_new
+
+    with pytest.raises(FileExistsError):
+        create_new(str(victim), 0o600)
+    assert unchanged(victim)
+    link = tmp_path / "link"
+    link.symlink_to(victim)
+    with pytest.raises(FileExistsError):
+        create_new(str(link), 0o600)
+    os.close(create_new(str(link), 0o600, leftover=True))
+    assert unchanged(victim) and not link.is_symlink() and link.read_bytes() == b"" and mode_of(link) == 0o600
