@@ -38,7 +38,7 @@ from .recall.query import parse as parse_recall_query
 from .record import MemoryRecord, Recalled, RecordInfo, ScopeReport, VerifyReport, make_memory_record, ns_to_datetime
 from .storage import open_storage
 from .storage.batch import Batch
-from .storage.chain_copy import chain_of, write_chain
+from .storage.chain_copy import chain_of, copy_mode, write_chain
 from .storage.contract import (
     Found,
     Payloads,
@@ -819,7 +819,7 @@ class MnemoClient:
             raise PermissionDenied(f"{self.agent_id} may not copy the database: it needs admin on *")
         target = os.fspath(destination)
         last, items = chain_of(self._store)
-        write_chain(target, items, progress, last[0] + 1)
+        write_chain(target, items, progress, last[0] + 1, copy_mode(self._store))
         with MnemoClient(target, self.agent_id, readonly=True) as copy:
             report = copy.verify()
         if report.head_seq != last[0]:

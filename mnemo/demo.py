@@ -10,6 +10,7 @@ through the Anthropic SDK's tool runner, with its memory in a local Mnemo databa
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import io
 import json
@@ -342,9 +343,19 @@ def _tamper(copy: str, record_id: str) -> int:
     return slot.offset
 
 
+def _copy_new(source: str, copy: str) -> None:
+    """Copy the log to a file made fresh at `copy` (one left by an earlier run, or a link, is removed, never
+    written through), as private as a new database."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(copy)
+    fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with open(source, "rb") as src, os.fdopen(fd, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+
+
 def _attack(page: _Page, db_path: str, copy: str, record_id: str) -> bool:
     """The chain catching a changed byte, on a copy of the database. True if it was caught."""
-    shutil.copyfile(db_path, copy)  # the log alone: a snapshot is rebuilt from it
+    _copy_new(db_path, copy)  # the log alone: a snapshot is rebuilt from it
     offset = _tamper(copy, record_id)
     page.line("--- an attacker edits the profile (on a copy of the database) ---")
     page.line(f"In {copy}, the latest version of {PROFILE} now says {_ATTACK[1].decode()!r} instead of "

@@ -48,6 +48,7 @@ from .client import MnemoClient
 from .errors import InvalidInput, MnemoError
 from .storage.contract import Progress
 from .storage.file import reader as file_reader
+from .storage.file.atomic import check_own
 from .storage.file.framing import HEADER_SIZE, Frame, HeaderError, Slot, decode_file_header
 from .storage.file.logfile import pread
 from .storage.file.snapshot import read_erase_journal
@@ -448,6 +449,8 @@ def _grants(acl: Acl) -> list[dict[str, Any]]:
 def _temporary_db(new: str) -> Iterator[str]:
     """A database path beside `new`, removed with its sidecars unless it was linked into place."""
     tmp = f"{new}.salvage{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)  # a dead run's, or a link planted at this name: the database is made fresh
     try:
         yield tmp
     finally:
@@ -458,11 +461,13 @@ def _temporary_db(new: str) -> Iterator[str]:
 
 def _commit_file(tmp: str, new: str) -> None:
     """Put the finished database at `new`: on disk first, then linked (never over an existing file)."""
-    fd = os.open(tmp, os.O_RDONLY)
+    fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         os.fsync(fd)
+        made = os.fstat(fd)
     finally:
         os.close(fd)
+    check_own(tmp, made)  # link() puts a link itself in place: only the database written may go there
     os.link(tmp, new)  # FileExistsError if something appeared at `new` meanwhile
     directory = os.open(os.path.dirname(os.path.abspath(new)) or ".", os.O_RDONLY)
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -675,3 +676,19 @@ def test_a_frame_whose_checksum_alone_is_damaged(source: Source) -> None:
     assert report.checksum_frames == (frame.offset,) and report.entries_verified == report.entries_read == 15
     assert report.lost_seq_ranges == () and report.lost_versions == () and report.lost_records == ()
     check_copies(report, source, without("D"))
+
+
+def test_a_link_at_the_salvage_temp_name_is_removed_not_followed(source: Source) -> None:
+    """The new database is written under NEW.salvagePID first: a link planted there (to another file) is
+    removed, never written through; the new database is a regular file, made 0600."""
+    data = source.data()
+    data[source.entry_offset(4) + 70] ^= 0x01
+    damaged = source.damaged(data)
+    victim = source.path.with_name("victim")
+    victim.write_bytes(b"precious, not Mnemo's")
+    new = damaged.with_name("new.mnemo.db")
+    Path(f"{new}.salvage{os.getpid()}").symlink_to(victim)
+    assert salvage(damaged, new).versions_copied > 0
+    assert victim.read_bytes() == b"precious, not Mnemo's"
+    assert not new.is_symlink() and stat.S_IMODE(new.stat().st_mode) == 0o600
+    assert not os.path.lexists(f"{new}.salvage{os.getpid()}")

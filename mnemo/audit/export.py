@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
@@ -15,6 +16,7 @@ from ..chain.codec import (
     unpackb,
 )
 from ..errors import IntegrityError, InvalidInput
+from ..storage.chain_copy import copy_mode
 from ..storage.contract import LogItem, PathArg, Progress, Storage, is_dsn
 from ..storage.file.atomic import write_text_atomic
 from ..storage.file.reader import Window, open_db, strict_items
@@ -113,7 +115,7 @@ def export_audit(
             win = Window(fd, end, name, progress, growable=False)  # exactly what the first pass read
             n = _write_to(dest, lambda out: _write_export(
                 _file_items(win, include_content), out, name, since, last, include_content, forgotten
-            ))
+            ), stat.S_IMODE(os.fstat(fd).st_mode))
             if progress is not None:
                 progress(end, end)
             return n
@@ -123,14 +125,17 @@ def export_audit(
     forgotten, last = _forgotten_by(store.log())
     return _write_to(dest, lambda out: _write_export(
         store.log(since, include_content), out, store.path, since, last, include_content, forgotten
-    ))
+    ), copy_mode(store))
 
 
-def _write_to(dest: PathArg | IO[str], write: Callable[[IO[str]], int]) -> int:
+def _write_to(dest: PathArg | IO[str], write: Callable[[IO[str]], int], mode: int) -> int:
+    """Write the export to `dest`; a file is made with the source database's permission bits `mode`
+    (less the umask): the chain's ids, scopes and tags, and with --include-content every memory, are
+    never readable by more than the database."""
     if not isinstance(dest, (str, os.PathLike)):
         return write(dest)
     # a name of this process's own: exports take no lock, and two may write the same file at once
-    return write_text_atomic(dest, write, tmp=f"{os.fspath(dest)}.tmp{os.getpid()}")
+    return write_text_atomic(dest, write, tmp=f"{os.fspath(dest)}.tmp{os.getpid()}", new_mode=mode)
 
 
 def _write_export(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 
 import click
@@ -30,15 +31,14 @@ def keygen(prefix: str, force: bool, as_json: bool) -> int:
         check_output_file(path)
     if not force:
         for path in (private_path, public_path):
-            if os.path.exists(path):
+            if os.path.lexists(path):
                 raise UsageError(f"{path} exists; pass --force to overwrite it")
     pem, pub = audit.generate_keypair()
     try:
-        fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
+        with os.fdopen(_open_key_file(private_path, 0o600), "wb") as f:
             os.fchmod(f.fileno(), 0o600)  # an existing file keeps its mode through O_CREAT: narrow it
             f.write(pem)
-        with open(public_path, "w", encoding="ascii") as f:
+        with os.fdopen(_open_key_file(public_path, 0o644), "w", encoding="ascii") as f:
             f.write(pub.hex() + "\n")
     except OSError as exc:
         raise UsageError(f"cannot write the key files: {exc.strerror or exc}") from None
@@ -53,3 +53,15 @@ def keygen(prefix: str, force: bool, as_json: bool) -> int:
 
 def register(root: click.Group) -> None:
     root.add_command(keygen)
+
+
+def _open_key_file(path: str, mode: int) -> int:
+    """The key file at `path`, created or (with --force) emptied in place, never through a link: a link
+    there would have the key written wherever it points."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise UsageError(f"{path} is a symbolic link, which key files are never written through: remove it, "
+                         "or choose another -o PREFIX") from None

@@ -6,12 +6,15 @@ had its erasure pending."""
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterable, Iterator
 
 from ..chain.codec import ZERO_HASH
 from ..errors import IntegrityError, InvalidInput
 from .contract import Storage
 from .file.chain_import import write_chain as write_file
+from .file.logfile import NEW_DB_MODE
 from .types import ChainItem, Progress, is_dsn
 
 
@@ -56,10 +59,19 @@ def chain_of(store: Storage) -> tuple[list[int], Iterator[ChainItem]]:
     return [last], items()
 
 
+def copy_mode(store: Storage) -> int:
+    """The permission bits a file copy of `store` is made with: a file database's own (a copy is never
+    readable by more than its source), else those of a new database."""
+    if is_dsn(store.path):
+        return NEW_DB_MODE
+    return stat.S_IMODE(os.stat(store.path).st_mode)
+
+
 def write_chain(destination: str, items: Iterable[ChainItem], progress: Progress | None = None,
-                total: int = 0) -> None:
+                total: int = 0, mode: int = NEW_DB_MODE) -> None:
     """Create the database `destination` (a file path or a postgresql:// URI) holding exactly these
-    entries. It must not exist yet; nothing is left behind if the chain turns out broken."""
+    entries. It must not exist yet; nothing is left behind if the chain turns out broken. A file is
+    made with the permission bits `mode` less the umask."""
     if not isinstance(destination, str) or not destination:
         raise InvalidInput("the destination must be a file path or a postgresql:// URI")
     checked = linked(items, "the source")
@@ -68,7 +80,7 @@ def write_chain(destination: str, items: Iterable[ChainItem], progress: Progress
 
         write_pg(destination, checked, progress, total)
     else:
-        write_file(destination, checked, progress, total)
+        write_file(destination, checked, progress, total, mode)
 
 
-__all__ = ["ChainItem", "chain_of", "linked", "write_chain"]
+__all__ = ["ChainItem", "chain_of", "copy_mode", "linked", "write_chain"]

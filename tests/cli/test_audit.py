@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -144,3 +145,65 @@ def test_keygen_force_makes_an_existing_private_key_file_owner_only(
     assert run(capsys, "keygen", "-o", str(prefix), "--force")[0] == 0
     assert stat.S_IMODE(prefix.stat().st_mode) == 0o600
     assert prefix.read_bytes().startswith(b"-----BEGIN PRIVATE KEY-----")
+
+
+def _victim(tmp_path: Path) -> Path:
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious, not Mnemo's")
+    victim.chmod(0o640)
+    return victim
+
+
+@pytest.mark.parametrize("which", ["private", "public"])
+@pytest.mark.parametrize("force", [False, True], ids=["new", "force"])
+def test_keygen_never_writes_a_key_through_a_link(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], which: str, force: bool
+) -> None:
+    """A link at a key file's name (dangling, so no file seems to be there; or, with --force, to another
+    file) is refused with the name and what to do; the file it points to is not made or changed."""
+    prefix = tmp_path / "signer"
+    link = prefix if which == "private" else tmp_path / "signer.pub"
+    target = _victim(tmp_path) if force else tmp_path / "nowhere"
+    link.symlink_to(target)
+    code, out, err = run(capsys, "keygen", "-o", str(prefix), *(["--force"] if force else []))
+    if force:
+        assert (code, out) == (2, "")
+        assert err == (f"mnemo: error: {link} is a symbolic link, which key files are never written through: "
+                       "remove it, or choose another -o PREFIX\n")
+        assert target.read_bytes() == b"precious, not Mnemo's" and stat.S_IMODE(target.stat().st_mode) == 0o640
+    else:
+        assert (code, out, err) == (2, "", f"mnemo: error: {link} exists; pass --force to overwrite it\n")
+        assert not target.exists()
+    assert link.is_symlink()
+
+
+@pytest.mark.parametrize(("mode", "umask", "expected"), [(0o600, 0o022, 0o600), (0o640, 0o022, 0o640),
+                                                           (0o644, 0o077, 0o600)])
+@pytest.mark.parametrize("content", [False, True], ids=["chain", "with-content"])
+def test_an_export_is_never_readable_by_more_than_the_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: int, umask: int, expected: int, content: bool
+) -> None:
+    db = sample_log()[1].write(tmp_path / "src.db")
+    db.chmod(mode)
+    dest = tmp_path / "audit.jsonl"
+    old = os.umask(umask)
+    try:
+        code, _out, _err = run(capsys, "audit", "export", str(db), "-o", str(dest),
+                               *(["--include-content"] if content else []))
+    finally:
+        os.umask(old)
+    assert code == 0 and stat.S_IMODE(dest.stat().st_mode) == expected
+
+
+def test_an_export_never_writes_through_a_link_at_its_temp_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = sample_log()[1].write(tmp_path / "src.db")
+    victim = _victim(tmp_path)
+    dest = tmp_path / "audit.jsonl"
+    temp = Path(f"{dest}.tmp{os.getpid()}")
+    temp.symlink_to(victim)
+    code, _out, err = run(capsys, "audit", "export", str(db), "-o", str(dest), "--include-content")
+    assert code == 0 and err.startswith("exported ")
+    assert victim.read_bytes() == b"precious, not Mnemo's" and stat.S_IMODE(victim.stat().st_mode) == 0o640
+    assert not dest.is_symlink() and not os.path.lexists(temp) and dest.read_text().startswith("{")

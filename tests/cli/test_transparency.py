@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,21 @@ def test_checkpoint(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) 
     assert run(capsys, "checkpoint", files["db"], "--key", files["key"], "--vkey") == (0, VKEY + "\n", "")
     code, text, _ = run(capsys, "checkpoint", files["db"], "--key", files["key"], "--origin", "example.com/log")
     assert code == 0 and text.startswith("example.com/log\n5\nFi3eh3BLvTKJ5ivsf55MxrXt4tL/6J6kp8mgPwpKY80=\n\n")
+
+
+@pytest.mark.parametrize("backend", ["file"])  # the note file is the same from either backend
+def test_checkpoint_never_writes_through_a_link_at_the_temp_name(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`-o FILE` writes FILE.tmp and renames it: a link planted at FILE.tmp is removed, not followed."""
+    victim = files["dir"] / "victim"
+    victim.write_bytes(b"precious, not Mnemo's")
+    out = files["dir"] / "kept.note"
+    Path(str(out) + ".tmp").symlink_to(victim)
+    assert run(capsys, "checkpoint", files["db"], "--key", files["key"], "-o", out) == (
+        0, "", f"the checkpoint of 5 entries written to {out}\n")
+    assert victim.read_bytes() == b"precious, not Mnemo's"
+    assert out.read_text() == NOTE_5 and not out.is_symlink() and not os.path.lexists(str(out) + ".tmp")
 
 
 def test_checkpoint_refusals(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:

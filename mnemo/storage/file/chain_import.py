@@ -10,18 +10,23 @@ from collections.abc import Iterable
 from ...errors import InvalidInput, MnemoError
 from ..types import ChainItem, Progress
 from . import snapshot as snap
+from .atomic import check_own, create_new
 from .framing import encode_file_header, encode_frame
-from .logfile import fsync_dir, sync, write_all
+from .logfile import NEW_DB_MODE, fsync_dir, sync, write_all
 
 FRAME_ENTRIES = 512
 FRAME_BYTES = 4 << 20
 
 
-def write_chain(path: str, items: Iterable[ChainItem], progress: Progress | None = None, total: int = 0) -> None:
+def write_chain(
+    path: str, items: Iterable[ChainItem], progress: Progress | None = None, total: int = 0, mode: int = NEW_DB_MODE
+) -> None:
+    """Write the new log at `path` with permission bits `mode` less the umask (a copy of a file takes
+    its source's bits: never readable by more than the database it copies)."""
     if os.path.lexists(path):
         raise InvalidInput(f"{path} already exists: a copy is written only to a new database")
     tmp = f"{path}.new{os.getpid()}-copy"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = create_new(tmp, mode, leftover=True)  # a name of this process's own: a leftover is a dead run's
     try:
         try:
             offset = 0
@@ -56,8 +61,10 @@ def write_chain(path: str, items: Iterable[ChainItem], progress: Progress | None
             if offset == 0:
                 raise MnemoError("the source holds no entries")
             sync(fd)
+            made = os.fstat(fd)
         finally:
             os.close(fd)
+        check_own(tmp, made)  # link() puts a link itself in place: only this file may go there
         os.link(tmp, path)  # fails if the path was taken meanwhile
         fsync_dir(path)
     finally:

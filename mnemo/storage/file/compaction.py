@@ -10,6 +10,7 @@ import time
 
 from ...errors import DurabilityError, IntegrityError, MnemoError
 from . import snapshot as snap
+from .atomic import rename_own
 from .framing import HEADER_SIZE, SLOT_CRC, encode_file_header, encode_frame
 from .handles import LogHandle
 from .logfile import fsync_dir, iter_frames, lock_log, match_mode, pread, sync, write_all
@@ -49,7 +50,10 @@ class Compaction(StoreState):
         one step for this store's other threads (the index lock is held from one to the other): a thread
         refreshing in between would follow the new file itself, retiring (closing) the handle of the old
         one while this writer still holds the lock through it, and is about to let go of that lock."""
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)  # private until its mode is set
+        # Made fresh, never through a link at its name (a leftover is removed first), and private until
+        # its mode is set; renamed over the log only while the name is still this file (rename_own).
+        snap.remove(tmp)
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         handle = LogHandle(fd)
         with contextlib.ExitStack() as adopting:
             try:
@@ -77,7 +81,7 @@ class Compaction(StoreState):
                 lock_log(fd, time.monotonic(), tmp)  # nobody else opens DB.compact: free at once
                 adopting.enter_context(self._index_lock)  # until the new file is adopted (see above)
                 old = self._handles.current
-                os.replace(tmp, self.path)
+                rename_own(tmp, self.path, os.fstat(fd))
             except BaseException:
                 os.close(fd)
                 snap.remove(tmp)  # it holds every payload: never leave it behind, whatever stopped the copy
@@ -118,7 +122,7 @@ class Compaction(StoreState):
         is closed."""
         snap.remove(self.snap_path)  # it holds tags of the forgotten records
         self._remove_leftovers()
-        snap.write_erase_journal(self.erase_path, self.db_id, regions)
+        snap.write_erase_journal(self.erase_path, self.db_id, regions, self._log_mode())
         for off, length in _runs(regions):
             for start in range(off, off + length, ZEROS_PER_WRITE):
                 write_all(self.fd, bytes(min(ZEROS_PER_WRITE, off + length - start)), start)

@@ -13,6 +13,7 @@ partial hash (an append cut short) is dropped when the cache is opened for writi
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 import zlib
@@ -98,9 +99,17 @@ class LeafCache(LeafSource):
             raise InvalidInput("db_id must be 16 bytes")
         name = os.fspath(path)
         try:
-            fd = os.open(name, os.O_RDONLY) if readonly else os.open(name, os.O_RDWR | os.O_CREAT, 0o644)
+            # Written in place, so never through a link (O_NOFOLLOW); made private, and given the log's
+            # mode by the writer's open (Opening._match_sidecar_modes), never readable by more.
+            fd = os.open(name, os.O_RDONLY) if readonly else \
+                os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except FileNotFoundError:
             raise StaleCache(f"no leaf-hash cache at {name}") from None
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise StaleCache(f"{name} is a symbolic link, which Mnemo never writes through: remove it, "
+                             "and the next writer rebuilds the cache from the log") from None
         try:
             length = os.fstat(fd).st_size
             reason = None

@@ -39,6 +39,9 @@ SCAN_CHUNK = 64 << 20
 
 _sync = getattr(os, "fdatasync", os.fsync)
 
+# A new database is readable by its owner only (less if the umask says so): `chmod` it to share it.
+NEW_DB_MODE = 0o600
+
 
 def fsync_dir(path: str) -> None:
     fd = os.open(os.path.dirname(os.path.abspath(path)) or ".", os.O_RDONLY)

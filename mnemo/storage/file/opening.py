@@ -15,13 +15,14 @@ from ...chain.codec import ZERO_HASH, make_entry
 from ...chain.tree import CompactRange
 from ...errors import IntegrityError, MnemoError, NotFound
 from . import snapshot as snap
+from .atomic import check_own, create_new, rename_own
 from .deferred import SnapshotParts
 from .framing import HEADER_SIZE, HeaderError, decode_file_header, encode_file_header, encode_frame
 from .handles import LogHandle, open_regular
 from .index import Index
 from .index_snapshot import SnapshotRefused, load_snapshot
 from .leaves import cache_path
-from .logfile import fsync_dir, lock_log, match_mode, pread, sync, unlock_log, write_all
+from .logfile import NEW_DB_MODE, fsync_dir, lock_log, match_mode, pread, sync, unlock_log, write_all
 from .state import StoreState
 from .tree_state import TreeState
 
@@ -139,22 +140,24 @@ class Opening(StoreState):
         genesis = make_entry(0, time.time_ns(), ZERO_HASH, "genesis", self.agent, {"db_id": db_id, "format": 1})
         data = encode_file_header(db_id) + encode_frame([(genesis.raw, None)])
         tmp = f"{self.path}.new{os.getpid()}-{threading.get_ident()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = create_new(tmp, NEW_DB_MODE, leftover=True)  # this thread's name: a leftover is a dead run's
         try:
             write_all(fd, data, 0)
             sync(fd)
+            made = os.fstat(fd)
         finally:
             os.close(fd)
         try:
+            check_own(tmp, made)  # link() puts a link itself in place: only this file may go there
             try:
                 os.link(tmp, self.path)
             except FileExistsError:
-                self._create_over_empty(tmp)
+                self._create_over_empty(tmp, made)
             fsync_dir(self.path)
         finally:
             snap.remove(tmp)
 
-    def _create_over_empty(self, tmp: str) -> None:
+    def _create_over_empty(self, tmp: str, made: os.stat_result) -> None:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
@@ -166,7 +169,7 @@ class Opening(StoreState):
             lock_log(fd, time.monotonic() + self.lock_timeout, self.path)
             now = stat_or_none(self.path)
             if now is not None and (now.st_ino, now.st_dev) == (st.st_ino, st.st_dev) and os.fstat(fd).st_size == 0:
-                os.replace(tmp, self.path)
+                rename_own(tmp, self.path, made)
         finally:
             os.close(fd)
 

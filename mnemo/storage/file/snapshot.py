@@ -282,8 +282,10 @@ def read_part(fd: int, end: int, ref: Any, key: str) -> Any:
     return decode_part(ref, _read_all(fd, length, end + offset), key)
 
 
-def write_erase_journal(path: str, db_id: bytes, regions: list[tuple[int, int]]) -> None:
-    write_atomic(path, _seal(ERASE_MAGIC, packb({"db_id": db_id, "regions": regions})))
+def write_erase_journal(path: str, db_id: bytes, regions: list[tuple[int, int]], mode: int = 0o644) -> None:
+    """The journal, made with the log's bits `mode` less the umask (no chmod: an erasure never fails
+    for want of one)."""
+    write_atomic(path, _seal(ERASE_MAGIC, packb({"db_id": db_id, "regions": regions})), new_mode=mode)
 
 
 def read_erase_journal(path: str, db_id: bytes | None = None) -> list[tuple[int, int]] | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import threading
 from pathlib import Path
 from typing import Any
@@ -286,3 +287,64 @@ def test_a_writer_that_locked_a_log_a_compaction_replaced_locks_the_new_one_befo
         assert appending == [(True, True)], "the writer appended to a log whose lock it did not hold"
         assert [r.content for r in other.query()] == ["kept", "written"]
         assert c.verify().ok and other.verify().ok
+
+
+def _victim(tmp_path: Path) -> Path:
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious, not Mnemo's")
+    victim.chmod(0o640)
+    return victim
+
+
+def test_a_link_at_db_compact_is_never_written_through(tmp_path: Path) -> None:
+    """DB.compact made a link (to another file) while a client has the database open: the compaction
+    writes a new file of its own in the link's place, the other file keeps its bytes and mode, and the
+    database is a regular file afterwards, not the link."""
+    db = tmp_path / "m.db"
+    victim = _victim(tmp_path)
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.forget(c.remember("gone " * 100).id)
+        kept = c.remember("kept").id
+        Path(str(db) + ".compact").symlink_to(victim)
+        assert c.compact()["reclaimed"] > 0
+        assert [r.id for r in c.query()] == [kept]
+    assert victim.read_bytes() == b"precious, not Mnemo's" and stat.S_IMODE(victim.stat().st_mode) == 0o640
+    assert not db.is_symlink() and db.stat().st_nlink == 1
+    assert not os.path.lexists(str(db) + ".compact")
+    with MnemoClient(db, "owner", readonly=True) as r:
+        assert r.verify().ok and [x.id for x in r.query()] == [kept]
+
+
+def test_db_compact_swapped_for_a_link_before_the_rename_fails_the_compaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link put at DB.compact between its write and its rename is never renamed over the database:
+    the compaction fails, the old log stands, and the link's target is untouched."""
+    from mnemo.storage.file import compaction
+
+    db = tmp_path / "m.db"
+    victim = _victim(tmp_path)
+    tmp = str(db) + ".compact"
+    real_sync = compaction.sync
+
+    def sync_then_swap(fd: int) -> None:
+        real_sync(fd)
+        if os.readlink(f"/proc/self/fd/{fd}") == tmp:
+            os.unlink(tmp)
+            os.symlink(victim, tmp)
+
+    with MnemoClient(db, "owner", durability="none") as c:
+        kept = c.remember("kept").id
+        before = db.read_bytes()
+        monkeypatch.setattr(compaction, "sync", sync_then_swap)
+        with pytest.raises(DurabilityError) as info:
+            c.compact()
+        monkeypatch.undo()
+    assert str(info.value) == (
+        "compaction failed: [Errno 17] the temporary file was replaced while it was written; nothing was "
+        f"changed: check who else writes in this folder and try again: '{tmp}'"
+    )
+    assert victim.read_bytes() == b"precious, not Mnemo's"
+    assert not db.is_symlink() and db.read_bytes() == before and not os.path.lexists(tmp)
+    with MnemoClient(db, "owner", durability="none") as c:
+        assert [r.id for r in c.query()] == [kept] and c.verify().ok

@@ -310,18 +310,22 @@ def test_a_replayed_writer_whose_snapshot_cannot_be_written_serves_its_index_and
     assert not Path(str(db) + ".snap").exists()
 
 
-def test_a_new_database_file_is_made_with_mode_0644_under_the_umask(tmp_path: Path) -> None:
+def test_a_new_database_file_is_made_with_mode_0600_under_the_umask(tmp_path: Path) -> None:
+    """A new database is its owner's alone, with its snapshot and leaf-hash cache, whatever the umask
+    (a wider one widens nothing): `chmod` shares it."""
+    import stat as stat_module
+
     old = os.umask(0o022)
     try:
         MnemoClient(tmp_path / "a.db", "owner").close()
-        os.umask(0o077)  # a stricter umask is honoured: nothing is chmod-ed after
+        os.umask(0o000)
         MnemoClient(tmp_path / "b.db", "owner").close()
     finally:
         os.umask(old)
-    import stat as stat_module
-
-    assert stat_module.S_IMODE(os.stat(tmp_path / "a.db").st_mode) == 0o644
-    assert stat_module.S_IMODE(os.stat(tmp_path / "b.db").st_mode) == 0o600
+    assert {p.name: stat_module.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()} == {
+        "a.db": 0o600, "a.db.snap": 0o600, "a.db.leaves": 0o600,
+        "b.db": 0o600, "b.db.snap": 0o600, "b.db.leaves": 0o600,
+    }
 
 
 @pytest.mark.parametrize(
@@ -675,3 +679,52 @@ def test_an_open_that_fails_closes_no_descriptor_it_did_not_open(tmp_path: Path)
             with pytest.raises(error):
                 MnemoClient(path, "owner", durability="none", readonly=readonly)
             assert sorted(os.listdir("/proc/self/fd")) == before, (path, readonly)
+
+
+def test_a_link_at_the_creation_temp_name_is_never_written_through(tmp_path: Path) -> None:
+    """The temp file a new database is written to (DB.newPID-THREAD) planted as a link to another file:
+    it is removed, not followed; the database is made 0600 and the other file keeps its bytes and mode."""
+    import stat as stat_module
+    import threading
+
+    db = tmp_path / "new.db"
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious, not Mnemo's")
+    victim.chmod(0o644)
+    Path(f"{db}.new{os.getpid()}-{threading.get_ident()}").symlink_to(victim)
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.remember("a record")
+    assert victim.read_bytes() == b"precious, not Mnemo's" and stat_module.S_IMODE(victim.stat().st_mode) == 0o644
+    assert not db.is_symlink() and stat_module.S_IMODE(db.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.db", "new.db.leaves", "new.db.snap", "victim"]
+
+
+def test_a_creation_temp_file_swapped_for_a_link_is_never_linked_into_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link put at DB.newPID-THREAD between its write and its link to DB: the creation fails, no
+    database (and no link) appears at DB, and the link's target is untouched."""
+    import threading
+
+    from mnemo.storage.file import opening
+
+    db = tmp_path / "new.db"
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious, not Mnemo's")
+    tmp = f"{db}.new{os.getpid()}-{threading.get_ident()}"
+    real_sync = opening.sync
+
+    def sync_then_swap(fd: int) -> None:
+        real_sync(fd)
+        os.unlink(tmp)
+        os.symlink(victim, tmp)
+
+    monkeypatch.setattr(opening, "sync", sync_then_swap)
+    with pytest.raises(MnemoError) as info:
+        MnemoClient(db, "owner", durability="none")
+    assert str(info.value) == (
+        f"cannot open the database at {db}: the temporary file was replaced while it was written; nothing "
+        "was changed: check who else writes in this folder and try again"
+    )
+    assert not os.path.lexists(db) and not os.path.lexists(tmp)
+    assert victim.read_bytes() == b"precious, not Mnemo's"
