@@ -30,8 +30,8 @@ from mnemo import IntegrityError, MemoryRecord, MnemoClient
 from mnemo._native import readpath
 from mnemo.chain.codec import make_entry, pack_record_fields, packb, payload_digest
 from mnemo.storage.file.index_columns import SortedIds, find_sorted
+from mnemo.storage.file.opening import log_file_state
 from mnemo.storage.file.reads import gather_rows, latest_records, quick_packed, read_gathered
-from mnemo.storage.file.replay import log_file_state
 from mnemo.storage.types import Rec, Version
 
 OWNER = "owner"
