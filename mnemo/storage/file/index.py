@@ -56,7 +56,10 @@ class Index(IndexData):
     # -- rows ----------------------------------------------------------------------------------------
     def row_of(self, rec_id: str) -> int | None:
         """The live row of `rec_id`, None if no live row holds it. In one call of the C extension when it
-        is there (mnemo/_readpath.c's find_row), else through row_of_twin."""
+        is there (mnemo/_readpath.c's find_row), else through row_of_twin; without a snapshot's rows, a
+        look in the dict."""
+        if not self.base.n:
+            return self.rows.get(rec_id)
         if readpath is not None:
             found: int | None = readpath.find_row(self.rows, self.base.blob, self.base.width, self.base_dead, rec_id)
             return found

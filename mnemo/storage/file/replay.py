@@ -54,11 +54,11 @@ class Replay(StoreState):
     def _catch_up(self, writer: bool, opening: bool = False) -> None:
         """Apply frames appended since self.end. A writer cuts a torn tail; damage raises."""
         with self._index_lock:
-            locked, self._locked_size = self._locked_size, None
-            if writer and not opening and locked is not None:
+            if writer and not opening and self._locked_size is not None:
                 # Taken with the writer lock, which is still held, on this very file (Opening._lock):
                 # nobody appended since.
-                (ino, dev), size = self._identity, locked
+                (ino, dev), size = self._identity, self._locked_size
+                self._locked_size = None
             else:
                 ino, dev, size = file_state(self.path, self.fd)
             if ino >= 0 and (ino, dev) != self._identity:
