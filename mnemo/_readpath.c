@@ -25,6 +25,10 @@
  *
  * find_sorted(blob, width, key) is the binary search of SortedIds.find (index_columns.py): the row of
  * `key` in a blob of fixed-width ids in sorted order, or -1.
+ *
+ * find_row and recs_at are the look-ups of the index a get and a query make before they read (index.py's
+ * Index.row_of and Index.recs_at are their twins): the row of an id, and the Rec tuples of rows, made
+ * from the index's columns.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -593,18 +597,20 @@ static PyObject *dict_key, *empty_args;
 /* The MemoryRecord of a served item, as mnemo.record.make_memory_record builds it: an instance of
  * `type` whose __dict__ holds the fields. NULL with no exception set where the fields are not
  * decoded here, NULL with one set on failure. */
-static PyObject *record_of(PyTypeObject *type, item_t *it, PyObject *rec, PyObject *v) {
+/* What a served item's record holds besides the fields read from its payload (borrowed): its id and
+ * scope, the version's number, agent, seq and time, and the first version's time (NULL: not known). */
+typedef struct {
+    PyObject *id, *scope, *ver, *agent, *seq, *ts, *first;
+} meta_t;
+
+static PyObject *record_of(PyTypeObject *type, item_t *it, const meta_t *m) {
     const unsigned char *packed = it->buf + it->e_len + SC + SALT;
     PyObject *f[NF] = {NULL};
     PyObject *d = NULL, *obj = NULL;
     int got = dec_fields(packed, (Py_ssize_t)(it->s_len - SC - SALT), &f[F_CONTENT], &f[F_TAGS], &f[F_METADATA]);
     if (got <= 0) return NULL;
-    PyObject *versions = PyTuple_GET_ITEM(rec, 3);
-    if (!PyTuple_Check(versions) || PyTuple_GET_SIZE(versions) < 1 || !PyTuple_Check(PyTuple_GET_ITEM(versions, 0)) ||
-        PyTuple_GET_SIZE(PyTuple_GET_ITEM(versions, 0)) < 3)
-        goto not_here;
-    PyObject *ts = PyTuple_GET_ITEM(v, 2), *first = PyTuple_GET_ITEM(PyTuple_GET_ITEM(versions, 0), 2);
-    if (!PyLong_Check(ts) || !PyLong_Check(first)) goto not_here;
+    PyObject *ts = m->ts, *first = m->first;
+    if (!first || !PyLong_Check(ts) || !PyLong_Check(first)) goto not_here;
     f[F_UPDATED] = ns_to_datetime(ts);
     if (!f[F_UPDATED]) goto not_here_if_value;
     int same = PyObject_RichCompareBool(first, ts, Py_EQ);
@@ -613,11 +619,11 @@ static PyObject *record_of(PyTypeObject *type, item_t *it, PyObject *rec, PyObje
     if (!f[F_CREATED]) goto not_here_if_value;
     f[F_HASH] = hex_of((const char *)it->hash, HASH);
     if (!f[F_HASH]) goto error;
-    f[F_ID] = Py_NewRef(PyTuple_GET_ITEM(rec, 0));
-    f[F_SCOPE] = Py_NewRef(PyTuple_GET_ITEM(rec, 1));
-    f[F_VERSION] = Py_NewRef(PyTuple_GET_ITEM(v, 0));
-    f[F_AGENT] = Py_NewRef(PyTuple_GET_ITEM(v, 3));
-    f[F_SEQ] = Py_NewRef(PyTuple_GET_ITEM(v, 1));
+    f[F_ID] = Py_NewRef(m->id);
+    f[F_SCOPE] = Py_NewRef(m->scope);
+    f[F_VERSION] = Py_NewRef(m->ver);
+    f[F_AGENT] = Py_NewRef(m->agent);
+    f[F_SEQ] = Py_NewRef(m->seq);
     d = PyDict_New();
     if (!d) goto error;
     for (int k = 0; k < NF; k++)
@@ -673,7 +679,11 @@ static PyObject *read_latest(PyObject *self, PyObject *args) {
         int served = agent_decodes(it);
         if (served < 0) goto fail;
         if (served) {
-            value = record_of((PyTypeObject *)type, it, rec, PyTuple_GET_ITEM(versions, PyTuple_GET_SIZE(versions) - 1));
+            PyObject *v = PyTuple_GET_ITEM(versions, PyTuple_GET_SIZE(versions) - 1), *v0 = PyTuple_GET_ITEM(versions, 0);
+            meta_t m = {PyTuple_GET_ITEM(rec, 0), PyTuple_GET_ITEM(rec, 1), PyTuple_GET_ITEM(v, 0),
+                        PyTuple_GET_ITEM(v, 3), PyTuple_GET_ITEM(v, 1), PyTuple_GET_ITEM(v, 2),
+                        PyTuple_Check(v0) && PyTuple_GET_SIZE(v0) >= 3 ? PyTuple_GET_ITEM(v0, 2) : NULL};
+            value = record_of((PyTypeObject *)type, it, &m);
             if (!value && PyErr_Occurred()) goto fail;
         }
         if (!value) value = Py_NewRef(Py_None);
@@ -745,6 +755,390 @@ static PyObject *find_sorted(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(found);
 }
 
+/* find_row(rows, blob, width, dead, rec_id) -> int | None: Index.row_of (its twin, index.py) in one
+ * call: the row of `rec_id` in `rows` (the rows after the snapshot's, by id), else by binary search
+ * among the `width`-byte ASCII ids of `blob` (find_sorted) unless its row is in `dead` (forgotten);
+ * None if no live row holds it. */
+static PyObject *find_row(PyObject *self, PyObject *args) {
+    PyObject *rows, *dead, *id;
+    Py_buffer blob;
+    Py_ssize_t width;
+    if (!PyArg_ParseTuple(args, "O!y*nOU", &PyDict_Type, &rows, &blob, &width, &dead, &id)) return NULL;
+    PyObject *out = NULL;
+    if (!PyAnySet_Check(dead)) {
+        PyErr_SetString(PyExc_TypeError, "find_row: the forgotten rows must be a set");
+        goto done;
+    }
+    PyObject *row = PyDict_GetItemWithError(rows, id);
+    if (row || PyErr_Occurred()) {
+        out = Py_XNewRef(row);
+        goto done;
+    }
+    Py_ssize_t size = blob.len;
+    out = Py_NewRef(Py_None);
+    if (width <= 0 || !size || size % width || !PyUnicode_IS_ASCII(id) || PyUnicode_GET_LENGTH(id) != width)
+        goto done;
+    const char *b = blob.buf, *k = (const char *)PyUnicode_1BYTE_DATA(id);
+    if (memcmp(k, b + size - width, (size_t)width) > 0) goto done; /* a new record's id: after them all */
+    Py_ssize_t lo = 0, hi = size / width;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (memcmp(b + mid * width, k, (size_t)width) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo >= size / width || memcmp(b + lo * width, k, (size_t)width) != 0) goto done;
+    PyObject *found = PyLong_FromSsize_t(lo);
+    int gone = !found ? -1 : PySet_GET_SIZE(dead) ? PySet_Contains(dead, found) : 0;
+    if (gone) {
+        Py_XDECREF(found);
+        if (gone < 0) Py_CLEAR(out);
+        goto done;
+    }
+    Py_SETREF(out, found);
+done:
+    PyBuffer_Release(&blob);
+    return out;
+}
+
+/* -- the index's rows as Rec tuples -----------------------------------------------------------------
+ * recs_at(cols, hashes, scopes, agents, tagsets, older, hits, Rec, Version) -> [Rec | None]: the record of
+ * each (id, row) of `hits` as Index.recs_at (its twin, index.py) makes it from the index's tables: the
+ * columns `cols` (array.array, by name), the rows' entry hashes `hashes` (32 bytes a row), the interned
+ * `scopes` and `agents`, the tag sets `tagsets` and `older` (row -> the earlier versions); `Rec` and
+ * `Version` the named tuples (mnemo/storage/types.py). None for a row the tables do not hold whole (a
+ * row or a code out of range, a freed tag set: what the twin calls inconsistent). */
+enum { C_VER, C_SEQ, C_TS, C_AGENT, C_SIZE, C_SLOT_OFF, C_SLOT_LEN, C_ENTRY_OFF, C_ENTRY_LEN, C_SCOPE, C_TAGSET, NC };
+static const char *col_names[NC] = {"ver", "seq", "ts", "agent", "size", "slot_off", "slot_len", "entry_off",
+                                    "entry_len", "scope", "tagset"};
+static const char col_codes[NC] = {'I', 'q', 'q', 'I', 'q', 'q', 'I', 'q', 'I', 'I', 'I'};
+static PyObject *col_keys[NC];
+
+static uint32_t u32_at(const Py_buffer *v, Py_ssize_t row) {
+    uint32_t x;
+    memcpy(&x, (const char *)v->buf + row * 4, 4);
+    return x;
+}
+
+static int64_t i64_at(const Py_buffer *v, Py_ssize_t row) {
+    int64_t x;
+    memcpy(&x, (const char *)v->buf + row * 8, 8);
+    return x;
+}
+
+/* An interned value by code (borrowed), or NULL (no exception) if the code is out of range. */
+static PyObject *value_at(PyObject *list, uint32_t code) {
+    return (Py_ssize_t)code < PyList_GET_SIZE(list) ? PyList_GET_ITEM(list, (Py_ssize_t)code) : NULL;
+}
+
+/* A named tuple of `type` holding `items` (a tuple, stolen): as type._make(items) makes it. */
+static PyObject *named(PyTypeObject *type, PyObject *items) {
+    if (!items) return NULL;
+    PyObject *args = PyTuple_Pack(1, items);
+    Py_DECREF(items);
+    if (!args) return NULL;
+    PyObject *out = PyTuple_Type.tp_new(type, args, NULL);
+    Py_DECREF(args);
+    return out;
+}
+
+/* The Rec of one row: a new reference, Py_None for a row the tables do not hold whole, NULL with an
+ * exception set on failure. */
+static PyObject *rec_of_row(Py_buffer *views, Py_ssize_t rows, const Py_buffer *hashes, PyObject *scopes,
+                            PyObject *agents, PyObject *tagsets, PyObject *older, PyObject *id, Py_ssize_t row,
+                            PyTypeObject *rec_type, PyTypeObject *version_type) {
+    if (row < 0 || row >= rows || row >= hashes->len / HASH) Py_RETURN_NONE;
+    PyObject *scope = value_at(scopes, u32_at(&views[C_SCOPE], row));
+    PyObject *agent = value_at(agents, u32_at(&views[C_AGENT], row));
+    PyObject *tags = value_at(tagsets, u32_at(&views[C_TAGSET], row));
+    if (!scope || !agent || !tags || tags == Py_None) Py_RETURN_NONE;
+    PyObject *before = NULL;
+    if (PyDict_GET_SIZE(older)) {
+        PyObject *key = PyLong_FromSsize_t(row);
+        if (!key) return NULL;
+        before = PyDict_GetItemWithError(older, key);
+        Py_DECREF(key);
+        if (!before && PyErr_Occurred()) return NULL;
+        if (before && !PyTuple_Check(before)) {
+            PyErr_SetString(PyExc_TypeError, "recs_at: a row's earlier versions must be a tuple");
+            return NULL;
+        }
+    }
+    PyObject *latest = named(version_type, Py_BuildValue(
+        "(kLLOLy#LkLk)", (unsigned long)u32_at(&views[C_VER], row), (long long)i64_at(&views[C_SEQ], row),
+        (long long)i64_at(&views[C_TS], row), agent, (long long)i64_at(&views[C_SIZE], row),
+        (const char *)hashes->buf + row * HASH, (Py_ssize_t)HASH, (long long)i64_at(&views[C_SLOT_OFF], row),
+        (unsigned long)u32_at(&views[C_SLOT_LEN], row), (long long)i64_at(&views[C_ENTRY_OFF], row),
+        (unsigned long)u32_at(&views[C_ENTRY_LEN], row)));
+    if (!latest) return NULL;
+    Py_ssize_t k = before ? PyTuple_GET_SIZE(before) : 0;
+    PyObject *versions = PyTuple_New(k + 1);
+    if (!versions) {
+        Py_DECREF(latest);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) PyTuple_SET_ITEM(versions, i, Py_NewRef(PyTuple_GET_ITEM(before, i)));
+    PyTuple_SET_ITEM(versions, k, latest);
+    PyObject *items = PyTuple_New(4);
+    if (!items) {
+        Py_DECREF(versions);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(items, 0, Py_NewRef(id));
+    PyTuple_SET_ITEM(items, 1, Py_NewRef(scope));
+    PyTuple_SET_ITEM(items, 2, Py_NewRef(tags));
+    PyTuple_SET_ITEM(items, 3, versions);
+    return named(rec_type, items);
+}
+
+/* The buffers of the index's columns (views[NC]) and of its hashes, and the rows they all hold (*rows);
+ * 0 with an exception set (and nothing held) on failure. release_views lets go of them. */
+static int take_views(const char *fn, PyObject *cols, PyObject *hashes_obj, Py_buffer *views, Py_buffer *hashes,
+                      Py_ssize_t *rows) {
+    int k = 0;
+    *rows = PY_SSIZE_T_MAX;
+    for (; k < NC; k++) {
+        PyObject *col = PyDict_GetItemWithError(cols, col_keys[k]);
+        if (!col) {
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s: no column %s", fn, col_names[k]);
+            goto fail;
+        }
+        Py_buffer *v = &views[k];
+        if (PyObject_GetBuffer(col, v, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) goto fail;
+        if (v->itemsize != (col_codes[k] == 'I' ? 4 : 8) || !v->format || v->format[0] != col_codes[k] || v->format[1]) {
+            PyBuffer_Release(v);
+            PyErr_Format(PyExc_TypeError, "%s: column %s is not an array of type %c", fn, col_names[k], col_codes[k]);
+            goto fail;
+        }
+        if (v->len / v->itemsize < *rows) *rows = v->len / v->itemsize;
+    }
+    if (PyObject_GetBuffer(hashes_obj, hashes, PyBUF_SIMPLE) < 0) goto fail;
+    if (hashes->len / HASH < *rows) *rows = hashes->len / HASH;
+    return 1;
+fail:
+    for (; k > 0; k--) PyBuffer_Release(&views[k - 1]);
+    return 0;
+}
+
+static void release_views(Py_buffer *views, Py_buffer *hashes) {
+    for (int k = 0; k < NC; k++) PyBuffer_Release(&views[k]);
+    PyBuffer_Release(hashes);
+}
+
+/* The row of a hit (an (id, row) pair); -1 for a row no index holds, -2 with an exception set. */
+static Py_ssize_t hit_row(PyObject *hit, const char *what) {
+    if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(hit, 0)) ||
+        !PyLong_Check(PyTuple_GET_ITEM(hit, 1))) {
+        PyErr_SetString(PyExc_TypeError, what);
+        return -2;
+    }
+    Py_ssize_t row = PyLong_AsSsize_t(PyTuple_GET_ITEM(hit, 1));
+    if (row == -1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -2;
+        PyErr_Clear();
+    }
+    return row < 0 ? -1 : row;
+}
+
+static const char NOT_A_HIT[] = "recs_at: each hit must be an (id, row) pair of a str and an int";
+
+static PyObject *recs_at(PyObject *self, PyObject *args) {
+    PyObject *cols, *hashes_obj, *scopes, *agents, *tagsets, *older, *hits;
+    PyTypeObject *rec_type, *version_type;
+    if (!PyArg_ParseTuple(args, "O!OO!O!O!O!O!O!O!", &PyDict_Type, &cols, &hashes_obj, &PyList_Type, &scopes,
+                          &PyList_Type, &agents, &PyList_Type, &tagsets, &PyDict_Type, &older, &PyList_Type, &hits,
+                          &PyType_Type, &rec_type, &PyType_Type, &version_type))
+        return NULL;
+    if (!PyType_IsSubtype(rec_type, &PyTuple_Type) || !PyType_IsSubtype(version_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "recs_at: Rec and Version must be tuple types");
+        return NULL;
+    }
+    Py_buffer views[NC], hashes;
+    Py_ssize_t rows, n = PyList_GET_SIZE(hits);
+    if (!take_views("recs_at", cols, hashes_obj, views, &hashes, &rows)) return NULL;
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t k = 0; out && k < n; k++) {
+        PyObject *hit = PyList_GET_ITEM(hits, k), *rec = NULL;
+        Py_ssize_t row = hit_row(hit, NOT_A_HIT);
+        if (row > -2)
+            rec = rec_of_row(views, rows, &hashes, scopes, agents, tagsets, older, PyTuple_GET_ITEM(hit, 0), row,
+                             rec_type, version_type);
+        if (!rec) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, k, rec);
+    }
+    release_views(views, &hashes);
+    return out;
+}
+
+/* -- a query's or a get's records, read straight from the index's rows --------------------------------
+ * gather_rows(cols, hashes, scopes, agents, tagsets, older, hits) takes from the index's tables (as
+ * recs_at does) what read_latest would take from each hit's Rec, for its latest version, in the hold of
+ * the index lock; read_gathered(fd, gathered, MemoryRecord) then reads, checks and builds each record as
+ * read_latest does, with the lock let go of (the log's handle held instead: reads.py). So no Rec or
+ * Version tuple is made for a row served. Their twin is reads.gather_rows and reads.read_gathered (the
+ * rows' Recs, then latest_records). A row the tables do not hold whole (what recs_at gives None for) is
+ * None, as any version read_latest gives None for. */
+typedef struct {
+    PyObject *id, *scope, *agent, *first; /* new references; first: NULL without an earlier version */
+    int64_t seq, ts;
+    uint32_t ver;
+} row_t;
+
+typedef struct {
+    Py_ssize_t n;
+    item_t *its;
+    row_t *rs;
+} gathered_t;
+
+static const char GATHERED[] = "mnemo._readpath.gathered";
+
+static void gathered_free(PyObject *capsule) {
+    gathered_t *g = PyCapsule_GetPointer(capsule, GATHERED);
+    if (!g) return;
+    for (Py_ssize_t k = 0; k < g->n; k++) {
+        Py_XDECREF(g->rs[k].id);
+        Py_XDECREF(g->rs[k].scope);
+        Py_XDECREF(g->rs[k].agent);
+        Py_XDECREF(g->rs[k].first);
+    }
+    PyMem_Free(g->its);
+    PyMem_Free(g->rs);
+    PyMem_Free(g);
+}
+
+/* One hit's item and row from the index's tables (the item skipped where they do not hold it whole);
+ * 0 with an exception set on failure. */
+static int gather_row(Py_buffer *views, Py_ssize_t rows, const Py_buffer *hashes, PyObject *scopes, PyObject *agents,
+                      PyObject *tagsets, PyObject *older, Py_ssize_t row, item_t *it, row_t *r) {
+    it->skip = 1;
+    if (row < 0 || row >= rows) return 1;
+    PyObject *scope = value_at(scopes, u32_at(&views[C_SCOPE], row));
+    PyObject *agent = value_at(agents, u32_at(&views[C_AGENT], row));
+    PyObject *tags = value_at(tagsets, u32_at(&views[C_TAGSET], row));
+    if (!scope || !agent || !tags || tags == Py_None || !PyUnicode_Check(scope)) return 1;
+    if (PyDict_GET_SIZE(older)) {
+        PyObject *key = PyLong_FromSsize_t(row);
+        if (!key) return 0;
+        PyObject *before = PyDict_GetItemWithError(older, key);
+        Py_DECREF(key);
+        if (!before && PyErr_Occurred()) return 0;
+        if (before) {
+            PyObject *v0;
+            if (!PyTuple_Check(before) || PyTuple_GET_SIZE(before) < 1 || !PyTuple_Check(v0 = PyTuple_GET_ITEM(before, 0)) ||
+                PyTuple_GET_SIZE(v0) < 3)
+                return 1;
+            r->first = Py_NewRef(PyTuple_GET_ITEM(v0, 2));
+        }
+    }
+    r->scope = Py_NewRef(scope);
+    r->agent = Py_NewRef(agent);
+    r->ver = u32_at(&views[C_VER], row);
+    r->seq = i64_at(&views[C_SEQ], row);
+    r->ts = i64_at(&views[C_TS], row);
+    it->ver = r->ver;
+    it->s_off = i64_at(&views[C_SLOT_OFF], row);
+    it->s_len = u32_at(&views[C_SLOT_LEN], row);
+    it->e_off = i64_at(&views[C_ENTRY_OFF], row);
+    it->e_len = u32_at(&views[C_ENTRY_LEN], row);
+    if (it->s_off < 0 || it->e_off < 0 || it->s_len < MIN_SLOT || it->s_len > MAX_READ || it->e_len > MAX_READ)
+        return 1; /* what no log holds: the general path reads it */
+    memcpy(it->hash, (const char *)hashes->buf + row * HASH, HASH);
+    it->id = PyUnicode_AsUTF8AndSize(r->id, &it->id_len);
+    it->scope = it->id ? PyUnicode_AsUTF8AndSize(scope, &it->scope_len) : NULL;
+    if (!it->id || !it->scope) { /* a str that is not UTF-8 (lone surrogates): no entry names it */
+        PyErr_Clear();
+        return 1;
+    }
+    it->skip = 0;
+    return 1;
+}
+
+static const char NOT_A_GATHERED_HIT[] = "gather_rows: each hit must be an (id, row) pair of a str and an int";
+
+static PyObject *gather_rows(PyObject *self, PyObject *args) {
+    PyObject *cols, *hashes_obj, *scopes, *agents, *tagsets, *older, *hits;
+    if (!PyArg_ParseTuple(args, "O!OO!O!O!O!O!", &PyDict_Type, &cols, &hashes_obj, &PyList_Type, &scopes,
+                          &PyList_Type, &agents, &PyList_Type, &tagsets, &PyDict_Type, &older, &PyList_Type, &hits))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(hits), rows;
+    gathered_t *g = PyMem_Calloc(1, sizeof(gathered_t));
+    if (!g) return PyErr_NoMemory();
+    g->its = PyMem_Calloc(n ? (size_t)n : 1, sizeof(item_t));
+    g->rs = PyMem_Calloc(n ? (size_t)n : 1, sizeof(row_t));
+    PyObject *capsule = g->its && g->rs ? PyCapsule_New(g, GATHERED, gathered_free) : NULL;
+    if (!capsule) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        PyMem_Free(g->its);
+        PyMem_Free(g->rs);
+        PyMem_Free(g);
+        return NULL;
+    }
+    Py_buffer views[NC], hashes;
+    if (!take_views("gather_rows", cols, hashes_obj, views, &hashes, &rows)) {
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *hit = PyList_GET_ITEM(hits, k);
+        Py_ssize_t row = hit_row(hit, NOT_A_GATHERED_HIT);
+        if (row == -2) goto fail;
+        g->rs[k].id = Py_NewRef(PyTuple_GET_ITEM(hit, 0));
+        g->n = k + 1;
+        if (!gather_row(views, rows, &hashes, scopes, agents, tagsets, older, row, &g->its[k], &g->rs[k])) goto fail;
+    }
+    release_views(views, &hashes);
+    return capsule;
+fail:
+    release_views(views, &hashes);
+    Py_DECREF(capsule);
+    return NULL;
+}
+
+static PyObject *read_gathered(PyObject *self, PyObject *args) {
+    int fd;
+    PyObject *capsule, *type;
+    if (!PyArg_ParseTuple(args, "iOO!", &fd, &capsule, &PyType_Type, &type)) return NULL;
+    gathered_t *g = PyCapsule_GetPointer(capsule, GATHERED);
+    if (!g) return NULL;
+    Py_ssize_t n = g->n;
+    unsigned char *arena = NULL;
+    for (Py_ssize_t k = 0; k < n; k++) { /* (read again if called again) */
+        item_t *it = &g->its[k];
+        it->buf = NULL;
+        it->got_e = it->got_s = 0;
+        it->err = it->ok = 0;
+    }
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    if (!read_items(fd, g->its, n, &arena)) goto fail;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        item_t *it = &g->its[k];
+        row_t *r = &g->rs[k];
+        PyObject *value = NULL;
+        int served = it->skip ? 0 : agent_decodes(it);
+        if (served < 0) goto fail;
+        if (served) {
+            PyObject *ver = PyLong_FromUnsignedLong(r->ver), *seq = PyLong_FromLongLong(r->seq),
+                     *ts = PyLong_FromLongLong(r->ts);
+            if (ver && seq && ts) {
+                meta_t m = {r->id, r->scope, ver, r->agent, seq, ts, r->first ? r->first : ts};
+                value = record_of((PyTypeObject *)type, it, &m);
+            }
+            Py_XDECREF(ver);
+            Py_XDECREF(seq);
+            Py_XDECREF(ts);
+            if (!value && PyErr_Occurred()) goto fail;
+        }
+        if (!value) value = Py_NewRef(Py_None);
+        PyList_SET_ITEM(out, k, value);
+    }
+    PyMem_Free(arena);
+    return out;
+fail:
+    PyMem_Free(arena);
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"read_served", read_served, METH_VARARGS,
      "read_served(fd, [(Rec, Version), ...]) -> [bytes | None]: each version's packed fields, read and checked"},
@@ -753,6 +1147,16 @@ static PyMethodDef methods[] = {
     {"read_latest", read_latest, METH_VARARGS,
      "read_latest(fd, [Rec, ...], MemoryRecord) -> [MemoryRecord | None]: each record's latest version, read, "
      "checked and built"},
+    {"find_row", find_row, METH_VARARGS,
+     "find_row(rows, blob, width, dead, rec_id) -> int | None: the live row of rec_id in the index, if any"},
+    {"gather_rows", gather_rows, METH_VARARGS,
+     "gather_rows(cols, hashes, scopes, agents, tagsets, older, [(id, row), ...]) -> what read_gathered reads"},
+    {"read_gathered", read_gathered, METH_VARARGS,
+     "read_gathered(fd, gathered, MemoryRecord) -> [MemoryRecord | None]: each gathered row's latest version, "
+     "read, checked and built"},
+    {"recs_at", recs_at, METH_VARARGS,
+     "recs_at(cols, hashes, scopes, agents, tagsets, older, [(id, row), ...], Rec, Version) -> [Rec | None]: "
+     "the index's rows as records"},
     {"file_state", file_state, METH_VARARGS,
      "file_state(path, fd) -> (st_ino, st_dev, size): the file at path ((-1, -1) if none) and fd's size"},
     {NULL, NULL, 0, NULL},
@@ -774,6 +1178,8 @@ PyMODINIT_FUNC PyInit__readpath(void) {
     if (!PyDateTimeAPI) return NULL;
     for (int k = 0; k < NF; k++)
         if (!field_keys[k] && !(field_keys[k] = PyUnicode_InternFromString(field_names[k]))) return NULL;
+    for (int k = 0; k < NC; k++)
+        if (!col_keys[k] && !(col_keys[k] = PyUnicode_InternFromString(col_names[k]))) return NULL;
     if (!dict_key && !(dict_key = PyUnicode_InternFromString("__dict__"))) return NULL;
     if (!empty_args && !(empty_args = PyTuple_New(0))) return NULL;
     return PyModule_Create(&module);

@@ -42,7 +42,12 @@ Targets:
   slot length beyond the file's end); read_served must serve nothing its twin reads.quick_packed does
   not, exactly the bytes it serves, and refuse no put in the canonical layout that the twin serves;
   read_latest must build no record its twin reads.latest_records does not build alike (the times taken
-  from the input), and refuse none the twin builds from a canonical put whose fields are plain; then
+  from the input), and refuse none the twin builds from a canonical put whose fields are plain;
+  given the record's versions put in an index, recs_at must make the Rec its twin Index.recs_at_twin
+  makes, and gather_rows then read_gathered build from its row what their twins reads.gather_rows and
+  reads.read_gathered build and what read_latest built, and nothing from a row the index does not hold
+  whole (a row past the last, a scope code out of range), and find_row find what Index.row_of_twin
+  finds; then
   find_sorted, over the input cut into fixed-width ids (as given and sorted), must give what its twin
   index_columns.find_sorted gives. Seeds: canonical puts of each kind of content, made with the
   library's own encoders.
@@ -471,7 +476,9 @@ class IndexTextHarness:
 
 
 class ReadpathHarness:
-    """mnemo/_readpath.c: read_served against reads.quick_packed, find_sorted against index_columns'."""
+    """mnemo/_readpath.c: read_served against reads.quick_packed, read_latest against reads.latest_records,
+    the index's look-ups (recs_at, gather_rows and read_gathered, find_row) against their twins,
+    find_sorted against index_columns'."""
 
     module = "mnemo.storage.file.reads"
     extension = "mnemo._readpath"
@@ -576,11 +583,46 @@ class ReadpathHarness:
         for g, w in zip(got, want, strict=True):
             if g is not None and (w is None or repr(g) != repr(w) or type(g.content) is not type(w.content)):
                 raise AssertionError(f"read_latest built what its twin does not, on {data!r}: {g!r} / {w!r}")
+        self._rows(data, fd, rec, got[0])
         served = self.reads.quick_packed([(rec, version)], fd)[0]
         if got[0] is None and want[0] is not None and served is not None and self._plain_fields(bytes(served)) \
                 and self._canonical_put(bytes(data[4 : 4 + int.from_bytes(data[2:4], "big")]), rec.id, version.ver,
                                         rec.scope):
             raise AssertionError(f"read_latest refused plain fields of a canonical put its twin builds, on {data!r}")
+
+    def _rows(self, data: bytes, fd: int, rec: Any, latest: Any) -> None:
+        """The index's look-ups against their twins, the record's versions put in an index: recs_at
+        against recs_at_twin, gather_rows and read_gathered against reads.gather_rows and read_gathered
+        (its row, a row past the last, and its row with its scope code out of range): the same records,
+        by repr, and the one read_latest built from the Rec; find_row against row_of_twin."""
+        from mnemo.storage.file.index import Index
+
+        index = Index()
+        for version in rec.versions:
+            index.put(rec.id, rec.scope, (), version)
+        row = index.row_of_twin(rec.id)
+        assert row is not None
+        hits = [(rec.id, row), (rec.id, row + 1)]
+        types = (self.types.Rec, self.types.Version)
+        if self.native.recs_at(*index.tables(), hits[:1], *types) != index.recs_at_twin(hits[:1]):
+            raise AssertionError(f"recs_at made what its twin does not, on {data!r}")
+        got = self.native.read_gathered(fd, self.native.gather_rows(*index.tables(), hits), self.record_type)
+        try:
+            want = self.reads.read_gathered(self.reads.gather_rows(index, hits), fd)
+        except (ValueError, OverflowError, OSError):  # a time datetime cannot hold: the general path raises
+            want = [None] * len(hits)
+        if [repr(g) for g in got] != [repr(w) for w in want] or repr(got[0]) != repr(latest):
+            raise AssertionError(f"read_gathered built what its twin or read_latest does not, on {data!r}")
+        index.cols["scope"][row] = 7
+        gathered = self.native.gather_rows(*index.tables(), hits[:1])
+        if self.native.read_gathered(fd, gathered, self.record_type) != [None]:
+            raise AssertionError(f"read_gathered served a row whose scope code is out of range, on {data!r}")
+        if self.native.recs_at(*index.tables(), hits[:1], *types) != [None]:
+            raise AssertionError(f"recs_at made a row whose scope code is out of range, on {data!r}")
+        for key in (rec.id, data[:4].decode("latin-1"), data[-3:].hex()):
+            if self.native.find_row(index.rows, index.base.blob, index.base.width, index.base_dead, key) != \
+                    index.row_of_twin(key):
+                raise AssertionError(f"find_row and its twin differ on {key!r}")
 
     def one(self, data: bytes) -> None:
         self.runs += 1

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from typing import TYPE_CHECKING, Any, cast
 
+from ..._native import readpath
 from ...acl import Acl
 from ...chain.tree import HASH_SIZE
 from ...errors import IntegrityError
@@ -54,6 +55,18 @@ class Index(IndexData):
 
     # -- rows ----------------------------------------------------------------------------------------
     def row_of(self, rec_id: str) -> int | None:
+        """The live row of `rec_id`, None if no live row holds it. In one call of the C extension when it
+        is there (mnemo/_readpath.c's find_row), else through row_of_twin; without a snapshot's rows, a
+        look in the dict."""
+        if not self.base.n:
+            return self.rows.get(rec_id)
+        if readpath is not None:
+            found: int | None = readpath.find_row(self.rows, self.base.blob, self.base.width, self.base_dead, rec_id)
+            return found
+        return self.row_of_twin(rec_id)
+
+    def row_of_twin(self, rec_id: str) -> int | None:
+        """row_of in Python: the twin of mnemo/_readpath.c's find_row."""
         row = self.rows.get(rec_id)
         if row is None and self.base.n:
             row = self.base.find(rec_id)
@@ -74,10 +87,25 @@ class Index(IndexData):
         except (IndexError, UnicodeError):
             raise inconsistent(row) from None
 
+    def tables(self) -> tuple[Any, ...]:
+        """What mnemo/_readpath.c's recs_at makes records from: the columns, the entry hashes, the interned
+        scopes and agents, the tag sets and the earlier versions."""
+        return self.cols, self.hashes, self.scopes.values, self.agents.values, self.tagsets.values, self.older
+
     def rec_at(self, row: int, rec_id: str | None = None) -> Rec:
-        """The record in row (whose id the caller may already know)."""
+        """The record in row (whose id the caller may already know). In one call of the C extension when
+        it is there (mnemo/_readpath.c's recs_at), else through rec_at_twin."""
         if rec_id is None:
             rec_id = self.id_at(row)
+        if readpath is None or rec_id is None:
+            return self.rec_at_twin(row, rec_id)
+        rec: Rec | None = readpath.recs_at(*self.tables(), [(rec_id, row)], Rec, Version)[0]
+        if rec is None:
+            raise inconsistent(row)
+        return rec
+
+    def rec_at_twin(self, row: int, rec_id: str | None) -> Rec:
+        """rec_at in Python: the twin of mnemo/_readpath.c's recs_at for one row."""
         c = self.cols
         h = row * HASH_SIZE
         try:
@@ -95,7 +123,17 @@ class Index(IndexData):
             raise inconsistent(row) from None
 
     def recs_at(self, hits: list[tuple[str, int]]) -> list[Rec]:
-        """rec_at of each (id, row), in one loop (a query builds many)."""
+        """rec_at of each (id, row), in one call of the C extension when it is there (mnemo/_readpath.c's
+        recs_at), else through recs_at_twin (a query builds many)."""
+        if readpath is None:
+            return self.recs_at_twin(hits)
+        recs: list[Rec | None] = readpath.recs_at(*self.tables(), hits, Rec, Version)
+        if None in recs:
+            raise inconsistent(-1)
+        return cast("list[Rec]", recs)
+
+    def recs_at_twin(self, hits: list[tuple[str, int]]) -> list[Rec]:
+        """recs_at in Python, in one loop: the twin of mnemo/_readpath.c's recs_at."""
         c = self.cols
         ver, seq, ts, agent, size = c["ver"], c["seq"], c["ts"], c["agent"], c["size"]
         slot_off, slot_len, entry_off, entry_len = c["slot_off"], c["slot_len"], c["entry_off"], c["entry_len"]

@@ -11,6 +11,7 @@ import threading
 import time
 from typing import Any
 
+from ..._native import readpath
 from ...chain.codec import ZERO_HASH, make_entry
 from ...chain.tree import CompactRange
 from ...errors import IntegrityError, MnemoError, NotFound
@@ -85,10 +86,14 @@ class Opening(StoreState):
         would be closed under the wait (EBADF), or its number reused by another file, whose lock would
         then be taken instead.
 
-        Whether the lock is the path's is asked of the locked descriptor itself (fstat), never of
-        `_identity`: a reader thread that followed the new log has set `_identity` to the file the path
-        names, while the lock taken is on the old one. And the file locked must be the one this store
-        writes through (`_handles.current`, swapped with `_identity` under the index lock)."""
+        The file locked must be the one the path names and the one this store writes through
+        (`_handles.current`). Both are asked in one hold of the index lock, under which `_handles.current`
+        and `_identity` (its file's identity) are swapped together: the handle locked through must still
+        be the current one, and the file at the path must be `_identity`'s. (`_identity` alone would not
+        do: a reader thread that followed the new log has set it to the file the path names, while the
+        lock taken is on the old one; that handle is no longer the current one.) The size of the log
+        the same call reads is kept for the catch-up that follows (`_locked_size`): under the lock no
+        other writer appends, so that catch-up needs no second look at the file."""
         handles = self._handles
         while True:
             handle = handles.acquire()
@@ -98,26 +103,20 @@ class Opening(StoreState):
                 handles.release(handle)
                 raise
             try:
-                st = stat_or_none(self.path)
-                if st is not None and self._writes_through(handle, st):
+                ino, dev, size = file_state(self.path, handle.fd)  # the path's file, and the locked one's size
+                with self._index_lock:
+                    ours = handles.current is handle and (ino, dev) == self._identity
+                if ours:
                     self._locked = handle  # with the hold taken above: _unlock lets go of both
+                    self._locked_size = size
                     return
             except BaseException:
                 self._let_go(handle)
                 raise
             self._let_go(handle)
-            if st is None:
+            if ino < 0:
                 raise MnemoError(f"the database file {self.path} was removed")
             self._reload()  # to the file the path names, unless another thread of this store did
-
-    def _writes_through(self, handle: LogHandle, st: os.stat_result) -> bool:
-        """Whether the file locked through `handle` is the one the path names (`st`) and the one this
-        store's writes go to."""
-        locked = os.fstat(handle.fd)
-        if (locked.st_ino, locked.st_dev) != (st.st_ino, st.st_dev):
-            return False  # a compaction renamed another file over the one locked
-        with self._index_lock:
-            return self._handles.current is handle
 
     def _let_go(self, handle: LogHandle) -> None:
         """Let go of the writer lock held through `handle`, and of the hold on it (the descriptor of a log
@@ -129,6 +128,7 @@ class Opening(StoreState):
 
     def _unlock(self) -> None:
         handle, self._locked = self._locked, None
+        self._locked_size = None
         if handle is not None:
             self._let_go(handle)
 
@@ -279,3 +279,15 @@ def _creation_leftovers(path: str) -> list[str]:
         except OSError:
             pass  # alive, but not ours to signal
     return out
+
+
+def log_file_state(path: str, fd: int) -> tuple[int, int, int]:
+    """(st_ino, st_dev) of the file at `path`, (-1, -1) if there is none, and the size of the file `fd`
+    has open: os.stat and os.fstat, which raise OSError as they do. The pure-Python twin of
+    mnemo/_readpath.c's file_state, which makes the two calls in one, without their result objects."""
+    st = stat_or_none(path)
+    size = os.fstat(fd).st_size
+    return (-1, -1, size) if st is None else (st.st_ino, st.st_dev, size)
+
+
+file_state = log_file_state if readpath is None else readpath.file_state

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import zlib
 from collections.abc import Callable, Iterator
-from typing import cast
+from typing import Any, cast
 
 from ..._native import readpath
 from ...acl import Acl
@@ -24,6 +24,7 @@ from ..records import record_of
 from ..types import Found, LogItem, Payloads, Query, Rec, ScopeFilter, Usage, Version
 from .framing import SLOT_CRC, slot_state
 from .handles import LogHandle
+from .index import Index
 from .logfile import pread
 from .reader import log_items
 from .state import StoreState
@@ -116,10 +117,16 @@ class Reads(StoreState):
         return None
 
     def _admitted(self, rec_id: str, scopes: ScopeFilter, batch: Batch | None) -> Rec | None:
-        """The record if `scopes` admits it. A missing id and one not admitted take the same steps, so
-        that timing does not tell them apart: one index lookup, one scope read from the index (for a
-        missing id, that of a row the id's hash picks, then set aside), the filter asked about a scope
-        (one no record has, for a missing id). Only an admitted record is built."""
+        """The record if `scopes` admits it (see _admitted_row). Only an admitted record is built."""
+        row, rec = self._admitted_row(rec_id, scopes, batch)
+        return self.index.rec_at(row, rec_id) if row is not None else rec
+
+    def _admitted_row(self, rec_id: str, scopes: ScopeFilter, batch: Batch | None) -> tuple[int | None, Rec | None]:
+        """(its index row, None), or (None, the record) for one this thread's transaction wrote, if
+        `scopes` admits the record; (None, None) if not, or if there is none. A missing id and one not
+        admitted take the same steps, so that timing does not tell them apart: one index lookup, one
+        scope read from the index (for a missing id, that of a row the id's hash picks, then set aside),
+        the filter asked about a scope (one no record has, for a missing id)."""
         index = self.index
         row: int | None = None
         rec: Rec | None = None
@@ -133,24 +140,30 @@ class Reads(StoreState):
             scope = index.scope_at(probe if row is None else row) if live else _NO_SCOPE
             scope = _NO_SCOPE if row is None else scope
         if not scopes.admits(scope):
-            return None
-        return index.rec_at(row, rec_id) if row is not None else rec
+            return None, None
+        return row, rec
 
     def get_record(
         self, rec_id: str, scopes: ScopeFilter, build: Callable[[Found], MemoryRecord]
     ) -> MemoryRecord | None:
         """The latest version of a record `scopes` admits, as a MemoryRecord: read, checked and built in
-        one call (_latest); where that gives nothing (a check failed, the slot was erased meanwhile, a
+        one call (_latest_rows, from its index row; _latest, for one this thread's transaction wrote);
+        where that gives nothing (a check failed, the slot was erased meanwhile, a
         version staged in a transaction, fields it does not decode), get's general path reads it again
         and `build` makes the record, or says what is wrong. None for a missing or unreadable id."""
         batch = self.current_batch()
         with self._index_lock:  # the index changes rows in place: never read one half-written
-            rec = self._admitted(rec_id, scopes, batch)
-            if rec is None:
+            row, rec = self._admitted_row(rec_id, scopes, batch)
+            if row is None and rec is None:
                 return None
+            gathered = None if row is None else self._gather([(rec_id, row)])
             handle = self._handles.acquire()  # the log its offsets are in (see the module docstring)
         try:
-            record = self._latest([rec], handle)[0]
+            if gathered is None:
+                assert rec is not None
+                record = self._latest([rec], handle)[0]
+            else:
+                record = self._latest_rows(gathered, handle)[0]
         finally:
             self._handles.release(handle)
         if record is not None:
@@ -175,9 +188,33 @@ class Reads(StoreState):
         self, query: Query, scopes: ScopeFilter, build: Callable[[list[Found]], list[MemoryRecord]]
     ) -> list[MemoryRecord]:
         """select's records, each the latest version as a MemoryRecord: read, checked and built in one
-        call (_latest); those it gives nothing for go through select's general path, and `build` makes
-        their records (or says what is wrong)."""
+        call from the index's rows (_latest_rows); those it gives nothing for are read again by get's
+        general path (which leaves out one forgotten meanwhile, and says what is wrong with a damaged
+        one), and `build` makes their records (or says what is wrong)."""
         batch = self.current_batch()
+        if batch is not None and batch.recs:
+            return self._overlaid_records(query, scopes, batch, build)
+        with self._index_lock:
+            hits = self._matched(query, scopes)
+            gathered = self._gather(hits)
+            handle = self._handles.acquire()  # the log the rows' offsets are in (see the module docstring)
+        try:
+            records = self._latest_rows(gathered, handle)
+        finally:
+            self._handles.release(handle)  # before the index lock is taken again (handles.drain)
+        if None not in records:
+            return cast(list[MemoryRecord], records)
+        founds = [self.get(hit[0], scopes) if record is None else None
+                  for hit, record in zip(hits, records, strict=True)]
+        built = iter(build([f for f in founds if f is not None]))
+        return [r if r is not None else next(built) for f, r in zip(founds, records, strict=True)
+                if r is not None or f is not None]
+
+    def _overlaid_records(
+        self, query: Query, scopes: ScopeFilter, batch: Batch, build: Callable[[list[Found]], list[MemoryRecord]]
+    ) -> list[MemoryRecord]:
+        """select_records in a transaction that wrote: the index's records with the batch's over them,
+        each read as _latest reads it, and those it gives nothing for through select's general path."""
         recs, handle = self._selected(query, scopes, batch, True)
         assert handle is not None
         general: list[Found | None] = []
@@ -201,11 +238,8 @@ class Reads(StoreState):
         log's handle their offsets are in (see get), taken in the same hold of the index lock."""
         with self._index_lock:
             base = self.index
-            # The index's candidates match the tag filters exactly; scopes are decided once per
-            # distinct scope, not per record. Only the records returned become Rec tuples.
-            rows = base.candidate_rows(query)
-            matched = base.rows_in_scopes(rows, scopes.admits)
             if batch is not None and batch.recs:
+                matched = self._matched(query, scopes, ordered=False)
                 overlay = batch.recs
                 hits: list[tuple[str, int | Rec]] = [hit for hit in matched if hit[0] not in overlay]
                 hits.extend((r.id, r) for r in batch.matching(query, scopes.admits))
@@ -214,11 +248,20 @@ class Reads(StoreState):
                     del hits[query.limit :]
                 recs = [base.rec_at(r, i) if isinstance(r, int) else r for i, r in hits]
             else:
-                matched.sort()  # (by id: ids are distinct, so rows are never compared)
-                if query.limit is not None:
-                    del matched[query.limit :]
-                recs = base.recs_at(matched)
+                recs = base.recs_at(self._matched(query, scopes))  # only the records returned become Recs
             return recs, (self._handles.acquire() if payloads else None)
+
+    def _matched(self, query: Query, scopes: ScopeFilter, ordered: bool = True) -> list[tuple[str, int]]:
+        """(id, row) of the index's rows `query` selects among those `scopes` admits; `ordered`: by id,
+        query.limit of them at most. Under the index lock. The index's candidates match the tag filters
+        exactly; scopes are decided once per distinct scope, not per record."""
+        base = self.index
+        matched = base.rows_in_scopes(base.candidate_rows(query), scopes.admits)
+        if ordered:
+            matched.sort()  # (by id: ids are distinct, so rows are never compared)
+            if query.limit is not None:
+                del matched[query.limit :]
+        return matched
 
     def _found(self, rec: Rec, batch: Batch | None, handle: LogHandle) -> Found | None:
         """The record with its latest version's packed fields through the general path (read_packed);
@@ -236,6 +279,26 @@ class Reads(StoreState):
                 self.refresh()
                 out[i] = self.get(recs[i].id, scopes)
         return out
+
+    def _gather(self, hits: list[tuple[str, int]]) -> Gathered:
+        """What _latest_rows reads for each (id, row) of the index, taken from the index's tables in the
+        caller's hold of the index lock (the rows change in place): in one call of the C extension when
+        it is there (mnemo/_readpath.c's gather_rows, which makes no Rec), else through gather_rows, its
+        pure-Python twin."""
+        if readpath is not None:
+            return readpath.gather_rows(*self.index.tables(), hits)
+        return gather_rows(self.index, hits)
+
+    def _latest_rows(self, gathered: Gathered, handle: LogHandle) -> list[MemoryRecord | None]:
+        """The latest version of each row _gather took as a MemoryRecord, read through `handle` (the
+        log's handle taken in the same hold of the index lock: see get), checked and built as _latest
+        does; None where _latest gives None, or where the index does not hold the row whole (rec_at
+        then calls it inconsistent). In one call of the C extension when it is there
+        (mnemo/_readpath.c's read_gathered), else through read_gathered, its pure-Python twin."""
+        if readpath is not None:
+            records: list[MemoryRecord | None] = readpath.read_gathered(handle.fd, gathered, MemoryRecord)
+            return records
+        return read_gathered(cast(list[Rec | None], gathered), handle.fd)
 
     def _latest(self, recs: list[Rec], handle: LogHandle) -> list[MemoryRecord | None]:
         """The latest version of each record as a MemoryRecord, read through `handle` (the log's handle
@@ -335,3 +398,27 @@ def latest_records(recs: list[Rec], fd: int) -> list[MemoryRecord | None]:
     read_latest, which must never serve what this refuses, nor a record other than this one's."""
     return [None if packed is None else record_of(rec, rec.latest, packed)
             for rec, packed in zip(recs, quick_packed([(r, r.latest) for r in recs], fd), strict=True)]
+
+
+Gathered = Any
+"""What Reads._gather takes from the index for _latest_rows: mnemo/_readpath.c's opaque gather_rows, or
+gather_rows' list of records (None for a row the index does not hold whole)."""
+
+
+def gather_rows(index: Index, hits: list[tuple[str, int]]) -> list[Rec | None]:
+    """The record of each (id, row) of `index`, None where the index does not hold the row whole (rec_at
+    calls it inconsistent): the pure-Python twin of mnemo/_readpath.c's gather_rows."""
+    out: list[Rec | None] = []
+    for rec_id, row in hits:
+        try:
+            out.append(index.rec_at_twin(row, rec_id))
+        except IntegrityError:
+            out.append(None)
+    return out
+
+
+def read_gathered(gathered: list[Rec | None], fd: int) -> list[MemoryRecord | None]:
+    """latest_records of the records gather_rows gave, None where it gave None: the pure-Python twin of
+    mnemo/_readpath.c's read_gathered."""
+    built = iter(latest_records([rec for rec in gathered if rec is not None], fd))
+    return [None if rec is None else next(built) for rec in gathered]

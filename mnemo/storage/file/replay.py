@@ -9,7 +9,6 @@ from array import array
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..._native import readpath
 from ...chain.codec import Entry, decode_put_payload, decode_record_fields
 from ...chain.tree import HASH_SIZE
 from ...errors import IntegrityError, MnemoError
@@ -29,7 +28,7 @@ from .logfile import (
     pread,
     sync,
 )
-from .opening import stat_or_none
+from .opening import file_state
 from .scan import LEAVES, ScanResult, scan_frames
 from .state import StoreState
 
@@ -55,7 +54,13 @@ class Replay(StoreState):
     def _catch_up(self, writer: bool, opening: bool = False) -> None:
         """Apply frames appended since self.end. A writer cuts a torn tail; damage raises."""
         with self._index_lock:
-            ino, dev, size = file_state(self.path, self.fd)
+            if writer and not opening and self._locked_size is not None:
+                # Taken with the writer lock, which is still held, on this very file (Opening._lock):
+                # nobody appended since.
+                (ino, dev), size = self._identity, self._locked_size
+                self._locked_size = None
+            else:
+                ino, dev, size = file_state(self.path, self.fd)
             if ino >= 0 and (ino, dev) != self._identity:
                 self._reload()
                 size = os.fstat(self.fd).st_size
@@ -418,15 +423,3 @@ def _tags_of(payload: bytes) -> tuple[str, ...]:
         return decode_record_fields(packed)[1]
     except Exception as exc:
         raise ChainError(f"unreadable put payload: {exc}") from None
-
-
-def log_file_state(path: str, fd: int) -> tuple[int, int, int]:
-    """(st_ino, st_dev) of the file at `path`, (-1, -1) if there is none, and the size of the file `fd`
-    has open: os.stat and os.fstat, which raise OSError as they do. The pure-Python twin of
-    mnemo/_readpath.c's file_state, which makes the two calls in one, without their result objects."""
-    st = stat_or_none(path)
-    size = os.fstat(fd).st_size
-    return (-1, -1, size) if st is None else (st.st_ino, st.st_dev, size)
-
-
-file_state = log_file_state if readpath is None else readpath.file_state

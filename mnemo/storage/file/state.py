@@ -57,6 +57,7 @@ class StoreState(StoreGuards):
         self._handles = LogHandles()  # the descriptors of the log, the current one and those replaced
         self._group = GroupCommit(self, self._handles, self._index_lock, group_commit_wait)  # the fsync leader
         self._locked: LogHandle | None = None  # the handle (held) whose file this store holds the writer lock on
+        self._locked_size: int | None = None  # the log's size as of taking that lock (Opening._lock), until caught up
         self.generation = 0
         self.index = Index()  # until _load reads the real one
         self.tree: Any = None  # the TreeState of the Merkle tree over the entries (mnemo.transparency)

@@ -4,10 +4,11 @@ of one entry and of several), refuses what the twin refuses (a payload rewritten
 recomputed, an entry of another record), leaves to the general path a put it does not read (which the
 general path then serves or refuses), and raises OSError where os.pread does; read_latest builds the
 records reads.latest_records builds, field for field and type for type, whatever the packed fields and
-the times hold, or leaves them to the general path; find_sorted finds what index_columns.find_sorted
-finds. A brief fuzzing run compares them on mutated inputs (the long one is in
-tests/soak). Under MNEMO_PURE_PYTHON=1 the C extension is not loaded: the tests that call it are skipped,
-and the rest run on the twin."""
+the times hold, or leaves them to the general path; the index's look-ups (find_row, recs_at, and
+gather_rows with read_gathered, which build a row's record without its Rec) give what their twins give;
+find_sorted finds what index_columns.find_sorted finds. A brief fuzzing run compares them on mutated
+inputs (the long one is in tests/soak). Under MNEMO_PURE_PYTHON=1 the C extension is not loaded: the
+tests that call it are skipped, and the rest run on the twin."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import errno
 import hashlib
 import os
 import zlib
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +30,8 @@ from mnemo import IntegrityError, MemoryRecord, MnemoClient
 from mnemo._native import readpath
 from mnemo.chain.codec import make_entry, pack_record_fields, packb, payload_digest
 from mnemo.storage.file.index_columns import SortedIds, find_sorted
-from mnemo.storage.file.reads import latest_records, quick_packed
-from mnemo.storage.file.replay import log_file_state
+from mnemo.storage.file.opening import log_file_state
+from mnemo.storage.file.reads import gather_rows, latest_records, quick_packed, read_gathered
 from mnemo.storage.types import Rec, Version
 
 OWNER = "owner"
@@ -182,6 +184,90 @@ def test_the_c_read_path_builds_the_records_its_twin_builds_from_a_real_log(tmp_
         assert updated.created_at < updated.updated_at  # the first version's time, and this one's
         first = next(g for g in got if g.content == "alone in its frame")
         assert first.created_at is first.updated_at  # one datetime for both (immutable)
+
+
+@native
+def test_the_index_look_ups_in_c_give_what_their_twins_give(tmp_path: Path) -> None:
+    """find_row finds the live row row_of_twin finds (a row of the snapshot's sorted ids, one after
+    them, none for a forgotten, a missing or an odd id); recs_at makes the Rec tuples recs_at_twin makes
+    (an updated record with its earlier versions), types and all; a row the tables do not hold whole
+    (a row or a code out of range, a freed tag set) is None there, and IntegrityError from rec_at, as
+    from its twin."""
+    db = tmp_path / "r.db"
+    with _log_of_every_kind(db):
+        pass
+    with MnemoClient(db, OWNER, durability="none") as c:  # reopened from its snapshot: rows in the sorted ids
+        gone = c.remember("to be forgotten", tags=["gone"]).id
+        late = c.remember("after the snapshot", tags=["late"]).id
+        store: Any = c._store
+        index = store.index
+        gone_row = index.row_of(gone)
+        c.forget(gone)
+        first = index.id_at(0)
+        assert index.base.n == 6 and first is not None
+        for rec_id in (first, late, gone, "0" * len(first), "z" * len(first), "", "é" * len(first), first + "x"):
+            assert readpath.find_row(index.rows, index.base.blob, index.base.width, index.base_dead, rec_id) == \
+                index.row_of_twin(rec_id)
+        assert index.row_of(first) == 0 and index.row_of(gone) is None and index.row_of(late) == 7
+        hits = [(rec_id, row) for row in index.live_rows() for rec_id in [index.id_at(row)] if rec_id is not None]
+        recs = readpath.recs_at(*index.tables(), hits, Rec, Version)
+        assert recs == index.recs_at_twin(hits) == index.recs_at(hits)
+        assert [type(r) for r in recs] == [Rec] * 7 and all(type(v) is Version for r in recs for v in r.versions)
+        assert sorted(len(r.versions) for r in recs) == [1] * 6 + [2]
+        assert readpath.recs_at(*index.tables(), [(gone, len(index.cols["ver"])), (gone, 2**70)], Rec, Version) == \
+            [None, None]
+        row = hits[0][1]
+        for column in ("scope", "agent", "tagset"):
+            kept = index.cols[column][row]
+            index.cols[column][row] = 10_000
+            try:
+                assert readpath.recs_at(*index.tables(), hits[:1], Rec, Version) == [None]
+                for rec_at in (index.rec_at, index.rec_at_twin):
+                    with pytest.raises(IntegrityError, match=f"the index snapshot is inconsistent \\(row {row}\\)"):
+                        rec_at(row, hits[0][0])
+            finally:
+                index.cols[column][row] = kept
+        assert gone_row is not None
+        with pytest.raises(TypeError, match="column ver is not an array of type I"):
+            readpath.recs_at({**index.cols, "ver": array("q")}, *index.tables()[1:], hits, Rec, Version)
+        with pytest.raises(TypeError, match="each hit must be an \\(id, row\\) pair"):
+            readpath.recs_at(*index.tables(), [(row, "id")], Rec, Version)
+
+
+@native
+def test_a_gathered_read_builds_from_the_index_what_its_twin_builds(tmp_path: Path) -> None:
+    """gather_rows takes each row's latest version from the index's columns (no Rec made) and
+    read_gathered builds from it the record read_latest builds from the row's Rec: for every live row
+    (an updated one's created_at is its first version's time), read again alike; a forgotten row's hit
+    (its slot erased) and rows the tables do not hold whole are None, as in the twins; the records are
+    those get serves."""
+    with _log_of_every_kind(tmp_path / "r.db") as c:
+        doomed = c.remember("to be forgotten", tags=["gone"]).id
+        store: Any = c._store
+        index = store.index
+        gone_row = index.row_of(doomed)
+        c.forget(doomed)
+        hits = [(rec_id, row) for row in index.live_rows() for rec_id in [index.id_at(row)] if rec_id is not None]
+        bad = [(doomed, gone_row), ("r-none", len(index.cols["ver"])), ("r-huge", 2**70), ("r-neg", -1)]
+        handle = store._handles.acquire()
+        try:
+            gathered = readpath.gather_rows(*index.tables(), hits + bad)
+            got = readpath.read_gathered(handle.fd, gathered, MemoryRecord)
+            again = readpath.read_gathered(handle.fd, gathered, MemoryRecord)
+            want = read_gathered(gather_rows(index, hits + bad), handle.fd)
+            latest = readpath.read_latest(handle.fd, index.recs_at(hits), MemoryRecord)
+        finally:
+            store._handles.release(handle)
+        assert len(hits) == 6 and all(w is not None for w in want[:6]) and want[6:] == [None] * 4
+        assert [repr(g) for g in got] == [repr(a) for a in again] == [repr(w) for w in want] == \
+            [repr(x) for x in latest] + ["None"] * 4
+        assert got[:6] == [c.get(rec_id) for rec_id, _row in hits]
+        updated = next(g for g in got if g is not None and g.version == 2)
+        assert updated.created_at < updated.updated_at
+        with pytest.raises(TypeError, match="each hit must be an \\(id, row\\) pair"):
+            readpath.gather_rows(*index.tables(), [(1, 2)])
+        with pytest.raises(ValueError):
+            readpath.read_gathered(0, "not gathered", MemoryRecord)
 
 
 _PLAIN = st.recursive(

@@ -21,9 +21,10 @@ OWNER = "owner"
 
 def _forget_before_the_read(monkeypatch: pytest.MonkeyPatch, reader: MnemoClient, other: MnemoClient,
                             rec_id: str) -> list[str]:
-    """The first time `reader` reads payloads (a get's or a query's records in one call, _latest, or
-    any versions, _quick_packed), `other` forgets `rec_id` just before: after the reader picked its
-    records from its index, before it reads their bytes."""
+    """The first time `reader` reads payloads (a get's or a query's records in one call, from the index's
+    rows, _latest_rows, or from records, _latest; or any versions, _quick_packed), `other` forgets
+    `rec_id` just before: after the reader picked its records from its index, before it reads their
+    bytes."""
     store: Any = reader._store
     done: list[str] = []
 
@@ -35,7 +36,7 @@ def _forget_before_the_read(monkeypatch: pytest.MonkeyPatch, reader: MnemoClient
             return real(items, *handle)
         return read
 
-    for name in ("_latest", "_quick_packed"):
+    for name in ("_latest", "_latest_rows", "_quick_packed"):
         monkeypatch.setattr(store, name, before(getattr(store, name)))
     return done
 
@@ -130,7 +131,7 @@ def _compact_before_each_read(monkeypatch: pytest.MonkeyPatch, reader: MnemoClie
             return real(items, *handle)
         return read
 
-    for name in ("_latest", "_quick_packed"):  # (see _forget_before_the_read)
+    for name in ("_latest", "_latest_rows", "_quick_packed"):  # (see _forget_before_the_read)
         monkeypatch.setattr(store, name, before(getattr(store, name)))
     return races
 
