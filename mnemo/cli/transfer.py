@@ -138,10 +138,11 @@ def _import(db: str, source: str, source_format: str, agent: str | None, scope: 
 @json_option
 def export(db: str, directory: str, agent: str | None, scope: str | None, export_format: str, versions: bool,
            as_json: bool) -> int:
-    """Export what the agent may read into DIR, which must be new or empty: the memory-tool files at
-    their paths (DIR/memories/...; other scopes' under DIR/scopes/SCOPE/), every other record as a line
-    of DIR/records.jsonl, and DIR/manifest.json with the database's head and each file's SHA-256
-    (docs/TRANSFER.md says how to check it against a checkpoint). Nothing is written outside DIR."""
+    """Export what the agent may read into DIR, which must be new or empty: the memory-tool files below
+    /memories at their paths (DIR/memories/...; other scopes' under DIR/scopes/SCOPE/), every other
+    record as a line of DIR/records.jsonl, and DIR/manifest.json with the database's head and each
+    file's SHA-256 (docs/TRANSFER.md says how to check it against a checkpoint). Nothing is written
+    outside DIR, and an export that fails leaves DIR as it was."""
     with open_client(db, agent, readonly=False) as client, progress("exporting") as bar:
         report = export_memories(client, directory, scope=scope, format=export_format, versions=versions,
                                  progress=bar)

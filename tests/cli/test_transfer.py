@@ -145,3 +145,19 @@ def test_export(db: str, source: Path, tmp_path: Path, capsys: pytest.CaptureFix
     doc: dict[str, Any] = json.loads(out)
     assert code == 0 and (doc["files"], doc["records"], doc["head"], doc["format"]) == (
         0, 2, {"seq": seq, "hash": digest}, "jsonl")  # agent-1 made the database: it owns it
+
+
+def test_export_of_a_scope_whose_writer_stored_a_path_on_the_manifest(db: str, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    with MnemoClient(db, "owner", durability="none") as owner:
+        owner.grant("writer", "team:x", ["write"])
+    with MnemoClient(db, "writer", durability="none") as writer:
+        writer.remember("x", tags=["memorytool", "path:/manifest.json/pwn"], scope="team:x")
+    out_dir = tmp_path / "D"
+    code, out, err = run(capsys, "export", db, str(out_dir), "--scope", "team:x", "--agent", "owner", "--json")
+    assert (code, err) == (0, "")
+    assert (json.loads(out)["files"], json.loads(out)["records"]) == (0, 1)
+    assert set(read_tree(out_dir)) == {"records.jsonl", "manifest.json"}
+    assert json.loads((out_dir / "manifest.json").read_text())["format"] == "mnemo-export/2"
+    [line] = (out_dir / "records.jsonl").read_text().splitlines()
+    assert json.loads(line)["tags"] == ["memorytool", "path:/manifest.json/pwn"]

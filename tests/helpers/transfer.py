@@ -3,10 +3,13 @@ filesystem memory tool or byte for byte."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 from pathlib import Path
+from typing import Any
 
-from mnemo import MnemoMemoryToolServer
+from mnemo import MnemoClient, MnemoMemoryToolServer
 
 
 def write_tree(root: Path, files: dict[str, bytes | str]) -> Path:
@@ -45,3 +48,29 @@ def view(server: MnemoMemoryToolServer, path: str) -> tuple[str, bool]:
     """The memory tool's `view` of a path: its text, and whether it is an error."""
     block = server.handle({"type": "tool_use", "id": "t", "name": "memory", "input": {"command": "view", "path": path}})
     return block["content"], bool(block.get("is_error"))
+
+
+def records_state(client: MnemoClient) -> list[tuple[str, tuple[str, ...], str | bytes, Any]]:
+    """Every record `client` may read, as what an export must keep of it: scope, tags (sorted), content
+    and metadata, sorted."""
+    state = []
+    for info in client.list_records():
+        record = client.get(info.id)
+        state.append((record.scope, tuple(sorted(record.tags)), record.content, record.metadata))
+    return sorted(state, key=repr)
+
+
+def restore(export: Path, client: MnemoClient) -> None:
+    """An export written back into `client`'s database: each folder of the manifest imported by
+    `mnemo import` into the scope the manifest names, and each line of records.jsonl remembered."""
+    from mnemo.transfer import import_source, open_source
+
+    manifest = json.loads((export / "manifest.json").read_text(encoding="utf-8"))
+    for folder in manifest["folders"]:
+        server = MnemoMemoryToolServer(client, scope=folder["scope"])
+        report = import_source(server, open_source(export / folder["path"]))
+        assert report.skipped == ()
+    for line in (export / "records.jsonl").read_text(encoding="utf-8").splitlines():
+        doc = json.loads(line)
+        content = doc["content"] if "content" in doc else base64.b64decode(doc["content_base64"])
+        client.remember(content, tags=doc["tags"], metadata=doc["metadata"], scope=doc["scope"])
