@@ -67,8 +67,6 @@ from .verify import verify_postgres
 TREE_SAVE_EVERY = 1024  # entries between saved compact ranges of the tree
 RECALL_READS = 8  # reads of the text index a recall makes at most while the records change under it
 
-
-
 # Where the columns served_rows checks are in the rows of latest_sql: (id, scope, ver, hash, raw, payload)
 SERVED_COLUMNS = (0, 1, 3, 8, 11, 12)
 # served_rows and latest_records in C (mnemo/_pgread.c) when it is there, else their pure-Python twins (sql.py)
@@ -377,7 +375,7 @@ class PostgresStore(Meaning):
             for record in cast(list[MemoryRecord], records):
                 tags = record.tags
                 # tags that do not read as strings: kept, as select keeps them
-                if not query.matches(tags) and all(type(tag) is str for tag in tags):
+                if all(type(tag) is str for tag in tags) and not query.matches(tags):
                     misses.append(record.id)
                 else:
                     out.append(record)

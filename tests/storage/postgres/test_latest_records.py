@@ -15,7 +15,7 @@ from helpers.pg import Schema
 
 from mnemo import IntegrityError, MnemoClient
 from mnemo._native import pgread
-from mnemo.chain.codec import make_entry, pack_record_fields, payload_digest
+from mnemo.chain.codec import make_entry, pack_record_fields, packb, payload_digest, seal_put_payload
 from mnemo.record import MemoryRecord
 from mnemo.storage.postgres import store as pg_store
 from mnemo.storage.postgres.sql import RECORD_ROW, latest_records, records_sql
@@ -181,3 +181,18 @@ def test_in_a_transaction_the_general_path_serves_the_staged_records(pg: Schema,
         assert calls == []
         assert c.query(tags=["a"]) == sorted([kept, staged], key=lambda r: r.id)
         assert calls == [2]
+
+
+def test_a_put_whose_tags_are_not_strings_is_served_with_its_own_fields(pg: Schema) -> None:
+    """Tags that do not read as strings (a list among them: no client writes one, a writer past the
+    client could) are the put's own fields: the record is served as select serves it, not matched."""
+    with MnemoClient(pg.url, OWNER) as c:
+        fine = c.remember("fine", tags=["t"])
+        digest, payload = seal_put_payload(b"s" * 16, packb(["odd", [[1], "t"], {}]))
+        store: Any = c._store
+        with store.writing() as batch:
+            body = {"digest": digest, "id": "odd-tags", "scope": f"agent:{OWNER}", "size": 3, "ver": 1}
+            batch.stage("put", OWNER, body, payload, ("t",), new_record=True, text="odd")
+        served = {r.id: (r.content, r.tags) for r in c.query(tags=["t"])}
+        assert served == {fine.id: ("fine", ("t",)), "odd-tags": ("odd", ([1], "t"))}
+        assert c.get("odd-tags").tags == ([1], "t")
