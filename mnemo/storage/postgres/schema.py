@@ -790,6 +790,26 @@ ALTER TABLE mnemo_terms ALTER COLUMN key SET STATISTICS 0;
 CREATE INDEX mnemo_terms_term ON mnemo_terms (key, scope) INCLUDE (seq, tf, length);
 """
 
+
+def _with_copies(routine: str, replacements: list[tuple[str, str]]) -> str:
+    """The text of a routine as the latest version before 9 made it, writing version 9's copies (so that
+    a version before it that changes the routine again is taken up by giving its text here)."""
+    for old, new in replacements:
+        if old not in routine:
+            raise AssertionError(f"the routine has no {old!r}")  # (a mistake in this module)
+        routine = routine.replace(old, new)
+    return routine
+
+
+_RECORD = "id, scope, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len"
+# the records of the arrays {0}_id, {0}_scope, {0}_ver, each with its version of the v_ arrays
+_LATEST = (
+    "\n        SELECT n.i, n.s, n.v, w.seq, w.ts, w.agent, w.size, w.hash, w.elen, w.plen\n"
+    "        FROM unnest({0}_id, {0}_scope, {0}_ver) n(i, s, v)\n"
+    "        LEFT JOIN unnest(v_id, v_ver, v_seq, v_ts, v_agent, v_size, v_hash, v_elen, v_plen)\n"
+    "            w(id, ver, seq, ts, agent, size, hash, elen, plen) ON w.id = n.i AND w.ver = n.v"
+)
+
 # Version 9: a query's hit read by two index descents, its record's and its payload's, where version 8
 # made four (the record, its versions, the entry, the payload). mnemo_records holds its latest version's
 # columns beside the record (as mnemo_versions holds them, which keeps every version), and each payload
@@ -820,116 +840,34 @@ UPDATE mnemo_payloads p SET raw = e.raw FROM mnemo_entries e WHERE e.seq = p.seq
 ALTER TABLE mnemo_payloads ENABLE TRIGGER mnemo_payloads_no_update;
 ALTER TABLE mnemo_payloads ALTER COLUMN raw SET NOT NULL;
 
--- Version 2's mnemo_commit, writing the copies: each payload's entry bytes from the entries it inserts,
--- each record's latest version from the versions it inserts (a commit that makes a record's version
--- inserts that version: a row without it is refused, NOT NULL).
-CREATE OR REPLACE FUNCTION mnemo_commit(
-    e_seq bigint[], e_op text[], e_raw bytea[], e_hash bytea[],
-    p_seq bigint[], p_payload bytea[],
-    stale text[], forgotten text[],
-    new_id text[], new_scope text[], new_ver integer[],
-    up_id text[], up_scope text[], up_ver integer[],
-    v_id text[], v_ver integer[], v_seq bigint[], v_ts bigint[], v_agent text[], v_size bigint[],
-    v_hash bytea[], v_elen integer[], v_plen integer[],
-    retag text[], t_tag text[], t_id text[],
-    head_seq bigint, head_hash bytea, head_ts bigint, head_acl bigint
-) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO mnemo_entries (seq, op, raw, hash) SELECT * FROM unnest(e_seq, e_op, e_raw, e_hash);
-    INSERT INTO mnemo_payloads (seq, raw, payload)
-        SELECT p.s, e.r, p.p FROM unnest(p_seq, p_payload) p(s, p) LEFT JOIN unnest(e_seq, e_raw) e(s, r) ON e.s = p.s;
-    IF cardinality(stale) > 0 THEN
-        -- the erasure: in the transaction that commits the forget entry naming them
-        DELETE FROM mnemo_payloads WHERE seq IN (SELECT seq FROM mnemo_versions WHERE id = ANY(stale));
-        DELETE FROM mnemo_tags WHERE id = ANY(stale);
-        DELETE FROM mnemo_versions WHERE id = ANY(stale);
-        DELETE FROM mnemo_records WHERE id = ANY(stale);
-    END IF;
-    INSERT INTO mnemo_forgotten (id) SELECT DISTINCT unnest(forgotten) ON CONFLICT DO NOTHING;
-    INSERT INTO mnemo_records (id, scope, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len)
-        SELECT n.i, n.s, n.v, w.seq, w.ts, w.agent, w.size, w.hash, w.elen, w.plen
-        FROM unnest(new_id, new_scope, new_ver) n(i, s, v)
-        LEFT JOIN unnest(v_id, v_ver, v_seq, v_ts, v_agent, v_size, v_hash, v_elen, v_plen)
-            w(id, ver, seq, ts, agent, size, hash, elen, plen) ON w.id = n.i AND w.ver = n.v;
-    INSERT INTO mnemo_records (id, scope, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len)
-        SELECT n.i, n.s, n.v, w.seq, w.ts, w.agent, w.size, w.hash, w.elen, w.plen
-        FROM unnest(up_id, up_scope, up_ver) n(i, s, v)
-        LEFT JOIN unnest(v_id, v_ver, v_seq, v_ts, v_agent, v_size, v_hash, v_elen, v_plen)
-            w(id, ver, seq, ts, agent, size, hash, elen, plen) ON w.id = n.i AND w.ver = n.v
-        ON CONFLICT (id) DO UPDATE SET scope = EXCLUDED.scope, ver = EXCLUDED.ver, seq = EXCLUDED.seq,
-            ts_ns = EXCLUDED.ts_ns, agent = EXCLUDED.agent, size = EXCLUDED.size, hash = EXCLUDED.hash,
-            entry_len = EXCLUDED.entry_len, payload_len = EXCLUDED.payload_len;
-    INSERT INTO mnemo_versions (id, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len)
-        SELECT * FROM unnest(v_id, v_ver, v_seq, v_ts, v_agent, v_size, v_hash, v_elen, v_plen);
-    IF cardinality(retag) > 0 THEN
-        DELETE FROM mnemo_tags WHERE id = ANY(retag);
-    END IF;
-    INSERT INTO mnemo_tags (tag, id) SELECT * FROM unnest(t_tag, t_id);
-    UPDATE mnemo_head SET seq = head_seq, hash = head_hash, ts_ns = head_ts,
-        acl_seq = greatest(acl_seq, head_acl);
-END;
-$$;
-
--- Version 5's mnemo_put, writing the copies: its payloads' entry bytes, its records' (first) versions.
-CREATE OR REPLACE PROCEDURE mnemo_put(
-    want_acl bigint, sync boolean, p_ts bigint[], p_tail bytea[], p_payload bytea[],
-    r_id text[], r_scope text[], v_agent text[], v_size bigint[], t_tag text[], t_put integer[],
-    d_put integer[], d_len integer[], w_term text[], w_doc integer[], w_tf integer[],
-    INOUT o_applied boolean DEFAULT NULL, INOUT o_seq bigint DEFAULT NULL, INOUT o_hash bytea DEFAULT NULL,
-    INOUT o_ts bigint DEFAULT NULL, INOUT o_acl bigint DEFAULT NULL, INOUT o_times bigint[] DEFAULT NULL,
-    INOUT o_hashes bytea[] DEFAULT NULL
-) LANGUAGE plpgsql AS $$
-DECLARE
-    h mnemo_head%ROWTYPE;
-    e_seq bigint[] := '{}';
-    e_raw bytea[] := '{}';
-    last_seq bigint;
-    last_ts bigint;
-    prev bytea;
-    raw bytea;
-BEGIN
-    SELECT * INTO h FROM mnemo_head FOR UPDATE;
-    o_seq := h.seq; o_hash := h.hash; o_ts := h.ts_ns; o_acl := h.acl_seq;
-    o_applied := h.acl_seq = want_acl;
-    IF NOT o_applied THEN
-        RETURN;
-    END IF;
-    last_seq := h.seq; last_ts := h.ts_ns; prev := h.hash;
-    o_times := '{}'; o_hashes := '{}';
-    FOR i IN 1 .. cardinality(p_tail) LOOP
-        last_seq := last_seq + 1;
-        last_ts := greatest(p_ts[i], last_ts);
-        raw := '\\x9701'::bytea || mnemo_uint(last_seq) || mnemo_uint(last_ts) || '\\xc420'::bytea || prev
-            || p_tail[i];
-        prev := sha256(raw);
-        e_seq := e_seq || last_seq; e_raw := e_raw || raw; o_times := o_times || last_ts; o_hashes := o_hashes || prev;
-    END LOOP;
-    INSERT INTO mnemo_entries (seq, op, raw, hash) SELECT s, 'put', r, x FROM unnest(e_seq, e_raw, o_hashes) u(s, r, x);
-    INSERT INTO mnemo_payloads (seq, raw, payload) SELECT s, r, p FROM unnest(e_seq, e_raw, p_payload) u(s, r, p);
-    INSERT INTO mnemo_records (id, scope, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len)
-        SELECT i, c, 1, s, t, a, z, x, length(r), length(p)
-        FROM unnest(r_id, r_scope, e_seq, o_times, v_agent, v_size, o_hashes, e_raw, p_payload)
-            u(i, c, s, t, a, z, x, r, p);
-    INSERT INTO mnemo_versions (id, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len)
-        SELECT i, 1, s, t, a, z, x, length(r), length(p)
-        FROM unnest(r_id, e_seq, o_times, v_agent, v_size, o_hashes, e_raw, p_payload) u(i, s, t, a, z, x, r, p);
-    INSERT INTO mnemo_tags (tag, id) SELECT g, r_id[k] FROM unnest(t_tag, t_put) u(g, k);
-    IF cardinality(d_put) > 0 THEN
-        PERFORM mnemo_index_text('{}', '{}',
-            ARRAY(SELECT e_seq[k] FROM unnest(d_put) WITH ORDINALITY u(k, o) ORDER BY o),
-            ARRAY(SELECT r_id[k] FROM unnest(d_put) WITH ORDINALITY u(k, o) ORDER BY o),
-            ARRAY(SELECT r_scope[k] FROM unnest(d_put) WITH ORDINALITY u(k, o) ORDER BY o),
-            d_len, w_term, w_doc, w_tf);
-    END IF;
-    UPDATE mnemo_head SET seq = last_seq, hash = prev, ts_ns = last_ts;
-    IF sync THEN
-        COMMIT;
-        PERFORM set_config('synchronous_commit', 'on', true);
-        PERFORM pg_current_xact_id();
-    END IF;
-END;
-$$;
-"""
+-- Version 2's mnemo_commit and version 5's mnemo_put, writing the copies (_with_copies).
+DROP FUNCTION mnemo_commit;
+DROP PROCEDURE mnemo_put;
+""" + _with_copies(_V2[_V2.index("CREATE FUNCTION mnemo_commit("):_V2.index("-- An append made")], [
+    # each payload's entry bytes from the entries it inserts (a payload's entry is always among them)
+    ("INSERT INTO mnemo_payloads (seq, payload) SELECT * FROM unnest(p_seq, p_payload);",
+     "INSERT INTO mnemo_payloads (seq, raw, payload)\n"
+     "        SELECT p.s, e.r, p.p FROM unnest(p_seq, p_payload) p(s, p) LEFT JOIN unnest(e_seq, e_raw) e(s, r) "
+     "ON e.s = p.s;"),
+    # each record's latest version from the versions it inserts (a commit that makes a record's version
+    # inserts that version: a row without it is refused, NOT NULL)
+    ("INSERT INTO mnemo_records (id, scope, ver) SELECT * FROM unnest(new_id, new_scope, new_ver);",
+     f"INSERT INTO mnemo_records ({_RECORD}){_LATEST.format('new')};"),
+    ("INSERT INTO mnemo_records (id, scope, ver) SELECT * FROM unnest(up_id, up_scope, up_ver)\n"
+     "        ON CONFLICT (id) DO UPDATE SET scope = EXCLUDED.scope, ver = EXCLUDED.ver;",
+     f"INSERT INTO mnemo_records ({_RECORD}){_LATEST.format('up')}\n"
+     "        ON CONFLICT (id) DO UPDATE SET scope = EXCLUDED.scope, ver = EXCLUDED.ver, seq = EXCLUDED.seq,\n"
+     "            ts_ns = EXCLUDED.ts_ns, agent = EXCLUDED.agent, size = EXCLUDED.size, hash = EXCLUDED.hash,\n"
+     "            entry_len = EXCLUDED.entry_len, payload_len = EXCLUDED.payload_len;"),
+]) + _with_copies(_V5[_V5.index("CREATE PROCEDURE mnemo_put("):], [
+    ("INSERT INTO mnemo_payloads (seq, payload) SELECT s, p FROM unnest(e_seq, p_payload) u(s, p);",
+     "INSERT INTO mnemo_payloads (seq, raw, payload) SELECT s, r, p FROM unnest(e_seq, e_raw, p_payload) u(s, r, p);"),
+    ("INSERT INTO mnemo_records (id, scope, ver) SELECT i, s, 1 FROM unnest(r_id, r_scope) u(i, s);",
+     f"INSERT INTO mnemo_records ({_RECORD})\n"
+     "        SELECT i, c, 1, s, t, a, z, x, length(r), length(p)\n"
+     "        FROM unnest(r_id, r_scope, e_seq, o_times, v_agent, v_size, o_hashes, e_raw, p_payload)\n"
+     "            u(i, c, s, t, a, z, x, r, p);"),
+])
 
 # MIGRATIONS[n] brings a schema of version n to version n + 1; BUILDS[n], when there is one, then fills
 # what that version adds from the rows already there (on the migrating transaction's connection).
