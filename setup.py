@@ -11,6 +11,7 @@ setup(
         Extension(
             f"mnemo.{name}",
             sources=[f"mnemo/{name}.c"],
+            depends=["mnemo/_fields.h"],  # the record build the read paths share
             libraries=["crypto", "z"],
             extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,

@@ -175,7 +175,11 @@ class Bench:
             theirs.append(run_writers(plain_writer, plain, writers, per))
         return _result(f"remember, {writers} writer process{'es' if writers > 1 else ''}", ours, theirs, "records/s")
 
-    def query(self, reps: int) -> list[dict[str, Any]]:
+    def query(self, reps: int, only: set[str] | None = None) -> list[dict[str, Any]]:
+        """`query` and `list_records` by one tag, and `get` of 5 records a call, each beside its plain
+        SELECT (`only`: "query", "get" or both, the default), with the CPU per call of the client and of
+        its server backend."""
+        only = only or {"query", "get"}
         n = 20_000 if self.quick else 100_000
         url, plain = self.fresh()
         hot, step = 100, n // 100  # every step-th record holds the tag: 100 hits
@@ -212,30 +216,46 @@ class Bench:
             ids_sql = ("SELECT r.id, r.scope, r.created_ns FROM plain_records r "
                        "JOIN plain_tags t ON t.id = r.id WHERE t.tag = %s ORDER BY r.id")
             assert len(conn.execute(sql, ["hot"]).fetchall()) == len(conn.execute(ids_sql, ["hot"]).fetchall()) == hot
-            runs: dict[str, Callable[[], Any]] = {
-                "query": lambda: c.query(tags=["hot"]), "plain": lambda: conn.execute(sql, ["hot"]).fetchall(),
-                "list": lambda: c.list_records(tags=["hot"]),
-                "plain ids": lambda: conn.execute(ids_sql, ["hot"]).fetchall(),
-                "get": lambda: [c.get(i) for i in ids[:5]],
-                "plain get": lambda: [conn.execute(get_sql, [i]).fetchall() for i in plain_ids[:5]],
-            }
+            runs: dict[str, Callable[[], Any]] = {}
+            if "query" in only:
+                runs.update({
+                    "query": lambda: c.query(tags=["hot"]), "plain": lambda: conn.execute(sql, ["hot"]).fetchall(),
+                    "list": lambda: c.list_records(tags=["hot"]),
+                    "plain ids": lambda: conn.execute(ids_sql, ["hot"]).fetchall(),
+                })
+            if "get" in only:
+                runs.update({
+                    "get": lambda: [c.get(i) for i in ids[:5]],
+                    "plain get": lambda: [conn.execute(get_sql, [i]).fetchall() for i in plain_ids[:5]],
+                })
+            # the CPU of this process and of the backend each system's reads run on
+            backends = {name: [conn] if name.startswith("plain") else [c._store._read] for name in runs}
+            cpu: dict[str, list[float]] = {name: [0.0, 0.0] for name in runs}
             for _ in range(reps):  # in alternating blocks of 20, so that a change of load hits all alike
                 spent = dict.fromkeys(runs, 0.0)
                 for _ in range(queries // 20):
                     for name, run in runs.items():
-                        t0 = time.perf_counter()
+                        t0, cpu0, server0 = time.perf_counter(), time.process_time(), backend_cpu(backends[name])
                         for _ in range(20):
                             run()
                         spent[name] += time.perf_counter() - t0
+                        cpu[name][0] += time.process_time() - cpu0
+                        cpu[name][1] += backend_cpu(backends[name]) - server0
                 for name in runs:
                     rates[name].append(queries // 20 * 20 / spent[name])
-        return [
-            _result(f"query(tags=[one tag]), {hot} hits among {n:,} records", rates["query"], rates["plain"],
-                    "queries/s"),
-            _result(f"list_records(tags=[one tag]), {hot} hits among {n:,} records (baseline: no content)",
-                    rates["list"], rates["plain ids"], "queries/s"),
-            _result(f"get(id), 5 records a call among {n:,} records", rates["get"], rates["plain get"], "calls/s"),
-        ]
+        calls = reps * (queries // 20 * 20)
+        pairs = [("query", "plain", f"query(tags=[one tag]), {hot} hits among {n:,} records", "queries/s"),
+                 ("list", "plain ids", f"list_records(tags=[one tag]), {hot} hits among {n:,} records "
+                  "(baseline: no content)", "queries/s"),
+                 ("get", "plain get", f"get(id), 5 records a call among {n:,} records", "calls/s")]
+        out = []
+        for ours, theirs, title, unit in pairs:
+            if ours in runs:
+                result = _result(title, rates[ours], rates[theirs], unit)
+                # CPU ms per call: (client, backend) of Mnemo, then of the plain SELECTs
+                result["cpu_ms"] = [round(x / calls * 1000, 3) for x in (*cpu[ours], *cpu[theirs])]
+                out.append(result)
+        return out
 
     def forget(self, reps: int) -> list[dict[str, Any]]:
         """forget(id) one record a call, and one forget_where of 1,000 records, against DELETEs of the
@@ -316,20 +336,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dsn", default=os.environ.get("MNEMO_TEST_POSTGRES", "postgresql://postgres@127.0.0.1/postgres"))
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--reps", type=int, default=None)
-    parser.add_argument("--only", choices=["remember", "query", "forget", "memory"], action="append")
+    parser.add_argument("--only", choices=["remember", "query", "get", "forget", "memory"], nargs="+",
+                        action="extend", help="the workloads to run (get: get(id) alone; query: query and "
+                        "list_records)")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
     reps = args.reps or (2 if args.quick else 3)
     bench = Bench(args.dsn, args.quick)
+    print(f"load average {os.getloadavg()[0]:.1f} at the start", file=sys.stderr, flush=True)
     results = []
     try:
-        only = set(args.only or ["remember", "query", "forget", "memory"])
+        only = set(args.only or ["remember", "query", "get", "forget", "memory"])
         if "remember" in only:
             for writers in (1, 4, 16):
                 results.append(bench.remember(writers, reps))
                 print(_row(results[-1]), file=sys.stderr, flush=True)
-        if "query" in only:
-            for result in bench.query(reps):
+        if only & {"query", "get"}:
+            for result in bench.query(reps, only & {"query", "get"}):
                 results.append(result)
                 print(_row(result), file=sys.stderr, flush=True)
         if "forget" in only:
@@ -341,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
             print(_row(results[-1]), file=sys.stderr, flush=True)
     finally:
         bench.close()
-    print("| workload | Mnemo | baseline | ratio |\n|---|---|---|---|")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end; CPU ms per call: client + backend, Mnemo / plain")
+    print("| workload | Mnemo | baseline | ratio | CPU ms per call |\n|---|---|---|---|---|")
     for r in results:
         print(_row(r))
     if args.json:
@@ -350,7 +374,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _row(r: dict[str, Any]) -> str:
-    return f"| {r['workload']} | {r['mnemo']:,.0f} {r['unit']} | {r['baseline']:,.0f} | {r['ratio']:.2f}x |"
+    cpu = r.get("cpu_ms")
+    spent = "" if cpu is None else f" {cpu[0]:.2f} + {cpu[1]:.2f} / {cpu[2]:.2f} + {cpu[3]:.2f} |"
+    return f"| {r['workload']} | {r['mnemo']:,.0f} {r['unit']} | {r['baseline']:,.0f} | {r['ratio']:.2f}x |{spent}"
 
 
 if __name__ == "__main__":

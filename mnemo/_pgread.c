@@ -13,12 +13,25 @@
  * For the entry this reads only the canonical layout every put is written in (docs/FORMAT.md §1); any
  * other layout is None here, and the general path decides. So this never serves what the twin would
  * refuse. The hashing runs without the GIL.
+ *
+ * latest_records(rows, cols, MemoryRecord) takes the rows of a read of records' latest versions, one
+ * row a record (sql.py's records_sql), and the indexes of ten of their columns, cols = (id, scope, ver,
+ * hash, raw, payload, seq, ts, agent, first_ts): the six served_rows checks, the version's seq and time
+ * (int), its agent (str), and the time of the record's first version (int, or None for a record whose
+ * first version is this one). It checks each row as served_rows does, and builds its record as
+ * mnemo/storage/records.py's record_of builds it (mnemo/_fields.h: the fields decoded as msgpack
+ * decodes them, for the values a put holds); its twin is sql.latest_records. None wherever served_rows
+ * gives None, or the fields or a time are not made here: the caller's general path reads that record
+ * again, and builds it or says what is wrong. So this never builds a record the twin does not build
+ * alike.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <openssl/evp.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_fields.h"
 
 #define SALT 16
 #define HASH 32
@@ -136,15 +149,16 @@ static void check_row(EVP_MD_CTX *ctx, row_t *r) {
     r->ok = 1;
 }
 
-/* Fill a row's fields from its tuple; 0 with an exception set if it is not a tuple of the columns. */
-static int take_row(PyObject *row, const Py_ssize_t *cols, row_t *r) {
+/* Fill a row's fields from its tuple (the first six of `ncols` columns are those it checks); 0 with an
+ * exception set if it is not a tuple of the columns. */
+static int take_row(PyObject *row, const Py_ssize_t *cols, int ncols, row_t *r, const char *fn) {
     if (!PyTuple_Check(row)) {
-        PyErr_SetString(PyExc_TypeError, "served_rows: each row must be a tuple");
+        PyErr_Format(PyExc_TypeError, "%s: each row must be a tuple", fn);
         return 0;
     }
-    for (int k = 0; k < 6; k++)
+    for (int k = 0; k < ncols; k++)
         if (cols[k] >= PyTuple_GET_SIZE(row)) {
-            PyErr_SetString(PyExc_IndexError, "served_rows: a column index is past the end of a row");
+            PyErr_Format(PyExc_IndexError, "%s: a column index is past the end of a row", fn);
             return 0;
         }
     PyObject *id = PyTuple_GET_ITEM(row, cols[0]), *scope = PyTuple_GET_ITEM(row, cols[1]),
@@ -178,6 +192,20 @@ static int take_row(PyObject *row, const Py_ssize_t *cols, row_t *r) {
     return 1;
 }
 
+/* Whether a row that passed the checks is served: msgpack decodes the agent as strict UTF-8, so an
+ * entry whose agent is not does not decode (1 served, 0 not, -1 an exception set). */
+static int agent_decodes(row_t *r) {
+    if (!r->ok) return 0;
+    PyObject *agent = PyUnicode_DecodeUTF8((const char *)r->raw + r->agent_off, r->agent_len, NULL);
+    if (agent) {
+        Py_DECREF(agent);
+        return 1;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -1;
+    PyErr_Clear();
+    return 0;
+}
+
 static PyObject *served_rows(PyObject *self, PyObject *args) {
     PyObject *rows;
     Py_ssize_t cols[6];
@@ -198,7 +226,7 @@ static PyObject *served_rows(PyObject *self, PyObject *args) {
         goto fail;
     }
     for (Py_ssize_t k = 0; k < n; k++)
-        if (!take_row(PyList_GET_ITEM(rows, k), cols, &rs[k])) goto fail;
+        if (!take_row(PyList_GET_ITEM(rows, k), cols, 6, &rs[k], "served_rows")) goto fail;
     /* The rows' bytes objects are held by `rows`, which the caller holds: they outlive the GIL's release. */
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < n; k++)
@@ -207,18 +235,100 @@ static PyObject *served_rows(PyObject *self, PyObject *args) {
     for (Py_ssize_t k = 0; k < n; k++) {
         row_t *r = &rs[k];
         PyObject *value = NULL;
-        if (r->ok) {
-            /* msgpack decodes the agent as strict UTF-8: an entry whose agent is not does not decode */
-            PyObject *agent = PyUnicode_DecodeUTF8((const char *)r->raw + r->agent_off, r->agent_len, NULL);
-            if (agent) {
-                Py_DECREF(agent);
-                value = PyBytes_FromStringAndSize((const char *)r->payload + SALT, r->payload_len - SALT);
-                if (!value) goto fail;
-            } else if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-                PyErr_Clear();
-            } else {
-                goto fail;
-            }
+        int served = agent_decodes(r);
+        if (served < 0) goto fail;
+        if (served) {
+            value = PyBytes_FromStringAndSize((const char *)r->payload + SALT, r->payload_len - SALT);
+            if (!value) goto fail;
+        }
+        if (!value) value = Py_NewRef(Py_None);
+        PyList_SET_ITEM(out, k, value);
+    }
+    PyMem_Free(rs);
+    EVP_MD_CTX_free(ctx);
+    return out;
+fail:
+    PyMem_Free(rs);
+    if (ctx) EVP_MD_CTX_free(ctx);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+enum { C_ID, C_SCOPE, C_VER, C_HASH, C_RAW, C_PAYLOAD, C_SEQ, C_TS, C_AGENT, C_FIRST, NC };
+
+/* The record of a served row, as record_of builds it: NULL with no exception set where it is not made
+ * here, NULL with one set on failure. */
+static PyObject *row_record(PyTypeObject *type, row_t *r, PyObject *row, const Py_ssize_t *cols) {
+    PyObject *f[NF] = {NULL};
+    PyObject *obj = NULL;
+    PyObject *ts = PyTuple_GET_ITEM(row, cols[C_TS]), *first = PyTuple_GET_ITEM(row, cols[C_FIRST]);
+    PyObject *agent = PyTuple_GET_ITEM(row, cols[C_AGENT]), *seq = PyTuple_GET_ITEM(row, cols[C_SEQ]);
+    if (first == Py_None) first = ts;
+    if (!PyLong_CheckExact(ts) || !PyLong_CheckExact(first) || !PyLong_CheckExact(seq) || !PyUnicode_CheckExact(agent))
+        return NULL;
+    int got = dec_fields(r->payload + SALT, r->payload_len - SALT, &f[F_CONTENT], &f[F_TAGS], &f[F_METADATA]);
+    if (got <= 0) return NULL;
+    f[F_UPDATED] = ns_to_datetime(ts);
+    if (!f[F_UPDATED]) goto not_here_if_value;
+    int same = PyObject_RichCompareBool(first, ts, Py_EQ);
+    if (same < 0) goto error;
+    f[F_CREATED] = same ? Py_NewRef(f[F_UPDATED]) : ns_to_datetime(first);
+    if (!f[F_CREATED]) goto not_here_if_value;
+    f[F_HASH] = hex_of((const char *)r->hash, HASH);
+    if (!f[F_HASH]) goto error;
+    f[F_ID] = Py_NewRef(PyTuple_GET_ITEM(row, cols[C_ID]));
+    f[F_SCOPE] = Py_NewRef(PyTuple_GET_ITEM(row, cols[C_SCOPE]));
+    f[F_VERSION] = Py_NewRef(PyTuple_GET_ITEM(row, cols[C_VER]));
+    f[F_AGENT] = Py_NewRef(agent);
+    f[F_SEQ] = Py_NewRef(seq);
+    obj = new_record(type, f);
+    if (!obj) goto error;
+    for (int k = 0; k < NF; k++) Py_XDECREF(f[k]);
+    return obj;
+not_here_if_value:
+    /* a time the general path converts (and raises about, if it must) */
+    if (!PyErr_ExceptionMatches(PyExc_ValueError) && !PyErr_ExceptionMatches(PyExc_OverflowError)) goto error;
+    PyErr_Clear();
+    for (int k = 0; k < NF; k++) Py_XDECREF(f[k]);
+    return NULL;
+error:
+    for (int k = 0; k < NF; k++) Py_XDECREF(f[k]);
+    return NULL;
+}
+
+static PyObject *latest_records(PyObject *self, PyObject *args) {
+    PyObject *rows, *type;
+    Py_ssize_t cols[NC];
+    if (!PyArg_ParseTuple(args, "O!(nnnnnnnnnn)O!", &PyList_Type, &rows, &cols[0], &cols[1], &cols[2], &cols[3],
+                          &cols[4], &cols[5], &cols[6], &cols[7], &cols[8], &cols[9], &PyType_Type, &type))
+        return NULL;
+    for (int k = 0; k < NC; k++)
+        if (cols[k] < 0) {
+            PyErr_SetString(PyExc_IndexError, "latest_records: a column index is negative");
+            return NULL;
+        }
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    PyObject *out = PyList_New(n);
+    row_t *rs = n ? PyMem_Calloc((size_t)n, sizeof(row_t)) : NULL;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!out || (n && !rs) || !ctx) {
+        if (out) PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (!take_row(PyList_GET_ITEM(rows, k), cols, NC, &rs[k], "latest_records")) goto fail;
+    /* The rows' bytes objects are held by `rows`, which the caller holds: they outlive the GIL's release. */
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (!rs[k].skip) check_row(ctx, &rs[k]);
+    Py_END_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *value = NULL;
+        int served = agent_decodes(&rs[k]);
+        if (served < 0) goto fail;
+        if (served) {
+            value = row_record((PyTypeObject *)type, &rs[k], PyList_GET_ITEM(rows, k), cols);
+            if (!value && PyErr_Occurred()) goto fail;
         }
         if (!value) value = Py_NewRef(Py_None);
         PyList_SET_ITEM(out, k, value);
@@ -236,6 +346,9 @@ fail:
 static PyMethodDef methods[] = {
     {"served_rows", served_rows, METH_VARARGS,
      "served_rows(rows, (id, scope, ver, hash, raw, payload)) -> [bytes | None]: each row's packed fields, checked"},
+    {"latest_records", latest_records, METH_VARARGS,
+     "latest_records(rows, (id, scope, ver, hash, raw, payload, seq, ts, agent, first_ts), MemoryRecord) -> "
+     "[MemoryRecord | None]: each row's record, checked and built"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -251,5 +364,6 @@ PyMODINIT_FUNC PyInit__pgread(void) {
             return NULL;
         }
     }
+    if (fields_init() < 0) return NULL;
     return PyModule_Create(&module);
 }

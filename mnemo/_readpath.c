@@ -32,7 +32,6 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <datetime.h>
 #include <sys/stat.h>
 #include <errno.h>
 #include <openssl/evp.h>
@@ -40,6 +39,8 @@
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include "_fields.h"
 
 #define SC 4
 #define SALT 16
@@ -346,254 +347,6 @@ fail:
     return NULL;
 }
 
-/* -- the record a read serves, built here ---------------------------------------------------------
- * The packed record fields, msgpack [content, tags, metadata], decoded as mnemo.chain.codec.unpackb
- * decodes them (raw=False, strict_map_key=False) for the values a put holds: nil, booleans, integers,
- * floats, str, bin, arrays and maps whose keys are str. Anything else (an ext type, a map key that is
- * not a str, nesting deeper than MAX_DEPTH, an array of 3 not written as a fixarray, a str that is not
- * UTF-8, bytes after the array) is "not decoded here": the caller's general path decodes it, or says
- * what is wrong with it. */
-#define MAX_DEPTH 32
-
-typedef struct {
-    const unsigned char *p;
-    Py_ssize_t n, i;
-} rd_t;
-
-/* 1: the value at *out; 0: not decoded here (no exception set); -1: an exception set (memory). */
-static int dec_value(rd_t *r, PyObject **out, int depth);
-
-static int dec_len(rd_t *r, int width, uint64_t *len) {
-    if (r->n - r->i < width) return 0;
-    uint64_t l = 0;
-    for (int k = 0; k < width; k++) l = (l << 8) | r->p[r->i + k];
-    r->i += width;
-    *len = l;
-    return 1;
-}
-
-/* The outcome of making an object: an exception from a str that is not UTF-8 is "not decoded here". */
-static int made(PyObject *o, PyObject **out) {
-    if (o) {
-        *out = o;
-        return 1;
-    }
-    if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-        PyErr_Clear();
-        return 0;
-    }
-    return -1;
-}
-
-static int dec_str(rd_t *r, uint64_t len, PyObject **out) {
-    if (len > (uint64_t)(r->n - r->i)) return 0;
-    const char *s = (const char *)r->p + r->i;
-    r->i += (Py_ssize_t)len;
-    return made(PyUnicode_DecodeUTF8(s, (Py_ssize_t)len, NULL), out);
-}
-
-static int dec_bin(rd_t *r, uint64_t len, PyObject **out) {
-    if (len > (uint64_t)(r->n - r->i)) return 0;
-    const char *s = (const char *)r->p + r->i;
-    r->i += (Py_ssize_t)len;
-    return made(PyBytes_FromStringAndSize(s, (Py_ssize_t)len), out);
-}
-
-/* An array's items, into a list (or, at the top level's tags, a tuple). */
-static int dec_array(rd_t *r, uint64_t len, PyObject **out, int depth, int tuple) {
-    if (len > (uint64_t)(r->n - r->i)) return 0; /* every item takes a byte at least */
-    PyObject *seq = tuple ? PyTuple_New((Py_ssize_t)len) : PyList_New((Py_ssize_t)len);
-    if (!seq) return -1;
-    for (uint64_t k = 0; k < len; k++) {
-        PyObject *item = NULL;
-        int got = dec_value(r, &item, depth + 1);
-        if (got <= 0) {
-            Py_DECREF(seq);
-            return got;
-        }
-        if (tuple) PyTuple_SET_ITEM(seq, (Py_ssize_t)k, item);
-        else PyList_SET_ITEM(seq, (Py_ssize_t)k, item);
-    }
-    *out = seq;
-    return 1;
-}
-
-static int dec_map(rd_t *r, uint64_t len, PyObject **out, int depth) {
-    if (len > (uint64_t)(r->n - r->i) / 2) return 0; /* every pair takes two bytes at least */
-    PyObject *map = PyDict_New();
-    if (!map) return -1;
-    for (uint64_t k = 0; k < len; k++) {
-        PyObject *key = NULL, *value = NULL;
-        if (r->i >= r->n) goto not_here;
-        unsigned char b = r->p[r->i];
-        if (!((b >= 0xA0 && b <= 0xBF) || b == 0xD9 || b == 0xDA || b == 0xDB)) goto not_here; /* a str key */
-        int got = dec_value(r, &key, depth + 1);
-        if (got > 0) {
-            got = dec_value(r, &value, depth + 1);
-            if (got <= 0) Py_DECREF(key);
-        }
-        if (got == 0) goto not_here;
-        if (got < 0) goto error;
-        int set = PyDict_SetItem(map, key, value); /* a key given twice: the last value, as msgpack */
-        Py_DECREF(key);
-        Py_DECREF(value);
-        if (set < 0) goto error;
-    }
-    *out = map;
-    return 1;
-not_here:
-    Py_DECREF(map);
-    return 0;
-error:
-    Py_DECREF(map);
-    return -1;
-}
-
-static int dec_value(rd_t *r, PyObject **out, int depth) {
-    if (depth > MAX_DEPTH || r->i >= r->n) return 0;
-    unsigned char b = r->p[r->i++];
-    uint64_t len;
-    if (b <= 0x7F) return made(PyLong_FromLong(b), out);
-    if (b >= 0xE0) return made(PyLong_FromLong((long)(signed char)b), out);
-    if (b >= 0xA0 && b <= 0xBF) return dec_str(r, b - 0xA0, out);
-    if (b >= 0x90 && b <= 0x9F) return dec_array(r, b - 0x90, out, depth, 0);
-    if (b >= 0x80 && b <= 0x8F) return dec_map(r, b - 0x80, out, depth);
-    switch (b) {
-    case 0xC0: *out = Py_NewRef(Py_None); return 1;
-    case 0xC2: *out = Py_NewRef(Py_False); return 1;
-    case 0xC3: *out = Py_NewRef(Py_True); return 1;
-    case 0xC4: case 0xC5: case 0xC6:
-        return dec_len(r, b == 0xC4 ? 1 : b == 0xC5 ? 2 : 4, &len) ? dec_bin(r, len, out) : 0;
-    case 0xD9: case 0xDA: case 0xDB:
-        return dec_len(r, b == 0xD9 ? 1 : b == 0xDA ? 2 : 4, &len) ? dec_str(r, len, out) : 0;
-    case 0xDC: case 0xDD:
-        return dec_len(r, b == 0xDC ? 2 : 4, &len) ? dec_array(r, len, out, depth, 0) : 0;
-    case 0xDE: case 0xDF:
-        return dec_len(r, b == 0xDE ? 2 : 4, &len) ? dec_map(r, len, out, depth) : 0;
-    case 0xCA: case 0xCB: {
-        int w = b == 0xCA ? 4 : 8;
-        if (r->n - r->i < w) return 0;
-        const char *f = (const char *)r->p + r->i;
-        r->i += w;
-        double d = w == 4 ? PyFloat_Unpack4(f, 0) : PyFloat_Unpack8(f, 0);
-        if (d == -1.0 && PyErr_Occurred()) return -1;
-        return made(PyFloat_FromDouble(d), out);
-    }
-    case 0xCC: case 0xCD: case 0xCE: case 0xCF: {
-        if (!dec_len(r, 1 << (b - 0xCC), &len)) return 0;
-        return made(PyLong_FromUnsignedLongLong(len), out);
-    }
-    case 0xD0: case 0xD1: case 0xD2: case 0xD3: {
-        int w = 1 << (b - 0xD0);
-        if (!dec_len(r, w, &len)) return 0;
-        int64_t v = w == 8 ? (int64_t)len : (int64_t)(len ^ ((uint64_t)1 << (8 * w - 1))) - ((int64_t)1 << (8 * w - 1));
-        return made(PyLong_FromLongLong(v), out);
-    }
-    default:
-        return 0; /* an ext type, or 0xC1 (never used) */
-    }
-}
-
-/* The three fields of packed[0..n): 1 with new references at *content (str or bytes), *tags (a tuple)
- * and *metadata (a dict); 0 not decoded here; -1 an exception set. */
-static int dec_fields(const unsigned char *p, Py_ssize_t n, PyObject **content, PyObject **tags, PyObject **metadata) {
-    rd_t r = {p, n, 0};
-    uint64_t len;
-    *content = *tags = *metadata = NULL;
-    if (n < 1 || p[0] != 0x93) return 0;
-    r.i = 1;
-    if (r.i >= n) return 0;
-    unsigned char b = p[r.i];
-    if (!((b >= 0xA0 && b <= 0xBF) || (b >= 0xC4 && b <= 0xC6) || (b >= 0xD9 && b <= 0xDB))) return 0;
-    int got = dec_value(&r, content, 1);
-    if (got <= 0) return got;
-    if (r.i >= n) goto not_here;
-    b = p[r.i++];
-    if (b >= 0x90 && b <= 0x9F) len = b - 0x90;
-    else if (b == 0xDC || b == 0xDD) {
-        if (!dec_len(&r, b == 0xDC ? 2 : 4, &len)) goto not_here;
-    } else goto not_here;
-    got = dec_array(&r, len, tags, 1, 1);
-    if (got <= 0) goto done;
-    if (r.i >= n) goto not_here;
-    b = p[r.i];
-    if (!((b >= 0x80 && b <= 0x8F) || b == 0xDE || b == 0xDF)) goto not_here;
-    got = dec_value(&r, metadata, 1);
-    if (got <= 0) goto done;
-    if (r.i != n) goto not_here; /* bytes after the array: msgpack refuses them (ExtraData) */
-    return 1;
-not_here:
-    got = 0;
-done:
-    Py_CLEAR(*content);
-    Py_CLEAR(*tags);
-    Py_CLEAR(*metadata);
-    return got;
-}
-
-/* Days since 1970-01-01 to a proleptic Gregorian date (H. Hinnant's civil_from_days). */
-static void civil_from_days(int64_t z, int *y, int *m, int *d) {
-    z += 719468;
-    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    int64_t doe = z - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153;
-    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
-    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
-    *y = (int)(yoe + era * 400 + (*m <= 2));
-}
-
-/* mnemo.record.ns_to_datetime(ts): datetime.fromtimestamp(ts // 1000 / 1_000_000, timezone.utc).
- * Within 2**31 seconds of 1970 the float that expression makes is within 0.12 µs of the exact time,
- * so fromtimestamp's rounding gives back the exact microsecond, and the date is computed here from it;
- * beyond, fromtimestamp itself is called on the same float. NULL with an exception set (a value out of
- * range raises as fromtimestamp raises). */
-static PyObject *ns_to_datetime(PyObject *ts) {
-    long long ns = PyLong_AsLongLong(ts);
-    if (ns == -1 && PyErr_Occurred()) return NULL;
-    long long us = ns / 1000 - (ns % 1000 < 0); /* floor division, as Python's // */
-    const long long span = (long long)1 << 31;
-    if (us > -span * 1000000 && us < span * 1000000) {
-        long long days = us / 86400000000LL - (us % 86400000000LL < 0);
-        long long rest = us - days * 86400000000LL;
-        int y, m, d;
-        civil_from_days(days, &y, &m, &d);
-        long long secs = rest / 1000000;
-        return PyDateTimeAPI->DateTime_FromDateAndTime(y, m, d, (int)(secs / 3600), (int)(secs / 60 % 60),
-                                                       (int)(secs % 60), (int)(rest % 1000000),
-                                                       PyDateTime_TimeZone_UTC, PyDateTimeAPI->DateTimeType);
-    }
-    if (us >= ((long long)1 << 53) || us <= -((long long)1 << 53)) {
-        PyErr_SetString(PyExc_OverflowError, "timestamp out of range");
-        return NULL; /* (the caller's general path converts it, and raises what Python raises) */
-    }
-    PyObject *args = Py_BuildValue("(dO)", (double)us / 1e6, PyDateTime_TimeZone_UTC);
-    if (!args) return NULL;
-    PyObject *dt = PyDateTimeAPI->DateTime_FromTimestamp((PyObject *)PyDateTimeAPI->DateTimeType, args, NULL);
-    Py_DECREF(args);
-    return dt;
-}
-
-static PyObject *hex_of(const char *h, Py_ssize_t n) {
-    static const char digits[] = "0123456789abcdef";
-    PyObject *s = PyUnicode_New(2 * n, 127);
-    if (!s) return NULL;
-    Py_UCS1 *d = PyUnicode_1BYTE_DATA(s);
-    for (Py_ssize_t k = 0; k < n; k++) {
-        d[2 * k] = (Py_UCS1)digits[(unsigned char)h[k] >> 4];
-        d[2 * k + 1] = (Py_UCS1)digits[(unsigned char)h[k] & 15];
-    }
-    return s;
-}
-
-/* The keys of MemoryRecord's fields (mnemo/record.py), in its order; interned at import. */
-enum { F_ID, F_VERSION, F_CONTENT, F_TAGS, F_METADATA, F_SCOPE, F_AGENT, F_CREATED, F_UPDATED, F_SEQ, F_HASH, NF };
-static const char *field_names[NF] = {"id", "version", "content", "tags", "metadata", "scope", "agent_id",
-                                      "created_at", "updated_at", "seq", "hash"};
-static PyObject *field_keys[NF];
-static PyObject *dict_key, *empty_args;
-
 /* The MemoryRecord of a served item, as mnemo.record.make_memory_record builds it: an instance of
  * `type` whose __dict__ holds the fields. NULL with no exception set where the fields are not
  * decoded here, NULL with one set on failure. */
@@ -606,7 +359,7 @@ typedef struct {
 static PyObject *record_of(PyTypeObject *type, item_t *it, const meta_t *m) {
     const unsigned char *packed = it->buf + it->e_len + SC + SALT;
     PyObject *f[NF] = {NULL};
-    PyObject *d = NULL, *obj = NULL;
+    PyObject *obj = NULL;
     int got = dec_fields(packed, (Py_ssize_t)(it->s_len - SC - SALT), &f[F_CONTENT], &f[F_TAGS], &f[F_METADATA]);
     if (got <= 0) return NULL;
     PyObject *ts = m->ts, *first = m->first;
@@ -624,13 +377,8 @@ static PyObject *record_of(PyTypeObject *type, item_t *it, const meta_t *m) {
     f[F_VERSION] = Py_NewRef(m->ver);
     f[F_AGENT] = Py_NewRef(m->agent);
     f[F_SEQ] = Py_NewRef(m->seq);
-    d = PyDict_New();
-    if (!d) goto error;
-    for (int k = 0; k < NF; k++)
-        if (PyDict_SetItem(d, field_keys[k], f[k]) < 0) goto error;
-    obj = PyBaseObject_Type.tp_new(type, empty_args, NULL);
-    if (!obj || PyObject_GenericSetAttr(obj, dict_key, d) < 0) goto error;
-    Py_DECREF(d);
+    obj = new_record(type, f);
+    if (!obj) goto error;
     for (int k = 0; k < NF; k++) Py_XDECREF(f[k]);
     return obj;
 not_here_if_value:
@@ -641,8 +389,6 @@ not_here:
     for (int k = 0; k < NF; k++) Py_XDECREF(f[k]);
     return NULL;
 error:
-    Py_XDECREF(obj);
-    Py_XDECREF(d);
     for (int k = 0; k < NF; k++) Py_XDECREF(f[k]);
     return NULL;
 }
@@ -1174,13 +920,8 @@ PyMODINIT_FUNC PyInit__readpath(void) {
             return NULL;
         }
     }
-    PyDateTime_IMPORT;
-    if (!PyDateTimeAPI) return NULL;
-    for (int k = 0; k < NF; k++)
-        if (!field_keys[k] && !(field_keys[k] = PyUnicode_InternFromString(field_names[k]))) return NULL;
+    if (fields_init() < 0) return NULL;
     for (int k = 0; k < NC; k++)
         if (!col_keys[k] && !(col_keys[k] = PyUnicode_InternFromString(col_names[k]))) return NULL;
-    if (!dict_key && !(dict_key = PyUnicode_InternFromString("__dict__"))) return NULL;
-    if (!empty_args && !(empty_args = PyTuple_New(0))) return NULL;
     return PyModule_Create(&module);
 }

@@ -55,7 +55,10 @@ Targets:
   rows of a query (an entry and a payload, a row without them, and the same with another version, a
   cut chain hash or a cut payload as the flags say); served_rows must serve nothing its twin
   sql.served_rows does not, exactly the bytes it serves, and refuse no put in the canonical layout that
-  the twin serves. Seeds: those of `readpath`.
+  the twin serves; latest_records, over the same rows given a seq, an agent and times (taken from the
+  input when its ver is odd), must build no record its twin sql.latest_records does not build alike,
+  and refuse none the twin builds from a canonical put whose fields are plain. Seeds: those of
+  `readpath`.
 
 - `writepath` (mnemo/_writepath.c): each input is read as a value (a type byte, then what that type
   needs: ints at every width, floats, str of valid or invalid UTF-8, bytes, lists, tuples, dicts,
@@ -674,6 +677,7 @@ class PgreadHarness(ReadpathHarness):
     module = "mnemo.storage.postgres.sql"
     extension = "mnemo._pgread"
     COLUMNS = (0, 1, 2, 3, 4, 5)
+    RECORD_COLUMNS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)  # served_rows' columns, then seq, ts, agent, first_ts
 
     def __init__(self, native: Any) -> None:
         super().__init__(native)
@@ -701,6 +705,30 @@ class PgreadHarness(ReadpathHarness):
                 raise AssertionError(f"served_rows served what its twin does not, on {data!r}")
             if g is None and w is not None and self._canonical_put(row[4], rec_id, row[2], scope):
                 raise AssertionError(f"served_rows refused a canonical put its twin serves, on {data!r}")
+        self._latest(data, rows, want)
+
+    def _latest(self, data: bytes, rows: list[tuple[Any, ...]], served: list[bytes | None]) -> None:
+        """latest_records against sql.latest_records, on the same rows given a seq, an agent and times
+        (from the input's salt bytes when its ver is odd, a first version's time among them): a record
+        only where the twin builds the same one (by repr, and its content's type), and one wherever the
+        twin builds one from a canonical put whose fields are plain."""
+        ts, first = 1_764_500_000_000_000_000, None
+        salt = data[4 + int.from_bytes(data[2:4], "big") + 4 :][:16]
+        if data[1] % 2 and len(salt) == 16:
+            ts, first = (int.from_bytes(salt[k : k + 8], "big", signed=True) for k in (0, 8))
+        records = [row + (7, ts, "agent-ä", first) for row in rows]
+        got = self.native.latest_records(records, self.RECORD_COLUMNS, self.record_type)
+        try:
+            want = self.sql.latest_records(records, self.RECORD_COLUMNS, self.record_type)
+        except (ValueError, OverflowError, OSError):  # a time datetime cannot hold: the general path raises
+            want = [None] * len(records)
+        for row, packed, g, w in zip(rows, served, got, want, strict=True):
+            if g is not None and (w is None or repr(g) != repr(w) or type(g.content) is not type(w.content)):
+                raise AssertionError(f"latest_records built what its twin does not, on {data!r}: {g!r} / {w!r}")
+            if g is None and w is not None and packed is not None and self._plain_fields(packed) \
+                    and self._canonical_put(row[4], row[0], row[2], row[1]):
+                raise AssertionError(f"latest_records refused plain fields of a canonical put its twin builds, on "
+                                     f"{data!r}")
 
 
 

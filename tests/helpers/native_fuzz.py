@@ -44,8 +44,8 @@ _BUILT: dict[str, list[str]] = {}
 
 def sanitized_build() -> list[str]:
     """The paths of the extensions built with ASan + UBSan by the tool, built once for a run of the tests
-    (the build is most of a brief run's fixed cost) and again whenever the C sources change."""
-    sources = sorted((ROOT / "mnemo").glob("*.c"))
+    (the build is most of a brief run's fixed cost) and again whenever the C sources or headers change."""
+    sources = sorted([*(ROOT / "mnemo").glob("*.c"), *(ROOT / "mnemo").glob("*.h")])
     key = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()
     if key not in _BUILT:
         out = Path(tempfile.mkdtemp(prefix="mnemo-asan-"))

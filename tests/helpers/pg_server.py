@@ -19,9 +19,23 @@ ROUTINES = [
 ]
 
 
+def undo_version_10(pg: Schema) -> None:
+    """A database of the latest schema taken back to exactly version 9: the latest version's columns gone
+    from mnemo_records and the entry bytes from mnemo_payloads, version 2's mnemo_commit and version 9's
+    mnemo_put in place (as those versions make them)."""
+    pg.sql("ALTER TABLE mnemo_records DROP COLUMN seq, DROP COLUMN ts_ns, DROP COLUMN agent, DROP COLUMN size, "
+           "DROP COLUMN hash, DROP COLUMN entry_len, DROP COLUMN payload_len")
+    pg.sql("ALTER TABLE mnemo_payloads DROP COLUMN raw")
+    v2, v9 = pg_schema.MIGRATIONS[1], pg_schema.MIGRATIONS[8]
+    pg.sql("CREATE OR REPLACE " + v2[v2.index("FUNCTION mnemo_commit(") : v2.index("-- An append made")])
+    pg.sql("CREATE OR REPLACE " + v9[v9.index("CREATE PROCEDURE mnemo_put(") + len("CREATE ") :])
+    pg.sql("UPDATE mnemo_meta SET schema_version = 9")
+
+
 def undo_version_9(pg: Schema) -> None:
     """A database of the latest schema taken back to exactly version 8: the terms' positions gone, their
     index as version 8 makes it, and version 5's mnemo_index_text and mnemo_put in place."""
+    undo_version_10(pg)
     pg.sql("DROP INDEX mnemo_terms_term")
     pg.sql("ALTER TABLE mnemo_terms DROP COLUMN positions")
     v8 = pg_schema.MIGRATIONS[7]

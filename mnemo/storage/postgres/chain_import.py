@@ -19,6 +19,7 @@ from . import schema
 from .dsn import display_name, dsn_params
 from .errors import storage_error
 from .schema import SCHEMA_LOCK
+from .sql import RECORD_COLUMNS
 from .text_index import COUNT_SCOPES, Doc, copy_text_index, doc_of
 
 
@@ -54,13 +55,13 @@ def _write(conn: psycopg.Connection[Any], name: str, items: Iterable[ChainItem],
     done = 0
     with conn.cursor() as cur:
         with cur.copy("COPY mnemo_entries (seq, op, raw, hash) FROM STDIN") as entries:
-            payload_rows: list[tuple[int, bytes]] = []
+            payload_rows: list[tuple[int, bytes, bytes]] = []
             for item in items:
                 e = item.entry
                 entries.write_row((e.seq, e.op, e.raw, e.hash))
                 tags: tuple[str, ...] = ()
                 if item.payload is not None:
-                    payload_rows.append((e.seq, item.payload))
+                    payload_rows.append((e.seq, e.raw, item.payload))
                     if e.op == "put":
                         tags = decode_record_fields(decode_put_payload(item.payload)[1])[1]
                 if e.seq == 0:
@@ -77,15 +78,17 @@ def _write(conn: psycopg.Connection[Any], name: str, items: Iterable[ChainItem],
                     progress(done, total)
         if last is None:
             raise MnemoError("the source holds no entries")
-        with cur.copy("COPY mnemo_payloads (seq, payload) FROM STDIN") as payloads:
+        with cur.copy("COPY mnemo_payloads (seq, raw, payload) FROM STDIN") as payloads:
             for row in payload_rows:
                 payloads.write_row(row)
         live = [r for r in replay.recs.values() if r is not None]
         for r in live:
             _check_text(r, name)
-        with cur.copy("COPY mnemo_records (id, scope, ver) FROM STDIN") as records:
+        with cur.copy(f"COPY mnemo_records ({RECORD_COLUMNS}) FROM STDIN") as records:
             for r in live:
-                records.write_row((r.id, r.scope, r.latest.ver))
+                v = r.latest
+                records.write_row((r.id, r.scope, v.ver, v.seq, v.ts_ns, v.agent, v.size, v.hash, v.entry_len,
+                                   v.slot_len))
         with cur.copy("COPY mnemo_versions (id, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len) "
                       "FROM STDIN") as versions:
             for r in live:
@@ -98,7 +101,7 @@ def _write(conn: psycopg.Connection[Any], name: str, items: Iterable[ChainItem],
         with cur.copy("COPY mnemo_forgotten (id) FROM STDIN") as gone:
             for rec_id in sorted(forgotten):
                 gone.write_row((rec_id,))
-        payload_of = dict(payload_rows)
+        payload_of = {seq: payload for seq, _raw, payload in payload_rows}
         copy_text_index(cur, _documents(live, payload_of))
     conn.execute(COUNT_SCOPES)
     conn.execute("INSERT INTO mnemo_meta (schema_version, db_id) VALUES (%s, %s)", [schema.SCHEMA_VERSION, db_id])

@@ -8,10 +8,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...chain.codec import SALT_SIZE, served_put_problem
+from ...record import MemoryRecord
+from ..records import record_of
 from ..types import Query, Rec, ScopeFilter, Version
 from .text_index import TERM_KEY
 
 VERSION_COLUMNS = "v.ver, v.seq, v.ts_ns, v.agent, v.size, v.hash, v.entry_len, v.payload_len"
+# A record's row: its id and scope, then its latest version's columns (as VERSION_COLUMNS), schema version 10
+RECORD_COLUMNS = "id, scope, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len"
 TAGS = "(SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{}') FROM mnemo_tags t WHERE t.id = r.id)"
 # A record's versions, looked up by key for each record `r` (OFFSET 0: never flattened into a join)
 VERSIONS = "(SELECT * FROM mnemo_versions w WHERE w.id = r.id OFFSET 0) v"
@@ -275,9 +279,83 @@ def select_source(query: Query) -> tuple[str, list[Any], list[tuple[str, list[An
     if query.tag_prefix is not None and (query.tags or query.any_tags or query.any_prefixes):
         sql, prefix_params = _prefix_sql("p.tag", query.tag_prefix)
         conds.append((f"EXISTS (SELECT 1 FROM mnemo_tags p WHERE p.id = r.id AND {sql})", prefix_params))
-    source = (f"({driver}) c CROSS JOIN LATERAL "
-              "(SELECT x.id, x.scope, x.ver FROM mnemo_records x WHERE x.id = c.id OFFSET 0) r")
-    return source, params, conds
+    return f"({driver}) c CROSS JOIN LATERAL {records_of('c.id')}", params, conds
+
+
+def records_of(ids: str) -> str:
+    """A FROM item of the record `r` whose id is `ids` (a column of the item before it), looked up by key."""
+    return f"(SELECT x.* FROM mnemo_records x WHERE x.id = {ids} OFFSET 0) r"
+
+
+def latest_sql(source: str, where: str, limit: str, loaded: str | None, older: bool | None,
+               index_tags: bool = True) -> str:
+    """The rows of the records `r` of `source` that `where` admits, in id order (`limit`: a LIMIT clause
+    or nothing): (id, scope, tags, version columns, raw, payload) for each of their versions, in version
+    order. A record's latest version comes from its own row (schema version 10) and `loaded`, columns of
+    its row `p` of mnemo_payloads ("p.raw, p.payload", or what checks them without the content; None:
+    two NULLs and no look-up): two look-ups by key for a record of one version. Its earlier versions, for
+    a record that has some, come from mnemo_versions unless `older` is None, with their entry and
+    payload when it is true (else NULLs). Without `index_tags`, the tags column is NULL: the caller takes
+    each record's tags from its put, and mnemo_tags is not read for them (a look-up and an aggregate a
+    record fewer); with them, they are on the latest version's row."""
+    tags = ("(SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{}') FROM mnemo_tags t WHERE t.id = h.id)"
+            if index_tags else "NULL::text[]")
+    latest = "h.ver, h.seq, h.ts_ns, h.agent, h.size, h.hash, h.entry_len, h.payload_len"
+    payload = "LEFT JOIN LATERAL (SELECT p.raw, p.payload FROM mnemo_payloads p WHERE p.seq = {} OFFSET 0) p ON true"
+    sql = (
+        f"WITH h AS MATERIALIZED (SELECT {', '.join('r.' + c for c in RECORD_COLUMNS.split(', '))} FROM {source} "
+        f"WHERE {where} ORDER BY r.id{limit}) "
+        f"SELECT h.id, h.scope, {tags}, {latest}, {loaded or 'NULL::bytea, NULL::bytea'} FROM h "
+        + (payload.format("h.seq") if loaded else "")
+    )
+    if older is not None:
+        sql += (
+            f" UNION ALL SELECT h.id, h.scope, NULL, {VERSION_COLUMNS}, "
+            f"{'p.raw, p.payload' if older else 'NULL, NULL'} "
+            "FROM h CROSS JOIN LATERAL (SELECT * FROM mnemo_versions w WHERE w.id = h.id AND w.ver < h.ver OFFSET 0) v "
+            + (payload.format("v.seq") if older else "") + " WHERE h.ver > 1 ORDER BY 1, 4"
+        )
+    return sql
+
+
+def records_sql(source: str, where: str, limit: str) -> str:
+    """The rows of the records `r` of `source` that `where` admits, in id order (`limit`: a LIMIT clause or
+    nothing), one row a record: what latest_records builds each one's record of, in RECORD_ROW's columns
+    (id, scope, ver, seq, ts_ns, agent, hash, raw, payload, first_ts). Its latest version is on its own
+    row and its entry and payload on one row of mnemo_payloads (two look-ups by key); the time of its
+    first version, for a record of more than one, from mnemo_versions (a third)."""
+    return (
+        f"WITH h AS MATERIALIZED (SELECT r.id, r.scope, r.ver, r.seq, r.ts_ns, r.agent, r.hash FROM {source} "
+        f"WHERE {where} ORDER BY r.id{limit}) "
+        "SELECT h.id, h.scope, h.ver, h.seq, h.ts_ns, h.agent, h.hash, p.raw, p.payload, CASE WHEN h.ver > 1 THEN "
+        "(SELECT w.ts_ns FROM mnemo_versions w WHERE w.id = h.id ORDER BY w.ver LIMIT 1) END FROM h "
+        "LEFT JOIN LATERAL (SELECT p.raw, p.payload FROM mnemo_payloads p WHERE p.seq = h.seq OFFSET 0) p ON true "
+        "ORDER BY h.id"
+    )
+
+
+# Where records_sql's columns are, as latest_records takes them: (id, scope, ver, hash, raw, payload, seq,
+# ts, agent, first_ts)
+RECORD_ROW = (0, 1, 2, 6, 7, 8, 3, 4, 5, 9)
+
+
+def latest_records(rows: list[Any], cols: tuple[int, ...], record_type: type) -> list[MemoryRecord | None]:
+    """The record of each row (one a record, as records_sql reads them), its latest version checked as
+    served_rows checks it and built as record_of builds it; None where served_rows gives None or the
+    fields do not decode (the caller's general path then reads the record again, and builds it or says
+    what is wrong). `cols`: where (id, scope, ver, hash, raw, payload, seq, ts, agent, first_ts) are in
+    the rows; `record_type` is MemoryRecord (the C extension makes its instances itself). The pure-Python
+    twin of mnemo/_pgread.c's latest_records, which must never build a record this does not build alike."""
+    i_id, i_scope, i_ver, i_hash, _raw, _payload, i_seq, i_ts, i_agent, i_first = cols
+    out: list[MemoryRecord | None] = []
+    for row, packed in zip(rows, served_rows(rows, (i_id, i_scope, i_ver, i_hash, _raw, _payload)), strict=True):
+        if packed is None:
+            out.append(None)
+            continue
+        latest = Version(row[i_ver], row[i_seq], row[i_ts], row[i_agent], 0, bytes(row[i_hash]), row[i_seq], 0)
+        first = latest if row[i_first] is None else latest._replace(ver=0, ts_ns=row[i_first])
+        out.append(record_of(Rec(row[i_id], row[i_scope], (), (first, latest)), latest, packed))
+    return out
 
 
 def _version(row: tuple[Any, ...]) -> Version:
@@ -288,19 +366,26 @@ def _version(row: tuple[Any, ...]) -> Version:
 
 def group_rows(rows: list[Any], with_payloads: bool) -> Iterator[tuple[Rec, list[tuple[Any, Any]]]]:
     """Recs from rows of (id, scope, tags, version columns..., [raw, payload]) in (id, ver) order,
-    with the (raw, payload) of each version that carries them. Tags NULL (not read) make a Rec of no
-    tags, which its reader fills in."""
-    i = 0
-    while i < len(rows):
-        rec_id, scope, tags = rows[i][0], rows[i][1], rows[i][2]
-        versions: list[Version] = []
-        loaded: list[tuple[Any, Any]] = []
-        while i < len(rows) and rows[i][0] == rec_id:
-            row = rows[i]
-            versions.append(_version(row[3:11]))
-            loaded.append((row[11], row[12]) if with_payloads else (None, None))
-            i += 1
-        yield Rec(rec_id, scope, () if tags is None else tuple(tags), tuple(versions)), loaded
+    with the (raw, payload) of each version that carries them; a record's tags are on the row of its
+    latest version. Tags NULL (not read) make a Rec of no tags, which its reader fills in."""
+    i, n = 0, len(rows)
+    while i < n:
+        row = rows[i]
+        rec_id = row[0]
+        end = i + 1
+        while end < n and rows[end][0] == rec_id:
+            end += 1
+        if end == i + 1:  # a record of one version: most are
+            versions: tuple[Version, ...] = (_version(row[3:11]),)
+            loaded = [(row[11], row[12]) if with_payloads else (None, None)]
+        else:
+            group = rows[i:end]
+            versions = tuple(_version(r[3:11]) for r in group)
+            loaded = [(r[11], r[12]) if with_payloads else (None, None) for r in group]
+            row = group[-1]  # the latest version's row holds the tags
+        tags = row[2]
+        yield Rec(rec_id, row[1], () if tags is None else tuple(tags), versions), loaded
+        i = end
 
 
 def served_rows(rows: list[Any], cols: tuple[int, int, int, int, int, int]) -> list[bytes | None]:
@@ -322,6 +407,7 @@ def served_rows(rows: list[Any], cols: tuple[int, int, int, int, int, int]) -> l
 
 
 __all__ = [
-    "COMMIT_CALL", "PUT_CALL", "TAGS", "TEXT_CALL", "VERSIONS", "VERSION_COLUMNS", "group_rows", "recall_sql",
-    "scope_sql", "select_source", "served_rows", "usage_sql",
+    "COMMIT_CALL", "PUT_CALL", "RECORD_COLUMNS", "TAGS", "TEXT_CALL", "VERSIONS", "VERSION_COLUMNS", "group_rows",
+    "RECORD_ROW", "latest_records", "latest_sql", "recall_sql", "records_of", "records_sql", "scope_sql",
+    "select_source", "served_rows", "usage_sql",
 ]

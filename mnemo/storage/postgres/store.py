@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -48,11 +48,13 @@ from .errors import storage_error
 from .meaning import Meaning
 from .schema import SCHEMA_LOCK
 from .sql import (
-    TAGS,
-    VERSION_COLUMNS,
-    VERSIONS,
+    RECORD_ROW,
     group_rows,
+    latest_records,
+    latest_sql,
     recall_sql,
+    records_of,
+    records_sql,
     scope_sql,
     select_source,
     served_rows,
@@ -64,18 +66,15 @@ from .verify import verify_postgres
 
 TREE_SAVE_EVERY = 1024  # entries between saved compact ranges of the tree
 RECALL_READS = 8  # reads of the text index a recall makes at most while the records change under it
-# a record's latest version's entry and payload, beside its version rows
-LATEST_LOADED = (
-    "CASE WHEN v.ver = h.ver THEN (SELECT e.raw FROM mnemo_entries e WHERE e.seq = v.seq) END, "
-    "CASE WHEN v.ver = h.ver THEN (SELECT p.payload FROM mnemo_payloads p WHERE p.seq = v.seq) END"
-)
 
-
-# Where the columns served_rows checks are in the rows of _latest_sql: (id, scope, ver, hash, raw, payload)
+# Where the columns served_rows checks are in the rows of latest_sql: (id, scope, ver, hash, raw, payload)
 SERVED_COLUMNS = (0, 1, 3, 8, 11, 12)
-# served_rows in C (mnemo/_pgread.c) when it is there, else its pure-Python twin (sql.py)
+# served_rows and latest_records in C (mnemo/_pgread.c) when it is there, else their pure-Python twins (sql.py)
 _served_rows: Callable[[list[Any], tuple[int, int, int, int, int, int]], list[bytes | None]] = (
     pgread.served_rows if pgread is not None else served_rows
+)
+_latest_records: Callable[[list[Any], tuple[int, ...], type], list[MemoryRecord | None]] = (
+    pgread.latest_records if pgread is not None else latest_records
 )
 
 
@@ -106,19 +105,18 @@ def _str_tags(tags: Any) -> tuple[str, ...] | None:
     return tuple(tags) if type(tags) is list and all(type(tag) is str for tag in tags) else None
 
 
-def _latest_sql(source: str, where: str, limit: str, loaded: str, index_tags: bool = True) -> str:
-    """The rows of the records `r` of `source` that `where` admits, in id order (`limit`: a LIMIT clause
-    or nothing): (id, scope, tags, version columns, then `loaded`, two columns of each version) for each
-    of their versions, in version order. Each version is looked up by key for each record. Without
-    `index_tags`, the tags column is NULL: the caller takes each record's tags from its put, and
-    mnemo_tags is not read for them (a lookup and an aggregate a record fewer)."""
-    tags = ("(SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{}') FROM mnemo_tags t WHERE t.id = h.id)"
-            if index_tags else "NULL::text[]")
-    return (
-        f"WITH h AS MATERIALIZED (SELECT r.id, r.scope, r.ver FROM {source} WHERE {where} ORDER BY r.id{limit}) "
-        f"SELECT h.id, h.scope, {tags}, {VERSION_COLUMNS}, {loaded} FROM h CROSS JOIN LATERAL "
-        "(SELECT * FROM mnemo_versions w WHERE w.id = h.id OFFSET 0) v ORDER BY h.id, v.ver"
-    )
+def _select_from(query: Query, scopes: ScopeFilter, excluded: list[str]) -> tuple[str, str, list[Any], str]:
+    """The FROM item of the records `r` a select of `query` reads, its WHERE condition (the scopes
+    `scopes` admits, the query's tags, none of the ids `excluded`), their parameters and the LIMIT clause."""
+    source, params, conds = select_source(query)
+    where, scope_params = scope_sql(scopes)
+    conds.insert(0, (where, scope_params))
+    if excluded:
+        conds.append(("NOT (r.id = ANY(%s::text[]))", [excluded]))
+    for _sql, cond_params in conds:
+        params += cond_params
+    limit = "" if query.limit is None else f" LIMIT {int(query.limit)}"
+    return source, " AND ".join(sql for sql, _p in conds), params, limit
 
 
 class PostgresStore(Meaning):
@@ -288,6 +286,11 @@ class PostgresStore(Meaning):
             return None
 
     def get(self, rec_id: str, scopes: ScopeFilter, payloads: Payloads = "latest") -> Found | None:
+        return self._get(rec_id, scopes, payloads, True)
+
+    def _get(self, rec_id: str, scopes: ScopeFilter, payloads: Payloads, index_tags: bool) -> Found | None:
+        """get, its Rec's tags left empty without `index_tags` (for a caller that takes them from the
+        payload: mnemo_tags is not read)."""
         batch = self.current_batch()
         conn = self._batch_conn()
         if batch is not None and rec_id in batch.recs:
@@ -295,18 +298,13 @@ class PostgresStore(Meaning):
             if rec is None or not scopes.admits(rec.scope):
                 return None
             return self._overlay_found(rec, payloads, batch, conn)
-        want = {"none": "false", "latest": "v.ver = r.ver", "all": "true"}[payloads]
         where, params = scope_sql(scopes)
         # The scope filter is part of the query: a record the caller may not read comes back exactly
         # as a missing one does, from the same work.
         # Every row by its key (as in select: lookups the planner cannot turn into scans of the chain).
-        rows = self._fetch(
-            f"SELECT r.id, r.scope, {TAGS}, {VERSION_COLUMNS}, "
-            f"CASE WHEN {want} THEN (SELECT e.raw FROM mnemo_entries e WHERE e.seq = v.seq) END, "
-            f"CASE WHEN {want} THEN (SELECT p.payload FROM mnemo_payloads p WHERE p.seq = v.seq) END "
-            f"FROM mnemo_records r CROSS JOIN LATERAL {VERSIONS} "
-            f"WHERE r.id = %s AND {where} ORDER BY v.ver", [rec_id, *params], conn, binary=True,
-        )
+        columns = None if payloads == "none" else "p.raw, p.payload"
+        rows = self._fetch(latest_sql("mnemo_records r", f"r.id = %s AND {where}", "", columns, payloads == "all",
+                                      index_tags), [rec_id, *params], conn, binary=True)
         for rec, loaded in group_rows(rows, with_payloads=True):
             return self._found(rec, loaded, payloads, batch)
         return None
@@ -338,13 +336,52 @@ class PostgresStore(Meaning):
     def get_record(
         self, rec_id: str, scopes: ScopeFilter, build: Callable[[Found], MemoryRecord]
     ) -> MemoryRecord | None:
-        found = self.get(rec_id, scopes)
+        """get's latest version as a MemoryRecord: read, checked and built in one call (_latest_records);
+        where that gives nothing (a check failed, fields it does not decode), or in a transaction, get's
+        general path reads it again and `build` makes the record, or says what is wrong."""
+        if self.current_batch() is None:
+            where, params = scope_sql(scopes)
+            rows = self._fetch(records_sql("mnemo_records r", f"r.id = %s AND {where}", ""), [rec_id, *params],
+                               binary=True)
+            if not rows:
+                return None
+            record = _latest_records(rows, RECORD_ROW, MemoryRecord)[0]
+            if record is not None:
+                return record
+        # the record is built from its checked payload, tags and all: mnemo_tags is not read
+        found = self._get(rec_id, scopes, "latest", False)
         return None if found is None else build(found)
 
     def select_records(
         self, query: Query, scopes: ScopeFilter, build: Callable[[list[Found]], list[MemoryRecord]]
     ) -> list[MemoryRecord]:
-        return build(self.select(query, scopes))
+        """select's records, each its latest version as a MemoryRecord: read, checked and built in one
+        call (_latest_records), each record's tags those of its put, as select takes them (a record whose
+        put does not hold the tags asked for is left out, and the query read again without it when it
+        has a limit). If that call gives nothing for a record (a check failed, fields it does not decode),
+        or in a transaction, select's general path reads them again and `build` makes the records, or
+        says what is wrong."""
+        if self.current_batch() is not None:
+            return build(self.select(query, scopes))
+        left_out: list[str] = []
+        while True:
+            source, where, params, limit = _select_from(query, scopes, left_out)
+            rows = self._fetch(records_sql(source, where, limit), params, binary=True)
+            records = _latest_records(rows, RECORD_ROW, MemoryRecord)
+            if None in records:
+                return build(self.select(query, scopes))
+            out: list[MemoryRecord] = []
+            misses: list[str] = []
+            for record in cast(list[MemoryRecord], records):
+                tags = record.tags
+                # tags that do not read as strings: kept, as select keeps them
+                if all(type(tag) is str for tag in tags) and not query.matches(tags):
+                    misses.append(record.id)
+                else:
+                    out.append(record)
+            if not misses or query.limit is None:
+                return out
+            left_out += misses
 
     def select(self, query: Query, scopes: ScopeFilter, payloads: bool = True) -> list[Found]:
         """The records `query` and `scopes` admit. A record's tags are those of its latest put, read from
@@ -369,27 +406,17 @@ class PostgresStore(Meaning):
         batch = self.current_batch()
         conn = self._batch_conn()
         overlay = batch.recs if batch is not None else {}
-        source, params, conds = select_source(query)
-        where, scope_params = scope_sql(scopes)
-        conds.insert(0, (where, scope_params))
         # The overlay's records are left out of what the tables hold: by the query when it has a limit
         # (which must count the others only), else below, so as not to send every id of a long
         # transaction with each read of it. Records whose checked tags did not match are left out here.
-        excluded = [*left_out, *(overlay if query.limit is not None else ())]
-        if excluded:
-            conds.append(("NOT (r.id = ANY(%s::text[]))", [excluded]))
-        for _sql, cond_params in conds:
-            params += cond_params
-        limit = "" if query.limit is None else f" LIMIT {int(query.limit)}"
+        source, where, params, limit = _select_from(
+            query, scopes, [*left_out, *(overlay if query.limit is not None else ())])
         # the latest version's entry, and its payload, or what checks it without its content
-        payload = "p.payload" if payloads else "mnemo_payload_summary(p.payload)"
-        loaded = (
-            "CASE WHEN v.ver = h.ver THEN (SELECT e.raw FROM mnemo_entries e WHERE e.seq = v.seq) END, "
-            f"CASE WHEN v.ver = h.ver THEN (SELECT {payload} FROM mnemo_payloads p WHERE p.seq = v.seq) END"
-        ) if payloads or check_tags else "NULL, NULL"
+        loaded = ("p.raw, p.payload" if payloads else "p.raw, mnemo_payload_summary(p.payload)"
+                  ) if payloads or check_tags else None
         # With check_tags, a record's tags are its put's (what mnemo_tags lists is not read for them)
-        rows = self._fetch(_latest_sql(source, " AND ".join(sql for sql, _p in conds), limit, loaded,
-                                       index_tags=not check_tags), params, conn, binary=True)
+        rows = self._fetch(latest_sql(source, where, limit, loaded, False, index_tags=not check_tags), params, conn,
+                           binary=True)
         out: list[Found] = []
         misses: list[str] = []
         unreadable: list[int] = []  # where in `out` a record whose put's tags do not read as strings is
@@ -575,8 +602,9 @@ class PostgresStore(Meaning):
         by those seqs, None for a seq no such record has (one round trip)."""
         where, params = scope_sql(scopes)
         source = ("(SELECT DISTINCT w.id FROM unnest(%s::bigint[]) c(seq) JOIN mnemo_versions w ON w.seq = c.seq) c "
-                  "CROSS JOIN LATERAL (SELECT x.id, x.scope, x.ver FROM mnemo_records x WHERE x.id = c.id OFFSET 0) r")
-        rows = self._fetch(_latest_sql(source, where, "", LATEST_LOADED), [seqs, *params], conn, binary=True)
+                  f"CROSS JOIN LATERAL {records_of('c.id')}")
+        rows = self._fetch(latest_sql(source, where, "", "p.raw, p.payload", False), [seqs, *params], conn,
+                           binary=True)
         wanted = set(seqs)
         for rec, versions in group_rows(rows, with_payloads=True):
             packed = self._checked(rec, rec.latest, *versions[-1], batch)

@@ -87,12 +87,16 @@ def verify_postgres(
         tree_problems: list[Problem] = []
         with conn.cursor(name="mnemo_verify") as cur:
             cur.itersize = 2000
+            # each payload row's copy of its entry's bytes (schema version 10), compared by the server
             cur.execute(
-                "SELECT e.seq, e.op, e.raw, e.hash, p.payload FROM mnemo_entries e "
+                "SELECT e.seq, e.op, e.raw, e.hash, p.payload, p.raw IS DISTINCT FROM e.raw FROM mnemo_entries e "
                 "LEFT JOIN mnemo_payloads p ON p.seq = e.seq ORDER BY e.seq"
             )
-            for done, (seq, op, raw, stored_hash, payload) in enumerate(cur, 1):
+            for done, (seq, op, raw, stored_hash, payload, other_copy) in enumerate(cur, 1):
                 _row(v, window, seq, op, bytes(raw), bytes(stored_hash), None if payload is None else bytes(payload))
+                if payload is not None and other_copy:
+                    tree_problems.append(Problem("tables", f"the payload row of seq {seq} holds other entry bytes "
+                                                 "than the chain's (mnemo_payloads.raw)"))
                 if tree is not None:
                     tree.append_entry(bytes(raw))
                     if tree.size in saved and saved.pop(tree.size) != tree.to_bytes():
@@ -157,6 +161,16 @@ def _table_problems(conn: psycopg.Connection[Any], expected: ExpectedIndex, repo
         out.append(f"record {rid} is only in {where}")
     out += [f"record {rid} has another scope or version in mnemo_records than in the chain"
             for rid in sorted(want_records.keys() & have_records.keys()) if want_records[rid] != have_records[rid]]
+    # the latest version's columns beside each record (schema version 10), as mnemo_versions holds them
+    want_latest = {rid: (p[4], p[5], p[6], p[7], p[8], p[12], p[10]) for rid, p in expected.live.items()}
+    have_latest = {
+        rid: (seq, ts, agent, size, bytes(h), elen, plen)
+        for rid, seq, ts, agent, size, h, elen, plen in conn.execute(
+            "SELECT id, seq, ts_ns, agent, size, hash, entry_len, payload_len FROM mnemo_records")
+    }
+    out += [f"record {rid} has another latest version in mnemo_records than in the chain (seq {want_latest[rid][0]})"
+            for rid in sorted(want_latest.keys() & have_latest.keys())
+            if want_records[rid] == have_records[rid] and want_latest[rid] != have_latest[rid]]
 
     def version_row(put: tuple[Any, ...]) -> tuple[Any, ...]:
         return (put[0], put[3], put[4], put[5], put[6], put[7], put[8], put[12])

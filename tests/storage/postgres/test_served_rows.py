@@ -19,6 +19,7 @@ from mnemo._native import pgread
 from mnemo.chain.codec import make_entry, pack_record_fields, payload_digest
 from mnemo.storage.postgres import store as pg_store
 from mnemo.storage.postgres.sql import served_rows
+from mnemo.storage.types import Query
 
 OWNER = "owner"
 COLUMNS = (0, 1, 2, 3, 4, 5)  # (id, scope, ver, hash, raw, payload)
@@ -26,7 +27,8 @@ native = pytest.mark.skipif(pgread is None, reason="the C extension is not loade
 
 
 def _rows_read(c: MnemoClient, query: dict[str, Any]) -> list[Any]:
-    """The rows the store read for `query` (of the statement that reads the records)."""
+    """The rows the store's select read for `query` (of the statement that reads the records; a client's
+    query reads them through latest_records, test_latest_records.py)."""
     store: Any = c._store
     fetch, read = store._fetch, []
 
@@ -38,7 +40,7 @@ def _rows_read(c: MnemoClient, query: dict[str, Any]) -> list[Any]:
 
     store._fetch = spy
     try:
-        c.query(**query)
+        store.select(Query(**query), c._scopes())
     finally:
         del store._fetch
     return read[-1]
@@ -58,7 +60,7 @@ def _fill(c: MnemoClient) -> list[str]:
 def test_the_c_checks_serve_what_the_twin_serves_from_a_real_database(pg: Schema) -> None:
     with MnemoClient(pg.url, OWNER) as c:
         _fill(c)
-        rows = _rows_read(c, {"tags": ["a"]})
+        rows = _rows_read(c, {"tags": ("a",)})
     cols = pg_store.SERVED_COLUMNS
     want = served_rows(rows, cols)
     assert len(rows) == 7  # six records, one of them updated: its first version's row carries no payload
@@ -151,6 +153,7 @@ def test_a_damaged_payload_is_refused_with_the_same_error_beside_served_ones(pg:
 
 
 def test_the_row_checks_survive_a_brief_fuzzing_run(tmp_path: Path) -> None:
+    """served_rows and latest_records against their twins (tools/fuzz_native.py, target pgread)."""
     if pgread is None:
         pytest.skip("the C extension is not loaded (MNEMO_PURE_PYTHON or no build)")
     guided, sanitized = fuzz(tmp_path, 300, 300, "pgread", unit="runs")

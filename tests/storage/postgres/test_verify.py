@@ -94,11 +94,22 @@ def test_a_forgets_payload_row_deleted_loses_only_its_reason(pg: Schema) -> None
 
 @pytest.mark.parametrize(("statement", "message"), [
     ("DELETE FROM mnemo_records WHERE id = '{a}'", "record {a} is only in the chain"),
-    ("INSERT INTO mnemo_records VALUES ('{b}', 'agent:owner', 1)", "record {b} is only in mnemo_records"),
+    ("INSERT INTO mnemo_records SELECT '{b}', 'agent:owner', 1, 2, ts_ns, agent, size, hash, entry_len, payload_len "
+     "FROM mnemo_records WHERE id = '{a}'", "record {b} is only in mnemo_records"),
     ("UPDATE mnemo_records SET ver = 1 WHERE id = '{a}'",
      "record {a} has another scope or version in mnemo_records than in the chain"),
     ("UPDATE mnemo_records SET scope = 'agent:mallory' WHERE id = '{a}'",
      "record {a} has another scope or version in mnemo_records than in the chain"),
+    ("UPDATE mnemo_records SET hash = sha256(hash) WHERE id = '{a}'",
+     "record {a} has another latest version in mnemo_records than in the chain (seq 3)"),
+    ("UPDATE mnemo_records SET seq = 1, ts_ns = ts_ns - 1 WHERE id = '{a}'",
+     "record {a} has another latest version in mnemo_records than in the chain (seq 3)"),
+    ("UPDATE mnemo_records SET payload_len = payload_len + 1 WHERE id = '{a}'",
+     "record {a} has another latest version in mnemo_records than in the chain (seq 3)"),
+    ("UPDATE mnemo_payloads SET raw = raw || '\\x00'::bytea WHERE seq = 3",
+     "the payload row of seq 3 holds other entry bytes than the chain's (mnemo_payloads.raw)"),
+    ("UPDATE mnemo_payloads SET raw = (SELECT raw FROM mnemo_entries WHERE seq = 1) WHERE seq = 3",
+     "the payload row of seq 3 holds other entry bytes than the chain's (mnemo_payloads.raw)"),
     ("DELETE FROM mnemo_versions WHERE id = '{a}' AND ver = 1",
      "version 1 of record {a} (seq 1) is missing from mnemo_versions or differs"),
     ("INSERT INTO mnemo_versions SELECT '{b}', 1, 2, ts_ns, agent, size, hash, entry_len, payload_len "
@@ -111,7 +122,8 @@ def test_a_forgets_payload_row_deleted_loses_only_its_reason(pg: Schema) -> None
     ("INSERT INTO mnemo_forgotten VALUES ('{a}')", "mnemo_forgotten differs from the ids the chain's forgets name"),
     ("UPDATE mnemo_head SET seq = 3", "mnemo_head does not name the last entry of the chain"),
     ("UPDATE mnemo_head SET hash = sha256(hash)", "mnemo_head does not name the last entry of the chain"),
-    ("INSERT INTO mnemo_payloads VALUES (77, '\\x00'), (78, '\\x00')", "2 payload rows belong to no entry"),
+    ("INSERT INTO mnemo_payloads VALUES (77, '\\x00', '\\x00'), (78, '\\x00', '\\x00')",
+     "2 payload rows belong to no entry"),
     ("INSERT INTO mnemo_tree VALUES (3, '\\x00')",
      "the tree state saved at size 3 (mnemo_tree) is not the tree over the entries"),
 ])
@@ -133,7 +145,8 @@ def test_a_forgotten_puts_payload_put_back_is_named(pg: Schema) -> None:
     made = _made(pg)
     with pg.connect() as conn:
         conn.execute("SET session_replication_role = replica")
-        conn.execute("INSERT INTO mnemo_payloads VALUES (2, %s)", [made["payload_b"]])
+        conn.execute("INSERT INTO mnemo_payloads SELECT 2, %s, raw FROM mnemo_entries WHERE seq = 2",
+                     [made["payload_b"]])
     assert _found(verify_db(pg.url)) == [_tables("the payload of seq 2 is still stored, though a forget names its "
                                                  "record")]
 
@@ -202,7 +215,8 @@ def test_at_most_twenty_stored_payloads_of_forgotten_puts_are_named(pg: Schema) 
     with pg.connect() as conn:
         conn.execute("SET session_replication_role = replica")
         for seq, payload in kept:
-            conn.execute("INSERT INTO mnemo_payloads VALUES (%s, %s)", [seq, payload])
+            conn.execute("INSERT INTO mnemo_payloads SELECT seq, %s, raw FROM mnemo_entries WHERE seq = %s",
+                         [payload, seq])
     found = _found(verify_db(pg.url))
     assert len(found) == 20
     assert {f[1] for f in found} <= {f"the payload of seq {seq} is still stored, though a forget names its record"
