@@ -602,15 +602,6 @@ static int sha256_many(EVP_MD_CTX *ctx, sha_msg *m, int n) {
     return 1;
 }
 
-static int sha256(EVP_MD_CTX *ctx, const unsigned char *a, size_t na, const unsigned char *b, size_t nb,
-                  unsigned char *out) {
-    unsigned int len = 0;
-    if (!EVP_DigestInit_ex(ctx, sha256_md, NULL)) return 0;
-    if (na && !EVP_DigestUpdate(ctx, a, na)) return 0;
-    if (nb && !EVP_DigestUpdate(ctx, b, nb)) return 0;
-    return EVP_DigestFinal_ex(ctx, out, &len) && len == HASH;
-}
-
 static const unsigned char K_PUT[] = "\xa3put";
 static const unsigned char K_DIGEST[] = "\x85\xa6" "digest\xc4\x20";
 static const unsigned char K_ID[] = "\xa2id";
@@ -1198,7 +1189,9 @@ static PyObject *merkle_push(PyObject *self, PyObject *args) {
             memcpy(node + 1, PyBytes_AS_STRING(left), HASH);
             memcpy(node + 1 + HASH, h, HASH);
             if (PyList_SetSlice(stack, top - 1, top, NULL) < 0) goto done;
-            if (!sha256(ctx, node, sizeof node, NULL, 0, h)) {
+            sha_msg msg;
+            sha_msg_init(&msg, 0, 0, node, sizeof node, h);
+            if (!sha256_many(ctx, &msg, 1)) {
                 PyErr_SetString(PyExc_RuntimeError, "SHA-256 failed");
                 goto done;
             }
