@@ -1157,6 +1157,67 @@ static PyObject *cpu_paths(PyObject *self, PyObject *args) {
 #endif
 }
 
+/* posting_rows(tagset, rows, codes) -> int: how many distinct rows a tag's posting lists, or -1 when one
+ * of them is past the tag-set column or its tag set's code is not among `codes` (the codes of the tag
+ * sets holding the tag, increasing). All three are buffers of native unsigned 32-bit integers. The
+ * pure-Python twin is mnemo/storage/file/index.py's posting_rows. */
+static int find_u32(const uint32_t *a, Py_ssize_t n, uint32_t x) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && a[lo] == x;
+}
+
+static PyObject *posting_rows(PyObject *self, PyObject *args) {
+    Py_buffer col, rows, codes;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &col, &rows, &codes)) return NULL;
+    PyObject *ret = NULL;
+    if (col.len % 4 || rows.len % 4 || codes.len % 4) {
+        PyErr_SetString(PyExc_ValueError, "columns of 32-bit integers");
+        goto done;
+    }
+    const uint32_t *tagset = col.buf, *r = rows.buf, *c = codes.buf;
+    Py_ssize_t n = col.len / 4, nr = rows.len / 4, nc = codes.len / 4;
+    int increasing = 1;
+    for (Py_ssize_t i = 0; i < nr; i++) {
+        if (r[i] >= (uint64_t)n || !find_u32(c, nc, tagset[r[i]])) {
+            ret = PyLong_FromLong(-1);
+            goto done;
+        }
+        if (i && r[i] <= r[i - 1]) increasing = 0;
+    }
+    if (increasing) {
+        ret = PyLong_FromSsize_t(nr);
+        goto done;
+    }
+    /* repeats or disorder: count the distinct rows in a bitmap of the column */
+    uint8_t *seen = calloc((size_t)n / 8 + 1, 1);
+    if (!seen) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t distinct = 0;
+    for (Py_ssize_t i = 0; i < nr; i++) {
+        uint8_t bit = (uint8_t)(1u << (r[i] & 7));
+        if (!(seen[r[i] >> 3] & bit)) {
+            seen[r[i] >> 3] |= bit;
+            distinct++;
+        }
+    }
+    free(seen);
+    ret = PyLong_FromSsize_t(distinct);
+done:
+    PyBuffer_Release(&col);
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&codes);
+    return ret;
+}
+
 /* merkle_push(stack, size, leaves) -> size: the compact range's _push for each 32-byte leaf hash. */
 static PyObject *merkle_push(PyObject *self, PyObject *args) {
     PyObject *stack;
@@ -2870,6 +2931,8 @@ static PyMethodDef methods[] = {
     {"entry_hashes", entry_hashes, METH_VARARGS,
      "entry_hashes(entry, payload) -> (sha256(entry), sha256(b'\\0' + entry), sha256(payload)) as the scan takes them"},
     {"cpu_paths", cpu_paths, METH_VARARGS, "cpu_paths(enable=None) -> (CLMUL CRC-32 in use, SHA-NI in use)"},
+    {"posting_rows", posting_rows, METH_VARARGS,
+     "posting_rows(tagset, rows, codes) -> distinct rows, or -1 (see mnemo/storage/file/index.py)"},
     {"max_u32", max_u32, METH_O, "max_u32(column) -> int (the largest of an array('I'), 0 when empty)"},
     {"count_phrase", count_phrase, METH_VARARGS,
      "count_phrase(text, atoms) -> int | None (see mnemo/recall/analysis.py, phrase_count)"},

@@ -14,8 +14,9 @@ Targets:
   that mutations of a valid seed reach every check. Both scans must return equal results and raise
   nothing (MemoryError aside); every other input runs with the CPU's fast CRC-32 and SHA-256 paths
   turned off (cpu_paths). And crc32 of the input must give what zlib.crc32 gives, entry_hashes of
-  the input cut in two what hashlib gives. Seeds: valid frames of canonical puts, made with the
-  library's own encoders.
+  the input cut in two what hashlib gives, and posting_rows of its bytes dealt into a tag-set column, a
+  posting and the codes holding a tag what its twin (storage/file/index.py) gives. Seeds: valid frames
+  of canonical puts, made with the library's own encoders.
 - `analysis`: each input is a text (its bytes' low 7 bits as ASCII, or, when its first byte has the high
   bit set, the rest as UTF-8 with what does not decode replaced); count_terms must give what the
   pure-Python analysis gives (the length and each term's count, in order), and None for a text that
@@ -78,6 +79,7 @@ import sysconfig
 import tempfile
 import time
 import zlib
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +195,14 @@ class ScanHarness:
         want_hashes = (sha(entry).digest(), sha(b"\0" + entry).digest(), sha(payload).digest())
         if self.native.entry_hashes(exact(entry), exact(payload)) != want_hashes:
             raise AssertionError(f"entry_hashes differs from hashlib's on {data!r}")
+        # verify's check of a tag's posting: the input as a tag-set column, a posting and the codes holding
+        # the tag (small values, so that most rows are in range and most codes match)
+        from mnemo.storage.file.index import posting_rows
+
+        cols = [array("I", (b % 16 for b in data[k::3])) for k in range(3)]
+        tagset, rows, codes = cols[0], cols[1], array("I", sorted(set(cols[2])))
+        if self.native.posting_rows(tagset, rows, codes) != posting_rows(tagset, rows, codes):
+            raise AssertionError(f"posting_rows differs from its twin on {data!r}")
 
 
 class AnalysisHarness:
