@@ -412,8 +412,6 @@ typedef struct {
     uint32_t st[8]; /* the SHA-NI state: lanes F E B A, then H G D C */
 } sha_msg;
 
-static int use_sha_ni = 0, has_sha_ni = 0;
-
 static void sha_msg_init(sha_msg *m, unsigned char prefix, int has_prefix, const unsigned char *data, size_t len,
                          unsigned char *out) {
     static const uint32_t iv[8] = {0x9b05688c, 0x510e527f, 0xbb67ae85, 0x6a09e667,
@@ -428,6 +426,12 @@ static void sha_msg_init(sha_msg *m, unsigned char prefix, int has_prefix, const
     m->out = out;
     memcpy(m->st, iv, sizeof iv);
 }
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_SHA_NI 1
+#include <cpuid.h>
+
+static int use_sha_ni = 0, has_sha_ni = 0;
 
 /* Block i of the padded message: in place when it lies inside the data, else built in tmp. */
 static const unsigned char *sha_block(const sha_msg *m, size_t i, unsigned char *tmp) {
@@ -457,9 +461,6 @@ static void sha_msg_digest(const sha_msg *m) {
     }
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define HAVE_SHA_NI 1
-#include <cpuid.h>
 
 static const uint32_t sha_k[64] __attribute__((aligned(16))) = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
