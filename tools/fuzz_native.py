@@ -12,8 +12,11 @@ Targets:
 - `scan` (the default): each input is a buffer of log frames; the harness takes the scan's seq and
   previous hash from the buffer itself (the first frame header's first seq, the first entry's prev), so
   that mutations of a valid seed reach every check. Both scans must return equal results and raise
-  nothing (MemoryError aside). Seeds: valid frames of canonical puts, made with the library's own
-  encoders.
+  nothing (MemoryError aside); every other input runs with the CPU's fast CRC-32 and SHA-256 paths
+  turned off (cpu_paths). And crc32 of the input must give what zlib.crc32 gives, entry_hashes of
+  the input cut in two what hashlib gives, and posting_rows of its bytes dealt into a tag-set column, a
+  posting and the codes holding a tag what its twin (storage/file/index.py) gives. Seeds: valid frames
+  of canonical puts, made with the library's own encoders.
 - `analysis`: each input is a text (its bytes' low 7 bits as ASCII, or, when its first byte has the high
   bit set, the rest as UTF-8 with what does not decode replaced); count_terms must give what the
   pure-Python analysis gives (the length and each term's count, in order), and None for a text that
@@ -90,6 +93,7 @@ import sysconfig
 import tempfile
 import time
 import zlib
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +177,7 @@ class ScanHarness:
     def one(self, data: bytes) -> None:
         scan = self.scan
         self.runs += 1
+        self.native.cpu_paths(self.runs % 2 == 1)  # every other input through the portable CRC and SHA-256
         seq = max(1, int.from_bytes(data[8:16], "big")) if len(data) >= 16 else 1
         seq = min(seq, (1 << 62))
         head = scan._seq_head(seq)
@@ -194,6 +199,24 @@ class ScanHarness:
         cargs = (bytearray(data[:cut]), 32, 0, seq, last, stop, max_frame, flags, 0)
         if scan.ScanResult(*self.native.scan(exact(data[:cut]), *cargs[1:])) != scan.pure_scan(*cargs):
             raise AssertionError(f"the C scan and its twin differ on a cut of {data!r}")
+        # the checksum and the hashes the scan takes, over the input cut in two, as zlib and hashlib take them
+        at = data[0] % (len(data) + 1) if data else 0
+        entry, payload = data[:at], data[at:]
+        value = int.from_bytes(data[1:5], "big") if len(data) >= 5 else 0
+        if self.native.crc32(exact(data), value) != zlib.crc32(data, value):
+            raise AssertionError(f"crc32 differs from zlib's on {data!r}")
+        sha = hashlib.sha256
+        want_hashes = (sha(entry).digest(), sha(b"\0" + entry).digest(), sha(payload).digest())
+        if self.native.entry_hashes(exact(entry), exact(payload)) != want_hashes:
+            raise AssertionError(f"entry_hashes differs from hashlib's on {data!r}")
+        # verify's check of a tag's posting: the input as a tag-set column, a posting and the codes holding
+        # the tag (small values, so that most rows are in range and most codes match)
+        from mnemo.storage.file.index import posting_rows
+
+        cols = [array("I", (b % 16 for b in data[k::3])) for k in range(3)]
+        tagset, rows, codes = cols[0], cols[1], array("I", sorted(set(cols[2])))
+        if self.native.posting_rows(tagset, rows, codes) != posting_rows(tagset, rows, codes):
+            raise AssertionError(f"posting_rows differs from its twin on {data!r}")
 
 
 class AnalysisHarness:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from typing import TYPE_CHECKING, Any, cast
 
-from ..._native import readpath
+from ..._native import readpath, speedups
 from ...acl import Acl
 from ...chain.tree import HASH_SIZE
 from ...errors import IntegrityError
@@ -39,6 +39,16 @@ entry hash, slot offset, slot length, entry offset, entry length, its text or No
 SMALL_POSTING = 64
 # Up to this many tags gone in one drop_many leave the sorted tag list one by one; more, in one pass.
 FEW_TAGS_GONE = 8
+
+
+def posting_rows(tagset: array[int], rows: array[int], codes: array[int]) -> int:
+    """How many distinct rows a tag's posting `rows` lists, or -1 when one of them is past the tag-set
+    column `tagset` or its tag set's code is not among `codes` (those of the tag sets holding the tag,
+    increasing). The pure-Python twin of the C extension's posting_rows."""
+    distinct = set(rows)
+    if distinct and max(distinct) >= len(tagset):
+        return -1
+    return len(distinct) if set(map(tagset.__getitem__, distinct)) <= set(codes) else -1
 
 
 class Index(IndexData):
@@ -561,15 +571,19 @@ class Index(IndexData):
         if self.stale_tags or self.base_dead or None in self.extra:
             return False
         tagset, values = self.cols["tagset"], self.tagsets.values
+        holding: dict[str, array[int]] = {}  # each tag: the codes of the tag sets holding it, increasing
+        for code, tags in enumerate(values):
+            for tag in set(tags or ()):
+                holding.setdefault(tag, array("I")).append(code)
+        count = speedups.posting_rows if speedups is not None else posting_rows
+        none = array("I")
         try:
             pairs = 0
             for tag, rows in self.postings.items():
-                distinct = set(rows)
-                for code in set(map(tagset.__getitem__, distinct)):
-                    tags = values[code]
-                    if tags is None or tag not in tags:
-                        return False
-                pairs += len(distinct)
+                distinct = count(tagset, rows, holding.get(tag, none))
+                if distinct < 0:
+                    return False
+                pairs += distinct
             uses = Counter(tagset)
             if any(values[code] is None for code in uses):
                 return False

@@ -93,6 +93,18 @@ def pread(fd: int, length: int, offset: int) -> bytes:
     return b"".join(chunks)
 
 
+def pread_into(fd: int, view: memoryview, offset: int) -> int:
+    """pread into `view` (read on after a short read): how many bytes it holds, fewer than its length
+    only at the end of the file."""
+    got = 0
+    while got < len(view):
+        n = os.preadv(fd, [view[got:]], offset + got)
+        if not n:
+            break
+        got += n
+    return got
+
+
 def lock_log(fd: int, deadline: float, what: str) -> None:
     """Take an exclusive flock on the log file open as `fd`, waiting until `deadline` (monotonic).
 
@@ -126,10 +138,15 @@ class FrameReader:
     and moves past it. Both raise FrameError (with the file offset) at a frame that is incomplete or
     bad; the caller decides whether that is a torn tail or damage."""
 
-    def __init__(self, fd: int, start: int, end: int, chunk: int = CHUNK) -> None:
+    def __init__(self, fd: int, start: int, end: int, chunk: int = CHUNK, reuse: bool = False) -> None:
+        """`reuse`: each chunk is read into the memory of the one before (when it fits), which a caller
+        may ask for only if it keeps nothing that views a buffer past the next `window()` or `next()`:
+        a replay reads hundreds of chunks of 64 MiB, and fresh memory for each costs the kernel more
+        (zeroed pages, a fault per page) than reading the bytes."""
         self.fd, self.offset, self.end, self.chunk = fd, start, end, chunk
         self.buf = memoryview(b"")
         self.base = start  # file offset of buf[0]
+        self.space: bytearray | None = bytearray() if reuse and hasattr(os, "preadv") else None
 
     def window(self) -> tuple[memoryview, int]:
         """(buffer, position of the frame at `offset` in it), the frame whole in the buffer."""
@@ -151,9 +168,17 @@ class FrameReader:
                 parse_frame(self.buf, pos, self.offset)
                 raise FrameError("incomplete", "file ends inside a frame", self.offset)
             want = max(need, self.chunk)
-            self.buf = memoryview(pread(self.fd, min(want, self.end - self.offset), self.offset))
+            self.buf = self._read(min(want, self.end - self.offset))
             self.base = self.offset
             reread = len(self.buf) < want  # all the file holds from here is in the buffer now
+
+    def _read(self, n: int) -> memoryview:
+        if self.space is None:
+            return memoryview(pread(self.fd, n, self.offset))
+        if len(self.space) < n:
+            self.space = bytearray(n)  # (a new one: the old cannot grow while a view of it is alive)
+        view = memoryview(self.space)[:n]
+        return view[:pread_into(self.fd, view, self.offset)]
 
     def next(self) -> tuple[Frame, memoryview, int]:
         buf, pos = self.window()

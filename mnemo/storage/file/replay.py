@@ -93,7 +93,7 @@ class Replay(StoreState):
 
     def _read_frames(self, size: int, journal: set[tuple[int, int]] | None, writer: bool) -> None:
         """Apply the frames from self.end up to `size`; FrameError at the first that cannot be read."""
-        reader = FrameReader(self.fd, self.end, size, SCAN_CHUNK)
+        reader = FrameReader(self.fd, self.end, size, SCAN_CHUNK, reuse=True)  # (nothing here keeps a view)
         while reader.offset < size:
             if self.index.head_seq >= 0 and self._apply_scanned(reader):
                 continue

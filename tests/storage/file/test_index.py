@@ -4,6 +4,7 @@ trips, tag lookups; and what a snapshot that is inconsistent with itself does.""
 from __future__ import annotations
 
 import hashlib
+import importlib
 import re
 import struct
 import sys
@@ -518,6 +519,23 @@ def test_a_posting_listing_a_row_twice_in_place_of_another_is_a_difference() -> 
     index = _loaded()
     index.postings["a"] = array("I", [0, 0])  # rows 0 and 1 hold "a"
     assert index.posting_differences() == [f"record {IDS[1]} is missing from the index of tag 'a'"]
+
+
+@pytest.mark.parametrize(("tagset", "rows", "codes", "want"), [
+    ([0, 1, 1, 2], [0, 2], [0, 1], 2),
+    ([0, 1, 1, 2], [0, 3], [0, 1], -1),  # row 3's tag set (code 2) does not hold the tag
+    ([0, 1], [0, 5], [0, 1], -1),  # no row 5
+    ([0, 1], [1, 1, 0], [0, 1], 2),  # a row twice: counted once
+    ([0, 1], [1, 0], [0, 1], 2),
+    ([], [], [], 0),
+    ([7], [0], [], -1),
+])
+def test_posting_rows_and_its_twin(tagset: list[int], rows: list[int], codes: list[int], want: int) -> None:
+    """The bulk check's count of a posting's distinct rows, in C and in its pure-Python twin."""
+    args = (array("I", tagset), array("I", rows), array("I", codes))
+    assert index_mod.posting_rows(*args) == want
+    native = importlib.import_module("mnemo._speedups")
+    assert native.posting_rows(*args) == want
 
 
 def test_records_that_cannot_be_read_differ_between_the_index_and_the_log() -> None:

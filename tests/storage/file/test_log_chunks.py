@@ -5,6 +5,7 @@ frame followed by valid frames is still damage, and a client still follows a com
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from helpers.frames import frame_spans
 from mnemo import MnemoClient
 from mnemo.errors import IntegrityError
 from mnemo.storage.file import logfile, replay
+from mnemo.storage.file.framing import HEADER_SIZE, Frame
 
 AGENT = "agent-1"
 CHUNKS = [4, 5, 6, 7, 9, 13, 24, 25, 31, 64, 1000]
@@ -98,3 +100,28 @@ def test_a_client_follows_a_compaction_in_small_chunks(tmp_path: Path, monkeypat
         w.remember("after the compaction")
         assert [r.id for r in reader.query(limit=None)] == [r.id for r in w.query(limit=None)]
         assert reader.head == w.head
+
+
+@pytest.mark.parametrize("size", [4, 25, 1000, 1 << 20])
+def test_a_reader_that_reuses_its_memory_reads_what_a_fresh_reader_reads(tmp_path: Path, size: int) -> None:
+    """A replay's reader reads each chunk into the memory of the one before (a frame longer than it
+    takes memory of its own): the frames and their bytes are those a reader of fresh buffers gives."""
+    path = tmp_path / "db"
+    build(path)
+    end = path.stat().st_size
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        def frames(reuse: bool) -> list[tuple[Frame, bytes]]:
+            reader = logfile.FrameReader(fd, HEADER_SIZE, end, size, reuse=reuse)
+            out = []
+            while reader.offset < end:
+                frame, buf, pos = reader.next()
+                assert (buf.obj is reader.space) == reuse
+                out.append((frame, bytes(buf[pos:pos + frame.length])))
+            return out
+
+        fresh = frames(False)
+        assert frames(True) == fresh
+        assert len(fresh) == len(frame_spans(path.read_bytes()))
+    finally:
+        os.close(fd)

@@ -4,11 +4,13 @@ reports that the general path (frames decoded one by one) gives; MNEMO_PURE_PYTH
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import random
 import subprocess
 import sys
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -172,6 +174,48 @@ def test_the_twins_agree_on_the_corruption_corpus() -> None:
             flags = FLAGS[k % 4]
             assert_twins(data, 7, off, seq, prev, flags=flags, row0=k)
             assert_twins(memoryview(data)[:off + 97], 0, off, seq, prev, flags=flags)  # cut inside
+
+
+@pytest.fixture(params=[True, False], ids=["cpu-paths", "portable-paths"])
+def cpu_paths(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """The C scan with its CPU-specific CRC-32 and SHA-256 (where the CPU has them), and without."""
+    before = speedups.cpu_paths()
+    speedups.cpu_paths(request.param)
+    try:
+        yield request.param
+    finally:
+        speedups.cpu_paths(any(before))
+
+
+def test_the_twins_agree_on_the_corruption_corpus_without_the_cpu_paths() -> None:
+    before = speedups.cpu_paths()
+    assert speedups.cpu_paths(False) == (False, False)
+    try:
+        for data in damaged_logs(trials=24):
+            for k, (off, seq, prev) in enumerate(frame_starts(data)):
+                if seq >= 1:
+                    assert_twins(data, 0, off, seq, prev, flags=FLAGS[k % 4])
+    finally:
+        speedups.cpu_paths(any(before))
+
+
+def test_crc32_and_the_entry_hashes_are_zlibs_and_hashlibs(cpu_paths: bool) -> None:
+    rng = random.Random(38)
+    # every length up to 300 (each side of 16- and 64-byte blocks and SHA-256's 55/56-byte padding edge),
+    # then longer ones, at every offset of an 8-byte word
+    for n in [*range(301), 1000, 4096, 65_535, 65_536, 1 << 20]:
+        data = rng.randbytes(n + 7)
+        off = n % 8
+        view = memoryview(data)[off:off + n]
+        value = rng.getrandbits(32) if n % 2 else 0
+        assert speedups.crc32(view, value) == zlib.crc32(view, value)
+        payload = data[:n // 3 * 5 % 701]
+        assert speedups.entry_hashes(view, payload) == (
+            hashlib.sha256(view).digest(), hashlib.sha256(b"\0" + bytes(view)).digest(),
+            hashlib.sha256(payload).digest(),
+        )
+    assert speedups.crc32(b"") == 0
+    assert speedups.crc32(b"123456789") == 0xCBF43926  # the CRC-32 check value
 
 
 def _put_frame(prev: bytes, seq: int, packed: bytes, content_size: int, rec_id: str = "x") -> bytes:
