@@ -49,6 +49,13 @@ class GroupCommit:
         # wakes only the leader, not every thread waiting for the fsync.
         self._writers_done = threading.Condition(sync_lock)
         self.writers = 0  # threads inside a write (from asking for the writer lock to their commit)
+        # Where the frame of each thread in sync_upto ends (committed, waiting for an fsync to cover it),
+        # and how many frames the last fsync covered: the writers its group served, most of which write
+        # again at once. A thread counts as a writer only from asking for the writer lock, after its
+        # write's preparation (checks, hashing), so a leader that looked at `writers` alone would often
+        # find none of them yet (the last group's are still waking from its fsync) and fsync for itself.
+        self._pending: list[int] = []
+        self._last_group = 0
         self.group_commit_wait = GROUP_COMMIT_WAIT if group_commit_wait is None else float(group_commit_wait)
         self.fsyncs = 0  # fsyncs of the log by the commit path (group commit folds many writes into one)
         self._fsync_seconds = GROUP_COMMIT_WAIT  # how long one takes, averaged over the last few
@@ -66,51 +73,69 @@ class GroupCommit:
         store = self.store
         gen = store.generation if generation is None else generation
         with self._sync_cond:
-            while self.synced_end < end and store.generation == gen:
-                if self._syncing:
-                    # Wait for the fsync running now, even one that fails: a failed fsync is over only
-                    # once it has dropped the frames it could not make durable, and no writer may
-                    # hear of the failure (and, say, close the store) before that.
-                    self._sync_cond.wait()
-                    continue
-                if store._failed is not None:
-                    raise DurabilityError(f"fsync failed earlier: {store._failed}")
-                self._syncing = True
-                if self.writers and self.group_commit_wait:
-                    self._wait_for_writers()
-                target, target_gen, handle = store.end, store.generation, self._handles.acquire()
-                self.fsyncs += 1
-                self._sync_cond.release()
-                try:
-                    t0 = time.perf_counter()
-                    sync(handle.fd)
-                    # a moving average: what the leader's wait is measured against
-                    self._fsync_seconds += (time.perf_counter() - t0 - self._fsync_seconds) / 8
-                except DurabilityError as exc:
-                    store._failed = exc
-                    store._drop_unsynced()
-                    raise
-                finally:
-                    self._handles.release(handle)
-                    self._sync_cond.acquire()
-                    self._syncing = False
-                    self._sync_cond.notify_all()
-                if store.generation == target_gen:  # else a reload has set synced_end for the new log
-                    # Under the index lock, as _commit sets end and first_unsynced: a frame being
-                    # committed right now must not count as synced before its end does.
-                    with self._index_lock:
-                        self.synced_end = max(self.synced_end, target)
-                        if self.synced_end >= store.end:
-                            self.first_unsynced = None
+            self._pending.append(end)
+            self._writers_done.notify()  # a leader waiting for its group counts this one in
+            try:
+                self._sync_through(end, gen)
+            finally:
+                self._pending.remove(end)
+
+    def _uncovered(self) -> int:
+        """How many threads in sync_upto wait for a frame no fsync has covered yet."""
+        synced = self.synced_end
+        return sum(1 for end in self._pending if end > synced)
+
+    def _sync_through(self, end: int, gen: int) -> None:
+        """sync_upto's loop, holding _sync_cond."""
+        store = self.store
+        while self.synced_end < end and store.generation == gen:
+            if self._syncing:
+                # Wait for the fsync running now, even one that fails: a failed fsync is over only
+                # once it has dropped the frames it could not make durable, and no writer may
+                # hear of the failure (and, say, close the store) before that.
+                self._sync_cond.wait()
+                continue
+            if store._failed is not None:
+                raise DurabilityError(f"fsync failed earlier: {store._failed}")
+            self._syncing = True
+            if self.group_commit_wait and (self.writers or self._uncovered() < self._last_group):
+                self._wait_for_writers()
+            self._last_group = self._uncovered()
+            target, target_gen, handle = store.end, store.generation, self._handles.acquire()
+            self.fsyncs += 1
+            self._sync_cond.release()
+            try:
+                t0 = time.perf_counter()
+                sync(handle.fd)
+                # a moving average: what the leader's wait is measured against
+                self._fsync_seconds += (time.perf_counter() - t0 - self._fsync_seconds) / 8
+            except DurabilityError as exc:
+                store._failed = exc
+                store._drop_unsynced()
+                raise
+            finally:
+                self._handles.release(handle)
+                self._sync_cond.acquire()
+                self._syncing = False
+                self._sync_cond.notify_all()
+            if store.generation == target_gen:  # else a reload has set synced_end for the new log
+                # Under the index lock, as _commit sets end and first_unsynced: a frame being
+                # committed right now must not count as synced before its end does.
+                with self._index_lock:
+                    self.synced_end = max(self.synced_end, target)
+                    if self.synced_end >= store.end:
+                        self.first_unsynced = None
 
     def _wait_for_writers(self) -> None:
-        """The leader, about to fsync, gives threads inside a write up to group_commit_wait seconds to
-        finish it, so that its fsync covers their frames too (without the wait, a writer finishing just
-        after the fsync started waits for the next one, and groups stay small). Never longer than half
-        of what an fsync has been taking: on a fast disk a long wait would cost more than the fsyncs it
-        saves. Called holding _sync_cond."""
+        """The leader, about to fsync, gives threads inside a write, and the writers of the last group
+        that have not committed their next write yet, up to group_commit_wait seconds to finish it, so
+        that its fsync covers their frames too (without the wait, a writer finishing just after the fsync
+        started waits for the next one, and groups stay small). Never longer than half of what an fsync
+        has been taking: on a fast disk a long wait would cost more than the fsyncs it saves; a writer of
+        the last group that stopped writing costs that much once, since the group then found is smaller.
+        Called holding _sync_cond."""
         deadline = time.monotonic() + min(self.group_commit_wait, self._fsync_seconds / 2)
-        while self.writers:
+        while self.writers or self._uncovered() < self._last_group:
             left = deadline - time.monotonic()
             if left <= 0:
                 return

@@ -113,8 +113,10 @@ def test_writers_inside_a_write_join_the_leaders_fsync(db_path: Path, very_slow_
         fsyncs = slow_disk.calls - before
     per_fsync = THREADS * PER_THREAD / fsyncs
     # Without the wait, writers that finish during an fsync wait for the next one: about 4 per fsync
-    # with 8 threads. With it, nearly every thread's write is in each group.
-    assert per_fsync >= 5, f"{fsyncs} fsyncs for {THREADS * PER_THREAD} writes: {per_fsync:.1f} per fsync"
+    # with 8 threads. Waiting only for threads already inside a write, a leader just back from its
+    # fsync found none (the others were still waking from it) and synced its own write alone: about 5.
+    # Waiting for the last group's writers too, nearly every thread's write is in each group (7.4 to 8).
+    assert per_fsync >= 6, f"{fsyncs} fsyncs for {THREADS * PER_THREAD} writes: {per_fsync:.1f} per fsync"
 
 
 @pytest.mark.parametrize("wait", [0.0, 0.0005, 0.05])
