@@ -41,14 +41,13 @@
 #include <zlib.h>
 
 #include "_fields.h"
+#include "_sha256.h"
 
 #define SC 4
 #define SALT 16
 #define HASH 32
 #define MIN_SLOT (SC + SALT + 1)
 #define MAX_READ ((int64_t)1 << 31) /* a frame is never larger (framing.MAX_FRAME) */
-
-static EVP_MD *sha256_md = NULL;
 
 typedef struct {
     /* what the pair asks for */
@@ -891,13 +890,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_readpath",
                                     NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__readpath(void) {
-    if (!sha256_md) {
-        sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
-        if (!sha256_md) {
-            PyErr_SetString(PyExc_ImportError, "OpenSSL has no SHA-256");
-            return NULL;
-        }
-    }
+    if (sha256_init() < 0) return NULL;
     if (fields_init() < 0) return NULL;
     for (int k = 0; k < NC; k++)
         if (!col_keys[k] && !(col_keys[k] = PyUnicode_InternFromString(col_names[k]))) return NULL;
