@@ -214,9 +214,9 @@ class Commands:
         return use.file or use.beneath, tree.listed(mount, below_root[0]) if below_root else None
 
     def _read(self, info: RecordInfo, edited: str | None = None) -> tuple[str, int]:
-        """The file's text and version. Content that is bytes not UTF-8 (written through the client) is
-        shown with U+FFFD where it is not; for an edit (`edited`: the path as sent) it is refused instead,
-        as the edit would replace those bytes by U+FFFD for good."""
+        """The file's text and version. Content written through the client as bytes is read as UTF-8, with
+        U+FFFD where the bytes are not UTF-8; for an edit (`edited`: the path as sent) such bytes are refused
+        instead, as the edit would replace them by U+FFFD for good."""
         record = self._client.get(info.id)
         if not isinstance(record.content, bytes):
             return record.content, record.version
