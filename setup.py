@@ -11,7 +11,7 @@ setup(
         Extension(
             f"mnemo.{name}",
             sources=[f"mnemo/{name}.c"],
-            depends=["mnemo/_fields.h"],  # the record build the read paths share
+            depends=["mnemo/_fields.h", "mnemo/_sha256.h"],  # the shared headers: a record built, SHA-256
             libraries=["crypto", "z"],
             extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,

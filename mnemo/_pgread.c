@@ -32,11 +32,10 @@
 #include <string.h>
 
 #include "_fields.h"
+#include "_sha256.h"
 
 #define SALT 16
 #define HASH 32
-
-static EVP_MD *sha256_md = NULL;
 
 typedef struct {
     const unsigned char *raw, *payload, *hash;
@@ -357,13 +356,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_pgread",
                                     NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__pgread(void) {
-    if (!sha256_md) {
-        sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
-        if (!sha256_md) {
-            PyErr_SetString(PyExc_ImportError, "OpenSSL has no SHA-256");
-            return NULL;
-        }
-    }
+    if (sha256_init() < 0) return NULL;
     if (fields_init() < 0) return NULL;
     return PyModule_Create(&module);
 }

@@ -41,14 +41,13 @@
 #include <zlib.h>
 
 #include "_fields.h"
+#include "_sha256.h"
 
 #define SC 4
 #define SALT 16
 #define HASH 32
 #define MIN_SLOT (SC + SALT + 1)
 #define MAX_READ ((int64_t)1 << 31) /* a frame is never larger (framing.MAX_FRAME) */
-
-static EVP_MD *sha256_md = NULL;
 
 typedef struct {
     /* what the pair asks for */
@@ -303,59 +302,75 @@ static int agent_decodes(item_t *it) {
     return 0;
 }
 
+/* What the value of a served item is made as: its k-th of `from` (the list of what was asked for, or the
+ * gathered rows), a new reference; NULL with no exception set where it is None, NULL with one set on
+ * failure. */
+typedef PyObject *(*serve_t)(PyObject *type, void *from, Py_ssize_t k, item_t *it);
+
+/* Read and check the n items in one arena (read_items), and the list of what `serve` makes of each one
+ * served (agent_decodes), None for the others. What read_served, read_latest and read_gathered share. */
+static PyObject *read_and_serve(int fd, item_t *its, Py_ssize_t n, serve_t serve, PyObject *type, void *from) {
+    unsigned char *arena = NULL;
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    if (!read_items(fd, its, n, &arena)) goto fail;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *value = NULL;
+        int served = agent_decodes(&its[k]);
+        if (served < 0) goto fail;
+        if (served && !(value = serve(type, from, k, &its[k])) && PyErr_Occurred()) goto fail;
+        PyList_SET_ITEM(out, k, value ? value : Py_NewRef(Py_None));
+    }
+    PyMem_Free(arena);
+    return out;
+fail:
+    PyMem_Free(arena);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* read_and_serve of the items `take` fills from each of `list` (0 with an exception set: not such an
+ * item). */
+static PyObject *read_list(int fd, PyObject *list, int (*take)(PyObject *, item_t *), serve_t serve, PyObject *type) {
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    item_t *its = PyMem_Calloc(n ? (size_t)n : 1, sizeof(item_t));
+    if (!its) return PyErr_NoMemory();
+    Py_ssize_t k = 0;
+    while (k < n && take(PyList_GET_ITEM(list, k), &its[k])) k++;
+    PyObject *out = k == n ? read_and_serve(fd, its, n, serve, type, list) : NULL;
+    PyMem_Free(its);
+    return out;
+}
+
+static int take_pair(PyObject *pair, item_t *it) {
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        PyErr_SetString(PyExc_TypeError, NOT_A_PAIR);
+        return 0;
+    }
+    return take_item(PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1), it, NOT_A_PAIR);
+}
+
+/* The packed fields of a served version: its payload without the salt. */
+static PyObject *packed_of(PyObject *type, void *from, Py_ssize_t k, item_t *it) {
+    return PyBytes_FromStringAndSize((const char *)it->buf + it->e_len + SC + SALT, (Py_ssize_t)(it->s_len - SC - SALT));
+}
+
 static PyObject *read_served(PyObject *self, PyObject *args) {
     int fd;
     PyObject *items;
     if (!PyArg_ParseTuple(args, "iO!", &fd, &PyList_Type, &items)) return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(items);
-    PyObject *out = PyList_New(n);
-    item_t *its = n ? PyMem_Calloc((size_t)n, sizeof(item_t)) : NULL;
-    unsigned char *arena = NULL;
-    if (!out || (n && !its)) {
-        if (out) PyErr_NoMemory();
-        goto fail;
-    }
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *pair = PyList_GET_ITEM(items, k);
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-            PyErr_SetString(PyExc_TypeError, NOT_A_PAIR);
-            goto fail;
-        }
-        if (!take_item(PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1), &its[k], NOT_A_PAIR)) goto fail;
-    }
-    if (!read_items(fd, its, n, &arena)) goto fail;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        item_t *it = &its[k];
-        PyObject *value = NULL;
-        int served = agent_decodes(it);
-        if (served < 0) goto fail;
-        if (served) {
-            value = PyBytes_FromStringAndSize((const char *)it->buf + it->e_len + SC + SALT,
-                                              (Py_ssize_t)(it->s_len - SC - SALT));
-            if (!value) goto fail;
-        }
-        if (!value) value = Py_NewRef(Py_None);
-        PyList_SET_ITEM(out, k, value);
-    }
-    PyMem_Free(arena);
-    PyMem_Free(its);
-    return out;
-fail:
-    PyMem_Free(arena);
-    PyMem_Free(its);
-    Py_XDECREF(out);
-    return NULL;
+    return read_list(fd, items, take_pair, packed_of, NULL);
 }
 
-/* The MemoryRecord of a served item, as mnemo.record.make_memory_record builds it: an instance of
- * `type` whose __dict__ holds the fields. NULL with no exception set where the fields are not
- * decoded here, NULL with one set on failure. */
 /* What a served item's record holds besides the fields read from its payload (borrowed): its id and
  * scope, the version's number, agent, seq and time, and the first version's time (NULL: not known). */
 typedef struct {
     PyObject *id, *scope, *ver, *agent, *seq, *ts, *first;
 } meta_t;
 
+/* The MemoryRecord of a served item, as mnemo.record.make_memory_record builds it: an instance of
+ * `type` whose __dict__ holds the fields. NULL with no exception set where the fields are not
+ * decoded here, NULL with one set on failure. */
 static PyObject *record_of(PyTypeObject *type, item_t *it, const meta_t *m) {
     const unsigned char *packed = it->buf + it->e_len + SC + SALT;
     PyObject *f[NF] = {NULL};
@@ -395,54 +410,32 @@ error:
 
 static const char NOT_A_REC[] = "read_latest: each item must be a Rec";
 
+/* A Rec's latest version (0 with an exception set if it is not a Rec with one). */
+static int take_latest(PyObject *rec, item_t *it) {
+    PyObject *versions;
+    if (!PyTuple_Check(rec) || PyTuple_GET_SIZE(rec) < 4 || !PyTuple_Check(versions = PyTuple_GET_ITEM(rec, 3)) ||
+        PyTuple_GET_SIZE(versions) < 1) {
+        PyErr_SetString(PyExc_TypeError, NOT_A_REC);
+        return 0;
+    }
+    return take_item(rec, PyTuple_GET_ITEM(versions, PyTuple_GET_SIZE(versions) - 1), it, NOT_A_REC);
+}
+
+/* The record of the k-th Rec of the list `from`, served (take_latest has checked its shape). */
+static PyObject *latest_of(PyObject *type, void *from, Py_ssize_t k, item_t *it) {
+    PyObject *rec = PyList_GET_ITEM((PyObject *)from, k), *versions = PyTuple_GET_ITEM(rec, 3);
+    PyObject *v = PyTuple_GET_ITEM(versions, PyTuple_GET_SIZE(versions) - 1), *v0 = PyTuple_GET_ITEM(versions, 0);
+    meta_t m = {PyTuple_GET_ITEM(rec, 0), PyTuple_GET_ITEM(rec, 1), PyTuple_GET_ITEM(v, 0),
+                PyTuple_GET_ITEM(v, 3), PyTuple_GET_ITEM(v, 1), PyTuple_GET_ITEM(v, 2),
+                PyTuple_Check(v0) && PyTuple_GET_SIZE(v0) >= 3 ? PyTuple_GET_ITEM(v0, 2) : NULL};
+    return record_of((PyTypeObject *)type, it, &m);
+}
+
 static PyObject *read_latest(PyObject *self, PyObject *args) {
     int fd;
     PyObject *recs, *type;
     if (!PyArg_ParseTuple(args, "iO!O!", &fd, &PyList_Type, &recs, &PyType_Type, &type)) return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(recs);
-    PyObject *out = PyList_New(n);
-    item_t *its = n ? PyMem_Calloc((size_t)n, sizeof(item_t)) : NULL;
-    unsigned char *arena = NULL;
-    if (!out || (n && !its)) {
-        if (out) PyErr_NoMemory();
-        goto fail;
-    }
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *rec = PyList_GET_ITEM(recs, k), *versions;
-        if (!PyTuple_Check(rec) || PyTuple_GET_SIZE(rec) < 4 || !PyTuple_Check(versions = PyTuple_GET_ITEM(rec, 3)) ||
-            PyTuple_GET_SIZE(versions) < 1) {
-            PyErr_SetString(PyExc_TypeError, NOT_A_REC);
-            goto fail;
-        }
-        if (!take_item(rec, PyTuple_GET_ITEM(versions, PyTuple_GET_SIZE(versions) - 1), &its[k], NOT_A_REC))
-            goto fail;
-    }
-    if (!read_items(fd, its, n, &arena)) goto fail;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        item_t *it = &its[k];
-        PyObject *rec = PyList_GET_ITEM(recs, k), *value = NULL;
-        PyObject *versions = PyTuple_GET_ITEM(rec, 3);
-        int served = agent_decodes(it);
-        if (served < 0) goto fail;
-        if (served) {
-            PyObject *v = PyTuple_GET_ITEM(versions, PyTuple_GET_SIZE(versions) - 1), *v0 = PyTuple_GET_ITEM(versions, 0);
-            meta_t m = {PyTuple_GET_ITEM(rec, 0), PyTuple_GET_ITEM(rec, 1), PyTuple_GET_ITEM(v, 0),
-                        PyTuple_GET_ITEM(v, 3), PyTuple_GET_ITEM(v, 1), PyTuple_GET_ITEM(v, 2),
-                        PyTuple_Check(v0) && PyTuple_GET_SIZE(v0) >= 3 ? PyTuple_GET_ITEM(v0, 2) : NULL};
-            value = record_of((PyTypeObject *)type, it, &m);
-            if (!value && PyErr_Occurred()) goto fail;
-        }
-        if (!value) value = Py_NewRef(Py_None);
-        PyList_SET_ITEM(out, k, value);
-    }
-    PyMem_Free(arena);
-    PyMem_Free(its);
-    return out;
-fail:
-    PyMem_Free(arena);
-    PyMem_Free(its);
-    Py_XDECREF(out);
-    return NULL;
+    return read_list(fd, recs, take_latest, latest_of, type);
 }
 
 /* file_state(path, fd) -> (st_ino, st_dev, size): the identity of the file at `path` ((-1, -1) if there
@@ -839,50 +832,34 @@ fail:
     return NULL;
 }
 
+/* The record of the k-th gathered row (gathered_t *from), served. */
+static PyObject *gathered_of(PyObject *type, void *from, Py_ssize_t k, item_t *it) {
+    row_t *r = &((gathered_t *)from)->rs[k];
+    PyObject *value = NULL, *ver = PyLong_FromUnsignedLong(r->ver), *seq = PyLong_FromLongLong(r->seq),
+             *ts = PyLong_FromLongLong(r->ts);
+    if (ver && seq && ts) {
+        meta_t m = {r->id, r->scope, ver, r->agent, seq, ts, r->first ? r->first : ts};
+        value = record_of((PyTypeObject *)type, it, &m);
+    }
+    Py_XDECREF(ver);
+    Py_XDECREF(seq);
+    Py_XDECREF(ts);
+    return value;
+}
+
 static PyObject *read_gathered(PyObject *self, PyObject *args) {
     int fd;
     PyObject *capsule, *type;
     if (!PyArg_ParseTuple(args, "iOO!", &fd, &capsule, &PyType_Type, &type)) return NULL;
     gathered_t *g = PyCapsule_GetPointer(capsule, GATHERED);
     if (!g) return NULL;
-    Py_ssize_t n = g->n;
-    unsigned char *arena = NULL;
-    for (Py_ssize_t k = 0; k < n; k++) { /* (read again if called again) */
+    for (Py_ssize_t k = 0; k < g->n; k++) { /* (read again if called again; a skipped item stays not ok) */
         item_t *it = &g->its[k];
         it->buf = NULL;
         it->got_e = it->got_s = 0;
         it->err = it->ok = 0;
     }
-    PyObject *out = PyList_New(n);
-    if (!out) return NULL;
-    if (!read_items(fd, g->its, n, &arena)) goto fail;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        item_t *it = &g->its[k];
-        row_t *r = &g->rs[k];
-        PyObject *value = NULL;
-        int served = it->skip ? 0 : agent_decodes(it);
-        if (served < 0) goto fail;
-        if (served) {
-            PyObject *ver = PyLong_FromUnsignedLong(r->ver), *seq = PyLong_FromLongLong(r->seq),
-                     *ts = PyLong_FromLongLong(r->ts);
-            if (ver && seq && ts) {
-                meta_t m = {r->id, r->scope, ver, r->agent, seq, ts, r->first ? r->first : ts};
-                value = record_of((PyTypeObject *)type, it, &m);
-            }
-            Py_XDECREF(ver);
-            Py_XDECREF(seq);
-            Py_XDECREF(ts);
-            if (!value && PyErr_Occurred()) goto fail;
-        }
-        if (!value) value = Py_NewRef(Py_None);
-        PyList_SET_ITEM(out, k, value);
-    }
-    PyMem_Free(arena);
-    return out;
-fail:
-    PyMem_Free(arena);
-    Py_DECREF(out);
-    return NULL;
+    return read_and_serve(fd, g->its, g->n, gathered_of, type, g);
 }
 
 static PyMethodDef methods[] = {
@@ -913,13 +890,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_readpath",
                                     NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__readpath(void) {
-    if (!sha256_md) {
-        sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
-        if (!sha256_md) {
-            PyErr_SetString(PyExc_ImportError, "OpenSSL has no SHA-256");
-            return NULL;
-        }
-    }
+    if (sha256_init() < 0) return NULL;
     if (fields_init() < 0) return NULL;
     for (int k = 0; k < NC; k++)
         if (!col_keys[k] && !(col_keys[k] = PyUnicode_InternFromString(col_names[k]))) return NULL;

@@ -20,6 +20,8 @@
 #include <malloc.h>
 #endif
 
+#include "_sha256.h"
+
 #define FH 24
 #define EH 8
 #define SC 4
@@ -29,8 +31,6 @@
 #define MAX_DEPTH 32
 #define FLAG_DIGEST 1
 #define FLAG_LEAVES 2
-
-static EVP_MD *sha256_md = NULL;
 
 typedef struct {
     Py_ssize_t off, len;
@@ -3220,13 +3220,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
 #ifdef HAVE_SHA_NI
     detect_cpu();
 #endif
-    if (!sha256_md) {
-        sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
-        if (!sha256_md) {
-            PyErr_SetString(PyExc_ImportError, "OpenSSL has no SHA-256");
-            return NULL;
-        }
-    }
+    if (sha256_init() < 0) return NULL;
     if (PyType_Ready(&PostingsType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;

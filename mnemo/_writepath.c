@@ -29,6 +29,8 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "_sha256.h"
+
 #define HASH 32
 #define SALT 16
 #define MAX_DEPTH 511 /* deeper is left to the twin, which packs it or refuses it as msgpack does */
@@ -36,8 +38,6 @@
 #define ENTRY_HEADER 8
 #define TRAILER 8
 #define MAX_FRAME ((int64_t)1 << 31)
-
-static EVP_MD *sha256_md = NULL;
 
 /* -- a growable buffer ---------------------------------------------------------------------------- */
 
@@ -418,12 +418,6 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_writepath",
                                     NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__writepath(void) {
-    if (!sha256_md) {
-        sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
-        if (!sha256_md) {
-            PyErr_SetString(PyExc_ImportError, "OpenSSL has no SHA-256");
-            return NULL;
-        }
-    }
+    if (sha256_init() < 0) return NULL;
     return PyModule_Create(&module);
 }

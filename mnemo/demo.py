@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from mnemo._install import install_hint
 from mnemo.audit import export_audit, read_log, verify_db
-from mnemo.cli.verify import report_lines
+from mnemo.audit.verify import report_lines
 from mnemo.client import MnemoClient
 from mnemo.errors import MnemoError
 from mnemo.tools.server import DEFAULT_SEARCH_LIMIT, SEARCH_TOOL_NAME, CommandResult, MnemoMemoryToolServer

@@ -21,6 +21,7 @@ from helpers import pg as pg_helpers  # noqa: E402
 from helpers.backends import onto  # noqa: E402
 from helpers.logs import erase_slot, sample_log  # noqa: E402
 from helpers.pg import PgDatabase, Schema  # noqa: E402
+from helpers.victims import make_victim  # noqa: E402
 
 AGENT = "agent-1"
 BACKENDS = ("file", "postgres")
@@ -30,6 +31,12 @@ BACKENDS = ("file", "postgres")
 def db_path(tmp_path: Path) -> Path:
     """A file database's path: for tests of what is truly the file backend's (bytes on disk, recovery)."""
     return tmp_path / "memory.mnemo.db"
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """A file of someone else's (helpers.victims), for a test to plant a link to where Mnemo writes."""
+    return make_victim(tmp_path)
 
 
 @pytest.fixture(scope="session")

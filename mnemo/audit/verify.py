@@ -1,5 +1,6 @@
 """`verify_db`: a database, named by a path or a postgresql:// URI, checked completely by its backend (the
-file backend's storage/file/check.py, PostgreSQL's verify through a read-only store)."""
+file backend's storage/file/check.py, PostgreSQL's verify through a read-only store); `report_lines`, its
+report in words for people (`mnemo verify` prints them, and so does the demo)."""
 
 from __future__ import annotations
 
@@ -33,4 +34,25 @@ def verify_db(
     return check_file(path, pubkey, expect_head, progress)
 
 
-__all__ = ["verify_db"]
+def report_lines(report: VerifyReport, what: str) -> list[str]:
+    """A verification report for people: the verdict, the head, then every problem with where it is."""
+    if report.ok:
+        lines = [f"OK: {what}: {report.entries} entries, chain intact"]
+    else:
+        n = len(report.problems)
+        lines = [f"FAILED: {what}: {n} problem{'s' if n != 1 else ''} in {report.entries} entries read"]
+    if report.head_seq >= 0:
+        lines.append(f"head: {report.head_seq}:{report.head_hash}")
+    lines.append(f"erased versions: {report.erased}; checkpoints verified: {report.checkpoints}")
+    for p in report.problems:
+        where = []
+        if p.seq is not None:
+            where.append(f"seq {p.seq}")
+        if p.offset is not None:
+            where.append(f"offset {p.offset}")
+        lines.append(f"  problem [{p.kind}] {', '.join(where) or '-'}: {p.message}")
+    lines += [f"  note: {note}" for note in report.notes]
+    return lines
+
+
+__all__ = ["report_lines", "verify_db"]

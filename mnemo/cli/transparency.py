@@ -20,6 +20,8 @@ from .. import audit
 from ..record import VerifyReport
 from ..storage.contract import shown_name
 from ..transparency import commands as tc
+from ..transparency.bundle import BundleCheck
+from ..transparency.consistency import ConsistencyCheck
 from ..transparency.errors import Finding, Rejected, TransparencyError
 from ..transparency.extends import ExtendsReport
 from ..transparency.note import b64, parse_checkpoint
@@ -93,6 +95,17 @@ def _problems(problems: tuple[Finding, ...], what: str) -> None:
     echo(f"FAILED: {what}: {n} problem{'s' if n != 1 else ''}")
     for p in problems:
         echo(f"  problem [{p.kind}]: {p.message}")
+
+
+def _finish(check: BundleCheck | ConsistencyCheck, what: str, as_json: bool) -> int:
+    """Print an offline check of `what` (its JSON, its summary, or its problems) and return its exit code."""
+    if as_json:
+        emit_json(check.to_json())
+    elif check.ok:
+        echo(check.summary())
+    else:
+        _problems(check.problems, what)
+    return EXIT_OK if check.ok else EXIT_PROBLEMS
 
 
 # -- mnemo checkpoint -----------------------------------------------------------------------------------
@@ -209,13 +222,7 @@ def verify_proof(bundle: str, pubkey: str, origin: str | None, as_json: bool) ->
     root. On success, one line names the seq, op, agent, chain hash, tree size and origin."""
     with _library_errors():
         check = tc.audit_verify_proof(bundle, pubkey, origin)
-    if as_json:
-        emit_json(check.to_json())
-    elif check.ok:
-        echo(check.summary())
-    else:
-        _problems(check.problems, bundle)
-    return EXIT_OK if check.ok else EXIT_PROBLEMS
+    return _finish(check, bundle, as_json)
 
 
 @click.command(
@@ -238,13 +245,7 @@ def verify_consistency(old: str, new: str, proof: str, pubkey: str, origin: str 
     proof verifies."""
     with _library_errors():
         check = tc.audit_verify_consistency(old, new, proof, pubkey, origin)
-    if as_json:
-        emit_json(check.to_json())
-    elif check.ok:
-        echo(check.summary())
-    else:
-        _problems(check.problems, proof)
-    return EXIT_OK if check.ok else EXIT_PROBLEMS
+    return _finish(check, proof, as_json)
 
 
 # -- mnemo cosign ---------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import audit
+from ..audit.verify import report_lines
 from ..record import VerifyReport
 from ..storage.contract import shown_name
 from .common import (
@@ -35,27 +36,6 @@ def _expect_head(_ctx: click.Context, _param: click.Parameter, value: str | None
     if not ok:
         raise click.BadParameter(f"expected SEQ:HASH (a seq and 64 hex digits), got {value!r}")
     return seq, hexhash
-
-
-def report_lines(report: VerifyReport, what: str) -> list[str]:
-    """A verification report for people: the verdict, the head, then every problem with where it is."""
-    if report.ok:
-        lines = [f"OK: {what}: {report.entries} entries, chain intact"]
-    else:
-        n = len(report.problems)
-        lines = [f"FAILED: {what}: {n} problem{'s' if n != 1 else ''} in {report.entries} entries read"]
-    if report.head_seq >= 0:
-        lines.append(f"head: {report.head_seq}:{report.head_hash}")
-    lines.append(f"erased versions: {report.erased}; checkpoints verified: {report.checkpoints}")
-    for p in report.problems:
-        where = []
-        if p.seq is not None:
-            where.append(f"seq {p.seq}")
-        if p.offset is not None:
-            where.append(f"offset {p.offset}")
-        lines.append(f"  problem [{p.kind}] {', '.join(where) or '-'}: {p.message}")
-    lines += [f"  note: {note}" for note in report.notes]
-    return lines
 
 
 def write_report(report: VerifyReport, what: str) -> None:

@@ -213,23 +213,30 @@ class Commands:
         below_root = [a for a in use.above if is_within(a, tree.root) and a != tree.root]
         return use.file or use.beneath, tree.listed(mount, below_root[0]) if below_root else None
 
-    def _read(self, info: RecordInfo) -> tuple[str, int]:
+    def _read(self, info: RecordInfo, edited: str | None = None) -> tuple[str, int]:
+        """The file's text and version. Content written through the client as bytes is read as UTF-8, with
+        U+FFFD where the bytes are not UTF-8; for an edit (`edited`: the path as sent) such bytes are refused
+        instead, as the edit would replace them by U+FFFD for good."""
         record = self._client.get(info.id)
-        content = record.content
-        text = content.decode("utf-8", errors="replace") if isinstance(content, bytes) else content
-        return text, record.version
+        if not isinstance(record.content, bytes):
+            return record.content, record.version
+        try:
+            return record.content.decode("utf-8"), record.version
+        except UnicodeDecodeError:
+            if edited is None:
+                return record.content.decode("utf-8", errors="replace"), record.version
+            raise Refusal(BINARY_TEXT.format(path=edited)) from None
 
-    def _read_text(self, info: RecordInfo, path: str) -> tuple[str, int]:
-        """The file's text to edit: refused when its content is bytes that are not UTF-8 (written through
-        the client), which an edit would otherwise replace by U+FFFD for good."""
-        record = self._client.get(info.id)
-        content = record.content
-        if isinstance(content, bytes):
-            try:
-                return content.decode("utf-8"), record.version
-            except UnicodeDecodeError:
-                raise Refusal(BINARY_TEXT.format(path=path)) from None
-        return content, record.version
+    def _rewrite(self, path: str, canonical: str, mount: Mount, info: RecordInfo, version: int, text: str) -> None:
+        """An edit's write: `text` in place of version `version` of the file, within the size of a file
+        and the scope's quotas."""
+        size = len(text.encode("utf-8"))
+        self._check_size(path, size)
+        self._check_quotas(
+            mount.scope, f"edit {path}", live_delta=size - info.size, history_delta=size,
+            versioned=[(canonical, version)],
+        )
+        self._client.update(info.id, content=text, expected_version=version)
 
     # -- quotas and transactions ------------------------------------------------------------------
 
@@ -379,7 +386,7 @@ class Commands:
             )
             if old_str == "":
                 raise Refusal("Error: `old_str` must not be empty")
-            content, version = self._read_text(info, path)
+            content, version = self._read(info, edited=path)
             pos = content.find(old_str)
             quoted = echo(old_str, self._settings.echo)
             if pos == -1:
@@ -390,13 +397,7 @@ class Commands:
                     f"{occurrence_list(content, old_str)}. Please ensure it is unique"
                 )
             new_content = content[:pos] + new_str + content[pos + len(old_str) :]
-            size = len(new_content.encode("utf-8"))
-            self._check_size(path, size)
-            self._check_quotas(
-                mount.scope, f"edit {path}", live_delta=size - info.size, history_delta=size,
-                versioned=[(canonical, version)],
-            )
-            self._client.update(info.id, content=new_content, expected_version=version)
+            self._rewrite(path, canonical, mount, info, version, new_content)
         line = content.count("\n", 0, pos)
         return CommandResult(replace_snippet(new_content, line, EDITED, self._settings.max_view_chars))
 
@@ -404,20 +405,14 @@ class Commands:
         canonical = self._canonical(path)
         with self._writing():
             mount, info = self._edited(path, canonical, f"Error: The path {path} does not exist")
-            content, version = self._read_text(info, path)
+            content, version = self._read(info, edited=path)
             new_content = insert_text(content, insert_line, text)
             if isinstance(new_content, int):
                 raise Refusal(
                     f"Error: Invalid `insert_line` parameter: {insert_line}. It should be within the range "
                     f"of lines of the file: [0, {new_content}]"
                 )
-            size = len(new_content.encode("utf-8"))
-            self._check_size(path, size)
-            self._check_quotas(
-                mount.scope, f"edit {path}", live_delta=size - info.size, history_delta=size,
-                versioned=[(canonical, version)],
-            )
-            self._client.update(info.id, content=new_content, expected_version=version)
+            self._rewrite(path, canonical, mount, info, version, new_content)
         return CommandResult(f"The file {path} has been edited.")
 
     def _fixed(self, tree: Tree, mount: Mount, canonical: str, sent: str, verb: str) -> None:

@@ -190,15 +190,20 @@ def format_directory_view(
     whole_length = len(head) + sum(1 + len(e) for e in entries)
     if max_chars is None or whole_length <= max_chars:
         return "\n".join([head, *entries])
+    return _cut(head, entries, max_chars, LISTING_NOTE)
+
+
+def _cut(head: str, entries: list[str], max_chars: int, note: str) -> str:
+    """`head` and as many of `entries` (one line or more each) as fit in `max_chars` with the note that
+    says how many of them are shown (`note`, formatted with k shown of m)."""
     length = len(head)
     shown = 0
     for entry in entries:
-        note = LISTING_NOTE.format(k=shown + 1, m=len(entries))
-        if length + 1 + len(entry) + 1 + len(note) > max_chars:
+        if length + 1 + len(entry) + 1 + len(note.format(k=shown + 1, m=len(entries))) > max_chars:
             break
         length += 1 + len(entry)
         shown += 1
-    return "\n".join([head, *entries[:shown], LISTING_NOTE.format(k=shown, m=len(entries))])
+    return "\n".join([head, *entries[:shown], note.format(k=shown, m=len(entries))])
 
 
 def _hidden(name: str) -> bool:
@@ -324,12 +329,4 @@ def format_search(
     whole = "\n".join([head, *entries, *note])
     if max_chars is None or len(whole) <= max_chars:
         return whole
-    length = len(head)
-    shown_files = 0
-    for entry in entries:
-        cut = SEARCH_CUT_NOTE.format(k=shown_files + 1, m=len(files))
-        if length + 1 + len(entry) + 1 + len(cut) > max_chars:
-            break
-        length += 1 + len(entry)
-        shown_files += 1
-    return "\n".join([head, *entries[:shown_files], SEARCH_CUT_NOTE.format(k=shown_files, m=len(files))])
+    return _cut(head, entries, max_chars, SEARCH_CUT_NOTE)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import run
 from helpers.logs import pubkey_hex, sample_log
+from helpers.victims import make_victim, unchanged
 
 
 def test_export_to_stdout(sample_db_erased: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -147,13 +148,6 @@ def test_keygen_force_makes_an_existing_private_key_file_owner_only(
     assert prefix.read_bytes().startswith(b"-----BEGIN PRIVATE KEY-----")
 
 
-def _victim(tmp_path: Path) -> Path:
-    victim = tmp_path / "victim"
-    victim.write_bytes(b"precious, not Mnemo's")
-    victim.chmod(0o640)
-    return victim
-
-
 @pytest.mark.parametrize("which", ["private", "public"])
 @pytest.mark.parametrize("force", [False, True], ids=["new", "force"])
 def test_keygen_never_writes_a_key_through_a_link(
@@ -163,14 +157,14 @@ def test_keygen_never_writes_a_key_through_a_link(
     file) is refused with the name and what to do; the file it points to is not made or changed."""
     prefix = tmp_path / "signer"
     link = prefix if which == "private" else tmp_path / "signer.pub"
-    target = _victim(tmp_path) if force else tmp_path / "nowhere"
+    target = make_victim(tmp_path) if force else tmp_path / "nowhere"
     link.symlink_to(target)
     code, out, err = run(capsys, "keygen", "-o", str(prefix), *(["--force"] if force else []))
     if force:
         assert (code, out) == (2, "")
         assert err == (f"mnemo: error: {link} is a symbolic link, which key files are never written through: "
                        "remove it, or choose another -o PREFIX\n")
-        assert target.read_bytes() == b"precious, not Mnemo's" and stat.S_IMODE(target.stat().st_mode) == 0o640
+        assert unchanged(target)
     else:
         assert (code, out, err) == (2, "", f"mnemo: error: {link} exists; pass --force to overwrite it\n")
         assert not target.exists()
@@ -199,11 +193,11 @@ def test_an_export_never_writes_through_a_link_at_its_temp_name(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = sample_log()[1].write(tmp_path / "src.db")
-    victim = _victim(tmp_path)
+    victim = make_victim(tmp_path)
     dest = tmp_path / "audit.jsonl"
     temp = Path(f"{dest}.tmp{os.getpid()}")
     temp.symlink_to(victim)
     code, _out, err = run(capsys, "audit", "export", str(db), "-o", str(dest), "--include-content")
     assert code == 0 and err.startswith("exported ")
-    assert victim.read_bytes() == b"precious, not Mnemo's" and stat.S_IMODE(victim.stat().st_mode) == 0o640
+    assert unchanged(victim)
     assert not dest.is_symlink() and not os.path.lexists(temp) and dest.read_text().startswith("{")

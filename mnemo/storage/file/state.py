@@ -57,7 +57,11 @@ class StoreState(StoreGuards):
         self._handles = LogHandles()  # the descriptors of the log, the current one and those replaced
         self._group = GroupCommit(self, self._handles, self._index_lock, group_commit_wait)  # the fsync leader
         self._locked: LogHandle | None = None  # the handle (held) whose file this store holds the writer lock on
-        self._locked_size: int | None = None  # the log's size as of taking that lock (Opening._lock), until caught up
+        # The log's size as of taking that lock (Opening._lock), until the writer's catch-up uses it. Shared
+        # by the threads, and safe so: only a thread holding _mutex sets it (_lock), uses it (_catch_up
+        # with writer=True) or clears it (_unlock); a reader's catch-up never looks at it; and the open
+        # sets and uses it before any other thread has the store, as close clears it after the last write.
+        self._locked_size: int | None = None
         self.generation = 0
         self.index = Index()  # until _load reads the real one
         self.tree: Any = None  # the TreeState of the Merkle tree over the entries (mnemo.transparency)

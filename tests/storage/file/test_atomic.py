@@ -5,31 +5,14 @@ the rename puts in place only the file that was written."""
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 import pytest
+from helpers.victims import mode_of, unchanged
 
 from mnemo import MnemoClient
 from mnemo.storage.file.atomic import replacing, write_atomic, write_text_atomic
 from mnemo.storage.file.logfile import write_all
-
-
-def mode_of(path: Path | str) -> int:
-    return stat.S_IMODE(os.lstat(path).st_mode)
-
-
-@pytest.fixture
-def victim(tmp_path: Path) -> Path:
-    """A file of someone else's that a link planted by an attacker points to."""
-    path = tmp_path / "victim"
-    path.write_bytes(b"precious, not Mnemo's")
-    path.chmod(0o640)
-    return path
-
-
-def unchanged(victim: Path) -> bool:
-    return victim.read_bytes() == b"precious, not Mnemo's" and mode_of(victim) == 0o640
 
 
 def test_a_link_at_the_temp_name_is_replaced_not_followed(tmp_path: Path, victim: Path) -> None:

@@ -5,18 +5,14 @@ more than its source."""
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 import pytest
+from helpers.victims import make_victim, mode_of, unchanged
 
 from mnemo import MnemoClient
 
 OWNER = "owner"
-
-
-def mode_of(path: Path | str) -> int:
-    return stat.S_IMODE(os.lstat(path).st_mode)
 
 
 @pytest.fixture
@@ -28,15 +24,13 @@ def source(tmp_path: Path) -> Path:
 
 
 def test_a_link_at_the_copys_temp_name_is_removed_not_followed(tmp_path: Path, source: Path) -> None:
-    victim = tmp_path / "victim"
-    victim.write_bytes(b"precious, not Mnemo's")
-    victim.chmod(0o640)
+    victim = make_victim(tmp_path)
     dest = tmp_path / "copy.db"
     temp = Path(f"{dest}.new{os.getpid()}-copy")
     temp.symlink_to(victim)
     with MnemoClient(source, OWNER) as c:
         assert c.copy_to(dest).ok
-    assert victim.read_bytes() == b"precious, not Mnemo's" and mode_of(victim) == 0o640
+    assert unchanged(victim)
     assert not dest.is_symlink() and not os.path.lexists(temp)
 
 

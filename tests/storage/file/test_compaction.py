@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import fcntl
 import os
-import stat
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.frames import flip_byte, put_slots
+from helpers.victims import make_victim, unchanged
 
 from mnemo import DurabilityError, IntegrityError, MnemoClient
 from mnemo.storage.file import opening
@@ -289,26 +289,19 @@ def test_a_writer_that_locked_a_log_a_compaction_replaced_locks_the_new_one_befo
         assert c.verify().ok and other.verify().ok
 
 
-def _victim(tmp_path: Path) -> Path:
-    victim = tmp_path / "victim"
-    victim.write_bytes(b"precious, not Mnemo's")
-    victim.chmod(0o640)
-    return victim
-
-
 def test_a_link_at_db_compact_is_never_written_through(tmp_path: Path) -> None:
     """DB.compact made a link (to another file) while a client has the database open: the compaction
     writes a new file of its own in the link's place, the other file keeps its bytes and mode, and the
     database is a regular file afterwards, not the link."""
     db = tmp_path / "m.db"
-    victim = _victim(tmp_path)
+    victim = make_victim(tmp_path)
     with MnemoClient(db, "owner", durability="none") as c:
         c.forget(c.remember("gone " * 100).id)
         kept = c.remember("kept").id
         Path(str(db) + ".compact").symlink_to(victim)
         assert c.compact()["reclaimed"] > 0
         assert [r.id for r in c.query()] == [kept]
-    assert victim.read_bytes() == b"precious, not Mnemo's" and stat.S_IMODE(victim.stat().st_mode) == 0o640
+    assert unchanged(victim)
     assert not db.is_symlink() and db.stat().st_nlink == 1
     assert not os.path.lexists(str(db) + ".compact")
     with MnemoClient(db, "owner", readonly=True) as r:
@@ -323,7 +316,7 @@ def test_db_compact_swapped_for_a_link_before_the_rename_fails_the_compaction(
     from mnemo.storage.file import compaction
 
     db = tmp_path / "m.db"
-    victim = _victim(tmp_path)
+    victim = make_victim(tmp_path)
     tmp = str(db) + ".compact"
     real_sync = compaction.sync
 

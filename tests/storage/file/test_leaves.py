@@ -4,28 +4,16 @@ planted at its name, and never readable by more than the log."""
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 import pytest
+from helpers.victims import mode_of, unchanged
 
 from mnemo import MnemoClient
 from mnemo.storage.file.leaves import LeafCache
 from mnemo.transparency.errors import StaleCache
 
 DB_ID = bytes(range(16))
-
-
-def mode_of(path: Path | str) -> int:
-    return stat.S_IMODE(os.lstat(path).st_mode)
-
-
-@pytest.fixture
-def victim(tmp_path: Path) -> Path:
-    path = tmp_path / "victim"
-    path.write_bytes(b"precious, not Mnemo's")
-    path.chmod(0o640)
-    return path
 
 
 @pytest.mark.parametrize("dangling", [False, True], ids=["to-a-file", "dangling"])
@@ -39,7 +27,7 @@ def test_opening_the_cache_for_writing_refuses_a_link(tmp_path: Path, victim: Pa
         f"{path} is a symbolic link, which Mnemo never writes through: remove it, and the next writer "
         "rebuilds the cache from the log"
     )
-    assert victim.read_bytes() == b"precious, not Mnemo's" and mode_of(victim) == 0o640
+    assert unchanged(victim)
     assert not os.path.lexists(tmp_path / "nowhere") and path.is_symlink()
 
 
@@ -67,7 +55,7 @@ def test_a_writer_opening_with_a_link_at_db_leaves_works_without_the_cache(tmp_p
     with MnemoClient(db, "owner", durability="none") as c:
         c.remember("second")
         assert sorted(r.content for r in c.query()) == ["first", "second"] and c.verify().ok
-    assert victim.read_bytes() == b"precious, not Mnemo's" and mode_of(victim) == 0o640
+    assert unchanged(victim)
     assert leaves.is_symlink()
     leaves.unlink()
     with MnemoClient(db, "owner", durability="none") as c:
