@@ -5,9 +5,6 @@ Installed as the distribution `mnemo-chain`; runs on Linux and macOS.
 
 import sys as _sys
 
-# The one source of the version: packaging reads it (pyproject.toml) and `mnemo --version` prints it.
-__version__ = "0.1.0"
-
 if _sys.platform == "win32":  # before anything imports fcntl, for a message that says why
     raise ImportError(
         "Mnemo does not support Windows: its log needs POSIX advisory file locks (flock), which keep "
@@ -15,6 +12,7 @@ if _sys.platform == "win32":  # before anything imports fcntl, for a message tha
         "without a lock. Use it on Linux or macOS (on Windows, inside WSL)."
     )
 
+from ._version import __version__ as __version__  # noqa: E402
 from .client import MnemoClient, RecordUnavailable, reindex  # noqa: E402
 from .errors import (  # noqa: E402
     Closed,

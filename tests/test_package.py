@@ -62,7 +62,7 @@ def test_one_version() -> None:
     assert re.fullmatch(r"\d+\.\d+\.\d+", mnemo.__version__)
     assert importlib.metadata.version(DIST) == mnemo.__version__
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    assert 'dynamic = ["version"]' in pyproject and 'version = { attr = "mnemo.__version__" }' in pyproject
+    assert 'dynamic = ["version"]' in pyproject and 'version = { attr = "mnemo._version.__version__" }' in pyproject
     project = pyproject.split("\n[project]\n", 1)[1].split("\n[", 1)[0]
     assert not re.search(r"(?m)^version\s*=", project), "a second, static version in pyproject.toml"
 

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import __version__, _native
+from .. import _native
 from .._install import install_hint
+from .._version import __version__
 from ..errors import InvalidInput
 from ..recall.local import model_folder
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from mnemo import __version__
+from mnemo._version import __version__
 from mnemo.audit import format_ts
 from mnemo.errors import InvalidInput, PermissionDenied
 from mnemo.tools.paths import DEFAULT_ROOT, MEMORY_TAG, PATH_TAG_PREFIX

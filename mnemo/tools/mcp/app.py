@@ -34,7 +34,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.stdio import stdio_server
 from pydantic import AnyHttpUrl
 
-from mnemo import __version__
+from mnemo._version import __version__
 from mnemo.client import MnemoClient
 from mnemo.errors import Closed
 from mnemo.recall.embedding import Embedder
