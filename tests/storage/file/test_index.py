@@ -174,6 +174,31 @@ def test_the_path_tags_per_scope_follow_a_record_the_index_moves_to_another_scop
     assert sorted(index.candidate_rows(query, "agent:y") or ()) == [0] and index.posting_differences() == []
 
 
+def test_posting_differences_names_path_tags_per_scope_that_disagree_with_the_records() -> None:
+    index = Index(b"d" * 16)
+    index.put(IDS[0], "agent:x", ("path:/m/a",), Version(1, 1, 1, "x", 3, b"h" * 32, 100, 30))
+    index.put(IDS[1], "agent:x", ("b", "path:/m/b"), Version(1, 2, 2, "x", 3, b"i" * 32, 200, 30))
+    assert index.posting_differences() == []  # not built: nothing to compare
+    scoped = index.scoped_tags()
+    code = index.scopes.codes["agent:x"]
+    assert scoped.sorted == {code: ["path:/m/a", "path:/m/b"]} and index.posting_differences() == []
+    wrong = "the path tags listed per scope are not those the records hold"
+    scoped.sorted[code].append("path:/m/c")  # a tag no record of the scope holds
+    assert index.posting_differences() == [wrong]
+    scoped.sorted[code].pop()
+    scoped.more[(code, "path:/m/a")] = 1  # a second row said to hold it
+    assert index.posting_differences() == [wrong]
+    del scoped.more[(code, "path:/m/a")]
+    index.cols["tagset"][1] = 0  # and the postings disagree too: both said
+    assert index.posting_differences() == [
+        "the index of tag 'b' lists row 1, which does not hold it",
+        "the index of tag 'path:/m/b' lists row 1, which does not hold it", wrong,
+    ]
+    index.cols["tagset"][1] = index.tagsets.codes[("b", "path:/m/b")]
+    index.cols["scope"].pop()  # a row without its scope: nothing to check the lists against
+    assert index.posting_differences() == ["the path tags listed per scope cannot be checked against the records"]
+
+
 def test_a_forgotten_records_tags_leave_memory_and_the_snapshot() -> None:
     index = Index(b"d" * 16)
     v = Version(1, 1, 1, "x", 3, b"h" * 32, 100, 30)

@@ -182,7 +182,13 @@ def test_a_listing_of_paths_in_one_scope_reads_that_scope_alone(pg: Schema, monk
         assert [n["Relation Name"] for n in nodes if n["Node Type"] == "Seq Scan"] in ([], ["mnemo_head"])
         # another scope's files, a pattern of scopes, or another tag beside the prefix: the tag index drives
         assert len(c.list_records(tag_prefix="path:/memories/", scope="agent:*")) == 3000
+        c.remember("a path: tag alone", tags=["path:/memories/0zz.md"], scope="agent:a")
+        assert len(c.list_records(tag_prefix="path:/memories/0", scope="agent:a")) == 5
         assert len(c.list_records(tags=["memorytool"], tag_prefix="path:/memories/0", scope="agent:a")) == 4
+        assert len(c.list_records(any_tags=["memorytool"], tag_prefix="path:/memories/0", scope="agent:a")) == 4
+        tagged = _plan_nodes(c, monkeypatch, lambda: c.list_records(tags=["path:/memories/0000.md"],
+                                                                     tag_prefix="path:/memories/", scope="agent:a"))
+        assert "mnemo_records_scope" not in {n.get("Index Name") for n in tagged}  # the tag's own rows drive
 
 
 def test_selective_queries_read_by_index_without_statistics(pg: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
