@@ -9,7 +9,12 @@ scopes), not fsync. Measured, each as a rate with the single-scope server as bas
 - a mixed run of view (file), str_replace, view (directory) and create + delete;
 - a view of the whole tree (every file, three scopes).
 
-Usage: python -m benchmarks.run --only mounts
+And "scope_isolation": a `view /memories` of one scope's 100 files, in a database that holds them alone
+and in one that also holds 10,000 files of another scope (every scope stores its files under
+`path:/memories/...`): the ratio says whether a server pays for the files of scopes it does not serve.
+On the log file, and on PostgreSQL when `MNEMO_TEST_POSTGRES` names a server (a schema of its own each).
+
+Usage: python -m benchmarks.run --only mounts,scope_isolation
 """
 
 from __future__ import annotations
@@ -70,6 +75,11 @@ class _Side:
             self.call({"command": "view", "path": "/memories"})
 
 
+def _timer(fn: Callable[[int], None], n: int) -> Callable[[], float]:
+    """What times one call fn(n)."""
+    return lambda: timed(lambda: fn(n))
+
+
 def run(config: Config) -> list[Result]:
     files, ops, views = (150, 200, 50) if config.quick else (600, 600, 100)
     workdir = tempfile.mkdtemp(prefix="mounts-", dir=config.workdir)
@@ -84,11 +94,8 @@ def run(config: Config) -> list[Result]:
             single = _Side(MnemoMemoryToolServer(a, max_files=None), files)
             mounted = _Side(MnemoMemoryToolServer(b, mounts=MOUNTS, max_files=None), files)
 
-            def timer(fn: Callable[[int], None], n: int) -> Callable[[], float]:
-                return lambda: timed(lambda: fn(n))
-
-            m_mixed, s_mixed = alternate(config.reps, timer(mounted.mixed, ops), timer(single.mixed, ops))
-            m_view, s_view = alternate(config.reps, timer(mounted.view_all, views), timer(single.view_all, views))
+            m_mixed, s_mixed = alternate(config.reps, _timer(mounted.mixed, ops), _timer(single.mixed, ops))
+            m_view, s_view = alternate(config.reps, _timer(mounted.view_all, views), _timer(single.view_all, views))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     note = "durability none; baseline: the same tree in one scope, single-scope server"
@@ -100,4 +107,75 @@ def run(config: Config) -> list[Result]:
     ]
 
 
-WORKLOADS = {"mounts": run}
+OWN_FILES, OTHER_FILES = 100, 10_000
+
+
+def _seed(db: str, other: int) -> None:
+    """Scope agent:a's OWN_FILES files (in folders of 10) and `other` files of scope agent:b, through the
+    client's transactions (what the tool stores: the memorytool and path: tags)."""
+    with MnemoClient(db, "a", durability="none") as client:
+        client.grant("a", "agent:b", ["write"])
+        with client.transaction():
+            for i in range(OWN_FILES):
+                client.remember(_text(i), tags=["memorytool", f"path:/memories/d{i % 10}/n{i}.md"], scope="agent:a")
+        for start in range(0, other, 1_000):
+            with client.transaction():
+                for i in range(start, min(start + 1_000, other)):
+                    client.remember(_text(i), tags=["memorytool", f"path:/memories/b{i % 100}/n{i}.md"],
+                                    scope="agent:b")
+
+
+def _pg_schemas(dsn: str, names: list[str]) -> Callable[[], None]:
+    """Fresh schemas `names` on `dsn`'s database; what drops them."""
+    import psycopg  # noqa: PLC0415 - the postgres extra, only when a server is named
+
+    def drop() -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for name in names:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+    drop()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for name in names:
+            conn.execute(f'CREATE SCHEMA "{name}"')
+    return drop
+
+
+def scope_isolation(config: Config) -> list[Result]:
+    views = 100 if config.quick else 300
+    workdir = tempfile.mkdtemp(prefix="scopes-", dir=config.workdir)
+    backends: list[tuple[str, str, str, Callable[[], None]]] = [
+        ("file", os.path.join(workdir, "alone.mnemo.db"), os.path.join(workdir, "beside.mnemo.db"), lambda: None),
+    ]
+    dsn = os.environ.get("MNEMO_TEST_POSTGRES")
+    if dsn:
+        names = [f"bench_scopes_{os.getpid()}_{k}" for k in ("alone", "beside")]
+        drop = _pg_schemas(dsn, names)
+        sep = "&" if "?" in dsn else "?"
+        backends.append(("PostgreSQL", *(f"{dsn}{sep}options=-csearch_path%3D{n}" for n in names), drop))
+    out = []
+    try:
+        for backend, alone_db, beside_db, _drop in backends:
+            _seed(alone_db, 0)
+            _seed(beside_db, OTHER_FILES)
+            with (MnemoClient(alone_db, "a", durability="none") as a,
+                  MnemoClient(beside_db, "a", durability="none") as b):
+                alone = _Side(MnemoMemoryToolServer(a, max_files=None), 0)
+                beside = _Side(MnemoMemoryToolServer(b, max_files=None), 0)
+                alone.view_all(3)  # the first view of each builds what the later ones use
+                beside.view_all(3)
+                t_beside, t_alone = alternate(config.reps, _timer(beside.view_all, views),
+                                              _timer(alone.view_all, views))
+            out.append(Result(
+                "scope_isolation", f"{backend}: view /memories of {OWN_FILES} files, {OTHER_FILES:,} in another scope",
+                "views/s", rate_samples(views, t_beside), "no other scope", rate_samples(views, t_alone), None,
+                "durability none; ratio 1: the other scope's files cost the view nothing",
+            ))
+    finally:
+        for *_, drop_schemas in backends:
+            drop_schemas()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return out
+
+
+WORKLOADS = {"mounts": run, "scope_isolation": scope_isolation}

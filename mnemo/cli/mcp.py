@@ -17,6 +17,7 @@ from ..tools.mcp.defaults import (
     DEFAULT_AGENT,
     DEFAULT_HOST,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_OPEN_AGENTS,
     DEFAULT_PORT,
     DEFAULT_READ_TIMEOUT,
 )
@@ -104,6 +105,9 @@ def _opening(db: str | None) -> Iterator[None]:
 @click.option("--max-connections", "max_connections", metavar="N", type=click.IntRange(1),
               help=f"HTTP: connections open at once (default: {DEFAULT_MAX_CONNECTIONS}, fewer if `ulimit -n` "
                    "leaves room for fewer); one more closes the one that has waited longest for its request")
+@click.option("--max-open-agents", "max_open_agents", metavar="N", type=click.IntRange(1),
+              help=f"HTTP: agents whose database client is open at once (default: {DEFAULT_MAX_OPEN_AGENTS}); one "
+                   "more closes the one served longest ago that no call is using")
 @click.option("--read-timeout", "read_timeout", metavar="SECONDS", callback=_positive_seconds,
               help=f"HTTP: a connection must send a whole request within this many seconds of opening or of "
                    f"its previous response, else it is closed (default: {DEFAULT_READ_TIMEOUT:g})")
@@ -115,7 +119,8 @@ def _opening(db: str | None) -> Iterator[None]:
 def mcp(
     db: str | None, agent: str, scope: str | None, mounts: dict[str, str] | None, read_only: bool, transport: str,
     host: str | None,
-    port: int | None, tokens: str | None, max_connections: int | None, read_timeout: float | None,
+    port: int | None, tokens: str | None, max_connections: int | None, max_open_agents: int | None,
+    read_timeout: float | None,
     embedder: Embedder | None, lock_timeout: float | None, as_json: bool,
 ) -> int:
     """Serve the database as an MCP server: the memory tool's six commands (memory_view, memory_create,
@@ -126,7 +131,7 @@ def mcp(
     lost. --embedder local (or module:attribute): memory_search matches by meaning too. --json: errors as
     one JSON object on stderr (stdout is the protocol's)."""
     http_only = (("--host", host), ("--port", port), ("--tokens", tokens), ("--max-connections", max_connections),
-                 ("--read-timeout", read_timeout))
+                 ("--max-open-agents", max_open_agents), ("--read-timeout", read_timeout))
     given = [name for name, value in http_only if value is not None]
     if transport == "stdio" and given:
         raise UsageError(f"{', '.join(given)}: only with --transport http")
@@ -146,6 +151,7 @@ def mcp(
                 max_connections=max_connections if max_connections is not None else DEFAULT_MAX_CONNECTIONS,
                 read_timeout=read_timeout if read_timeout is not None else DEFAULT_READ_TIMEOUT,
                 embedder=embedder,
+                max_open_agents=max_open_agents if max_open_agents is not None else DEFAULT_MAX_OPEN_AGENTS,
             )
     gc.freeze()  # the process ends next: skip a final collection of the SDK's large object graph (~1 s)
     return EXIT_OK

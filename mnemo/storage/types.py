@@ -94,6 +94,13 @@ class ScopeFilter:
                 return False
         return self.everything or scope in self.exact or scope.startswith(self.prefixes)
 
+    @property
+    def only(self) -> str | None:
+        """The exact scope the query asked for (not a `prefix*` pattern), else None: the one scope the
+        read may see, if any."""
+        requested = self.requested
+        return requested if requested is not None and not requested.endswith("*") else None
+
     def narrowed(self, requested: str | None) -> ScopeFilter:
         return ScopeFilter(self.everything, self.exact, self.prefixes, requested)
 

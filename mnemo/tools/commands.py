@@ -13,6 +13,7 @@ raises `Refusal` inside the transaction, so nothing is written.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -101,12 +102,22 @@ class Commands:
     # -- paths and the tree -----------------------------------------------------------------------
 
     def canonical_path(self, path: str) -> str:
-        """The canonical form of `path`; `InvalidInput` (with the tool's error text) if it is refused."""
+        """The canonical form of `path`; `InvalidInput` (with the tool's error text) if it is refused.
+
+        `max_path_length` bounds the path a file has in its scope: beneath a mount point the tree path
+        may be longer by what the point adds to the root (docs/MOUNTS.md §1), so that every file a
+        listing shows can be addressed. The mount is the one that serves the path now."""
         s = self._settings
+        extra = self._layout.longest_prefix
         try:
-            return canonicalize(path, self._root, s.max_path_length, s.echo)
+            canonical = canonicalize(path, self._root, s.max_path_length + extra, s.echo)
         except PathError as exc:
             raise InvalidInput(exc.text) from None
+        if extra:
+            allowed = s.max_path_length + len(self._tree().owner(canonical).point) - len(self._root)
+            if len(path) > allowed or len(unicodedata.normalize("NFC", path)) > allowed:
+                raise InvalidInput(f"Invalid path: {echo(repr(path), s.echo)}")
+        return canonical
 
     def _canonical(self, path: str) -> str:
         try:

@@ -77,6 +77,9 @@ class Layout(ABC):
         self.root = root
         self.table = mounts
         self._by_scope = {m.scope: m for m in mounts}
+        # What the deepest mount point adds to the paths its scope stores: a tree path beneath it may be
+        # this much longer than max_path_length, which bounds the stored path (docs/MOUNTS.md §1).
+        self.longest_prefix = max(len(m.point) - len(root) for m in mounts)
 
     @property
     def scope(self) -> str:

@@ -95,7 +95,8 @@ def serve(
 ) -> None:
     """Serve the UI over `client` (as its agent, with `mounts`) at http://host:port until Ctrl-C or
     SIGTERM. The address printed on `out` (default: standard output) carries the token (`guard`'s, a
-    new one if None); `open_browser` opens it with the webbrowser module."""
+    new one if None); `open_browser` opens it with the webbrowser module, or says on standard error,
+    with the address, that no browser could be started."""
     out = out if out is not None else sys.stdout
     guard = guard if guard is not None else Guard()
     limits = ConnectionGuard(MAX_CONNECTIONS, READ_TIMEOUT)
@@ -111,8 +112,11 @@ def serve(
             print(exposure_warning(host, bound, client.agent_id), file=sys.stderr, flush=True)
         print(f"mnemo ui: {shown_name(client.path)} as {client.agent_id} at {url}", file=out, flush=True)
         print("mnemo ui: Ctrl-C stops it", file=out, flush=True)
-        if open_browser:
-            webbrowser.open(url)
+        if open_browser and not webbrowser.open(url):
+            # webbrowser answers False when no browser could be started (no display, none installed):
+            # said, or --open would do nothing without a word.
+            print(f"mnemo ui: --open: no browser could be started here: open {url} in one", file=sys.stderr,
+                  flush=True)
         config = uvicorn.Config(app, log_config=log_config(), lifespan="off", server_header=False,
                                 http=guarded_protocol(limits))
         with contextlib.suppress(_Stop, KeyboardInterrupt):

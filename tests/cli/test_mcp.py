@@ -19,6 +19,7 @@ from mnemo import MnemoClient
         (["--host", "0.0.0.0", "--port", "9000"], "--host, --port: only with --transport http"),
         (["--max-connections", "5", "--read-timeout", "2"],
          "--max-connections, --read-timeout: only with --transport http"),
+        (["--max-open-agents", "2"], "--max-open-agents: only with --transport http"),
 
         (["--transport", "http"], "the HTTP transport needs bearer tokens: --tokens FILE or $MNEMO_MCP_TOKENS"),
         (["--agent", ""], "--agent: agent must be a non-empty string, got ''"),

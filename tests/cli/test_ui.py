@@ -101,3 +101,15 @@ def test_open_opens_the_address_in_a_browser(db: str, tmp_path: Path) -> None:
         assert opened.read_text() == served.url
     finally:
         served.stop()
+
+
+def test_open_without_a_browser_says_so_with_the_address(db: str) -> None:
+    # no display, no terminal browser, and $BROWSER a command that fails: webbrowser starts nothing
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "TERM")}
+    served = Served(db, "--open", env={**env, "BROWSER": "false %s"})
+    try:
+        with _opener().open(served.url) as page:  # it serves all the same
+            assert page.status == 200
+    finally:
+        err = served.stop()
+    assert f"mnemo ui: --open: no browser could be started here: open {served.url} in one\n" in err

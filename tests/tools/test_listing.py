@@ -95,3 +95,40 @@ def test_search_files_refuses_as_the_search_does(client: MnemoClient, kwargs: di
     assert str(refused.value).startswith(message)
     text = server.search(**kwargs).text  # type: ignore[arg-type]
     assert text == "Error: " + str(refused.value) or text == str(refused.value)
+
+
+def test_a_view_lists_its_scope_alone_while_other_clients_write_in_every_scope(db: str, client: MnemoClient) -> None:
+    # Every scope stores its files under path:/memories/...: the listing of one scope is its own files,
+    # before and after writes, moves and deletes by another client, in its scope and in others.
+    mine = MnemoMemoryToolServer(client, scope="team:a")
+    make(mine, "/memories/a/1.md", "1")
+    make(MnemoMemoryToolServer(client, scope="team:b"), "/memories/a/2.md", "22")
+    assert mine.execute({"command": "view", "path": "/memories"}).text.split("\n")[1:] == [
+        "1B\t/memories", "1B\t/memories/a/", "1B\t/memories/a/1.md",
+    ]
+    with MnemoClient(db, client.agent_id, durability="none") as other:
+        theirs_a = MnemoMemoryToolServer(other, scope="team:a")
+        theirs_b = MnemoMemoryToolServer(other, scope="team:b")
+        make(theirs_a, "/memories/a/3.md", "333")
+        make(theirs_b, "/memories/a/4.md", "4444")
+        make(theirs_b, "/memories/a/1.md", "b's 1")  # the same path, in the other scope
+        assert not theirs_a.execute({"command": "rename", "old_path": "/memories/a/1.md",
+                                     "new_path": "/memories/z.md"}).is_error
+        assert not theirs_b.execute({"command": "delete", "path": "/memories/a/2.md"}).is_error
+    assert mine.execute({"command": "view", "path": "/memories"}).text.split("\n")[1:] == [
+        "4B\t/memories", "3B\t/memories/a/", "3B\t/memories/a/3.md", "1B\t/memories/z.md",
+    ]
+    assert [p for p, _ in mine.files("/memories/a/")] == ["/memories/a/3.md"]
+    assert [p for p, _ in MnemoMemoryToolServer(client, scope="team:b").files()] == [
+        "/memories/a/1.md", "/memories/a/4.md",
+    ]
+    assert mine.execute({"command": "create", "path": "/memories/a/4.md", "file_text": "a's 4"}).text == (
+        "File created successfully at: /memories/a/4.md"  # taken in team:b only
+    )
+    with client.transaction():  # new records of one commit, in both scopes
+        for scope in ("team:a", "team:b"):
+            client.remember("t", tags=["memorytool", "path:/memories/t.md"], scope=scope)
+    assert mine.execute({"command": "view", "path": "/memories"}).text.split("\n")[1:] == [
+        "10B\t/memories", "8B\t/memories/a/", "3B\t/memories/a/3.md", "5B\t/memories/a/4.md", "1B\t/memories/t.md",
+        "1B\t/memories/z.md",
+    ]

@@ -534,3 +534,52 @@ def test_create_overwrites_holds_in_every_mount(admin: MnemoClient, db: str, ove
                              else CommandResult(f"Error: File {path} already exists", True))
     want = "second" if overwrites else "first"
     assert files_of(admin) == {("agent:me", "/memories/a.md"): want, (TEAM, "/memories/a.md"): want}
+
+
+def test_the_path_limit_bounds_the_stored_path_so_every_listed_file_can_be_addressed(admin: MnemoClient,
+                                                                                    db: str) -> None:
+    # max_path_length bounds the path a file has in its scope; through /memories/team (5 characters more
+    # than the root) its tree path may be 5 characters longer, so a file stored at the limit is listed,
+    # viewed, edited, renamed and deleted through the mount (docs/MOUNTS.md §1)
+    limit = 40
+    at_limit = "/memories/" + "n" * (limit - len("/memories/"))  # 40 characters as stored
+    over = at_limit + "x"
+    make = MnemoMemoryToolServer(admin, scope=TEAM, max_path_length=limit)
+    ok(make, "create", path=at_limit, file_text="hello")
+    assert run(make, "create", path=over, file_text="no") == CommandResult(f"Error: Invalid path: {over!r}", True)
+    admin.grant("me", TEAM, ["read", "write", "forget"])
+    with open_client(db, "me") as me:
+        server = MnemoMemoryToolServer(me, mounts=MOUNTS, max_path_length=limit)
+        tree = "/memories/team" + at_limit[len("/memories"):]  # 45 characters
+        assert ok(server, "view", path="/memories").split("\n")[1:] == [
+            "5B\t/memories", "5B\t/memories/team/", f"5B\t{tree}",  # (org: no grant, not shown)
+        ]
+        assert ok(server, "view", path=tree) == f"Here's the content of {tree} with line numbers:\n     1\thello"
+        ok(server, "str_replace", path=tree, old_str="hello", new_str="hi")
+        assert files_of(admin) == {(TEAM, at_limit): "hi"}
+        # one character more is over the limit as stored: refused, nothing written
+        tree_over = tree + "x"
+        for command, fields in (("create", {"path": tree_over, "file_text": "x"}), ("view", {"path": tree_over}),
+                                ("rename", {"old_path": tree, "new_path": tree_over})):
+            shown = fields.get("new_path", fields.get("path"))
+            assert run(server, command, **fields) == CommandResult(f"Error: Invalid path: {shown!r}", True)
+        assert files_of(admin) == {(TEAM, at_limit): "hi"}
+        # measured in NFC too, against what the mount serving it adds (not the deepest mount's 13): U+0958
+        # is two characters in NFC, so this path of 45 as sent is 46 and refused
+        deeper = MnemoMemoryToolServer(me, mounts={"/memories/team": TEAM, "/memories/organisation": ORG},
+                                       max_path_length=limit)
+        composed = "/memories/team/" + "n" * (limit + 5 - len("/memories/team/") - 1) + "\u0958"
+        assert len(composed) == limit + 5
+        assert run(deeper, "create", path=composed, file_text="x") == CommandResult(
+            f"Error: Invalid path: {composed!r}", True
+        )
+        # the root's scope keeps the limit: a 45-character path there is refused
+        mine = "/memories/" + "m" * (limit + 5 - len("/memories/"))
+        assert run(server, "create", path=mine, file_text="x") == CommandResult(f"Error: Invalid path: {mine!r}", True)
+        # so is the tree path of the team's file where the mount is not shown (no read on it): the root's
+        admin.revoke("me", TEAM)
+        assert run(server, "view", path=tree) == CommandResult(f"Error: Invalid path: {tree!r}", True)
+        admin.grant("me", TEAM, ["read", "write", "forget"])
+        ok(server, "rename", old_path=tree, new_path="/memories/team/short.md")
+        ok(server, "delete", path="/memories/team/short.md")
+        assert files_of(admin) == {}

@@ -25,6 +25,7 @@ from ..types import Query, Rec, Version
 from .deferred import SnapshotParts
 from .index_columns import IndexData, SortedIds, inconsistent
 from .index_state import load_state, to_state
+from .scoped_tags import FAMILY, ScopedTags
 
 _version, _rec = Version._make, Rec._make  # (tuples made from a tuple: cheaper than the named arguments)
 
@@ -216,9 +217,10 @@ class Index(IndexData):
             self.text.added((row,))
             if self.vectors is not None:
                 self.vectors.added((row,))
+            scope_code = self.scopes.code(scope)
             for tag in tags:
-                self._post(row, tag)
-            c["scope"].append(self.scopes.code(scope))
+                self._post(row, tag, scope_code)
+            c["scope"].append(scope_code)
             c["tagset"].append(tagset)
             c["agent"].append(self.agents.code(version.agent))
             c["ver"].append(version.ver)
@@ -236,15 +238,21 @@ class Index(IndexData):
         self.text.changed(row)
         if self.vectors is not None:
             self.vectors.changed(row)
+        was, code = c["scope"][row], self.scopes.code(scope)
         if prev.tags != tags:
             for tag in prev.tags:
                 if tag not in tags:
-                    self._unpost(row, tag)
+                    self._unpost(row, tag, was)
             for tag in tags:
                 if tag not in prev.tags:
-                    self._post(row, tag)
+                    self._post(row, tag, code)
+        if was != code and self._scoped is not None:  # (the client never moves a record; the index may)
+            for tag in prev.tags:
+                if tag in tags and tag.startswith(FAMILY):
+                    self._scoped.remove(was, tag)
+                    self._scoped.add(code, tag)
         self.tagsets.release(c["tagset"][row])
-        c["scope"][row] = self.scopes.code(scope)
+        c["scope"][row] = code
         c["tagset"][row] = tagset
         c["agent"][row] = self.agents.code(version.agent)
         c["ver"][row] = version.ver
@@ -277,9 +285,10 @@ class Index(IndexData):
         for row, p in zip(rows, puts, strict=True):
             tags = p[2]
             tagset = acquire(tags)
+            code = scope_code(p[1])
             for tag in tags:
-                post(row, tag)
-            scopes.append(scope_code(p[1]))
+                post(row, tag, code)
+            scopes.append(code)
             tagsets.append(tagset)
             agents.append(agent_code(p[3]))
         c = self.cols
@@ -371,6 +380,10 @@ class Index(IndexData):
                 bisect.insort(self.sorted_tags, tag)
             else:
                 posting.extend(mine)
+            if self._scoped is not None and tag.startswith(FAMILY):
+                scope_col, add = c["scope"], self._scoped.add
+                for row in mine:
+                    add(scope_col[row], tag)
 
     def rebase_tail(self) -> None:
         """Move the rows after the sorted blob of ids into it, when their ids (those of the forgotten
@@ -406,8 +419,9 @@ class Index(IndexData):
         self.text.remove_row(row)
         if self.vectors is not None:
             self.vectors.remove_row(row)
+        scope_code = self.cols["scope"][row]
         for tag in rec.tags:
-            self._unpost(row, tag)
+            self._unpost(row, tag, scope_code)
         self.tagsets.release(self.cols["tagset"][row])
         self.cols["tagset"][row] = 0
         self.older.pop(row, None)
@@ -417,10 +431,15 @@ class Index(IndexData):
         """drop() each id; the records dropped. Their tags leave the sorted tag list in one pass."""
         gone: set[str] = set()
         self._unsorted = gone
+        scoped = self._scoped
+        if scoped is not None:
+            scoped.begin_many()
         try:
             return [rec for rec in map(self.drop, rec_ids) if rec is not None]
         finally:
             self._unsorted = None
+            if scoped is not None:
+                scoped.end_many()
             if len(gone) <= FEW_TAGS_GONE:
                 for tag in gone:
                     self._unsort(tag)
@@ -432,7 +451,10 @@ class Index(IndexData):
         if i < len(self.sorted_tags) and self.sorted_tags[i] == tag:
             del self.sorted_tags[i]
 
-    def _post(self, row: int, tag: str) -> None:
+    def _post(self, row: int, tag: str, scope_code: int) -> None:
+        """Row `row`, of the scope of code `scope_code`, now holds `tag`."""
+        if self._scoped is not None and tag.startswith(FAMILY):
+            self._scoped.add(scope_code, tag)
         rows = self.postings.get(tag)
         if rows is None:
             self.postings[tag] = array("I", (row,))
@@ -440,7 +462,7 @@ class Index(IndexData):
         else:
             rows.append(row)
 
-    def _unpost(self, row: int, tag: str) -> None:
+    def _unpost(self, row: int, tag: str, scope_code: int) -> None:
         """Take row out of tag's posting. A short posting is rewritten now (path tags are nearly all
         unique, so their tag goes away with the record). A long one keeps the stale row, filtered out
         on reads, until stale rows are half of it: removing from a posting of 100,000 rows at every
@@ -448,6 +470,8 @@ class Index(IndexData):
         rows = self.postings.get(tag)
         if rows is None:
             return
+        if self._scoped is not None and tag.startswith(FAMILY):
+            self._scoped.remove(scope_code, tag)
         if len(rows) > SMALL_POSTING:
             stale = self.stale_tags.get(tag, 0) + 1
             if 2 * stale <= len(rows):
@@ -486,9 +510,23 @@ class Index(IndexData):
             yield tags[i]
             i += 1
 
-    def candidate_rows(self, query: Query) -> Iterable[int] | None:
-        """Rows matching the query's tag filters, or None when no tag filter narrows the search."""
+    def scoped_tags(self) -> ScopedTags:
+        """The tags of the `path:` family per scope (scoped_tags.py): built from the postings on first
+        use, kept up to date by every change of a posting after that."""
+        if self._scoped is None:
+            scope_col, rows_with_tag = self.cols["scope"], self.rows_with_tag
+            self._scoped = ScopedTags.built(
+                (scope_col[row], tag) for tag in self.tags_with_prefix(FAMILY) for row in rows_with_tag(tag)
+            )
+        return self._scoped
+
+    def candidate_rows(self, query: Query, scope: str | None = None) -> Iterable[int] | None:
+        """Rows matching the query's tag filters, or None when no tag filter narrows the search. Given
+        `scope` (exact), they may be only those of that scope; a `tag_prefix` of the `path:` family is
+        then looked up among that scope's tags alone, so that its cost follows what the scope holds."""
         tags, tag_prefix = query.tags, query.tag_prefix
+        if scope is not None and tag_prefix is not None and tag_prefix.startswith(FAMILY):
+            return self._scoped_rows(query, scope, tag_prefix)
         if len(tags) == 1 and not query.any_tags and not query.any_prefixes and tag_prefix is None:
             return self.rows_with_tag(tags[0])  # the common case: no set needed
         result: set[int] | None = None
@@ -511,6 +549,21 @@ class Index(IndexData):
                 union.update(self.rows_with_tag(tag))
             result = union if result is None else result & union
         return result
+
+    def _scoped_rows(self, query: Query, scope: str, tag_prefix: str) -> Iterable[int]:
+        """candidate_rows given an exact scope and a tag prefix of the family: the rows of that scope's
+        tags starting with `tag_prefix` (and of other scopes holding the same tags, which the scope
+        filter leaves out), those among them that match the other filters."""
+        code = self.scopes.codes.get(scope)
+        if code is None:
+            return ()
+        rows: set[int] = set()
+        for tag in self.scoped_tags().with_prefix(code, tag_prefix):
+            rows.update(self.rows_with_tag(tag))
+        if not (query.tags or query.any_tags or query.any_prefixes):
+            return rows
+        tags_at = self.tags_at
+        return [row for row in rows if query.matches(tags_at(row))]
 
     def rows_in_scopes(
         self, rows: Iterable[int] | None, scope_ok: Callable[[str], bool]
@@ -541,7 +594,7 @@ class Index(IndexData):
         each of its tags, and nothing else is (stale rows are allowed only where they are expected
         and filtered). A snapshot could otherwise hide a record from tag queries alone."""
         if self._postings_agree():
-            return []
+            return self._scoped_differences()
         try:
             want: dict[str, set[int]] = {}
             for row in self.live_rows():
@@ -561,7 +614,23 @@ class Index(IndexData):
                 out.append(f"the index of tag {tag!r} lists row {row}, which does not hold it")
         if sorted(self.sorted_tags) != self.sorted_tags or not have.keys() <= set(self.sorted_tags):
             out.append("the sorted tag list is out of order or incomplete")
-        return out
+        return out + self._scoped_differences()
+
+    def _scoped_differences(self) -> list[str]:
+        """Whether the `path:` tags listed per scope, once built, are those the live records hold."""
+        if self._scoped is None:
+            return []
+        try:
+            scope_col = self.cols["scope"]
+            fresh = ScopedTags.built(
+                (scope_col[row], tag) for row in self.live_rows() for tag in self.tags_at(row) if tag.startswith(FAMILY)
+            )
+        except (IntegrityError, IndexError):
+            return ["the path tags listed per scope cannot be checked against the records"]
+        listed = {code: tags for code, tags in self._scoped.sorted.items() if tags}
+        if fresh.more != self._scoped.more or fresh.sorted != listed:
+            return ["the path tags listed per scope are not those the records hold"]
+        return []
 
     def _postings_agree(self) -> bool:
         """posting_differences' answer when it is "none", checked in bulk: every (row, tag) a posting

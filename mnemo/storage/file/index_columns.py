@@ -14,6 +14,7 @@ from ...acl import Acl
 from ...errors import IntegrityError
 from ..types import Version
 from .deferred import DeferredPart
+from .scoped_tags import ScopedTags
 from .text_index import TextIndex
 from .vector_index import VectorIndex
 
@@ -187,6 +188,8 @@ class IndexData:
         # While drop_many runs: tags gone from every record, taken out of sorted_tags in one pass at
         # its end (one at a time, each removal shifts the list: quadratic for a directory's paths).
         self._unsorted: set[str] | None = None
+        # The `path:` tags per scope (scoped_tags.py), once a listing in one scope asked for them
+        self._scoped: ScopedTags | None = None
         # Offsets of the log frames that hold genesis, grant or revoke entries: a snapshot lists them
         # instead of holding the ACL, which is rebuilt from those entries of the log itself.
         self.acl_frames = array("q")

@@ -256,7 +256,7 @@ class Reads(StoreState):
         query.limit of them at most. Under the index lock. The index's candidates match the tag filters
         exactly; scopes are decided once per distinct scope, not per record."""
         base = self.index
-        matched = base.rows_in_scopes(base.candidate_rows(query), scopes.admits)
+        matched = base.rows_in_scopes(base.candidate_rows(query, scopes.only), scopes.admits)
         if ordered:
             matched.sort()  # (by id: ids are distinct, so rows are never compared)
             if query.limit is not None:
@@ -342,9 +342,10 @@ class Reads(StoreState):
         query = Query((tag,), tag_prefix=tag_prefix)
         with self._index_lock:
             base = self.index
-            recs = [base.rec_at(row, i) for i, row in base.rows_in_scopes(base.rows_with_tag(tag), scope.__eq__)]
-            if tag_prefix is not None:
-                recs = [r for r in recs if query.matches(r.tags)]
+            # the candidates of that scope alone where the index lists the prefix's tags per scope
+            rows = base.rows_with_tag(tag) if tag_prefix is None else base.candidate_rows(query, scope)
+            assert rows is not None  # (the query has a tag)
+            recs = [base.rec_at(row, i) for i, row in base.rows_in_scopes(rows, scope.__eq__)]
             if batch is not None and batch.recs:
                 overlay = batch.recs
                 recs = [r for r in recs if r.id not in overlay]

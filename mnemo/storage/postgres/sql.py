@@ -9,6 +9,7 @@ from typing import Any
 
 from ...chain.codec import SALT_SIZE, served_put_problem
 from ...record import MemoryRecord
+from ...validation import PATH_TAG_PREFIX
 from ..records import record_of
 from ..types import Query, Rec, ScopeFilter, Version
 from .text_index import TERM_KEY
@@ -245,15 +246,29 @@ def _exact_parts(terms: list[str], where: str, scope_params: list[Any], columns:
     return parts, params
 
 
-def select_source(query: Query) -> tuple[str, list[Any], list[tuple[str, list[Any]]]]:
+def select_source(query: Query, scope: str | None = None) -> tuple[str, list[Any], list[tuple[str, list[Any]]]]:
     """The FROM clause of a select's records `r`, its parameters, and the conditions left on `r`.
 
     Whenever the query names tags, the tag index drives: its key is (tag, id), so the candidates come by
     an index range and each finds its record by key. The LATERAL subquery ends in OFFSET 0 so that the
     planner cannot flatten it into a join costed on guesses (it keeps no statistics of tags, schema.py,
-    and none at all of a table autovacuum has not analysed yet): the plan stays index lookups."""
+    and none at all of a table autovacuum has not analysed yet): the plan stays index lookups.
+
+    But a select of one exact `scope` (the caller's condition on r.scope says so) by a `tag_prefix` of
+    the memory tool's `path:` tags alone is driven by that scope: mnemo_records_scope, (scope, id), gives
+    its records in id order and each one's tags are looked up by id. A range of the tag index would list
+    the `path:/memories/...` tags of every scope, so that a listing of one scope's files cost what every
+    scope holds; this costs what that scope holds. The record's tags are read in a subquery ending in
+    OFFSET 0, into which the planner pushes no condition: they are found by id alone (mnemo_tags_id),
+    never by a range of every scope's tags (the primary key, (tag, id)), and the prefix tested on them."""
     conds: list[tuple[str, list[Any]]] = []
     params: list[Any]
+    prefix = query.tag_prefix
+    if (scope is not None and prefix is not None and prefix.startswith(PATH_TAG_PREFIX)
+            and not (query.tags or query.any_tags or query.any_prefixes)):
+        sql, params = _prefix_sql("p.tag", prefix)
+        tags_of = "(SELECT g.tag FROM mnemo_tags g WHERE g.id = r.id OFFSET 0) p"
+        return "mnemo_records r", [], [(f"EXISTS (SELECT 1 FROM {tags_of} WHERE {sql})", params)]
     if query.tags:
         driver, params = "SELECT t0.id FROM mnemo_tags t0 WHERE t0.tag = %s", [query.tags[0]]
         conds += [(f"EXISTS (SELECT 1 FROM mnemo_tags t{i} WHERE t{i}.tag = %s AND t{i}.id = r.id)", [tag])

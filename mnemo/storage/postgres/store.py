@@ -108,8 +108,8 @@ def _str_tags(tags: Any) -> tuple[str, ...] | None:
 def _select_from(query: Query, scopes: ScopeFilter, excluded: list[str]) -> tuple[str, str, list[Any], str]:
     """The FROM item of the records `r` a select of `query` reads, its WHERE condition (the scopes
     `scopes` admits, the query's tags, none of the ids `excluded`), their parameters and the LIMIT clause."""
-    source, params, conds = select_source(query)
-    where, scope_params = scope_sql(scopes)
+    source, params, conds = select_source(query, scopes.only)
+    where, scope_params = scope_sql(scopes)  # (r.scope = the exact scope, when there is one)
     conds.insert(0, (where, scope_params))
     if excluded:
         conds.append(("NOT (r.id = ANY(%s::text[]))", [excluded]))

@@ -10,12 +10,14 @@ one an HTTP request's bearer token names.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -36,13 +38,14 @@ from pydantic import AnyHttpUrl
 
 from mnemo._version import __version__
 from mnemo.client import MnemoClient
-from mnemo.errors import Closed
+from mnemo.errors import Closed, InvalidInput
 from mnemo.recall.embedding import Embedder
 from mnemo.storage.contract import shown_name
 from mnemo.tools.mcp.connections import ConnectionGuard, bind_listener, guarded_protocol, is_loopback, url_host
 from mnemo.tools.mcp.defaults import (
     DEFAULT_HOST,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_OPEN_AGENTS,
     DEFAULT_PORT,
     DEFAULT_READ_TIMEOUT,
     default_agent,
@@ -73,7 +76,13 @@ DbArg = str | os.PathLike[str]
 
 
 class AgentServers:
-    """One `MnemoClient` and memory-tool server per agent, opened on first use and closed by `close()`."""
+    """A `MnemoClient` and memory-tool server per agent, opened on first use, at most `max_open` at once.
+
+    Each open client holds the database's index in memory, so a server of many agents would otherwise
+    grow with every agent it has served. Past `max_open`, the agent served longest ago whose server no
+    call is using is closed (and opened again on its next call, with what the database holds: nothing a
+    call sees depends on it). When every open server is in use, a call for another agent waits for one
+    of them to finish. `close()` closes them all."""
 
     def __init__(
         self,
@@ -83,7 +92,10 @@ class AgentServers:
         lock_timeout: float | None = None,
         mounts: Mapping[str, str] | None = None,
         embedder: Embedder | str | None = None,
+        max_open: int = DEFAULT_MAX_OPEN_AGENTS,
     ) -> None:
+        if not isinstance(max_open, int) or isinstance(max_open, bool) or max_open < 1:
+            raise InvalidInput(f"max_open must be a positive int, got {max_open!r}")
         self._db = db
         self._scope = scope
         self._mounts = None if mounts is None else dict(mounts)
@@ -91,39 +103,112 @@ class AgentServers:
         self._options: dict[str, Any] = {} if lock_timeout is None else {"lock_timeout": lock_timeout}
         if embedder is not None:  # memory_search then matches by meaning too (hybrid, by default)
             self._options["embedder"] = embedder
-        self._lock = threading.Lock()
-        self._servers: dict[str, MnemoMemoryToolServer] = {}
+        self._max_open = max_open
+        self._changed = threading.Condition()
+        # agent -> its server, least recently used first; and how many calls use each one now
+        self._servers: OrderedDict[str, MnemoMemoryToolServer | _Opening] = OrderedDict()
+        self._using: Counter[str] = Counter()
         self._closed = False
 
     @property
     def read_only(self) -> bool:
         return self._read_only
 
+    @property
+    def max_open(self) -> int:
+        """How many agents' servers are open at most at once."""
+        return self._max_open
+
+    @property
+    def open_agents(self) -> list[str]:
+        """The agents whose server is open now, served longest ago first."""
+        with self._changed:
+            return list(self._servers)
+
     def get(self, agent: str) -> MnemoMemoryToolServer:
-        with self._lock:
-            if self._closed:
-                raise Closed("the MCP server is shutting down")
-            server = self._servers.get(agent)
-            if server is None:
-                client = MnemoClient(self._db, agent, readonly=self._read_only, **self._options)
-                try:
-                    server = MnemoMemoryToolServer(client, scope=self._scope, mounts=self._mounts)
-                except BaseException:
-                    client.close()
-                    raise
-                self._servers[agent] = server
+        """`agent`'s server, opened if it is not open. Not held: once `max_open` other agents have been
+        served since, it may be closed; a call holds its server through `serving`."""
+        with self.serving(agent) as server:
             return server
 
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            servers = list(self._servers.values())
-            self._servers.clear()
-        for server in servers:
+    @contextlib.contextmanager
+    def serving(self, agent: str) -> Iterator[MnemoMemoryToolServer]:
+        """`agent`'s server, held open (never closed to make room) until the block ends."""
+        server = self._acquire(agent)
+        try:
+            yield server
+        finally:
+            with self._changed:
+                self._using[agent] -= 1
+                if not self._using[agent]:
+                    del self._using[agent]
+                self._changed.notify_all()
+
+    def _acquire(self, agent: str) -> MnemoMemoryToolServer:
+        with self._changed:
+            while True:
+                if self._closed:
+                    raise Closed("the MCP server is shutting down")
+                server = self._servers.get(agent)
+                if isinstance(server, MnemoMemoryToolServer):
+                    self._servers.move_to_end(agent)
+                    self._using[agent] += 1
+                    return server
+                if server is not None:  # another call is opening it: its end says how that went
+                    self._changed.wait()
+                    continue
+                idle = next((a for a in self._servers if not self._using[a]), None)
+                if len(self._servers) < self._max_open or idle is not None:
+                    break
+                self._changed.wait()  # every open server is in a call: the first to end makes room
+            evicted = self._servers.pop(idle) if idle is not None and len(self._servers) >= self._max_open else None
+            self._using[agent] += 1  # the place is this agent's while it opens, outside the lock
+            self._servers[agent] = opening = _Opening()
+        if isinstance(evicted, MnemoMemoryToolServer):
+            _close_client(evicted)
+        try:
+            client = MnemoClient(self._db, agent, readonly=self._read_only, **self._options)
             try:
-                server.client.close()
-            except Exception:
-                log.exception("closing the client of %s failed", server.client.agent_id)
+                server = MnemoMemoryToolServer(client, scope=self._scope, mounts=self._mounts)
+            except BaseException:
+                client.close()
+                raise
+        except BaseException:
+            with self._changed:
+                if self._servers.get(agent) is opening:
+                    del self._servers[agent]
+                self._using[agent] -= 1
+                if not self._using[agent]:
+                    del self._using[agent]
+                self._changed.notify_all()
+            raise
+        with self._changed:
+            if self._servers.get(agent) is opening:
+                self._servers[agent] = server
+                self._changed.notify_all()
+                return server
+        _close_client(server)  # close() ran meanwhile
+        raise Closed("the MCP server is shutting down")
+
+    def close(self) -> None:
+        with self._changed:
+            self._closed = True
+            servers = [s for s in self._servers.values() if isinstance(s, MnemoMemoryToolServer)]
+            self._servers.clear()
+            self._changed.notify_all()
+        for server in servers:
+            _close_client(server)
+
+
+class _Opening:
+    """The place of a server being opened (by the thread that asked for it first)."""
+
+
+def _close_client(server: MnemoMemoryToolServer) -> None:
+    try:
+        server.client.close()
+    except Exception:
+        log.exception("closing the client of %s failed", server.client.agent_id)
 
 
 def _mcp_tool(spec: ToolSpec) -> types.Tool:
@@ -148,13 +233,14 @@ def _tool_result(result: CommandResult) -> types.CallToolResult:
 
 
 def _run_call(pool: AgentServers, agent: str, name: str, arguments: dict[str, Any] | None) -> CommandResult:
-    try:
-        server = pool.get(agent)
-    except Exception as exc:
-        # The reason (a path, a damaged offset) is for the operator's log, not for a remote caller.
-        log.error("cannot open the memory store as %s: %s", agent, exc)
-        return CommandResult("Error: The memory store cannot be opened; the server's log says why", True)
-    return call_tool(server, name, arguments, read_only=pool.read_only)
+    with contextlib.ExitStack() as held:
+        try:
+            server = held.enter_context(pool.serving(agent))
+        except Exception as exc:
+            # The reason (a path, a damaged offset) is for the operator's log, not for a remote caller.
+            log.error("cannot open the memory store as %s: %s", agent, exc)
+            return CommandResult("Error: The memory store cannot be opened; the server's log says why", True)
+        return call_tool(server, name, arguments, read_only=pool.read_only)
 
 
 def build_server(pool: AgentServers, agent_of: Callable[[], str | None]) -> Server[Any]:
@@ -310,14 +396,16 @@ def serve_http(
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     read_timeout: float = DEFAULT_READ_TIMEOUT,
     embedder: Embedder | str | None = None,
+    max_open_agents: int = DEFAULT_MAX_OPEN_AGENTS,
 ) -> None:
     """Serve MCP over streamable HTTP at `http://host:port/mcp` until SIGTERM or SIGINT.
 
     `tokens` maps bearer tokens to agent ids (see `mnemo.tools.mcp.tokens`); a request without a
     known token is refused with 401, and each request acts as its token's agent, through one client per
-    agent opened on its first request. `agent` (default `default_agent()`) is the server's own
-    identity: it opens the database at start, so that a database that cannot be opened raises here,
-    and owns it if it is new. Port 0 picks a free port; the line announcing the URL says which.
+    agent opened on its first request, at most `max_open_agents` at once (AgentServers says how).
+    `agent` (default `default_agent()`) is the server's own identity: it opens the database at start, so
+    that a database that cannot be opened raises here, and owns it if it is new. Port 0 picks a free
+    port; the line announcing the URL says which.
     `mounts` (docs/MOUNTS.md) are the same for every agent; the root's scope is `scope`, else each agent's home.
     At most `max_connections` connections are open at once (fewer if the descriptor limit leaves room
     for fewer), and each must send a whole request within `read_timeout` seconds of opening or of its
@@ -328,11 +416,11 @@ def serve_http(
 
     table = TokenTable(tokens)
     guard = ConnectionGuard(max_connections, read_timeout)  # checks both before anything opens
-    guard.fit_descriptors(agents=len(table.agents) + 1)
     db, agent = _resolve(db, agent)
     out = announce or sys.stderr
     pool = AgentServers(db, scope=scope, read_only=read_only, lock_timeout=lock_timeout, mounts=mounts,
-                        embedder=embedder)
+                        embedder=embedder, max_open=max_open_agents)
+    guard.fit_descriptors(agents=min(len(table.agents) + 1, max_open_agents))
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_stop) if in_main else None
     try:

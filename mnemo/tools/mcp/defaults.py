@@ -12,6 +12,7 @@ __all__ = [
     "DEFAULT_AGENT",
     "DEFAULT_HOST",
     "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_MAX_OPEN_AGENTS",
     "DEFAULT_PORT",
     "DEFAULT_READ_TIMEOUT",
     "default_agent",
@@ -27,6 +28,9 @@ DEFAULT_PORT = 8765
 # (mnemo.tools.mcp.connections)
 DEFAULT_MAX_CONNECTIONS = 1000
 DEFAULT_READ_TIMEOUT = 10.0
+# HTTP: agents whose client is open at once (each holds the database's index in memory); past it, the
+# one served longest ago is closed (mnemo.tools.mcp.app.AgentServers)
+DEFAULT_MAX_OPEN_AGENTS = 16
 
 
 def default_db_path(env: Mapping[str, str] | None = None, platform: str | None = None) -> Path:

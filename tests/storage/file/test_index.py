@@ -27,7 +27,7 @@ from mnemo.storage.file.index_columns import SortedIds
 from mnemo.storage.types import Query
 
 IDS = [f"{i:032x}" for i in (1, 2, 3, 5, 8, 13, 21, 34, 55, 89)] + ["short-id", "ünïcode-id"]
-TAGS = ["a", "ab", "abc", "b", "big", "c"]
+TAGS = ["a", "ab", "abc", "b", "big", "c", "path:/memories/a", "path:/memories/a/b", "path:/memories/b"]
 SCOPES = ["agent:x", "agent:y", "shared"]
 AGENTS = ["x", "y"]
 
@@ -108,6 +108,23 @@ class IndexMachine(RuleBasedStateMachine):
             assert len(got) == len(set(got)), "a row came twice"
             assert set(got) == expected
 
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def queries_in_one_scope(self, data: st.DataObject) -> None:
+        # a `path:` prefix in an exact scope is looked up among that scope's tags (scoped_tags.py)
+        want = tuple(data.draw(st.lists(st.sampled_from(TAGS), unique=True, max_size=1)))
+        prefix = data.draw(st.sampled_from(["path:", "path:/memories/", "path:/memories/a", "path:/memories/a/",
+                                            "path:/nowhere", "a"]))
+        scope = data.draw(st.sampled_from([*SCOPES, "unknown"]))
+        rows = self.index.candidate_rows(Query(want, tag_prefix=prefix), scope)
+        assert rows is not None
+        got = [rec_id for rec_id, _ in self.index.rows_in_scopes(rows, scope.__eq__)]
+        assert len(got) == len(set(got)), "a row came twice"
+        assert set(got) == {
+            r.id for r in self.model.values()
+            if r.scope == scope and set(want) <= set(r.tags) and any(t.startswith(prefix) for t in r.tags)
+        }
+
     @invariant()
     def same_records(self) -> None:
         index = self.index
@@ -140,6 +157,46 @@ class IndexMachine(RuleBasedStateMachine):
 
 TestIndexModel = IndexMachine.TestCase
 TestIndexModel.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+
+
+def test_the_path_tags_per_scope_follow_a_record_the_index_moves_to_another_scope() -> None:
+    # The client never moves a record; the index takes a new version in another scope all the same, and
+    # the `path:` tags it lists per scope follow (scoped_tags.py), a tag the record keeps included.
+    index = Index(b"d" * 16)
+    index.put(IDS[0], "agent:x", ("path:/m/a", "path:/m/k"), Version(1, 1, 1, "x", 3, b"h" * 32, 100, 30))
+    query = Query(tag_prefix="path:/m/")
+    assert sorted(index.candidate_rows(query, "agent:x") or ()) == [0]  # the per-scope list, built
+    index.put(IDS[0], "agent:y", ("path:/m/k",), Version(2, 2, 2, "x", 3, b"i" * 32, 200, 30))
+    assert list(index.candidate_rows(query, "agent:x") or ()) == []
+    assert sorted(index.candidate_rows(query, "agent:y") or ()) == [0]
+    assert index.posting_differences() == []
+    index.put(IDS[0], "agent:y", ("path:/m/k",), Version(3, 3, 3, "x", 3, b"j" * 32, 300, 30))  # same scope
+    assert sorted(index.candidate_rows(query, "agent:y") or ()) == [0] and index.posting_differences() == []
+
+
+def test_posting_differences_names_path_tags_per_scope_that_disagree_with_the_records() -> None:
+    index = Index(b"d" * 16)
+    index.put(IDS[0], "agent:x", ("path:/m/a",), Version(1, 1, 1, "x", 3, b"h" * 32, 100, 30))
+    index.put(IDS[1], "agent:x", ("b", "path:/m/b"), Version(1, 2, 2, "x", 3, b"i" * 32, 200, 30))
+    assert index.posting_differences() == []  # not built: nothing to compare
+    scoped = index.scoped_tags()
+    code = index.scopes.codes["agent:x"]
+    assert scoped.sorted == {code: ["path:/m/a", "path:/m/b"]} and index.posting_differences() == []
+    wrong = "the path tags listed per scope are not those the records hold"
+    scoped.sorted[code].append("path:/m/c")  # a tag no record of the scope holds
+    assert index.posting_differences() == [wrong]
+    scoped.sorted[code].pop()
+    scoped.more[(code, "path:/m/a")] = 1  # a second row said to hold it
+    assert index.posting_differences() == [wrong]
+    del scoped.more[(code, "path:/m/a")]
+    index.cols["tagset"][1] = 0  # and the postings disagree too: both said
+    assert index.posting_differences() == [
+        "the index of tag 'b' lists row 1, which does not hold it",
+        "the index of tag 'path:/m/b' lists row 1, which does not hold it", wrong,
+    ]
+    index.cols["tagset"][1] = index.tagsets.codes[("b", "path:/m/b")]
+    index.cols["scope"].pop()  # a row without its scope: nothing to check the lists against
+    assert index.posting_differences() == ["the path tags listed per scope cannot be checked against the records"]
 
 
 def test_a_forgotten_records_tags_leave_memory_and_the_snapshot() -> None:

@@ -126,10 +126,9 @@ def test_the_filters_are_those_of_the_log_file_on_examples(pg: Schema, tmp_path:
         assert {r.scope for r in reader.query()} == {"team:a", "team:ab", "team:a%", "t\u00e9am"}
 
 
-def _seq_scans(c: MnemoClient, monkeypatch: pytest.MonkeyPatch, read: Callable[[], Any]) -> list[str]:
-    """The relations that the statements `read` sends which read records read by sequential scan
-    (EXPLAIN of each, with its parameters), but mnemo_head: the one row of the head, which a read
-    brings with its records (read_fresh)."""
+def _plan_nodes(c: MnemoClient, monkeypatch: pytest.MonkeyPatch, read: Callable[[], Any]) -> list[dict[str, Any]]:
+    """Every node of the plans (EXPLAIN of each, with its parameters) of the statements `read` sends
+    that read records."""
     sent: list[tuple[str, Any]] = []
     fetch = pg_store.PostgresStore._fetch
 
@@ -140,11 +139,10 @@ def _seq_scans(c: MnemoClient, monkeypatch: pytest.MonkeyPatch, read: Callable[[
     monkeypatch.setattr(pg_store.PostgresStore, "_fetch", spy)
     read()
     monkeypatch.undo()
-    scanned: list[str] = []
+    nodes: list[dict[str, Any]] = []
 
     def walk(node: dict[str, Any]) -> None:
-        if node.get("Node Type") == "Seq Scan" and node["Relation Name"] != "mnemo_head":
-            scanned.append(node["Relation Name"])
+        nodes.append(node)
         for child in node.get("Plans", []):
             walk(child)
 
@@ -154,7 +152,43 @@ def _seq_scans(c: MnemoClient, monkeypatch: pytest.MonkeyPatch, read: Callable[[
         rows = c._store._fetch("EXPLAIN (FORMAT JSON) " + sql, params)  # type: ignore[attr-defined]
         plan = rows[0][0] if not isinstance(rows[0][0], str) else json.loads(rows[0][0])
         walk(plan[0]["Plan"])
-    return scanned
+    return nodes
+
+
+def _seq_scans(c: MnemoClient, monkeypatch: pytest.MonkeyPatch, read: Callable[[], Any]) -> list[str]:
+    """The relations that the statements `read` sends which read records read by sequential scan, but
+    mnemo_head: the one row of the head, which a read brings with its records (read_fresh)."""
+    return [node["Relation Name"] for node in _plan_nodes(c, monkeypatch, read)
+            if node.get("Node Type") == "Seq Scan" and node["Relation Name"] != "mnemo_head"]
+
+
+def test_a_listing_of_paths_in_one_scope_reads_that_scope_alone(pg: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The memory tool's view: every scope's files are stored under path:/memories/..., so a range of the
+    # tag index would read them all; the scope's own index gives its records, each tag looked up by id.
+    with MnemoClient(pg.url, OWNER, durability="none") as c:
+        for start in range(0, 3000, 500):
+            with c.transaction():
+                for i in range(start, start + 500):
+                    scope = "agent:a" if i % 300 == 0 else "agent:b"
+                    c.remember(f"file {i}", tags=["memorytool", f"path:/memories/{i:04}.md"], scope=scope)
+        c.remember("not a file", scope="agent:a")
+        assert pg.sql("SELECT count(*) FROM pg_stats WHERE schemaname = current_schema()") == [(0,)]
+        listed = c.list_records(tag_prefix="path:/memories/", scope="agent:a")
+        assert [r.tags for r in listed] == [("memorytool", f"path:/memories/{i:04}.md") for i in range(0, 3000, 300)]
+        nodes = _plan_nodes(c, monkeypatch, lambda: c.list_records(tag_prefix="path:/memories/", scope="agent:a"))
+        indexes = {n["Index Name"] for n in nodes if "Index Name" in n}
+        # the scope's records by its index, their tags by id; no range of every scope's tags
+        assert {"mnemo_records_scope", "mnemo_tags_id"} <= indexes and "mnemo_tags_pkey" not in indexes
+        assert [n["Relation Name"] for n in nodes if n["Node Type"] == "Seq Scan"] in ([], ["mnemo_head"])
+        # another scope's files, a pattern of scopes, or another tag beside the prefix: the tag index drives
+        assert len(c.list_records(tag_prefix="path:/memories/", scope="agent:*")) == 3000
+        c.remember("a path: tag alone", tags=["path:/memories/0zz.md"], scope="agent:a")
+        assert len(c.list_records(tag_prefix="path:/memories/0", scope="agent:a")) == 5
+        assert len(c.list_records(tags=["memorytool"], tag_prefix="path:/memories/0", scope="agent:a")) == 4
+        assert len(c.list_records(any_tags=["memorytool"], tag_prefix="path:/memories/0", scope="agent:a")) == 4
+        tagged = _plan_nodes(c, monkeypatch, lambda: c.list_records(tags=["path:/memories/0000.md"],
+                                                                     tag_prefix="path:/memories/", scope="agent:a"))
+        assert "mnemo_records_scope" not in {n.get("Index Name") for n in tagged}  # the tag's own rows drive
 
 
 def test_selective_queries_read_by_index_without_statistics(pg: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
