@@ -69,6 +69,24 @@ def test_an_entity_given_twice_keeps_every_observation(tmp_path: Path) -> None:
     assert KnowledgeGraphSource(path).read()["A"].observations == ["one", "two", "three"]
 
 
+def test_an_observation_repeated_within_a_line_is_kept_once_in_first_order(tmp_path: Path) -> None:
+    path = _graph(tmp_path / "g.jsonl", [
+        {"type": "entity", "name": "A", "entityType": "t", "observations": ["b", "a", "b", "a", "c"]},
+        {"type": "entity", "name": "A", "entityType": "t", "observations": ["c", "d", "d", "a"]},
+    ])
+    assert KnowledgeGraphSource(path).read()["A"].observations == ["b", "a", "c", "d"]
+
+
+def test_an_entity_of_many_observations_is_read_whole(tmp_path: Path) -> None:
+    # 200,000 distinct observations and as many repeats: each is looked up once, as a graph this size
+    # in one entity is read by the set of those already kept (a list would compare each with all before)
+    observations = [f"o{i}" for i in range(200_000)]
+    path = _graph(tmp_path / "g.jsonl", [
+        {"type": "entity", "name": "A", "entityType": "t", "observations": observations + observations[::-1]},
+    ])
+    assert KnowledgeGraphSource(path).read()["A"].observations == observations
+
+
 @pytest.mark.parametrize(("lines", "message"), [
     (['{"type":"entity","name":"a","entityType":"t","observations":[]}', "", "not json"],
      "{p} line 3: not JSON (Expecting value at column 1), so not a knowledge graph's line (an entity or a relation "
