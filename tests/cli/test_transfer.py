@@ -147,6 +147,38 @@ def test_export(db: str, source: Path, tmp_path: Path, capsys: pytest.CaptureFix
         0, 2, {"seq": seq, "hash": digest}, "jsonl")  # agent-1 made the database: it owns it
 
 
+def test_importing_an_export_names_its_memories_folder(db: str, source: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "import", db, str(source), "--agent", "agent-1")[0] == 0
+    out_dir = tmp_path / "out"
+    assert run(capsys, "export", db, str(out_dir))[0] == 0
+    new = str(tmp_path / "new.mnemo.db")
+    with MnemoClient(new, "agent-1", durability="none") as client:
+        client.remember("x")
+    before = snapshot(new)
+    code, out, err = run(capsys, "import", new, str(out_dir), "--json")
+    assert (code, out) == (2, "")
+    assert json.loads(err)["error"]["message"] == (
+        f"cannot import {out_dir}: it is an export of Mnemo (mnemo-export/2, by its manifest.json), whose memory-tool "
+        f"files are in {out_dir}/memories (another scope's in scopes/FOLDER/memories): import that folder (mnemo "
+        f"import DB {out_dir}/memories), or name --format folder to import every file of {out_dir}, manifest "
+        "included, as it is (docs/TRANSFER.md §3)")
+    assert snapshot(new) == before
+    code, out, _ = run(capsys, "import", new, str(out_dir / "memories"), "--json")  # as the error says
+    assert code == 0 and json.loads(out)["created"] == ["/memories/a.md", "/memories/notes/b.md"]
+    code, out, _ = run(capsys, "import", new, str(out_dir), "--format", "folder", "--into", "/memories/raw", "--json")
+    assert code == 0 and json.loads(out)["created"] == [
+        "/memories/raw/manifest.json", "/memories/raw/memories/a.md", "/memories/raw/memories/notes/b.md",
+        "/memories/raw/records.jsonl"]
+
+
+def test_a_folder_whose_manifest_is_not_an_export_s_is_a_folder(db: str, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_tree(tmp_path / "src", {"manifest.json": '{"format": "mine/1"}\n', "a.md": "alpha\n"})
+    code, out, _ = run(capsys, "import", db, str(src), "--agent", "agent-1", "--json")
+    assert code == 0 and json.loads(out)["created"] == ["/memories/a.md", "/memories/manifest.json"]
+
+
 def test_export_of_a_scope_whose_writer_stored_a_path_on_the_manifest(db: str, tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     with MnemoClient(db, "owner", durability="none") as owner:
