@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mnemo.transfer.folder import kind_of
-from mnemo.transfer.items import TOO_DEEP, Skipped, SourceError, SourceFile, data_reader, file_name, stat_source
+from mnemo.transfer.items import TOO_DEEP, Skipped, SourceError, SourceFile, file_name, stat_source, text_file
 
 __all__ = ["KnowledgeGraphSource", "read_json_file"]
 
@@ -76,7 +76,7 @@ class KnowledgeGraphSource:
         names = {name: file_name(name) for name in entities}
         for name, entity in entities.items():
             text = render(entity, names)
-            yield SourceFile(names[name], f"{self.path} line {entity.line}", data_reader(text.encode("utf-8")))
+            yield text_file(names[name], f"{self.path} line {entity.line}", text)
 
     def read(self) -> dict[str, _Entity]:
         """The graph's entities by name, each with its observations and the relations it is in."""

@@ -132,3 +132,17 @@ def test_file_names_are_accepted_by_the_memory_tool_and_never_shared() -> None:
         assert "/" not in name and "%" not in name and "\\" not in name and not name.startswith(".")
         assert len(name.encode("utf-8")) <= 255
         assert canonicalize(f"/memories/{name}") == f"/memories/{name}"
+
+
+def test_an_entity_holding_a_lone_surrogate_is_skipped_saying_why(client: MnemoClient, tmp_path: Path) -> None:
+    # JSON lets "\ud800" stand without its pair and json.loads keeps it; UTF-8 cannot encode it
+    path = _graph(tmp_path / "g.jsonl", [
+        {"type": "entity", "name": "Ana", "entityType": "person", "observations": ["fine"]},
+        {"type": "entity", "name": "Odd", "entityType": "t", "observations": ["half \ud800 a pair"]},
+    ])
+    report = import_source(MnemoMemoryToolServer(client), open_source(path))
+    assert report.created == ("/memories/knowledge-graph/Ana.md",)
+    assert [(s.origin, s.reason) for s in report.skipped] == [(
+        f"{path} line 2", "not text: it holds U+D800, a lone surrogate (a JSON escape \\ud800 without its pair), "
+                          "which UTF-8 cannot encode")]
+    assert [r.content[:6] for r in client.query()] == ["# Ana\n"]
