@@ -147,6 +147,22 @@ def test_export(db: str, source: Path, tmp_path: Path, capsys: pytest.CaptureFix
         0, 2, {"seq": seq, "hash": digest}, "jsonl")  # agent-1 made the database: it owns it
 
 
+def test_a_skipped_name_stays_on_its_line_and_shows_no_terminal_escape(db: str, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # a hostile folder's names: one forging a "created" row, one clearing the screen
+    src = write_tree(tmp_path / "src", {"x\n  created    /memories/forged.md": "x", "\x1b[2Jclear.md": "y",
+                                        "ok.md": "z"})
+    code, out, err = run(capsys, "import", db, str(src), "--agent", "agent-1")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[1:] == [
+        "  created    /memories/ok.md",
+        f"  skipped    {src}/\\x1b[2Jclear.md: a path the memory tool refuses: Invalid path: "
+        "'/memories/\\x1b[2Jclear.md'",
+        f"  skipped    {src}/x\\n  created    /memories/forged.md: a path the memory tool refuses: Invalid path: "
+        "'/memories/x\\n  created    /memories/forged.md'",
+    ]
+
+
 def test_importing_an_export_names_its_memories_folder(db: str, source: Path, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "import", db, str(source), "--agent", "agent-1")[0] == 0
