@@ -18,6 +18,7 @@ import stat
 from collections.abc import Iterator, Sequence
 
 from mnemo.storage.file.reader import file_kind
+from mnemo.tools.paths import DEFAULT_MAX_PATH_LENGTH
 from mnemo.transfer.items import Skipped, SourceError, SourceFile, stat_source
 
 __all__ = ["FolderSource", "kind_of", "open_beneath", "open_folder", "read_file"]
@@ -30,6 +31,14 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # temporary file named f".tmp-{os.getpid()}-{uuid.uuid4()}" beside its target before os.replace. A
 # temporary file left by a crash is thus hidden too; it is named as such in the report.
 _SDK_TEMP_PREFIX = ".tmp-"
+
+# How deep the walk goes: a memory-tool path is at most DEFAULT_MAX_PATH_LENGTH characters, so it holds at
+# most half as many folders (each a name and a `/`). Deeper folders hold nothing the tool could store, and
+# the walk, one nested generator and one descriptor a level, is kept well within the interpreter's
+# recursion limit (a tree of 3,000 levels failed with RecursionError).
+MAX_DEPTH = DEFAULT_MAX_PATH_LENGTH // 2
+TOO_DEEP_FOLDER = (f"a folder nested more than {MAX_DEPTH} levels deep: no memory-tool path is that deep (at most "
+                   f"{DEFAULT_MAX_PATH_LENGTH} characters), so nothing in it is imported, or read")
 
 kind_of = file_kind
 
@@ -188,6 +197,9 @@ class FolderSource:
                 yield Skipped(origin, "a symbolic link: links are never followed out of (or within) the folder")
                 continue
             if entry.is_dir(follow_symlinks=False):
+                if len(parts) > MAX_DEPTH:
+                    yield Skipped(origin + "/", TOO_DEEP_FOLDER)
+                    continue
                 try:
                     fd = os.open(name, _DIR_FLAGS, dir_fd=folder.fd)
                 except OSError as exc:
