@@ -68,13 +68,18 @@ def _refuse_an_export(folder: str) -> None:
     finally:
         os.close(fd)
     match = _EXPORT_MANIFEST.match(head)
-    if match is not None:
-        files = os.path.join(folder, "memories")
-        raise SourceError(
-            f"cannot import {folder}: it is an export of Mnemo ({match.group(1).decode()}, by its manifest.json), "
-            f"whose memory-tool files are in {files} (another scope's in scopes/FOLDER/memories): import that "
-            f"folder (mnemo import DB {files}), or name --format folder to import every file of {folder}, "
-            "manifest included, as it is (docs/TRANSFER.md §3)")
+    if match is None:
+        return
+    export = f"cannot import {folder}: it is an export of Mnemo ({match.group(1).decode()}, by its manifest.json)"
+    as_is = (f"or name --format folder to import every file of {folder}, manifest included, as it is "
+             "(docs/TRANSFER.md §3)")
+    files = os.path.join(folder, "memories")
+    if not os.path.isdir(files):  # `--format jsonl`, or nothing but records: no folder of files to name
+        raise SourceError(f"{export} that holds no memory-tool files, only records.jsonl, which the import does not "
+                          "read: export with --format files to import the files (mnemo copy and mnemo backup move a "
+                          f"whole database), {as_is}")
+    raise SourceError(f"{export}, whose memory-tool files are in {files} (another scope's in scopes/FOLDER/memories): "
+                      f"import that folder (mnemo import DB {files}), {as_is}")
 
 
 def _json_source(path: str) -> Source:

@@ -188,6 +188,22 @@ def test_importing_an_export_names_its_memories_folder(db: str, source: Path, tm
         "/memories/raw/records.jsonl"]
 
 
+def test_importing_an_export_of_records_alone_says_so(db: str, source: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "import", db, str(source), "--agent", "agent-1")[0] == 0
+    out_dir = tmp_path / "j"
+    assert run(capsys, "export", db, str(out_dir), "--format", "jsonl")[0] == 0
+    before = snapshot(db)
+    code, out, err = run(capsys, "import", db, str(out_dir), "--json")
+    assert (code, out) == (2, "")
+    assert json.loads(err)["error"]["message"] == (
+        f"cannot import {out_dir}: it is an export of Mnemo (mnemo-export/2, by its manifest.json) that holds no "
+        "memory-tool files, only records.jsonl, which the import does not read: export with --format files to import "
+        "the files (mnemo copy and mnemo backup move a whole database), or name --format folder to import every file "
+        f"of {out_dir}, manifest included, as it is (docs/TRANSFER.md §3)")
+    assert snapshot(db) == before
+
+
 def test_a_folder_whose_manifest_is_not_an_export_s_is_a_folder(db: str, tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     src = write_tree(tmp_path / "src", {"manifest.json": '{"format": "mine/1"}\n', "a.md": "alpha\n"})
