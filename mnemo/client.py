@@ -65,7 +65,7 @@ from .validation import (
     check_ids,
     check_metadata,
     check_metadata_size,
-    check_optional_str,
+    check_reason,
     check_tag_prefix,
     check_tags,
     file_path,
@@ -464,7 +464,7 @@ class MnemoClient:
         """Forget records: every version's content, tags and metadata are erased before this returns."""
         self._store.check_writable()
         id_list = check_ids(ids)
-        reason = check_optional_str(reason, "reason")
+        reason = check_reason(reason)
         with self._writing() as batch:
             for rec_id in id_list:
                 rec = self._readable(rec_id).rec
@@ -489,7 +489,7 @@ class MnemoClient:
         """Forget every readable record matching the filters; PermissionDenied (nothing forgotten) if
         any of them is in a scope where this agent may not forget."""
         self._store.check_writable()
-        reason = check_optional_str(reason, "reason")
+        reason = check_reason(reason)
         if isinstance(tags, str) or (not tags and tag_prefix is None and scope is None):
             # An empty filter would match every readable record: never do that by accident.
             raise InvalidInput("forget_where needs tags, a tag_prefix or a scope to select what to forget")

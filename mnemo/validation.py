@@ -321,3 +321,14 @@ def check_optional_str(value: Any, what: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise InvalidInput(f"{what} must be a string or None, got {type(value).__name__}")
     return value
+
+
+def check_reason(reason: Any) -> str | None:
+    """A forget's reason, kept in its entry as UTF-8: a string that encodes (no lone surrogate), or None."""
+    text = check_optional_str(reason, "reason")
+    if text is not None and not text.isascii():  # ASCII always encodes
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput("reason contains lone surrogates and cannot be stored as UTF-8") from None
+    return text

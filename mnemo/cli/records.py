@@ -4,6 +4,7 @@ MnemoClient, so every ACL check applies."""
 from __future__ import annotations
 
 import base64
+import re
 import sys
 from typing import Any
 
@@ -121,7 +122,20 @@ def _record_id(client: MnemoClient, arg: str, scope: str | None) -> str:
         return memory_paths.resolve_file(client, arg, scope).id
     if scope is not None:
         raise UsageError("--scope goes with a memory-tool PATH, not with a record ID")
+    if not _ID.fullmatch(arg):  # `user.md`, `memories/user.md`: a path without its leading /memories
+        raise Failure(f"no record {arg!r}: a record is named by its ID (32 hex digits, as `mnemo ls` shows) or by a "
+                      f"memory-tool path, which starts with /memories (such as {_as_path(arg)})",
+                      "NotFound")
     return arg
+
+
+_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def _as_path(arg: str) -> str:
+    """The memory-tool path a person probably meant by `arg`: `user.md` or `memories/user.md` alike."""
+    rest = arg.strip("/")
+    return "/" + rest if rest.split("/", 1)[0] == "memories" else "/memories/" + rest
 
 
 @click.command(

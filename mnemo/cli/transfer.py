@@ -23,6 +23,7 @@ from .common import (
     echo,
     emit_json,
     examples,
+    inline,
     json_option,
     lock_timeout_option,
     open_client,
@@ -43,10 +44,13 @@ def _lines(report: ImportReport) -> list[str]:
               f"{len(report.forgotten)} forgotten, {len(report.skipped)} skipped")
     done = ("nothing written (a dry run)" if report.dry_run else
             "nothing written" if report.entry is None else f"commit seq {report.entry[0]}")
-    out = [f"{verb} {report.source} ({report.format}) into {report.into} in scope {report.scope}: {counts}; {done}"]
+    out = [f"{verb} {inline(report.source)} ({report.format}) into {report.into} in scope {report.scope}: {counts}; "
+           f"{done}"]
     for what, paths in (("created", report.created), ("updated", report.updated), ("forgotten", report.forgotten)):
         out += [f"  {what:<9}  {path}" for path in paths]
-    out += [f"  skipped    {s.origin}: {s.reason}" for s in report.skipped]
+    # A skipped file's name is the source's, whatever it holds: a line break in it would print a fake row
+    # (`x\n  created    /memories/y.md`), so each skip stays on its one line.
+    out += [f"  skipped    {inline(s.origin)}: {inline(s.reason)}" for s in report.skipped]
     return out
 
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from mnemo.storage.file.reader import file_kind
+from mnemo.tools.paths import DEFAULT_MAX_PATH_LENGTH
 from mnemo.transfer.items import Skipped, SourceError, SourceFile, stat_source
 
-__all__ = ["FolderSource", "kind_of", "open_folder", "read_file"]
+__all__ = ["FolderSource", "kind_of", "open_beneath", "open_folder", "read_file"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -30,6 +31,14 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # temporary file named f".tmp-{os.getpid()}-{uuid.uuid4()}" beside its target before os.replace. A
 # temporary file left by a crash is thus hidden too; it is named as such in the report.
 _SDK_TEMP_PREFIX = ".tmp-"
+
+# How deep the walk goes: a memory-tool path is at most DEFAULT_MAX_PATH_LENGTH characters, so it holds at
+# most half as many folders (each a name and a `/`). Deeper folders hold nothing the tool could store, and
+# the walk, one nested generator and one descriptor a level, is kept well within the interpreter's
+# recursion limit (a tree of 3,000 levels failed with RecursionError).
+MAX_DEPTH = DEFAULT_MAX_PATH_LENGTH // 2
+TOO_DEEP_FOLDER = (f"a folder nested more than {MAX_DEPTH} levels deep: no memory-tool path is that deep (at most "
+                   f"{DEFAULT_MAX_PATH_LENGTH} characters), so nothing in it is imported, or read")
 
 kind_of = file_kind
 
@@ -44,6 +53,22 @@ def open_folder(path: str) -> int:
         return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         raise SourceError(f"cannot import {path}: {exc.strerror or exc}") from None
+
+
+def open_beneath(top: str, parts: Sequence[str]) -> int:
+    """A descriptor of the folder `top`/`parts`...: `top` opened as open_folder opens it (a link there is
+    followed: a person named it), and each of `parts` below it with O_NOFOLLOW, so that no link below
+    `top` is followed, even one swapped in meanwhile. OSError (ELOOP, ENOTDIR) where a part is a link."""
+    fd = open_folder(top)
+    try:
+        for part in parts:
+            inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class _NotRegular(OSError):
@@ -91,13 +116,27 @@ class FolderSource:
     format = "folder"
     default_into = ""
 
-    def __init__(self, path: str | os.PathLike[str], prefix: str = "") -> None:
+    def __init__(self, path: str | os.PathLike[str], prefix: str = "", top: str | None = None,
+                 below: Sequence[str] = ()) -> None:
+        """`path` is the folder, followed if it is a link (a person named it); or, with `top`, the folder
+        `top`/`below`..., of which only `top` is followed if it is a link (a folder a person named, and
+        the names Claude Code gives below it: a link there is never followed)."""
         self.path = os.fspath(path)
         self.label = self.path
         self.prefix = prefix.strip("/")
+        self.top, self.below = top, tuple(below)
+
+    def _open_root(self) -> int:
+        """A descriptor of the folder, or SourceError saying why it cannot be imported."""
+        if self.top is None:
+            return open_folder(self.path)
+        try:
+            return open_beneath(self.top, self.below)
+        except OSError as exc:
+            raise SourceError(f"cannot import {self.path}: {exc.strerror or exc}") from None
 
     def scan(self) -> Iterator[SourceFile | Skipped]:
-        root = _Dir(open_folder(self.path), ())
+        root = _Dir(self._open_root(), ())
         try:
             yield from self._walk(root)
         finally:
@@ -108,7 +147,7 @@ class FolderSource:
     def count(self) -> int:
         """How many files the walk will offer (for a progress bar): a walk of the names alone."""
         try:
-            root = open_folder(self.path)
+            root = self._open_root()
         except SourceError:
             return 0
         stack, found = [root], 0
@@ -158,6 +197,9 @@ class FolderSource:
                 yield Skipped(origin, "a symbolic link: links are never followed out of (or within) the folder")
                 continue
             if entry.is_dir(follow_symlinks=False):
+                if len(parts) > MAX_DEPTH:
+                    yield Skipped(origin + "/", TOO_DEEP_FOLDER)
+                    continue
                 try:
                     fd = os.open(name, _DIR_FLAGS, dir_fd=folder.fd)
                 except OSError as exc:
@@ -178,7 +220,7 @@ class FolderSource:
                 yield Skipped(origin, f"{kind_of(mode)}: only regular files are imported, and this one is never opened")
                 continue
             rel = "/".join((self.prefix, *parts) if self.prefix else parts)
-            yield SourceFile(rel, origin, _Reader(folder, name, self.path))
+            yield SourceFile(rel, origin, _Reader(folder, name, self))
 
 
 def _hidden(name: str, is_dir: bool) -> str:
@@ -192,16 +234,16 @@ class _Reader:
     """`SourceFile.read` of one file: a small object rather than a closure, since a scan keeps one for
     each of possibly 100,000 files."""
 
-    __slots__ = ("folder", "name", "root_path")
+    __slots__ = ("folder", "name", "source")
 
-    def __init__(self, folder: _Dir, name: str, root_path: str) -> None:
-        self.folder, self.name, self.root_path = folder, name, root_path
+    def __init__(self, folder: _Dir, name: str, source: FolderSource) -> None:
+        self.folder, self.name, self.source = folder, name, source
 
     def __call__(self, limit: int) -> bytes | int:
         if self.folder.fd is not None:  # during the walk: beside the entry just listed
             return read_file(self.name, self.folder.fd, limit)
         # Read again after the walk: down from the folder's path, one O_NOFOLLOW step at a time.
-        fds = [open_folder(self.root_path)]
+        fds = [self.source._open_root()]
         try:
             for part in self.folder.parts:
                 fds.append(os.open(part, _DIR_FLAGS, dir_fd=fds[-1]))

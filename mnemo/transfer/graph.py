@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mnemo.transfer.folder import kind_of
-from mnemo.transfer.items import TOO_DEEP, Skipped, SourceError, SourceFile, data_reader, file_name, stat_source
+from mnemo.transfer.items import TOO_DEEP, Skipped, SourceError, SourceFile, file_name, stat_source, text_file
 
 __all__ = ["KnowledgeGraphSource", "read_json_file"]
 
@@ -50,6 +50,7 @@ class _Entity:
     entity_type: str
     line: int
     observations: list[str] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set, repr=False)  # the observations, for a lookup in constant time
     relations: list[tuple[str, str, str]] = field(default_factory=list)  # (from, type, to)
 
 
@@ -75,7 +76,7 @@ class KnowledgeGraphSource:
         names = {name: file_name(name) for name in entities}
         for name, entity in entities.items():
             text = render(entity, names)
-            yield SourceFile(names[name], f"{self.path} line {entity.line}", data_reader(text.encode("utf-8")))
+            yield text_file(names[name], f"{self.path} line {entity.line}", text)
 
     def read(self) -> dict[str, _Entity]:
         """The graph's entities by name, each with its observations and the relations it is in."""
@@ -109,8 +110,12 @@ class KnowledgeGraphSource:
                 if not isinstance(observations, list) or not all(isinstance(o, str) for o in observations):
                     raise SourceError(f"{where}: `observations` must be a list of strings")
                 entity = entities.setdefault(name, _Entity(name, entity_type, number))
-                # A name given twice (a file edited by hand) is one entity: every observation is kept.
-                entity.observations.extend(o for o in observations if o not in entity.observations)
+                # A name given twice (a file edited by hand) is one entity: every observation is kept, once.
+                # Looked up in a set, not the list: a hostile graph of many observations stays linear.
+                for observation in observations:
+                    if observation not in entity.seen:
+                        entity.seen.add(observation)
+                        entity.observations.append(observation)
             else:
                 relations.append((_text_field(item, "from", where), _text_field(item, "relationType", where),
                                   _text_field(item, "to", where)))

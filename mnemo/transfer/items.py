@@ -32,6 +32,7 @@ __all__ = [
     "file_name",
     "front_matter",
     "stat_source",
+    "text_file",
     "text_of",
 ]
 
@@ -129,6 +130,19 @@ def front_matter(fields: dict[str, Any]) -> str:
     lines = [f"{key}: {json.dumps(value, ensure_ascii=False, sort_keys=True)}"
              for key, value in fields.items() if value not in (None, "", [], {})]
     return "---\n" + "".join(line + "\n" for line in lines) + "---\n"
+
+
+def text_file(rel: str, origin: str, text: str) -> SourceFile | Skipped:
+    """The file a source made in memory from `text`; or, when the text holds a lone surrogate (JSON lets
+    an escape such as `\\ud800` stand without its pair, and json.loads keeps it), which UTF-8 cannot
+    encode, what skips it and why."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(text[exc.start])
+        return Skipped(origin, f"not text: it holds U+{code:04X}, a lone surrogate (a JSON escape \\u{code:04x} "
+                               "without its pair), which UTF-8 cannot encode")
+    return SourceFile(rel, origin, data_reader(data))
 
 
 def data_reader(data: bytes) -> Callable[[int], bytes | int]:

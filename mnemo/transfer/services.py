@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from mnemo.transfer.graph import read_json_file
-from mnemo.transfer.items import TOO_DEEP, Skipped, SourceError, SourceFile, data_reader, file_name, front_matter
+from mnemo.transfer.items import TOO_DEEP, Skipped, SourceError, SourceFile, file_name, front_matter, text_file
 
 __all__ = ["Mem0Source", "MemoryServiceSource", "json_document", "kind_of_document"]
 
@@ -71,9 +71,9 @@ def _iso(value: Any) -> Any:
     return value
 
 
-def _note(fields: dict[str, Any], text: str) -> bytes:
+def _note(fields: dict[str, Any], text: str) -> str:
     body = text if text.endswith("\n") else text + "\n"
-    return (front_matter(fields) + "\n" + body).encode("utf-8")
+    return front_matter(fields) + "\n" + body
 
 
 class MemoryServiceSource:
@@ -112,7 +112,7 @@ class MemoryServiceSource:
                 "metadata": memory.get("metadata"),
                 "export_source": memory.get("export_source"),
             }
-            yield SourceFile(name, origin, data_reader(_note(fields, content)))
+            yield text_file(name, origin, _note(fields, content))
 
 
 class Mem0Source:
@@ -143,4 +143,4 @@ class Mem0Source:
                       "created_at": memory.get("created_at"), "updated_at": memory.get("updated_at"),
                       **{k: v for k, v in memory.items() if k not in known and k != "score"},
                       "metadata": memory.get("metadata")}
-            yield SourceFile(file_name(f"{_title(text)} {rec_id[:8]}"), origin, data_reader(_note(fields, text)))
+            yield text_file(file_name(f"{_title(text)} {rec_id[:8]}"), origin, _note(fields, text))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 
 from mnemo.transfer.claude_code import ClaudeCodeSource
@@ -38,12 +39,47 @@ def open_source(path: str | os.PathLike[str], format: str = "auto", claude_home:
         raise SourceError(f"unknown source format {format!r}: give one of {', '.join(FORMATS)}")
     st = stat_source(where)
     if stat.S_ISDIR(st.st_mode):
+        _refuse_an_export(where)
         return FolderSource(where)
     if not stat.S_ISREG(st.st_mode):
         raise SourceError(f"cannot import {where}: it is {kind_of(st.st_mode)}, neither a folder nor a file")
     if where.endswith(".jsonl"):
         return KnowledgeGraphSource(where)
     return _json_source(where)
+
+
+# The start of the manifest `mnemo export` writes (json.dumps of a dict whose first key is "format").
+_EXPORT_MANIFEST = re.compile(rb'\{\s*"format"\s*:\s*"(mnemo-export/[0-9]+)"')
+_MANIFEST_HEAD = 4096
+
+
+def _refuse_an_export(folder: str) -> None:
+    """SourceError when `folder` is an export of Mnemo (its manifest.json is there): read as a folder of
+    notes, its manifest and records.jsonl would become memory-tool files, and its files would land one
+    folder down, at /memories/memories/...; it names the folder to import instead. Only what `auto`
+    guesses: `--format folder` imports such a folder as it is."""
+    try:
+        fd = os.open(os.path.join(folder, "manifest.json"),
+                     os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # none, a link, unreadable: not an export's, and the folder's walk says the rest
+        return
+    try:
+        head = os.read(fd, _MANIFEST_HEAD) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    finally:
+        os.close(fd)
+    match = _EXPORT_MANIFEST.match(head)
+    if match is None:
+        return
+    export = f"cannot import {folder}: it is an export of Mnemo ({match.group(1).decode()}, by its manifest.json)"
+    as_is = (f"or name --format folder to import every file of {folder}, manifest included, as it is "
+             "(docs/TRANSFER.md §3)")
+    files = os.path.join(folder, "memories")
+    if not os.path.isdir(files):  # `--format jsonl`, or nothing but records: no folder of files to name
+        raise SourceError(f"{export} that holds no memory-tool files, only records.jsonl, which the import does not "
+                          "read: export with --format files to import the files (mnemo copy and mnemo backup move a "
+                          f"whole database), {as_is}")
+    raise SourceError(f"{export}, whose memory-tool files are in {files} (another scope's in scopes/FOLDER/memories): "
+                      f"import that folder (mnemo import DB {files}), {as_is}")
 
 
 def _json_source(path: str) -> Source:

@@ -69,6 +69,18 @@ def test_cat(cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[s
     assert json.loads(out)["content_b64"] == "AAEC"
 
 
+@pytest.mark.parametrize(("arg", "meant"), [
+    ("user.md", "/memories/user.md"), ("memories/notes/a.md", "/memories/notes/a.md"), ("01A2", "/memories/01A2")])
+@pytest.mark.parametrize("command", ["cat", "history"])
+def test_an_argument_neither_id_nor_path_says_what_names_a_record(
+    cli_db: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str], command: str, arg: str, meant: str,
+) -> None:
+    path, _ids = cli_db
+    assert run(capsys, command, str(path), arg) == (
+        1, "", f"mnemo: no record {arg!r}: a record is named by its ID (32 hex digits, as `mnemo ls` shows) or by a "
+               f"memory-tool path, which starts with /memories (such as {meant})\n")
+
+
 def test_cat_binary_raw(cli_db: tuple[str, dict[str, str]], capfdbinary: pytest.CaptureFixture[bytes]) -> None:
     path, ids = cli_db
     assert main(["cat", str(path), ids["bin"]]) == 0

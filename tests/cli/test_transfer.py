@@ -147,6 +147,70 @@ def test_export(db: str, source: Path, tmp_path: Path, capsys: pytest.CaptureFix
         0, 2, {"seq": seq, "hash": digest}, "jsonl")  # agent-1 made the database: it owns it
 
 
+def test_a_skipped_name_stays_on_its_line_and_shows_no_terminal_escape(db: str, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # a hostile folder's names: one forging a "created" row, one clearing the screen
+    src = write_tree(tmp_path / "src", {"x\n  created    /memories/forged.md": "x", "\x1b[2Jclear.md": "y",
+                                        "ok.md": "z"})
+    code, out, err = run(capsys, "import", db, str(src), "--agent", "agent-1")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[1:] == [
+        "  created    /memories/ok.md",
+        f"  skipped    {src}/\\x1b[2Jclear.md: a path the memory tool refuses: Invalid path: "
+        "'/memories/\\x1b[2Jclear.md'",
+        f"  skipped    {src}/x\\n  created    /memories/forged.md: a path the memory tool refuses: Invalid path: "
+        "'/memories/x\\n  created    /memories/forged.md'",
+    ]
+
+
+def test_importing_an_export_names_its_memories_folder(db: str, source: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "import", db, str(source), "--agent", "agent-1")[0] == 0
+    out_dir = tmp_path / "out"
+    assert run(capsys, "export", db, str(out_dir))[0] == 0
+    new = str(tmp_path / "new.mnemo.db")
+    with MnemoClient(new, "agent-1", durability="none") as client:
+        client.remember("x")
+    before = snapshot(new)
+    code, out, err = run(capsys, "import", new, str(out_dir), "--json")
+    assert (code, out) == (2, "")
+    assert json.loads(err)["error"]["message"] == (
+        f"cannot import {out_dir}: it is an export of Mnemo (mnemo-export/2, by its manifest.json), whose memory-tool "
+        f"files are in {out_dir}/memories (another scope's in scopes/FOLDER/memories): import that folder (mnemo "
+        f"import DB {out_dir}/memories), or name --format folder to import every file of {out_dir}, manifest "
+        "included, as it is (docs/TRANSFER.md §3)")
+    assert snapshot(new) == before
+    code, out, _ = run(capsys, "import", new, str(out_dir / "memories"), "--json")  # as the error says
+    assert code == 0 and json.loads(out)["created"] == ["/memories/a.md", "/memories/notes/b.md"]
+    code, out, _ = run(capsys, "import", new, str(out_dir), "--format", "folder", "--into", "/memories/raw", "--json")
+    assert code == 0 and json.loads(out)["created"] == [
+        "/memories/raw/manifest.json", "/memories/raw/memories/a.md", "/memories/raw/memories/notes/b.md",
+        "/memories/raw/records.jsonl"]
+
+
+def test_importing_an_export_of_records_alone_says_so(db: str, source: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "import", db, str(source), "--agent", "agent-1")[0] == 0
+    out_dir = tmp_path / "j"
+    assert run(capsys, "export", db, str(out_dir), "--format", "jsonl")[0] == 0
+    before = snapshot(db)
+    code, out, err = run(capsys, "import", db, str(out_dir), "--json")
+    assert (code, out) == (2, "")
+    assert json.loads(err)["error"]["message"] == (
+        f"cannot import {out_dir}: it is an export of Mnemo (mnemo-export/2, by its manifest.json) that holds no "
+        "memory-tool files, only records.jsonl, which the import does not read: export with --format files to import "
+        "the files (mnemo copy and mnemo backup move a whole database), or name --format folder to import every file "
+        f"of {out_dir}, manifest included, as it is (docs/TRANSFER.md §3)")
+    assert snapshot(db) == before
+
+
+def test_a_folder_whose_manifest_is_not_an_export_s_is_a_folder(db: str, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_tree(tmp_path / "src", {"manifest.json": '{"format": "mine/1"}\n', "a.md": "alpha\n"})
+    code, out, _ = run(capsys, "import", db, str(src), "--agent", "agent-1", "--json")
+    assert code == 0 and json.loads(out)["created"] == ["/memories/a.md", "/memories/manifest.json"]
+
+
 def test_export_of_a_scope_whose_writer_stored_a_path_on_the_manifest(db: str, tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     with MnemoClient(db, "owner", durability="none") as owner:

@@ -103,9 +103,11 @@ BAD_CALLS: list[tuple[str, Call, type[MnemoError]]] = [
     ("forget-none-in-list", lambda c, r: c.forget([r.id, None]), InvalidInput),
     ("forget-bytes", lambda c, r: c.forget(r.id.encode()), InvalidInput),
     ("forget-reason-int", lambda c, r: c.forget(r.id, reason=5), InvalidInput),
+    ("forget-reason-surrogate", lambda c, r: c.forget(r.id, reason="user asked \ud800"), InvalidInput),
     ("forget_where-tags-str", lambda c, r: c.forget_where(tags="t"), InvalidInput),
     ("forget_where-prefix-int", lambda c, r: c.forget_where(tag_prefix=5), InvalidInput),
     ("forget_where-reason-int", lambda c, r: c.forget_where(tags=["t"], reason=b"x"), InvalidInput),
+    ("forget_where-reason-surrogate", lambda c, r: c.forget_where(tags=["t"], reason="\udc00"), InvalidInput),
     ("forget_where-scope-int", lambda c, r: c.forget_where(tags=["t"], scope=5), InvalidInput),
     # query
     ("query-tag-int", lambda c, r: c.query(tags=[1]), InvalidInput),
@@ -150,6 +152,14 @@ def test_bad_input_is_refused_and_changes_nothing(
     with MnemoClient(db, AGENT, durability="none", lock_timeout=1.0) as other:
         assert other.remember("next").seq == head[0] + 1
     assert c.remember("and again").seq == head[0] + 2
+
+
+def test_a_reason_with_a_lone_surrogate_says_so(setup: tuple[MnemoClient, MemoryRecord]) -> None:
+    c, rec = setup
+    for forget in (lambda: c.forget(rec.id, reason="\ud800"), lambda: c.forget_where(tags=["t"], reason="é\ud800")):
+        with pytest.raises(InvalidInput, match=r"^reason contains lone surrogates and cannot be stored as UTF-8$"):
+            forget()
+    assert c.forget(rec.id, reason="é, asked") == 1  # any text that encodes
 
 
 def test_bad_input_inside_a_transaction_aborts_it(setup: tuple[MnemoClient, MemoryRecord], db: str) -> None:

@@ -11,6 +11,8 @@ from helpers.transfer import write_tree
 from mnemo import MnemoClient, MnemoMemoryToolServer
 from mnemo.transfer import SourceError, import_source, open_source
 from mnemo.transfer.claude_code import claude_home, project_slug
+from mnemo.transfer.folder import FolderSource
+from mnemo.transfer.items import SourceFile
 
 
 def test_the_project_user_and_auto_memory_files(client: MnemoClient, tmp_path: Path,
@@ -56,3 +58,49 @@ def test_a_linked_claude_md_is_skipped_not_followed(client: MnemoClient, tmp_pat
     assert report.created == ()
     assert [s.reason for s in report.skipped] == [
         "a symbolic link: links are never followed (import the file it points to by itself)"]
+
+
+_FOLDER_LINK = ("a symbolic link: links are never followed, and nothing below it is imported (import the folder it "
+                "points to by itself)")
+
+
+def test_a_linked_claude_folder_or_rules_folder_is_skipped_not_followed(
+    client: MnemoClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A repository can hold links: `.claude/rules` -> ~/.ssh would import the user's keys as memories.
+    outside = write_tree(tmp_path / "outside", {"id_rsa": "PRIVATE KEY\n", "CLAUDE.md": "outside\n",
+                                                "rules/r.md": "outside rule\n"})
+    home = write_tree(tmp_path / "home", {"CLAUDE.md": "# Me\n"})
+    os.symlink(outside, home / "rules")
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home))
+    project = write_tree(tmp_path / "p", {"CLAUDE.md": "# P\n", ".claude/settings.json": "{}"})
+    os.symlink(outside, project / ".claude" / "rules")
+    server = MnemoMemoryToolServer(client)
+    report = import_source(server, open_source(project, "claude-code"))
+    assert report.created == ("/memories/claude-code/project/CLAUDE.md", "/memories/claude-code/user/CLAUDE.md")
+    assert [(s.origin, s.reason) for s in report.skipped] == [
+        (f"{project}/.claude/rules", _FOLDER_LINK), (f"{home}/rules", _FOLDER_LINK)]
+    # the whole `.claude` a link: said once, for the file and the folder below it
+    (project / ".claude" / "rules").unlink()
+    (project / ".claude" / "settings.json").unlink()
+    (project / ".claude").rmdir()
+    os.symlink(outside, project / ".claude")
+    report = import_source(server, open_source(project, "claude-code"), dry_run=True)
+    assert report.created == () and report.unchanged == ("/memories/claude-code/project/CLAUDE.md",
+                                                         "/memories/claude-code/user/CLAUDE.md")
+    assert [(s.origin, s.reason) for s in report.skipped] == [
+        (f"{project}/.claude", _FOLDER_LINK), (f"{home}/rules", _FOLDER_LINK)]
+    assert [r.content for r in client.query()] == ["# P\n", "# Me\n"]
+
+
+def test_a_folder_below_its_top_is_opened_without_following_a_link(tmp_path: Path) -> None:
+    # what the scan's check passed and a link then replaced: opening it fails, and nothing is read
+    outside = write_tree(tmp_path / "outside", {"a.md": "a\n"})
+    project = write_tree(tmp_path / "p", {"x.md": "x\n"})
+    os.symlink(outside, project / "linked")
+    source = FolderSource(project / "linked", top=str(project), below=("linked",))
+    with pytest.raises(SourceError, match=f"^cannot import {project}/linked: "):
+        list(source.scan())
+    assert source.count() == 0
+    assert [f.rel for f in FolderSource(outside, top=str(tmp_path), below=("outside",)).scan()
+            if isinstance(f, SourceFile)] == ["a.md"]

@@ -69,6 +69,24 @@ def test_an_entity_given_twice_keeps_every_observation(tmp_path: Path) -> None:
     assert KnowledgeGraphSource(path).read()["A"].observations == ["one", "two", "three"]
 
 
+def test_an_observation_repeated_within_a_line_is_kept_once_in_first_order(tmp_path: Path) -> None:
+    path = _graph(tmp_path / "g.jsonl", [
+        {"type": "entity", "name": "A", "entityType": "t", "observations": ["b", "a", "b", "a", "c"]},
+        {"type": "entity", "name": "A", "entityType": "t", "observations": ["c", "d", "d", "a"]},
+    ])
+    assert KnowledgeGraphSource(path).read()["A"].observations == ["b", "a", "c", "d"]
+
+
+def test_an_entity_of_many_observations_is_read_whole(tmp_path: Path) -> None:
+    # 200,000 distinct observations and as many repeats: each is looked up once, as a graph this size
+    # in one entity is read by the set of those already kept (a list would compare each with all before)
+    observations = [f"o{i}" for i in range(200_000)]
+    path = _graph(tmp_path / "g.jsonl", [
+        {"type": "entity", "name": "A", "entityType": "t", "observations": observations + observations[::-1]},
+    ])
+    assert KnowledgeGraphSource(path).read()["A"].observations == observations
+
+
 @pytest.mark.parametrize(("lines", "message"), [
     (['{"type":"entity","name":"a","entityType":"t","observations":[]}', "", "not json"],
      "{p} line 3: not JSON (Expecting value at column 1), so not a knowledge graph's line (an entity or a relation "
@@ -114,3 +132,17 @@ def test_file_names_are_accepted_by_the_memory_tool_and_never_shared() -> None:
         assert "/" not in name and "%" not in name and "\\" not in name and not name.startswith(".")
         assert len(name.encode("utf-8")) <= 255
         assert canonicalize(f"/memories/{name}") == f"/memories/{name}"
+
+
+def test_an_entity_holding_a_lone_surrogate_is_skipped_saying_why(client: MnemoClient, tmp_path: Path) -> None:
+    # JSON lets "\ud800" stand without its pair and json.loads keeps it; UTF-8 cannot encode it
+    path = _graph(tmp_path / "g.jsonl", [
+        {"type": "entity", "name": "Ana", "entityType": "person", "observations": ["fine"]},
+        {"type": "entity", "name": "Odd", "entityType": "t", "observations": ["half \ud800 a pair"]},
+    ])
+    report = import_source(MnemoMemoryToolServer(client), open_source(path))
+    assert report.created == ("/memories/knowledge-graph/Ana.md",)
+    assert [(s.origin, s.reason) for s in report.skipped] == [(
+        f"{path} line 2", "not text: it holds U+D800, a lone surrogate (a JSON escape \\ud800 without its pair), "
+                          "which UTF-8 cannot encode")]
+    assert [r.content[:6] for r in client.query()] == ["# Ana\n"]

@@ -5,6 +5,7 @@ and every bad input a clear error with the database unchanged."""
 from __future__ import annotations
 
 import os
+import resource
 import socket
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,51 @@ def test_what_cannot_be_imported_is_skipped_with_its_reason(client: MnemoClient,
         "sock": "a socket: only regular files are imported, and this one is never opened",
         "zero\u200bwidth.md": "a path the memory tool refuses: Invalid path: '/memories/zero\\u200bwidth.md'",
     }
+
+
+def test_a_folder_nested_deeper_than_any_memory_tool_path_is_skipped(client: MnemoClient, tmp_path: Path,
+                                                                     request: pytest.FixtureRequest) -> None:
+    # made one level at a time below a descriptor: the whole path is longer than the OS lets a path be.
+    # The walk holds a descriptor a level (513 here), and the clean-up 1,201: room for them where the
+    # soft limit is lower (macOS: 256)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2_048:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(2_048, hard), hard))
+        request.addfinalizer(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard)))
+    src = write_tree(tmp_path / "src", {"top.md": "top\n"})
+    fd = os.open(src, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(1_200):  # a walk of nested generators this deep failed with RecursionError
+            os.mkdir("a", dir_fd=fd)
+            inner = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        with open(os.open("x.md", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd), "w") as f:
+            f.write("deep\n")
+    finally:
+        os.close(fd)
+    report = import_source(MnemoMemoryToolServer(client), open_source(src))
+    assert report.created == ("/memories/top.md",)
+    assert [(s.origin, s.reason) for s in report.skipped] == [(
+        os.path.join(src, *["a"] * 513) + "/",
+        "a folder nested more than 512 levels deep: no memory-tool path is that deep (at most 1024 characters), so "
+        "nothing in it is imported, or read")]
+    _remove_chain(src, 1_200)  # shutil.rmtree, which tmp_path's clean-up uses, recurses a call a level
+
+
+def _remove_chain(top: Path, depth: int) -> None:
+    """Remove `top`/a/a/.../x.md, `depth` folders deep, one level at a time from the bottom."""
+    fds = [os.open(top, os.O_RDONLY | os.O_DIRECTORY)]
+    try:
+        for _ in range(depth):
+            fds.append(os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fds[-1]))
+        os.unlink("x.md", dir_fd=fds[-1])
+        while len(fds) > 1:
+            os.close(fds.pop())
+            os.rmdir("a", dir_fd=fds[-1])
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def test_two_names_that_are_one_in_nfc_import_once(client: MnemoClient, tmp_path: Path) -> None:

@@ -96,3 +96,20 @@ def test_a_document_of_another_shape_is_an_error(
         import_source(MnemoMemoryToolServer(client), open_source(path, fmt))
     assert str(error.value) == message.format(p=path)
     assert snapshot(client.path) == before
+
+
+@pytest.mark.parametrize(("doc", "code"), [
+    ({"export_metadata": {}, "memories": [{"content": "a \udfff", "content_hash": "h1"}]}, "DFFF"),
+    ({"export_metadata": {}, "memories": [{"content": "a", "content_hash": "h1", "tags": ["\ud83d"]}]}, "D83D"),
+    ([{"id": "m1", "memory": "a", "metadata": {"k": "\udc00"}}], "DC00"),
+])
+def test_a_memory_holding_a_lone_surrogate_is_skipped_saying_why(client: MnemoClient, tmp_path: Path,
+                                                                  doc: Any, code: str) -> None:
+    path = _json(tmp_path / "export.json", doc)
+    before = snapshot(client.path)
+    report = import_source(MnemoMemoryToolServer(client), open_source(path))
+    assert report.created == () and report.entry is None
+    assert [(s.origin, s.reason) for s in report.skipped] == [(
+        f"{path} memory 1", f"not text: it holds U+{code}, a lone surrogate (a JSON escape \\u{code.lower()} without "
+                            "its pair), which UTF-8 cannot encode")]
+    assert snapshot(client.path) == before
