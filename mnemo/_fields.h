@@ -259,11 +259,14 @@ static const char *field_names[NF] = {"id", "version", "content", "tags", "metad
                                       "created_at", "updated_at", "seq", "hash"};
 static PyObject *field_keys[NF];
 static PyObject *dict_key, *empty_args;
+/* A dict of the NF keys, each None: a record's __dict__ is a copy of it with the values replaced, which
+ * makes its table once at its size, where inserting the keys into a new dict grows it twice. */
+static PyObject *fields_template;
 
 /* The record of the fields f[] (borrowed): an instance of `type` whose __dict__ holds them, as
  * make_memory_record makes it; NULL with an exception set on failure. */
 static PyObject *new_record(PyTypeObject *type, PyObject *const f[NF]) {
-    PyObject *d = PyDict_New(), *obj = NULL;
+    PyObject *d = PyDict_Copy(fields_template), *obj = NULL;
     if (!d) return NULL;
     for (int k = 0; k < NF; k++)
         if (PyDict_SetItem(d, field_keys[k], f[k]) < 0) goto error;
@@ -283,6 +286,16 @@ static int fields_init(void) {
     if (!PyDateTimeAPI) return -1;
     for (int k = 0; k < NF; k++)
         if (!field_keys[k] && !(field_keys[k] = PyUnicode_InternFromString(field_names[k]))) return -1;
+    if (!fields_template) {
+        PyObject *d = PyDict_New();
+        if (!d) return -1;
+        for (int k = 0; k < NF; k++)
+            if (PyDict_SetItem(d, field_keys[k], Py_None) < 0) {
+                Py_DECREF(d);
+                return -1;
+            }
+        fields_template = d;
+    }
     if (!dict_key && !(dict_key = PyUnicode_InternFromString("__dict__"))) return -1;
     if (!empty_args && !(empty_args = PyTuple_New(0))) return -1;
     return 0;
