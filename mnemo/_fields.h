@@ -1,5 +1,6 @@
 /* What the C read paths (mnemo/_readpath.c, mnemo/_pgread.c) share: a record's packed fields decoded,
- * and the MemoryRecord built from them, exactly as mnemo/storage/records.py's record_of builds it.
+ * and the MemoryRecord built from them, exactly as mnemo/storage/records.py's record_of builds it; and
+ * the check that an entry is the put of the record, version and scope read (put_of).
  *
  * The packed record fields, msgpack [content, tags, metadata], are decoded as mnemo.chain.codec.unpackb
  * decodes them (raw=False, strict_map_key=False) for the values a put holds: nil, booleans, integers,
@@ -16,6 +17,7 @@
 
 #include <datetime.h>
 #include <stdint.h>
+#include <string.h>
 
 #define MAX_DEPTH 32
 
@@ -257,11 +259,14 @@ static const char *field_names[NF] = {"id", "version", "content", "tags", "metad
                                       "created_at", "updated_at", "seq", "hash"};
 static PyObject *field_keys[NF];
 static PyObject *dict_key, *empty_args;
+/* A dict of the NF keys, each None: a record's __dict__ is a copy of it with the values replaced, which
+ * makes its table once at its size, where inserting the keys into a new dict grows it twice. */
+static PyObject *fields_template;
 
 /* The record of the fields f[] (borrowed): an instance of `type` whose __dict__ holds them, as
  * make_memory_record makes it; NULL with an exception set on failure. */
 static PyObject *new_record(PyTypeObject *type, PyObject *const f[NF]) {
-    PyObject *d = PyDict_New(), *obj = NULL;
+    PyObject *d = PyDict_Copy(fields_template), *obj = NULL;
     if (!d) return NULL;
     for (int k = 0; k < NF; k++)
         if (PyDict_SetItem(d, field_keys[k], f[k]) < 0) goto error;
@@ -281,9 +286,118 @@ static int fields_init(void) {
     if (!PyDateTimeAPI) return -1;
     for (int k = 0; k < NF; k++)
         if (!field_keys[k] && !(field_keys[k] = PyUnicode_InternFromString(field_names[k]))) return -1;
+    if (!fields_template) {
+        PyObject *d = PyDict_New();
+        if (!d) return -1;
+        for (int k = 0; k < NF; k++)
+            if (PyDict_SetItem(d, field_keys[k], Py_None) < 0) {
+                Py_DECREF(d);
+                return -1;
+            }
+        fields_template = d;
+    }
     if (!dict_key && !(dict_key = PyUnicode_InternFromString("__dict__"))) return -1;
     if (!empty_args && !(empty_args = PyTuple_New(0))) return -1;
     return 0;
+}
+
+/* -- the put an entry must be ---------------------------------------------------------------------------
+ * Both read paths serve a version only if its entry is the put of what they read (put_of), and read
+ * only the canonical layout every put is written in: one parser, so that the two never differ. */
+
+#define PUT_HASH 32
+
+/* A msgpack str (fixstr, str8/16/32) at p[*i]: its bytes at *start, *len; *i moves past it. */
+static int str_at(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, Py_ssize_t *start, Py_ssize_t *len) {
+    if (*i >= n) return 0;
+    unsigned char b = p[*i];
+    Py_ssize_t s;
+    uint64_t l;
+    if (b >= 0xA0 && b <= 0xBF) {
+        s = *i + 1;
+        l = b - 0xA0;
+    } else if (b == 0xD9 || b == 0xDA || b == 0xDB) {
+        int w = b == 0xD9 ? 1 : b == 0xDA ? 2 : 4;
+        if (w > n - *i - 1) return 0;
+        l = 0;
+        for (int k = 0; k < w; k++) l = (l << 8) | p[*i + 1 + k];
+        s = *i + 1 + w;
+    } else {
+        return 0;
+    }
+    if (l > (uint64_t)(n - s)) return 0;
+    *start = s;
+    *len = (Py_ssize_t)l;
+    *i = s + (Py_ssize_t)l;
+    return 1;
+}
+
+/* A msgpack unsigned int (positive fixint, uint 8/16/32/64) at p[*i]; *i moves past it. */
+static int uint_at(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, uint64_t *v) {
+    if (*i >= n) return 0;
+    unsigned char b = p[*i];
+    int w;
+    if (b < 0x80) {
+        *v = b;
+        *i += 1;
+        return 1;
+    }
+    if (b == 0xCC) w = 1;
+    else if (b == 0xCD) w = 2;
+    else if (b == 0xCE) w = 4;
+    else if (b == 0xCF) w = 8;
+    else return 0;
+    if (w > n - *i - 1) return 0;
+    uint64_t x = 0;
+    for (int k = 0; k < w; k++) x = (x << 8) | p[*i + 1 + k];
+    *v = x;
+    *i += 1 + w;
+    return 1;
+}
+
+/* Whether p[i..n) starts with the kn bytes k. */
+static int has(const unsigned char *p, Py_ssize_t n, Py_ssize_t i, const char *k, Py_ssize_t kn) {
+    return i >= 0 && i <= n && kn <= n - i && memcmp(p + i, k, (size_t)kn) == 0;
+}
+
+/* Whether the entry raw[0..n) is, in the canonical layout of a put (docs/FORMAT.md §1), [1, seq, ts,
+ * prev, "put", agent, {digest, id, scope, size, ver}], the put of record `id` (id_len bytes of UTF-8),
+ * version `ver` in scope `scope`: its digest at *digest (32 bytes), its agent's bytes at raw[*agent_off..)
+ * (*agent_len of them, not yet checked as UTF-8: the caller does that with the GIL). Any other layout
+ * is 0: the callers' general paths decide. Runs without the GIL. */
+static int put_of(const unsigned char *raw, Py_ssize_t n, const char *id, Py_ssize_t id_len, const char *scope,
+                  Py_ssize_t scope_len, int64_t ver, Py_ssize_t *agent_off, Py_ssize_t *agent_len,
+                  const unsigned char **digest) {
+    Py_ssize_t i = 0, s, l;
+    uint64_t x;
+    if (!has(raw, n, 0, "\x97\x01", 2)) return 0;
+    i = 2;
+    if (!uint_at(raw, n, &i, &x)) return 0; /* seq */
+    if (!has(raw, n, i, "\xcf", 1) || n - i < 9) return 0; /* the timestamp: uint 64 */
+    i += 9;
+    if (!has(raw, n, i, "\xc4\x20", 2) || n - i < 2 + PUT_HASH) return 0; /* prev */
+    i += 2 + PUT_HASH;
+    if (!has(raw, n, i, "\xa3put", 4)) return 0;
+    i += 4;
+    if (!str_at(raw, n, &i, &s, &l)) return 0;
+    *agent_off = s;
+    *agent_len = l;
+    if (!has(raw, n, i, "\x85\xa6" "digest\xc4\x20", 10) || n - i < 10 + PUT_HASH) return 0;
+    *digest = raw + i + 10;
+    i += 10 + PUT_HASH;
+    if (!has(raw, n, i, "\xa2id", 3)) return 0;
+    i += 3;
+    if (!str_at(raw, n, &i, &s, &l) || l != id_len || memcmp(raw + s, id, (size_t)l) != 0) return 0;
+    if (!has(raw, n, i, "\xa5scope", 6)) return 0;
+    i += 6;
+    if (!str_at(raw, n, &i, &s, &l) || l != scope_len || memcmp(raw + s, scope, (size_t)l) != 0) return 0;
+    if (!has(raw, n, i, "\xa4size", 5)) return 0;
+    i += 5;
+    if (!uint_at(raw, n, &i, &x)) return 0;
+    if (!has(raw, n, i, "\xa3ver", 4)) return 0;
+    i += 4;
+    if (!uint_at(raw, n, &i, &x) || x != (uint64_t)ver) return 0;
+    return i == n;
 }
 
 #endif

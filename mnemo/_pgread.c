@@ -48,90 +48,6 @@ typedef struct {
     int ok;
 } row_t;
 
-/* The msgpack str (fixstr, str8/16/32) at p[*i]: its bytes at *start, *len; *i moves past it. */
-static int mp_str(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, Py_ssize_t *start, Py_ssize_t *len) {
-    if (*i >= n) return 0;
-    unsigned char b = p[*i];
-    Py_ssize_t s;
-    uint64_t l = 0;
-    if (b >= 0xA0 && b <= 0xBF) {
-        s = *i + 1;
-        l = b - 0xA0;
-    } else if (b >= 0xD9 && b <= 0xDB) {
-        int w = 1 << (b - 0xD9);
-        if (w > n - *i - 1) return 0;
-        for (int k = 0; k < w; k++) l = (l << 8) | p[*i + 1 + k];
-        s = *i + 1 + w;
-    } else {
-        return 0;
-    }
-    if (l > (uint64_t)(n - s)) return 0;
-    *start = s;
-    *len = (Py_ssize_t)l;
-    *i = s + (Py_ssize_t)l;
-    return 1;
-}
-
-/* The msgpack unsigned int (positive fixint, uint 8/16/32/64) at p[*i]; *i moves past it. */
-static int mp_uint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, uint64_t *v) {
-    if (*i >= n) return 0;
-    unsigned char b = p[*i];
-    if (b < 0x80) {
-        *v = b;
-        *i += 1;
-        return 1;
-    }
-    if (b < 0xCC || b > 0xCF) return 0;
-    int w = 1 << (b - 0xCC);
-    if (w > n - *i - 1) return 0;
-    uint64_t x = 0;
-    for (int k = 0; k < w; k++) x = (x << 8) | p[*i + 1 + k];
-    *v = x;
-    *i += 1 + w;
-    return 1;
-}
-
-/* Whether p[i..) starts with the kn bytes k. */
-static int at(const unsigned char *p, Py_ssize_t n, Py_ssize_t i, const char *k, Py_ssize_t kn) {
-    return i >= 0 && i <= n && kn <= n - i && memcmp(p + i, k, (size_t)kn) == 0;
-}
-
-/* Whether the row's entry is, in the canonical layout of a put, [1, seq, ts, prev, "put", agent,
- * {digest, id, scope, size, ver}], the put of its record, version and scope; its digest at *digest,
- * the agent's bytes (to be checked as UTF-8 with the GIL) in the row. */
-static int canonical_put(row_t *r, const unsigned char **digest) {
-    const unsigned char *p = r->raw;
-    Py_ssize_t n = r->raw_len, i = 2, s, l;
-    uint64_t x;
-    if (!at(p, n, 0, "\x97\x01", 2)) return 0;
-    if (!mp_uint(p, n, &i, &x)) return 0; /* seq */
-    if (!at(p, n, i, "\xcf", 1) || n - i < 9) return 0; /* the timestamp: uint 64 */
-    i += 9;
-    if (!at(p, n, i, "\xc4\x20", 2) || n - i < 2 + HASH) return 0; /* prev */
-    i += 2 + HASH;
-    if (!at(p, n, i, "\xa3put", 4)) return 0;
-    i += 4;
-    if (!mp_str(p, n, &i, &s, &l)) return 0;
-    r->agent_off = s;
-    r->agent_len = l;
-    if (!at(p, n, i, "\x85\xa6" "digest\xc4\x20", 10) || n - i < 10 + HASH) return 0;
-    *digest = p + i + 10;
-    i += 10 + HASH;
-    if (!at(p, n, i, "\xa2id", 3)) return 0;
-    i += 3;
-    if (!mp_str(p, n, &i, &s, &l) || l != r->id_len || memcmp(p + s, r->id, (size_t)l) != 0) return 0;
-    if (!at(p, n, i, "\xa5scope", 6)) return 0;
-    i += 6;
-    if (!mp_str(p, n, &i, &s, &l) || l != r->scope_len || memcmp(p + s, r->scope, (size_t)l) != 0) return 0;
-    if (!at(p, n, i, "\xa4size", 5)) return 0;
-    i += 5;
-    if (!mp_uint(p, n, &i, &x)) return 0;
-    if (!at(p, n, i, "\xa3ver", 4)) return 0;
-    i += 4;
-    if (!mp_uint(p, n, &i, &x) || x != (uint64_t)r->ver) return 0;
-    return i == n;
-}
-
 static int digest_of(EVP_MD_CTX *ctx, const unsigned char *p, size_t n, unsigned char *out) {
     unsigned int len = 0;
     return EVP_DigestInit_ex(ctx, sha256_md, NULL) && EVP_DigestUpdate(ctx, p, n) &&
@@ -143,7 +59,9 @@ static void check_row(EVP_MD_CTX *ctx, row_t *r) {
     unsigned char h[HASH];
     const unsigned char *digest = NULL;
     if (!digest_of(ctx, r->raw, (size_t)r->raw_len, h) || memcmp(h, r->hash, HASH) != 0) return;
-    if (!canonical_put(r, &digest)) return;
+    if (!put_of(r->raw, r->raw_len, r->id, r->id_len, r->scope, r->scope_len, r->ver, &r->agent_off, &r->agent_len,
+                &digest))
+        return;
     if (!digest_of(ctx, r->payload, (size_t)r->payload_len, h) || memcmp(h, digest, HASH) != 0) return;
     r->ok = 1;
 }
@@ -205,32 +123,51 @@ static int agent_decodes(row_t *r) {
     return 0;
 }
 
-static PyObject *served_rows(PyObject *self, PyObject *args) {
-    PyObject *rows;
-    Py_ssize_t cols[6];
-    if (!PyArg_ParseTuple(args, "O!(nnnnnn)", &PyList_Type, &rows, &cols[0], &cols[1], &cols[2], &cols[3],
-                          &cols[4], &cols[5]))
-        return NULL;
-    for (int k = 0; k < 6; k++)
+/* What served_rows and latest_records start with: the column indexes (`ncols` of them, the first six
+ * those the checks read) none negative, each row of `rows` taken and checked (the hashing without the
+ * GIL). 1 with *out the rows' states (n of them, PyMem: the caller frees them; NULL when there are no
+ * rows), 0 with an exception set and nothing to free. */
+static int checked_rows(PyObject *rows, const Py_ssize_t *cols, int ncols, const char *fn, row_t **out) {
+    *out = NULL;
+    for (int k = 0; k < ncols; k++)
         if (cols[k] < 0) {
-            PyErr_SetString(PyExc_IndexError, "served_rows: a column index is negative");
-            return NULL;
+            PyErr_Format(PyExc_IndexError, "%s: a column index is negative", fn);
+            return 0;
         }
     Py_ssize_t n = PyList_GET_SIZE(rows);
-    PyObject *out = PyList_New(n);
     row_t *rs = n ? PyMem_Calloc((size_t)n, sizeof(row_t)) : NULL;
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    if (!out || (n && !rs) || !ctx) {
-        if (out) PyErr_NoMemory();
+    if ((n && !rs) || !ctx) {
+        PyErr_NoMemory();
         goto fail;
     }
     for (Py_ssize_t k = 0; k < n; k++)
-        if (!take_row(PyList_GET_ITEM(rows, k), cols, 6, &rs[k], "served_rows")) goto fail;
+        if (!take_row(PyList_GET_ITEM(rows, k), cols, ncols, &rs[k], fn)) goto fail;
     /* The rows' bytes objects are held by `rows`, which the caller holds: they outlive the GIL's release. */
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < n; k++)
         if (!rs[k].skip) check_row(ctx, &rs[k]);
     Py_END_ALLOW_THREADS
+    EVP_MD_CTX_free(ctx);
+    *out = rs;
+    return 1;
+fail:
+    PyMem_Free(rs);
+    if (ctx) EVP_MD_CTX_free(ctx);
+    return 0;
+}
+
+static PyObject *served_rows(PyObject *self, PyObject *args) {
+    PyObject *rows;
+    Py_ssize_t cols[6];
+    row_t *rs;
+    if (!PyArg_ParseTuple(args, "O!(nnnnnn)", &PyList_Type, &rows, &cols[0], &cols[1], &cols[2], &cols[3],
+                          &cols[4], &cols[5]))
+        return NULL;
+    if (!checked_rows(rows, cols, 6, "served_rows", &rs)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    PyObject *out = PyList_New(n);
+    if (!out) goto fail;
     for (Py_ssize_t k = 0; k < n; k++) {
         row_t *r = &rs[k];
         PyObject *value = NULL;
@@ -244,11 +181,9 @@ static PyObject *served_rows(PyObject *self, PyObject *args) {
         PyList_SET_ITEM(out, k, value);
     }
     PyMem_Free(rs);
-    EVP_MD_CTX_free(ctx);
     return out;
 fail:
     PyMem_Free(rs);
-    if (ctx) EVP_MD_CTX_free(ctx);
     Py_XDECREF(out);
     return NULL;
 }
@@ -298,29 +233,14 @@ error:
 static PyObject *latest_records(PyObject *self, PyObject *args) {
     PyObject *rows, *type;
     Py_ssize_t cols[NC];
+    row_t *rs;
     if (!PyArg_ParseTuple(args, "O!(nnnnnnnnnn)O!", &PyList_Type, &rows, &cols[0], &cols[1], &cols[2], &cols[3],
                           &cols[4], &cols[5], &cols[6], &cols[7], &cols[8], &cols[9], &PyType_Type, &type))
         return NULL;
-    for (int k = 0; k < NC; k++)
-        if (cols[k] < 0) {
-            PyErr_SetString(PyExc_IndexError, "latest_records: a column index is negative");
-            return NULL;
-        }
+    if (!checked_rows(rows, cols, NC, "latest_records", &rs)) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(rows);
     PyObject *out = PyList_New(n);
-    row_t *rs = n ? PyMem_Calloc((size_t)n, sizeof(row_t)) : NULL;
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    if (!out || (n && !rs) || !ctx) {
-        if (out) PyErr_NoMemory();
-        goto fail;
-    }
-    for (Py_ssize_t k = 0; k < n; k++)
-        if (!take_row(PyList_GET_ITEM(rows, k), cols, NC, &rs[k], "latest_records")) goto fail;
-    /* The rows' bytes objects are held by `rows`, which the caller holds: they outlive the GIL's release. */
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t k = 0; k < n; k++)
-        if (!rs[k].skip) check_row(ctx, &rs[k]);
-    Py_END_ALLOW_THREADS
+    if (!out) goto fail;
     for (Py_ssize_t k = 0; k < n; k++) {
         PyObject *value = NULL;
         int served = agent_decodes(&rs[k]);
@@ -333,11 +253,9 @@ static PyObject *latest_records(PyObject *self, PyObject *args) {
         PyList_SET_ITEM(out, k, value);
     }
     PyMem_Free(rs);
-    EVP_MD_CTX_free(ctx);
     return out;
 fail:
     PyMem_Free(rs);
-    if (ctx) EVP_MD_CTX_free(ctx);
     Py_XDECREF(out);
     return NULL;
 }

@@ -78,94 +78,6 @@ static int64_t pread_once(int fd, unsigned char *buf, int64_t len, int64_t off) 
     }
 }
 
-/* A msgpack str (fixstr, str8/16/32) at p[*i]: its bytes at *start, *len; *i moves past it. */
-static int str_at(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, Py_ssize_t *start, Py_ssize_t *len) {
-    if (*i >= n) return 0;
-    unsigned char b = p[*i];
-    Py_ssize_t s;
-    uint64_t l;
-    if (b >= 0xA0 && b <= 0xBF) {
-        s = *i + 1;
-        l = b - 0xA0;
-    } else if (b == 0xD9 || b == 0xDA || b == 0xDB) {
-        int w = b == 0xD9 ? 1 : b == 0xDA ? 2 : 4;
-        if (w > n - *i - 1) return 0;
-        l = 0;
-        for (int k = 0; k < w; k++) l = (l << 8) | p[*i + 1 + k];
-        s = *i + 1 + w;
-    } else {
-        return 0;
-    }
-    if (l > (uint64_t)(n - s)) return 0;
-    *start = s;
-    *len = (Py_ssize_t)l;
-    *i = s + (Py_ssize_t)l;
-    return 1;
-}
-
-/* A msgpack unsigned int (positive fixint, uint 8/16/32/64) at p[*i]; *i moves past it. */
-static int uint_at(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, uint64_t *v) {
-    if (*i >= n) return 0;
-    unsigned char b = p[*i];
-    int w;
-    if (b < 0x80) {
-        *v = b;
-        *i += 1;
-        return 1;
-    }
-    if (b == 0xCC) w = 1;
-    else if (b == 0xCD) w = 2;
-    else if (b == 0xCE) w = 4;
-    else if (b == 0xCF) w = 8;
-    else return 0;
-    if (w > n - *i - 1) return 0;
-    uint64_t x = 0;
-    for (int k = 0; k < w; k++) x = (x << 8) | p[*i + 1 + k];
-    *v = x;
-    *i += 1 + w;
-    return 1;
-}
-
-static int has(const unsigned char *p, Py_ssize_t n, Py_ssize_t i, const char *k, Py_ssize_t kn) {
-    return i >= 0 && i <= n && kn <= n - i && memcmp(p + i, k, (size_t)kn) == 0;
-}
-
-/* The entry raw[0..n) in the canonical layout of a put, [1, seq, ts, prev, "put", agent, {digest, id,
- * scope, size, ver}], of record `it->id`, version `it->ver` in scope `it->scope`; its digest at *digest,
- * the agent's bytes (to be checked as UTF-8 with the GIL) in the item. */
-static int put_of(const unsigned char *raw, Py_ssize_t n, item_t *it, const unsigned char **digest) {
-    Py_ssize_t i = 0, s, l;
-    uint64_t x;
-    if (!has(raw, n, 0, "\x97\x01", 2)) return 0;
-    i = 2;
-    if (!uint_at(raw, n, &i, &x)) return 0; /* seq */
-    if (!has(raw, n, i, "\xcf", 1) || n - i < 9) return 0; /* the timestamp: uint 64 */
-    i += 9;
-    if (!has(raw, n, i, "\xc4\x20", 2) || n - i < 2 + HASH) return 0; /* prev */
-    i += 2 + HASH;
-    if (!has(raw, n, i, "\xa3put", 4)) return 0;
-    i += 4;
-    if (!str_at(raw, n, &i, &s, &l)) return 0;
-    it->agent_off = s;
-    it->agent_len = l;
-    if (!has(raw, n, i, "\x85\xa6" "digest\xc4\x20", 10) || n - i < 10 + HASH) return 0;
-    *digest = raw + i + 10;
-    i += 10 + HASH;
-    if (!has(raw, n, i, "\xa2id", 3)) return 0;
-    i += 3;
-    if (!str_at(raw, n, &i, &s, &l) || l != it->id_len || memcmp(raw + s, it->id, (size_t)l) != 0) return 0;
-    if (!has(raw, n, i, "\xa5scope", 6)) return 0;
-    i += 6;
-    if (!str_at(raw, n, &i, &s, &l) || l != it->scope_len || memcmp(raw + s, it->scope, (size_t)l) != 0) return 0;
-    if (!has(raw, n, i, "\xa4size", 5)) return 0;
-    i += 5;
-    if (!uint_at(raw, n, &i, &x)) return 0;
-    if (!has(raw, n, i, "\xa3ver", 4)) return 0;
-    i += 4;
-    if (!uint_at(raw, n, &i, &x) || x != (uint64_t)it->ver) return 0;
-    return i == n;
-}
-
 static int sha256(EVP_MD_CTX *ctx, const unsigned char *p, size_t n, unsigned char *out) {
     unsigned int len = 0;
     return EVP_DigestInit_ex(ctx, sha256_md, NULL) && EVP_DigestUpdate(ctx, p, n) &&
@@ -203,7 +115,9 @@ static void check_item(int fd, EVP_MD_CTX *ctx, item_t *it) {
     if (be32(slot) != (uint32_t)crc32(crc32(0L, Z_NULL, 0), payload, (uInt)plen)) return;
     unsigned char h[HASH];
     if (!sha256(ctx, raw, (size_t)it->e_len, h) || memcmp(h, it->hash, HASH) != 0) return;
-    if (!put_of(raw, (Py_ssize_t)it->e_len, it, &digest)) return;
+    if (!put_of(raw, (Py_ssize_t)it->e_len, it->id, it->id_len, it->scope, it->scope_len, it->ver, &it->agent_off,
+                &it->agent_len, &digest))
+        return;
     if (!sha256(ctx, payload, plen, h) || memcmp(h, digest, HASH) != 0) return;
     it->ok = 1;
 }

@@ -5,6 +5,7 @@ lock, and the head and ACL it has caught up to. Writing is commit.py's; the stor
 from __future__ import annotations
 
 import contextlib
+import struct
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -20,11 +21,17 @@ from .dsn import display_name, session_conninfo
 from .errors import storage_error
 
 T = TypeVar("T")
-# A read that also brings the head, from the one snapshot of its statement (read_fresh): the head's
-# columns, whether the read gave a row (false: none, and the rest NULL), then the read's own columns,
-# in its own order.
-WITH_HEAD = ("SELECT hd.seq, hd.hash, hd.ts_ns, hd.acl_seq, q.* FROM mnemo_head hd LEFT JOIN LATERAL "
-             "(SELECT true, z.* FROM ({}) z) q ON true")
+# A read that also brings the head, from the one snapshot of its statement (read_fresh): the head packed
+# in one column (HEAD_PACKED: seq, time and acl_seq as 8-byte big-endian integers, then its hash), whether
+# the read gave a row (false: none, and the rest NULL), then the read's own columns, in its own order.
+# Packed, the head is one column a row to send and to load where it was four; read with LIMIT 1 (it has
+# one row), since a table without statistics is guessed at hundreds of rows, and the planner would copy
+# the read's rows into a materialized list to join them to each.
+WITH_HEAD = ("SELECT hd.packed, q.* FROM (SELECT int8send(seq) || int8send(ts_ns) || int8send(acl_seq) || hash "
+             "AS packed FROM mnemo_head LIMIT 1) hd LEFT JOIN LATERAL (SELECT true, z.* FROM ({}) z) q ON true")
+HEAD_PACKED = struct.Struct(">qqq")
+# Where a read's own columns start in the rows of WITH_HEAD
+HEAD_COLUMNS = 2
 
 
 class FreshRead(threading.local):
@@ -92,18 +99,27 @@ class Session(StoreGuards):
         """Rows of a query: on the given connection (a writer's, inside its transaction), else on the
         read connection, retried once on a fresh connection if the old one was lost. `binary`: the rows
         come in PostgreSQL's binary format (bytea as it is, not hex: less to make and to parse)."""
+        rows, start = self._fetch_at(sql, params, conn, binary)
+        return [row[start:] for row in rows] if start else rows
+
+    def _fetch_at(
+        self, sql: str, params: Any = None, conn: psycopg.Connection[Any] | None = None, binary: bool = False
+    ) -> tuple[list[Any], int]:
+        """The rows of _fetch, each as it came (not copied without the head's columns when the statement
+        brought the head: a caller that takes columns by index adds `start` to each), and `start`, where
+        the query's own columns are in them."""
         if conn is not None:
             try:
-                return conn.execute(sql, params, binary=binary).fetchall()
+                return conn.execute(sql, params, binary=binary).fetchall(), 0
             except psycopg.Error as exc:
                 raise storage_error(exc, self.path) from None
         if self._fresh.due:
             self._fresh.due = False
-            return self._with_head(sql, params, binary)
+            return self._with_head(sql, params, binary), HEAD_COLUMNS
         with self._read_lock:
             for attempt in (0, 1):
                 try:
-                    return self._reads().execute(sql, params, binary=binary).fetchall()
+                    return self._reads().execute(sql, params, binary=binary).fetchall(), 0
                 except psycopg.OperationalError as exc:
                     if attempt or not self._read.broken:
                         raise storage_error(exc, self.path) from None
@@ -113,12 +129,16 @@ class Session(StoreGuards):
 
     def _with_head(self, sql: str, params: Any, binary: bool) -> list[Any]:
         """The rows of a read, its statement also bringing the head, which is caught up to (as refresh
-        does): one round trip, and the head as of the read's own snapshot."""
+        does): one round trip, and the head as of the read's own snapshot. Each row as it came: the
+        read's own columns start at HEAD_COLUMNS."""
         rows = self._fetch(WITH_HEAD.replace("{}", sql), params, binary=binary)
         if not rows:
             raise IntegrityError(f"{self.path}: mnemo_head holds no row")
-        self._absorb_head(rows[0][:4], None)
-        return [row[5:] for row in rows] if rows[0][4] else []
+        first = rows[0]
+        packed = bytes(first[0])
+        seq, ts_ns, acl_seq = HEAD_PACKED.unpack_from(packed)
+        self._absorb_head((seq, packed[HEAD_PACKED.size:], ts_ns, acl_seq), None)
+        return rows if first[1] else []
 
     # -- catching up -----------------------------------------------------------------------------------
     def read_fresh(self, read: Callable[[], T]) -> T:

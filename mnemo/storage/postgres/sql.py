@@ -338,12 +338,17 @@ def records_sql(source: str, where: str, limit: str) -> str:
     nothing), one row a record: what latest_records builds each one's record of, in RECORD_ROW's columns
     (id, scope, ver, seq, ts_ns, agent, hash, raw, payload, first_ts). Its latest version is on its own
     row and its entry and payload on one row of mnemo_payloads (two look-ups by key); the time of its
-    first version, for a record of more than one, from mnemo_versions (a third)."""
+    first version, for a record of more than one, from mnemo_versions (a third).
+
+    The records come from a subquery in id order (OFFSET 0: never flattened, so a limit is applied before
+    any payload is looked up), and the planner keeps that order through the look-ups after it: the
+    rows are sorted once, on the record's narrow columns, and not copied into a materialized list and
+    sorted again with their payloads (docs/POSTGRES.md, "Performance")."""
     return (
-        f"WITH h AS MATERIALIZED (SELECT r.id, r.scope, r.ver, r.seq, r.ts_ns, r.agent, r.hash FROM {source} "
-        f"WHERE {where} ORDER BY r.id{limit}) "
         "SELECT h.id, h.scope, h.ver, h.seq, h.ts_ns, h.agent, h.hash, p.raw, p.payload, CASE WHEN h.ver > 1 THEN "
-        "(SELECT w.ts_ns FROM mnemo_versions w WHERE w.id = h.id ORDER BY w.ver LIMIT 1) END FROM h "
+        "(SELECT w.ts_ns FROM mnemo_versions w WHERE w.id = h.id ORDER BY w.ver LIMIT 1) END "
+        f"FROM (SELECT r.id, r.scope, r.ver, r.seq, r.ts_ns, r.agent, r.hash FROM {source} "
+        f"WHERE {where} ORDER BY r.id{limit} OFFSET 0) h "
         "LEFT JOIN LATERAL (SELECT p.raw, p.payload FROM mnemo_payloads p WHERE p.seq = h.seq OFFSET 0) p ON true "
         "ORDER BY h.id"
     )

@@ -13,6 +13,8 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from itertools import repeat
+from operator import attrgetter, contains
 from typing import Any, cast
 
 import psycopg
@@ -66,6 +68,7 @@ from .verify import verify_postgres
 
 TREE_SAVE_EVERY = 1024  # entries between saved compact ranges of the tree
 RECALL_READS = 8  # reads of the text index a recall makes at most while the records change under it
+_tags_of = attrgetter("tags")  # a MemoryRecord's tags, in C
 
 # Where the columns served_rows checks are in the rows of latest_sql: (id, scope, ver, hash, raw, payload)
 SERVED_COLUMNS = (0, 1, 3, 8, 11, 12)
@@ -103,6 +106,25 @@ def _put_tags(packed: bytes) -> tuple[str, ...] | None:
 
 def _str_tags(tags: Any) -> tuple[str, ...] | None:
     return tuple(tags) if type(tags) is list and all(type(tag) is str for tag in tags) else None
+
+
+def _record_row(start: int) -> tuple[int, ...]:
+    """RECORD_ROW in rows whose own columns start at `start` (_fetch_at)."""
+    return RECORD_ROW if not start else tuple(column + start for column in RECORD_ROW)
+
+
+def _tag_misses(query: Query, records: list[MemoryRecord]) -> list[str]:
+    """The ids of the records whose tags are strings that `query` does not match (query.matches): those
+    whose put does not hold the tags a mnemo_tags row made them candidates for. A record whose tags do not
+    read as strings is kept, as select keeps it. For a query of tags only (the most common), each tag is
+    looked for in every record's tags in one pass of C loops, and no record is looked at one by one
+    unless one lacks it: equality, which for tags that are strings is what matches says."""
+    if not (query.any_tags or query.any_prefixes or query.tag_prefix is not None):
+        tag_sets = list(map(_tags_of, records))
+        if all(all(map(contains, tag_sets, repeat(tag))) for tag in query.tags):
+            return []
+    return [record.id for record in records
+            if all(type(tag) is str for tag in record.tags) and not query.matches(record.tags)]
 
 
 def _select_from(query: Query, scopes: ScopeFilter, excluded: list[str]) -> tuple[str, str, list[Any], str]:
@@ -341,11 +363,11 @@ class PostgresStore(Meaning):
         general path reads it again and `build` makes the record, or says what is wrong."""
         if self.current_batch() is None:
             where, params = scope_sql(scopes)
-            rows = self._fetch(records_sql("mnemo_records r", f"r.id = %s AND {where}", ""), [rec_id, *params],
-                               binary=True)
+            rows, start = self._fetch_at(records_sql("mnemo_records r", f"r.id = %s AND {where}", ""),
+                                         [rec_id, *params], binary=True)
             if not rows:
                 return None
-            record = _latest_records(rows, RECORD_ROW, MemoryRecord)[0]
+            record = _latest_records(rows, _record_row(start), MemoryRecord)[0]
             if record is not None:
                 return record
         # the record is built from its checked payload, tags and all: mnemo_tags is not read
@@ -366,19 +388,15 @@ class PostgresStore(Meaning):
         left_out: list[str] = []
         while True:
             source, where, params, limit = _select_from(query, scopes, left_out)
-            rows = self._fetch(records_sql(source, where, limit), params, binary=True)
-            records = _latest_records(rows, RECORD_ROW, MemoryRecord)
+            rows, start = self._fetch_at(records_sql(source, where, limit), params, binary=True)
+            records = _latest_records(rows, _record_row(start), MemoryRecord)
             if None in records:
                 return build(self.select(query, scopes))
-            out: list[MemoryRecord] = []
-            misses: list[str] = []
-            for record in cast(list[MemoryRecord], records):
-                tags = record.tags
-                # tags that do not read as strings: kept, as select keeps them
-                if all(type(tag) is str for tag in tags) and not query.matches(tags):
-                    misses.append(record.id)
-                else:
-                    out.append(record)
+            out = cast(list[MemoryRecord], records)
+            misses = _tag_misses(query, out)
+            if misses:
+                missed = set(misses)
+                out = [record for record in out if record.id not in missed]
             if not misses or query.limit is None:
                 return out
             left_out += misses

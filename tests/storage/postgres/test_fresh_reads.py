@@ -46,7 +46,8 @@ def test_each_read_is_one_round_trip_that_brings_the_head(pg: Schema) -> None:
         for read in reads:
             sent = _statements(c, read)
             assert len(sent) == 1
-            assert sent[0].startswith("SELECT hd.seq, hd.hash, hd.ts_ns, hd.acl_seq, q.* FROM mnemo_head hd ")
+            assert sent[0].startswith("SELECT hd.packed, q.* FROM (SELECT int8send(seq) || int8send(ts_ns) || "
+                                      "int8send(acl_seq) || hash AS packed FROM mnemo_head LIMIT 1) hd ")
         assert c.head == other.head == (later.seq, later.hash)
         assert sorted(r.content for r in c.query(tags=["t"])) == ["second", "written by another client"]
         assert [r.content for r in c.history(rec.id)] == ["first", "second"]
@@ -118,7 +119,8 @@ def test_a_recall_brings_the_head_with_its_read_of_the_index(pg: Schema) -> None
         later = owner.remember("more words", scope="team:a")
         sent = _statements(reader, lambda: reader.recall("more"))
         assert len(sent) == 2  # the index with the head, then the hit
-        assert sent[0].startswith("SELECT hd.seq, hd.hash, hd.ts_ns, hd.acl_seq, q.* FROM mnemo_head hd ")
+        assert sent[0].startswith("SELECT hd.packed, q.* FROM (SELECT int8send(seq) || int8send(ts_ns) || "
+                                  "int8send(acl_seq) || hash AS packed FROM mnemo_head LIMIT 1) hd ")
         assert "mnemo_terms" in sent[0] and "mnemo_terms" not in sent[1]
         assert [h.record.id for h in reader.recall("more")] == [later.id]
         assert reader._store.head() == (later.seq, bytes.fromhex(later.hash))

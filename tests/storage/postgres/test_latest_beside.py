@@ -102,13 +102,13 @@ def _loops(c: MnemoClient, monkeypatch: pytest.MonkeyPatch, read: Any) -> dict[s
     """How many times the statement `read` sends that reads records (the one naming mnemo_records) looked
     up each index, run again under EXPLAIN ANALYZE with its parameters: {index: loops}."""
     sent: list[tuple[str, Any]] = []
-    fetch = pg_store.PostgresStore._fetch
+    fetch = pg_store.PostgresStore._fetch_at  # every read's statement goes through it
 
     def spy(self: pg_store.PostgresStore, sql: str, params: Any = None, conn: Any = None, binary: bool = False) -> Any:
         sent.append((sql, params))
         return fetch(self, sql, params, conn, binary)
 
-    monkeypatch.setattr(pg_store.PostgresStore, "_fetch", spy)
+    monkeypatch.setattr(pg_store.PostgresStore, "_fetch_at", spy)
     read()
     monkeypatch.undo()
     # (the read as the store makes it; read_fresh sends it again joined to the head row)

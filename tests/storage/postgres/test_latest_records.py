@@ -145,6 +145,23 @@ def test_a_put_whose_tags_do_not_match_is_left_out_and_the_limit_still_met(pg: S
         assert c.query(tags=["x"], limit=1) == want[:1]
 
 
+def test_a_put_that_holds_only_some_of_the_tags_asked_for_is_left_out_by_every_filter(pg: Schema) -> None:
+    """Tag rows planted for a record whose put holds one of two tags, another tag, or no tag starting with
+    the prefix asked for: each filter (every tag, any tag, a prefix, several at once) leaves it out."""
+    with MnemoClient(pg.url, OWNER) as c:
+        both = c.remember("both", tags=["x", "z"])
+        only_x = c.remember("only x", tags=["x"])
+        other = c.remember("other", tags=["w"])
+        pg.sql("INSERT INTO mnemo_tags (tag, id) VALUES ('z', %s), ('y', %s), ('pre:a', %s)",
+               [only_x.id, other.id, other.id])
+        assert c.query(tags=["x", "z"]) == [both]
+        assert c.query(tags=["z"]) == [both]
+        assert c.query(any_tags=["y", "z"]) == [both]
+        assert c.query(tag_prefix="pre:") == []
+        assert c.query(tags=["x"], any_tags=["z"]) == [both]
+        assert c.query(tags=["x"]) == sorted([both, only_x], key=lambda r: r.id)
+
+
 def test_a_damaged_payload_fails_the_query_and_the_get_with_the_general_paths_error(pg: Schema) -> None:
     with MnemoClient(pg.url, OWNER) as c:
         ids = _fill(c)
