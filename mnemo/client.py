@@ -24,6 +24,7 @@ from .chain.codec import (
     SALT_SIZE,
     Entry,
     canonical,
+    checked_put,
     checkpoint_message,
     decode_record_fields,
     encode_forget_payload,
@@ -60,11 +61,9 @@ from .validation import (
     PATH_TAKEN,
     PATH_UNDER_FILE,
     Limits,
-    canonical_metadata,
     check_content,
     check_ids,
     check_metadata,
-    check_metadata_size,
     check_optional_str,
     check_tag_prefix,
     check_tags,
@@ -335,12 +334,10 @@ class MnemoClient:
         a path taken in the scope included (docs/MEMORY_TOOL.md §4.1)."""
         store = self._store
         store.check_writable()
-        content, size = check_content(content, self.limits)
-        tag_tuple = check_tags(tags, self.limits)
-        path = file_path(tag_tuple)
-        meta = canonical_metadata(metadata)
-        prepared = seal_fields(random_bytes(SALT_SIZE), content, tag_tuple, meta)  # hashing needs no lock
-        check_metadata_size(meta, self.limits, len(prepared[1]) - SALT_SIZE)
+        # checked and hashed before any lock is taken
+        content, size, tag_tuple, path, meta, prepared = checked_put(
+            random_bytes(SALT_SIZE), content, tags, metadata, self.limits
+        )
         scope = self.home_scope if scope is None else check_name(scope, "scope")
         outer = store.current_batch()
         if outer is not None:  # in this thread's transaction: staged in its batch, committed at its end

@@ -70,7 +70,9 @@ Targets:
   valid UTF-8, within msgpack's depth); seal_put of a salt, content, tags and metadata cut from the input,
   entry of a seq, time, prev, op, agent and body, and frame of entries and payloads cut from it must give
   what their twins (codec.seal_put_payload of pure_pack, make_entry's pure_pack and SHA-256,
-  framing.pure_frame_slots) give, or refuse where the twin's input is not plain, and leaf_hashes of
+  framing.pure_frame_slots) give, or refuse where the twin's input is not plain, seal_checked of a
+  remember's content, tags and metadata (with limits) what codec.checked_put_twin gives wherever it takes
+  the input, and take all the common input the twin takes, and leaf_hashes of
   those entries what chain.tree.leaf_hash gives each. Seeds: the values of a
   put and an entry, and each kind of value.
 
@@ -870,8 +872,10 @@ class WritepathHarness:
 
         from mnemo.chain import codec, tree
         from mnemo.storage.file import framing
+        from mnemo.validation import Limits
 
         self.native, self.codec, self.framing, self.tree, self.msgpack = native, codec, framing, tree, msgpack
+        self.Limits = Limits
         self.runs = 0
 
     def seeds(self) -> list[bytes]:
@@ -880,6 +884,9 @@ class WritepathHarness:
             bytes([5, 12]) + "memory ✓ ".encode(), bytes([7, 3, 1, 2, 3]), bytes([8, 3, 0, 1, 0, 4]) + b"\x40" * 8,
             bytes([9, 2, 2, 9, 0, 3]) + b"\xff" * 9, bytes([6, 2]) + b"\xed\xa0", bytes([11, 12]), bytes([12, 1, 1]),
             bytes([13, 1]), bytes([14, 0, 0]), bytes([15, 3]) + b"abc", bytes([5, 0xF0]) + b"x" * 16,
+            # a remember's common input for seal_checked: content, a flat metadata map, limits and three tags
+            bytes([0]) + b"s" * 16 + bytes([5, 5]) + b"hello" + bytes([0, 10, 2, 1]) + b"k" + bytes([2, 5, 1, 1]) + b"j"
+            + bytes([5, 1]) + b"v" + bytes([200, 10, 5, 200, 3, 2]) + b"t1" + bytes([2]) + b"k2" + bytes([0xE7, 1]),
         ]
 
     def _same_or_refused(self, got: Any, want: Any, plain: bool, what: str, data: bytes) -> None:
@@ -921,6 +928,7 @@ class WritepathHarness:
             self._same_or_refused(sealed, sealed_want, plain(fields), "seal_put", data)
         elif plain(fields):
             raise AssertionError(f"seal_put refused plain fields on {data!r}: {sealed!r}")
+        self._checked(reader, salt, content, meta, data)
         # an entry: its fields from the input
         seq, ts = reader.value(), reader.value()
         prev, op, agent, body = reader.take(32), reader.value(), reader.value(), reader.value()
@@ -947,6 +955,53 @@ class WritepathHarness:
         if native.leaf_hashes(raws) != b"".join(self.tree.leaf_hash(e) for e in raws):
             raise AssertionError(f"leaf_hashes and the tree's leaf hashes differ on {data!r}")
 
+
+    TAG_KINDS = ("memorytool", "path:/memories/a.md", "path:", "", "a\x00", "\udc80", "\u00fc", "Z")
+
+    def _checked(self, reader: Values, salt: bytes, content: Any, meta: Any, data: bytes) -> None:
+        """seal_checked of a remember's input (tags cut from the input, now and then one the memory tool
+        or the checks care about): what the extension takes, the twin must give alike; what is common
+        (every rule of seal_checked met), the extension must take."""
+        limits = self.Limits(max_content_bytes=reader.byte() * 4, max_tag_chars=1 + reader.byte() % 12,
+                        max_tags=reader.byte() % 10, max_metadata_bytes=reader.byte() * 2)
+        tags: Any = []
+        for _ in range(reader.byte() % 8):
+            b = reader.byte()
+            tags.append(self.TAG_KINDS[b % 8] if b >= 0xE0 else reader.take(b % 10).decode("utf-8", "replace"))
+        if reader.byte() % 4 == 0:
+            tags = tuple(tags)
+        if meta is not None and not isinstance(meta, dict):
+            meta = None
+        fast = self.native.seal_checked(salt, content, tags, meta, limits.max_content_bytes, limits.max_tag_chars,
+                                        limits.max_tags, limits.max_metadata_bytes)
+        try:
+            twin: Any = self.codec.checked_put_twin(salt, content, tags, meta, limits)
+        except Exception as exc:  # what the twin refuses (InvalidInput), the extension must leave to it
+            if fast is not None:
+                raise AssertionError(f"seal_checked took what its twin refuses ({exc!r}) on {data!r}") from None
+            return
+        if fast is None:
+            if self._common(content, tags, meta):
+                raise AssertionError(f"seal_checked left common input to its twin on {data!r}")
+            return
+        _content, size, tag_tuple, path, canonical_meta, (digest, payload) = twin
+        if path is not None or fast[0] != size or fast[1] != tag_tuple or fast[3:] != (digest, payload) or \
+                list(fast[2].items()) != list(canonical_meta.items()):
+            raise AssertionError(f"seal_checked and its twin differ on {data!r}")
+
+    @staticmethod
+    def _common(content: Any, tags: Any, meta: Any) -> bool:
+        """Input seal_checked must take when the twin takes it: exact types, flat metadata."""
+        def text(v: Any) -> bool:
+            return type(v) is str and not any("\ud800" <= c <= "\udfff" for c in v)
+
+        if not (text(content) or type(content) is bytes) or type(tags) not in (list, tuple):
+            return False
+        if any(not text(t) or t == "memorytool" or t.startswith("path:") for t in tags):
+            return False
+        plain = (type(None), bool, int, float)
+        return meta is None or (type(meta) is dict and all(
+            text(k) and (text(v) or type(v) in plain) for k, v in meta.items()))
 
 
 Harness = (ScanHarness | AnalysisHarness | PostingsHarness | VocabularyHarness | IndexTextHarness | ReadpathHarness

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import msgpack
 
 from .._native import writepath as _native
+from ..validation import Limits, canonical_metadata, check_content, check_metadata_size, check_tags, file_path
 
 FORMAT_VERSION = 1
 ZERO_HASH = b"\x00" * 32
@@ -153,6 +154,35 @@ def seal_fields(
         except Exception:  # left to the twin, as _pack leaves a value
             pass
     return seal_put_payload(salt, pure_pack([content, sorted_tags, canonical_metadata]))
+
+
+CheckedPut = tuple["str | bytes", int, tuple[str, ...], "str | None", dict[str, Any], tuple[bytes, bytes]]
+"""What checked_put returns: (content, its size in bytes, the tags distinct and sorted, the memory-tool
+path they name or None, the metadata in canonical form, (digest, payload) of the put)."""
+
+
+def checked_put(salt: bytes, content: Any, tags: Any, metadata: Any, limits: Limits) -> CheckedPut:
+    """A new record's fields checked (InvalidInput naming what is wrong) and sealed with `salt`: in one
+    call of the extension for the common input (mnemo/_writepath.c's seal_checked says which), else by
+    checked_put_twin, which gives the same for that input and checks every other."""
+    if _native is not None:
+        fast = _native.seal_checked(salt, content, tags, metadata, limits.max_content_bytes, limits.max_tag_chars,
+                                    limits.max_tags, limits.max_metadata_bytes)
+        if fast is not None:
+            size, tag_tuple, meta, digest, payload = fast
+            return content, size, tag_tuple, None, meta, (digest, payload)
+    return checked_put_twin(salt, content, tags, metadata, limits)
+
+
+def checked_put_twin(salt: bytes, content: Any, tags: Any, metadata: Any, limits: Limits) -> CheckedPut:
+    """checked_put in Python: each check of mnemo/validation.py in turn, then seal_fields."""
+    content, size = check_content(content, limits)
+    tag_tuple = check_tags(tags, limits)
+    path = file_path(tag_tuple)
+    meta = canonical_metadata(metadata)
+    sealed = seal_fields(salt, content, tag_tuple, meta)
+    check_metadata_size(meta, limits, len(sealed[1]) - SALT_SIZE)
+    return content, size, tag_tuple, path, meta, sealed
 
 
 def payload_digest(salt: bytes, packed: bytes) -> bytes:
