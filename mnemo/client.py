@@ -36,7 +36,16 @@ from .recall.analysis import first_lines, matching_lines
 from .recall.embedding import Embedder, check_embedder, check_embeddings, check_mode
 from .recall.query import Query as RecallQuery
 from .recall.query import parse as parse_recall_query
-from .record import MemoryRecord, Recalled, RecordInfo, ScopeReport, VerifyReport, make_memory_record, ns_to_datetime
+from .record import (
+    MemoryRecord,
+    Recalled,
+    RecordInfo,
+    ScopeReport,
+    VerifyReport,
+    make_memory_record,
+    ns_to_datetime,
+    written_record,
+)
 from .storage import open_storage
 from .storage.batch import Batch
 from .storage.chain_copy import chain_of, copy_mode, write_chain
@@ -286,11 +295,8 @@ class MnemoClient:
         entry = batch.stage("put", self.agent_id, body, payload, tags, trusted=True, new_record=ver == 1,
                             text=content if isinstance(content, str) else None)
         self._since_checkpoint += 1
-        updated = ns_to_datetime(entry.ts_ns)
-        return make_memory_record(  # id, version, content, tags, metadata, scope, agent_id, created_at, ...
-            rec_id, ver, content, tags, metadata, scope, self.agent_id,
-            updated if ver == 1 else ns_to_datetime(created_ns), updated, entry.seq, entry.hash.hex(),
-        )
+        return written_record(rec_id, ver, content, tags, metadata, scope, self.agent_id, created_ns, entry.ts_ns,
+                              entry.seq, entry.hash)
 
     @contextlib.contextmanager
     def _writing(self, transactional: bool = False) -> Iterator[Batch]:

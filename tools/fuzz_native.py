@@ -50,7 +50,8 @@ Targets:
   makes, and gather_rows then read_gathered build from its row what their twins reads.gather_rows and
   reads.read_gathered build and what read_latest built, and nothing from a row the index does not hold
   whole (a row past the last, a scope code out of range), and find_row find what Index.row_of_twin
-  finds; then
+  finds; made_record, of times and a hash cut from the input, must build the record its twin
+  record.written_record_twin builds (or raise where the twin's times are out of range); then
   find_sorted, over the input cut into fixed-width ids (as given and sorted), must give what its twin
   index_columns.find_sorted gives. Seeds: canonical puts of each kind of content, made with the
   library's own encoders.
@@ -505,8 +506,8 @@ class IndexTextHarness:
 
 class ReadpathHarness:
     """mnemo/_readpath.c: read_served against reads.quick_packed, read_latest against reads.latest_records,
-    the index's look-ups (recs_at, gather_rows and read_gathered, find_row) against their twins,
-    find_sorted against index_columns'."""
+    made_record against record.written_record_twin, the index's look-ups (recs_at, gather_rows and
+    read_gathered, find_row) against their twins, find_sorted against index_columns'."""
 
     module = "mnemo.storage.file.reads"
     extension = "mnemo._readpath"
@@ -515,12 +516,12 @@ class ReadpathHarness:
 
     def __init__(self, native: Any) -> None:
         from mnemo.chain import codec
-        from mnemo.record import MemoryRecord
+        from mnemo.record import MemoryRecord, written_record_twin
         from mnemo.storage import types
         from mnemo.storage.file import index_columns, reads
 
         self.native, self.codec, self.reads, self.types, self.columns = native, codec, reads, types, index_columns
-        self.record_type = MemoryRecord
+        self.record_type, self.written_record_twin = MemoryRecord, written_record_twin
         self.file = tempfile.TemporaryFile()  # noqa: SIM115 (the harness's scratch file, for its life)
         self.runs = 0
 
@@ -658,6 +659,21 @@ class ReadpathHarness:
                     index.row_of_twin(key):
                 raise AssertionError(f"find_row and its twin differ on {key!r}")
 
+    def _made_record(self, data: bytes) -> None:
+        """made_record of times, a version and a hash cut from the input: the record its twin makes."""
+        ts, created = (int.from_bytes(data[i : i + 8].ljust(8, b"\0"), "big", signed=True) for i in (0, 8))
+        fields = ("r1", 1 + data[0] % 3, "c", ("t",), {}, "agent:a", "a", created, ts, 5, data[-32:])
+        try:
+            want: Any = vars(self.written_record_twin(*fields))
+        except (OverflowError, ValueError, OSError) as exc:
+            want = type(exc)
+        try:
+            got: Any = vars(self.native.made_record(self.record_type, *fields))
+        except (OverflowError, ValueError) as exc:
+            got = type(exc)
+        if got != want and not isinstance(got, type):
+            raise AssertionError(f"made_record and its twin differ on {data!r}")
+
     def one(self, data: bytes) -> None:
         self.runs += 1
         data = data.ljust(4, b"\0")
@@ -691,6 +707,7 @@ class ReadpathHarness:
             if g is None and w is not None and self._canonical_put(raw, rec_id, ver, scope):
                 raise AssertionError(f"read_served refused a canonical put its twin serves, on {data!r}")
         self._records(data, fd, rec, version, slot)
+        self._made_record(data)
         # the index's sorted ids: a blob cut from the input, searched for a key cut from it
         width = 1 + data[0] % 8
         blob = data[: len(data) // width * width]
