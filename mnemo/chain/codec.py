@@ -87,6 +87,11 @@ class Entry(NamedTuple):
     hash: bytes
 
 
+# A NamedTuple made by tuple.__new__ straight from its fields: the class's own __new__ is Python code, which
+# costs as much again as the entry's packing and hash (every write makes one).
+new_tuple: Any = tuple.__new__
+
+
 def make_entry(
     seq: int, ts_ns: int, prev: bytes, op: str, agent: str, body: dict[str, Any], trusted: bool = False
 ) -> Entry:
@@ -96,7 +101,8 @@ def make_entry(
     if _native is not None:
         try:
             raw, digest = _native.entry(seq, ts_ns, prev, op, agent, body)
-            return Entry(seq, ts_ns, prev, op, agent, body, raw, digest)
+            entry: Entry = new_tuple(Entry, (seq, ts_ns, prev, op, agent, body, raw, digest))
+            return entry
         except Exception:  # left to the twin, as _pack leaves a value
             pass
     raw = pure_pack([FORMAT_VERSION, seq, ts_ns, prev, op, agent, body])
