@@ -284,12 +284,17 @@ class Index(IndexData):
         if self.vectors is not None:
             self.vectors.added(rows)
         acquire, post, scope_code, agent_code = self.tagsets.acquire, self._post, self.scopes.code, self.agents.code
+        postings = self.postings
         scopes, tagsets, agents = [], [], []
         for row, p in zip(rows, puts, strict=True):
             tags = p[2]
             tagset = acquire(tags)
             for tag in tags:
-                post(row, tag)
+                posting = postings.get(tag)
+                if posting is None:
+                    post(row, tag)  # a tag new to the index: its posting made, the tag put in order
+                else:
+                    posting.append(row)
             scopes.append(scope_code(p[1]))
             tagsets.append(tagset)
             agents.append(agent_code(p[3]))
@@ -306,9 +311,7 @@ class Index(IndexData):
         c["entry_off"].extend([p[10] for p in puts])
         c["entry_len"].extend([p[11] for p in puts])
         self.hashes += b"".join([p[7] for p in puts])
-        hold = text.hold
-        for row, scope, p in zip(rows, scopes, puts, strict=True):
-            hold(row, scope, p[5], p[12])
+        text.hold_many(zip(rows, scopes, [p[5] for p in puts], [p[12] for p in puts], strict=True))
 
     def hold_text(self, rec_id: str, seq: int, text: str | None) -> None:
         """The text of the version `seq` of `rec_id` (None: its content is bytes), just put by this
