@@ -284,17 +284,12 @@ class Index(IndexData):
         if self.vectors is not None:
             self.vectors.added(rows)
         acquire, post, scope_code, agent_code = self.tagsets.acquire, self._post, self.scopes.code, self.agents.code
-        postings = self.postings
         scopes, tagsets, agents = [], [], []
         for row, p in zip(rows, puts, strict=True):
             tags = p[2]
             tagset = acquire(tags)
             for tag in tags:
-                posting = postings.get(tag)
-                if posting is None:
-                    post(row, tag)  # a tag new to the index: its posting made, the tag put in order
-                else:
-                    posting.append(row)
+                post(row, tag)
             scopes.append(scope_code(p[1]))
             tagsets.append(tagset)
             agents.append(agent_code(p[3]))
