@@ -29,7 +29,7 @@ why_pure: str | None
 speedups, why_pure = _load("_speedups")
 readpath: Any  # read_served and find_sorted (mnemo/_readpath.c), or None
 readpath, _ = _load("_readpath")
-writepath: Any  # pack, seal_put, entry and frame (mnemo/_writepath.c), or None
+writepath: Any  # pack, seal_put, seal_checked, entry, frame, leaf_hashes (mnemo/_writepath.c), or None
 writepath, _ = _load("_writepath")
 pgread: Any  # served_rows (mnemo/_pgread.c), or None
 pgread, _ = _load("_pgread")

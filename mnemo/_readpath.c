@@ -26,6 +26,11 @@
  * find_sorted(blob, width, key) is the binary search of SortedIds.find (index_columns.py): the row of
  * `key` in a blob of fixed-width ids in sorted order, or -1.
  *
+ * made_record(MemoryRecord, id, ver, content, tags, metadata, scope, agent, created_ns, ts_ns, seq, hash) is
+ * the record a write returns (mnemo.record.written_record_twin is its twin): the fields as given, the
+ * times as ns_to_datetime makes them (version 1's creation time is its update's, the same object), the
+ * hash's hex, built as make_memory_record builds it.
+ *
  * find_row and recs_at are the look-ups of the index a get and a query make before they read (index.py's
  * Index.row_of and Index.recs_at are their twins): the row of an id, and the Rec tuples of rows, made
  * from the index's columns.
@@ -776,6 +781,35 @@ static PyObject *read_gathered(PyObject *self, PyObject *args) {
     return read_and_serve(fd, g->its, g->n, gathered_of, type, g);
 }
 
+static PyObject *made_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 12 || !PyType_Check(args[0]) || !PyBytes_CheckExact(args[11])) {
+        PyErr_SetString(PyExc_TypeError, "made_record(MemoryRecord, id, ver, content, tags, metadata, scope, agent, "
+                                         "created_ns, ts_ns, seq, hash)");
+        return NULL;
+    }
+    PyObject *f[NF] = {NULL}, *obj = NULL;
+    f[F_UPDATED] = ns_to_datetime(args[9]);
+    if (!f[F_UPDATED]) goto done;
+    long ver = PyLong_AsLong(args[2]);
+    if (ver == -1 && PyErr_Occurred()) goto done;
+    f[F_CREATED] = ver == 1 ? Py_NewRef(f[F_UPDATED]) : ns_to_datetime(args[8]);
+    if (!f[F_CREATED]) goto done;
+    f[F_HASH] = hex_of(PyBytes_AS_STRING(args[11]), PyBytes_GET_SIZE(args[11]));
+    if (!f[F_HASH]) goto done;
+    f[F_ID] = Py_NewRef(args[1]);
+    f[F_VERSION] = Py_NewRef(args[2]);
+    f[F_CONTENT] = Py_NewRef(args[3]);
+    f[F_TAGS] = Py_NewRef(args[4]);
+    f[F_METADATA] = Py_NewRef(args[5]);
+    f[F_SCOPE] = Py_NewRef(args[6]);
+    f[F_AGENT] = Py_NewRef(args[7]);
+    f[F_SEQ] = Py_NewRef(args[10]);
+    obj = new_record((PyTypeObject *)args[0], f);
+done:
+    for (int k = 0; k < NF; k++) Py_XDECREF(f[k]);
+    return obj;
+}
+
 static PyMethodDef methods[] = {
     {"read_served", read_served, METH_VARARGS,
      "read_served(fd, [(Rec, Version), ...]) -> [bytes | None]: each version's packed fields, read and checked"},
@@ -794,6 +828,9 @@ static PyMethodDef methods[] = {
     {"recs_at", recs_at, METH_VARARGS,
      "recs_at(cols, hashes, scopes, agents, tagsets, older, [(id, row), ...], Rec, Version) -> [Rec | None]: "
      "the index's rows as records"},
+    {"made_record", (PyCFunction)(void (*)(void))made_record, METH_FASTCALL,
+     "made_record(MemoryRecord, id, ver, content, tags, metadata, scope, agent, created_ns, ts_ns, seq, hash) -> "
+     "MemoryRecord: the record a write returns"},
     {"file_state", file_state, METH_VARARGS,
      "file_state(path, fd) -> (st_ino, st_dev, size): the file at path ((-1, -1) if none) and fd's size"},
     {NULL, NULL, 0, NULL},

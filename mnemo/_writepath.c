@@ -19,13 +19,28 @@
  * of a list of (entry bytes, payload or None) tuples: the frame header, each entry's lengths and bytes,
  * the slots (each CRC-32 and payload), the CRC-32 of header and entries, the end magic.
  *
+ * seal_checked(salt, content, tags, metadata, max_content, max_tag_chars, max_tags, max_metadata) is a
+ * remember's input checks and seal_put in one call, for the common input only: (size, tags, metadata,
+ * digest, payload) where codec.checked_put_twin gives (content, size, tags, None, metadata, (digest,
+ * payload)), and None for anything else, which the caller then checks with that twin (which raises what
+ * is wrong). Common: content an exact str that encodes in UTF-8, or exact bytes, within max_content
+ * bytes; tags an exact list or tuple of exact str, each encoding in UTF-8, 1 to max_tag_chars characters,
+ * without NUL, none `memorytool` or starting with `path:` (a memory-tool file's tags have rules of their
+ * own), at most max_tags distinct; metadata None or an exact dict of exact str keys (encoding in UTF-8)
+ * whose values are None, booleans, exact ints in [-2**63, 2**64), finite exact floats or exact str
+ * encoding in UTF-8 (nothing nested), whose packed bytes fit in max_metadata bytes. The tags come back
+ * distinct and sorted, the metadata a new dict in key order: UTF-8 bytes sort as their code points do,
+ * so memcmp orders them as Python orders str.
+ *
  * leaf_hashes(entries) -> bytes: the Merkle tree's leaf hash of each entry, SHA-256(0x00 + entry), 32
  * bytes each, back to back (what mnemo/chain/tree.py's CompactRange.add_entries hashes, its twin).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <openssl/evp.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -33,7 +48,7 @@
 
 #define HASH 32
 #define SALT 16
-#define MAX_DEPTH 511 /* deeper is left to the twin, which packs it or refuses it as msgpack does */
+#define PACK_DEPTH 511 /* deeper is left to the twin, which packs it or refuses it as msgpack does */
 #define FRAME_HEADER 24
 #define ENTRY_HEADER 8
 #define TRAILER 8
@@ -155,7 +170,7 @@ static int pack_bin(buf_t *b, const char *s, Py_ssize_t n) {
 }
 
 static int pack_obj(buf_t *b, PyObject *o, int depth) {
-    if (depth > MAX_DEPTH) {
+    if (depth > PACK_DEPTH) {
         PyErr_SetString(PyExc_ValueError, "pack: nested deeper than 511 levels");
         return -1;
     }
@@ -400,6 +415,176 @@ static PyObject *leaf_hashes(PyObject *self, PyObject *entries) {
     return out;
 }
 
+/* -- a remember's input checked and sealed, for the common input ----------------------------------- */
+
+typedef struct {
+    PyObject *obj, *value; /* borrowed */
+    const char *s;
+    Py_ssize_t n;
+} keyed_t;
+
+static int by_utf8(const void *a, const void *b) {
+    const keyed_t *x = a, *y = b;
+    Py_ssize_t n = x->n < y->n ? x->n : y->n;
+    int c = memcmp(x->s, y->s, (size_t)n);
+    return c ? c : (x->n > y->n) - (x->n < y->n);
+}
+
+/* The UTF-8 bytes of an exact str: 1; 0 (no exception set) where it is not an exact str or does not
+ * encode (a lone surrogate); -1 with an exception set (memory). */
+static int utf8_of(PyObject *o, const char **s, Py_ssize_t *n) {
+    if (!PyUnicode_CheckExact(o)) return 0;
+    *s = PyUnicode_AsUTF8AndSize(o, n);
+    if (*s) return 1;
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
+    PyErr_Clear();
+    return 0;
+}
+
+/* A flat metadata value that _canonical_json (mnemo/validation.py) returns as it is: 1; else 0; -1
+ * with an exception set (memory). */
+static int plain_value(PyObject *v) {
+    if (v == Py_None || v == Py_True || v == Py_False) return 1;
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyUnicode_Type) {
+        const char *s;
+        Py_ssize_t n;
+        return utf8_of(v, &s, &n);
+    }
+    if (t == &PyFloat_Type) return isfinite(PyFloat_AS_DOUBLE(v)) != 0;
+    if (t == &PyLong_Type) {
+        int overflow = 0;
+        (void)PyLong_AsLongLongAndOverflow(v, &overflow); /* an exact int: it raises nothing */
+        if (overflow < 0) return 0; /* below -2**63 */
+        if (overflow > 0) {
+            unsigned long long u = PyLong_AsUnsignedLongLong(v);
+            if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+                PyErr_Clear(); /* beyond 2**64 - 1: OverflowError */
+                return 0;
+            }
+        }
+        return 1;
+    }
+    return 0;
+}
+
+static const char MEMORY_TAG[] = "memorytool", PATH_PREFIX[] = "path:";
+
+static PyObject *seal_checked(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "seal_checked(salt, content, tags, metadata, max_content, max_tag_chars, max_tags, max_metadata)");
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(args[0]) || PyBytes_GET_SIZE(args[0]) != SALT) {
+        PyErr_SetString(PyExc_ValueError, "seal_checked: the salt must be 16 bytes");
+        return NULL;
+    }
+    PyObject *content = args[1], *tags = args[2], *metadata = args[3];
+    Py_ssize_t limits[4];
+    for (int k = 0; k < 4; k++) {
+        limits[k] = PyLong_AsSsize_t(args[4 + k]);
+        if (limits[k] == -1 && PyErr_Occurred()) return NULL;
+    }
+    Py_ssize_t max_content = limits[0], max_tag_chars = limits[1], max_tags = limits[2], max_meta = limits[3];
+    PyObject *out = NULL, *tag_tuple = NULL, *meta = NULL;
+    keyed_t *keyed = NULL;
+    buf_t b;
+    buf_init(&b);
+    /* the content */
+    Py_ssize_t size;
+    const char *s;
+    if (PyBytes_CheckExact(content)) {
+        size = PyBytes_GET_SIZE(content);
+    } else {
+        int got = utf8_of(content, &s, &size);
+        if (got <= 0) goto got_not;
+    }
+    if (size > max_content) goto not_here;
+    /* the tags: checked, sorted by their UTF-8 bytes, the repeats dropped */
+    int is_list = PyList_CheckExact(tags);
+    if (!is_list && !PyTuple_CheckExact(tags)) goto not_here;
+    Py_ssize_t ntags = is_list ? PyList_GET_SIZE(tags) : PyTuple_GET_SIZE(tags);
+    Py_ssize_t nmeta = 0;
+    if (metadata != Py_None) {
+        if (!PyDict_CheckExact(metadata)) goto not_here;
+        nmeta = PyDict_GET_SIZE(metadata);
+    }
+    keyed = PyMem_Malloc(sizeof(keyed_t) * (size_t)(ntags + nmeta + 1));
+    if (!keyed) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < ntags; i++) {
+        /* the list's items are read with no Python code run in between: its size cannot change */
+        PyObject *tag = is_list ? PyList_GET_ITEM(tags, i) : PyTuple_GET_ITEM(tags, i);
+        keyed_t *k = &keyed[i];
+        int got = utf8_of(tag, &k->s, &k->n);
+        if (got <= 0) goto got_not;
+        Py_ssize_t chars = PyUnicode_GET_LENGTH(tag);
+        if (chars == 0 || chars > max_tag_chars || memchr(k->s, 0, (size_t)k->n)) goto not_here;
+        if ((k->n == (Py_ssize_t)sizeof MEMORY_TAG - 1 && !memcmp(k->s, MEMORY_TAG, sizeof MEMORY_TAG - 1)) ||
+            (k->n >= (Py_ssize_t)sizeof PATH_PREFIX - 1 && !memcmp(k->s, PATH_PREFIX, sizeof PATH_PREFIX - 1)))
+            goto not_here;
+        k->obj = tag;
+        k->value = NULL;
+    }
+    if (ntags > 1) qsort(keyed, (size_t)ntags, sizeof(keyed_t), by_utf8);
+    Py_ssize_t distinct = 0;
+    for (Py_ssize_t i = 0; i < ntags; i++)
+        if (!distinct || by_utf8(&keyed[distinct - 1], &keyed[i])) keyed[distinct++] = keyed[i];
+    if (distinct > max_tags) goto not_here;
+    tag_tuple = PyTuple_New(distinct);
+    if (!tag_tuple) goto error;
+    for (Py_ssize_t i = 0; i < distinct; i++) PyTuple_SET_ITEM(tag_tuple, i, Py_NewRef(keyed[i].obj));
+    /* the metadata: flat, its keys sorted */
+    keyed_t *items = keyed + ntags;
+    if (nmeta) {
+        Py_ssize_t pos = 0, i = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(metadata, &pos, &k, &v)) {
+            int got = utf8_of(k, &items[i].s, &items[i].n);
+            if (got > 0) got = plain_value(v);
+            if (got <= 0) goto got_not;
+            items[i].obj = k;
+            items[i].value = v;
+            i++;
+        }
+        if (nmeta > 1) qsort(items, (size_t)nmeta, sizeof(keyed_t), by_utf8); /* distinct keys */
+    }
+    meta = PyDict_New();
+    if (!meta) goto error;
+    for (Py_ssize_t i = 0; i < nmeta; i++)
+        if (PyDict_SetItem(meta, items[i].obj, items[i].value) < 0) goto error;
+    /* sealed: the salt, then [content, tags, metadata] packed */
+    if (put(&b, PyBytes_AS_STRING(args[0]), SALT) < 0 || put_byte(&b, 0x93) < 0 || pack_obj(&b, content, 1) < 0 ||
+        pack_obj(&b, tag_tuple, 1) < 0)
+        goto error;
+    Py_ssize_t meta_from = b.len;
+    if (pack_obj(&b, meta, 1) < 0) goto error;
+    /* the packed metadata over its limit (check_metadata_size): left to the twin, which says so */
+    if (b.len - SALT > max_meta && b.len - meta_from > max_meta) goto not_here;
+    PyObject *sealed = bytes_and_hash(&b, 0, 1); /* frees the buffer */
+    if (!sealed) goto error_freed;
+    PyObject *n = PyLong_FromSsize_t(size);
+    if (n)
+        out = PyTuple_Pack(5, n, tag_tuple, meta, PyTuple_GET_ITEM(sealed, 0), PyTuple_GET_ITEM(sealed, 1));
+    Py_XDECREF(n);
+    Py_DECREF(sealed);
+    goto error_freed;
+got_not: /* what utf8_of or plain_value said: 0, not here; -1, an error */
+    if (PyErr_Occurred()) goto error;
+not_here:
+    out = Py_NewRef(Py_None);
+error:
+    buf_free(&b);
+error_freed:
+    PyMem_Free(keyed);
+    Py_XDECREF(tag_tuple);
+    Py_XDECREF(meta);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"leaf_hashes", leaf_hashes, METH_O,
      "leaf_hashes([entry, ...]) -> bytes: each entry's RFC 6962 leaf hash, SHA-256(0x00 + entry), back to back"},
@@ -408,6 +593,9 @@ static PyMethodDef methods[] = {
      "seal_put(salt, content, tags, metadata) -> (digest, payload): a put's payload and its SHA-256"},
     {"entry", (PyCFunction)(void (*)(void))entry, METH_FASTCALL,
      "entry(seq, ts_ns, prev, op, agent, body) -> (raw, hash): an entry's bytes and its SHA-256"},
+    {"seal_checked", (PyCFunction)(void (*)(void))seal_checked, METH_FASTCALL,
+     "seal_checked(salt, content, tags, metadata, max_content, max_tag_chars, max_tags, max_metadata) -> "
+     "(size, tags, metadata, digest, payload) | None: a remember's common input checked and sealed"},
     {"frame", (PyCFunction)(void (*)(void))frame, METH_FASTCALL,
      "frame([(entry, payload or None), ...], first_seq) -> (bytes, [(slot offset, slot length), ...])"},
     {NULL, NULL, 0, NULL},

@@ -24,6 +24,7 @@ from .chain.codec import (
     SALT_SIZE,
     Entry,
     canonical,
+    checked_put,
     checkpoint_message,
     decode_record_fields,
     encode_forget_payload,
@@ -35,7 +36,16 @@ from .recall.analysis import first_lines, matching_lines
 from .recall.embedding import Embedder, check_embedder, check_embeddings, check_mode
 from .recall.query import Query as RecallQuery
 from .recall.query import parse as parse_recall_query
-from .record import MemoryRecord, Recalled, RecordInfo, ScopeReport, VerifyReport, make_memory_record, ns_to_datetime
+from .record import (
+    MemoryRecord,
+    Recalled,
+    RecordInfo,
+    ScopeReport,
+    VerifyReport,
+    make_memory_record,
+    ns_to_datetime,
+    written_record,
+)
 from .storage import open_storage
 from .storage.batch import Batch
 from .storage.chain_copy import chain_of, copy_mode, write_chain
@@ -60,11 +70,9 @@ from .validation import (
     PATH_TAKEN,
     PATH_UNDER_FILE,
     Limits,
-    canonical_metadata,
     check_content,
     check_ids,
     check_metadata,
-    check_metadata_size,
     check_reason,
     check_tag_prefix,
     check_tags,
@@ -287,11 +295,8 @@ class MnemoClient:
         entry = batch.stage("put", self.agent_id, body, payload, tags, trusted=True, new_record=ver == 1,
                             text=content if isinstance(content, str) else None)
         self._since_checkpoint += 1
-        updated = ns_to_datetime(entry.ts_ns)
-        return make_memory_record(  # id, version, content, tags, metadata, scope, agent_id, created_at, ...
-            rec_id, ver, content, tags, metadata, scope, self.agent_id,
-            updated if ver == 1 else ns_to_datetime(created_ns), updated, entry.seq, entry.hash.hex(),
-        )
+        return written_record(rec_id, ver, content, tags, metadata, scope, self.agent_id, created_ns, entry.ts_ns,
+                              entry.seq, entry.hash)
 
     @contextlib.contextmanager
     def _writing(self, transactional: bool = False) -> Iterator[Batch]:
@@ -335,12 +340,10 @@ class MnemoClient:
         a path taken in the scope included (docs/MEMORY_TOOL.md §4.1)."""
         store = self._store
         store.check_writable()
-        content, size = check_content(content, self.limits)
-        tag_tuple = check_tags(tags, self.limits)
-        path = file_path(tag_tuple)
-        meta = canonical_metadata(metadata)
-        prepared = seal_fields(random_bytes(SALT_SIZE), content, tag_tuple, meta)  # hashing needs no lock
-        check_metadata_size(meta, self.limits, len(prepared[1]) - SALT_SIZE)
+        # checked and hashed before any lock is taken
+        content, size, tag_tuple, path, meta, prepared = checked_put(
+            random_bytes(SALT_SIZE), content, tags, metadata, self.limits
+        )
         scope = self.home_scope if scope is None else check_name(scope, "scope")
         outer = store.current_batch()
         if outer is not None:  # in this thread's transaction: staged in its batch, committed at its end

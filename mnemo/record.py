@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from ._native import readpath
+
 _UTC = timezone.utc
 _fromtimestamp = datetime.fromtimestamp
 
@@ -49,6 +51,35 @@ def make_memory_record(
         "agent_id": agent_id, "created_at": created_at, "updated_at": updated_at, "seq": seq, "hash": hash,
     })
     return record
+
+
+def written_record(
+    id: str, version: int, content: str | bytes, tags: tuple[str, ...], metadata: dict[str, Any], scope: str,
+    agent_id: str, created_ns: int, ts_ns: int, seq: int, entry_hash: bytes,
+) -> MemoryRecord:
+    """The record a write returns: version `version` written at `ts_ns` (version 1 was created then,
+    a later one at `created_ns`) by the entry `seq` hashing to `entry_hash`. In one call of the C
+    extension where it is loaded (mnemo/_readpath.c's made_record), else by written_record_twin."""
+    if readpath is not None:
+        try:
+            record: MemoryRecord = readpath.made_record(MemoryRecord, id, version, content, tags, metadata, scope,
+                                                        agent_id, created_ns, ts_ns, seq, entry_hash)
+            return record
+        except (OverflowError, ValueError):  # a time fromtimestamp refuses: the twin raises what it raises
+            pass
+    return written_record_twin(id, version, content, tags, metadata, scope, agent_id, created_ns, ts_ns, seq,
+                               entry_hash)
+
+
+def written_record_twin(
+    id: str, version: int, content: str | bytes, tags: tuple[str, ...], metadata: dict[str, Any], scope: str,
+    agent_id: str, created_ns: int, ts_ns: int, seq: int, entry_hash: bytes,
+) -> MemoryRecord:
+    """written_record in Python."""
+    updated = ns_to_datetime(ts_ns)
+    created = updated if version == 1 else ns_to_datetime(created_ns)
+    return make_memory_record(id, version, content, tags, metadata, scope, agent_id, created, updated, seq,
+                              entry_hash.hex())
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,8 @@ Targets:
   makes, and gather_rows then read_gathered build from its row what their twins reads.gather_rows and
   reads.read_gathered build and what read_latest built, and nothing from a row the index does not hold
   whole (a row past the last, a scope code out of range), and find_row find what Index.row_of_twin
-  finds; then
+  finds; made_record, of times and a hash cut from the input, must build the record its twin
+  record.written_record_twin builds (or raise where the twin's times are out of range); then
   find_sorted, over the input cut into fixed-width ids (as given and sorted), must give what its twin
   index_columns.find_sorted gives. Seeds: canonical puts of each kind of content, made with the
   library's own encoders.
@@ -70,7 +71,9 @@ Targets:
   valid UTF-8, within msgpack's depth); seal_put of a salt, content, tags and metadata cut from the input,
   entry of a seq, time, prev, op, agent and body, and frame of entries and payloads cut from it must give
   what their twins (codec.seal_put_payload of pure_pack, make_entry's pure_pack and SHA-256,
-  framing.pure_frame_slots) give, or refuse where the twin's input is not plain, and leaf_hashes of
+  framing.pure_frame_slots) give, or refuse where the twin's input is not plain, seal_checked of a
+  remember's content, tags and metadata (with limits) what codec.checked_put_twin gives wherever it takes
+  the input, and take all the common input the twin takes, and leaf_hashes of
   those entries what chain.tree.leaf_hash gives each. Seeds: the values of a
   put and an entry, and each kind of value.
 
@@ -503,8 +506,8 @@ class IndexTextHarness:
 
 class ReadpathHarness:
     """mnemo/_readpath.c: read_served against reads.quick_packed, read_latest against reads.latest_records,
-    the index's look-ups (recs_at, gather_rows and read_gathered, find_row) against their twins,
-    find_sorted against index_columns'."""
+    made_record against record.written_record_twin, the index's look-ups (recs_at, gather_rows and
+    read_gathered, find_row) against their twins, find_sorted against index_columns'."""
 
     module = "mnemo.storage.file.reads"
     extension = "mnemo._readpath"
@@ -513,12 +516,12 @@ class ReadpathHarness:
 
     def __init__(self, native: Any) -> None:
         from mnemo.chain import codec
-        from mnemo.record import MemoryRecord
+        from mnemo.record import MemoryRecord, written_record_twin
         from mnemo.storage import types
         from mnemo.storage.file import index_columns, reads
 
         self.native, self.codec, self.reads, self.types, self.columns = native, codec, reads, types, index_columns
-        self.record_type = MemoryRecord
+        self.record_type, self.written_record_twin = MemoryRecord, written_record_twin
         self.file = tempfile.TemporaryFile()  # noqa: SIM115 (the harness's scratch file, for its life)
         self.runs = 0
 
@@ -656,6 +659,21 @@ class ReadpathHarness:
                     index.row_of_twin(key):
                 raise AssertionError(f"find_row and its twin differ on {key!r}")
 
+    def _made_record(self, data: bytes) -> None:
+        """made_record of times, a version and a hash cut from the input: the record its twin makes."""
+        ts, created = (int.from_bytes(data[i : i + 8].ljust(8, b"\0"), "big", signed=True) for i in (0, 8))
+        fields = ("r1", 1 + data[0] % 3, "c", ("t",), {}, "agent:a", "a", created, ts, 5, data[-32:])
+        try:
+            want: Any = vars(self.written_record_twin(*fields))
+        except (OverflowError, ValueError, OSError) as exc:
+            want = type(exc)
+        try:
+            got: Any = vars(self.native.made_record(self.record_type, *fields))
+        except (OverflowError, ValueError) as exc:
+            got = type(exc)
+        if got != want and not isinstance(got, type):
+            raise AssertionError(f"made_record and its twin differ on {data!r}")
+
     def one(self, data: bytes) -> None:
         self.runs += 1
         data = data.ljust(4, b"\0")
@@ -689,6 +707,7 @@ class ReadpathHarness:
             if g is None and w is not None and self._canonical_put(raw, rec_id, ver, scope):
                 raise AssertionError(f"read_served refused a canonical put its twin serves, on {data!r}")
         self._records(data, fd, rec, version, slot)
+        self._made_record(data)
         # the index's sorted ids: a blob cut from the input, searched for a key cut from it
         width = 1 + data[0] % 8
         blob = data[: len(data) // width * width]
@@ -870,8 +889,10 @@ class WritepathHarness:
 
         from mnemo.chain import codec, tree
         from mnemo.storage.file import framing
+        from mnemo.validation import Limits
 
         self.native, self.codec, self.framing, self.tree, self.msgpack = native, codec, framing, tree, msgpack
+        self.Limits = Limits
         self.runs = 0
 
     def seeds(self) -> list[bytes]:
@@ -880,6 +901,9 @@ class WritepathHarness:
             bytes([5, 12]) + "memory ✓ ".encode(), bytes([7, 3, 1, 2, 3]), bytes([8, 3, 0, 1, 0, 4]) + b"\x40" * 8,
             bytes([9, 2, 2, 9, 0, 3]) + b"\xff" * 9, bytes([6, 2]) + b"\xed\xa0", bytes([11, 12]), bytes([12, 1, 1]),
             bytes([13, 1]), bytes([14, 0, 0]), bytes([15, 3]) + b"abc", bytes([5, 0xF0]) + b"x" * 16,
+            # a remember's common input for seal_checked: content, a flat metadata map, limits and three tags
+            bytes([0]) + b"s" * 16 + bytes([5, 5]) + b"hello" + bytes([0, 10, 2, 1]) + b"k" + bytes([2, 5, 1, 1]) + b"j"
+            + bytes([5, 1]) + b"v" + bytes([200, 10, 5, 200, 3, 2]) + b"t1" + bytes([2]) + b"k2" + bytes([0xE7, 1]),
         ]
 
     def _same_or_refused(self, got: Any, want: Any, plain: bool, what: str, data: bytes) -> None:
@@ -921,6 +945,7 @@ class WritepathHarness:
             self._same_or_refused(sealed, sealed_want, plain(fields), "seal_put", data)
         elif plain(fields):
             raise AssertionError(f"seal_put refused plain fields on {data!r}: {sealed!r}")
+        self._checked(reader, salt, content, meta, data)
         # an entry: its fields from the input
         seq, ts = reader.value(), reader.value()
         prev, op, agent, body = reader.take(32), reader.value(), reader.value(), reader.value()
@@ -947,6 +972,53 @@ class WritepathHarness:
         if native.leaf_hashes(raws) != b"".join(self.tree.leaf_hash(e) for e in raws):
             raise AssertionError(f"leaf_hashes and the tree's leaf hashes differ on {data!r}")
 
+
+    TAG_KINDS = ("memorytool", "path:/memories/a.md", "path:", "", "a\x00", "\udc80", "\u00fc", "Z")
+
+    def _checked(self, reader: Values, salt: bytes, content: Any, meta: Any, data: bytes) -> None:
+        """seal_checked of a remember's input (tags cut from the input, now and then one the memory tool
+        or the checks care about): what the extension takes, the twin must give alike; what is common
+        (every rule of seal_checked met), the extension must take."""
+        limits = self.Limits(max_content_bytes=reader.byte() * 4, max_tag_chars=1 + reader.byte() % 12,
+                        max_tags=reader.byte() % 10, max_metadata_bytes=reader.byte() * 2)
+        tags: Any = []
+        for _ in range(reader.byte() % 8):
+            b = reader.byte()
+            tags.append(self.TAG_KINDS[b % 8] if b >= 0xE0 else reader.take(b % 10).decode("utf-8", "replace"))
+        if reader.byte() % 4 == 0:
+            tags = tuple(tags)
+        if meta is not None and not isinstance(meta, dict):
+            meta = None
+        fast = self.native.seal_checked(salt, content, tags, meta, limits.max_content_bytes, limits.max_tag_chars,
+                                        limits.max_tags, limits.max_metadata_bytes)
+        try:
+            twin: Any = self.codec.checked_put_twin(salt, content, tags, meta, limits)
+        except Exception as exc:  # what the twin refuses (InvalidInput), the extension must leave to it
+            if fast is not None:
+                raise AssertionError(f"seal_checked took what its twin refuses ({exc!r}) on {data!r}") from None
+            return
+        if fast is None:
+            if self._common(content, tags, meta):
+                raise AssertionError(f"seal_checked left common input to its twin on {data!r}")
+            return
+        _content, size, tag_tuple, path, canonical_meta, (digest, payload) = twin
+        if path is not None or fast[0] != size or fast[1] != tag_tuple or fast[3:] != (digest, payload) or \
+                list(fast[2].items()) != list(canonical_meta.items()):
+            raise AssertionError(f"seal_checked and its twin differ on {data!r}")
+
+    @staticmethod
+    def _common(content: Any, tags: Any, meta: Any) -> bool:
+        """Input seal_checked must take when the twin takes it: exact types, flat metadata."""
+        def text(v: Any) -> bool:
+            return type(v) is str and not any("\ud800" <= c <= "\udfff" for c in v)
+
+        if not (text(content) or type(content) is bytes) or type(tags) not in (list, tuple):
+            return False
+        if any(not text(t) or t == "memorytool" or t.startswith("path:") for t in tags):
+            return False
+        plain = (type(None), bool, int, float)
+        return meta is None or (type(meta) is dict and all(
+            text(k) and (text(v) or type(v) in plain) for k, v in meta.items()))
 
 
 Harness = (ScanHarness | AnalysisHarness | PostingsHarness | VocabularyHarness | IndexTextHarness | ReadpathHarness

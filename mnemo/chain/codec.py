@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import msgpack
 
 from .._native import writepath as _native
+from ..validation import Limits, canonical_metadata, check_content, check_metadata_size, check_tags, file_path
 
 FORMAT_VERSION = 1
 ZERO_HASH = b"\x00" * 32
@@ -86,6 +87,11 @@ class Entry(NamedTuple):
     hash: bytes
 
 
+# A NamedTuple made by tuple.__new__ straight from its fields: the class's own __new__ is Python code, which
+# costs as much again as the entry's packing and hash (every write makes one).
+new_tuple: Any = tuple.__new__
+
+
 def make_entry(
     seq: int, ts_ns: int, prev: bytes, op: str, agent: str, body: dict[str, Any], trusted: bool = False
 ) -> Entry:
@@ -95,7 +101,8 @@ def make_entry(
     if _native is not None:
         try:
             raw, digest = _native.entry(seq, ts_ns, prev, op, agent, body)
-            return Entry(seq, ts_ns, prev, op, agent, body, raw, digest)
+            entry: Entry = new_tuple(Entry, (seq, ts_ns, prev, op, agent, body, raw, digest))
+            return entry
         except Exception:  # left to the twin, as _pack leaves a value
             pass
     raw = pure_pack([FORMAT_VERSION, seq, ts_ns, prev, op, agent, body])
@@ -153,6 +160,35 @@ def seal_fields(
         except Exception:  # left to the twin, as _pack leaves a value
             pass
     return seal_put_payload(salt, pure_pack([content, sorted_tags, canonical_metadata]))
+
+
+CheckedPut = tuple["str | bytes", int, tuple[str, ...], "str | None", dict[str, Any], tuple[bytes, bytes]]
+"""What checked_put returns: (content, its size in bytes, the tags distinct and sorted, the memory-tool
+path they name or None, the metadata in canonical form, (digest, payload) of the put)."""
+
+
+def checked_put(salt: bytes, content: Any, tags: Any, metadata: Any, limits: Limits) -> CheckedPut:
+    """A new record's fields checked (InvalidInput naming what is wrong) and sealed with `salt`: in one
+    call of the extension for the common input (mnemo/_writepath.c's seal_checked says which), else by
+    checked_put_twin, which gives the same for that input and checks every other."""
+    if _native is not None:
+        fast = _native.seal_checked(salt, content, tags, metadata, limits.max_content_bytes, limits.max_tag_chars,
+                                    limits.max_tags, limits.max_metadata_bytes)
+        if fast is not None:
+            size, tag_tuple, meta, digest, payload = fast
+            return content, size, tag_tuple, None, meta, (digest, payload)
+    return checked_put_twin(salt, content, tags, metadata, limits)
+
+
+def checked_put_twin(salt: bytes, content: Any, tags: Any, metadata: Any, limits: Limits) -> CheckedPut:
+    """checked_put in Python: each check of mnemo/validation.py in turn, then seal_fields."""
+    content, size = check_content(content, limits)
+    tag_tuple = check_tags(tags, limits)
+    path = file_path(tag_tuple)
+    meta = canonical_metadata(metadata)
+    sealed = seal_fields(salt, content, tag_tuple, meta)
+    check_metadata_size(meta, limits, len(sealed[1]) - SALT_SIZE)
+    return content, size, tag_tuple, path, meta, sealed
 
 
 def payload_digest(salt: bytes, packed: bytes) -> bytes:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 from ..acl import Acl
-from ..chain.codec import SALT_SIZE, Entry, make_entry
+from ..chain.codec import SALT_SIZE, Entry, make_entry, new_tuple
 from .types import Query, Rec, Version
 
 ACL_OPS = frozenset({"genesis", "grant", "revoke"})
@@ -180,7 +180,7 @@ class Batch:
         may index it without reading the payload back)."""
         ts = max(time.time_ns(), self.head_ts)
         entry = make_entry(self.head_seq + 1, ts, self.head_hash, op, agent, body, trusted)
-        staged = Staged(entry, payload, tags, text)
+        staged: Staged = new_tuple(Staged, (entry, payload, tags, text))
         if self.transactional:
             if new_record:
                 self._pending.append(staged)  # nothing to check against the overlay: see recs

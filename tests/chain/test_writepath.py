@@ -22,10 +22,20 @@ from hypothesis import strategies as st
 
 from mnemo._native import writepath
 from mnemo.chain import codec
-from mnemo.chain.codec import make_entry, pack_canonical_fields, pure_pack, seal_fields, seal_put_payload
+from mnemo.chain.codec import (
+    checked_put,
+    checked_put_twin,
+    make_entry,
+    pack_canonical_fields,
+    pure_pack,
+    seal_fields,
+    seal_put_payload,
+)
 from mnemo.chain.tree import leaf_hash
+from mnemo.errors import InvalidInput
 from mnemo.storage.file import framing
 from mnemo.storage.file.framing import encode_frame_slots, pure_frame_slots
+from mnemo.validation import Limits
 
 native = pytest.mark.skipif(writepath is None, reason="the C extension is not loaded (MNEMO_PURE_PYTHON or no build)")
 
@@ -173,6 +183,144 @@ def test_leaf_hashes_are_the_tree_s_leaf_hashes(entries: list[bytes]) -> None:
     assert writepath.leaf_hashes(entries) == b"".join(leaf_hash(e) for e in entries)
     with pytest.raises(TypeError):
         writepath.leaf_hashes([*entries, bytearray(b"e")])
+
+
+# -- a remember's input checked and sealed in one call (seal_checked), and what it leaves to its twin ----
+
+LIMITS = Limits()
+plain_text = st.text()  # (no lone surrogates: hypothesis leaves them out unless asked)
+common_tags = st.lists(st.text(min_size=1, max_size=30).filter(
+    lambda t: "\x00" not in t and t != "memorytool" and not t.startswith("path:")), max_size=12)
+flat_values = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)
+               | st.floats(allow_nan=False, allow_infinity=False) | plain_text)
+flat_metadata = st.none() | st.dictionaries(plain_text, flat_values, max_size=12)
+
+
+def sealed_fast(salt: bytes, content: Any, tags: Any, meta: Any, limits: Limits = LIMITS) -> Any:
+    return writepath.seal_checked(salt, content, tags, meta, limits.max_content_bytes, limits.max_tag_chars,
+                                  limits.max_tags, limits.max_metadata_bytes)
+
+
+def twin_as_fast(salt: bytes, content: Any, tags: Any, meta: Any, limits: Limits = LIMITS) -> Any:
+    """checked_put_twin's result in seal_checked's form, with the metadata's items in their order."""
+    content, size, tag_tuple, path, canonical_meta, (digest, payload) = checked_put_twin(salt, content, tags, meta,
+                                                                                          limits)
+    assert path is None
+    return size, tag_tuple, list(canonical_meta.items()), digest, payload
+
+
+@native
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=16, max_size=16), plain_text | st.binary(), common_tags, flat_metadata)
+def test_seal_checked_takes_the_common_input_and_gives_what_the_twin_gives(
+    salt: bytes, content: Any, tags: list[str], meta: Any
+) -> None:
+    for given_tags in (tags, tuple(tags), tags + tags[:3]):  # a list, a tuple, with repeats
+        fast = sealed_fast(salt, content, given_tags, meta)
+        assert fast is not None
+        size, tag_tuple, canonical_meta, digest, payload = fast
+        assert (size, tag_tuple, list(canonical_meta.items()), digest, payload) == twin_as_fast(
+            salt, content, given_tags, meta)
+        assert type(tag_tuple) is tuple and type(canonical_meta) is dict
+
+
+@native
+def test_seal_checked_sorts_tags_and_keys_by_code_point() -> None:
+    salt = b"\x02" * 16
+    tags = ["\U0001d11e", "ü", "b", "a", "ab", "ü", "\uffff", "Z"]
+    meta = {"\U0001d11e": 1, "é": None, "e": True, "E": 2.5, "ee": "✓"}
+    size, tag_tuple, canonical_meta, digest, payload = sealed_fast(salt, "ünï", tags, meta)
+    assert size == 5  # UTF-8 bytes
+    assert tag_tuple == ("Z", "a", "ab", "b", "ü", "\uffff", "\U0001d11e")
+    assert list(canonical_meta) == ["E", "e", "ee", "é", "\U0001d11e"]
+    assert payload == salt + packb(["ünï", list(tag_tuple), canonical_meta])
+    assert digest == hashlib.sha256(payload).digest()
+
+
+class Text(str):
+    pass
+
+
+class Number(int):
+    pass
+
+
+UNCOMMON = [
+    # (content, tags, metadata): each passes or fails the twin's checks, and the extension leaves it to the twin
+    ("c", ["memorytool", "path:/memories/a.md"], None),  # a memory-tool file
+    ("c", ["path:/memories/a.md"], None),
+    ("c", ["path:nowhere"], None),
+    ("c", ["memorytool"], None),
+    ("c", ["a", "b\x00"], None),
+    ("c", ["a", ""], None),
+    ("c", ["x" * 2049], None),
+    ("c", ["\ud800"], None),
+    ("c", [Text("a")], None),
+    ("c", [1], None),
+    ("c", {"a", "b"}, None),
+    ("c", "ab", None),
+    ("c", {"a": 1}.keys(), None),  # any iterable of str
+    ("c", [f"t{i}" for i in range(257)], None),
+    (Text("c"), [], None),
+    (bytearray(b"c"), [], None),
+    ("\udc80", [], None),
+    (1, [], None),
+    ("x" * ((1 << 20) + 1), [], None),
+    (b"x" * ((1 << 20) + 1), [], None),
+    ("c", [], {"a": {"nested": 1}}),
+    ("c", [], {"a": [1, 2]}),
+    ("c", [], {"a": (1, 2)}),
+    ("c", [], {"a": 2**64}),
+    ("c", [], {"a": -(2**63) - 1}),
+    ("c", [], {"a": math.nan}),
+    ("c", [], {"a": math.inf}),
+    ("c", [], {"a": Number(1)}),
+    ("c", [], {"a": Text("v")}),
+    ("c", [], {"a": "\ud800"}),
+    ("c", [], {"\ud800": 1}),
+    ("c", [], {1: "v"}),
+    ("c", [], {Text("a"): 1}),
+    ("c", [], {"a": b"bytes"}),
+    ("c", [], OrderedDict(a=1)),
+    ("c", [], [("a", 1)]),
+    ("c", [], {"big": "v" * (64 << 10)}),
+]
+
+
+@native
+@pytest.mark.parametrize(("content", "tags", "meta"), UNCOMMON)
+def test_seal_checked_leaves_every_other_input_to_its_twin(content: Any, tags: Any, meta: Any) -> None:
+    salt = b"\x03" * 16
+    assert sealed_fast(salt, content, tags, meta) is None
+    try:
+        want: Any = checked_put_twin(salt, content, tags, meta, LIMITS)
+    except InvalidInput as exc:
+        want = str(exc)
+    try:
+        got: Any = checked_put(salt, content, tags, meta, LIMITS)
+    except InvalidInput as exc:
+        got = str(exc)
+    assert got == want
+
+
+@native
+def test_seal_checked_holds_the_limits_it_is_given() -> None:
+    salt = b"\x04" * 16
+    tight = Limits(max_content_bytes=4, max_tag_chars=3, max_tags=2, max_metadata_bytes=12)
+    assert sealed_fast(salt, "a✓", ["abc", "b", "abc"], {"k": "v" * 8}, tight) is not None  # each at its limit
+    for content, tags, meta in [("abcde", [], None), ("ab✓✓", [], None), ("a", ["abcd"], None),
+                                ("a", ["a", "b", "c"], None), ("a", [], {"k": "v" * 9})]:
+        assert sealed_fast(salt, content, tags, meta, tight) is None
+        with pytest.raises(InvalidInput):
+            checked_put(salt, content, tags, meta, tight)
+
+
+@native
+def test_seal_checked_refuses_a_salt_of_the_wrong_length() -> None:
+    with pytest.raises(ValueError, match="the salt must be 16 bytes"):
+        writepath.seal_checked(b"s" * 15, "c", [], None, 1, 1, 1, 1)
+    with pytest.raises(TypeError):
+        writepath.seal_checked(b"s" * 16, "c", [], None)
 
 
 # -- the codec's and the framing's functions, whichever path runs them --------------------------------

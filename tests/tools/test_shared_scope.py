@@ -12,7 +12,7 @@ import pytest
 from helpers.backends import payload_reader, snapshot
 
 from mnemo import MnemoClient
-from mnemo import client as client_module
+from mnemo.chain import codec as codec_module
 from mnemo.client import PathUse
 from mnemo.errors import InvalidInput, PermissionDenied
 from mnemo.tools import CommandResult, MnemoMemoryToolServer
@@ -358,7 +358,8 @@ def test_a_file_at_a_root_left_by_an_earlier_version_keeps_no_file_from_the_tree
     record at `path:/memories` (which an earlier version let the client write, and which no server
     shows) does not keep files from being made under /memories, by the client or by the tool."""
     with monkeypatch.context() as old_version:
-        old_version.setattr(client_module, "file_path", lambda tags: None)  # no path rules, no check
+        # no path rules, no check (remember's are codec.checked_put_twin's, where the C path leaves memorytool tags)
+        old_version.setattr(codec_module, "file_path", lambda tags: None)
         owner.remember("a root as a file", tags=file_tags("/memories"), scope=TEAM)
     owner.remember("below it", tags=file_tags("/memories/a.md"), scope=TEAM)
     team = MnemoMemoryToolServer(owner, scope=TEAM)

@@ -13,7 +13,7 @@ from ...errors import DurabilityError, LockTimeout, MnemoError
 from ..batch import ACL_OPS, Batch, apply_entry
 from ..types import Rec
 from .framing import ENTRY_HEADER, FRAME_HEADER, encode_frame_slots
-from .index import NewPut
+from .index import Index, NewPut
 from .logfile import sync, write_all
 from .state import StoreState
 
@@ -49,24 +49,22 @@ class Writes(StoreState):
             dropped: list[Rec] = []
             entry_pos = offset + FRAME_HEADER.size + ENTRY_HEADER.size
             acl_frame = False
-            # In a frame of several entries (a transaction's), version 1 of records no row holds goes to
-            # the index in bulk (put_new), as apply_entry and hold_text would put it; anything else first
-            # puts those and then goes through apply_entry.
+            # Version 1 of records no row holds goes to the index in bulk (put_new; put_one_new for a frame
+            # of one), as apply_entry and hold_text would put it; anything else first puts those and then
+            # goes through apply_entry.
             new: list[NewPut] = []
             new_ids: set[str] = set()
             row_of = index.row_of
-            bulk = len(staged_list) > 1
             for (entry, _payload, tags, text), (slot_pos, slot_len) in zip(staged_list, slots, strict=True):
                 body = entry.body
                 raw_len = len(entry.raw)
-                if (bulk and entry.op == "put" and body["ver"] == 1 and body["id"] not in new_ids
-                        and row_of(body["id"]) is None):
+                if entry.op == "put" and body["ver"] == 1 and body["id"] not in new_ids and row_of(body["id"]) is None:
                     new_ids.add(body["id"])
                     new.append((body["id"], body["scope"], tags, entry.agent, body["size"], entry.seq, entry.ts_ns,
                                 entry.hash, offset + slot_pos, slot_len, entry_pos, raw_len, text))
                 else:
                     if new:
-                        index.put_new(new)
+                        _put_new(index, new)
                         new = []
                     dropped.extend(apply_entry(index, entry, offset + slot_pos, slot_len, tags, entry_pos))
                     if entry.op == "put":  # recall's index takes its text (or None) from here when it catches up
@@ -76,7 +74,7 @@ class Writes(StoreState):
                 index.head_seq, index.head_hash = entry.seq, entry.hash
                 index.entries += 1
             if new:
-                index.put_new(new)
+                _put_new(index, new)
             if acl_frame:
                 index.acl_frames.append(offset)
             self._grow_tree([s.entry.raw for s in staged_list], staged_list[0].entry.seq)
@@ -132,6 +130,13 @@ class Writes(StoreState):
             pass  # the client refuses writes anyway; a reopen sorts out what is on disk
         finally:
             self._mutex.release()
+
+
+def _put_new(index: Index, new: list[NewPut]) -> None:
+    if len(new) == 1:
+        index.put_one_new(new[0])
+    else:
+        index.put_new(new)
 
 
 class _Writing:

@@ -207,32 +207,12 @@ class Index(IndexData):
 
     def put(self, rec_id: str, scope: str, tags: tuple[str, ...], version: Version) -> None:
         """Record a new version (the caller checked its number with next_ver)."""
-        c = self.cols
-        tagset = self.tagsets.acquire(tags)
         row = self.row_of(rec_id)
         if row is None:
-            row = self.rows[rec_id] = self.base.n + len(self.extra)
-            self.extra.append(rec_id)
-            self.live += 1
-            self.text.added((row,))
-            if self.vectors is not None:
-                self.vectors.added((row,))
-            scope_code = self.scopes.code(scope)
-            for tag in tags:
-                self._post(row, tag, scope_code)
-            c["scope"].append(scope_code)
-            c["tagset"].append(tagset)
-            c["agent"].append(self.agents.code(version.agent))
-            c["ver"].append(version.ver)
-            c["slot_len"].append(version.slot_len)
-            c["seq"].append(version.seq)
-            c["ts"].append(version.ts_ns)
-            c["size"].append(version.size)
-            c["slot_off"].append(version.slot_off)
-            c["entry_off"].append(version.entry_off)
-            c["entry_len"].append(version.entry_len)
-            self.hashes += version.hash
+            self._new_row(rec_id, scope, tags, version)
             return
+        c = self.cols
+        tagset = self.tagsets.acquire(tags)  # before the old set's release: the same set is never freed between
         prev = self.rec_at(row)
         self.older[row] = prev.versions
         self.text.changed(row)
@@ -264,6 +244,37 @@ class Index(IndexData):
         c["entry_off"][row] = version.entry_off
         c["entry_len"][row] = version.entry_len
         self.hashes[row * HASH_SIZE : (row + 1) * HASH_SIZE] = version.hash
+
+    def _new_row(self, rec_id: str, scope: str, tags: tuple[str, ...], version: Version) -> int:
+        """Put a record no row holds in a row of its own, at the end; returns the row."""
+        c = self.cols
+        row = self.rows[rec_id] = self.base.n + len(self.extra)
+        self.extra.append(rec_id)
+        self.live += 1
+        self.text.added((row,))
+        if self.vectors is not None:
+            self.vectors.added((row,))
+        scope_code = self.scopes.code(scope)
+        for tag in tags:
+            self._post(row, tag, scope_code)
+        c["scope"].append(scope_code)
+        c["tagset"].append(self.tagsets.acquire(tags))
+        c["agent"].append(self.agents.code(version.agent))
+        c["ver"].append(version.ver)
+        c["slot_len"].append(version.slot_len)
+        c["seq"].append(version.seq)
+        c["ts"].append(version.ts_ns)
+        c["size"].append(version.size)
+        c["slot_off"].append(version.slot_off)
+        c["entry_off"].append(version.entry_off)
+        c["entry_len"].append(version.entry_len)
+        self.hashes += version.hash
+        return row
+
+    def put_one_new(self, p: NewPut) -> None:
+        """put_new of one put (a `remember` alone), without put_new's passes over a list."""
+        row = self._new_row(p[0], p[1], p[2], _version((1, p[5], p[6], p[3], p[4], p[7], p[8], p[9], p[10], p[11])))
+        self.text.hold(row, self.cols["scope"][row], p[5], p[12])
 
     def put_new(self, puts: list[NewPut]) -> None:
         """Record version 1 of records no row holds, each as `put` and then `hold_text` would, in one
@@ -304,9 +315,7 @@ class Index(IndexData):
         c["entry_off"].extend([p[10] for p in puts])
         c["entry_len"].extend([p[11] for p in puts])
         self.hashes += b"".join([p[7] for p in puts])
-        hold = text.hold
-        for row, scope, p in zip(rows, scopes, puts, strict=True):
-            hold(row, scope, p[5], p[12])
+        text.hold_many(zip(rows, scopes, [p[5] for p in puts], [p[12] for p in puts], strict=True))
 
     def hold_text(self, rec_id: str, seq: int, text: str | None) -> None:
         """The text of the version `seq` of `rec_id` (None: its content is bytes), just put by this

@@ -101,6 +101,19 @@ class TextIndex(RowDerived):
             self.held[row] = (scope, seq, text)
             self.held_chars += size
 
+    def hold_many(self, held: Iterable[tuple[int, int, int, str | None]]) -> None:
+        """hold(row, scope, seq, text) of each, in one loop (a transaction's new rows)."""
+        pending, kept, chars = self.pending, self.held, self.held_chars
+        for row, scope, seq, text in held:
+            size = len(text or "")
+            if row in pending and chars + size <= HELD_CHARS:
+                found = kept.pop(row, None)
+                if found is not None:
+                    chars -= len(found[2] or "")
+                kept[row] = (scope, seq, text)
+                chars += size
+        self.held_chars = chars
+
     def _let_go(self, row: int) -> None:
         found = self.held.pop(row, None)
         if found is not None:

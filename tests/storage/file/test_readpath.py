@@ -17,6 +17,7 @@ import hashlib
 import os
 import zlib
 from array import array
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from hypothesis import strategies as st
 from mnemo import IntegrityError, MemoryRecord, MnemoClient
 from mnemo._native import readpath
 from mnemo.chain.codec import make_entry, pack_record_fields, packb, payload_digest
+from mnemo.record import written_record, written_record_twin
 from mnemo.storage.file.index_columns import SortedIds, find_sorted
 from mnemo.storage.file.opening import log_file_state
 from mnemo.storage.file.reads import gather_rows, latest_records, quick_packed, read_gathered
@@ -396,6 +398,41 @@ def test_file_state_tells_the_file_at_the_path_and_the_size_of_the_one_open(tmp_
         with pytest.raises(OSError) as closed:
             state(str(log), fd)
         assert closed.value.errno == errno.EBADF
+
+
+@native
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-(2**62), 2**62), st.integers(-(2**62), 2**62), st.integers(1, 2**32), st.binary(max_size=40))
+def test_made_record_builds_the_record_a_write_returns_as_its_twin_does(
+    created: int, ts: int, ver: int, entry_hash: bytes
+) -> None:
+    fields = ("r1", ver, "ünï", ("a", "b"), {"k": 1}, "agent:a", "a", created, ts, 7, entry_hash)
+    try:
+        want: Any = written_record_twin(*fields)
+    except (OverflowError, ValueError, OSError) as exc:  # a time out of datetime's range
+        want = type(exc)
+    try:
+        got: Any = readpath.made_record(MemoryRecord, *fields)
+    except (OverflowError, ValueError) as exc:
+        got = type(exc)
+    if not isinstance(got, type):
+        assert type(got) is MemoryRecord and vars(got) == vars(want)
+        assert list(vars(got)) == list(vars(want))
+        assert (got.created_at is got.updated_at) == (ver == 1)
+    try:
+        assert written_record(*fields) == want
+    except (OverflowError, ValueError, OSError) as exc:
+        assert type(exc) is want
+
+
+def test_written_record_is_the_record_of_a_write() -> None:
+    record = written_record("r1", 2, b"c", ("t",), {}, "agent:a", "a", 1_700_000_000_123_456_789,
+                            1_800_000_000_000_001_999, 9, b"\x01\xab")
+    assert vars(record) == vars(MemoryRecord(
+        "r1", 2, b"c", ("t",), {}, "agent:a", "a", datetime(2023, 11, 14, 22, 13, 20, 123456, timezone.utc),
+        datetime(2027, 1, 15, 8, 0, 0, 1, timezone.utc), 9, "01ab"))
+    first = written_record("r1", 1, "c", (), {}, "s", "a", 0, 1_800_000_000_000_001_999, 9, b"")
+    assert first.created_at is first.updated_at and first.hash == ""
 
 
 def test_find_sorted_finds_each_id_and_nothing_else() -> None:

@@ -372,3 +372,21 @@ def test_held_text_gives_way_to_another_process_s_version(tmp_path: Path) -> Non
         b.update(rec, content="replacement wording")
         assert [r.record.content for r in a.recall("wording")] == ["replacement wording"]
         assert a.recall("original") == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 2), st.none() | st.text(max_size=6)), max_size=12),
+       st.sets(st.integers(0, 6)), st.integers(0, 20))
+def test_hold_many_holds_what_hold_holds_one_by_one(
+    items: list[tuple[int, int, str | None]], pending: set[int], limit: int
+) -> None:
+    one, many = TextIndex(), TextIndex()
+    for index in (one, many):
+        index.added(pending)
+        index.hold(0, 1, 99, "held before")  # (when row 0 is pending: a row held again lets go of its text)
+    held = [(row, scope, seq, text) for seq, (row, scope, text) in enumerate(items)]
+    with patch.object(text_index, "HELD_CHARS", limit + len("held before")):
+        for item in held:
+            one.hold(*item)
+        many.hold_many(held)
+    assert many.held == one.held and many.held_chars == one.held_chars
