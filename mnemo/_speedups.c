@@ -3059,6 +3059,33 @@ static int tally_text(term_table *t, Py_ssize_t n) {
     return 0;
 }
 
+/* Memory that held something of a text, zeroed before it is freed (so that no freed memory keeps it). */
+static void wipe_free(void *p, size_t bytes) {
+    if (p) memset(p, 0, bytes);
+    free(p);
+}
+
+/* t (zeroed by the caller) made for the ASCII text s[0:n], every term of it tallied (tally_text). 0, or -1
+ * with an exception set; either way term_table_free frees what it holds. */
+static int term_table_scan(term_table *t, const unsigned char *s, Py_ssize_t n) {
+    t->text = s;
+    unsigned char *lower = malloc((size_t)n + 1);
+    t->lower = lower;
+    if (!lower || term_slots(t, 128) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return tally_text(t, n);
+}
+
+/* What term_table_scan made of a text of n characters, zeroed and freed (the text itself is the
+ * caller's). */
+static void term_table_free(term_table *t, Py_ssize_t n) {
+    wipe_free((void *)t->lower, t->lower ? (size_t)n : 0);
+    wipe_free(t->terms, sizeof(text_term) * (size_t)t->cap);
+    wipe_free(t->slots, sizeof(int32_t) * (size_t)t->cap_slots);
+}
+
 /* Room in the vocabulary for `count` more terms of `bytes` bytes in all, so that vocab_add, `count`
  * times, allocates nothing and cannot fail. 0, or -1 (no memory; nothing it holds changed). */
 static int vocab_reserve(Vocab *self, Py_ssize_t count, uint64_t bytes) {
@@ -3088,15 +3115,10 @@ static PyObject *Postings_add_text(Postings *self, PyObject *args) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     if (n >= (Py_ssize_t)UINT32_MAX) return PyErr_NoMemory();
     PyObject *ret = NULL;
-    term_table t = {s, NULL, NULL, 0, 0, NULL, 0, 0};
+    term_table t = {0};
     uint32_t *tids = NULL;
-    unsigned char *lower = malloc((size_t)n + 1);
-    if (!lower || term_slots(&t, 128) < 0) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    t.lower = lower;
-    if (tally_text(&t, n) < 0) goto done;
+    if (term_table_scan(&t, s, n) < 0) goto done;
+    const unsigned char *lower = t.lower;
     /* each term's id: the vocabulary's, or the one vocab_add will give it (free ids last freed first,
      * then new ones), in the order the terms first occur */
     Py_ssize_t fresh = 0, nfree = vocab->nfree, next = vocab->nids;
@@ -3155,15 +3177,116 @@ static PyObject *Postings_add_text(Postings *self, PyObject *args) {
     self->ndocs = doc + 1;
     ret = PyLong_FromSsize_t(t.length);
 done:
-    /* what was made here of the text is zeroed before it is freed (the text itself is the caller's) */
-    if (lower) memset(lower, 0, (size_t)n);
-    free(lower);
-    if (t.terms) memset(t.terms, 0, sizeof(text_term) * (size_t)t.cap);
-    free(t.terms);
-    if (t.slots) memset(t.slots, 0, sizeof(int32_t) * (size_t)t.cap_slots);
-    free(t.slots);
-    if (tids) memset(tids, 0, sizeof(uint32_t) * (size_t)t.n);
-    free(tids);
+    term_table_free(&t, n);
+    wipe_free(tids, tids ? sizeof(uint32_t) * (size_t)t.n : 0);
+    return ret;
+}
+
+/* term_positions(text, limit) -> (length, {term: count}, {term: bytes | None}) | None: what the
+ * PostgreSQL text index writes of an ASCII text (mnemo/storage/postgres/text_index.py; its twin is
+ * text_index.analysed without this): the length and the terms as count_terms counts them (in the order
+ * they first occur), and where each term stands among the text's atoms (count_phrase's atoms: simple
+ * words and identifier parts, numbered from 0), packed as mnemo_terms.positions holds them: each
+ * position 4 bytes, big-endian, in increasing order; b"" for a term that is no atom (an identifier's
+ * whole), None for one at more than `limit` places. None when the text is not ASCII (the twin analyses
+ * it). The terms are found by add_text's scan (tally_text), the atoms by count_phrase's (word_atoms),
+ * each atom then found among the terms by its hash, with no Python object made but the answer's. */
+
+/* The index in t->terms of the term lower[off:off + n] (whose hash_bytes is h), or -1. */
+static Py_ssize_t term_index(const term_table *t, Py_ssize_t off, Py_ssize_t n, uint64_t h) {
+    Py_ssize_t mask = t->cap_slots - 1, i = (Py_ssize_t)(h & (uint64_t)mask);
+    for (; t->slots[i] >= 0; i = (i + 1) & mask) {
+        const text_term *known = &t->terms[t->slots[i]];
+        if (known->hash == h && known->n == (uint32_t)n &&
+            memcmp(t->lower + known->off, t->lower + off, (size_t)n) == 0)
+            return t->slots[i];
+    }
+    return -1;
+}
+
+static PyObject *term_positions(PyObject *self, PyObject *args) {
+    PyObject *text;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "Un", &text, &limit)) return NULL;
+    if (PyUnicode_READY(text) < 0) return NULL;
+    if (!PyUnicode_IS_ASCII(text)) Py_RETURN_NONE;
+    const unsigned char *s = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    /* (an atom is at least one character: fewer than 2**31 of them, as the 4-byte positions need) */
+    if (n >= (Py_ssize_t)INT32_MAX) return PyErr_NoMemory();
+    PyObject *ret = NULL, *counts = NULL, *places = NULL;
+    term_table t = {0};
+    atoms_t a = {0};
+    int32_t *of = NULL;          /* each atom's term (its index in t.terms), or -1 */
+    Py_ssize_t *first = NULL;    /* where each term's places start in `at`; first[t.n]: their number */
+    uint32_t *at = NULL;         /* every term's places, one term after the other */
+    if (term_table_scan(&t, s, n) < 0) goto done;
+    const unsigned char *lower = t.lower;
+    for (Py_ssize_t i = 0, start; next_word(s, n, &i, &start);) {
+        if (word_atoms(&a, s + start, i - start) < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    of = malloc(sizeof(int32_t) * ((size_t)a.n + 1));
+    first = calloc((size_t)t.n + 1, sizeof(Py_ssize_t));
+    at = malloc(sizeof(uint32_t) * ((size_t)a.n + 1));
+    if (!of || !first || !at) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < a.n; j++) {
+        Py_ssize_t off = a.v[j].p - s, k = term_index(&t, off, a.v[j].n, hash_bytes(lower + off, a.v[j].n));
+        of[j] = (int32_t)k;
+        if (k >= 0) first[k + 1]++;
+    }
+    for (Py_ssize_t k = 0; k < t.n; k++) first[k + 1] += first[k];
+    /* (filled in atom order: each term's places come out increasing; first[k] moves to its end) */
+    for (Py_ssize_t j = 0; j < a.n; j++)
+        if (of[j] >= 0) at[first[of[j]]++] = (uint32_t)j;
+    counts = PyDict_New();
+    places = PyDict_New();
+    if (!counts || !places) goto done;
+    for (Py_ssize_t k = 0, from = 0; k < t.n; from = first[k++]) {
+        const text_term *term = &t.terms[k];
+        Py_ssize_t many = first[k] - from;
+        PyObject *key = PyUnicode_New(term->n, 127);
+        PyObject *count = PyLong_FromUnsignedLong(term->count);
+        PyObject *packed = Py_None;
+        if (many <= limit) {
+            packed = PyBytes_FromStringAndSize(NULL, 4 * many);
+            if (packed) {
+                unsigned char *out = (unsigned char *)PyBytes_AS_STRING(packed);
+                for (Py_ssize_t i = 0; i < many; i++) {
+                    uint32_t v = at[from + i];
+                    out[4 * i] = (unsigned char)(v >> 24);
+                    out[4 * i + 1] = (unsigned char)(v >> 16);
+                    out[4 * i + 2] = (unsigned char)(v >> 8);
+                    out[4 * i + 3] = (unsigned char)v;
+                }
+            }
+        } else {
+            Py_INCREF(packed);
+        }
+        int rc = -1;
+        if (key && count && packed) {
+            memcpy(PyUnicode_1BYTE_DATA(key), lower + term->off, term->n);
+            rc = PyDict_SetItem(counts, key, count) < 0 ? -1 : PyDict_SetItem(places, key, packed);
+        }
+        Py_XDECREF(key);
+        Py_XDECREF(count);
+        Py_XDECREF(packed);
+        if (rc < 0) goto done;
+    }
+    ret = Py_BuildValue("(nOO)", t.length, counts, places);
+done:
+    Py_XDECREF(counts);
+    Py_XDECREF(places);
+    term_table_free(&t, n);
+    wipe_free(a.v, sizeof(atom_t) * (size_t)a.cap);
+    wipe_free(of, of ? sizeof(int32_t) * (size_t)a.n : 0);
+    wipe_free(at, at ? sizeof(uint32_t) * (size_t)a.n : 0);
+    free(first);
     return ret;
 }
 
@@ -3209,6 +3332,9 @@ static PyMethodDef methods[] = {
     {"max_u32", max_u32, METH_O, "max_u32(column) -> int (the largest of an array('I'), 0 when empty)"},
     {"count_phrase", count_phrase, METH_VARARGS,
      "count_phrase(text, atoms) -> int | None (see mnemo/recall/analysis.py, phrase_count)"},
+    {"term_positions", term_positions, METH_VARARGS,
+     "term_positions(text, limit) -> (length, {term: count}, {term: positions}) | None (see "
+     "mnemo/storage/postgres/text_index.py, analysed)"},
     {"count_terms", count_terms, METH_O,
      "count_terms(text) -> (length, {term: count}) | None (see mnemo/recall/analysis.py, counted)"},
     {NULL, NULL, 0, NULL},

@@ -21,7 +21,10 @@ Targets:
   bit set, the rest as UTF-8 with what does not decode replaced); count_terms must give what the
   pure-Python analysis gives (the length and each term's count, in order), and None for a text that
   is not ASCII; count_phrase, for a phrase of two or three of the text's own atoms (or of atoms it may
-  not hold), what occurrences gives over the twin's atoms; and the input's bytes read as a column of
+  not hold), what occurrences gives over the twin's atoms; term_positions, under a limit taken from the
+  input's length, what the twin text_index.analysed gives without it (the terms counted by the pure-Python
+  analysis, their positions by positions_of), and None for a text that is not ASCII; and the input's
+  bytes read as a column of
   32-bit codes, max_u32 what max gives. Seeds:
   identifiers of every shape the analysis splits.
 - `postings`: each input is a program of operations on the text index's postings (add a document of
@@ -224,8 +227,9 @@ class AnalysisHarness:
 
     def __init__(self, native: Any) -> None:
         from mnemo.recall import analysis
+        from mnemo.storage.postgres import text_index
 
-        self.native, self.analysis = native, analysis
+        self.native, self.analysis, self.text_index = native, analysis, text_index
         self.runs = 0
 
     def seeds(self) -> list[bytes]:
@@ -250,13 +254,19 @@ class AnalysisHarness:
         else:
             text = bytes(b & 0x7F for b in data).decode("ascii")
         got = self.native.count_terms(text)
+        limit = (-1, 0, 1, 2, 64)[len(data) % 5]
+        placed = self.native.term_positions(text, limit)
         if not text.isascii():
-            if got is not None:
-                raise AssertionError(f"count_terms counted a text that is not ASCII: {text!r}")
+            if got is not None or placed is not None:
+                raise AssertionError(f"count_terms or term_positions took a text that is not ASCII: {text!r}")
             return
         found = self.analysis.terms(text)
         if got is None or (got[0], list(got[1].items())) != (len(found), list(Counter(found).items())):
             raise AssertionError(f"count_terms and its twin differ on {text!r}: {got!r}")
+        counts = Counter(found)
+        twin = (len(found), list(counts.items()), list(self.text_index.positions_of(text, counts, limit).items()))
+        if placed is None or (placed[0], list(placed[1].items()), list(placed[2].items())) != twin:
+            raise AssertionError(f"term_positions and its twin differ on {text!r} (limit {limit}): {placed!r}")
         atoms = self.analysis.atoms(text)
         at = data[-1] % max(1, len(atoms)) if data else 0
         phrase = tuple(atoms[at:at + 2 + (len(data) % 2)])

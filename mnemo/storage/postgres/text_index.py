@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..._native import speedups
 from ...chain.codec import SALT_SIZE, served_put_problem
 from ...recall._numpy import installed, np
 from ...recall.analysis import atoms, counted
@@ -69,14 +70,26 @@ def doc_of(packed: bytes | memoryview) -> Doc | None:
         return None
     if text is None:
         return None
+    return analysed(text)
+
+
+def analysed(text: str) -> Doc:
+    """The document of `text`: its length, terms and their positions. The C extension finds them in one
+    pass over an ASCII text (mnemo/_speedups.c, term_positions: fuzzed against this twin, tools/fuzz_native.py
+    --target analysis); its twin counts the terms (`counted`) and finds their positions (positions_of)."""
+    if speedups is not None:
+        native: tuple[int, dict[str, int], dict[str, bytes | None]] | None = speedups.term_positions(
+            text, POSITIONS_MAX)
+        if native is not None:
+            return Doc(*native)
     length, counts = counted(text)
     return Doc(length, counts, positions_of(text, counts))
 
 
-def positions_of(text: str, counts: Iterable[str]) -> dict[str, bytes | None]:
+def positions_of(text: str, counts: Iterable[str], limit: int = POSITIONS_MAX) -> dict[str, bytes | None]:
     """Where each of the terms `counts` names stands among the atoms of `text`, packed (each position 4
     bytes, big-endian, in increasing order), b"" for a term that is no atom of it, None for one at more
-    than POSITIONS_MAX places."""
+    than `limit` places."""
     where: dict[str, list[int]] = {}
     for i, atom in enumerate(atoms(text)):
         found = where.get(atom)
@@ -87,7 +100,7 @@ def positions_of(text: str, counts: Iterable[str]) -> dict[str, bytes | None]:
     out: dict[str, bytes | None] = {}
     for term in counts:
         places = where.get(term, ())
-        out[term] = None if len(places) > POSITIONS_MAX else struct.pack(f">{len(places)}i", *places)
+        out[term] = None if len(places) > limit else struct.pack(f">{len(places)}i", *places)
     return out
 
 
