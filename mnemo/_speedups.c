@@ -3186,9 +3186,9 @@ done:
  * PostgreSQL text index writes of an ASCII text (mnemo/storage/postgres/text_index.py; its twin is
  * text_index.analysed without this): the length and the terms as count_terms counts them (in the order
  * they first occur), and where each term stands among the text's atoms (count_phrase's atoms: simple
- * words and identifier parts, numbered from 0), packed as mnemo_terms.positions holds them: each
- * position 4 bytes, big-endian, in increasing order; b"" for a term that is no atom (an identifier's
- * whole), None for one at more than `limit` places. None when the text is not ASCII (the twin analyses
+ * words and identifier parts, numbered from 0), packed as mnemo_terms.positions holds them
+ * (text_index.pack_places: varints, their number plus one, then each one's gap from the one before);
+ * b"\x01" for a term that is no atom (an identifier's whole), None for one at more than `limit` places. None when the text is not ASCII (the twin analyses
  * it). The terms are found by add_text's scan (tally_text), the atoms by count_phrase's (word_atoms),
  * each atom then found among the terms by its hash, with no Python object made but the answer's. */
 
@@ -3254,16 +3254,17 @@ static PyObject *term_positions(PyObject *self, PyObject *args) {
         PyObject *count = PyLong_FromUnsignedLong(term->count);
         PyObject *packed = Py_None;
         if (many <= limit) {
-            packed = PyBytes_FromStringAndSize(NULL, 4 * many);
-            if (packed) {
-                unsigned char *out = (unsigned char *)PyBytes_AS_STRING(packed);
-                for (Py_ssize_t i = 0; i < many; i++) {
-                    uint32_t v = at[from + i];
-                    out[4 * i] = (unsigned char)(v >> 24);
-                    out[4 * i + 1] = (unsigned char)(v >> 16);
-                    out[4 * i + 2] = (unsigned char)(v >> 8);
-                    out[4 * i + 3] = (unsigned char)v;
-                }
+            /* (a varint of a value below 2**31 is at most 5 bytes; written into a buffer, then copied) */
+            uint8_t small[5 * 65], *out = many < 64 ? small : malloc(5 * ((size_t)many + 1));
+            if (out) {
+                Py_ssize_t size = put_varint(out, (uint32_t)many + 1);
+                for (Py_ssize_t i = 0; i < many; i++)
+                    size += put_varint(out + size, at[from + i] - (i ? at[from + i - 1] : 0));
+                packed = PyBytes_FromStringAndSize((const char *)out, size);
+                memset(out, 0, (size_t)size);
+                if (out != small) free(out);
+            } else {
+                packed = PyErr_NoMemory();
             }
         } else {
             Py_INCREF(packed);
@@ -3287,6 +3288,56 @@ done:
     wipe_free(of, of ? sizeof(int32_t) * (size_t)a.n : 0);
     wipe_free(at, at ? sizeof(uint32_t) * (size_t)a.n : 0);
     free(first);
+    return ret;
+}
+
+/* unpack_places(data, postings) -> (counts, places) | None: the positions of `postings` postings, one
+ * after the other as text_index.pack_places packs them (b"\x00": not kept), decoded: how many each has
+ * (-1: not kept) and all of them, as two bytes objects of native 32-bit integers. None when `data` is not
+ * that: a varint of more than 5 bytes or above 2**32 - 1, one cut short, a count of places beyond the
+ * bytes left, a place above 2**31 - 1, or another number of postings (rows written by hand: the texts
+ * decide the phrase). Its twin is text_index.unpack_places without this. */
+
+static PyObject *unpack_places(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t postings;
+    if (!PyArg_ParseTuple(args, "y*n", &view, &postings)) return NULL;
+    const uint8_t *p = view.buf;
+    if (view.len >= (Py_ssize_t)INT32_MAX) { /* (a bytea is 1 GB at most) */
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    uint32_t end = (uint32_t)view.len, at = 0;
+    Py_ssize_t n = 0, m = 0;
+    PyObject *ret = NULL;
+    /* (each posting takes a byte at least, and each place: neither column outgrows the bytes) */
+    int32_t *counts = malloc(sizeof(int32_t) * ((size_t)end + 1)), *places = malloc(sizeof(int32_t) * ((size_t)end + 1));
+    if (!counts || !places) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    while (at < end) {
+        uint32_t code, gap;
+        if (!get_varint(p, end, &at, &code) || code > end - at + 1) goto refused;
+        counts[n++] = (int32_t)((int64_t)code - 1);
+        uint64_t place = 0;
+        for (uint32_t k = 0; k + 1 < code; k++) {
+            if (!get_varint(p, end, &at, &gap)) goto refused;
+            place = k ? place + gap : gap;
+            if (place > INT32_MAX) goto refused;
+            places[m++] = (int32_t)place;
+        }
+    }
+    if (n != postings) goto refused;
+    ret = Py_BuildValue("(y#y#)", (const char *)counts, n * (Py_ssize_t)sizeof(int32_t), (const char *)places,
+                        m * (Py_ssize_t)sizeof(int32_t));
+    goto done;
+refused:
+    ret = Py_NewRef(Py_None);
+done:
+    free(counts);
+    free(places);
+    PyBuffer_Release(&view);
     return ret;
 }
 
@@ -3335,6 +3386,8 @@ static PyMethodDef methods[] = {
     {"term_positions", term_positions, METH_VARARGS,
      "term_positions(text, limit) -> (length, {term: count}, {term: positions}) | None (see "
      "mnemo/storage/postgres/text_index.py, analysed)"},
+    {"unpack_places", unpack_places, METH_VARARGS,
+     "unpack_places(data, postings) -> (counts, places) | None (see mnemo/storage/postgres/text_index.py)"},
     {"count_terms", count_terms, METH_O,
      "count_terms(text) -> (length, {term: count}) | None (see mnemo/recall/analysis.py, counted)"},
     {NULL, NULL, 0, NULL},

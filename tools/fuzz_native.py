@@ -23,8 +23,11 @@ Targets:
   is not ASCII; count_phrase, for a phrase of two or three of the text's own atoms (or of atoms it may
   not hold), what occurrences gives over the twin's atoms; term_positions, under a limit taken from the
   input's length, what the twin text_index.analysed gives without it (the terms counted by the pure-Python
-  analysis, their positions by positions_of), and None for a text that is not ASCII; and the input's
-  bytes read as a column of
+  analysis, their positions by positions_of), and None for a text that is not ASCII; unpack_places, of
+  the input's bytes (after the first) read as the positions of as many postings as its twin finds there
+  (or, when they do not decode, as the first byte says), and of one more, what its twin
+  text_index.unpack_places_twin gives, and of the text's positions packed one after the other, their
+  places; and the input's bytes read as a column of
   32-bit codes, max_u32 what max gives. Seeds:
   identifiers of every shape the analysis splits.
 - `postings`: each input is a program of operations on the text index's postings (add a document of
@@ -253,6 +256,7 @@ class AnalysisHarness:
             text = data[1:].decode("utf-8", "replace")
         else:
             text = bytes(b & 0x7F for b in data).decode("ascii")
+        self.places(data)
         got = self.native.count_terms(text)
         limit = (-1, 0, 1, 2, 64)[len(data) % 5]
         placed = self.native.term_positions(text, limit)
@@ -268,6 +272,12 @@ class AnalysisHarness:
         if placed is None or (placed[0], list(placed[1].items()), list(placed[2].items())) != twin:
             raise AssertionError(f"term_positions and its twin differ on {text!r} (limit {limit}): {placed!r}")
         atoms = self.analysis.atoms(text)
+        packed = [self.text_index.NOT_KEPT if p is None else p for p in placed[2].values()]
+        decoded = self.native.unpack_places(b"".join(packed), len(packed))
+        many = [sum(1 for atom in atoms if atom == term) for term in placed[2]]
+        if decoded is None or list(array("i", decoded[0])) != [-1 if p is None else n
+                                                             for p, n in zip(placed[2].values(), many, strict=True)]:
+            raise AssertionError(f"unpack_places did not read back the places of {text!r}: {decoded!r}")
         at = data[-1] % max(1, len(atoms)) if data else 0
         phrase = tuple(atoms[at:at + 2 + (len(data) % 2)])
         if len(phrase) < 2:
@@ -275,6 +285,26 @@ class AnalysisHarness:
         want = sum(1 for i in range(len(atoms)) if tuple(atoms[i:i + len(phrase)]) == phrase)
         if self.native.count_phrase(text, phrase) != want:
             raise AssertionError(f"count_phrase and its twin differ on {text!r}, {phrase!r}")
+
+    def places(self, data: bytes) -> None:
+        """unpack_places against its twin on the input's bytes after the first."""
+        from array import array
+
+        blob = data[1:]
+        postings = data[0] % 8 if data else 0
+        for n in range(64):  # (the number of postings the bytes hold, when they decode)
+            if self.text_index.unpack_places_twin(blob, n) is not None:
+                postings = n
+                break
+        for n in (postings + 1, postings):
+            twin = self.text_index.unpack_places_twin(blob, n)
+            got = self.native.unpack_places(blob, n)
+            if got != twin:
+                raise AssertionError(f"unpack_places and its twin differ on {blob!r} ({n} postings): {got!r}")
+        if twin is not None:
+            counts = array("i", twin[0])
+            if any(c < -1 for c in counts) or len(array("i", twin[1])) != sum(max(0, c) for c in counts):
+                raise AssertionError(f"unpack_places_twin gave counts that are not its places' on {blob!r}")
 
 
 class PostingsHarness:
