@@ -3341,6 +3341,185 @@ done:
     return ret;
 }
 
+/* phrase_starts(columns) -> (found, unknown, lengths) | None: where a phrase starts in the documents that
+ * hold every one of its atoms, from the atoms' postings and positions as TableSource._places gives them
+ * (mnemo/storage/postgres/text_index.py): `columns` holds, for each atom of the phrase in its order (an
+ * atom twice in it, twice), (seqs, counts, places, lengths): the postings' seqs (8 bytes each, big-endian),
+ * how many places each has (native 32-bit, -1: none kept), all those places one posting after the other
+ * (native 32-bit, increasing within a posting), and the documents' lengths (4 bytes each, big-endian).
+ * found: {seq: how many distinct places of the first atom start the phrase} for each document where it
+ * starts; unknown: [seq] the documents holding every atom with one not kept (their texts decide); lengths:
+ * {seq: length} of those two, as the first atom's postings give them. None for a document twice in an atom's postings (rows written by hand: the
+ * twin, _phrase_python, decides), ValueError for columns of inconsistent sizes. Its twin is
+ * text_index._phrase_python, which gives the same found and unknown (and the lengths of every posting). */
+
+typedef struct {
+    const uint8_t *seqs, *lengths;
+    const int32_t *counts, *places;
+    Py_ssize_t n, nplaces;
+    Py_ssize_t *start;   /* where each posting's places start in `places` */
+    int64_t *slots_seq;  /* open addressing: seq -> posting (slots_at), a power of two, at most half full */
+    Py_ssize_t *slots_at;
+    Py_ssize_t cap;
+    Py_buffer views[4];
+    int held;            /* views taken */
+} phrase_column;
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    return x ^ (x >> 33);
+}
+
+/* The posting of `seq` in c, or -1. */
+static Py_ssize_t column_find(const phrase_column *c, int64_t seq) {
+    Py_ssize_t mask = c->cap - 1, i = (Py_ssize_t)(mix64((uint64_t)seq) & (uint64_t)mask);
+    for (; c->slots_at[i] >= 0; i = (i + 1) & mask)
+        if (c->slots_seq[i] == seq) return c->slots_at[i];
+    return -1;
+}
+
+/* c's views, places' starts and table from the tuple `item`. 0; 1 for a seq twice; -1 with an exception set. */
+static int column_load(phrase_column *c, PyObject *item) {
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 4) {
+        PyErr_SetString(PyExc_TypeError, "phrase_starts takes a tuple of (seqs, counts, places, lengths)");
+        return -1;
+    }
+    for (int k = 0; k < 4; k++) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, k), &c->views[k], PyBUF_SIMPLE) < 0) return -1;
+        c->held = k + 1;
+    }
+    c->n = c->views[0].len / 8;
+    c->nplaces = c->views[2].len / 4;
+    if (c->views[0].len % 8 || c->views[1].len != 4 * c->n || c->views[2].len % 4 || c->views[3].len != 4 * c->n) {
+        PyErr_SetString(PyExc_ValueError, "phrase_starts: columns of inconsistent sizes");
+        return -1;
+    }
+    c->seqs = c->views[0].buf;
+    c->counts = c->views[1].buf;
+    c->places = c->views[2].buf;
+    c->lengths = c->views[3].buf;
+    c->cap = 16;
+    while (c->cap < 2 * c->n + 2) c->cap *= 2;
+    c->start = malloc(sizeof(Py_ssize_t) * ((size_t)c->n + 1));
+    c->slots_seq = malloc(sizeof(int64_t) * (size_t)c->cap);
+    c->slots_at = malloc(sizeof(Py_ssize_t) * (size_t)c->cap);
+    if (!c->start || !c->slots_seq || !c->slots_at) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(c->slots_at, 0xff, sizeof(Py_ssize_t) * (size_t)c->cap);
+    Py_ssize_t at = 0;
+    for (Py_ssize_t j = 0; j < c->n; j++) {
+        c->start[j] = at;
+        if (c->counts[j] > 0) at += c->counts[j];
+        if (at > c->nplaces) {
+            PyErr_SetString(PyExc_ValueError, "phrase_starts: fewer places than the counts say");
+            return -1;
+        }
+    }
+    c->start[c->n] = at;
+    if (at != c->nplaces) {
+        PyErr_SetString(PyExc_ValueError, "phrase_starts: more places than the counts say");
+        return -1;
+    }
+    Py_ssize_t mask = c->cap - 1;
+    for (Py_ssize_t j = 0; j < c->n; j++) {
+        int64_t seq = (int64_t)be64(c->seqs + 8 * j);
+        Py_ssize_t i = (Py_ssize_t)(mix64((uint64_t)seq) & (uint64_t)mask);
+        for (; c->slots_at[i] >= 0; i = (i + 1) & mask)
+            if (c->slots_seq[i] == seq) return 1;
+        c->slots_seq[i] = seq;
+        c->slots_at[i] = j;
+    }
+    return 0;
+}
+
+/* Whether `place` is among the places of posting j of c (increasing: a binary search). */
+static int column_holds(const phrase_column *c, Py_ssize_t j, int64_t place) {
+    Py_ssize_t lo = c->start[j], hi = c->start[j + 1];
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (c->places[mid] < place) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < c->start[j + 1] && c->places[lo] == place;
+}
+
+static PyObject *phrase_starts(PyObject *self, PyObject *arg) {
+    if (!PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) == 0) {
+        PyErr_SetString(PyExc_TypeError, "phrase_starts takes a non-empty tuple of columns");
+        return NULL;
+    }
+    Py_ssize_t width = PyTuple_GET_SIZE(arg);
+    PyObject *ret = NULL, *found = PyDict_New(), *unknown = PyList_New(0), *lengths = PyDict_New();
+    phrase_column *cols = calloc((size_t)width, sizeof(phrase_column));
+    Py_ssize_t *at = malloc(sizeof(Py_ssize_t) * (size_t)width);
+    if (!found || !unknown || !lengths || !cols || !at) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t driver = 0; /* the atom of fewest postings: its documents are looked up in the others */
+    for (Py_ssize_t k = 0; k < width; k++) {
+        int loaded = column_load(&cols[k], PyTuple_GET_ITEM(arg, k));
+        if (loaded < 0) goto done;
+        if (loaded > 0) {
+            ret = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (cols[k].n < cols[driver].n) driver = k;
+    }
+    for (Py_ssize_t j = 0; j < cols[driver].n; j++) {
+        int64_t seq = (int64_t)be64(cols[driver].seqs + 8 * j);
+        int all = 1, kept = 1;
+        for (Py_ssize_t k = 0; k < width && all; k++) {
+            at[k] = k == driver ? j : column_find(&cols[k], seq);
+            all = at[k] >= 0;
+            if (all && cols[k].counts[at[k]] < 0) kept = 0;
+        }
+        if (!all) continue;
+        Py_ssize_t starts = 0;
+        if (kept) {
+            const phrase_column *first = &cols[0];
+            for (Py_ssize_t i = first->start[at[0]]; i < first->start[at[0] + 1]; i++) {
+                int64_t place = first->places[i];
+                if (i > first->start[at[0]] && place == first->places[i - 1]) continue; /* (distinct starts) */
+                Py_ssize_t k = 1;
+                while (k < width && column_holds(&cols[k], at[k], place + k)) k++;
+                starts += k == width;
+            }
+            if (!starts) continue;
+        }
+        PyObject *key = PyLong_FromLongLong(seq);
+        PyObject *length = PyLong_FromLong((int32_t)be32(cols[0].lengths + 4 * at[0])); /* (the first atom's) */
+        PyObject *count = kept ? PyLong_FromSsize_t(starts) : NULL;
+        int rc = -1;
+        if (key && length && (count || !kept))
+            rc = (kept ? PyDict_SetItem(found, key, count) : PyList_Append(unknown, key)) < 0
+                     ? -1 : PyDict_SetItem(lengths, key, length);
+        Py_XDECREF(key);
+        Py_XDECREF(length);
+        Py_XDECREF(count);
+        if (rc < 0) goto done;
+    }
+    ret = PyTuple_Pack(3, found, unknown, lengths);
+done:
+    if (cols) {
+        for (Py_ssize_t k = 0; k < width; k++) {
+            for (int v = 0; v < cols[k].held; v++) PyBuffer_Release(&cols[k].views[v]);
+            free(cols[k].start);
+            free(cols[k].slots_seq);
+            free(cols[k].slots_at);
+        }
+    }
+    free(cols);
+    free(at);
+    Py_XDECREF(found);
+    Py_XDECREF(unknown);
+    Py_XDECREF(lengths);
+    return ret;
+}
+
 static PyMethodDef Vocab_methods[] = {
     {"ids", (PyCFunction)Vocab_ids, METH_O, "ids(terms) -> [id or None]"},
     {"get", (PyCFunction)Vocab_get, METH_O, "get(term) -> id or None"},
@@ -3388,6 +3567,8 @@ static PyMethodDef methods[] = {
      "mnemo/storage/postgres/text_index.py, analysed)"},
     {"unpack_places", unpack_places, METH_VARARGS,
      "unpack_places(data, postings) -> (counts, places) | None (see mnemo/storage/postgres/text_index.py)"},
+    {"phrase_starts", phrase_starts, METH_O,
+     "phrase_starts(columns) -> (found, unknown, lengths) | None (see mnemo/storage/postgres/text_index.py)"},
     {"count_terms", count_terms, METH_O,
      "count_terms(text) -> (length, {term: count}) | None (see mnemo/recall/analysis.py, counted)"},
     {NULL, NULL, 0, NULL},

@@ -27,7 +27,9 @@ Targets:
   the input's bytes (after the first) read as the positions of as many postings as its twin finds there
   (or, when they do not decode, as the first byte says), and of one more, what its twin
   text_index.unpack_places_twin gives, and of the text's positions packed one after the other, their
-  places; and the input's bytes read as a column of
+  places; phrase_starts, over documents of the words a, b and c made from the input's bytes (some with
+  their positions not kept, a posting twice now and then), what text_index._phrase_python gives, or None
+  for a posting twice; and the input's bytes read as a column of
   32-bit codes, max_u32 what max gives. Seeds:
   identifiers of every shape the analysis splits.
 - `postings`: each input is a program of operations on the text index's postings (add a document of
@@ -257,6 +259,7 @@ class AnalysisHarness:
         else:
             text = bytes(b & 0x7F for b in data).decode("ascii")
         self.places(data)
+        self.phrase(data)
         got = self.native.count_terms(text)
         limit = (-1, 0, 1, 2, 64)[len(data) % 5]
         placed = self.native.term_positions(text, limit)
@@ -285,6 +288,45 @@ class AnalysisHarness:
         want = sum(1 for i in range(len(atoms)) if tuple(atoms[i:i + len(phrase)]) == phrase)
         if self.native.count_phrase(text, phrase) != want:
             raise AssertionError(f"count_phrase and its twin differ on {text!r}, {phrase!r}")
+
+    def phrase(self, data: bytes) -> None:
+        """phrase_starts against its twin on documents made from the input."""
+        from array import array
+
+        if len(data) < 4:
+            return
+        words = ("a", "b", "c")
+        phrase = tuple(words[b % 3] for b in data[1:2 + data[0] % 3])
+        docs: list[list[str]] = [[]]
+        for b in data[4:]:
+            if b % 5 == 4 and len(docs) < 12:
+                docs.append([])
+            else:
+                docs[-1].append(words[b % 3])
+        places = {}
+        for atom in dict.fromkeys(phrase):
+            seqs, counts, packed, lengths = b"", array("i"), array("i"), b""
+            for seq, doc in enumerate(docs, 1):
+                at = [i for i, word in enumerate(doc) if word == atom]
+                if at:
+                    unkept = data[(seq + 3) % len(data)] & 0x40
+                    seqs += seq.to_bytes(8, "big")
+                    lengths += (len(doc) + (data[2] & 1 if atom != phrase[0] else 0)).to_bytes(4, "big")
+                    counts.append(-1 if unkept else len(at))
+                    packed.extend([] if unkept else at)
+            if data[3] == 0xFF and seqs:  # a posting twice (rows written by hand)
+                seqs, lengths = seqs + seqs[:8], lengths + lengths[:4]
+                counts.append(-1)
+            places[atom] = (seqs, counts.tobytes(), packed.tobytes(), lengths)
+        got = self.native.phrase_starts(tuple(places[atom] for atom in phrase))
+        if data[3] == 0xFF and any(seqs for seqs, *_rest in places.values()):
+            if got is not None:
+                raise AssertionError(f"phrase_starts took a posting twice on {data!r}")
+            return
+        found, unknown, lengths = self.text_index._phrase_python(phrase, places)
+        if got is None or (got[0], sorted(got[1])) != (found, sorted(unknown)) or got[2] != {
+                seq: lengths[seq] for seq in [*found, *unknown]}:
+            raise AssertionError(f"phrase_starts and its twin differ on {data!r}: {got!r}")
 
     def places(self, data: bytes) -> None:
         """unpack_places against its twin on the input's bytes after the first."""

@@ -440,7 +440,7 @@ class TableSource:
                 if self._unpacked() is None:
                     return None  # positions no writer gives (rows written by hand): the texts say
                 per_atom = {atom: self._places(atom) for atom in dict.fromkeys(atoms)}
-                decided = (_phrase_numpy if installed() else _phrase_python)(atoms, per_atom)
+                decided = phrase_starts(atoms, per_atom)
             self._phrases[atoms] = decided
         return dict(decided[0]), list(decided[1]), decided[2]  # (the first the caller's to add to)
 
@@ -532,12 +532,29 @@ def _native_column(data: bytes) -> array[int]:
     return column
 
 
+def phrase_starts(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, int], list[int], dict[int, int]]:
+    """TableSource.phrase's answer from its atoms' places: the starts in each document holding the phrase,
+    the documents holding every atom with one whose positions are not kept, and the lengths of both (those
+    of the first atom's postings). The C extension decides it in one pass (mnemo/_speedups.c,
+    phrase_starts: each document of the atom of fewest postings looked up in the others' by a table of
+    their seqs; fuzzed against _phrase_python); without it numpy does in bulk (_phrase_numpy), or
+    _phrase_python one document at a time."""
+    if speedups is not None:
+        native: tuple[dict[int, int], list[int], dict[int, int]] | None = speedups.phrase_starts(
+            tuple(places[atom] for atom in atoms))
+        if native is not None:
+            return native
+    return (_phrase_numpy if installed() else _phrase_python)(atoms, places)
+
+
 def _phrase_python(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, int], list[int], dict[int, int]]:
-    """TableSource.phrase, one document at a time (what runs without numpy)."""
+    """TableSource.phrase, one document at a time (what runs without numpy); the lengths are those of
+    every posting, the first atom's where two disagree (rows written by hand)."""
     by_atom: dict[str, dict[int, set[int] | None]] = {}
     lengths: dict[int, int] = {}
     for atom, (seqs, counts, packed, packed_lengths) in places.items():
-        lengths.update(zip(unpacked(seqs, 8), unpacked(packed_lengths, 4), strict=True))
+        for seq, length in zip(unpacked(seqs, 8), unpacked(packed_lengths, 4), strict=True):
+            lengths.setdefault(seq, length)
         where: dict[int, set[int] | None] = {}
         positions = _native_column(packed)
         at = 0
@@ -625,11 +642,10 @@ def _phrase_numpy(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, int
     chosen = np.flatnonzero((starts > 0) & full & ~unknown)
     either = np.flatnonzero(((starts > 0) & full) | unknown)
     lengths = np.zeros(len(every), dtype=np.int64)
-    start = 0
-    for seqs, _sizes, _packed, packed_lengths in places.values():
-        mine = at[start:start + len(seqs) // 8]
-        start += len(seqs) // 8
-        lengths[mine] = np.frombuffer(packed_lengths, dtype=">i4")
+    spans = list(zip(accumulate((len(seqs) // 8 for seqs, *_rest in places.values()), initial=0),
+                     places.values(), strict=False))
+    for first, (packed_seqs, *_places, packed_lengths) in reversed(spans):  # (the first atom's last)
+        lengths[at[first:first + len(packed_seqs) // 8]] = np.frombuffer(packed_lengths, dtype=">i4")
     return (dict(zip(every[chosen].tolist(), starts[chosen].tolist(), strict=True)),
             every[np.flatnonzero(unknown)].tolist(),
             dict(zip(every[either].tolist(), lengths[either].tolist(), strict=True)))
@@ -645,5 +661,5 @@ class _Seqs:
 __all__ = [
     "BUILD_BATCH", "COUNT_SCOPES", "POSITIONS_MAX", "Doc", "IndexDisagrees", "TERM_KEY", "TableSource", "TextRows",
     "NOT_KEPT", "build_positions", "build_text_index", "copy_text_index", "doc_of", "pack_places", "positions_of",
-    "put_text_columns", "unpack_places", "unpack_places_twin", "unpacked",
+    "phrase_starts", "put_text_columns", "unpack_places", "unpack_places_twin", "unpacked",
 ]

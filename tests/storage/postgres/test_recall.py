@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from mnemo import MnemoClient, StorageError
 from mnemo import client as client_module
+from mnemo._native import speedups
 from mnemo.audit import verify_db
 from mnemo.errors import IntegrityError
 from mnemo.recall import engine
@@ -835,8 +836,9 @@ def test_the_schema_refuses_a_term_row_of_no_occurrence(pg: Schema) -> None:
 def test_a_phrase_decided_in_bulk_is_decided_one_document_at_a_time(
     docs: list[list[str]], phrase: list[str], unkept: set[int], dense: int
 ) -> None:
-    """TableSource.phrase with numpy (a table of a bit per place, or a sort of the places) and without it:
-    the same starts, the same documents whose positions are not kept; and the starts are the phrase's."""
+    """TableSource.phrase with numpy (a table of a bit per place, or a sort of the places), without it, and
+    by the C extension: the same starts, the same documents whose positions are not kept; and the starts
+    are the phrase's."""
     places: dict[str, tuple[bytes, bytes, bytes, bytes]] = {}
     for atom in dict.fromkeys(phrase):
         seqs, counts, packed, lengths = b"", array("i"), array("i"), b""
@@ -858,6 +860,9 @@ def test_a_phrase_decided_in_bulk_is_decided_one_document_at_a_time(
     assert (found, sorted(unknown)) == (one_by_one[0], sorted(one_by_one[1]))
     assert lengths == {seq: len(docs[seq - 10]) for seq in [*found, *unknown]}
     assert all(one_by_one[2][seq] == length for seq, length in lengths.items())
+    if speedups is not None:  # the C extension's, in one pass
+        native = speedups.phrase_starts(tuple(places[atom] for atom in atoms_))
+        assert (native[0], sorted(native[1]), native[2]) == (found, sorted(unknown), lengths)
     for seq, words in enumerate(docs, 10):
         starts = occurrences(Phrase(atoms_), words)
         holds_all = all(atom in words for atom in atoms_)
