@@ -116,7 +116,8 @@ def pack_places(places: Sequence[int]) -> bytes:
     plus one, then each one's gap from the one before (the first: itself), each an unsigned LEB128
     varint. A posting's value so says where it ends, and the statement's NULL (no places kept) is the
     number 0 (NOT_KEPT): the positions of many postings, one after the other, are read without their
-    sizes (unpack_places). A document's places are below a few thousand: one or two bytes each."""
+    sizes (unpack_places). A gap below 128 takes a byte, one below 16,384 two: in a text of some
+    thousands of words, one or two bytes a place."""
     out = [_varint(len(places) + 1)]
     before = 0
     for place in places:
