@@ -14,7 +14,13 @@ interleaved; the statements each Mnemo recall sends are counted. Beside the wall
 each call of Mnemo on PostgreSQL and of the plain query, the client's and its server backend's summed
 (read from /proc on the server's machine), which the other work of a loaded machine does not inflate.
 
+With `--writes`, the cost of writing the texts instead (what the text index adds to a commit: the terms,
+their positions and their rows): `--records` single `remember`s, then as many records in transactions of
+500, on a fresh database, durability none; per record, the wall time and the CPU time of the client and of
+the server's backends of that database (read from /proc), each the median of `--reps` rounds.
+
 Usage: python benchmarks/bench_recall_postgres.py --dsn postgresql://postgres@127.0.0.1:5432/postgres [--records N]
+       [--writes]
 The script creates a database of its own on that server and drops it at the end.
 """
 
@@ -139,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dsn", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--writes", action="store_true", help="time the writes of the texts (see above)")
     args = parser.parse_args(argv)
     dbname = f"mnemo_bench_recall_{secrets.token_hex(3)}"
     with psycopg.connect(args.dsn, autocommit=True) as admin:
@@ -146,12 +153,53 @@ def main(argv: list[str] | None = None) -> int:
     conninfo = with_db(args.dsn, dbname)
     corpus = texts(args.records)
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            run(conninfo, corpus, Path(tmp) / "recall.db", args.reps)
+        if args.writes:
+            writes(conninfo, corpus, args.reps)
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                run(conninfo, corpus, Path(tmp) / "recall.db", args.reps)
     finally:
         with psycopg.connect(args.dsn, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
     return 0
+
+
+def writes(conninfo: str, corpus: list[str], reps: int) -> None:
+    """The writes' rows (--writes): per record, wall µs, the client's CPU µs and the server's, for single
+    remembers and for transactions of 500, each the median of `reps` rounds of the whole corpus."""
+    url = as_uri(conninfo)
+    dbname = conninfo_to_dict(conninfo)["dbname"]
+    admin = psycopg.connect(conninfo, autocommit=True)
+
+    def server() -> float:
+        pids = admin.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                             [dbname]).fetchall()
+        return sum(server_cpu(pid) or 0.0 for (pid,) in pids)
+
+    def single(c: MnemoClient, scope: str) -> None:
+        for i, text in enumerate(corpus):
+            c.remember(text, scope=scope, tags=[f"k{i % 7}"])
+
+    def batched(c: MnemoClient, scope: str) -> None:
+        for start in range(0, len(corpus), 500):
+            with c.transaction():
+                for i in range(start, min(start + 500, len(corpus))):
+                    c.remember(corpus[i], scope=scope, tags=[f"k{i % 7}"])
+
+    print(f"| writes ({len(corpus):,} texts, durability none) | wall µs / record | client CPU µs | server CPU µs |"
+          "\n|---|---|---|---|")
+    with MnemoClient(url, "owner", durability="none") as c:
+        for label, fn in (("remember, one at a time", single), ("transactions of 500", batched)):
+            samples = []
+            for k in range(reps):
+                scope = f"w{k}:{label[:3]}"  # (each round in a scope of its own: no record is replaced)
+                before, t0, w0 = server(), time.process_time(), time.perf_counter()
+                fn(c, scope)
+                wall, mine, theirs = time.perf_counter() - w0, time.process_time() - t0, server() - before
+                samples.append((wall, mine, theirs))
+            wall, mine, theirs = (statistics.median(x[j] for x in samples) * 1e6 / len(corpus) for j in range(3))
+            print(f"| {label} | {wall:.0f} | {mine:.0f} | {theirs:.0f} |", flush=True)
+    admin.close()
 
 
 def run(conninfo: str, corpus: list[str], file_db: Path, reps: int) -> None:

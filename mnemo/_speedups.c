@@ -3059,6 +3059,33 @@ static int tally_text(term_table *t, Py_ssize_t n) {
     return 0;
 }
 
+/* Memory that held something of a text, zeroed before it is freed (so that no freed memory keeps it). */
+static void wipe_free(void *p, size_t bytes) {
+    if (p) memset(p, 0, bytes);
+    free(p);
+}
+
+/* t (zeroed by the caller) made for the ASCII text s[0:n], every term of it tallied (tally_text). 0, or -1
+ * with an exception set; either way term_table_free frees what it holds. */
+static int term_table_scan(term_table *t, const unsigned char *s, Py_ssize_t n) {
+    t->text = s;
+    unsigned char *lower = malloc((size_t)n + 1);
+    t->lower = lower;
+    if (!lower || term_slots(t, 128) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return tally_text(t, n);
+}
+
+/* What term_table_scan made of a text of n characters, zeroed and freed (the text itself is the
+ * caller's). */
+static void term_table_free(term_table *t, Py_ssize_t n) {
+    wipe_free((void *)t->lower, t->lower ? (size_t)n : 0);
+    wipe_free(t->terms, sizeof(text_term) * (size_t)t->cap);
+    wipe_free(t->slots, sizeof(int32_t) * (size_t)t->cap_slots);
+}
+
 /* Room in the vocabulary for `count` more terms of `bytes` bytes in all, so that vocab_add, `count`
  * times, allocates nothing and cannot fail. 0, or -1 (no memory; nothing it holds changed). */
 static int vocab_reserve(Vocab *self, Py_ssize_t count, uint64_t bytes) {
@@ -3088,15 +3115,10 @@ static PyObject *Postings_add_text(Postings *self, PyObject *args) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     if (n >= (Py_ssize_t)UINT32_MAX) return PyErr_NoMemory();
     PyObject *ret = NULL;
-    term_table t = {s, NULL, NULL, 0, 0, NULL, 0, 0};
+    term_table t = {0};
     uint32_t *tids = NULL;
-    unsigned char *lower = malloc((size_t)n + 1);
-    if (!lower || term_slots(&t, 128) < 0) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    t.lower = lower;
-    if (tally_text(&t, n) < 0) goto done;
+    if (term_table_scan(&t, s, n) < 0) goto done;
+    const unsigned char *lower = t.lower;
     /* each term's id: the vocabulary's, or the one vocab_add will give it (free ids last freed first,
      * then new ones), in the order the terms first occur */
     Py_ssize_t fresh = 0, nfree = vocab->nfree, next = vocab->nids;
@@ -3155,15 +3177,346 @@ static PyObject *Postings_add_text(Postings *self, PyObject *args) {
     self->ndocs = doc + 1;
     ret = PyLong_FromSsize_t(t.length);
 done:
-    /* what was made here of the text is zeroed before it is freed (the text itself is the caller's) */
-    if (lower) memset(lower, 0, (size_t)n);
-    free(lower);
-    if (t.terms) memset(t.terms, 0, sizeof(text_term) * (size_t)t.cap);
-    free(t.terms);
-    if (t.slots) memset(t.slots, 0, sizeof(int32_t) * (size_t)t.cap_slots);
-    free(t.slots);
-    if (tids) memset(tids, 0, sizeof(uint32_t) * (size_t)t.n);
-    free(tids);
+    term_table_free(&t, n);
+    wipe_free(tids, tids ? sizeof(uint32_t) * (size_t)t.n : 0);
+    return ret;
+}
+
+/* term_positions(text, limit) -> (length, {term: count}, {term: bytes | None}) | None: what the
+ * PostgreSQL text index writes of an ASCII text (mnemo/storage/postgres/text_index.py; its twin is
+ * text_index.analysed without this): the length and the terms as count_terms counts them (in the order
+ * they first occur), and where each term stands among the text's atoms (count_phrase's atoms: simple
+ * words and identifier parts, numbered from 0), packed as mnemo_terms.positions holds them
+ * (text_index.pack_places: varints, their number plus one, then each one's gap from the one before);
+ * b"\x01" for a term that is no atom (an identifier's whole), None for one at more than `limit` places. None when the text is not ASCII (the twin analyses
+ * it). The terms are found by add_text's scan (tally_text), the atoms by count_phrase's (word_atoms),
+ * each atom then found among the terms by its hash, with no Python object made but the answer's. */
+
+/* The index in t->terms of the term lower[off:off + n] (whose hash_bytes is h), or -1. */
+static Py_ssize_t term_index(const term_table *t, Py_ssize_t off, Py_ssize_t n, uint64_t h) {
+    Py_ssize_t mask = t->cap_slots - 1, i = (Py_ssize_t)(h & (uint64_t)mask);
+    for (; t->slots[i] >= 0; i = (i + 1) & mask) {
+        const text_term *known = &t->terms[t->slots[i]];
+        if (known->hash == h && known->n == (uint32_t)n &&
+            memcmp(t->lower + known->off, t->lower + off, (size_t)n) == 0)
+            return t->slots[i];
+    }
+    return -1;
+}
+
+static PyObject *term_positions(PyObject *self, PyObject *args) {
+    PyObject *text;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "Un", &text, &limit)) return NULL;
+    if (PyUnicode_READY(text) < 0) return NULL;
+    if (!PyUnicode_IS_ASCII(text)) Py_RETURN_NONE;
+    const unsigned char *s = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    /* (an atom is at least one character: fewer than 2**31 of them, as the 4-byte positions need) */
+    if (n >= (Py_ssize_t)INT32_MAX) return PyErr_NoMemory();
+    PyObject *ret = NULL, *counts = NULL, *places = NULL;
+    term_table t = {0};
+    atoms_t a = {0};
+    int32_t *of = NULL;          /* each atom's term (its index in t.terms), or -1 */
+    Py_ssize_t *first = NULL;    /* where each term's places start in `at`; first[t.n]: their number */
+    uint32_t *at = NULL;         /* every term's places, one term after the other */
+    if (term_table_scan(&t, s, n) < 0) goto done;
+    const unsigned char *lower = t.lower;
+    for (Py_ssize_t i = 0, start; next_word(s, n, &i, &start);) {
+        if (word_atoms(&a, s + start, i - start) < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    of = malloc(sizeof(int32_t) * ((size_t)a.n + 1));
+    first = calloc((size_t)t.n + 1, sizeof(Py_ssize_t));
+    at = malloc(sizeof(uint32_t) * ((size_t)a.n + 1));
+    if (!of || !first || !at) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < a.n; j++) {
+        Py_ssize_t off = a.v[j].p - s, k = term_index(&t, off, a.v[j].n, hash_bytes(lower + off, a.v[j].n));
+        of[j] = (int32_t)k;
+        if (k >= 0) first[k + 1]++;
+    }
+    for (Py_ssize_t k = 0; k < t.n; k++) first[k + 1] += first[k];
+    /* (filled in atom order: each term's places come out increasing; first[k] moves to its end) */
+    for (Py_ssize_t j = 0; j < a.n; j++)
+        if (of[j] >= 0) at[first[of[j]]++] = (uint32_t)j;
+    counts = PyDict_New();
+    places = PyDict_New();
+    if (!counts || !places) goto done;
+    for (Py_ssize_t k = 0, from = 0; k < t.n; from = first[k++]) {
+        const text_term *term = &t.terms[k];
+        Py_ssize_t many = first[k] - from;
+        PyObject *key = PyUnicode_New(term->n, 127);
+        PyObject *count = PyLong_FromUnsignedLong(term->count);
+        PyObject *packed = Py_None;
+        if (many <= limit) {
+            /* (a varint of a value below 2**31 is at most 5 bytes; written into a buffer, then copied) */
+            uint8_t small[5 * 65], *out = many < 64 ? small : malloc(5 * ((size_t)many + 1));
+            if (out) {
+                Py_ssize_t size = put_varint(out, (uint32_t)many + 1);
+                for (Py_ssize_t i = 0; i < many; i++)
+                    size += put_varint(out + size, at[from + i] - (i ? at[from + i - 1] : 0));
+                packed = PyBytes_FromStringAndSize((const char *)out, size);
+                memset(out, 0, (size_t)size);
+                if (out != small) free(out);
+            } else {
+                packed = PyErr_NoMemory();
+            }
+        } else {
+            Py_INCREF(packed);
+        }
+        int rc = -1;
+        if (key && count && packed) {
+            memcpy(PyUnicode_1BYTE_DATA(key), lower + term->off, term->n);
+            rc = PyDict_SetItem(counts, key, count) < 0 ? -1 : PyDict_SetItem(places, key, packed);
+        }
+        Py_XDECREF(key);
+        Py_XDECREF(count);
+        Py_XDECREF(packed);
+        if (rc < 0) goto done;
+    }
+    ret = Py_BuildValue("(nOO)", t.length, counts, places);
+done:
+    Py_XDECREF(counts);
+    Py_XDECREF(places);
+    term_table_free(&t, n);
+    wipe_free(a.v, sizeof(atom_t) * (size_t)a.cap);
+    wipe_free(of, of ? sizeof(int32_t) * (size_t)a.n : 0);
+    wipe_free(at, at ? sizeof(uint32_t) * (size_t)a.n : 0);
+    free(first);
+    return ret;
+}
+
+/* unpack_places(data, postings) -> (counts, places) | None: the positions of `postings` postings, one
+ * after the other as text_index.pack_places packs them (b"\x00": not kept), decoded: how many each has
+ * (-1: not kept) and all of them, as two bytes objects of native 32-bit integers. None when `data` is not
+ * that: a varint of more than 5 bytes or above 2**32 - 1, one cut short, a count of places beyond the
+ * bytes left, a place above 2**31 - 1, or another number of postings (rows written by hand: the texts
+ * decide the phrase). Its twin is text_index.unpack_places without this. */
+
+static PyObject *unpack_places(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t postings;
+    if (!PyArg_ParseTuple(args, "y*n", &view, &postings)) return NULL;
+    const uint8_t *p = view.buf;
+    if (view.len >= (Py_ssize_t)INT32_MAX) { /* (a bytea is 1 GB at most) */
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    uint32_t end = (uint32_t)view.len, at = 0;
+    Py_ssize_t n = 0, m = 0;
+    PyObject *ret = NULL;
+    /* (each posting takes a byte at least, and each place: neither column outgrows the bytes) */
+    int32_t *counts = malloc(sizeof(int32_t) * ((size_t)end + 1)), *places = malloc(sizeof(int32_t) * ((size_t)end + 1));
+    if (!counts || !places) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    while (at < end) {
+        uint32_t code, gap;
+        if (!get_varint(p, end, &at, &code) || code > end - at + 1) goto refused;
+        counts[n++] = (int32_t)((int64_t)code - 1);
+        uint64_t place = 0;
+        for (uint32_t k = 0; k + 1 < code; k++) {
+            if (!get_varint(p, end, &at, &gap)) goto refused;
+            place = k ? place + gap : gap;
+            if (place > INT32_MAX) goto refused;
+            places[m++] = (int32_t)place;
+        }
+    }
+    if (n != postings) goto refused;
+    ret = Py_BuildValue("(y#y#)", (const char *)counts, n * (Py_ssize_t)sizeof(int32_t), (const char *)places,
+                        m * (Py_ssize_t)sizeof(int32_t));
+    goto done;
+refused:
+    ret = Py_NewRef(Py_None);
+done:
+    free(counts);
+    free(places);
+    PyBuffer_Release(&view);
+    return ret;
+}
+
+/* phrase_starts(columns) -> (found, unknown, lengths) | None: where a phrase starts in the documents that
+ * hold every one of its atoms, from the atoms' postings and positions as TableSource._places gives them
+ * (mnemo/storage/postgres/text_index.py): `columns` holds, for each atom of the phrase in its order (an
+ * atom twice in it, twice), (seqs, counts, places, lengths): the postings' seqs (8 bytes each, big-endian),
+ * how many places each has (native 32-bit, -1: none kept), all those places one posting after the other
+ * (native 32-bit, increasing within a posting), and the documents' lengths (4 bytes each, big-endian).
+ * found: {seq: how many distinct places of the first atom start the phrase} for each document where it
+ * starts; unknown: [seq] the documents holding every atom with one not kept (their texts decide); lengths:
+ * {seq: length} of those two, as the first atom's postings give them. None for a document twice in an atom's postings (rows written by hand: the
+ * twin, _phrase_python, decides), ValueError for columns of inconsistent sizes. Its twin is
+ * text_index._phrase_python, which gives the same found and unknown (and the lengths of every posting). */
+
+typedef struct {
+    const uint8_t *seqs, *lengths;
+    const int32_t *counts, *places;
+    Py_ssize_t n, nplaces;
+    Py_ssize_t *start;   /* where each posting's places start in `places` */
+    int64_t *slots_seq;  /* open addressing: seq -> posting (slots_at), a power of two, at most half full */
+    Py_ssize_t *slots_at;
+    Py_ssize_t cap;
+    Py_buffer views[4];
+    int held;            /* views taken */
+} phrase_column;
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    return x ^ (x >> 33);
+}
+
+/* The posting of `seq` in c, or -1. */
+static Py_ssize_t column_find(const phrase_column *c, int64_t seq) {
+    Py_ssize_t mask = c->cap - 1, i = (Py_ssize_t)(mix64((uint64_t)seq) & (uint64_t)mask);
+    for (; c->slots_at[i] >= 0; i = (i + 1) & mask)
+        if (c->slots_seq[i] == seq) return c->slots_at[i];
+    return -1;
+}
+
+/* c's views, places' starts and table from the tuple `item`. 0; 1 for a seq twice; -1 with an exception set. */
+static int column_load(phrase_column *c, PyObject *item) {
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 4) {
+        PyErr_SetString(PyExc_TypeError, "phrase_starts takes a tuple of (seqs, counts, places, lengths)");
+        return -1;
+    }
+    for (int k = 0; k < 4; k++) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, k), &c->views[k], PyBUF_SIMPLE) < 0) return -1;
+        c->held = k + 1;
+    }
+    c->n = c->views[0].len / 8;
+    c->nplaces = c->views[2].len / 4;
+    if (c->views[0].len % 8 || c->views[1].len != 4 * c->n || c->views[2].len % 4 || c->views[3].len != 4 * c->n) {
+        PyErr_SetString(PyExc_ValueError, "phrase_starts: columns of inconsistent sizes");
+        return -1;
+    }
+    c->seqs = c->views[0].buf;
+    c->counts = c->views[1].buf;
+    c->places = c->views[2].buf;
+    c->lengths = c->views[3].buf;
+    c->cap = 16;
+    while (c->cap < 2 * c->n + 2) c->cap *= 2;
+    c->start = malloc(sizeof(Py_ssize_t) * ((size_t)c->n + 1));
+    c->slots_seq = malloc(sizeof(int64_t) * (size_t)c->cap);
+    c->slots_at = malloc(sizeof(Py_ssize_t) * (size_t)c->cap);
+    if (!c->start || !c->slots_seq || !c->slots_at) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(c->slots_at, 0xff, sizeof(Py_ssize_t) * (size_t)c->cap);
+    Py_ssize_t at = 0;
+    for (Py_ssize_t j = 0; j < c->n; j++) {
+        c->start[j] = at;
+        if (c->counts[j] > 0) at += c->counts[j];
+        if (at > c->nplaces) {
+            PyErr_SetString(PyExc_ValueError, "phrase_starts: fewer places than the counts say");
+            return -1;
+        }
+    }
+    c->start[c->n] = at;
+    if (at != c->nplaces) {
+        PyErr_SetString(PyExc_ValueError, "phrase_starts: more places than the counts say");
+        return -1;
+    }
+    Py_ssize_t mask = c->cap - 1;
+    for (Py_ssize_t j = 0; j < c->n; j++) {
+        int64_t seq = (int64_t)be64(c->seqs + 8 * j);
+        Py_ssize_t i = (Py_ssize_t)(mix64((uint64_t)seq) & (uint64_t)mask);
+        for (; c->slots_at[i] >= 0; i = (i + 1) & mask)
+            if (c->slots_seq[i] == seq) return 1;
+        c->slots_seq[i] = seq;
+        c->slots_at[i] = j;
+    }
+    return 0;
+}
+
+/* Whether `place` is among the places of posting j of c (increasing: a binary search). */
+static int column_holds(const phrase_column *c, Py_ssize_t j, int64_t place) {
+    Py_ssize_t lo = c->start[j], hi = c->start[j + 1];
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (c->places[mid] < place) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < c->start[j + 1] && c->places[lo] == place;
+}
+
+static PyObject *phrase_starts(PyObject *self, PyObject *arg) {
+    if (!PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) == 0) {
+        PyErr_SetString(PyExc_TypeError, "phrase_starts takes a non-empty tuple of columns");
+        return NULL;
+    }
+    Py_ssize_t width = PyTuple_GET_SIZE(arg);
+    PyObject *ret = NULL, *found = PyDict_New(), *unknown = PyList_New(0), *lengths = PyDict_New();
+    phrase_column *cols = calloc((size_t)width, sizeof(phrase_column));
+    Py_ssize_t *at = malloc(sizeof(Py_ssize_t) * (size_t)width);
+    if (!found || !unknown || !lengths || !cols || !at) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t driver = 0; /* the atom of fewest postings: its documents are looked up in the others */
+    for (Py_ssize_t k = 0; k < width; k++) {
+        int loaded = column_load(&cols[k], PyTuple_GET_ITEM(arg, k));
+        if (loaded < 0) goto done;
+        if (loaded > 0) {
+            ret = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (cols[k].n < cols[driver].n) driver = k;
+    }
+    for (Py_ssize_t j = 0; j < cols[driver].n; j++) {
+        int64_t seq = (int64_t)be64(cols[driver].seqs + 8 * j);
+        int all = 1, kept = 1;
+        for (Py_ssize_t k = 0; k < width && all; k++) {
+            at[k] = k == driver ? j : column_find(&cols[k], seq);
+            all = at[k] >= 0;
+            if (all && cols[k].counts[at[k]] < 0) kept = 0;
+        }
+        if (!all) continue;
+        Py_ssize_t starts = 0;
+        if (kept) {
+            const phrase_column *first = &cols[0];
+            for (Py_ssize_t i = first->start[at[0]]; i < first->start[at[0] + 1]; i++) {
+                int64_t place = first->places[i];
+                if (i > first->start[at[0]] && place == first->places[i - 1]) continue; /* (distinct starts) */
+                Py_ssize_t k = 1;
+                while (k < width && column_holds(&cols[k], at[k], place + k)) k++;
+                starts += k == width;
+            }
+            if (!starts) continue;
+        }
+        PyObject *key = PyLong_FromLongLong(seq);
+        PyObject *length = PyLong_FromLong((int32_t)be32(cols[0].lengths + 4 * at[0])); /* (the first atom's) */
+        PyObject *count = kept ? PyLong_FromSsize_t(starts) : NULL;
+        int rc = -1;
+        if (key && length && (count || !kept))
+            rc = (kept ? PyDict_SetItem(found, key, count) : PyList_Append(unknown, key)) < 0
+                     ? -1 : PyDict_SetItem(lengths, key, length);
+        Py_XDECREF(key);
+        Py_XDECREF(length);
+        Py_XDECREF(count);
+        if (rc < 0) goto done;
+    }
+    ret = PyTuple_Pack(3, found, unknown, lengths);
+done:
+    if (cols) {
+        for (Py_ssize_t k = 0; k < width; k++) {
+            for (int v = 0; v < cols[k].held; v++) PyBuffer_Release(&cols[k].views[v]);
+            free(cols[k].start);
+            free(cols[k].slots_seq);
+            free(cols[k].slots_at);
+        }
+    }
+    free(cols);
+    free(at);
+    Py_XDECREF(found);
+    Py_XDECREF(unknown);
+    Py_XDECREF(lengths);
     return ret;
 }
 
@@ -3209,6 +3562,13 @@ static PyMethodDef methods[] = {
     {"max_u32", max_u32, METH_O, "max_u32(column) -> int (the largest of an array('I'), 0 when empty)"},
     {"count_phrase", count_phrase, METH_VARARGS,
      "count_phrase(text, atoms) -> int | None (see mnemo/recall/analysis.py, phrase_count)"},
+    {"term_positions", term_positions, METH_VARARGS,
+     "term_positions(text, limit) -> (length, {term: count}, {term: positions}) | None (see "
+     "mnemo/storage/postgres/text_index.py, analysed)"},
+    {"unpack_places", unpack_places, METH_VARARGS,
+     "unpack_places(data, postings) -> (counts, places) | None (see mnemo/storage/postgres/text_index.py)"},
+    {"phrase_starts", phrase_starts, METH_O,
+     "phrase_starts(columns) -> (found, unknown, lengths) | None (see mnemo/storage/postgres/text_index.py)"},
     {"count_terms", count_terms, METH_O,
      "count_terms(text) -> (length, {term: count}) | None (see mnemo/recall/analysis.py, counted)"},
     {NULL, NULL, 0, NULL},

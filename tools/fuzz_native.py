@@ -21,7 +21,15 @@ Targets:
   bit set, the rest as UTF-8 with what does not decode replaced); count_terms must give what the
   pure-Python analysis gives (the length and each term's count, in order), and None for a text that
   is not ASCII; count_phrase, for a phrase of two or three of the text's own atoms (or of atoms it may
-  not hold), what occurrences gives over the twin's atoms; and the input's bytes read as a column of
+  not hold), what occurrences gives over the twin's atoms; term_positions, under a limit taken from the
+  input's length, what the twin text_index.analysed gives without it (the terms counted by the pure-Python
+  analysis, their positions by positions_of), and None for a text that is not ASCII; unpack_places, of
+  the input's bytes (after the first) read as the positions of as many postings as its twin finds there
+  (or, when they do not decode, as the first byte says), and of one more, what its twin
+  text_index.unpack_places_twin gives, and of the text's positions packed one after the other, their
+  places; phrase_starts, over documents of the words a, b and c made from the input's bytes (some with
+  their positions not kept, a posting twice now and then), what text_index._phrase_python gives, or None
+  for a posting twice; and the input's bytes read as a column of
   32-bit codes, max_u32 what max gives. Seeds:
   identifiers of every shape the analysis splits.
 - `postings`: each input is a program of operations on the text index's postings (add a document of
@@ -227,8 +235,9 @@ class AnalysisHarness:
 
     def __init__(self, native: Any) -> None:
         from mnemo.recall import analysis
+        from mnemo.storage.postgres import text_index
 
-        self.native, self.analysis = native, analysis
+        self.native, self.analysis, self.text_index = native, analysis, text_index
         self.runs = 0
 
     def seeds(self) -> list[bytes]:
@@ -252,15 +261,29 @@ class AnalysisHarness:
             text = data[1:].decode("utf-8", "replace")
         else:
             text = bytes(b & 0x7F for b in data).decode("ascii")
+        self.places(data)
+        self.phrase(data)
         got = self.native.count_terms(text)
+        limit = (-1, 0, 1, 2, 64)[len(data) % 5]
+        placed = self.native.term_positions(text, limit)
         if not text.isascii():
-            if got is not None:
-                raise AssertionError(f"count_terms counted a text that is not ASCII: {text!r}")
+            if got is not None or placed is not None:
+                raise AssertionError(f"count_terms or term_positions took a text that is not ASCII: {text!r}")
             return
         found = self.analysis.terms(text)
         if got is None or (got[0], list(got[1].items())) != (len(found), list(Counter(found).items())):
             raise AssertionError(f"count_terms and its twin differ on {text!r}: {got!r}")
+        counts = Counter(found)
+        twin = (len(found), list(counts.items()), list(self.text_index.positions_of(text, counts, limit).items()))
+        if placed is None or (placed[0], list(placed[1].items()), list(placed[2].items())) != twin:
+            raise AssertionError(f"term_positions and its twin differ on {text!r} (limit {limit}): {placed!r}")
         atoms = self.analysis.atoms(text)
+        packed = [self.text_index.NOT_KEPT if p is None else p for p in placed[2].values()]
+        decoded = self.native.unpack_places(b"".join(packed), len(packed))
+        many = [sum(1 for atom in atoms if atom == term) for term in placed[2]]
+        if decoded is None or list(array("i", decoded[0])) != [-1 if p is None else n
+                                                             for p, n in zip(placed[2].values(), many, strict=True)]:
+            raise AssertionError(f"unpack_places did not read back the places of {text!r}: {decoded!r}")
         at = data[-1] % max(1, len(atoms)) if data else 0
         phrase = tuple(atoms[at:at + 2 + (len(data) % 2)])
         if len(phrase) < 2:
@@ -268,6 +291,65 @@ class AnalysisHarness:
         want = sum(1 for i in range(len(atoms)) if tuple(atoms[i:i + len(phrase)]) == phrase)
         if self.native.count_phrase(text, phrase) != want:
             raise AssertionError(f"count_phrase and its twin differ on {text!r}, {phrase!r}")
+
+    def phrase(self, data: bytes) -> None:
+        """phrase_starts against its twin on documents made from the input."""
+        from array import array
+
+        if len(data) < 4:
+            return
+        words = ("a", "b", "c")
+        phrase = tuple(words[b % 3] for b in data[1:2 + data[0] % 3])
+        docs: list[list[str]] = [[]]
+        for b in data[4:]:
+            if b % 5 == 4 and len(docs) < 12:
+                docs.append([])
+            else:
+                docs[-1].append(words[b % 3])
+        places = {}
+        for atom in dict.fromkeys(phrase):
+            seqs, counts, packed, lengths = b"", array("i"), array("i"), b""
+            for seq, doc in enumerate(docs, 1):
+                at = [i for i, word in enumerate(doc) if word == atom]
+                if at:
+                    unkept = data[(seq + 3) % len(data)] & 0x40
+                    seqs += seq.to_bytes(8, "big")
+                    lengths += (len(doc) + (data[2] & 1 if atom != phrase[0] else 0)).to_bytes(4, "big")
+                    counts.append(-1 if unkept else len(at))
+                    packed.extend([] if unkept else at)
+            if data[3] == 0xFF and seqs:  # a posting twice (rows written by hand)
+                seqs, lengths = seqs + seqs[:8], lengths + lengths[:4]
+                counts.append(-1)
+            places[atom] = (seqs, counts.tobytes(), packed.tobytes(), lengths)
+        got = self.native.phrase_starts(tuple(places[atom] for atom in phrase))
+        if data[3] == 0xFF and any(seqs for seqs, *_rest in places.values()):
+            if got is not None:
+                raise AssertionError(f"phrase_starts took a posting twice on {data!r}")
+            return
+        found, unknown, lengths = self.text_index._phrase_python(phrase, places)
+        if got is None or (got[0], sorted(got[1])) != (found, sorted(unknown)) or got[2] != {
+                seq: lengths[seq] for seq in [*found, *unknown]}:
+            raise AssertionError(f"phrase_starts and its twin differ on {data!r}: {got!r}")
+
+    def places(self, data: bytes) -> None:
+        """unpack_places against its twin on the input's bytes after the first."""
+        from array import array
+
+        blob = data[1:]
+        postings = data[0] % 8 if data else 0
+        for n in range(64):  # (the number of postings the bytes hold, when they decode)
+            if self.text_index.unpack_places_twin(blob, n) is not None:
+                postings = n
+                break
+        for n in (postings + 1, postings):
+            twin = self.text_index.unpack_places_twin(blob, n)
+            got = self.native.unpack_places(blob, n)
+            if got != twin:
+                raise AssertionError(f"unpack_places and its twin differ on {blob!r} ({n} postings): {got!r}")
+        if twin is not None:
+            counts = array("i", twin[0])
+            if any(c < -1 for c in counts) or len(array("i", twin[1])) != sum(max(0, c) for c in counts):
+                raise AssertionError(f"unpack_places_twin gave counts that are not its places' on {blob!r}")
 
 
 class PostingsHarness:

@@ -4,9 +4,11 @@ a database taken back to an older version), and whether the server's data files 
 from __future__ import annotations
 
 import glob
+from array import array
 from pathlib import Path
 
 from mnemo.storage.postgres import schema as pg_schema
+from mnemo.storage.postgres.text_index import unpack_places
 
 from .pg import Schema
 
@@ -19,10 +21,25 @@ ROUTINES = [
 ]
 
 
+def undo_version_11(pg: Schema) -> None:
+    """A database of the latest schema taken back to exactly version 10: each term's positions packed as
+    version 9 packs them (4 bytes each, big-endian), the column without its comment."""
+    with pg.connect() as conn:
+        rows = conn.execute("SELECT term, seq, positions FROM mnemo_terms WHERE positions IS NOT NULL").fetchall()
+        for term, seq, places in rows:
+            found = unpack_places(bytes(places), 1)
+            assert found is not None
+            old = b"".join(place.to_bytes(4, "big") for place in array("i", found[1]))
+            conn.execute("UPDATE mnemo_terms SET positions = %s WHERE term = %s AND seq = %s", [old, term, seq])
+        conn.execute("COMMENT ON COLUMN mnemo_terms.positions IS NULL")
+        conn.execute("UPDATE mnemo_meta SET schema_version = 10")
+
+
 def undo_version_10(pg: Schema) -> None:
     """A database of the latest schema taken back to exactly version 9: the latest version's columns gone
     from mnemo_records and the entry bytes from mnemo_payloads, version 2's mnemo_commit and version 9's
     mnemo_put in place (as those versions make them)."""
+    undo_version_11(pg)
     pg.sql("ALTER TABLE mnemo_records DROP COLUMN seq, DROP COLUMN ts_ns, DROP COLUMN agent, DROP COLUMN size, "
            "DROP COLUMN hash, DROP COLUMN entry_len, DROP COLUMN payload_len")
     pg.sql("ALTER TABLE mnemo_payloads DROP COLUMN raw")

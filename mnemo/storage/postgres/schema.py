@@ -913,12 +913,24 @@ DROP PROCEDURE mnemo_put;
      "            u(i, c, s, t, a, z, x, r, p);"),
 ])
 
+# Version 11: the positions packed smaller (docs/POSTGRES.md, "Recall"). mnemo_terms.positions holds a
+# term's places in its document as varints (text_index.pack_places: their number plus one, then each
+# one's gap from the one before), one or two bytes a place where version 9 took four, so that the
+# covering index's entries are smaller and a phrase's words are read in fewer pages; and each value says
+# where it ends, so that recall's statement reads the positions of many postings one after the other
+# without a column of their sizes. The column, its storage and its index are version 9's; the migration
+# writes the terms of every document again (text_index.build_positions, after this SQL).
+_V11 = """
+COMMENT ON COLUMN mnemo_terms.positions IS
+    'the term''s places among its document''s atoms: varints, their number plus one, then each one''s gap';
+"""
+
 # MIGRATIONS[n] brings a schema of version n to version n + 1; BUILDS[n], when there is one, then fills
 # what that version adds from the rows already there (on the migrating transaction's connection).
 MIGRATIONS: dict[int, str] = {
-    0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5, 5: _V6, 6: _V7, 7: _V8, 8: _V9, 9: _LATEST_BESIDE,
+    0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5, 5: _V6, 6: _V7, 7: _V8, 8: _V9, 9: _LATEST_BESIDE, 10: _V11,
 }
-BUILDS: dict[int, Callable[[Any], None]] = {4: build_text_index, 8: build_positions}
+BUILDS: dict[int, Callable[[Any], None]] = {4: build_text_index, 8: build_positions, 10: build_positions}
 SCHEMA_VERSION = max(MIGRATIONS) + 1  # the one place a new version is numbered: its key above
 
 TABLES = (

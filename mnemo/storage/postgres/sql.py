@@ -12,7 +12,7 @@ from ...record import MemoryRecord
 from ...validation import PATH_TAG_PREFIX
 from ..records import record_of
 from ..types import Query, Rec, ScopeFilter, Version
-from .text_index import TERM_KEY
+from .text_index import NOT_KEPT, TERM_KEY
 
 VERSION_COLUMNS = "v.ver, v.seq, v.ts_ns, v.agent, v.size, v.hash, v.entry_len, v.payload_len"
 # A record's row: its id and scope, then its latest version's columns (as VERSION_COLUMNS), schema version 10
@@ -118,7 +118,7 @@ def recall_sql(
 ) -> tuple[str, list[Any]]:
     """One read of the text index for a recall, in one statement (one snapshot), and its parameters. The
     corpus is the documents of the scopes `scopes` admits; its rows are (kind, name, a, b, seqs, tfs,
-    lengths, terms, counts, positions, sizes):
+    lengths, terms, counts, positions):
 
     - (0, NULL, documents, total length, NULL...): the corpus's, summed over its scopes' totals;
     - (1, NULL, NULL, NULL, seqs, tfs, lengths, terms, counts): the postings of the `exact` terms and of
@@ -130,11 +130,11 @@ def recall_sql(
     - (2, NULL, NULL, NULL, seqs, NULL...) when `tags` asks for tags: the documents of those postings
       whose tag rows match them, packed as the seqs above (none is NULL);
     - (3, id, seq, length, NULL...) for the document in the corpus of each record of `touched`;
-    - (4, NULL, NULL, NULL, seqs, tfs, lengths, terms, counts, positions, sizes): as kind 1, for the terms
-      of `positional` (the words of phrases, which are among `exact`; their postings are in this row
-      only, unless a prefix reaches them too), with each posting's positions: `positions` all of them one
-      posting after the other, as mnemo_terms holds them, and `sizes` the bytes of each posting's (4 bytes
-      each, big-endian; -1 where mnemo_terms keeps none, NULL).
+    - (4, NULL, NULL, NULL, seqs, tfs, lengths, terms, counts, positions): as kind 1, for the terms of
+      `positional` (the words of phrases, which are among `exact`; their postings are in this row only,
+      unless a prefix reaches them too), with each posting's positions: `positions` all of them one
+      posting after the other, as mnemo_terms holds them (text_index.pack_places: each says where it
+      ends), text_index.NOT_KEPT where mnemo_terms keeps none (NULL).
 
     A term's postings come from mnemo_terms' index on (key, scope), which holds their seq, tf and length:
     a term shorter than TERM_KEY characters is its own key, so its postings are read from the index alone
@@ -176,7 +176,7 @@ def recall_sql(
     where, scope_params = scope_sql(scopes, "d.scope")
     sql = (
         "SELECT 0, NULL::text, coalesce(sum(d.docs), 0)::bigint, coalesce(sum(d.length), 0)::bigint, NULL::bytea, "
-        f"NULL::bytea, NULL::bytea, NULL::text[], NULL::bytea, NULL::bytea, NULL::bytea FROM mnemo_text_scopes d "
+        f"NULL::bytea, NULL::bytea, NULL::text[], NULL::bytea, NULL::bytea FROM mnemo_text_scopes d "
         f"WHERE {where} "
     )
     # each part's terms are its own: aggregated apart, each in the order its index gives (no sort); then
@@ -187,31 +187,30 @@ def recall_sql(
         "GROUP BY p.key" for part in parts)
     if parts:
         sql += ("UNION ALL SELECT 1, NULL, NULL, NULL, string_agg(g.seqs, ''::bytea), string_agg(g.tfs, ''::bytea), "
-                "string_agg(g.lengths, ''::bytea), array_agg(g.key), string_agg(int4send(g.n), ''::bytea), NULL, NULL "
+                "string_agg(g.lengths, ''::bytea), array_agg(g.key), string_agg(int4send(g.n), ''::bytea), NULL "
                 f"FROM ({terms}) g(key, seqs, tfs, lengths, n) ")
     if with_positions:
         terms = " UNION ALL ".join(
             "SELECT p.key, string_agg(int8send(p.seq), ''::bytea), string_agg(int4send(p.tf), ''::bytea), "
             "string_agg(int4send(p.length), ''::bytea), count(*)::integer, "
-            "string_agg(coalesce(p.positions, ''::bytea), ''::bytea), "
-            "string_agg(int4send(coalesce(octet_length(p.positions), -1)), ''::bytea) "
+            f"string_agg(coalesce(p.positions, '\\x{NOT_KEPT.hex()}'::bytea), ''::bytea) "
             f"FROM ({part}) p(key, seq, tf, length, positions) GROUP BY p.key" for part in with_positions)
         sql += ("UNION ALL SELECT 4, NULL, NULL, NULL, string_agg(g.seqs, ''::bytea), string_agg(g.tfs, ''::bytea), "
                 "string_agg(g.lengths, ''::bytea), array_agg(g.key), string_agg(int4send(g.n), ''::bytea), "
-                "string_agg(g.positions, ''::bytea), string_agg(g.sizes, ''::bytea) "
-                f"FROM ({terms}) g(key, seqs, tfs, lengths, n, positions, sizes) ")
+                "string_agg(g.positions, ''::bytea) "
+                f"FROM ({terms}) g(key, seqs, tfs, lengths, n, positions) ")
         params += positional_params
     params = [*scope_params, *params]
     if tags.filters_tags:
         tagged, tag_params = _tags_sql(tags, "d.id")
         # the postings read again, from the index as above, for their documents' tags
         sql += ("UNION ALL SELECT 2, NULL, NULL, NULL, coalesce(string_agg(int8send(q.seq), ''::bytea), ''::bytea), "
-                "NULL, NULL, NULL, NULL, NULL, NULL "
+                "NULL, NULL, NULL, NULL, NULL "
                 f"FROM (SELECT DISTINCT p.seq FROM ({postings}) p(key, seq, tf, length)) q "
                 "CROSS JOIN LATERAL (SELECT d.id FROM mnemo_docs d WHERE d.seq = q.seq OFFSET 0) d "
                 f"WHERE {tagged} ")
         params += [*params[len(scope_params):], *tag_params]
-    sql += ("UNION ALL SELECT 3, d.id, d.seq, d.length, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM mnemo_docs d "
+    sql += ("UNION ALL SELECT 3, d.id, d.seq, d.length, NULL, NULL, NULL, NULL, NULL, NULL FROM mnemo_docs d "
             f"WHERE d.id = ANY(%s::text[]) AND {where}")
     return sql, [*params, touched, *scope_params]
 

@@ -14,13 +14,13 @@ with the chain (doc_of), and recall reads them through a Source over the rows of
 
 from __future__ import annotations
 
-import struct
 import sys
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..._native import speedups
 from ...chain.codec import SALT_SIZE, served_put_problem
 from ...recall._numpy import installed, np
 from ...recall.analysis import atoms, counted
@@ -69,14 +69,25 @@ def doc_of(packed: bytes | memoryview) -> Doc | None:
         return None
     if text is None:
         return None
+    return analysed(text)
+
+
+def analysed(text: str) -> Doc:
+    """The document of `text`: its length, terms and their positions. The C extension finds them in one
+    pass over an ASCII text (mnemo/_speedups.c, term_positions: fuzzed against this twin, tools/fuzz_native.py
+    --target analysis); its twin counts the terms (`counted`) and finds their positions (positions_of)."""
+    if speedups is not None:
+        native: tuple[int, dict[str, int], dict[str, bytes | None]] | None = speedups.term_positions(
+            text, POSITIONS_MAX)
+        if native is not None:
+            return Doc(*native)
     length, counts = counted(text)
     return Doc(length, counts, positions_of(text, counts))
 
 
-def positions_of(text: str, counts: Iterable[str]) -> dict[str, bytes | None]:
-    """Where each of the terms `counts` names stands among the atoms of `text`, packed (each position 4
-    bytes, big-endian, in increasing order), b"" for a term that is no atom of it, None for one at more
-    than POSITIONS_MAX places."""
+def positions_of(text: str, counts: Iterable[str], limit: int = POSITIONS_MAX) -> dict[str, bytes | None]:
+    """Where each of the terms `counts` names stands among the atoms of `text`, packed (pack_places), None
+    for a term at more than `limit` places."""
     where: dict[str, list[int]] = {}
     for i, atom in enumerate(atoms(text)):
         found = where.get(atom)
@@ -87,8 +98,91 @@ def positions_of(text: str, counts: Iterable[str]) -> dict[str, bytes | None]:
     out: dict[str, bytes | None] = {}
     for term in counts:
         places = where.get(term, ())
-        out[term] = None if len(places) > POSITIONS_MAX else struct.pack(f">{len(places)}i", *places)
+        out[term] = None if len(places) > limit else pack_places(places)
     return out
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def pack_places(places: Sequence[int]) -> bytes:
+    """Places (increasing, from 0) as mnemo_terms.positions holds them (schema version 11): their number
+    plus one, then each one's gap from the one before (the first: itself), each an unsigned LEB128
+    varint. A posting's value so says where it ends, and the statement's NULL (no places kept) is the
+    number 0 (NOT_KEPT): the positions of many postings, one after the other, are read without their
+    sizes (unpack_places). A gap below 128 takes a byte, one below 16,384 two: in a text of some
+    thousands of words, one or two bytes a place."""
+    out = [_varint(len(places) + 1)]
+    before = 0
+    for place in places:
+        out.append(_varint(place - before))
+        before = place
+    return b"".join(out)
+
+
+NOT_KEPT = b"\x00"
+"""What recall's statement reads for a posting whose positions are not kept (NULL in mnemo_terms)."""
+
+_PLACE_MAX = 2**31 - 1
+
+
+def unpack_places(data: bytes, postings: int) -> tuple[bytes, bytes] | None:
+    """The positions of `postings` postings, one after the other as pack_places packs them (NOT_KEPT for
+    one whose positions are not kept): how many each has (-1: not kept) and all of them, two columns of
+    native 32-bit integers; None when `data` is not that (a varint of more than 5 bytes or above
+    2**32 - 1, one cut short, a place above 2**31 - 1, or another number of postings): rows written by
+    hand, and the texts decide the phrase. The C extension decodes them (mnemo/_speedups.c,
+    unpack_places: fuzzed against its twin, unpack_places_twin)."""
+    if speedups is not None:
+        native: tuple[bytes, bytes] | None = speedups.unpack_places(data, postings)
+        return native
+    return unpack_places_twin(data, postings)
+
+
+def unpack_places_twin(data: bytes, postings: int) -> tuple[bytes, bytes] | None:
+    """unpack_places without the C extension."""
+    counts, places = array(_CODES[4]), array(_CODES[4])
+    at, end = 0, len(data)
+
+    def varint() -> int | None:
+        nonlocal at
+        value = shift = 0
+        for k in range(5):
+            if at == end:
+                return None
+            byte = data[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value if value <= 0xFFFFFFFF else None
+            if k == 4:
+                return None
+        return None  # (not reached)
+
+    while at < end:
+        code = varint()
+        if code is None or code - 1 > end - at:  # (each place takes a byte at least)
+            return None
+        counts.append(code - 1)
+        place = 0
+        for k in range(code - 1):
+            gap = varint()
+            if gap is None:
+                return None
+            place = gap if k == 0 else place + gap
+            if place > _PLACE_MAX:
+                return None
+            places.append(place)
+    if len(counts) != postings:
+        return None
+    return counts.tobytes(), places.tobytes()
 
 
 class TextRows:
@@ -173,8 +267,8 @@ def build_text_index(conn: Any) -> None:
 
 
 def build_positions(conn: Any) -> None:
-    """Write the terms of every document of the text index again, with their positions (the migration to
-    schema version 9, on the psycopg connection of the migrating transaction), from the payload of each
+    """Write the terms of every document of the text index again, with their positions (the migrations to
+    schema versions 9 and 11, on the psycopg connection of the migrating transaction), from the payload of each
     document's version, checked as build_text_index checks it: a document whose payload is gone or is not
     the one its put's entry commits to keeps no terms (verify names it)."""
     conn.execute("DELETE FROM mnemo_terms")
@@ -269,20 +363,22 @@ class TableSource:
         self._arrays: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]] | None = None
         self._postings: dict[str, dict[int, int]] = {}
         # the terms read with their positions: where their postings start and end (in the postings above);
-        # every posting's positions and their sizes in bytes, packed
+        # every posting's positions, packed one after the other (pack_places), and once decoded, how many
+        # each has, where each one's start among them, and all of them (None: they do not decode)
         self._positioned: dict[str, tuple[int, int]] = {}
-        self._places_at: list[int] | None = None
-        self._positions = (b"", b"")
+        self._positions = b""
+        self._decoded: tuple[Sequence[int], bytes, bytes] | None = None
+        self._unpacked_yet = False
         self._first = 0  # the first posting read with positions
         self._phrases: dict[tuple[str, ...], tuple[dict[int, int], list[int], dict[int, int]]] = {}
         self.exact = frozenset(exact)
         self.prefixes = tuple(prefixes)
         self._text = text
-        for kind, name, a, b, seqs, tfs, lengths, terms, counts, positions, sizes in rows:
+        for kind, name, a, b, seqs, tfs, lengths, terms, counts, positions in rows:
             if kind == 1 or kind == 4:  # every term's postings (with their positions: the words of phrases)
                 if terms is not None:
                     if kind == 4:
-                        self._add_positions(terms, counts, positions, sizes)
+                        self._add_positions(terms, counts, positions)
                     self._add(terms, counts, seqs, tfs, lengths)
             elif kind == 0:
                 self.n_docs, self.total = a, b
@@ -306,29 +402,31 @@ class TableSource:
             at += size
         self._packed = (self._packed[0] + seqs, self._packed[1] + tfs, self._packed[2] + lengths)
 
-    def _add_positions(self, terms: list[str], counts: bytes, positions: bytes, sizes: bytes) -> None:
+    def _add_positions(self, terms: list[str], counts: bytes, positions: bytes) -> None:
         """The positions of the postings _add adds next (one row of them: the statement sends one)."""
         self._first = len(self._packed[0]) // 8
-        self._positions = (positions, sizes)
+        self._positions = positions
         at = 0
         for term, size in zip(terms, unpacked(counts, 4), strict=True):
             self._positioned[term] = (self._first + at, self._first + at + size)
             at += size
 
-    def _offsets(self) -> Sequence[int]:
-        """Where each posting's positions start among all of them, and where the last one's end."""
-        if self._places_at is None:
-            positions, sizes = self._positions
-            if len(sizes) % 4:
-                raise IndexDisagrees("the positions read do not add up")  # (no row can make them: the statement's)
-            if installed():
-                ends = np.cumsum(np.maximum(np.frombuffer(sizes, dtype=">i4"), 0))
-                self._places_at = [0, *ends.tolist()]
-            else:
-                self._places_at = list(accumulate((max(0, n) for n in unpacked(sizes, 4)), initial=0))
-            if self._places_at[-1] != len(positions):
-                raise IndexDisagrees("the positions read do not add up")
-        return self._places_at
+    def _unpacked(self) -> tuple[Sequence[int], bytes, bytes] | None:
+        """Every posting's positions decoded (once): where each one's start among all of them (and where
+        the last one's end), how many each has (-1: not kept) and all of them, the last two as columns of
+        native 32-bit integers; None when they do not decode (rows written by hand)."""
+        if not self._unpacked_yet:
+            self._unpacked_yet = True
+            postings = sum(end - start for start, end in self._positioned.values())
+            found = unpack_places(self._positions, postings)
+            if found is not None:
+                counts, places = found
+                if installed():
+                    ends = np.cumsum(np.maximum(np.frombuffer(counts, dtype=np.int32), 0)).tolist()
+                else:
+                    ends = list(accumulate(max(0, n) for n in _native_column(counts)))
+                self._decoded = ([0, *ends], counts, places)
+        return self._decoded
 
     def phrase(self, atoms: tuple[str, ...]) -> tuple[dict[int, int], list[int], dict[int, int]] | None:
         """engine.Positional's: where the phrase starts, from the positions of its atoms read with their
@@ -340,22 +438,24 @@ class TableSource:
             if any(atom not in self._spans for atom in atoms):
                 decided = {}, [], {}  # a word of it no document holds
             else:
+                if self._unpacked() is None:
+                    return None  # positions no writer gives (rows written by hand): the texts say
                 per_atom = {atom: self._places(atom) for atom in dict.fromkeys(atoms)}
-                if not all(_whole(sizes) for _seqs, sizes, _positions, _lengths in per_atom.values()):
-                    return None  # positions of a size no writer gives (a row written by hand): the texts say
-                decided = (_phrase_numpy if installed() else _phrase_python)(atoms, per_atom)
+                decided = phrase_starts(atoms, per_atom)
             self._phrases[atoms] = decided
         return dict(decided[0]), list(decided[1]), decided[2]  # (the first the caller's to add to)
 
     def _places(self, atom: str) -> tuple[bytes, bytes, bytes, bytes]:
-        """The seqs of an atom's postings, each one's size of positions in bytes (-1: none kept), all their
-        positions, and their documents' lengths, each column packed."""
+        """The seqs of an atom's postings and their documents' lengths (packed, big-endian), how many
+        positions each has (-1: none kept) and all of them (native 32-bit integers). Precondition: the
+        positions decode (_unpacked)."""
         start, end = self._positioned[atom]
-        positions, sizes = self._positions
-        offsets = self._offsets()
+        decoded = self._unpacked()
+        assert decoded is not None
+        offsets, counts, places = decoded
         first, last = start - self._first, end - self._first
-        return (self._packed[0][8 * start:8 * end], sizes[4 * first:4 * last],
-                positions[offsets[first]:offsets[last]], self._packed[2][4 * start:4 * end])
+        return (self._packed[0][8 * start:8 * end], counts[4 * first:4 * last],
+                places[4 * offsets[first]:4 * offsets[last]], self._packed[2][4 * start:4 * end])
 
     @property
     def tagged(self) -> set[int] | None:
@@ -426,26 +526,45 @@ class TableSource:
 Places = dict[str, tuple[bytes, bytes, bytes, bytes]]  # each atom's: TableSource._places
 
 
-def _whole(sizes: bytes) -> bool:
-    """Whether each size of positions (packed) is whole positions, or -1 (none kept)."""
-    return all(size == -1 or (size >= 0 and size % 4 == 0) for size in unpacked(sizes, 4))
+def _native_column(data: bytes) -> array[int]:
+    """A column of native 32-bit integers (what unpack_places gives), without numpy."""
+    column = array(_CODES[4])
+    column.frombytes(data)
+    return column
+
+
+def phrase_starts(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, int], list[int], dict[int, int]]:
+    """TableSource.phrase's answer from its atoms' places: the starts in each document holding the phrase,
+    the documents holding every atom with one whose positions are not kept, and the lengths of both (those
+    of the first atom's postings). The C extension decides it in one pass (mnemo/_speedups.c,
+    phrase_starts: each document of the atom of fewest postings looked up in the others' by a table of
+    their seqs; fuzzed against _phrase_python); without it numpy does in bulk (_phrase_numpy), or
+    _phrase_python one document at a time."""
+    if speedups is not None:
+        native: tuple[dict[int, int], list[int], dict[int, int]] | None = speedups.phrase_starts(
+            tuple(places[atom] for atom in atoms))
+        if native is not None:
+            return native
+    return (_phrase_numpy if installed() else _phrase_python)(atoms, places)
 
 
 def _phrase_python(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, int], list[int], dict[int, int]]:
-    """TableSource.phrase, one document at a time (what runs without numpy)."""
+    """TableSource.phrase, one document at a time (what runs without numpy); the lengths are those of
+    every posting, the first atom's where two disagree (rows written by hand)."""
     by_atom: dict[str, dict[int, set[int] | None]] = {}
     lengths: dict[int, int] = {}
-    for atom, (seqs, sizes, packed, packed_lengths) in places.items():
-        lengths.update(zip(unpacked(seqs, 8), unpacked(packed_lengths, 4), strict=True))
+    for atom, (seqs, counts, packed, packed_lengths) in places.items():
+        for seq, length in zip(unpacked(seqs, 8), unpacked(packed_lengths, 4), strict=True):
+            lengths.setdefault(seq, length)
         where: dict[int, set[int] | None] = {}
-        positions = unpacked(packed, 4)
+        positions = _native_column(packed)
         at = 0
-        for seq, size in zip(unpacked(seqs, 8), unpacked(sizes, 4), strict=True):
-            if size < 0 or size % 4:
-                where[seq] = None  # not kept (or not as mnemo_terms keeps them): the text says
+        for seq, count in zip(unpacked(seqs, 8), _native_column(counts), strict=True):
+            if count < 0:
+                where[seq] = None  # not kept: the text says
             else:
-                where[seq] = set(positions[at:at + size // 4])
-            at += max(0, size) // 4
+                where[seq] = set(positions[at:at + count])
+            at += max(0, count)
         by_atom[atom] = where
     lists = sorted(by_atom.values(), key=len)
     found: dict[int, int] = {}
@@ -473,11 +592,11 @@ def _phrase_numpy(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, int
     """TableSource.phrase in bulk: each atom's positions as numbers (document, position) over the documents
     of the atoms' postings; the starts of the first atom kept where the next atom follows, and so on."""
     columns = {}
-    for atom, (seqs, sizes, packed, _lengths) in places.items():
-        sizes_ = np.frombuffer(sizes, dtype=">i4").astype(np.int64)
-        kept = (sizes_ >= 0) & (sizes_ % 4 == 0)
+    for atom, (seqs, packed_counts, packed, _lengths) in places.items():
+        counts_ = np.frombuffer(packed_counts, dtype=np.int32).astype(np.int64)
+        kept = counts_ >= 0
         columns[atom] = (np.frombuffer(seqs, dtype=">i8").astype(np.int64), kept,
-                         np.where(kept, sizes_ // 4, 0), np.frombuffer(packed, dtype=">i4").astype(np.int64))
+                         np.where(kept, counts_, 0), np.frombuffer(packed, dtype=np.int32).astype(np.int64))
     every, at = distinct(np.concatenate([keys for keys, _kept, _counts, _positions in columns.values()]))
     holding = np.zeros(len(every), dtype=np.int64)
     unknown = np.zeros(len(every), dtype=np.bool_)
@@ -524,11 +643,10 @@ def _phrase_numpy(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, int
     chosen = np.flatnonzero((starts > 0) & full & ~unknown)
     either = np.flatnonzero(((starts > 0) & full) | unknown)
     lengths = np.zeros(len(every), dtype=np.int64)
-    start = 0
-    for seqs, _sizes, _packed, packed_lengths in places.values():
-        mine = at[start:start + len(seqs) // 8]
-        start += len(seqs) // 8
-        lengths[mine] = np.frombuffer(packed_lengths, dtype=">i4")
+    spans = list(zip(accumulate((len(seqs) // 8 for seqs, *_rest in places.values()), initial=0),
+                     places.values(), strict=False))
+    for first, (packed_seqs, *_places, packed_lengths) in reversed(spans):  # (the first atom's last)
+        lengths[at[first:first + len(packed_seqs) // 8]] = np.frombuffer(packed_lengths, dtype=">i4")
     return (dict(zip(every[chosen].tolist(), starts[chosen].tolist(), strict=True)),
             every[np.flatnonzero(unknown)].tolist(),
             dict(zip(every[either].tolist(), lengths[either].tolist(), strict=True)))
@@ -543,5 +661,6 @@ class _Seqs:
 
 __all__ = [
     "BUILD_BATCH", "COUNT_SCOPES", "POSITIONS_MAX", "Doc", "IndexDisagrees", "TERM_KEY", "TableSource", "TextRows",
-    "build_positions", "build_text_index", "copy_text_index", "doc_of", "positions_of", "put_text_columns", "unpacked",
+    "NOT_KEPT", "build_positions", "build_text_index", "copy_text_index", "doc_of", "pack_places", "positions_of",
+    "phrase_starts", "put_text_columns", "unpack_places", "unpack_places_twin", "unpacked",
 ]

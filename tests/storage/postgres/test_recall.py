@@ -7,6 +7,7 @@ same ids and scores as the log file's recall over the same chain, whatever the c
 from __future__ import annotations
 
 import secrets
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,12 +16,20 @@ from typing import Any
 import psycopg
 import pytest
 from helpers.pg import AppRole, Schema
-from helpers.pg_server import ROUTINES, files_holding, undo_version_5, undo_version_8, undo_version_9
+from helpers.pg_server import (
+    ROUTINES,
+    files_holding,
+    undo_version_5,
+    undo_version_8,
+    undo_version_9,
+    undo_version_11,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mnemo import MnemoClient, StorageError
 from mnemo import client as client_module
+from mnemo._native import speedups
 from mnemo.audit import verify_db
 from mnemo.errors import IntegrityError
 from mnemo.recall import engine
@@ -28,7 +37,7 @@ from mnemo.recall.analysis import atoms, terms
 from mnemo.recall.query import Phrase, occurrences
 from mnemo.storage.postgres import schema as pg_schema
 from mnemo.storage.postgres import text_index
-from mnemo.storage.postgres.text_index import POSITIONS_MAX, TERM_KEY, positions_of
+from mnemo.storage.postgres.text_index import POSITIONS_MAX, TERM_KEY, pack_places, positions_of
 
 OWNER = "owner"
 READER = "reader"
@@ -47,8 +56,9 @@ def _index(pg: Schema) -> dict[str, list[tuple[Any, ...]]]:
 
 def _expected(c: MnemoClient) -> dict[str, list[tuple[Any, ...]]]:
     """The rows the index must hold for what the client reads (every live record, for the owner): each
-    text record's latest version, its terms counted, with where each stands among the text's atoms (4
-    bytes each, big-endian; NULL past POSITIONS_MAX), each scope's totals."""
+    text record's latest version, its terms counted, with where each stands among the text's atoms (their
+    number plus one, then each one's gap from the one before, varints; NULL past POSITIONS_MAX), each
+    scope's totals."""
     docs, rows = [], []
     scopes: dict[str, tuple[int, int]] = {}
     for r in sorted(c.query(), key=lambda r: r.seq):
@@ -59,11 +69,24 @@ def _expected(c: MnemoClient) -> dict[str, list[tuple[Any, ...]]]:
         docs.append((r.seq, r.id, r.scope, len(found)))
         for term, tf in sorted(Counter(found).items()):
             at = [i for i, atom in enumerate(places) if atom == term]
-            packed = None if len(at) > POSITIONS_MAX else b"".join(i.to_bytes(4, "big") for i in at)
+            gaps = [b - a for a, b in zip([0, *at], at, strict=False)]
+            packed = None if len(at) > POSITIONS_MAX else _varints(len(at) + 1, *gaps)
             rows.append((r.seq, term, tf, len(found), r.scope, packed))
         n, length = scopes.get(r.scope, (0, 0))
         scopes[r.scope] = (n + 1, length + len(found))
     return {"docs": docs, "terms": rows, "scopes": [(s, n, length) for s, (n, length) in sorted(scopes.items())]}
+
+
+def _varints(*values: int) -> bytes:
+    """Unsigned LEB128: 7 bits a byte, the lowest first, the high bit set on every byte but the last."""
+    out = bytearray()
+    for value in values:
+        while True:
+            out.append(value & 0x7F | (0x80 if value > 0x7F else 0))
+            value >>= 7
+            if not value:
+                break
+    return bytes(out)
 
 
 def _xmins(pg: Schema, table: str) -> set[str]:
@@ -174,7 +197,7 @@ def test_forget_then_compact_leaves_no_term_in_the_databases_files(pg: Schema) -
     placed = "pz" + secrets.token_hex(6)
     text = f"The code {word} and {long_word} " + " ".join(f"{placed} x y" for _ in range(POSITIONS_MAX))
     positions = positions_of(text, [placed])[placed]
-    assert positions is not None and len(positions) == 4 * POSITIONS_MAX
+    assert positions is not None and len(positions) > POSITIONS_MAX  # (a byte a place at least, and their number)
     needles.append(positions)
     with MnemoClient(pg.url, OWNER) as c:
         rec = c.remember(text, tags=["secret"])
@@ -306,6 +329,52 @@ def test_a_version_8_database_migrates_to_phrases_read_from_positions(pg: Schema
         assert c.verify().ok
 
 
+def test_a_version_10_database_migrates_to_positions_packed_smaller(pg: Schema, app_role: AppRole) -> None:
+    """Version 11 packs each term's positions as varints (text_index.pack_places) where version 9 packed
+    4 bytes each: the rows of a version-10 database are written again so, and recall answers as before
+    (phrases, from the positions, among them), then writes and forgets through the same routines."""
+    with MnemoClient(pg.url, OWNER) as c:
+        made = _varied(c)
+        c.remember("gamma alpha beta " * (POSITIONS_MAX + 1) + "delta alpha", scope="team:c")  # (no positions kept)
+        c.remember("alpha " + "filler " * 200 + "alpha beta", scope="team:a")  # (a gap of two bytes)
+        built = _index(pg)
+        assert built == _expected(c)
+        answers = _answers(c, "id")
+        assert sum(map(len, answers)) > 20
+        phrases = [[(h.record.id, h.score) for h in c.recall(query)]
+                   for query in ('"alpha beta"', '"beta gamma"', '"alpha filler"', '"filler alpha beta"')]
+        assert all(phrases)
+    undo_version_11(pg)
+    assert pg.sql("SELECT positions FROM mnemo_terms WHERE term = 'alpha' AND seq = %s",
+                  [made_seq(pg, made["a"])]) == [(b"\x00\x00\x00\x00",)]  # (version 9's packing)
+    with MnemoClient(pg.url, OWNER) as c:
+        assert c.recovery == [f"migrated the schema from version 10 to {pg_schema.SCHEMA_VERSION}"]
+        assert _index(pg) == built
+        assert pg.sql("SELECT positions FROM mnemo_terms WHERE term = 'alpha' AND seq = %s",
+                      [made_seq(pg, made["a"])]) == [(pack_places([0]),)]
+        assert _answers(c, "id") == answers
+        assert [[(h.record.id, h.score) for h in c.recall(query)]
+                for query in ('"alpha beta"', '"beta gamma"', '"alpha filler"', '"filler alpha beta"')] == phrases
+        assert c.verify().ok
+    with MnemoClient(app_role.url, OWNER) as c:
+        _write_after_migration(pg, c, made, "alpha beta")
+        assert c.verify().ok
+
+
+def _write_after_migration(pg: Schema, c: MnemoClient, made: dict[str, str], words: str) -> None:
+    """A remember, an update and a forget after a migration, each writing the index as the chain says."""
+    c.remember(f"{words} written after the migration", scope="team:b")
+    c.update(made["b"], content=f"{words} updated after it")
+    c.forget(made["a"])
+    assert _index(pg) == _expected(c)
+
+
+def made_seq(pg: Schema, rec_id: str) -> int:
+    """The seq of the document of record `rec_id`."""
+    ((seq,),) = pg.sql("SELECT seq FROM mnemo_docs WHERE id = %s", [rec_id])
+    return int(seq)
+
+
 def test_a_phrase_is_decided_from_positions_and_only_its_hits_are_read(pg: Schema, tmp_path: Path) -> None:
     """The documents holding every word of a phrase are ranked from the words' positions: only the hits'
     texts are read, with the scores of the log file's recall (which reads every candidate's text); a
@@ -332,18 +401,19 @@ def test_a_phrase_is_decided_from_positions_and_only_its_hits_are_read(pg: Schem
 
 
 def test_positions_written_by_hand_leave_the_phrase_to_the_texts(pg: Schema, tmp_path: Path) -> None:
-    """Positions that are not whole 4-byte places, or that are wrong, are the index's doing: the phrase is
-    found as the texts have it (the hits are checked against them), and verify names the rows."""
+    """Positions that do not decode (a count of places beyond the bytes), or that are wrong, are the index's
+    doing: the phrase is found as the texts have it (the hits are checked against them), and verify names
+    the rows."""
     texts = ["alpha beta gamma", "beta alpha", "alpha beta alpha beta", "gamma alpha"]
     with MnemoClient(pg.url, OWNER) as p, MnemoClient(str(tmp_path / "f.db"), OWNER) as f:
         for c in (p, f):
             for text in texts:
                 c.remember(text)
         want = [(h.record.content, h.score) for h in f.recall('"alpha beta"')]
-        pg.sql("UPDATE mnemo_terms SET positions = '\\x000001' WHERE term = 'alpha' AND seq = "
+        pg.sql("UPDATE mnemo_terms SET positions = '\\x0500' WHERE term = 'alpha' AND seq = "
                "(SELECT min(seq) FROM mnemo_docs)")
         _same([[(h.record.content, h.score) for h in p.recall('"alpha beta"')]], [want])
-        pg.sql("UPDATE mnemo_terms SET positions = '\\x00000001' WHERE term = 'alpha'")
+        pg.sql("UPDATE mnemo_terms SET positions = '\\x0201' WHERE term = 'alpha'")
         # every document's "alpha" said to stand second: the first is found by none, nor is a false one served
         assert {h.record.content for h in p.recall('"alpha beta"')} <= {text for text, _score in want}
         assert not p.verify().ok
@@ -374,10 +444,7 @@ def test_a_version_7_database_migrates_to_postings_read_from_the_index(pg: Schem
         assert _answers(c, "id") == answers
         assert c.verify().ok
     with MnemoClient(app_role.url, OWNER) as c:
-        c.remember("beta written after the migration", scope="team:b")
-        c.update(made["b"], content="beta updated after it")
-        c.forget(made["a"])
-        assert _index(pg) == _expected(c)
+        _write_after_migration(pg, c, made, "beta")
         assert [h.record.content for h in c.recall("beta")] == [
             "beta updated after it", "beta written after the migration"]
         assert c.verify().ok
@@ -770,19 +837,20 @@ def test_the_schema_refuses_a_term_row_of_no_occurrence(pg: Schema) -> None:
 def test_a_phrase_decided_in_bulk_is_decided_one_document_at_a_time(
     docs: list[list[str]], phrase: list[str], unkept: set[int], dense: int
 ) -> None:
-    """TableSource.phrase with numpy (a table of a bit per place, or a sort of the places) and without it:
-    the same starts, the same documents whose positions are not kept; and the starts are the phrase's."""
+    """TableSource.phrase with numpy (a table of a bit per place, or a sort of the places), without it, and
+    by the C extension: the same starts, the same documents whose positions are not kept; and the starts
+    are the phrase's."""
     places: dict[str, tuple[bytes, bytes, bytes, bytes]] = {}
     for atom in dict.fromkeys(phrase):
-        seqs, sizes, packed, lengths = b"", b"", b"", b""
+        seqs, counts, packed, lengths = b"", array("i"), array("i"), b""
         for seq, words in enumerate(docs, 10):
             at = [i for i, word in enumerate(words) if word == atom]
             if at:
                 seqs += seq.to_bytes(8, "big")
                 lengths += len(words).to_bytes(4, "big")
-                sizes += (-1 if seq - 10 in unkept else 4 * len(at)).to_bytes(4, "big", signed=True)
-                packed += b"" if seq - 10 in unkept else b"".join(i.to_bytes(4, "big") for i in at)
-        places[atom] = (seqs, sizes, packed, lengths)
+                counts.append(-1 if seq - 10 in unkept else len(at))
+                packed.extend([] if seq - 10 in unkept else at)
+        places[atom] = (seqs, counts.tobytes(), packed.tobytes(), lengths)
     if any(not seqs for seqs, _sizes, _packed, _lengths in places.values()):
         return  # (a word no document holds: TableSource.phrase answers before)
     atoms_ = tuple(phrase)
@@ -793,6 +861,9 @@ def test_a_phrase_decided_in_bulk_is_decided_one_document_at_a_time(
     assert (found, sorted(unknown)) == (one_by_one[0], sorted(one_by_one[1]))
     assert lengths == {seq: len(docs[seq - 10]) for seq in [*found, *unknown]}
     assert all(one_by_one[2][seq] == length for seq, length in lengths.items())
+    if speedups is not None:  # the C extension's, in one pass
+        native = speedups.phrase_starts(tuple(places[atom] for atom in atoms_))
+        assert (native[0], sorted(native[1]), native[2]) == (found, sorted(unknown), lengths)
     for seq, words in enumerate(docs, 10):
         starts = occurrences(Phrase(atoms_), words)
         holds_all = all(atom in words for atom in atoms_)
