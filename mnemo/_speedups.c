@@ -822,19 +822,36 @@ static void scan_loop(scan_t *st, out_t *out) {
 
 /* -- phase 2: Python objects ---------------------------------------------------------------------------- */
 
-/* Distinct byte strings of the buffer (spans), numbered in first-seen order: an open-addressing table
- * keyed by the bytes (FNV-1a), so that a span already seen costs no Python object. */
+/* Distinct byte strings of the buffer (spans), numbered in first-seen order, so that a span already seen
+ * costs no Python object. At a million records a 64 MiB window holds some 70,000 distinct tag sets, and
+ * looking each entry's up is a cache miss: the table is kept small for that. Its slots are 8 bytes (the
+ * upper half of the key's hash, and its code + 1; 0 is empty), and each key is kept once, in the order
+ * of the codes, with its bytes inline when short: a lookup reads one slot and, when the hash matches,
+ * the key it names, not the place in the window where the value was first seen (megabytes back). */
+#define KEY_INLINE 16
 typedef struct {
     uint64_t hash;
-    span sp;
-    Py_ssize_t code; /* -1: empty */
-} entry_t;
+    Py_ssize_t len;
+    union {
+        unsigned char bytes[KEY_INLINE]; /* len <= KEY_INLINE */
+        Py_ssize_t off;                  /* otherwise: where the key lies in the buffer */
+    } key;
+} tkey_t;
 
 typedef struct {
     PyObject *list; /* distinct values */
-    entry_t *slots;
-    size_t cap, n;
+    uint64_t *slots;
+    tkey_t *keys; /* by code */
+    size_t cap, n, kcap;
 } table_t;
+
+#define TABLE_MAX 0xFFFFFFF0u /* codes are u32 (and a slot holds code + 1) */
+
+static void table_free(table_t *t) {
+    Py_XDECREF(t->list);
+    free(t->slots);
+    free(t->keys);
+}
 
 static uint64_t fnv1a(const unsigned char *p, Py_ssize_t n) {
     uint64_t h = 1469598103934665603ULL;
@@ -842,16 +859,33 @@ static uint64_t fnv1a(const unsigned char *p, Py_ssize_t n) {
     return h;
 }
 
-static int table_grow(table_t *t) {
-    size_t cap = t->cap ? t->cap * 2 : 64;
-    entry_t *slots = malloc(cap * sizeof(entry_t));
+/* Whether n bytes at a and b are equal; short keys by a loop the compiler keeps inline (a call to memcmp
+ * costs more than comparing the few bytes of a scope, an agent or a tag). */
+static inline int same_bytes(const unsigned char *a, const unsigned char *b, Py_ssize_t n) {
+    if (n > KEY_INLINE) return memcmp(a, b, (size_t)n) == 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+/* Room for one more key: the slots kept at most 3/4 full (linear probing), the keys' array grown. */
+static int table_room(table_t *t) {
+    if (t->n >= TABLE_MAX) return 0;
+    if (t->n == t->kcap) {
+        size_t kcap = t->kcap ? t->kcap * 2 : 64;
+        tkey_t *keys = realloc(t->keys, kcap * sizeof(tkey_t));
+        if (!keys) return 0;
+        t->keys = keys;
+        t->kcap = kcap;
+    }
+    if (4 * (t->n + 1) <= 3 * t->cap) return 1;
+    size_t cap = t->cap ? t->cap * 2 : 128;
+    uint64_t *slots = calloc(cap, sizeof(uint64_t));
     if (!slots) return 0;
-    for (size_t i = 0; i < cap; i++) slots[i].code = -1;
-    for (size_t i = 0; i < t->cap; i++) {
-        if (t->slots[i].code < 0) continue;
-        size_t j = (size_t)t->slots[i].hash & (cap - 1);
-        while (slots[j].code >= 0) j = (j + 1) & (cap - 1);
-        slots[j] = t->slots[i];
+    for (size_t c = 0; c < t->n; c++) {
+        size_t j = (size_t)t->keys[c].hash & (cap - 1);
+        while (slots[j]) j = (j + 1) & (cap - 1);
+        slots[j] = (t->keys[c].hash & 0xFFFFFFFF00000000ULL) | (uint64_t)(c + 1);
     }
     free(t->slots);
     t->slots = slots;
@@ -861,20 +895,23 @@ static int table_grow(table_t *t) {
 
 static Py_ssize_t intern(table_t *t, const unsigned char *buf, span sp, uint32_t ntags, int is_tags,
                          span *last, Py_ssize_t *last_code) {
-    if (*last_code >= 0 && last->len == sp.len && memcmp(buf + last->off, buf + sp.off, (size_t)sp.len) == 0)
-        return *last_code;
-    if (2 * (t->n + 1) > t->cap && !table_grow(t)) {
+    const unsigned char *key = buf + sp.off;
+    if (*last_code >= 0 && last->len == sp.len && same_bytes(buf + last->off, key, sp.len)) return *last_code;
+    if (!table_room(t)) {
         PyErr_NoMemory();
         return -1;
     }
-    uint64_t h = fnv1a(buf + sp.off, sp.len);
+    uint64_t h = fnv1a(key, sp.len), htag = h & 0xFFFFFFFF00000000ULL;
     size_t j = (size_t)h & (t->cap - 1);
-    for (; t->slots[j].code >= 0; j = (j + 1) & (t->cap - 1)) {
-        entry_t *e = &t->slots[j];
-        if (e->hash == h && e->sp.len == sp.len && memcmp(buf + e->sp.off, buf + sp.off, (size_t)sp.len) == 0) {
+    for (uint64_t s; (s = t->slots[j]) != 0; j = (j + 1) & (t->cap - 1)) {
+        if ((s & 0xFFFFFFFF00000000ULL) != htag) continue;
+        Py_ssize_t c = (Py_ssize_t)(s & 0xFFFFFFFFu) - 1;
+        const tkey_t *k = &t->keys[c];
+        if (k->hash == h && k->len == sp.len &&
+            same_bytes(sp.len <= KEY_INLINE ? k->key.bytes : buf + k->key.off, key, sp.len)) {
             *last = sp;
-            *last_code = e->code;
-            return e->code;
+            *last_code = c;
+            return c;
         }
     }
     PyObject *value;
@@ -901,9 +938,14 @@ static Py_ssize_t intern(table_t *t, const unsigned char *buf, span sp, uint32_t
     int bad = !value || PyList_Append(t->list, value) < 0;
     Py_XDECREF(value);
     if (bad) return -1;
-    t->slots[j].hash = h;
-    t->slots[j].sp = sp;
-    t->slots[j].code = n;
+    tkey_t *k = &t->keys[n];
+    k->hash = h;
+    k->len = sp.len;
+    if (sp.len <= KEY_INLINE)
+        memcpy(k->key.bytes, key, (size_t)sp.len);
+    else
+        k->key.off = sp.off;
+    t->slots[j] = htag | (uint64_t)(n + 1);
     t->n++;
     *last = sp;
     *last_code = n;
@@ -933,10 +975,10 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *result = NULL, *ids = NULL, *id_ends = NULL, *cols = NULL, *hashes = NULL, *leaves = NULL, *frames = NULL,
              *counts = NULL, *tag_lens = NULL, *tag_rows = NULL;
-    table_t tagtab = {NULL, NULL, 0, 0};
+    table_t tagtab = {0};
     uint32_t *pair_code = NULL, *pair_row = NULL, *tcount = NULL;
     Py_ssize_t npairs = 0;
-    table_t tabs[3] = {{NULL, NULL, 0, 0}, {NULL, NULL, 0, 0}, {NULL, NULL, 0, 0}};
+    table_t tabs[3] = {{0}, {0}, {0}};
     PyObject *codes[3] = {NULL, NULL, NULL};
     out_t out = {0};
     scan_t st;
@@ -1075,8 +1117,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     frames = counts = ids = id_ends = cols = hashes = leaves = tag_lens = tag_rows = tagtab.list = NULL;
     for (int t = 0; t < 3; t++) tabs[t].list = codes[t] = NULL;
 fail:
-    Py_XDECREF(tagtab.list);
-    free(tagtab.slots);
+    table_free(&tagtab);
     Py_XDECREF(tag_lens);
     Py_XDECREF(tag_rows);
     free(pair_code);
@@ -1090,8 +1131,7 @@ fail:
     Py_XDECREF(frames);
     Py_XDECREF(counts);
     for (int t = 0; t < 3; t++) {
-        Py_XDECREF(tabs[t].list);
-        free(tabs[t].slots);
+        table_free(&tabs[t]);
         Py_XDECREF(codes[t]);
     }
     free(out.rows);
