@@ -1259,6 +1259,131 @@ done:
     return ret;
 }
 
+/* A replay's merge of a scan's codes (the numbers of its distinct tag sets, scopes or agents) into the
+ * index's own, per window of the log. The index's table is given as `table`: for each of the scan's codes,
+ * the index's code (an int) or None where the index does not hold that value yet. */
+
+/* The scan's first n codes, each checked to be below nt (the table's length). */
+static const uint32_t *codes_of(Py_buffer *view, Py_ssize_t n, Py_ssize_t nt) {
+    if (n < 0 || view->len / 4 < n) {
+        PyErr_SetString(PyExc_ValueError, "fewer codes than n");
+        return NULL;
+    }
+    const uint32_t *codes = view->buf;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (codes[i] >= (uint64_t)nt) {
+            PyErr_SetString(PyExc_ValueError, "a code past the table");
+            return NULL;
+        }
+    return codes;
+}
+
+/* code_uses(codes, n, table, refs) -> [(code, uses)]: how many of the first n codes are each code; for a
+ * code the index holds (table[code] an int), those uses are added to refs[table[code]], and the codes it
+ * does not hold yet (None) are returned with their uses, in order. Everything is checked before refs
+ * changes: a code past the table, an index code that is no index of refs or a table entry that is neither
+ * raise ValueError and change nothing. The twin is mnemo/storage/file/index.py's code_uses. */
+static PyObject *code_uses(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t n;
+    PyObject *table, *refs;
+    if (!PyArg_ParseTuple(args, "y*nO!O!", &view, &n, &PyList_Type, &table, &PyList_Type, &refs)) return NULL;
+    PyObject *ret = NULL;
+    Py_ssize_t nt = PyList_GET_SIZE(table), nr = PyList_GET_SIZE(refs);
+    Py_ssize_t *uses = calloc((size_t)(nt ? nt : 1), sizeof(Py_ssize_t));
+    Py_ssize_t *to = malloc((size_t)(nt ? nt : 1) * sizeof(Py_ssize_t));
+    if (!uses || !to) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint32_t *codes = codes_of(&view, n, nt);
+    if (!codes) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) uses[codes[i]]++;
+    for (Py_ssize_t k = 0; k < nt; k++) {
+        to[k] = -1;
+        if (!uses[k]) continue;
+        PyObject *t = PyList_GET_ITEM(table, k);
+        if (t == Py_None) continue;
+        Py_ssize_t v = PyLong_CheckExact(t) ? PyLong_AsSsize_t(t) : -1;
+        if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+        if (v < 0 || v >= nr) {
+            PyErr_SetString(PyExc_ValueError, "a table entry that is no index of refs");
+            goto done;
+        }
+        to[k] = v;
+    }
+    PyObject *missing = PyList_New(0);
+    if (!missing) goto done;
+    for (Py_ssize_t k = 0; k < nt; k++) {
+        if (!uses[k]) continue;
+        if (to[k] < 0) {
+            PyObject *pair = Py_BuildValue("(nn)", k, uses[k]);
+            if (!pair || PyList_Append(missing, pair) < 0) {
+                Py_XDECREF(pair);
+                Py_DECREF(missing);
+                goto done;
+            }
+            Py_DECREF(pair);
+            continue;
+        }
+        PyObject *add = PyLong_FromSsize_t(uses[k]);
+        PyObject *sum = add ? PyNumber_Add(PyList_GET_ITEM(refs, to[k]), add) : NULL;
+        Py_XDECREF(add);
+        if (!sum) {
+            Py_DECREF(missing);
+            goto done;
+        }
+        PyList_SetItem(refs, to[k], sum); /* (steals sum; refs' length was checked above) */
+    }
+    ret = missing;
+done:
+    free(uses);
+    free(to);
+    PyBuffer_Release(&view);
+    return ret;
+}
+
+/* remap_codes(codes, n, table) -> bytes: the first n codes each through the table (u32, machine order).
+ * A code past the table, or one whose entry is not an int below 2**32, raises ValueError. The twin is
+ * mnemo/storage/file/index.py's remap_codes. */
+static PyObject *remap_codes(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t n;
+    PyObject *table;
+    if (!PyArg_ParseTuple(args, "y*nO!", &view, &n, &PyList_Type, &table)) return NULL;
+    PyObject *ret = NULL;
+    Py_ssize_t nt = PyList_GET_SIZE(table);
+    int64_t *to = malloc((size_t)(nt ? nt : 1) * sizeof(int64_t));
+    if (!to) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint32_t *codes = codes_of(&view, n, nt);
+    if (!codes) goto done;
+    for (Py_ssize_t k = 0; k < nt; k++) {
+        PyObject *t = PyList_GET_ITEM(table, k);
+        long long v = PyLong_Check(t) ? PyLong_AsLongLong(t) : -1;
+        if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+        to[k] = v >= 0 && v <= 0xFFFFFFFFLL ? v : -1;
+    }
+    ret = PyBytes_FromStringAndSize(NULL, n * 4);
+    if (!ret) goto done;
+    uint32_t *out = (uint32_t *)PyBytes_AS_STRING(ret);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t v = to[codes[i]];
+        if (v < 0) {
+            Py_CLEAR(ret);
+            PyErr_SetString(PyExc_ValueError, "a code whose table entry is no u32");
+            goto done;
+        }
+        out[i] = (uint32_t)v;
+    }
+done:
+    free(to);
+    PyBuffer_Release(&view);
+    return ret;
+}
+
 /* merkle_push(stack, size, leaves) -> size: the compact range's _push for each 32-byte leaf hash. */
 static PyObject *merkle_push(PyObject *self, PyObject *args) {
     PyObject *stack;
@@ -3244,6 +3369,10 @@ static PyMethodDef methods[] = {
     {"entry_hashes", entry_hashes, METH_VARARGS,
      "entry_hashes(entry, payload) -> (sha256(entry), sha256(b'\\0' + entry), sha256(payload)) as the scan takes them"},
     {"cpu_paths", cpu_paths, METH_VARARGS, "cpu_paths(enable=None) -> (CLMUL CRC-32 in use, SHA-NI in use)"},
+    {"code_uses", code_uses, METH_VARARGS,
+     "code_uses(codes, n, table, refs) -> [(code, uses)] (see mnemo/storage/file/index.py)"},
+    {"remap_codes", remap_codes, METH_VARARGS,
+     "remap_codes(codes, n, table) -> bytes (see mnemo/storage/file/index.py)"},
     {"posting_rows", posting_rows, METH_VARARGS,
      "posting_rows(tagset, rows, codes) -> distinct rows, or -1 (see mnemo/storage/file/index.py)"},
     {"max_u32", max_u32, METH_O, "max_u32(column) -> int (the largest of an array('I'), 0 when empty)"},
