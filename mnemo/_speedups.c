@@ -1384,7 +1384,39 @@ done:
     return ret;
 }
 
-/* merkle_push(stack, size, leaves) -> size: the compact range's _push for each 32-byte leaf hash. */
+/* The root of a perfect subtree of 2**k leaf hashes, level by level in `level` (room for 2**(k-1) hashes),
+ * its nodes hashed two at a time: SHA-256(0x01 || left || right), the two side by side as in the scan (a
+ * node's hash does not wait on its sibling's, where pushing leaves one by one hashes each node after the
+ * one below it). */
+static int subtree_root(EVP_MD_CTX *ctx, const unsigned char *leaves, int k, unsigned char *level,
+                        unsigned char *root) {
+    if (!k) {
+        memcpy(root, leaves, HASH);
+        return 1;
+    }
+    const unsigned char *from = leaves;
+    for (size_t n = (size_t)1 << (k - 1); n; n >>= 1) {
+        /* node j of this level from nodes 2j and 2j + 1 of the one below; in place from the second level
+         * on, which is safe: node j is written after nodes 2j and 2j + 1 are read, and later nodes read
+         * from 2j + 2 on */
+        unsigned char *to = n == 1 ? root : level;
+        for (size_t j = 0; j < n; j += 2) {
+            sha_msg msgs[2];
+            int nm = n - j >= 2 ? 2 : 1;
+            for (int t = 0; t < nm; t++)
+                sha_msg_init(&msgs[t], 1, 1, from + 2 * (j + t) * HASH, 2 * HASH, to + (j + t) * HASH);
+            if (!sha256_many(ctx, msgs, nm)) return 0;
+        }
+        from = level;
+    }
+    return 1;
+}
+
+#define SUBTREE_MAX 10 /* leaves are added in perfect subtrees of up to 2**10 */
+
+/* merkle_push(stack, size, leaves) -> size: the compact range's _push for each 32-byte leaf hash. Leaves
+ * go in as the roots of perfect subtrees, as many as the size allows (size a multiple of the subtree's
+ * leaves), which leaves the stack exactly as pushing them one by one would. */
 static PyObject *merkle_push(PyObject *self, PyObject *args) {
     PyObject *stack;
     unsigned long long size;
@@ -1392,19 +1424,27 @@ static PyObject *merkle_push(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!Ky*", &PyList_Type, &stack, &size, &leaves)) return NULL;
     PyObject *ret = NULL;
     EVP_MD_CTX *ctx = NULL;
+    unsigned char *level = NULL;
     if (leaves.len % HASH) {
         PyErr_SetString(PyExc_ValueError, "leaf hashes are 32 bytes each");
         goto done;
     }
     ctx = EVP_MD_CTX_new();
-    if (!ctx) {
+    level = malloc(((size_t)1 << (SUBTREE_MAX - 1)) * HASH);
+    if (!ctx || !level) {
         PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t i = 0; i < leaves.len; i += HASH) {
+    Py_ssize_t nleaves = leaves.len / HASH;
+    for (Py_ssize_t i = 0; i < nleaves;) {
+        int k = 0;
+        while (k < SUBTREE_MAX && !((size >> k) & 1) && ((Py_ssize_t)2 << k) <= nleaves - i) k++;
         unsigned char h[HASH], node[1 + 2 * HASH];
-        memcpy(h, (const unsigned char *)leaves.buf + i, HASH);
-        unsigned long long m = size;
+        if (!subtree_root(ctx, (const unsigned char *)leaves.buf + i * HASH, k, level, h)) {
+            PyErr_SetString(PyExc_RuntimeError, "SHA-256 failed");
+            goto done;
+        }
+        unsigned long long m = size >> k;
         while (m & 1) {
             Py_ssize_t top = PyList_GET_SIZE(stack);
             PyObject *left = top ? PyList_GET_ITEM(stack, top - 1) : NULL;
@@ -1430,11 +1470,13 @@ static PyObject *merkle_push(PyObject *self, PyObject *args) {
             goto done;
         }
         Py_DECREF(b);
-        size++;
+        size += 1ULL << k;
+        i += (Py_ssize_t)1 << k;
     }
     ret = PyLong_FromUnsignedLongLong(size);
 done:
     if (ctx) EVP_MD_CTX_free(ctx);
+    free(level);
     PyBuffer_Release(&leaves);
     return ret;
 }
