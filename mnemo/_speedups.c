@@ -980,7 +980,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     PyObject *result = NULL, *ids = NULL, *id_ends = NULL, *cols = NULL, *hashes = NULL, *leaves = NULL, *frames = NULL,
              *counts = NULL, *tag_lens = NULL, *tag_rows = NULL;
     table_t tagtab = {0};
-    uint32_t *pair_code = NULL, *pair_row = NULL, *tcount = NULL;
+    uint32_t *pair_code = NULL, *pair_row = NULL, *tcount = NULL, *set_len = NULL, *set_tags = NULL;
+    Py_ssize_t *set_first = NULL;
     Py_ssize_t npairs = 0;
     table_t tabs[3] = {{0}, {0}, {0}};
     PyObject *codes[3] = {NULL, NULL, NULL};
@@ -1059,28 +1060,49 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto fail;
     }
+    /* The tags of each distinct tag set, as tag codes, read when the tag set is first seen: a tag set seen
+     * again gives its rows' (tag code, row) pairs with no parsing or lookup of its tags. (A tag is first
+     * seen in the row where the first tag set holding it is: the tags' order is that of a row by row
+     * reading.) */
+    set_first = malloc((size_t)(out.n ? out.n : 1) * sizeof(Py_ssize_t));
+    set_len = malloc((size_t)(out.n ? out.n : 1) * sizeof(uint32_t));
+    set_tags = malloc((size_t)(total_tags ? total_tags : 1) * sizeof(uint32_t));
+    if (!set_first || !set_len || !set_tags) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    Py_ssize_t nsets = 0, nset_tags = 0;
     span lastsp[3], lasttag = {0, 0};
     Py_ssize_t lastcode[3] = {-1, -1, -1}, lasttagcode = -1;
     for (Py_ssize_t i = 0; i < out.n; i++) {
         row *r = &out.rows[i];
-        /* each tag, for the postings: (tag code, row) pairs */
-        Py_ssize_t ti = r->tags.off, tend = r->tags.off + r->tags.len, ts_, tl_;
-        for (uint32_t k = 0; k < r->ntags; k++) {
-            if (!any_str(buf, tend, &ti, &ts_, &tl_)) {
-                PyErr_SetString(PyExc_SystemError, "tag set changed under the scan");
-                goto fail;
-            }
-            span tsp = {ts_, tl_};
-            Py_ssize_t c = intern(&tagtab, buf, tsp, 0, 0, &lasttag, &lasttagcode);
-            if (c < 0) goto fail;
-            pair_code[npairs] = (uint32_t)c;
-            pair_row[npairs++] = (uint32_t)(row0 + i);
-        }
         span sps[3] = {r->scope, r->agent, r->tags};
+        Py_ssize_t set = 0;
         for (int t = 0; t < 3; t++) {
             Py_ssize_t c = intern(&tabs[t], buf, sps[t], r->ntags, t == 2, &lastsp[t], &lastcode[t]);
             if (c < 0) goto fail;
             ((uint32_t *)PyBytes_AS_STRING(codes[t]))[i] = (uint32_t)c;
+            set = c; /* (the tag set's, after the last) */
+        }
+        if (set == nsets) { /* a new tag set: its tags */
+            set_first[nsets] = nset_tags;
+            set_len[nsets++] = r->ntags;
+            Py_ssize_t ti = r->tags.off, tend = r->tags.off + r->tags.len, ts_, tl_;
+            for (uint32_t k = 0; k < r->ntags; k++) {
+                if (!any_str(buf, tend, &ti, &ts_, &tl_)) {
+                    PyErr_SetString(PyExc_SystemError, "tag set changed under the scan");
+                    goto fail;
+                }
+                span tsp = {ts_, tl_};
+                Py_ssize_t c = intern(&tagtab, buf, tsp, 0, 0, &lasttag, &lasttagcode);
+                if (c < 0) goto fail;
+                set_tags[nset_tags++] = (uint32_t)c;
+            }
+        }
+        /* each tag, for the postings: (tag code, row) pairs */
+        for (uint32_t k = 0; k < set_len[set]; k++) {
+            pair_code[npairs] = set_tags[set_first[set] + k];
+            pair_row[npairs++] = (uint32_t)(row0 + i);
         }
         memcpy(PyBytes_AS_STRING(hashes) + i * HASH, r->hash, HASH);
         if (flags & FLAG_LEAVES) memcpy(PyBytes_AS_STRING(leaves) + i * HASH, r->leaf, HASH);
@@ -1127,6 +1149,9 @@ fail:
     free(pair_code);
     free(pair_row);
     free(tcount);
+    free(set_first);
+    free(set_len);
+    free(set_tags);
     Py_XDECREF(ids);
     Py_XDECREF(id_ends);
     Py_XDECREF(cols);
