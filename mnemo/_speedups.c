@@ -822,19 +822,36 @@ static void scan_loop(scan_t *st, out_t *out) {
 
 /* -- phase 2: Python objects ---------------------------------------------------------------------------- */
 
-/* Distinct byte strings of the buffer (spans), numbered in first-seen order: an open-addressing table
- * keyed by the bytes (FNV-1a), so that a span already seen costs no Python object. */
+/* Distinct byte strings of the buffer (spans), numbered in first-seen order, so that a span already seen
+ * costs no Python object. At a million records a 64 MiB window holds some 70,000 distinct tag sets, and
+ * looking each entry's up is a cache miss: the table is kept small for that. Its slots are 8 bytes (the
+ * upper half of the key's hash, and its code + 1; 0 is empty), and each key is kept once, in the order
+ * of the codes, with its bytes inline when short: a lookup reads one slot and, when the hash matches,
+ * the key it names, not the place in the window where the value was first seen (megabytes back). */
+#define KEY_INLINE 16
 typedef struct {
     uint64_t hash;
-    span sp;
-    Py_ssize_t code; /* -1: empty */
-} entry_t;
+    Py_ssize_t len;
+    union {
+        unsigned char bytes[KEY_INLINE]; /* len <= KEY_INLINE */
+        Py_ssize_t off;                  /* otherwise: where the key lies in the buffer */
+    } key;
+} tkey_t;
 
 typedef struct {
     PyObject *list; /* distinct values */
-    entry_t *slots;
-    size_t cap, n;
+    uint64_t *slots;
+    tkey_t *keys; /* by code */
+    size_t cap, n, kcap;
 } table_t;
+
+#define TABLE_MAX 0xFFFFFFF0u /* codes are u32 (and a slot holds code + 1) */
+
+static void table_free(table_t *t) {
+    Py_XDECREF(t->list);
+    free(t->slots);
+    free(t->keys);
+}
 
 static uint64_t fnv1a(const unsigned char *p, Py_ssize_t n) {
     uint64_t h = 1469598103934665603ULL;
@@ -842,16 +859,33 @@ static uint64_t fnv1a(const unsigned char *p, Py_ssize_t n) {
     return h;
 }
 
-static int table_grow(table_t *t) {
-    size_t cap = t->cap ? t->cap * 2 : 64;
-    entry_t *slots = malloc(cap * sizeof(entry_t));
+/* Whether n bytes at a and b are equal; short keys by a loop the compiler keeps inline (a call to memcmp
+ * costs more than comparing the few bytes of a scope, an agent or a tag). */
+static inline int same_bytes(const unsigned char *a, const unsigned char *b, Py_ssize_t n) {
+    if (n > KEY_INLINE) return memcmp(a, b, (size_t)n) == 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+/* Room for one more key: the slots kept at most 3/4 full (linear probing), the keys' array grown. */
+static int table_room(table_t *t) {
+    if (t->n >= TABLE_MAX) return 0;
+    if (t->n == t->kcap) {
+        size_t kcap = t->kcap ? t->kcap * 2 : 64;
+        tkey_t *keys = realloc(t->keys, kcap * sizeof(tkey_t));
+        if (!keys) return 0;
+        t->keys = keys;
+        t->kcap = kcap;
+    }
+    if (4 * (t->n + 1) <= 3 * t->cap) return 1;
+    size_t cap = t->cap ? t->cap * 2 : 128;
+    uint64_t *slots = calloc(cap, sizeof(uint64_t));
     if (!slots) return 0;
-    for (size_t i = 0; i < cap; i++) slots[i].code = -1;
-    for (size_t i = 0; i < t->cap; i++) {
-        if (t->slots[i].code < 0) continue;
-        size_t j = (size_t)t->slots[i].hash & (cap - 1);
-        while (slots[j].code >= 0) j = (j + 1) & (cap - 1);
-        slots[j] = t->slots[i];
+    for (size_t c = 0; c < t->n; c++) {
+        size_t j = (size_t)t->keys[c].hash & (cap - 1);
+        while (slots[j]) j = (j + 1) & (cap - 1);
+        slots[j] = (t->keys[c].hash & 0xFFFFFFFF00000000ULL) | (uint64_t)(c + 1);
     }
     free(t->slots);
     t->slots = slots;
@@ -861,20 +895,23 @@ static int table_grow(table_t *t) {
 
 static Py_ssize_t intern(table_t *t, const unsigned char *buf, span sp, uint32_t ntags, int is_tags,
                          span *last, Py_ssize_t *last_code) {
-    if (*last_code >= 0 && last->len == sp.len && memcmp(buf + last->off, buf + sp.off, (size_t)sp.len) == 0)
-        return *last_code;
-    if (2 * (t->n + 1) > t->cap && !table_grow(t)) {
+    const unsigned char *key = buf + sp.off;
+    if (*last_code >= 0 && last->len == sp.len && same_bytes(buf + last->off, key, sp.len)) return *last_code;
+    if (!table_room(t)) {
         PyErr_NoMemory();
         return -1;
     }
-    uint64_t h = fnv1a(buf + sp.off, sp.len);
+    uint64_t h = fnv1a(key, sp.len), htag = h & 0xFFFFFFFF00000000ULL;
     size_t j = (size_t)h & (t->cap - 1);
-    for (; t->slots[j].code >= 0; j = (j + 1) & (t->cap - 1)) {
-        entry_t *e = &t->slots[j];
-        if (e->hash == h && e->sp.len == sp.len && memcmp(buf + e->sp.off, buf + sp.off, (size_t)sp.len) == 0) {
+    for (uint64_t s; (s = t->slots[j]) != 0; j = (j + 1) & (t->cap - 1)) {
+        if ((s & 0xFFFFFFFF00000000ULL) != htag) continue;
+        Py_ssize_t c = (Py_ssize_t)(s & 0xFFFFFFFFu) - 1;
+        const tkey_t *k = &t->keys[c];
+        if (k->hash == h && k->len == sp.len &&
+            same_bytes(sp.len <= KEY_INLINE ? k->key.bytes : buf + k->key.off, key, sp.len)) {
             *last = sp;
-            *last_code = e->code;
-            return e->code;
+            *last_code = c;
+            return c;
         }
     }
     PyObject *value;
@@ -894,6 +931,10 @@ static Py_ssize_t intern(table_t *t, const unsigned char *buf, span sp, uint32_t
             }
             PyTuple_SET_ITEM(value, k, tag);
         }
+        /* A tuple of str can be in no reference cycle: untracked, as the collector itself would leave it
+         * on its first pass, it costs no collection anything (a replay keeps some 70,000 of them, and a
+         * verify's runs as many, which the first collection after the bulk work would otherwise walk). */
+        if (value && PyObject_GC_IsTracked(value)) PyObject_GC_UnTrack(value);
     } else {
         value = PyUnicode_DecodeUTF8((const char *)buf + sp.off, sp.len, "strict");
     }
@@ -901,9 +942,14 @@ static Py_ssize_t intern(table_t *t, const unsigned char *buf, span sp, uint32_t
     int bad = !value || PyList_Append(t->list, value) < 0;
     Py_XDECREF(value);
     if (bad) return -1;
-    t->slots[j].hash = h;
-    t->slots[j].sp = sp;
-    t->slots[j].code = n;
+    tkey_t *k = &t->keys[n];
+    k->hash = h;
+    k->len = sp.len;
+    if (sp.len <= KEY_INLINE)
+        memcpy(k->key.bytes, key, (size_t)sp.len);
+    else
+        k->key.off = sp.off;
+    t->slots[j] = htag | (uint64_t)(n + 1);
     t->n++;
     *last = sp;
     *last_code = n;
@@ -933,10 +979,11 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *result = NULL, *ids = NULL, *id_ends = NULL, *cols = NULL, *hashes = NULL, *leaves = NULL, *frames = NULL,
              *counts = NULL, *tag_lens = NULL, *tag_rows = NULL;
-    table_t tagtab = {NULL, NULL, 0, 0};
-    uint32_t *pair_code = NULL, *pair_row = NULL, *tcount = NULL;
+    table_t tagtab = {0};
+    uint32_t *pair_code = NULL, *pair_row = NULL, *tcount = NULL, *set_len = NULL, *set_tags = NULL;
+    Py_ssize_t *set_first = NULL;
     Py_ssize_t npairs = 0;
-    table_t tabs[3] = {{NULL, NULL, 0, 0}, {NULL, NULL, 0, 0}, {NULL, NULL, 0, 0}};
+    table_t tabs[3] = {{0}, {0}, {0}};
     PyObject *codes[3] = {NULL, NULL, NULL};
     out_t out = {0};
     scan_t st;
@@ -1013,28 +1060,49 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto fail;
     }
+    /* The tags of each distinct tag set, as tag codes, read when the tag set is first seen: a tag set seen
+     * again gives its rows' (tag code, row) pairs with no parsing or lookup of its tags. (A tag is first
+     * seen in the row where the first tag set holding it is: the tags' order is that of a row by row
+     * reading.) */
+    set_first = malloc((size_t)(out.n ? out.n : 1) * sizeof(Py_ssize_t));
+    set_len = malloc((size_t)(out.n ? out.n : 1) * sizeof(uint32_t));
+    set_tags = malloc((size_t)(total_tags ? total_tags : 1) * sizeof(uint32_t));
+    if (!set_first || !set_len || !set_tags) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    Py_ssize_t nsets = 0, nset_tags = 0;
     span lastsp[3], lasttag = {0, 0};
     Py_ssize_t lastcode[3] = {-1, -1, -1}, lasttagcode = -1;
     for (Py_ssize_t i = 0; i < out.n; i++) {
         row *r = &out.rows[i];
-        /* each tag, for the postings: (tag code, row) pairs */
-        Py_ssize_t ti = r->tags.off, tend = r->tags.off + r->tags.len, ts_, tl_;
-        for (uint32_t k = 0; k < r->ntags; k++) {
-            if (!any_str(buf, tend, &ti, &ts_, &tl_)) {
-                PyErr_SetString(PyExc_SystemError, "tag set changed under the scan");
-                goto fail;
-            }
-            span tsp = {ts_, tl_};
-            Py_ssize_t c = intern(&tagtab, buf, tsp, 0, 0, &lasttag, &lasttagcode);
-            if (c < 0) goto fail;
-            pair_code[npairs] = (uint32_t)c;
-            pair_row[npairs++] = (uint32_t)(row0 + i);
-        }
         span sps[3] = {r->scope, r->agent, r->tags};
+        Py_ssize_t set = 0;
         for (int t = 0; t < 3; t++) {
             Py_ssize_t c = intern(&tabs[t], buf, sps[t], r->ntags, t == 2, &lastsp[t], &lastcode[t]);
             if (c < 0) goto fail;
             ((uint32_t *)PyBytes_AS_STRING(codes[t]))[i] = (uint32_t)c;
+            set = c; /* (the tag set's, after the last) */
+        }
+        if (set == nsets) { /* a new tag set: its tags */
+            set_first[nsets] = nset_tags;
+            set_len[nsets++] = r->ntags;
+            Py_ssize_t ti = r->tags.off, tend = r->tags.off + r->tags.len, ts_, tl_;
+            for (uint32_t k = 0; k < r->ntags; k++) {
+                if (!any_str(buf, tend, &ti, &ts_, &tl_)) {
+                    PyErr_SetString(PyExc_SystemError, "tag set changed under the scan");
+                    goto fail;
+                }
+                span tsp = {ts_, tl_};
+                Py_ssize_t c = intern(&tagtab, buf, tsp, 0, 0, &lasttag, &lasttagcode);
+                if (c < 0) goto fail;
+                set_tags[nset_tags++] = (uint32_t)c;
+            }
+        }
+        /* each tag, for the postings: (tag code, row) pairs */
+        for (uint32_t k = 0; k < set_len[set]; k++) {
+            pair_code[npairs] = set_tags[set_first[set] + k];
+            pair_row[npairs++] = (uint32_t)(row0 + i);
         }
         memcpy(PyBytes_AS_STRING(hashes) + i * HASH, r->hash, HASH);
         if (flags & FLAG_LEAVES) memcpy(PyBytes_AS_STRING(leaves) + i * HASH, r->leaf, HASH);
@@ -1075,13 +1143,15 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     frames = counts = ids = id_ends = cols = hashes = leaves = tag_lens = tag_rows = tagtab.list = NULL;
     for (int t = 0; t < 3; t++) tabs[t].list = codes[t] = NULL;
 fail:
-    Py_XDECREF(tagtab.list);
-    free(tagtab.slots);
+    table_free(&tagtab);
     Py_XDECREF(tag_lens);
     Py_XDECREF(tag_rows);
     free(pair_code);
     free(pair_row);
     free(tcount);
+    free(set_first);
+    free(set_len);
+    free(set_tags);
     Py_XDECREF(ids);
     Py_XDECREF(id_ends);
     Py_XDECREF(cols);
@@ -1090,8 +1160,7 @@ fail:
     Py_XDECREF(frames);
     Py_XDECREF(counts);
     for (int t = 0; t < 3; t++) {
-        Py_XDECREF(tabs[t].list);
-        free(tabs[t].slots);
+        table_free(&tabs[t]);
         Py_XDECREF(codes[t]);
     }
     free(out.rows);
@@ -1219,7 +1288,164 @@ done:
     return ret;
 }
 
-/* merkle_push(stack, size, leaves) -> size: the compact range's _push for each 32-byte leaf hash. */
+/* A replay's merge of a scan's codes (the numbers of its distinct tag sets, scopes or agents) into the
+ * index's own, per window of the log. The index's table is given as `table`: for each of the scan's codes,
+ * the index's code (an int) or None where the index does not hold that value yet. */
+
+/* The scan's first n codes, each checked to be below nt (the table's length). */
+static const uint32_t *codes_of(Py_buffer *view, Py_ssize_t n, Py_ssize_t nt) {
+    if (n < 0 || view->len / 4 < n) {
+        PyErr_SetString(PyExc_ValueError, "fewer codes than n");
+        return NULL;
+    }
+    const uint32_t *codes = view->buf;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (codes[i] >= (uint64_t)nt) {
+            PyErr_SetString(PyExc_ValueError, "a code past the table");
+            return NULL;
+        }
+    return codes;
+}
+
+/* code_uses(codes, n, table, refs) -> [(code, uses)]: how many of the first n codes are each code; for a
+ * code the index holds (table[code] an int), those uses are added to refs[table[code]], and the codes it
+ * does not hold yet (None) are returned with their uses, in order. Everything is checked before refs
+ * changes: a code past the table, an index code that is no index of refs or a table entry that is neither
+ * raise ValueError and change nothing. The twin is mnemo/storage/file/index.py's code_uses. */
+static PyObject *code_uses(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t n;
+    PyObject *table, *refs;
+    if (!PyArg_ParseTuple(args, "y*nO!O!", &view, &n, &PyList_Type, &table, &PyList_Type, &refs)) return NULL;
+    PyObject *ret = NULL;
+    Py_ssize_t nt = PyList_GET_SIZE(table), nr = PyList_GET_SIZE(refs);
+    Py_ssize_t *uses = calloc((size_t)(nt ? nt : 1), sizeof(Py_ssize_t));
+    Py_ssize_t *to = malloc((size_t)(nt ? nt : 1) * sizeof(Py_ssize_t));
+    if (!uses || !to) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint32_t *codes = codes_of(&view, n, nt);
+    if (!codes) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) uses[codes[i]]++;
+    for (Py_ssize_t k = 0; k < nt; k++) {
+        to[k] = -1;
+        if (!uses[k]) continue;
+        PyObject *t = PyList_GET_ITEM(table, k);
+        if (t == Py_None) continue;
+        Py_ssize_t v = PyLong_CheckExact(t) ? PyLong_AsSsize_t(t) : -1;
+        if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+        if (v < 0 || v >= nr) {
+            PyErr_SetString(PyExc_ValueError, "a table entry that is no index of refs");
+            goto done;
+        }
+        to[k] = v;
+    }
+    PyObject *missing = PyList_New(0);
+    if (!missing) goto done;
+    for (Py_ssize_t k = 0; k < nt; k++) {
+        if (!uses[k]) continue;
+        if (to[k] < 0) {
+            PyObject *pair = Py_BuildValue("(nn)", k, uses[k]);
+            if (!pair || PyList_Append(missing, pair) < 0) {
+                Py_XDECREF(pair);
+                Py_DECREF(missing);
+                goto done;
+            }
+            Py_DECREF(pair);
+            continue;
+        }
+        PyObject *add = PyLong_FromSsize_t(uses[k]);
+        PyObject *sum = add ? PyNumber_Add(PyList_GET_ITEM(refs, to[k]), add) : NULL;
+        Py_XDECREF(add);
+        if (!sum) {
+            Py_DECREF(missing);
+            goto done;
+        }
+        PyList_SetItem(refs, to[k], sum); /* (steals sum; refs' length was checked above) */
+    }
+    ret = missing;
+done:
+    free(uses);
+    free(to);
+    PyBuffer_Release(&view);
+    return ret;
+}
+
+/* remap_codes(codes, n, table) -> bytes: the first n codes each through the table (u32, machine order).
+ * A code past the table, or one whose entry is not an int below 2**32, raises ValueError. The twin is
+ * mnemo/storage/file/index.py's remap_codes. */
+static PyObject *remap_codes(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t n;
+    PyObject *table;
+    if (!PyArg_ParseTuple(args, "y*nO!", &view, &n, &PyList_Type, &table)) return NULL;
+    PyObject *ret = NULL;
+    Py_ssize_t nt = PyList_GET_SIZE(table);
+    int64_t *to = malloc((size_t)(nt ? nt : 1) * sizeof(int64_t));
+    if (!to) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint32_t *codes = codes_of(&view, n, nt);
+    if (!codes) goto done;
+    for (Py_ssize_t k = 0; k < nt; k++) {
+        PyObject *t = PyList_GET_ITEM(table, k);
+        long long v = PyLong_Check(t) ? PyLong_AsLongLong(t) : -1;
+        if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+        to[k] = v >= 0 && v <= 0xFFFFFFFFLL ? v : -1;
+    }
+    ret = PyBytes_FromStringAndSize(NULL, n * 4);
+    if (!ret) goto done;
+    uint32_t *out = (uint32_t *)PyBytes_AS_STRING(ret);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t v = to[codes[i]];
+        if (v < 0) {
+            Py_CLEAR(ret);
+            PyErr_SetString(PyExc_ValueError, "a code whose table entry is no u32");
+            goto done;
+        }
+        out[i] = (uint32_t)v;
+    }
+done:
+    free(to);
+    PyBuffer_Release(&view);
+    return ret;
+}
+
+/* The root of a perfect subtree of 2**k leaf hashes, level by level in `level` (room for 2**(k-1) hashes),
+ * its nodes hashed two at a time: SHA-256(0x01 || left || right), the two side by side as in the scan (a
+ * node's hash does not wait on its sibling's, where pushing leaves one by one hashes each node after the
+ * one below it). */
+static int subtree_root(EVP_MD_CTX *ctx, const unsigned char *leaves, int k, unsigned char *level,
+                        unsigned char *root) {
+    if (!k) {
+        memcpy(root, leaves, HASH);
+        return 1;
+    }
+    const unsigned char *from = leaves;
+    for (size_t n = (size_t)1 << (k - 1); n; n >>= 1) {
+        /* node j of this level from nodes 2j and 2j + 1 of the one below; in place from the second level
+         * on, which is safe: node j is written after nodes 2j and 2j + 1 are read, and later nodes read
+         * from 2j + 2 on */
+        unsigned char *to = n == 1 ? root : level;
+        for (size_t j = 0; j < n; j += 2) {
+            sha_msg msgs[2];
+            int nm = n - j >= 2 ? 2 : 1;
+            for (int t = 0; t < nm; t++)
+                sha_msg_init(&msgs[t], 1, 1, from + 2 * (j + t) * HASH, 2 * HASH, to + (j + t) * HASH);
+            if (!sha256_many(ctx, msgs, nm)) return 0;
+        }
+        from = level;
+    }
+    return 1;
+}
+
+#define SUBTREE_MAX 10 /* leaves are added in perfect subtrees of up to 2**10 */
+
+/* merkle_push(stack, size, leaves) -> size: the compact range's _push for each 32-byte leaf hash. Leaves
+ * go in as the roots of perfect subtrees, as many as the size allows (size a multiple of the subtree's
+ * leaves), which leaves the stack exactly as pushing them one by one would. */
 static PyObject *merkle_push(PyObject *self, PyObject *args) {
     PyObject *stack;
     unsigned long long size;
@@ -1227,19 +1453,27 @@ static PyObject *merkle_push(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!Ky*", &PyList_Type, &stack, &size, &leaves)) return NULL;
     PyObject *ret = NULL;
     EVP_MD_CTX *ctx = NULL;
+    unsigned char *level = NULL;
     if (leaves.len % HASH) {
         PyErr_SetString(PyExc_ValueError, "leaf hashes are 32 bytes each");
         goto done;
     }
     ctx = EVP_MD_CTX_new();
-    if (!ctx) {
+    level = malloc(((size_t)1 << (SUBTREE_MAX - 1)) * HASH);
+    if (!ctx || !level) {
         PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t i = 0; i < leaves.len; i += HASH) {
+    Py_ssize_t nleaves = leaves.len / HASH;
+    for (Py_ssize_t i = 0; i < nleaves;) {
+        int k = 0;
+        while (k < SUBTREE_MAX && !((size >> k) & 1) && ((Py_ssize_t)2 << k) <= nleaves - i) k++;
         unsigned char h[HASH], node[1 + 2 * HASH];
-        memcpy(h, (const unsigned char *)leaves.buf + i, HASH);
-        unsigned long long m = size;
+        if (!subtree_root(ctx, (const unsigned char *)leaves.buf + i * HASH, k, level, h)) {
+            PyErr_SetString(PyExc_RuntimeError, "SHA-256 failed");
+            goto done;
+        }
+        unsigned long long m = size >> k;
         while (m & 1) {
             Py_ssize_t top = PyList_GET_SIZE(stack);
             PyObject *left = top ? PyList_GET_ITEM(stack, top - 1) : NULL;
@@ -1265,11 +1499,13 @@ static PyObject *merkle_push(PyObject *self, PyObject *args) {
             goto done;
         }
         Py_DECREF(b);
-        size++;
+        size += 1ULL << k;
+        i += (Py_ssize_t)1 << k;
     }
     ret = PyLong_FromUnsignedLongLong(size);
 done:
     if (ctx) EVP_MD_CTX_free(ctx);
+    free(level);
     PyBuffer_Release(&leaves);
     return ret;
 }
@@ -3557,6 +3793,10 @@ static PyMethodDef methods[] = {
     {"entry_hashes", entry_hashes, METH_VARARGS,
      "entry_hashes(entry, payload) -> (sha256(entry), sha256(b'\\0' + entry), sha256(payload)) as the scan takes them"},
     {"cpu_paths", cpu_paths, METH_VARARGS, "cpu_paths(enable=None) -> (CLMUL CRC-32 in use, SHA-NI in use)"},
+    {"code_uses", code_uses, METH_VARARGS,
+     "code_uses(codes, n, table, refs) -> [(code, uses)] (see mnemo/storage/file/index.py)"},
+    {"remap_codes", remap_codes, METH_VARARGS,
+     "remap_codes(codes, n, table) -> bytes (see mnemo/storage/file/index.py)"},
     {"posting_rows", posting_rows, METH_VARARGS,
      "posting_rows(tagset, rows, codes) -> distinct rows, or -1 (see mnemo/storage/file/index.py)"},
     {"max_u32", max_u32, METH_O, "max_u32(column) -> int (the largest of an array('I'), 0 when empty)"},

@@ -15,7 +15,9 @@ Targets:
   nothing (MemoryError aside); every other input runs with the CPU's fast CRC-32 and SHA-256 paths
   turned off (cpu_paths). And crc32 of the input must give what zlib.crc32 gives, entry_hashes of
   the input cut in two what hashlib gives, and posting_rows of its bytes dealt into a tag-set column, a
-  posting and the codes holding a tag what its twin (storage/file/index.py) gives. Seeds: valid frames
+  posting and the codes holding a tag what its twin (storage/file/index.py) gives, and code_uses and
+  remap_codes of its bytes as a scan's codes and an index's table what theirs give, and merkle_push of
+  leaves made from it what the compact range's own push gives. Seeds: valid frames
   of canonical puts, made with the library's own encoders.
 - `analysis`: each input is a text (its bytes' low 7 bits as ASCII, or, when its first byte has the high
   bit set, the rest as UTF-8 with what does not decode replaced); count_terms must give what the
@@ -228,6 +230,50 @@ class ScanHarness:
         tagset, rows, codes = cols[0], cols[1], array("I", sorted(set(cols[2])))
         if self.native.posting_rows(tagset, rows, codes) != posting_rows(tagset, rows, codes):
             raise AssertionError(f"posting_rows differs from its twin on {data!r}")
+        self.merge(data)
+        self.tree(data)
+
+    def tree(self, data: bytes) -> None:
+        """merkle_push: the input's 32-byte pieces (each repeated, with its number, up to 64 times over, so
+        that whole subtrees of many sizes go in) pushed onto a compact range of a size the first byte picks
+        must leave what pushing them one by one in Python leaves."""
+        from mnemo.chain.tree import CompactRange
+
+        pieces = [data[i:i + 32].ljust(32, b"\0") for i in range(0, len(data), 32)]
+        leaves = [hashlib.sha256(p + bytes([r])).digest() for p in pieces for r in range(1 + (p[0] % 64))]
+        slow = CompactRange()
+        for k in range(data[0] % 40 if data else 0):
+            slow._push(hashlib.sha256(bytes([k])).digest())
+        stack = list(slow.hashes())
+        size = self.native.merkle_push(stack, slow.size, exact(b"".join(leaves)))
+        for leaf in leaves:
+            slow._push(leaf)
+        if (size, stack) != (slow.size, list(slow.hashes())):
+            raise AssertionError(f"merkle_push differs from pushing one by one on {data!r}")
+
+    def merge(self, data: bytes) -> None:
+        """A replay's merge of a scan's codes into the index's: the input as codes (mostly below a table
+        of 12, the table's entries None, an index of refs, or now and then none), code_uses and
+        remap_codes must give what their twins give, or both refuse, with refs changed alike."""
+        from mnemo.storage.file import index
+
+        codes = array("I", (b % 13 for b in data[2:])).tobytes()
+        n = data[0] % (len(codes) // 4 + 2) if data else 0
+        kinds = data[1] if len(data) > 1 else 0
+        table: list[Any] = [None if (kinds >> (k % 8)) & 1 else -1 if k == 11 else (k * 5) % 9 for k in range(12)]
+        outcome = []
+        for impl in (self.native, index):
+            refs = list(range(100, 108))
+            try:
+                got: Any = (impl.code_uses(exact(codes), n, table, refs), impl.remap_codes(exact(codes), n, table))
+            except ValueError:
+                try:
+                    got = ("refused", impl.code_uses(exact(codes), n, table, refs))
+                except ValueError:
+                    got = "refused both"
+            outcome.append((got, refs))
+        if outcome[0] != outcome[1]:
+            raise AssertionError(f"code_uses or remap_codes differ from their twins on {data!r}: {outcome}")
 
 
 class AnalysisHarness:

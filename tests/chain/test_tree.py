@@ -686,6 +686,35 @@ def test_leaf_hashes_back_to_back_give_the_root_of_every_size(native: bool, monk
     assert str(info.value) == "leaf hashes are 32 bytes each" and cr.size == 0
 
 
+@pytest.mark.parametrize("cpu_paths", [True, False])
+def test_leaf_hashes_in_pieces_of_any_size_leave_the_stack_pushing_them_one_by_one_leaves(cpu_paths: bool) -> None:
+    """The native push adds leaves as whole perfect subtrees where the size allows (up to 1,024 leaves
+    at a time, their nodes hashed two at a time): in pieces of any size, from any size, the compact range
+    is the one pushing each leaf in Python gives, with the CPU's SHA-256 path and without."""
+    import importlib
+    import random
+
+    from mnemo.chain import tree
+
+    native = importlib.import_module("mnemo._speedups")
+    before = native.cpu_paths()
+    native.cpu_paths(cpu_paths)
+    try:
+        leaves = [hashlib.sha256(i.to_bytes(4, "big")).digest() for i in range(5000)]
+        rng = random.Random(11)
+        for cuts in ([], [1], [1023, 1024, 2048], [3, 1030, 4095], *(sorted(rng.sample(range(1, 5000), 4))
+                                                                  for _ in range(6))):
+            fast, slow = tree.CompactRange(), tree.CompactRange()
+            for lo, hi in zip([0, *cuts], [*cuts, 5000], strict=True):
+                fast.add_leaf_hashes(b"".join(leaves[lo:hi]))
+                for leaf in leaves[lo:hi]:
+                    slow._push(leaf)
+                assert (fast.size, fast.hashes()) == (slow.size, slow.hashes()), (cuts, hi)
+        assert fast.root() == mth(leaves)
+    finally:
+        native.cpu_paths(any(before))
+
+
 def test_a_compact_range_of_every_small_size_round_trips() -> None:
     from mnemo.chain.tree import CompactRange
 

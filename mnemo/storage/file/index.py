@@ -52,6 +52,41 @@ def posting_rows(tagset: array[int], rows: array[int], codes: array[int]) -> int
     return len(distinct) if set(map(tagset.__getitem__, distinct)) <= set(codes) else -1
 
 
+def code_uses(codes: bytes, n: int, table: list[int | None], refs: list[int]) -> list[tuple[int, int]]:
+    """How many of the first n codes (u32) are each code: for a code the index holds (`table[code]` an
+    int), those uses are added to `refs[table[code]]`; the codes it does not hold yet (None) are returned
+    with their uses, in order. A code past the table, or an entry that is no index of refs, raises
+    ValueError before refs changes. The pure-Python twin of the C extension's code_uses."""
+    column = array("I", codes[: 4 * n])
+    if len(column) < n or (n and max(column) >= len(table)):
+        raise ValueError("a code past the table, or fewer codes than n")
+    counted = sorted(Counter(column).items())
+    for code, _k in counted:
+        to = table[code]
+        if to is not None and not (type(to) is int and 0 <= to < len(refs)):
+            raise ValueError("a table entry that is no index of refs")
+    missing = []
+    for code, k in counted:
+        to = table[code]
+        if to is None:
+            missing.append((code, k))
+        else:
+            refs[to] += k
+    return missing
+
+
+def remap_codes(codes: bytes, n: int, table: list[int | None]) -> bytes:
+    """The first n codes (u32) each through the table, as u32 bytes; a code past the table, or one whose
+    entry is no int below 2**32, raises ValueError. The pure-Python twin of the C extension's remap_codes."""
+    column = array("I", codes[: 4 * n])
+    if len(column) < n:
+        raise ValueError("fewer codes than n")
+    try:
+        return array("I", cast("Iterator[int]", map(table.__getitem__, column))).tobytes()
+    except (IndexError, TypeError, OverflowError):
+        raise ValueError("a code past the table, or one whose entry is no u32") from None
+
+
 class Index(IndexData):
     """The live records and their indexes. Not thread-safe on its own: rows change in place, so the
     store's index lock is held by whoever writes it and by readers that may race a writer."""
@@ -358,20 +393,13 @@ class Index(IndexData):
                 c[name].frombytes(codes[: 4 * n])  # the scan's codes are the index's
             else:
                 c[name].extend(map(mapped.__getitem__, array("I", codes[: 4 * n])))
-        local = array("I", res.tagset_codes[: 4 * n])
-        counted = Counter(local)
-        uses = [counted.get(k, 0) for k in range(len(res.tagsets))]
         sets = self.tagsets
-        refs, acquire = sets.refs, sets.acquire
         set_map: list[int | None] = list(map(sets.codes.get, res.tagsets))  # the tag sets already held
-        for i, (code, k) in enumerate(zip(set_map, uses, strict=True)):
-            if not k:
-                continue  # a tag set of the entries after the first n only
-            if code is None:
-                set_map[i] = acquire(res.tagsets[i], k)
-            else:
-                refs[code] += k
-        c["tagset"].extend(map(cast("list[int]", set_map).__getitem__, local))  # every one set above
+        uses, remap = (code_uses, remap_codes) if speedups is None else (speedups.code_uses, speedups.remap_codes)
+        # (the tag sets of the entries after the first n only are neither counted nor acquired)
+        for i, k in uses(res.tagset_codes, n, set_map, sets.refs):
+            set_map[i] = sets.acquire(res.tagsets[i], k)
+        c["tagset"].frombytes(remap(res.tagset_codes, n, set_map))  # every code of the first n set above
         self.hashes += res.hashes[: n * HASH_SIZE]
         # postings in row order, as `put` one by one leaves them (each tag's rows ascend: those of the
         # first n entries come first)

@@ -7,10 +7,11 @@ from __future__ import annotations
 from array import array
 from typing import TYPE_CHECKING, Any, cast
 
+from ..._native import speedups
 from ...chain.tree import HASH_SIZE
 from ...errors import IntegrityError
 from ..types import Rec
-from .index import Index
+from .index import Index, remap_codes
 from .index_columns import COLUMNS
 from .verify import ScannedIndex
 
@@ -65,6 +66,7 @@ def _same_runs(index: Index, expected: ScannedIndex) -> bool:
         ("agent", index.agents.codes, "agents", "agent_codes"),
         ("tagset", index.tagsets.codes, "tagsets", "tagset_codes"),
     )
+    remap = remap_codes if speedups is None else speedups.remap_codes
     for name, table, values, codes in tables:
         parts = []
         for res in runs:
@@ -75,7 +77,7 @@ def _same_runs(index: Index, expected: ScannedIndex) -> bool:
             elif None in mapped:
                 return False
             else:
-                parts.append(array("I", map(cast("list[int]", mapped).__getitem__, array("I", local))).tobytes())
+                parts.append(remap(local, res.entries, mapped))
         if cols[name].tobytes() != b"".join(parts):
             return False
     return True

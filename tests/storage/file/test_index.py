@@ -595,6 +595,52 @@ def test_posting_rows_and_its_twin(tagset: list[int], rows: list[int], codes: li
     assert native.posting_rows(*args) == want
 
 
+def _merges() -> list[tuple[str, Any]]:
+    return [("twin", index_mod), ("C", importlib.import_module("mnemo._speedups"))]
+
+
+@pytest.mark.parametrize(("name", "impl"), _merges())
+def test_code_uses_counts_adds_to_refs_and_lists_what_is_not_held(name: str, impl: Any) -> None:
+    """A replay's merge of a scan's tag-set codes: uses of the first n codes only, added to the index's
+    reference counts where it holds the tag set, listed (in code order) where it does not."""
+    codes = array("I", [2, 0, 2, 3, 2, 1, 4, 4]).tobytes()
+    refs = [10, 20, 30]
+    table: list[int | None] = [1, None, 0, None, 2]
+    assert impl.code_uses(codes, 6, table, refs) == [(1, 1), (3, 1)]
+    assert refs == [13, 21, 30]  # code 4 is used after the first 6 only
+    assert impl.code_uses(codes, 0, table, refs) == [] and refs == [13, 21, 30]
+    assert impl.code_uses(b"", 0, [], []) == []
+
+
+@pytest.mark.parametrize(("name", "impl"), _merges())
+@pytest.mark.parametrize(("codes", "n", "table"), [
+    ([0, 5], 2, [0, None]),  # a code past the table
+    ([0, 1], 3, [0, 1]),  # fewer codes than n
+    ([0, 1], 2, [0, 3]),  # no index of refs
+    ([0, 1], 2, [0, -1]),
+    ([0, 1], 2, [0, "1"]),
+    ([0, 1], 2, [0, True]),
+])
+def test_code_uses_refuses_what_it_cannot_merge_and_changes_nothing(
+    name: str, impl: Any, codes: list[int], n: int, table: list[Any]
+) -> None:
+    refs = [5, 6, 7]
+    with pytest.raises(ValueError):
+        impl.code_uses(array("I", codes).tobytes(), n, table, refs)
+    assert refs == [5, 6, 7]
+
+
+@pytest.mark.parametrize(("name", "impl"), _merges())
+def test_remap_codes_maps_the_first_n_codes_through_the_table(name: str, impl: Any) -> None:
+    codes = array("I", [2, 0, 2, 1, 3]).tobytes()
+    assert array("I", impl.remap_codes(codes, 4, [7, 0, 2**32 - 1, None])) == array("I", [2**32 - 1, 7, 2**32 - 1, 0])
+    assert impl.remap_codes(codes, 0, []) == b""
+    for n, table in ((5, [7, 0, 1]), (6, [0, 1, 2, 3]), (4, [7, None, 1]), (4, [7, 0, 2**32]), (4, [7, 0, -1]),
+                     (4, [7, 0, "1"])):
+        with pytest.raises(ValueError):
+            impl.remap_codes(codes, n, table)
+
+
 def test_records_that_cannot_be_read_differ_between_the_index_and_the_log() -> None:
     index, log = _loaded(), _three()
     index.cols["scope"][1] = 99  # no such scope: reading the record is an IntegrityError

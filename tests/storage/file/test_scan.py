@@ -11,6 +11,7 @@ import random
 import subprocess
 import sys
 import zlib
+from array import array
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,29 @@ def test_a_clean_log_is_read_whole_and_exactly() -> None:
             assert res.leaves == b"".join(hashlib.sha256(b"\x00" + e.raw).digest() for e in built.entries[1:])
         else:
             assert res.leaves == b""
+
+
+def test_distinct_values_are_numbered_first_seen_first_however_many_and_long() -> None:
+    """The scan's tables of distinct values hold keys of up to 16 bytes in themselves and longer ones in
+    the buffer: over hundreds of scopes, agents, tags and tag sets, short and long (some alike but for
+    their last byte, some prefixes of others), seen again in another order, each gets its code."""
+    b = LogBuilder()
+    names = [f"v{i}" for i in range(300)] + [f"{'long-' * 4}{i:04d}" for i in range(300)]
+    names += ["x" * 16, "x" * 17, "x" * 15, "x" * 40]
+    order = list(range(len(names))) + [(7 * i) % len(names) for i in range(len(names))]
+    with b.frame():
+        for row, k in enumerate(order):
+            name = names[k]
+            b.put(name, f"id{row:05d}", "c", tags=sorted({name, names[(k + 1) % len(names)]}),
+                  scope=f"team:{name}")
+    built = b.build()
+    res = assert_twins(bytes(built.data), 0, built.frame_spans[1][0], 1, built.entries[0].hash, flags=0)
+    assert res.agents == names and res.scopes == [f"team:{n}" for n in names]
+    assert [res.agents[c] for c in array("I", res.agent_codes)] == [names[k] for k in order]
+    want_sets = [tuple(sorted({names[k], names[(k + 1) % len(names)]})) for k in order]
+    assert [res.tagsets[c] for c in array("I", res.tagset_codes)] == want_sets
+    assert res.tagsets == list(dict.fromkeys(want_sets))
+    assert set(res.tags) == set(names)
 
 
 def test_what_the_scan_leaves_to_the_general_path() -> None:
