@@ -3,6 +3,7 @@ token, each refusal shown with the database unchanged; and the headers every res
 
 from __future__ import annotations
 
+import logging
 import re
 
 import pytest
@@ -13,6 +14,7 @@ from mnemo import MnemoClient
 from mnemo.tools.server import MnemoMemoryToolServer
 from mnemo.ui import Guard, create_app
 from mnemo.ui.security import NOT_FOUND, SECURITY_HEADERS
+from mnemo.ui.serve import NoQueryString
 
 FORBIDDEN = "403 Forbidden: open the address `mnemo ui` printed (it carries the token)\n"
 PAGES = ["/", "/memories", "/memories/fragment", "/file?path=/memories/a.md", "/records", "/search?q=a", "/chain",
@@ -257,3 +259,20 @@ def test_the_oldest_sessions_are_dropped_past_64() -> None:
     newest = guard.open_session()
     assert guard.csrf_of(sessions[0]) is None  # the oldest went
     assert all(guard.csrf_of(s) is not None for s in [*sessions[1:], newest])
+
+
+@pytest.mark.parametrize(
+    ("path", "shown"),
+    [
+        (f"{PREFIX}/?token={TOKEN}", "/u/.../"),
+        (PREFIX, "/u/..."),
+        (f"{PREFIX}/file?path=/memories/a.md", "/u/.../file"),
+        (f"{PREFIX}0/memories", f"{PREFIX}0/memories"),  # not the prefix: shown as asked, like any 404
+        ("/memories?token=x", "/memories"),
+    ],
+)
+def test_the_access_log_shows_neither_the_token_nor_the_prefix(path: str, shown: str) -> None:
+    record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+                               ("127.0.0.1:5", "GET", path, "1.1", 200), None)
+    assert NoQueryString(PREFIX).filter(record) is True
+    assert record.getMessage() == f'127.0.0.1:5 - "GET {shown} HTTP/1.1" 200'
