@@ -2,7 +2,8 @@
 
 It listens on loopback unless told otherwise, prints the address (its secret prefix, the token) on
 `out` (and, beyond loopback, a warning of what that exposes), opens a browser there if asked, and logs
-each request without its query string: the token is printed once, and never logged.
+each request without its query string and with its secret prefix hidden: both are printed once, and
+never logged.
 """
 
 from __future__ import annotations
