@@ -58,7 +58,7 @@ def run(config: Config, files: int = FILES) -> list[Result]:
         first = build(db, files)
         with MnemoClient(db, AGENT) as client:
             guard = Guard()
-            web = TestClient(create_app(client, guard=guard))
+            web = TestClient(create_app(client, guard=guard), base_url="http://testserver" + guard.prefix)
             web.get(f"/?token={guard.token}")
             tree_page = web.get("/memories")
             assert tree_page.status_code == 200 and tree_page.text.count("<tr><td class=") == files

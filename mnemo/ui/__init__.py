@@ -5,12 +5,12 @@ from mnemo import MnemoClient
 from mnemo.ui import create_app, serve
 
 with MnemoClient("memory.mnemo.db", "claude") as client:
-    serve(client)                      # what `mnemo ui` runs: prints http://127.0.0.1:PORT/?token=...
+    serve(client)              # what `mnemo ui` runs: prints http://127.0.0.1:PORT/u/<32 hex>/?token=...
 ```
 
 `create_app` gives the Starlette app (for tests, or to serve another way); docs/UI.md says what each
-page shows and how the UI is kept to its user (token, session cookie, CSRF, Origin, loopback). Needs
-the `ui` extra (starlette, uvicorn, jinja2).
+page shows and how the UI is kept to its user (secret path, token, session cookie, CSRF, Origin,
+loopback). Needs the `ui` extra (starlette, uvicorn, jinja2).
 """
 
 from __future__ import annotations

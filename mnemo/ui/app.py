@@ -56,12 +56,14 @@ def _hex(value: bytes | str) -> str:
     return value.hex() if isinstance(value, bytes) else value
 
 
-def templates() -> Environment:
-    """The pages' templates, autoescaped: every value is text in the page, never markup."""
+def templates(base: str = "") -> Environment:
+    """The pages' templates, autoescaped: every value is text in the page, never markup. `base`: the path
+    every link, form and static file of the pages starts with (the guard's prefix)."""
     env = Environment(loader=PackageLoader("mnemo.ui", "templates"), autoescape=select_autoescape(default=True),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(when=_when, rfc3339=_rfc3339, size=format_size, hex=_hex,
                        summary=lambda e: audit.entry_summary(e.op, e.body))
+    env.globals["base"] = base
     return env
 
 
@@ -84,7 +86,7 @@ class Pages:
     # -- the tree ---------------------------------------------------------------------------------------
 
     def home(self, request: Request) -> Response:
-        return RedirectResponse("/memories", 303)
+        return RedirectResponse(self.guard.prefix + "/memories", 303)
 
     # The tree's page builds a tuple and a few strings per file, and no cycles: the cyclic collector is
     # paused meanwhile, so that it does not rescan them again and again (10,000 files, 10,000 lines).
@@ -219,11 +221,11 @@ def create_app(
     hosts: Sequence[str] | None = None,
 ) -> Starlette:
     """The UI over `client`, as its agent: the memory tool's tree in the agent's home scope with
-    `mounts` (point -> scope, docs/MOUNTS.md), behind `guard` (a new token if None). `hosts`: the Host
-    header values to answer (None: any, for tests)."""
+    `mounts` (point -> scope, docs/MOUNTS.md), behind `guard` (a new token and prefix if None), every page
+    under `guard.prefix`. `hosts`: the Host header values to answer (None: any, for tests)."""
     guard = guard if guard is not None else Guard()
     server = MnemoMemoryToolServer(client, mounts=dict(mounts) if mounts else None)
-    env = templates()
+    env = templates(guard.prefix)
     pages = Pages(client, server, guard, env)
 
     def failed(request: Request, exc: Exception) -> Response:
@@ -247,7 +249,10 @@ def create_app(
         Route("/forget", pages.forget, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
+    # every page under the guard's secret prefix, the session cookie's Path: the guard answers 404 to
+    # anything else before a route is looked at
     return Starlette(
-        routes=routes, middleware=[Middleware(GuardMiddleware, guard=guard, hosts=hosts)],
+        routes=[Mount(guard.prefix, routes=routes)],
+        middleware=[Middleware(GuardMiddleware, guard=guard, hosts=hosts)],
         exception_handlers={MnemoError: failed},
     )

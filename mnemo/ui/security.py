@@ -1,9 +1,14 @@
 """Who may use the UI, and what a page may do: the guard in front of every route (docs/UI.md, security).
 
+- The whole UI lives under a secret path of its own per server (`/u/` and 128 random bits, in the URL
+  `mnemo ui` prints): every request outside it is 404, with nothing said of it. The session cookie's
+  Path is that prefix, so a browser sends the cookie nowhere else, not to another server on 127.0.0.1
+  (browsers keep cookies by host, not port), which cannot know the prefix.
 - The server's token (`secrets.token_urlsafe`, in the URL `mnemo ui` prints) opens a session: the first
-  visit with `?token=...` gets a session cookie (HttpOnly, SameSite=Strict, Path=/, named for this server)
-  and is sent on to the same page without the token, so that it stays in no address bar, history or
-  Referer. Every request without a session (or with a wrong token) is 403, static files included.
+  visit with `?token=...` gets a session cookie (HttpOnly, SameSite=Strict, Path=the prefix, named for
+  this server) and is sent on to the same page without the token, so that it stays in no address bar,
+  history or Referer. Every request under the prefix without a session (or with a wrong token) is 403,
+  static files included.
 - With the Host header checked against the addresses the server listens on, a DNS-rebinding page
   cannot talk to it under another name.
 - A request that changes anything is a POST whose Origin (else Referer) is the server's own origin and
@@ -16,6 +21,7 @@
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 import threading
 from collections import OrderedDict
@@ -48,16 +54,30 @@ SECURITY_HEADERS = {
 }
 
 FORBIDDEN = "403 Forbidden: open the address `mnemo ui` printed (it carries the token)\n"
+NOT_FOUND = "404 Not Found\n"
+PREFIX = re.compile(r"(/[A-Za-z0-9_-]+)+")
 
 
 class Guard:
-    """The server's token and its sessions, each with its own CSRF token."""
+    """The server's token, the secret path its pages live under, and its sessions, each with its own
+    CSRF token."""
 
-    def __init__(self, token: str | None = None) -> None:
+    def __init__(self, token: str | None = None, prefix: str | None = None) -> None:
         self.token = token if token is not None else secrets.token_urlsafe(32)
+        # `/u/` and 32 hex digits: the path every page, link and the cookie live under; given, it must be
+        # a path of plain segments with no trailing slash (the cookie's Path and the routes' mount)
+        self.prefix = prefix if prefix is not None else "/u/" + secrets.token_hex(16)
+        if not PREFIX.fullmatch(self.prefix):
+            raise ValueError(f"a UI prefix is a path of plain segments without a trailing /, got {self.prefix!r}")
         self.cookie = "mnemo_ui_" + secrets.token_hex(4)  # two servers on one host keep their own cookie
         self._sessions: OrderedDict[str, str] = OrderedDict()  # session id -> CSRF token
         self._lock = threading.Lock()
+
+    def within(self, path: str) -> bool:
+        """Whether `path` is the prefix or beneath it (`/u/X/...`, not `/u/Xy`); compared in constant time,
+        so that the time of a 404 says nothing of how much of the prefix a guess got right."""
+        head, rest = path[: len(self.prefix)], path[len(self.prefix) :]
+        return hmac.compare_digest(head.encode("utf-8"), self.prefix.encode("utf-8")) and rest[:1] in ("", "/")
 
     def token_matches(self, given: str) -> bool:
         return hmac.compare_digest(given.encode("utf-8"), self.token.encode("utf-8"))
@@ -134,15 +154,17 @@ class GuardMiddleware:
         request = Request(scope)
         if self.hosts is not None and request.headers.get("host") not in self.hosts:
             return PlainTextResponse("403 Forbidden: not a name this server answers to\n", 403)
+        if not self.guard.within(scope["path"]):
+            return PlainTextResponse(NOT_FOUND, 404)  # a session cookie, if one came, is not looked at
         token = request.query_params.get(TOKEN_PARAM)
         if token is not None:
             if not self.guard.token_matches(token) or request.method not in ("GET", "HEAD"):
                 return PlainTextResponse(FORBIDDEN, 403)
             rest = [(k, v) for k, v in request.query_params.multi_items() if k != TOKEN_PARAM]
-            here = "/" + request.url.path.lstrip("/")  # never `//host`, which a browser reads as another site
-            response = RedirectResponse(here + ("?" + urlencode(rest) if rest else ""), 303)
-            response.set_cookie(self.guard.cookie, self.guard.open_session(), path="/", httponly=True,
-                                samesite="strict")
+            # the same page: under the prefix, so never `//host`, which a browser reads as another site
+            response = RedirectResponse(request.url.path + ("?" + urlencode(rest) if rest else ""), 303)
+            response.set_cookie(self.guard.cookie, self.guard.open_session(), path=self.guard.prefix,
+                                httponly=True, samesite="strict")
             return response
         session = self.guard.session_of(request)
         if session is None:

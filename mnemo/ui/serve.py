@@ -1,8 +1,9 @@
 """`serve(client, ...)`: the UI over HTTP with uvicorn until Ctrl-C or SIGTERM (what `mnemo ui` runs).
 
-It listens on loopback unless told otherwise, prints the address with the token on `out` (and, beyond
-loopback, a warning of what that exposes), opens a browser there if asked, and logs each request
-without its query string: the token is printed once, and never logged.
+It listens on loopback unless told otherwise, prints the address (its secret prefix, the token) on
+`out` (and, beyond loopback, a warning of what that exposes), opens a browser there if asked, and logs
+each request without its query string and with its secret prefix hidden: both are printed once, and
+never logged.
 """
 
 from __future__ import annotations
@@ -30,23 +31,36 @@ MAX_CONNECTIONS = 64
 READ_TIMEOUT = 30.0
 
 
+SHOWN_PREFIX = "/u/..."
+"""What the access log shows for the server's secret prefix."""
+
+
 class NoQueryString(logging.Filter):
-    """uvicorn's access log line without the query string of the request: its path alone."""
+    """uvicorn's access log line without the query string of the request: its path alone, with the
+    server's secret `prefix` (if given) shown as SHOWN_PREFIX: neither secret is written to a log, which
+    may be kept where the printed address is not."""
+
+    def __init__(self, prefix: str = "") -> None:
+        super().__init__()
+        self.prefix = prefix
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
         if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str):
-            record.args = (args[0], args[1], args[2].split("?", 1)[0], args[3], args[4])
+            path = args[2].split("?", 1)[0]
+            if self.prefix and (path == self.prefix or path.startswith(self.prefix + "/")):
+                path = SHOWN_PREFIX + path[len(self.prefix) :]
+            record.args = (args[0], args[1], path, args[3], args[4])
         return True
 
 
-def log_config(stream: str = "ext://sys.stderr") -> dict[str, Any]:
+def log_config(stream: str = "ext://sys.stderr", prefix: str = "") -> dict[str, Any]:
     """uvicorn's logging: its messages and one access line per request, on standard error, each
-    request's path without its query (NoQueryString)."""
+    request's path without its query and with `prefix` hidden (NoQueryString)."""
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "filters": {"no_query": {"()": NoQueryString}},
+        "filters": {"no_query": {"()": NoQueryString, "prefix": prefix}},
         "formatters": {
             "default": {"()": "uvicorn.logging.DefaultFormatter", "fmt": "mnemo ui: %(message)s",
                         "use_colors": False},
@@ -94,9 +108,9 @@ def serve(
     guard: Guard | None = None,
 ) -> None:
     """Serve the UI over `client` (as its agent, with `mounts`) at http://host:port until Ctrl-C or
-    SIGTERM. The address printed on `out` (default: standard output) carries the token (`guard`'s, a
-    new one if None); `open_browser` opens it with the webbrowser module, or says on standard error,
-    with the address, that no browser could be started."""
+    SIGTERM. The address printed on `out` (default: standard output) carries the secret prefix and the
+    token (`guard`'s, new ones if None); `open_browser` opens it with the webbrowser module, or says on
+    standard error, with the address, that no browser could be started."""
     out = out if out is not None else sys.stdout
     guard = guard if guard is not None else Guard()
     limits = ConnectionGuard(MAX_CONNECTIONS, READ_TIMEOUT)
@@ -107,7 +121,7 @@ def serve(
         bound = sock.getsockname()[1]
         names = [f"{url_host(host)}:{bound}"] + ([f"localhost:{bound}"] if is_loopback(host) else [])
         app = create_app(client, guard=guard, mounts=mounts, hosts=None if not is_loopback(host) else names)
-        url = f"http://{url_host(host)}:{bound}/?token={guard.token}"
+        url = f"http://{url_host(host)}:{bound}{guard.prefix}/?token={guard.token}"
         if not is_loopback(host):
             print(exposure_warning(host, bound, client.agent_id), file=sys.stderr, flush=True)
         print(f"mnemo ui: {shown_name(client.path)} as {client.agent_id} at {url}", file=out, flush=True)
@@ -117,7 +131,7 @@ def serve(
             # said, or --open would do nothing without a word.
             print(f"mnemo ui: --open: no browser could be started here: open {url} in one", file=sys.stderr,
                   flush=True)
-        config = uvicorn.Config(app, log_config=log_config(), lifespan="off", server_header=False,
+        config = uvicorn.Config(app, log_config=log_config(prefix=guard.prefix), lifespan="off", server_header=False,
                                 http=guarded_protocol(limits))
         with contextlib.suppress(_Stop, KeyboardInterrupt):
             uvicorn.Server(config).run(sockets=[sock])

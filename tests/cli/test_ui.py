@@ -67,17 +67,21 @@ def test_it_prints_its_address_on_loopback_and_never_logs_the_token(db: str) -> 
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(served.base + "/memories")  # no cookie: refused
         assert refused.value.code == 403
+        with pytest.raises(urllib.error.HTTPError) as outside:
+            web.open(served.origin + "/memories")  # outside the secret prefix: nothing there
+        assert (outside.value.code, outside.value.read()) == (404, b"404 Not Found\n")
     finally:
         err = served.stop()
-    assert served.token not in err
-    assert '"GET /?token' not in err and '"GET / HTTP/1.1" 303' in err
-    assert '"GET /search HTTP/1.1" 200' in err and '"GET /memories HTTP/1.1" 403' in err
+    assert served.token not in err and served.prefix not in err  # the log names neither secret
+    assert '"GET /u/.../?token' not in err and '"GET /u/.../ HTTP/1.1" 303' in err
+    assert '"GET /u/.../search HTTP/1.1" 200' in err and '"GET /u/.../memories HTTP/1.1" 403' in err
+    assert '"GET /memories HTTP/1.1" 404' in err
 
 
 def test_beyond_loopback_it_says_what_that_exposes(db: str) -> None:
     served = Served(db, "--host", "0.0.0.0")
     try:
-        with _opener().open(f"http://127.0.0.1:{served.port}/?token={served.token}") as page:
+        with _opener().open(f"{served.base}/?token={served.token}") as page:
             assert page.status == 200
     finally:
         err = served.stop()

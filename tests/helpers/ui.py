@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 OWNER = "alice"
 TOKEN = "test-token-0123456789"
 ORIGIN = "http://testserver"
+PREFIX = "/u/" + "0123456789abcdef" * 2
+"""The tests' secret prefix: every page of their app is under it."""
+APP = ORIGIN + PREFIX
+"""The base URL the tests' clients are made with: `web.get("/memories")` asks for PREFIX/memories."""
 SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(2)>'
 
@@ -42,8 +46,8 @@ def csrf(guard: Guard, web: TestClient) -> str:
 
 
 class Served:
-    """`mnemo ui` running in its own process, as a user starts it: its address (with the token, from the
-    line it prints) and, once stopped, its standard error."""
+    """`mnemo ui` running in its own process, as a user starts it: its address (with the secret prefix and
+    the token, from the line it prints) and, once stopped, its standard error."""
 
     def __init__(self, db: str, *args: str, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
@@ -52,16 +56,22 @@ class Served:
         )
         assert self.proc.stdout is not None
         self.line = self.proc.stdout.readline()
-        match = re.search(r" at (http://(\S+?):(\d+)/\?token=(\S+))$", self.line.strip())
+        match = re.search(r" at (http://(\S+?):(\d+)(/u/[0-9a-f]{32})/\?token=(\S+))$", self.line.strip())
         if match is None:
             self.stop()
             raise AssertionError(f"mnemo ui printed {self.line!r}; stderr: {self.err!r}")
-        self.url, self.host, self.port, self.token = match.group(1), match.group(2), int(match.group(3)), match.group(4)
+        self.url, self.host, self.port = match.group(1), match.group(2), int(match.group(3))
+        self.prefix, self.token = match.group(4), match.group(5)
         self.err = ""
 
     @property
-    def base(self) -> str:
+    def origin(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base(self) -> str:
+        """Where its pages are: the origin and the secret prefix."""
+        return self.origin + self.prefix
 
     def stop(self) -> str:
         """SIGTERM, as a service manager stops it; its standard error."""

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("jinja2")
 pytest.importorskip("starlette")
 
-from helpers.ui import ORIGIN, OWNER, TOKEN  # noqa: E402
+from helpers.ui import APP, OWNER, PREFIX, TOKEN  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 
 from mnemo import MnemoClient  # noqa: E402
@@ -33,13 +33,14 @@ def tool(owner: MnemoClient) -> MnemoMemoryToolServer:
 
 @pytest.fixture
 def guard() -> Guard:
-    return Guard(TOKEN)
+    return Guard(TOKEN, PREFIX)
 
 
 @pytest.fixture
 def browser(owner: MnemoClient, guard: Guard) -> Iterator[TestClient]:
-    """The UI as the owner, with its session opened by the token (as the printed address does)."""
-    with TestClient(create_app(owner, guard=guard), base_url=ORIGIN) as web:
+    """The UI as the owner, with its session opened by the token (as the printed address does); its
+    relative URLs are under the secret prefix."""
+    with TestClient(create_app(owner, guard=guard), base_url=APP) as web:
         assert web.get(f"/?token={TOKEN}", follow_redirects=False).status_code == 303
         yield web
 

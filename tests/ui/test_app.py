@@ -8,7 +8,7 @@ import re
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from helpers.ui import IMG, OWNER, SCRIPT, create, edit
+from helpers.ui import APP, IMG, OWNER, PREFIX, SCRIPT, create, edit
 from markupsafe import escape
 from starlette.testclient import TestClient
 
@@ -48,7 +48,7 @@ def test_the_tree_lists_files_with_size_versions_and_last_change(
         ["a.md", "8B", "2", f"{when(a)} {OWNER}", ""],
         ["b.md", "2K", "1", f"{when(b)} {OWNER}", ""],
     ]
-    assert 'href="/file?path=/memories/notes/a.md"' in page.text
+    assert f'href="{PREFIX}/file?path=/memories/notes/a.md"' in page.text
 
 
 def test_the_tree_shows_the_mounts_the_agent_may_read_and_not_the_others(
@@ -60,7 +60,7 @@ def test_the_tree_shows_the_mounts_the_agent_may_read_and_not_the_others(
     create(MnemoMemoryToolServer(owner, scope="team:secret"), "/memories/hidden.md", "hidden")
     with MnemoClient(db, "bob", durability="none") as bob:
         mounts = {"/memories/team": "team:research", "/memories/secret": "team:secret"}
-        with TestClient(create_app(bob, guard=guard, mounts=mounts)) as web:
+        with TestClient(create_app(bob, guard=guard, mounts=mounts), base_url=APP) as web:
             web.get(f"/?token={guard.token}")
             page = web.get("/memories").text
     [plan] = owner.list_records(scope="team:research")
@@ -91,7 +91,7 @@ def test_the_tree_fragment_answers_204_until_the_tree_changes(db: str, browser: 
     changed = browser.get(f"/memories/fragment?stamp={stamp}")
     assert changed.status_code == 200
     assert changed.headers["x-tree-stamp"] != stamp
-    assert 'href="/file?path=/memories/later.md">later.md</a>' in changed.text
+    assert f'href="{PREFIX}/file?path=/memories/later.md">later.md</a>' in changed.text
     again = browser.get(f"/memories/fragment?stamp={changed.headers['x-tree-stamp']}")
     assert again.status_code == 204
 
@@ -190,8 +190,8 @@ def test_records_by_scope_and_tag_with_their_metadata(
     assert re.findall(r"<h2>(.*?)</h2>", page) == ["agent:alice", "team:x"]
     cells = rows(page, "records") if 'id="records"' in page else None
     assert cells is None  # one table per scope, none named
-    assert f'<a href="/record?id={first}"><code>{first}</code></a>' in page
-    assert f'<a href="/record?id={second}"><code>{second}</code></a>' in page
+    assert f'<a href="{PREFIX}/record?id={first}"><code>{first}</code></a>' in page
+    assert f'<a href="{PREFIX}/record?id={second}"><code>{second}</code></a>' in page
     assert "<code>source=chat</code>" in page
     assert "a file" not in page and "memorytool" not in page
     by_tag = browser.get("/records?tag=facts").text
@@ -220,7 +220,7 @@ def test_search_marks_the_matching_words_of_each_matching_line(
     page = browser.get("/search?q=lisbon+cafe").text
     results = page.split('id="results">', 1)[1]
     assert results.count("<li>") == 1
-    assert '<a href="/file?path=/memories/trip.md">/memories/trip.md</a>' in results
+    assert f'<a href="{PREFIX}/file?path=/memories/trip.md">/memories/trip.md</a>' in results
     assert '<td class="n">2</td><td><pre><mark>Lisbon</mark> in &lt;May&gt;</pre>' in results
     assert '<td class="n">4</td><td><pre><mark>lisbon</mark> <mark>café</mark></pre>' in results
     none = browser.get("/search?q=zebra").text
@@ -264,7 +264,7 @@ def test_another_agent_sees_no_chain_and_verify_reports_its_scopes(
     create(tool, "/memories/a.md", "owner's")
     with MnemoClient(db, "bob", durability="none") as bob:
         create(MnemoMemoryToolServer(bob), "/memories/b.md", "bob's")
-        with TestClient(create_app(bob, guard=guard)) as web:
+        with TestClient(create_app(bob, guard=guard), base_url=APP) as web:
             web.get(f"/?token={guard.token}")
             chain = web.get("/chain").text
             report = web.get("/verify").text

@@ -1,6 +1,7 @@
 """`mnemo ui` in a real browser: the command started as a user starts it, and headless Chromium (Debian's
 `chromium`, driven by Playwright, never a browser Playwright downloads) clicking through tree → file →
-versions → diff → search → forget → verify. Each page's screenshot is kept in test-artifacts/ui/ (or
+versions → diff → search → forget → verify, and another server on 127.0.0.1 that the session cookie does
+not reach. Each page's screenshot is kept in test-artifacts/ui/ (or
 $MNEMO_TEST_ARTIFACTS/ui/). Skipped when /usr/bin/chromium or Playwright is missing, unless
 MNEMO_REQUIRE_BROWSER=1 (as .ci/run sets), which makes that a failure."""
 
@@ -8,7 +9,9 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +91,7 @@ def test_a_click_through_every_page(chromium: Any, served: tuple[str, Served], a
 
     # the tree: the token opens the session and leaves the address
     page.goto(url)
-    assert page.url.endswith("/memories") and "token" not in page.url
+    assert page.url == server.base + "/memories"  # under the secret prefix, without the token
     tree = page.locator("#tree-rows")
     assert tree.locator("a", has_text="ana.md").count() == 1
     assert "lisbon.md" in tree.inner_text()
@@ -167,5 +170,65 @@ def test_a_click_through_every_page(chromium: Any, served: tuple[str, Served], a
     ]
     err = server.stop()
     assert server.token not in err  # the access log has every request, without its query string
-    assert 'mnemo ui: 127.0.0.1:' in err and '"GET /memories HTTP/1.1" 200' in err
-    assert '"GET / HTTP/1.1" 303' in err
+    assert 'mnemo ui: 127.0.0.1:' in err and '"GET /u/.../memories HTTP/1.1" 200' in err
+    assert '"GET /u/.../ HTTP/1.1" 303' in err and server.prefix not in err
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Another user's server on 127.0.0.1: it answers every GET and keeps the path and Cookie header."""
+
+    seen: list[tuple[str, str | None]]
+
+    def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+        self.seen.append((self.path, self.headers.get("cookie")))
+        body = b"another server"
+        self.send_response(200)
+        self.send_header("content-type", "text/plain")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's own signature
+        pass
+
+
+@pytest.fixture
+def other_server() -> Iterator[tuple[str, list[tuple[str, str | None]]]]:
+    seen: list[tuple[str, str | None]] = []
+    handler = type("Recorder", (_Recorder,), {"seen": seen})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+def test_the_session_cookie_goes_to_the_secret_prefix_only(
+    chromium: Any, served: tuple[str, Served], other_server: tuple[str, list[tuple[str, str | None]]]
+) -> None:
+    """Browsers keep cookies by host, not port: Chromium sends the UI's cookie to any server on 127.0.0.1
+    whose path is under the cookie's Path, and to no other path. Another user's server, not knowing the
+    prefix, gets no cookie; the same server asked at the prefix would (which is why the prefix is secret)."""
+    _, server = served
+    other, seen = other_server
+    context = chromium.new_context()
+    page = context.new_page()
+    page.goto(server.url)
+    assert page.url == server.base + "/memories"
+    [cookie] = context.cookies()
+    assert (cookie["domain"], cookie["path"], cookie["httpOnly"], cookie["sameSite"]) == (
+        "127.0.0.1", server.prefix, True, "Strict")
+    for path in ("/", "/memories", "/u/", "/u/" + "0" * 32 + "/memories", server.prefix + "x/memories"):
+        page.goto(other + path)
+        assert page.locator("body").inner_text() == "another server"
+    page.goto(other + server.prefix + "/memories")  # only a server that knew the prefix
+    asked = [(path, sent) for path, sent in seen if path != "/favicon.ico"]  # what the browser asks on its own
+    assert [sent for _, sent in asked] == [None] * 5 + [f"{cookie['name']}={cookie['value']}"], seen
+    outside = page.goto(server.origin + "/memories")  # the UI itself answers nothing outside its prefix
+    assert outside is not None and (outside.status, outside.text()) == (404, "404 Not Found\n")
+    assert "cookie" not in outside.request.all_headers()
+    context.close()

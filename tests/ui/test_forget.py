@@ -7,7 +7,7 @@ import html
 import re
 
 import pytest
-from helpers.ui import ORIGIN, create, csrf, edit
+from helpers.ui import APP, ORIGIN, create, csrf, edit
 from starlette.testclient import TestClient
 
 from mnemo import MnemoClient
@@ -129,7 +129,7 @@ def test_a_forget_the_agent_may_not_make_is_refused(
     from mnemo.ui import create_app
 
     with MnemoClient(db, "bob", durability="none") as bob, TestClient(
-        create_app(bob, guard=guard, mounts={"/memories/team": "team:x"}), base_url=ORIGIN
+        create_app(bob, guard=guard, mounts={"/memories/team": "team:x"}), base_url=APP
     ) as web:
         web.get(f"/?token={guard.token}")
         page = web.get("/forget?path=/memories/team/t.md").text

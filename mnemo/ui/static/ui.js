@@ -6,9 +6,10 @@
   if (!table) { return; }
   var rows = document.getElementById("tree-rows");
   var seconds = parseInt(table.getAttribute("data-refresh"), 10) || 5;
+  var fragment = table.getAttribute("data-fragment");  // under the server's secret prefix, as the page is
   function refresh() {
     var stamp = table.getAttribute("data-stamp") || "";
-    fetch("/memories/fragment?stamp=" + encodeURIComponent(stamp), { credentials: "same-origin", cache: "no-store" })
+    fetch(fragment + "?stamp=" + encodeURIComponent(stamp), { credentials: "same-origin", cache: "no-store" })
       .then(function (response) {
         if (response.status !== 200) { return null; }
         var next = response.headers.get("x-tree-stamp");
