@@ -8,9 +8,10 @@ single row every writer locks `FOR UPDATE`, which is what keeps one order; the o
 from the chain in the same transaction as each commit, and `verify` checks them against it.
 
 The SQL of each version is in the module of its group of versions (v1_v3, v4, v5_v8, v9_v11), with why
-that version is as it is; a routine a later version writes again is the earlier text edited (edits.py).
-The tables and the application role's privileges on them are in privileges.py. This module numbers the
-versions and runs the migrations.
+that version is as it is; a routine a later version writes again is the earlier text edited (edits.py),
+and the privileges a version gives on the tables it adds are given to the roles that write the earlier
+ones (grants.py). The tables and the application role's privileges on them are in privileges.py. This
+module numbers the versions and runs the migrations.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..text_index import TERM_KEY
 from .edits import edited
+from .grants import grant_to_writers_of
 from .v1_v3 import V3
 
 # Version 5: recall's index (docs/POSTGRES.md, "Recall"), derived from the chain as the other tables are:
@@ -54,21 +55,10 @@ CREATE TABLE mnemo_text_scopes (
     length bigint NOT NULL
 );
 
-DO $$
-DECLARE
-    grantee text;
-BEGIN
-    FOR grantee IN
-        SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END  -- quoted as needed
-        FROM pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a
-        WHERE c.oid = 'mnemo_tags'::regclass AND a.privilege_type = 'INSERT' AND a.grantee <> c.relowner
-    LOOP
-        EXECUTE 'GRANT SELECT, INSERT, DELETE ON mnemo_docs, mnemo_terms TO ' || grantee;
-        EXECUTE 'GRANT SELECT, INSERT, UPDATE, DELETE ON mnemo_text_scopes TO ' || grantee;
-    END LOOP;
-END;
-$$;
-
+""" + grant_to_writers_of(
+    "mnemo_tags", "SELECT, INSERT, DELETE ON mnemo_docs, mnemo_terms",
+    "SELECT, INSERT, UPDATE, DELETE ON mnemo_text_scopes",
+) + """
 -- The text index's part of a commit, in the commit's transaction: the documents of the records `gone`
 -- (updated or forgotten) leave, with the terms of every version `gone_seqs` of theirs; the documents
 -- given come in, each with its terms (`w_doc`: the position of the term's document in the d_ arrays,
@@ -78,14 +68,14 @@ CREATE FUNCTION mnemo_index_text(
     w_term text[], w_doc integer[], w_tf integer[]
 ) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
-    left_scope text[] := '{{}}';
-    left_len integer[] := '{{}}';
+    left_scope text[] := '{}';
+    left_len integer[] := '{}';
     change record;
 BEGIN
     IF cardinality(gone) > 0 THEN
         DELETE FROM mnemo_terms WHERE seq = ANY(gone_seqs);
         WITH d AS (DELETE FROM mnemo_docs WHERE id = ANY(gone) RETURNING scope, length)
-            SELECT coalesce(array_agg(d.scope), '{{}}'), coalesce(array_agg(d.length), '{{}}')
+            SELECT coalesce(array_agg(d.scope), '{}'), coalesce(array_agg(d.length), '{}')
             INTO left_scope, left_len FROM d;
     END IF;
     INSERT INTO mnemo_docs (seq, id, scope, length) SELECT * FROM unnest(d_seq, d_id, d_scope, d_len);
@@ -160,20 +150,7 @@ $$;
 CREATE TRIGGER mnemo_docs_take_their_vectors AFTER DELETE ON mnemo_docs
     REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION mnemo_drop_vectors();
 
-DO $$
-DECLARE
-    grantee text;
-BEGIN
-    FOR grantee IN
-        SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END  -- quoted as needed
-        FROM pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a
-        WHERE c.oid = 'mnemo_docs'::regclass AND a.privilege_type = 'INSERT' AND a.grantee <> c.relowner
-    LOOP
-        EXECUTE 'GRANT SELECT, INSERT, DELETE ON mnemo_vectors, mnemo_embedder TO ' || grantee;
-    END LOOP;
-END;
-$$;
-"""
+""" + grant_to_writers_of("mnemo_docs", "SELECT, INSERT, DELETE ON mnemo_vectors, mnemo_embedder")
 
 # Version 7: what lets a client keep the vectors it has read up to date by reading only what changed
 # (meaning.py, vectors.py). Every row of mnemo_vectors gets a stamp, and every document that leaves
@@ -206,21 +183,10 @@ BEGIN
 END;
 $$;
 
-DO $$
-DECLARE
-    grantee text;
-BEGIN
-    FOR grantee IN
-        SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END  -- quoted as needed
-        FROM pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a
-        WHERE c.oid = 'mnemo_vectors'::regclass AND a.privilege_type = 'INSERT' AND a.grantee <> c.relowner
-    LOOP
-        EXECUTE 'GRANT SELECT, INSERT ON mnemo_vectors_gone TO ' || grantee;
-        EXECUTE 'GRANT SELECT, UPDATE ON mnemo_vector_state, mnemo_vector_stamps TO ' || grantee;
-    END LOOP;
-END;
-$$;
-"""
+""" + grant_to_writers_of(
+    "mnemo_vectors", "SELECT, INSERT ON mnemo_vectors_gone",
+    "SELECT, UPDATE ON mnemo_vector_state, mnemo_vector_stamps",
+)
 
 # Version 8: a term's postings read from an index alone (docs/POSTGRES.md, "Recall"). mnemo_terms gets a
 # column `key`, its term's first TERM_KEY characters (the term itself when shorter: nearly every term),
