@@ -1,4 +1,4 @@
-"""The SQL the PostgreSQL store sends beside its schema (schema.py): the calls that commit, the columns
+"""The SQL the PostgreSQL store sends beside its schema (the schema package): the calls that commit, the columns
 and subqueries of a record's reads, the WHERE conditions that scopes and a query's tags make; and the
 records read back from their rows."""
 
@@ -250,7 +250,7 @@ def select_source(query: Query, scope: str | None = None) -> tuple[str, list[Any
 
     Whenever the query names tags, the tag index drives: its key is (tag, id), so the candidates come by
     an index range and each finds its record by key. The LATERAL subquery ends in OFFSET 0 so that the
-    planner cannot flatten it into a join costed on guesses (it keeps no statistics of tags, schema.py,
+    planner cannot flatten it into a join costed on guesses (it keeps no statistics of tags, schema/v1_v3.py,
     and none at all of a table autovacuum has not analysed yet): the plan stays index lookups.
 
     But a select of one exact `scope` (the caller's condition on r.scope says so) by a `tag_prefix` of

@@ -1,4 +1,4 @@
-"""The PostgreSQL backend: the same chain as the log file, in tables (schema.py), for agents on many
+"""The PostgreSQL backend: the same chain as the log file, in tables (the schema package), for agents on many
 machines. Implements the storage contract (mnemo/storage/contract.py).
 
 PostgresStore is built in three layers: session.py (its connections, and the head and ACL it has caught
@@ -802,7 +802,7 @@ class PostgresStore(Meaning):
                             conn.execute("RESET lock_timeout")
                 after = int(self._fetch(size, [tables])[0][0])
                 # the rewritten terms' visibility map (a rewrite leaves none), so that recall reads their
-                # postings from the index alone (schema.py, version 8); an autovacuum of them at work
+                # postings from the index alone (schema/v5_v8.py, version 8); an autovacuum of them at work
                 # (SKIP_LOCKED) sets it itself
                 with self._read_lock:
                     self._reads().execute("VACUUM (SKIP_LOCKED) mnemo_terms")
