@@ -326,17 +326,19 @@ class Index(IndexData):
         text.added(rows)
         if self.vectors is not None:
             self.vectors.added(rows)
-        acquire, post, scope_code, agent_code = self.tagsets.acquire, self._post, self.scopes.code, self.agents.code
-        scopes, tagsets, agents = [], [], []
-        for row, p in zip(rows, puts, strict=True):
-            tags = p[2]
-            tagset = acquire(tags)
-            code = scope_code(p[1])
+        tag_lists = [p[2] for p in puts]
+        tagsets = self.tagsets.acquire_many(tag_lists)
+        scopes = self.scopes.codes_of([p[1] for p in puts])
+        agents = self.agents.codes_of([p[3] for p in puts])
+        # _post of each row's tags, its call left out where it would only append the row to a posting
+        post, get, scoped = self._post, self.postings.get, self._scoped
+        for row, tags, code in zip(rows, tag_lists, scopes, strict=True):
             for tag in tags:
-                post(row, tag, code)
-            scopes.append(code)
-            tagsets.append(tagset)
-            agents.append(agent_code(p[3]))
+                posting = get(tag)
+                if posting is None or (scoped is not None and tag.startswith(FAMILY)):
+                    post(row, tag, code)
+                else:
+                    posting.append(row)
         c = self.cols
         c["scope"].extend(scopes)
         c["tagset"].extend(tagsets)
