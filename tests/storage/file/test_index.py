@@ -83,9 +83,9 @@ class IndexMachine(RuleBasedStateMachine):
             puts.append((rec_id, scope, tags, agent, v.size, v.seq, v.ts_ns, v.hash, v.slot_off, v.slot_len,
                          v.entry_off, v.entry_len, None))
             self.model[rec_id] = Rec(rec_id, scope, tags, (v,))
-        if len(puts) > 1:
+        if len(puts) != 1:
             self.index.put_new(puts)
-        elif puts:
+        else:
             self.index.put_one_new(puts[0])
 
     @rule(rec_id=st.sampled_from(IDS))
