@@ -58,23 +58,26 @@ class Writes(StoreState):
             for (entry, _payload, tags, text), (slot_pos, slot_len) in zip(staged_list, slots, strict=True):
                 body = entry.body
                 raw_len = len(entry.raw)
-                if entry.op == "put" and body["ver"] == 1 and body["id"] not in new_ids and row_of(body["id"]) is None:
-                    new_ids.add(body["id"])
-                    new.append((body["id"], body["scope"], tags, entry.agent, body["size"], entry.seq, entry.ts_ns,
+                op = entry.op
+                if op == "put" and body["ver"] == 1 and (rid := body["id"]) not in new_ids and row_of(rid) is None:
+                    new_ids.add(rid)
+                    new.append((rid, body["scope"], tags, entry.agent, body["size"], entry.seq, entry.ts_ns,
                                 entry.hash, offset + slot_pos, slot_len, entry_pos, raw_len, text))
                 else:
                     if new:
                         _put_new(index, new)
                         new = []
                     dropped.extend(apply_entry(index, entry, offset + slot_pos, slot_len, tags, entry_pos))
-                    if entry.op == "put":  # recall's index takes its text (or None) from here when it catches up
+                    if op == "put":  # recall's index takes its text (or None) from here when it catches up
                         index.hold_text(body["id"], entry.seq, text)
+                    acl_frame = acl_frame or op in ACL_OPS
                 entry_pos += raw_len + ENTRY_HEADER.size
-                acl_frame = acl_frame or entry.op in ACL_OPS
-                index.head_seq, index.head_hash = entry.seq, entry.hash
-                index.entries += 1
             if new:
                 _put_new(index, new)
+            # (the head moves once, to the frame's last entry: self.end moves only after this loop too)
+            last = staged_list[-1].entry
+            index.head_seq, index.head_hash = last.seq, last.hash
+            index.entries += len(staged_list)
             if acl_frame:
                 index.acl_frames.append(offset)
             self._grow_tree([s.entry.raw for s in staged_list], staged_list[0].entry.seq)

@@ -315,10 +315,14 @@ class Index(IndexData):
         """Record version 1 of records no row holds, each as `put` and then `hold_text` would, in one
         pass over columns extended together (a transaction's new records). The caller checked that no
         row holds any of these ids and that they are distinct."""
+        if not puts:
+            return
         n = len(puts)
         first = self.base.n + len(self.extra)
         rows = range(first, first + n)
-        ids = [p[0] for p in puts]
+        # the puts' fields as columns, in one transposition (NewPut's order)
+        ids, scope_names, tag_lists, agent_ids, size, seq, ts, hashes, slot_off, slot_len, entry_off, entry_len, \
+            texts = zip(*puts, strict=True)
         self.rows.update(zip(ids, rows, strict=True))
         self.extra.extend(ids)
         self.live += n
@@ -326,31 +330,29 @@ class Index(IndexData):
         text.added(rows)
         if self.vectors is not None:
             self.vectors.added(rows)
-        acquire, post, scope_code, agent_code = self.tagsets.acquire, self._post, self.scopes.code, self.agents.code
-        scopes, tagsets, agents = [], [], []
-        for row, p in zip(rows, puts, strict=True):
-            tags = p[2]
-            tagset = acquire(tags)
-            code = scope_code(p[1])
+        tagsets = self.tagsets.acquire_many(tag_lists)
+        scopes = self.scopes.codes_of(scope_names)
+        agents = self.agents.codes_of(agent_ids)
+        # _post of each row's tags, its call left out where it would only append the row to a posting
+        post, get, scoped = self._post, self.postings.get, self._scoped
+        for row, tags, code in zip(rows, tag_lists, scopes, strict=True):
             for tag in tags:
-                post(row, tag, code)
-            scopes.append(code)
-            tagsets.append(tagset)
-            agents.append(agent_code(p[3]))
+                posting = get(tag)
+                if posting is None or (scoped is not None and tag.startswith(FAMILY)):
+                    post(row, tag, code)
+                else:
+                    posting.append(row)
         c = self.cols
-        c["scope"].extend(scopes)
-        c["tagset"].extend(tagsets)
-        c["agent"].extend(agents)
-        c["ver"].extend([1] * n)
-        c["slot_len"].extend([p[9] for p in puts])
-        c["seq"].extend([p[5] for p in puts])
-        c["ts"].extend([p[6] for p in puts])
-        c["size"].extend([p[4] for p in puts])
-        c["slot_off"].extend([p[8] for p in puts])
-        c["entry_off"].extend([p[10] for p in puts])
-        c["entry_len"].extend([p[11] for p in puts])
-        self.hashes += b"".join([p[7] for p in puts])
-        text.hold_many(zip(rows, scopes, [p[5] for p in puts], [p[12] for p in puts], strict=True))
+        # (array.fromlist converts a list in one pass; extend would go through an iterator)
+        c["scope"].fromlist(scopes)
+        c["tagset"].fromlist(tagsets)
+        c["agent"].fromlist(agents)
+        c["ver"].fromlist([1] * n)
+        for name, column in (("slot_len", slot_len), ("seq", seq), ("ts", ts), ("size", size), ("slot_off", slot_off),
+                             ("entry_off", entry_off), ("entry_len", entry_len)):
+            c[name].fromlist(list(column))
+        self.hashes += b"".join(hashes)
+        text.hold_many(zip(rows, scopes, seq, texts, strict=True))
 
     def hold_text(self, rec_id: str, seq: int, text: str | None) -> None:
         """The text of the version `seq` of `rec_id` (None: its content is bytes), just put by this

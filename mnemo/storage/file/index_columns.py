@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from ..._native import readpath
@@ -40,6 +40,12 @@ class Interned:
             self.values.append(value)
         return code
 
+    def codes_of(self, values: Sequence[Any]) -> list[int]:
+        """[self.code(v) for v in values]; where every value has its code already (a transaction's
+        scope and agent), the look-ups run in one `map` without a call of `code` each."""
+        found: list[Any] = list(map(self.codes.get, values))
+        return [self.code(v) for v in values] if None in found else found
+
 
 class TagSets:
     """Distinct tag tuples, reference counted: a tag set no live record uses is freed at once, so a
@@ -71,6 +77,20 @@ class TagSets:
             self.codes[tags] = code
         self.refs[code] += uses
         return code
+
+    def acquire_many(self, many: Iterable[tuple[str, ...]]) -> list[int]:
+        """[self.acquire(tags) for tags in many], in one loop that calls acquire only for a tag set
+        without a code yet."""
+        codes, refs, acquire = self.codes, self.refs, self.acquire
+        out = []
+        for tags in many:
+            code = codes.get(tags)
+            if code is None:
+                code = acquire(tags)
+            else:
+                refs[code] += 1
+            out.append(code)
+        return out
 
     def release(self, code: int) -> None:
         self.refs[code] -= 1

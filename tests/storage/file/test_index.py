@@ -23,7 +23,7 @@ from mnemo import IntegrityError, MnemoClient, NotFound
 from mnemo.storage.file import index as index_mod
 from mnemo.storage.file import snapshot as snap
 from mnemo.storage.file.index import Index, Rec, Version
-from mnemo.storage.file.index_columns import SortedIds
+from mnemo.storage.file.index_columns import Interned, SortedIds, TagSets
 from mnemo.storage.types import Query
 
 IDS = [f"{i:032x}" for i in (1, 2, 3, 5, 8, 13, 21, 34, 55, 89)] + ["short-id", "ünïcode-id"]
@@ -69,6 +69,24 @@ class IndexMachine(RuleBasedStateMachine):
         self.index.put(rec_id, scope, tag_tuple, version)
         versions = (version,) if prev is None else prev.versions + (version,)
         self.model[rec_id] = Rec(rec_id, scope, tag_tuple, versions)
+
+    @rule(data=st.data())
+    def put_new(self, data: st.DataObject) -> None:
+        # a transaction's new records, in one put_new (ids no row holds, distinct)
+        fresh = [rec_id for rec_id in IDS if rec_id not in self.model]
+        ids = data.draw(st.lists(st.sampled_from(fresh), unique=True, max_size=4)) if fresh else []
+        puts: list[index_mod.NewPut] = []
+        for rec_id in ids:
+            scope, agent = data.draw(st.sampled_from(SCOPES)), data.draw(st.sampled_from(AGENTS))
+            tags = tuple(sorted(data.draw(st.lists(st.sampled_from(TAGS), unique=True, max_size=3))))
+            v = self._version(1, agent, data.draw(st.integers(0, 10**6)))._replace(entry_off=7 * self.seq, entry_len=9)
+            puts.append((rec_id, scope, tags, agent, v.size, v.seq, v.ts_ns, v.hash, v.slot_off, v.slot_len,
+                         v.entry_off, v.entry_len, None))
+            self.model[rec_id] = Rec(rec_id, scope, tags, (v,))
+        if len(puts) != 1:
+            self.index.put_new(puts)
+        else:
+            self.index.put_one_new(puts[0])
 
     @rule(rec_id=st.sampled_from(IDS))
     def drop(self, rec_id: str) -> None:
@@ -157,6 +175,25 @@ class IndexMachine(RuleBasedStateMachine):
 
 TestIndexModel = IndexMachine.TestCase
 TestIndexModel.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+
+
+def test_codes_of_gives_the_codes_that_code_gives_one_by_one() -> None:
+    held = Interned(["a", "b"])
+    assert held.codes_of(["b", "a", "b"]) == [1, 0, 1] and held.values == ["a", "b"]
+    assert held.codes_of(["c", "a", "d", "c"]) == [2, 0, 3, 2]  # new values numbered in first-seen order
+    assert held.values == ["a", "b", "c", "d"] and held.codes == {"a": 0, "b": 1, "c": 2, "d": 3}
+    assert held.codes_of([]) == []
+
+
+def test_acquire_many_counts_and_numbers_as_acquire_does_one_by_one() -> None:
+    many = [("a",), (), ("b", "c"), ("a",), ("d",), ("b", "c")]
+    one, bulk = TagSets(), TagSets()
+    for sets in (one, bulk):  # a freed code, taken again by the next new tag set
+        sets.release(sets.acquire(("gone",)))
+    assert bulk.acquire_many(many) == [one.acquire(tags) for tags in many] == [1, 0, 2, 1, 3, 2]
+    assert bulk.values == one.values == [(), ("a",), ("b", "c"), ("d",)]
+    assert bulk.refs == one.refs == [1, 2, 2, 1] and bulk.free == one.free == []
+    assert bulk.codes == one.codes
 
 
 def test_the_path_tags_per_scope_follow_a_record_the_index_moves_to_another_scope() -> None:
