@@ -307,6 +307,19 @@ static int fields_init(void) {
 
 #define PUT_HASH 32
 
+/* Whether a served entry's agent decodes as msgpack decodes it, strict UTF-8 (1 yes, 0 no, -1 an exception
+ * set): an entry whose agent does not decode is not served by either read path. */
+static int utf8_decodes(const unsigned char *p, Py_ssize_t n) {
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+    if (s) {
+        Py_DECREF(s);
+        return 1;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -1;
+    PyErr_Clear();
+    return 0;
+}
+
 /* A msgpack str (fixstr, str8/16/32) at p[*i]: its bytes at *start, *len; *i moves past it. */
 static int str_at(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, Py_ssize_t *start, Py_ssize_t *len) {
     if (*i >= n) return 0;

@@ -113,14 +113,7 @@ static int take_row(PyObject *row, const Py_ssize_t *cols, int ncols, row_t *r, 
  * entry whose agent is not does not decode (1 served, 0 not, -1 an exception set). */
 static int agent_decodes(row_t *r) {
     if (!r->ok) return 0;
-    PyObject *agent = PyUnicode_DecodeUTF8((const char *)r->raw + r->agent_off, r->agent_len, NULL);
-    if (agent) {
-        Py_DECREF(agent);
-        return 1;
-    }
-    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -1;
-    PyErr_Clear();
-    return 0;
+    return utf8_decodes(r->raw + r->agent_off, r->agent_len);
 }
 
 /* What served_rows and latest_records start with: the column indexes (`ncols` of them, the first six
@@ -157,25 +150,31 @@ fail:
     return 0;
 }
 
-static PyObject *served_rows(PyObject *self, PyObject *args) {
-    PyObject *rows;
-    Py_ssize_t cols[6];
+/* What a served row of served_rows becomes: its packed fields, the payload after its salt. */
+static PyObject *payload_of(PyObject *type, row_t *r, PyObject *row, const Py_ssize_t *cols) {
+    (void)type, (void)row, (void)cols;
+    return PyBytes_FromStringAndSize((const char *)r->payload + SALT, r->payload_len - SALT);
+}
+
+typedef PyObject *(*serve_t)(PyObject *type, row_t *r, PyObject *row, const Py_ssize_t *cols);
+
+/* checked_rows of `rows`, then each row's value in a new list: what `serve` makes of it (given `type`,
+ * the row and `cols`) where the row passed its checks and its agent decodes, None elsewhere, and None
+ * too where `serve` returns NULL with no exception set. NULL with an exception set on failure. */
+static PyObject *serve_rows(PyObject *rows, const Py_ssize_t *cols, int ncols, const char *fn, serve_t serve,
+                            PyObject *type) {
     row_t *rs;
-    if (!PyArg_ParseTuple(args, "O!(nnnnnn)", &PyList_Type, &rows, &cols[0], &cols[1], &cols[2], &cols[3],
-                          &cols[4], &cols[5]))
-        return NULL;
-    if (!checked_rows(rows, cols, 6, "served_rows", &rs)) return NULL;
+    if (!checked_rows(rows, cols, ncols, fn, &rs)) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(rows);
     PyObject *out = PyList_New(n);
     if (!out) goto fail;
     for (Py_ssize_t k = 0; k < n; k++) {
-        row_t *r = &rs[k];
         PyObject *value = NULL;
-        int served = agent_decodes(r);
+        int served = agent_decodes(&rs[k]);
         if (served < 0) goto fail;
         if (served) {
-            value = PyBytes_FromStringAndSize((const char *)r->payload + SALT, r->payload_len - SALT);
-            if (!value) goto fail;
+            value = serve(type, &rs[k], PyList_GET_ITEM(rows, k), cols);
+            if (!value && PyErr_Occurred()) goto fail;
         }
         if (!value) value = Py_NewRef(Py_None);
         PyList_SET_ITEM(out, k, value);
@@ -188,11 +187,20 @@ fail:
     return NULL;
 }
 
+static PyObject *served_rows(PyObject *self, PyObject *args) {
+    PyObject *rows;
+    Py_ssize_t cols[6];
+    if (!PyArg_ParseTuple(args, "O!(nnnnnn)", &PyList_Type, &rows, &cols[0], &cols[1], &cols[2], &cols[3],
+                          &cols[4], &cols[5]))
+        return NULL;
+    return serve_rows(rows, cols, 6, "served_rows", payload_of, NULL);
+}
+
 enum { C_ID, C_SCOPE, C_VER, C_HASH, C_RAW, C_PAYLOAD, C_SEQ, C_TS, C_AGENT, C_FIRST, NC };
 
 /* The record of a served row, as record_of builds it: NULL with no exception set where it is not made
  * here, NULL with one set on failure. */
-static PyObject *row_record(PyTypeObject *type, row_t *r, PyObject *row, const Py_ssize_t *cols) {
+static PyObject *row_record(PyObject *type, row_t *r, PyObject *row, const Py_ssize_t *cols) {
     PyObject *f[NF] = {NULL};
     PyObject *obj = NULL;
     PyObject *ts = PyTuple_GET_ITEM(row, cols[C_TS]), *first = PyTuple_GET_ITEM(row, cols[C_FIRST]);
@@ -215,7 +223,7 @@ static PyObject *row_record(PyTypeObject *type, row_t *r, PyObject *row, const P
     f[F_VERSION] = Py_NewRef(PyTuple_GET_ITEM(row, cols[C_VER]));
     f[F_AGENT] = Py_NewRef(agent);
     f[F_SEQ] = Py_NewRef(seq);
-    obj = new_record(type, f);
+    obj = new_record((PyTypeObject *)type, f);
     if (!obj) goto error;
     for (int k = 0; k < NF; k++) Py_XDECREF(f[k]);
     return obj;
@@ -233,31 +241,10 @@ error:
 static PyObject *latest_records(PyObject *self, PyObject *args) {
     PyObject *rows, *type;
     Py_ssize_t cols[NC];
-    row_t *rs;
     if (!PyArg_ParseTuple(args, "O!(nnnnnnnnnn)O!", &PyList_Type, &rows, &cols[0], &cols[1], &cols[2], &cols[3],
                           &cols[4], &cols[5], &cols[6], &cols[7], &cols[8], &cols[9], &PyType_Type, &type))
         return NULL;
-    if (!checked_rows(rows, cols, NC, "latest_records", &rs)) return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(rows);
-    PyObject *out = PyList_New(n);
-    if (!out) goto fail;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *value = NULL;
-        int served = agent_decodes(&rs[k]);
-        if (served < 0) goto fail;
-        if (served) {
-            value = row_record((PyTypeObject *)type, &rs[k], PyList_GET_ITEM(rows, k), cols);
-            if (!value && PyErr_Occurred()) goto fail;
-        }
-        if (!value) value = Py_NewRef(Py_None);
-        PyList_SET_ITEM(out, k, value);
-    }
-    PyMem_Free(rs);
-    return out;
-fail:
-    PyMem_Free(rs);
-    Py_XDECREF(out);
-    return NULL;
+    return serve_rows(rows, cols, NC, "latest_records", row_record, type);
 }
 
 static PyMethodDef methods[] = {

@@ -211,14 +211,7 @@ static int read_items(int fd, item_t *its, Py_ssize_t n, unsigned char **arena) 
  * entry whose agent is not does not decode (1 served, 0 not, -1 an exception set). */
 static int agent_decodes(item_t *it) {
     if (!it->ok) return 0;
-    PyObject *agent = PyUnicode_DecodeUTF8((const char *)it->buf + it->agent_off, it->agent_len, NULL);
-    if (agent) {
-        Py_DECREF(agent);
-        return 1;
-    }
-    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -1;
-    PyErr_Clear();
-    return 0;
+    return utf8_decodes(it->buf + it->agent_off, it->agent_len);
 }
 
 /* What the value of a served item is made as: its k-th of `from` (the list of what was asked for, or the
