@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from .pg import with_database
+from .pg import Schema, with_database
 
 
 def terminate(store: Any, pid: int) -> None:
@@ -83,3 +83,13 @@ def spy_flushes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(PostgresStore, "_flush", spy)
     return made
+
+
+def damage_payload(pg: Schema, path: str, seq: int) -> str:
+    """A byte of seq's payload zeroed past the triggers (as a superuser who disables them can); returns
+    the refusal every read that serves it gives, `path` being the store's."""
+    with pg.connect() as conn:
+        conn.execute("SET session_replication_role = replica")  # no trigger stops this session
+        conn.execute("UPDATE mnemo_payloads SET payload = overlay(payload PLACING '\\x00'::bytea FROM 20) "
+                     "WHERE seq = %s", [seq])
+    return f"{path}: the payload of seq {seq} is not served: it does not match the digest its chain entry commits to"

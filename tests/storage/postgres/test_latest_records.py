@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from helpers.pg import Schema
+from helpers.pg_faults import damage_payload
 
 from mnemo import IntegrityError, MnemoClient
 from mnemo._native import pgread
@@ -166,12 +167,7 @@ def test_a_damaged_payload_fails_the_query_and_the_get_with_the_general_paths_er
     with MnemoClient(pg.url, OWNER) as c:
         ids = _fill(c)
         seq = c.get(ids[0]).seq
-        with pg.connect() as conn:
-            conn.execute("SET session_replication_role = replica")  # no trigger stops this session
-            conn.execute("UPDATE mnemo_payloads SET payload = overlay(payload PLACING '\\x00'::bytea FROM 20) "
-                         "WHERE seq = %s", [seq])
-        why = (f"{c._store.path}: the payload of seq {seq} is not served: it does not match the digest its chain "
-               "entry commits to")
+        why = damage_payload(pg, c._store.path, seq)
         for read in (lambda: c.query(tags=["a"]), lambda: c.get(ids[0])):
             with pytest.raises(IntegrityError) as refused:
                 read()

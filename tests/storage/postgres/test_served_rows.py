@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from helpers.native_fuzz import fuzz
 from helpers.pg import Schema
+from helpers.pg_faults import damage_payload
 
 from mnemo import IntegrityError, MnemoClient
 from mnemo._native import pgread
@@ -136,12 +137,7 @@ def test_a_damaged_payload_is_refused_with_the_same_error_beside_served_ones(pg:
     with MnemoClient(pg.url, OWNER) as c:
         ids = _fill(c)
         seq = c.get(ids[0]).seq
-        with pg.connect() as conn:
-            conn.execute("SET session_replication_role = replica")  # no trigger stops this session
-            conn.execute("UPDATE mnemo_payloads SET payload = overlay(payload PLACING '\\x00'::bytea FROM 20) "
-                         "WHERE seq = %s", [seq])
-        message = f"{c._store.path}: the payload of seq {seq} is not served: it does not match the digest its chain " \
-                  "entry commits to"
+        message = damage_payload(pg, c._store.path, seq)
         with pytest.raises(IntegrityError) as info:
             c.query(tags=["a"])
         assert str(info.value) == message
