@@ -179,10 +179,11 @@ class _Writing:
         if not store._mutex.acquire(timeout=store.lock_timeout):
             raise LockTimeout(f"another thread held the writer lock for over {store.lock_timeout} s")
         try:
-            store._lock(deadline)
+            caught_up = store._lock(deadline)
             try:
                 store._check_open()
-                store._catch_up(writer=True)
+                if not caught_up:
+                    store._catch_up(writer=True)
                 batch = Batch(store.index, (store.index.head_seq, store.index.head_hash, store.head_ts),
                               self.transactional)
             except BaseException:

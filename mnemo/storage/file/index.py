@@ -282,11 +282,22 @@ class Index(IndexData):
 
     def _new_row(self, rec_id: str, scope: str, tags: tuple[str, ...], version: Version) -> int:
         """Put a record no row holds in a row of its own, at the end; returns the row."""
+        row, _scope_code = self._append_row(
+            rec_id, scope, tags, version.agent, version.ver, version.slot_len, version.seq, version.ts_ns,
+            version.size, version.slot_off, version.entry_off, version.entry_len, version.hash,
+        )
+        return row
+
+    def _append_row(
+        self, rec_id: str, scope: str, tags: tuple[str, ...], agent: str, ver: int, slot_len: int, seq: int,
+        ts_ns: int, size: int, slot_off: int, entry_off: int, entry_len: int, entry_hash: bytes,
+    ) -> tuple[int, int]:
+        """_new_row from a version's fields (no Version made): (the row, the scope's code)."""
         c = self.cols
         row = self.rows[rec_id] = self.base.n + len(self.extra)
         self.extra.append(rec_id)
         self.live += 1
-        self.text.added((row,))
+        self.text.pending.add(row)  # (TextIndex.added of one row)
         if self.vectors is not None:
             self.vectors.added((row,))
         scope_code = self.scopes.code(scope)
@@ -294,22 +305,22 @@ class Index(IndexData):
             self._post(row, tag, scope_code)
         c["scope"].append(scope_code)
         c["tagset"].append(self.tagsets.acquire(tags))
-        c["agent"].append(self.agents.code(version.agent))
-        c["ver"].append(version.ver)
-        c["slot_len"].append(version.slot_len)
-        c["seq"].append(version.seq)
-        c["ts"].append(version.ts_ns)
-        c["size"].append(version.size)
-        c["slot_off"].append(version.slot_off)
-        c["entry_off"].append(version.entry_off)
-        c["entry_len"].append(version.entry_len)
-        self.hashes += version.hash
-        return row
+        c["agent"].append(self.agents.code(agent))
+        c["ver"].append(ver)
+        c["slot_len"].append(slot_len)
+        c["seq"].append(seq)
+        c["ts"].append(ts_ns)
+        c["size"].append(size)
+        c["slot_off"].append(slot_off)
+        c["entry_off"].append(entry_off)
+        c["entry_len"].append(entry_len)
+        self.hashes += entry_hash
+        return row, scope_code
 
     def put_one_new(self, p: NewPut) -> None:
         """put_new of one put (a `remember` alone), without put_new's passes over a list."""
-        row = self._new_row(p[0], p[1], p[2], _version((1, p[5], p[6], p[3], p[4], p[7], p[8], p[9], p[10], p[11])))
-        self.text.hold(row, self.cols["scope"][row], p[5], p[12])
+        row, scope_code = self._append_row(p[0], p[1], p[2], p[3], 1, p[9], p[5], p[6], p[4], p[8], p[10], p[11], p[7])
+        self.text.hold(row, scope_code, p[5], p[12])
 
     def put_new(self, puts: list[NewPut]) -> None:
         """Record version 1 of records no row holds, each as `put` and then `hold_text` would, in one

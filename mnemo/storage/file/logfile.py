@@ -60,15 +60,17 @@ def match_mode(fd: int, mode: int) -> None:
 
 def write_all(fd: int, data: bytes, offset: int) -> None:
     """pwrite until every byte is written; a short write is retried, an error becomes DurabilityError."""
-    view = memoryview(data)
-    while view:
+    view: bytes | memoryview = data  # (a view is made only after a short write)
+    while len(view):
         try:
             n = os.pwrite(fd, view, offset)
         except OSError as exc:
             raise DurabilityError(f"write failed at offset {offset}: {exc}") from exc
         if n <= 0:
             raise DurabilityError(f"write made no progress at offset {offset}")
-        view = view[n:]
+        if n == len(view):
+            return
+        view = memoryview(view)[n:]
         offset += n
 
 

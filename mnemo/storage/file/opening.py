@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
 import stat
@@ -74,7 +73,7 @@ class Opening(StoreState):
             snap.remove(self.path + leftover)
 
     # -- the writer lock -----------------------------------------------------------------------------
-    def _lock(self, deadline: float) -> None:
+    def _lock(self, deadline: float) -> bool:
         """Take the writer lock: an flock on the log file itself. Once held, the file at the path must
         still be the one locked; if a compaction renamed a new log over it meanwhile, follow it (after
         checking that it continues this chain) and lock that one instead.
@@ -93,7 +92,10 @@ class Opening(StoreState):
         do: a reader thread that followed the new log has set it to the file the path names, while the
         lock taken is on the old one; that handle is no longer the current one.) The size of the log
         the same call reads is kept for the catch-up that follows (`_locked_size`): under the lock no
-        other writer appends, so that catch-up needs no second look at the file."""
+        other writer appends, so that catch-up needs no second look at the file.
+
+        True when there is nothing to catch up with: the log ends where this store has read it, and no
+        forget read since it last held the lock left slots to erase (the catch-up would do nothing)."""
         handles = self._handles
         while True:
             handle = handles.acquire()
@@ -106,10 +108,12 @@ class Opening(StoreState):
                 ino, dev, size = file_state(self.path, handle.fd)  # the path's file, and the locked one's size
                 with self._index_lock:
                     ours = handles.current is handle and (ino, dev) == self._identity
+                    # (under the index lock: a reader thread's catch-up in progress is over)
+                    caught_up = ours and size == self.end and not self._unerased
                 if ours:
                     self._locked = handle  # with the hold taken above: _unlock lets go of both
-                    self._locked_size = size
-                    return
+                    self._locked_size = None if caught_up else size
+                    return caught_up
             except BaseException:
                 self._let_go(handle)
                 raise
@@ -122,8 +126,10 @@ class Opening(StoreState):
         """Let go of the writer lock held through `handle`, and of the hold on it (the descriptor of a log
         replaced meanwhile is closed then, if no read holds it either)."""
         if handle.fd >= 0:  # held, it is closed only by a close of the whole store (close_all), lock and all
-            with contextlib.suppress(OSError):
+            try:  # noqa: SIM105 (every write passes here: a try costs nothing, suppress() makes an object)
                 unlock_log(handle.fd)
+            except OSError:
+                pass
         self._handles.release(handle)
 
     def _unlock(self) -> None:
