@@ -406,7 +406,11 @@ def test_interrupted_erasure_seen_first_by_a_reading_client(db_path: Path) -> No
         crash_forget(db_path, "before-journal", [ids[0]])
         t.gone(ids[0])
         assert {x.id for x in c.query()} == set(t.kept)  # catches up as a reader
+        assert markers_in(db_path, t, [ids[0]])  # (a reader never erases)
         t.add()  # a write: the writer lock, but nothing new to catch up with
+        # ... and the slots the reader found to erase are zeroed by that write, not at the next open
+        assert not markers_in(db_path, t, [ids[0]])
+        assert c.recovery[-1] == "completed an interrupted erasure of 3 payload slots", c.recovery
     with MnemoClient(db_path, OWNER, durability="none") as c:
         t.check_all(db_path, c)
 

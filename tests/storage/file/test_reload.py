@@ -2,7 +2,8 @@
 without losing a descriptor or its Merkle tree, another genesis of its db_id, a head inside a frame of
 several entries, a reader racing an erasure or catching up past a forget appended after it looked,
 live records whose payloads were zeroed, a durable write whose log a compaction replaced before its
-fsync, and a forget that waits for (or names) a reader of a replaced log."""
+fsync, a live writer whose log another process compacts (or is killed compacting) between two of its
+writes, and a forget that waits for (or names) a reader of a replaced log."""
 
 from __future__ import annotations
 
@@ -271,6 +272,69 @@ def test_a_durable_write_whose_log_a_compaction_replaced_before_its_fsync_return
         assert c.get(result[0]).content == "last"
     with MnemoClient(db, OWNER, readonly=True) as r:
         assert r.get(result[0]).content == "last" and r.verify().ok
+
+
+# Opens the database and compacts it; `point` arms a SIGKILL just before or just after the rename of the
+# new log over the path (none: the compaction runs to its end).
+COMPACT_CHILD = r"""
+import os, signal, sys
+from mnemo import MnemoClient
+
+db, point = sys.argv[1], sys.argv[2]
+real_replace = os.replace
+
+def replace(src, dst, **kw):
+    if point == "before-rename":
+        os.kill(os.getpid(), signal.SIGKILL)
+    real_replace(src, dst, **kw)
+    if point == "after-rename":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+os.replace = replace
+with MnemoClient(db, "owner", durability="none") as other:
+    other.compact()
+print("compacted", flush=True)
+"""
+
+
+@pytest.mark.parametrize("point", ["none", "before-rename", "after-rename"])
+def test_a_live_writer_writes_to_the_log_the_path_names_after_another_process_compacts(
+    tmp_path: Path, point: str
+) -> None:
+    """Between two writes of a live client, another process compacts the log: to its end, or killed
+    (SIGKILL) just before or just after it renames the new log over the path. The client's next write
+    lands in the file the path names then (the new log once it was renamed into place, else the old one),
+    never in a replaced log, and its chain verifies there."""
+    db = tmp_path / "live.db"
+    with MnemoClient(db, OWNER, durability="none") as c:
+        c.forget(c.remember("gone " * 40).id)
+        c.remember("first")
+        old = os.open(db, os.O_RDONLY)  # the log the client writes to before the compaction
+        try:
+            old_size = os.fstat(old).st_size
+            proc = subprocess.run([sys.executable, "-c", COMPACT_CHILD, str(db), point], capture_output=True,
+                                  text=True, env=subprocess_env(), timeout=60)
+            if point == "none":
+                assert proc.returncode == 0 and proc.stdout == "compacted\n", proc.stderr
+            else:
+                assert proc.returncode == -9 and proc.stdout == "", proc.stderr
+            replaced = point != "before-rename"
+            assert (os.stat(db).st_ino != os.fstat(old).st_ino) == replaced
+            second = c.remember("second")
+            assert (os.fstat(old).st_size == old_size) == replaced, "the write went to the replaced log"
+            last = read_entries(db)[-1]
+            assert (last.seq, last.hash.hex()) == (second.seq, second.hash)
+            assert os.fstat(c._store.fd).st_ino == os.stat(db).st_ino  # type: ignore[attr-defined]
+        finally:
+            os.close(old)
+        assert Path(f"{db}.compact").exists() == (point == "before-rename")  # (until a writer opens)
+        assert [r.content for r in c.query()] == ["first", "second"]
+        assert c.verify().ok
+    with MnemoClient(db, OWNER, durability="none") as again:
+        assert [r.content for r in again.query()] == ["first", "second"]
+    assert not Path(f"{db}.compact").exists()
+    report = verify_db(db)
+    assert report.ok, report.problems
 
 
 class _SpiedCondition:
