@@ -156,7 +156,7 @@ class _Writing:
 
     def __enter__(self) -> Batch:
         store = self.store
-        outer = store.current_batch()
+        outer = store._local.batch  # (current_batch())
         if outer is not None:
             return outer
         store.check_writable()
@@ -176,7 +176,8 @@ class _Writing:
 
     def _begin(self, store: Writes) -> Batch:
         deadline = time.monotonic() + store.lock_timeout
-        if not store._mutex.acquire(timeout=store.lock_timeout):
+        # (positional: RLock.acquire parses a keyword argument at four times the cost of the lock)
+        if not store._mutex.acquire(True, store.lock_timeout):
             raise LockTimeout(f"another thread held the writer lock for over {store.lock_timeout} s")
         try:
             caught_up = store._lock(deadline)
@@ -211,6 +212,7 @@ class _Writing:
                 store._unlock()
         finally:
             store._mutex.release()
-            self._leave()
+            if self.counted:
+                self._leave()
         if end and store.durability == "fsync":
             store._group.sync_upto(end, generation)
