@@ -21,7 +21,7 @@ from ..chain.codec import decode_record_fields
 from ..errors import IntegrityError, InvalidInput, NotFound, PermissionDenied
 from ..keys import load_private_key
 from ..recall.embedding import Embedder, check_embedder
-from ..record import MemoryRecord, make_memory_record, ns_to_datetime
+from ..record import MemoryRecord, ns_to_datetime
 from ..storage import open_storage
 from ..storage.batch import Batch
 from ..storage.contract import (
@@ -149,32 +149,38 @@ class ClientCore:
 
     # -- records of what the storage found -----------------------------------------------------------
     def _record(self, rec: Rec, version: Version, packed: bytes | memoryview) -> MemoryRecord:
-        try:
-            content, tags, metadata = decode_record_fields(packed)
-        except Exception as exc:  # msgpack raises several unrelated types on garbage
-            raise IntegrityError(
-                f"{self._store.path}: unreadable payload of record {rec.id} version {version.ver}: {exc}",
-                version.slot_off if version.slot_off >= 0 else None,
-            ) from None
-        created, updated = times(rec, version)
-        return make_memory_record(
-            rec.id, version.ver, content, tags, metadata, rec.scope, version.agent, created, updated,
-            version.seq, version.hash.hex(),
-        )
+        record = record_of(rec, version, packed)
+        if record is None:
+            raise self._unreadable(rec, version, packed)
+        return record
 
     def _latest_record(self, found: Found) -> MemoryRecord:
         return self._record(found.rec, found.rec.latest, found.packed[0])
 
     def _latest_records(self, founds: list[Found]) -> list[MemoryRecord]:
         """The latest version of each record found, as _record builds it, in one loop (a query builds
-        many). A payload that does not decode as three fields of the right types goes to _record,
-        which says what is wrong with it."""
+        many)."""
         out = []
         for rec, packed in founds:
             v = rec.versions[-1]
             record = record_of(rec, v, packed[0])
-            out.append(record if record is not None else self._record(rec, v, packed[0]))
+            if record is None:
+                raise self._unreadable(rec, v, packed[0])
+            out.append(record)
         return out
+
+    def _unreadable(self, rec: Rec, version: Version, packed: bytes | memoryview) -> IntegrityError:
+        """The error for a payload that does not decode as three fields of the right types (where
+        record_of gives None), saying what is wrong with it."""
+        try:
+            decode_record_fields(packed)
+            why = "packed record fields have the wrong types"
+        except Exception as exc:  # msgpack raises several unrelated types on garbage
+            why = str(exc)
+        return IntegrityError(
+            f"{self._store.path}: unreadable payload of record {rec.id} version {version.ver}: {why}",
+            version.slot_off if version.slot_off >= 0 else None,
+        )
 
     # -- the frame of a write ------------------------------------------------------------------------
     @contextlib.contextmanager
