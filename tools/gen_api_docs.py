@@ -96,13 +96,18 @@ def _members(cls: type) -> Iterator[tuple[str, str, str]]:
             yield name, f"{name}{sig}", first_paragraph(raw)
 
 
-def _class(name: str, cls: type) -> list[str]:
-    """The constructor's signature in class notation (`class Name(params)`), then the bases."""
+def _class(name: str, cls: type, public: set[int]) -> list[str]:
+    """The constructor's signature in class notation (`class Name(params)`), then the bases: those of
+    Mnemo that this reference lists (`public`: their ids), and any other but `object`. A base of Mnemo
+    that no public module exports is how the class is built, not what it is (MnemoClient's ClientCore)."""
     is_exception = issubclass(cls, BaseException)
     own_init = any("__init__" in vars(k) for k in cls.__mro__ if k.__module__.startswith("mnemo"))
     sig = signature(cls, drop_return=True) if own_init or not is_exception else None
     lines = [f"### `{name}`", "", "```python", f"class {name}{sig or ''}", "```", ""]
-    bases = [f"`{b.__name__}`" for b in cls.__bases__ if b is not object]
+    bases = [
+        f"`{b.__name__}`" for b in cls.__bases__
+        if b is not object and (id(b) in public or not b.__module__.startswith("mnemo"))
+    ]
     if bases:
         lines += [f"Bases: {', '.join(bases)}.", ""]
     doc = first_paragraph(cls)
@@ -126,12 +131,18 @@ def _value(name: str, value: Any) -> list[str]:
     return [f"### `{name}`", "", "```python", f"{name} = {value!r}", "```", ""]
 
 
+def _listed() -> Iterator[tuple[str, Any, list[str]]]:
+    """(name, module, the names it documents) of each module of the reference, in order."""
+    for module_name, chosen in MODULES:
+        module = importlib.import_module(module_name)
+        yield module_name, module, list(chosen if chosen is not None else module.__all__)
+
+
 def render() -> str:
     out = [HEADER]
     documented: dict[int, str] = {}  # id of an object -> where it was documented first
-    for module_name, chosen in MODULES:
-        module = importlib.import_module(module_name)
-        names = list(chosen if chosen is not None else module.__all__)
+    public = {id(getattr(module, name)) for _, module, names in _listed() for name in names}
+    for module_name, module, names in _listed():
         out += [f"## `{module_name}`", ""]
         doc = first_paragraph(module)
         if doc:
@@ -145,7 +156,7 @@ def render() -> str:
                 continue
             documented[id(obj)] = qualified
             if inspect.isclass(obj):
-                out += _class(name, obj)
+                out += _class(name, obj, public)
             elif callable(obj):
                 out += _function(name, obj)
             else:

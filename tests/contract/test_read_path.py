@@ -320,6 +320,33 @@ def test_records_built_in_one_loop_are_those_of_record(value: object) -> None:
         assert got == want
 
 
+@pytest.mark.parametrize(("packed", "why"), [
+    (b"\x05", "packed record fields are not an array of 3"),
+    (b"\x92\xa1x\x90", "packed record fields are not an array of 3"),
+    (b"\x93\xa1x\xa1y\x80", "packed record fields have the wrong types"),
+    (b"\x93\x05\x90\x80", "packed record fields have the wrong types"),
+    (b"\x93\xa1x\x90\x90", "packed record fields have the wrong types"),
+])
+def test_fields_that_do_not_decode_are_an_integrity_error_saying_why(packed: bytes, why: str) -> None:
+    """A payload whose fields are not [content, tags, metadata] of the right types: every read of it
+    (a version, the latest of a query's records) says which record and version, what is wrong, and
+    where the payload is."""
+    from mnemo.storage.contract import Found, Rec, Version
+
+    version = Version(3, 9, 1_764_500_000_123_456_789, AGENT, 4, b"h" * 32, 100, 40, 50, 30)
+    rec = Rec("r1", "scope", ("a",), (version,))
+    for read in (lambda: _OFFLINE._record(rec, version, packed),
+                 lambda: _OFFLINE._latest_records([Found(rec, (packed,))])):
+        with pytest.raises(IntegrityError) as info:
+            read()
+        assert str(info.value) == f"nowhere: unreadable payload of record r1 version 3: {why}"
+        assert info.value.offset == 100
+    staged = version._replace(slot_off=-1)  # a version staged in an open transaction has no offset yet
+    with pytest.raises(IntegrityError) as info:
+        _OFFLINE._record(rec._replace(versions=(staged,)), staged, packed)
+    assert info.value.offset is None
+
+
 class _Offline(MnemoClient):
     """A client with no database, for what builds records from bytes alone."""
 

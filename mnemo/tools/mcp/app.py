@@ -275,22 +275,30 @@ def _configure_logging() -> None:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="mnemo mcp: %(levelname)s: %(message)s")
 
 
-def _resolve(db: DbArg | None, agent: str | None) -> tuple[DbArg, str]:
+def _open_pool(
+    db: DbArg | None, agent: str | None, scope: str | None, read_only: bool, lock_timeout: float | None,
+    mounts: Mapping[str, str] | None, embedder: Embedder | str | None, max_open: int = DEFAULT_MAX_OPEN_AGENTS,
+) -> tuple[DbArg, str, AgentServers]:
+    """The database (default: default_db_path(), its folder made) and the server's agent (default:
+    default_agent()), and the pool of the agents' servers on it, none open yet."""
     if db is None:
         path = default_db_path()
         ensure_parent(path)
         db = path
-    return db, agent if agent is not None else default_agent()
+    agent = agent if agent is not None else default_agent()
+    pool = AgentServers(db, scope=scope, read_only=read_only, lock_timeout=lock_timeout, mounts=mounts,
+                        embedder=embedder, max_open=max_open)
+    return db, agent, pool
 
 
 def _describe(db: DbArg) -> str:
     return shown_name(os.fspath(db) if isinstance(db, (str, Path)) else str(db))  # a DSN's password hidden
 
 
-def _mounted(mounts: Mapping[str, str] | None) -> str:
-    if not mounts:
-        return ""
-    return ", mounts " + " ".join(f"{point}={scope}" for point, scope in sorted(mounts.items()))
+def _served_as(mounts: Mapping[str, str] | None, read_only: bool) -> str:
+    """The end of the line announcing what is served: the mounts, and whether it is read-only."""
+    mounted = " ".join(f"{point}={scope}" for point, scope in sorted((mounts or {}).items()))
+    return (f", mounts {mounted}" if mounted else "") + (", read-only" if read_only else "")
 
 
 # -- stdio ------------------------------------------------------------------------------------------
@@ -333,15 +341,12 @@ def serve_stdio(
     (MnemoClient's) lets memory_search match by meaning (docs/RECALL.md §6).
     """
     _configure_logging()
-    db, agent = _resolve(db, agent)
-    pool = AgentServers(db, scope=scope, read_only=read_only, lock_timeout=lock_timeout, mounts=mounts,
-                        embedder=embedder)
+    db, agent, pool = _open_pool(db, agent, scope, read_only, lock_timeout, mounts, embedder)
     try:
         server = pool.get(agent)
-        mode = ", read-only" if read_only else ""
         print(
-            f"mnemo mcp: serving {_describe(db)} as agent {agent}, scope {server.scope}{_mounted(mounts)}{mode}, "
-            "over stdio",
+            f"mnemo mcp: serving {_describe(db)} as agent {agent}, scope {server.scope}"
+            f"{_served_as(mounts, read_only)}, over stdio",
             file=announce or sys.stderr,
             flush=True,
         )
@@ -416,10 +421,8 @@ def serve_http(
 
     table = TokenTable(tokens)
     guard = ConnectionGuard(max_connections, read_timeout)  # checks both before anything opens
-    db, agent = _resolve(db, agent)
+    db, agent, pool = _open_pool(db, agent, scope, read_only, lock_timeout, mounts, embedder, max_open_agents)
     out = announce or sys.stderr
-    pool = AgentServers(db, scope=scope, read_only=read_only, lock_timeout=lock_timeout, mounts=mounts,
-                        embedder=embedder, max_open=max_open_agents)
     guard.fit_descriptors(agents=min(len(table.agents) + 1, max_open_agents))
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_stop) if in_main else None
@@ -446,11 +449,10 @@ def serve_http(
                 file=out,
             )
         agents = ", ".join(table.agents)
-        mode = ", read-only" if read_only else ""
         where = f"scope {scope}" if scope is not None else "each agent's home scope"
         print(
-            f"mnemo mcp: serving {_describe(db)} at {url}{MCP_PATH} for agents {agents}, {where}{_mounted(mounts)}"
-            f"{mode}",
+            f"mnemo mcp: serving {_describe(db)} at {url}{MCP_PATH} for agents {agents}, {where}"
+            f"{_served_as(mounts, read_only)}",
             file=out,
             flush=True,
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from mnemo.errors import InvalidInput, MnemoError, NotFound, PermissionDenied
@@ -98,11 +98,15 @@ class ToolSpec:
     input_schema: dict[str, Any]
     hints: Hints
     command: str | None = None
-    fields: tuple[str, ...] = field(default=())
 
     @property
     def writes(self) -> bool:
         return not self.hints.read_only
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The arguments a call passes on: the properties of the input schema, in its order."""
+        return tuple(self.input_schema["properties"])
 
 
 # Hints, tool by tool. Only delete destroys anything: it erases every version of what it deletes.
@@ -136,7 +140,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         hints=Hints(read_only=True, destructive=False, idempotent=True),
         command="view",
-        fields=("path", "view_range"),
     ),
     ToolSpec(
         name="memory_create",
@@ -152,7 +155,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         hints=Hints(read_only=False, destructive=False, idempotent=True),
         command="create",
-        fields=("path", "file_text"),
     ),
     ToolSpec(
         name="memory_str_replace",
@@ -172,7 +174,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         hints=Hints(read_only=False, destructive=False, idempotent=False),
         command="str_replace",
-        fields=("path", "old_str", "new_str"),
     ),
     ToolSpec(
         name="memory_insert",
@@ -194,7 +195,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         hints=Hints(read_only=False, destructive=False, idempotent=False),
         command="insert",
-        fields=("path", "insert_line", "insert_text"),
     ),
     ToolSpec(
         name="memory_delete",
@@ -207,7 +207,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         input_schema=_schema({"path": _string(_PATH)}, ("path",)),
         hints=Hints(read_only=False, destructive=True, idempotent=True),
         command="delete",
-        fields=("path",),
     ),
     ToolSpec(
         name="memory_rename",
@@ -225,7 +224,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         hints=Hints(read_only=False, destructive=False, idempotent=True),
         command="rename",
-        fields=("old_path", "new_path"),
     ),
     ToolSpec(
         name=SEARCH_TOOL_NAME,
@@ -242,7 +240,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         input_schema=SEARCH_INPUT_SCHEMA,
         hints=Hints(read_only=True, destructive=False, idempotent=True),
-        fields=("query", "path", "limit", "mode"),
     ),
     ToolSpec(
         name="memory_history",
@@ -254,7 +251,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         input_schema=_schema({"path": _string("A file under /memories.")}, ("path",)),
         hints=Hints(read_only=True, destructive=False, idempotent=True),
-        fields=("path",),
     ),
     ToolSpec(
         name="memory_verify",

@@ -29,9 +29,9 @@ FIXED_ID = "0" * 31 + "1"
 def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every new record gets the same id: the second remember's put names an id that exists (what a
     colliding id, or another writer's put of it, does)."""
-    import mnemo.client as client_module
+    import mnemo.client.writes as writes_module
 
-    monkeypatch.setattr(client_module, "new_id", lambda: FIXED_ID)
+    monkeypatch.setattr(writes_module, "new_id", lambda: FIXED_ID)
     yield
     monkeypatch.undo()
 

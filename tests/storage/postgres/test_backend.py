@@ -580,7 +580,7 @@ def test_a_cut_off_append_whose_ids_hold_other_puts_is_refused_as_damage(
     """A remember whose call was cut off asks whether its put landed by the record's id. Should that id
     hold another put (another writer's, with other content), it is neither taken as this write nor
     retried over it: the call raises IntegrityError, and the chain keeps the other put alone."""
-    import mnemo.client as client_module
+    import mnemo.client.writes as writes_module
 
     fixed = "0" * 31 + "1"
     with MnemoClient(pg.url, OWNER) as c, MnemoClient(pg.url, OWNER) as other:
@@ -588,7 +588,7 @@ def test_a_cut_off_append_whose_ids_hold_other_puts_is_refused_as_damage(
         store: Any = c._store
         kill_at_append(monkeypatch, store, land=False,
                         meanwhile=lambda: other.remember("another writer's"))  # takes the same id first
-        monkeypatch.setattr(client_module, "new_id", lambda: fixed)
+        monkeypatch.setattr(writes_module, "new_id", lambda: fixed)
         with pytest.raises(IntegrityError) as info:
             c.remember("this write")
         assert str(info.value) == f"{store.path}: the entries of records {[fixed]} are not the puts that made them"

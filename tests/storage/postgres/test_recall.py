@@ -28,9 +28,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mnemo import MnemoClient, StorageError
-from mnemo import client as client_module
 from mnemo._native import speedups
 from mnemo.audit import verify_db
+from mnemo.client import writes as writes_module
 from mnemo.errors import IntegrityError
 from mnemo.recall import engine
 from mnemo.recall.analysis import atoms, terms
@@ -131,7 +131,7 @@ def test_a_commit_the_server_refuses_writes_no_index_row(pg: Schema, monkeypatch
     remember's mnemo_put, a transaction's mnemo_commit): nothing of it is in the index either."""
     with MnemoClient(pg.url, OWNER) as c:
         other = c.remember("other words")
-        monkeypatch.setattr(client_module, "new_id", lambda: "0" * 31 + "1")
+        monkeypatch.setattr(writes_module, "new_id", lambda: "0" * 31 + "1")
         c.remember("first words")
         before = _index(pg)
         with pytest.raises(StorageError, match="mnemo_records_pkey"):

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from mnemo import MemoryRecord, MnemoClient, Problem, ScopeReport, VerifyReport
 from mnemo.errors import Closed, InvalidInput, PermissionDenied
 from mnemo.tools import MnemoMemoryToolServer
+from mnemo.tools.inputs import FIELDS, SEARCH_FIELDS
 from mnemo.tools.mcp.defaults import default_agent, default_db_path
 from mnemo.tools.mcp.tokens import TokenTable, load_tokens, parse_tokens
 from mnemo.tools.mcp.tools import (
@@ -37,8 +38,17 @@ def test_the_tools_and_what_read_only_leaves() -> None:
     ]
     assert [t.name for t in tools_for(True)] == ["memory_view", "memory_search", "memory_history", "memory_verify"]
     for tool in TOOLS:
-        # A command tool's schema offers exactly the memory tool's fields for that command.
-        assert tuple(tool.input_schema["properties"]) == tool.fields
+        # A command tool's schema offers exactly the memory tool's fields for that command, and requires
+        # those the command requires; the search's, the search's. What a call passes on is those fields.
+        spec = FIELDS[tool.command] if tool.command is not None else SEARCH_FIELDS if tool.name == "memory_search" \
+            else None
+        if spec is not None:
+            assert sorted(tool.fields) == sorted(name for name, _, _ in spec)
+            assert sorted(tool.input_schema["required"]) == sorted(name for name, _, required in spec if required)
+        assert tool.fields == tuple(tool.input_schema["properties"])
+    assert {t.name: t.fields for t in TOOLS if t.command is None} == {
+        "memory_search": ("query", "path", "limit", "mode"), "memory_history": ("path",), "memory_verify": (),
+    }
 
 
 # -- call_tool is execute: property test ------------------------------------------------------------
