@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...chain.codec import SALT_SIZE, served_put_problem
+from ...recall.bm25 import K1, B
 from ...record import MemoryRecord
 from ...validation import PATH_TAG_PREFIX
 from ..records import record_of
@@ -115,11 +116,11 @@ def _any_tag_sql(column: str, query: Query) -> tuple[str, list[Any]]:
 
 def recall_sql(
     exact: list[str], prefixes: list[str], scopes: ScopeFilter, tags: Query, touched: list[str],
-    positional: list[str],
+    positional: list[str], prefetch: int = 0,
 ) -> tuple[str, list[Any]]:
     """One read of the text index for a recall, in one statement (one snapshot), and its parameters. The
     corpus is the documents of the scopes `scopes` admits; its rows are (kind, name, a, b, seqs, tfs,
-    lengths, terms, counts, positions):
+    lengths, terms, counts, positions), and with `prefetch`, 13 columns more (NULL but in kind 5):
 
     - (0, NULL, documents, total length, NULL...): the corpus's, summed over its scopes' totals;
     - (1, NULL, NULL, NULL, seqs, tfs, lengths, terms, counts): the postings of the `exact` terms and of
@@ -135,7 +136,15 @@ def recall_sql(
       `positional` (the words of phrases, which are among `exact`; their postings are in this row only,
       unless a prefix reaches them too), with each posting's positions: `positions` all of them one
       posting after the other, as mnemo_terms holds them (text_index.pack_places: each says where it
-      ends), text_index.NOT_KEPT where mnemo_terms keeps none (NULL).
+      ends), text_index.NOT_KEPT where mnemo_terms keeps none (NULL);
+    - with `prefetch` (a number of documents), (5, NULL..., then latest_sql's columns) for each version of
+      the records of the `prefetch` best documents of the postings read, by their BM25 scores computed
+      here, when those postings number PREFETCH_POSTINGS at most (none otherwise), in the scopes `scopes`
+      admits, their latest payloads with them: what the hits read would read, when the ranking's best
+      are among them. Each term read is a feature of its own (the query's words and its prefixes' terms;
+      no phrase: the caller asks for none when the query has one, or excludes anything), so these are
+      the engine's scores but for the order of their sums and a logarithm computed otherwise: their last
+      bits may differ, and the caller ranks the postings itself and reads what is not among these.
 
     A term's postings come from mnemo_terms' index on (key, scope), which holds their seq, tf and length:
     a term shorter than TERM_KEY characters is its own key, so its postings are read from the index alone
@@ -174,6 +183,7 @@ def recall_sql(
             params += [*scope_params, *prefix_params, _like_prefix(prefix)]
     # the postings of every term, without positions (for the tags of their documents)
     postings = " UNION ALL ".join([*parts, *(part.replace(", t.positions FROM", " FROM") for part in with_positions)])
+    parts_params = [*params, *positional_params]
     where, scope_params = scope_sql(scopes, "d.scope")
     sql = (
         "SELECT 0, NULL::text, coalesce(sum(d.docs), 0)::bigint, coalesce(sum(d.length), 0)::bigint, NULL::bytea, "
@@ -213,7 +223,49 @@ def recall_sql(
         params += [*params[len(scope_params):], *tag_params]
     sql += ("UNION ALL SELECT 3, d.id, d.seq, d.length, NULL, NULL, NULL, NULL, NULL, NULL FROM mnemo_docs d "
             f"WHERE d.id = ANY(%s::text[]) AND {where}")
-    return planned_once(sql), [*params, touched, *scope_params]
+    params += [touched, *scope_params]
+    if prefetch and parts:
+        best, best_params = _best_sql(postings, parts_params, where, scope_params, prefetch)
+        records_where, records_params = scope_sql(scopes)
+        source = (f"(SELECT DISTINCT w.id FROM ({best}) c JOIN mnemo_versions w ON w.seq = c.seq) c "
+                  f"CROSS JOIN LATERAL {records_of('c.id')}")
+        sql = (f"SELECT i.*, {', '.join(['NULL'] * 13)} FROM ({sql}) i UNION ALL SELECT 5, "
+               f"{', '.join(['NULL'] * 9)}, z.* FROM "
+               f"({latest_sql(source, records_where, '', 'p.raw, p.payload', False, index_tags=False)}) z")
+        params += [*best_params, *records_params]
+    return planned_once(sql), params
+
+
+PREFETCH_POSTINGS = 512
+"""recall_sql's prefetch ranks the postings it read when they number this many at most (a rare word's, or a
+few rare words'): it reads that many at most to find out, and so costs a query of more postings little."""
+
+
+def _best_sql(
+    postings: str, postings_params: list[Any], where: str, scope_params: list[Any], limit: int
+) -> tuple[str, list[Any]]:
+    """The seqs of the `limit` best documents by BM25 (score down, then seq down) among the `postings`
+    (rows of key, seq, tf, length: each key a feature; the corpus's totals those of the scopes `where`
+    admits in mnemo_text_scopes), when there are PREFETCH_POSTINGS of them at most (none otherwise),
+    and its parameters. The expression is bm25.saturation's and engine.norm's, operation by operation."""
+    def double(value: float) -> str:
+        return f"'{value!r}'::float8"  # (a literal such as 2.2 alone is a numeric: exact, and not a double)
+
+    saturation = (f"x.tf * {double(K1 + 1)} / (x.tf + {double(K1)} * ({double(1 - B)} + {double(B)} * x.length "
+                  "/ (n.total / n.docs)))")
+    half = double(0.5)
+    sql = (
+        f"SELECT x.seq FROM (SELECT p.seq, p.tf::float8 AS tf, p.length::float8 AS length, "
+        "(count(*) OVER (PARTITION BY p.key))::float8 AS df, "
+        f"count(*) OVER () AS every FROM (SELECT * FROM ({postings}) p(key, seq, tf, length) "
+        f"LIMIT {PREFETCH_POSTINGS + 1}) p) x, (SELECT sum(d.docs)::float8 AS docs, sum(d.length)::float8 AS total "
+        f"FROM mnemo_text_scopes d WHERE {where}) n WHERE x.every <= {PREFETCH_POSTINGS} AND n.docs > 0 "
+        f"AND n.total > 0 GROUP BY x.seq "
+        f"ORDER BY sum(ln({double(1.0)} + (n.docs - x.df + {half}) / (x.df + {half})) * ({saturation})) DESC, "
+        "x.seq DESC "
+        f"LIMIT {int(limit)}"
+    )
+    return sql, [*postings_params, *scope_params]
 
 
 _PARAMETER = re.compile(r"%s((?:::[a-z]+(?:\[\])?)?)")

@@ -83,6 +83,14 @@ _latest_records: Callable[[list[Any], tuple[int, ...], type], list[MemoryRecord 
 
 # The records a recall read, by the seq of the document it ranked (None: no record it may read has it)
 Loaded = dict[int, "tuple[Rec, bytes] | None"]
+PREFETCH_SLACK = 2  # documents read with the index beyond `limit`: the last bits of the server's scores may differ
+PREFETCH_MAX = 100  # a recall of a greater limit reads its hits apart
+INDEX_COLUMNS = 10  # the columns of recall_sql's rows of the index; those of kind PREFETCHED, a record's after them
+PREFETCHED = 5
+
+
+def _id_and_version(row: Any) -> tuple[str, int]:
+    return row[0], row[3]
 
 
 class _Unserved(Exception):
@@ -554,7 +562,13 @@ class PostgresStore(Meaning):
         touched = [] if batch is None else [
             rec_id for rec_id, rec in batch.recs.items() if rec is None or rec.versions[0].slot_off >= 0
         ]
-        sql, params = recall_sql(exact, prefixes, scopes, tags, touched, query.phrase_atoms)
+        # the best documents' records read with the index, for a query of words and prefixes only (the
+        # ranking of its postings is BM25 over them: recall_sql), outside a transaction (whose own writes
+        # may rank among them), without tags to filter the hits by
+        prefetch = limit + PREFETCH_SLACK if (
+            batch is None and not query.exclude and not tags.filters_tags and limit <= PREFETCH_MAX
+            and not any(isinstance(clause, Phrase) for clause in query.include)) else 0
+        sql, params = recall_sql(exact, prefixes, scopes, tags, touched, query.phrase_atoms, prefetch)
         filtered = tags.filters_tags
         left_out: set[int] = set()  # documents the chain contradicts
         suspects: set[int] = set()  # documents found changed once
@@ -583,9 +597,15 @@ class PostgresStore(Meaning):
         loaded: Loaded, scopes: ScopeFilter, batch: Batch | None,
         conn: psycopg.Connection[Any] | None,
     ) -> TableSource:
-        """The index as recall reads it (one round trip); the texts it gives phrases are read into `loaded`."""
+        """The index as recall reads it (one round trip); the texts it gives phrases are read into `loaded`,
+        and so are the records it read with it (recall_sql's prefetch)."""
+        rows = self._fetch(sql, params, conn, binary=True)
+        if rows and len(rows[0]) > INDEX_COLUMNS:
+            records = sorted((row[INDEX_COLUMNS:] for row in rows if row[0] == PREFETCHED), key=_id_and_version)
+            self._loaded_rows(records, None, batch, loaded, conn)
+            rows = [row[:INDEX_COLUMNS] for row in rows if row[0] != PREFETCHED]
         try:
-            return TableSource(self._fetch(sql, params, conn, binary=True), exact, prefixes, filtered,
+            return TableSource(rows, exact, prefixes, filtered,
                                lambda seq: self._indexed_text(seq, loaded, scopes, batch, conn))
         except IndexDisagrees as exc:
             raise IntegrityError(f"{self.path}: the text index disagrees with itself ({exc}): run verify") from None
@@ -621,19 +641,36 @@ class PostgresStore(Meaning):
         where, params = scope_sql(scopes)
         source = ("(SELECT DISTINCT w.id FROM unnest(%s::bigint[]) c(seq) JOIN mnemo_versions w ON w.seq = c.seq) c "
                   f"CROSS JOIN LATERAL {records_of('c.id')}")
-        rows = self._fetch(latest_sql(source, where, "", "p.raw, p.payload", False), [seqs, *params], conn,
-                           binary=True)
-        wanted = set(seqs)
+        rows = self._fetch(latest_sql(source, where, "", "p.raw, p.payload", False, index_tags=False),
+                           [seqs, *params], conn, binary=True)
+        self._loaded_rows(rows, set(seqs), batch, loaded, conn)
+        for seq in seqs:
+            loaded.setdefault(seq, None)
+
+    def _loaded_rows(
+        self, rows: list[Any], wanted: set[int] | None, batch: Batch | None, loaded: Loaded,
+        conn: psycopg.Connection[Any] | None,
+    ) -> None:
+        """The records of `rows` (latest_sql's, with the latest payloads and without the tags), each with the
+        packed fields of its latest version (checked against its put) and the tags that put holds (those
+        mnemo_tags lists when they do not read as a list of strings, read in one more statement), into
+        `loaded` by the seqs of their versions (those of `wanted` only, when given)."""
+        found: list[Found] = []
+        packs: list[bytes] = []
+        unreadable: list[int] = []
         for rec, versions in group_rows(rows, with_payloads=True):
             packed = self._checked(rec, rec.latest, *versions[-1], batch)
             put_tags = _put_tags(packed)
-            if put_tags is not None and set(put_tags) != set(rec.tags):
-                rec = rec._replace(tags=put_tags)
+            if put_tags is None:
+                unreadable.append(len(found))
+            found.append(Found(rec if put_tags is None else rec._replace(tags=put_tags)))
+            packs.append(packed)
+        if unreadable:
+            found = self._index_tags(found, unreadable, conn)
+        for (rec, _none), packed in zip(found, packs, strict=True):
             for version in rec.versions:
-                if version.seq in wanted:
+                if wanted is None or version.seq in wanted:
                     loaded[version.seq] = (rec, packed)
-        for seq in seqs:
-            loaded.setdefault(seq, None)
 
     def _load_phrase_texts(
         self, query: RecallQuery, source: TableSource, loaded: Loaded, scopes: ScopeFilter,
