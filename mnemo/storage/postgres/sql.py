@@ -4,6 +4,7 @@ records read back from their rows."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -183,7 +184,6 @@ def recall_sql(
             params += [*scope_params, *prefix_params, _like_prefix(prefix)]
     # the postings of every term, without positions (for the tags of their documents)
     postings = " UNION ALL ".join([*parts, *(part.replace(", t.positions FROM", " FROM") for part in with_positions)])
-    parts_params = [*params, *positional_params]
     where, scope_params = scope_sql(scopes, "d.scope")
     sql = (
         "SELECT 0, NULL::text, coalesce(sum(d.docs), 0)::bigint, coalesce(sum(d.length), 0)::bigint, NULL::bytea, "
@@ -196,10 +196,21 @@ def recall_sql(
         "SELECT p.key, string_agg(int8send(p.seq), ''::bytea), string_agg(int4send(p.tf), ''::bytea), "
         f"string_agg(int4send(p.length), ''::bytea), count(*)::integer FROM ({part}) p(key, seq, tf, length) "
         "GROUP BY p.key" for part in parts)
-    if parts:
-        sql += ("UNION ALL SELECT 1, NULL, NULL, NULL, string_agg(g.seqs, ''::bytea), string_agg(g.tfs, ''::bytea), "
-                "string_agg(g.lengths, ''::bytea), array_agg(g.key), string_agg(int4send(g.n), ''::bytea), NULL "
-                f"FROM ({terms}) g(key, seqs, tfs, lengths, n) ")
+    touched_sql = ("UNION ALL SELECT 3, d.id, d.seq, d.length, NULL, NULL, NULL, NULL, NULL, NULL FROM mnemo_docs d "
+                   f"WHERE d.id = ANY(%s::text[]) AND {where}")
+    every_term = ("UNION ALL SELECT 1, NULL, NULL, NULL, string_agg(g.seqs, ''::bytea), string_agg(g.tfs, ''::bytea), "
+                  "string_agg(g.lengths, ''::bytea), array_agg(g.key), string_agg(int4send(g.n), ''::bytea), NULL "
+                  f"FROM ({terms}) g(key, seqs, tfs, lengths, n) ") if parts else ""
+    if prefetch and parts and not with_positions and not tags.filters_tags:
+        best, best_params = _best_sql(postings, params, where, scope_params, prefetch)
+        records_where, records_params = scope_sql(scopes)
+        source = (f"(SELECT DISTINCT w.id FROM ({best}) c JOIN mnemo_versions w ON w.seq = c.seq) c "
+                  f"CROSS JOIN LATERAL {records_of('c.id')}")
+        sql = (f"SELECT i.*, {', '.join(['NULL'] * 13)} FROM ({sql}{every_term}{touched_sql}) i UNION ALL SELECT 5, "
+               f"{', '.join(['NULL'] * 9)}, z.* "
+               f"FROM ({latest_sql(source, records_where, '', 'p.raw, p.payload', False, index_tags=False)}) z")
+        return planned_once(sql), [*scope_params, *params, touched, *scope_params, *best_params, *records_params]
+    sql += every_term
     if with_positions:
         terms = " UNION ALL ".join(
             "SELECT p.key, string_agg(int8send(p.seq), ''::bytea), string_agg(int4send(p.tf), ''::bytea), "
@@ -221,24 +232,14 @@ def recall_sql(
                 "CROSS JOIN LATERAL (SELECT d.id FROM mnemo_docs d WHERE d.seq = q.seq OFFSET 0) d "
                 f"WHERE {tagged} ")
         params += [*params[len(scope_params):], *tag_params]
-    sql += ("UNION ALL SELECT 3, d.id, d.seq, d.length, NULL, NULL, NULL, NULL, NULL, NULL FROM mnemo_docs d "
-            f"WHERE d.id = ANY(%s::text[]) AND {where}")
-    params += [touched, *scope_params]
-    if prefetch and parts:
-        best, best_params = _best_sql(postings, parts_params, where, scope_params, prefetch)
-        records_where, records_params = scope_sql(scopes)
-        source = (f"(SELECT DISTINCT w.id FROM ({best}) c JOIN mnemo_versions w ON w.seq = c.seq) c "
-                  f"CROSS JOIN LATERAL {records_of('c.id')}")
-        sql = (f"SELECT i.*, {', '.join(['NULL'] * 13)} FROM ({sql}) i UNION ALL SELECT 5, "
-               f"{', '.join(['NULL'] * 9)}, z.* FROM "
-               f"({latest_sql(source, records_where, '', 'p.raw, p.payload', False, index_tags=False)}) z")
-        params += [*best_params, *records_params]
-    return planned_once(sql), params
+    sql += touched_sql
+    return planned_once(sql), [*params, touched, *scope_params]
 
 
 PREFETCH_POSTINGS = 512
 """recall_sql's prefetch ranks the postings it read when they number this many at most (a rare word's, or a
-few rare words'): it reads that many at most to find out, and so costs a query of more postings little."""
+few rare words'): it counts that many at most to find out (a read of the term index, no sort), and so
+costs a query of more postings little."""
 
 
 def _best_sql(
@@ -246,8 +247,9 @@ def _best_sql(
 ) -> tuple[str, list[Any]]:
     """The seqs of the `limit` best documents by BM25 (score down, then seq down) among the `postings`
     (rows of key, seq, tf, length: each key a feature; the corpus's totals those of the scopes `where`
-    admits in mnemo_text_scopes), when there are PREFETCH_POSTINGS of them at most (none otherwise),
-    and its parameters. The expression is bm25.saturation's and engine.norm's, operation by operation."""
+    admits in mnemo_text_scopes), when there are PREFETCH_POSTINGS of them at most (none otherwise, and
+    the postings are not ranked: the condition is checked first, once), and its parameters. The
+    expression is bm25.saturation's and engine.norm's, operation by operation."""
     def double(value: float) -> str:
         return f"'{value!r}'::float8"  # (a literal such as 2.2 alone is a numeric: exact, and not a double)
 
@@ -255,22 +257,22 @@ def _best_sql(
                   "/ (n.total / n.docs)))")
     half = double(0.5)
     sql = (
-        f"SELECT x.seq FROM (SELECT p.seq, p.tf::float8 AS tf, p.length::float8 AS length, "
-        "(count(*) OVER (PARTITION BY p.key))::float8 AS df, "
-        f"count(*) OVER () AS every FROM (SELECT * FROM ({postings}) p(key, seq, tf, length) "
-        f"LIMIT {PREFETCH_POSTINGS + 1}) p) x, (SELECT sum(d.docs)::float8 AS docs, sum(d.length)::float8 AS total "
-        f"FROM mnemo_text_scopes d WHERE {where}) n WHERE x.every <= {PREFETCH_POSTINGS} AND n.docs > 0 "
-        f"AND n.total > 0 GROUP BY x.seq "
+        "SELECT x.seq FROM (SELECT p.seq, p.tf::float8 AS tf, p.length::float8 AS length, "
+        f"(count(*) OVER (PARTITION BY p.key))::float8 AS df FROM ({postings}) p(key, seq, tf, length)) x, "
+        "(SELECT sum(d.docs)::float8 AS docs, sum(d.length)::float8 AS total "
+        f"FROM mnemo_text_scopes d WHERE {where}) n "
+        f"WHERE (SELECT count(*) FROM (SELECT 1 FROM ({postings}) c LIMIT {PREFETCH_POSTINGS + 1}) c) "
+        f"<= {PREFETCH_POSTINGS} AND n.docs > 0 AND n.total > 0 GROUP BY x.seq "
         f"ORDER BY sum(ln({double(1.0)} + (n.docs - x.df + {half}) / (x.df + {half})) * ({saturation})) DESC, "
-        "x.seq DESC "
-        f"LIMIT {int(limit)}"
+        f"x.seq DESC LIMIT {int(limit)}"
     )
-    return sql, [*postings_params, *scope_params]
+    return sql, [*postings_params, *scope_params, *postings_params]
 
 
 _PARAMETER = re.compile(r"%s((?:::[a-z]+(?:\[\])?)?)")
 
 
+@functools.lru_cache(maxsize=256)
 def planned_once(sql: str) -> str:
     """`sql` with each of its parameters read through a subquery of its own, `(SELECT %s::T)::T` (the cast
     again: an expression, which `= ANY(...)` takes as an array, not as a subquery's rows), which the

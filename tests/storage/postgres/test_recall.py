@@ -629,7 +629,8 @@ def test_recall_gives_the_same_floats_with_numpy_and_without(
     copied: tuple[str, str], agent: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With numpy, the postings read are scored in bulk (engine.search_packed); without it, one by one
-    (engine.scored): the same ids in the same order, with scores equal to the last bit."""
+    (engine.scored): the same ids in the same order, with scores equal to the last bit. (Fewer postings
+    than text_index.BULK are scored one by one with numpy too: here every recall is scored in bulk.)"""
     _src, url = copied
     bulk: list[int] = []
     packed = engine.search_packed
@@ -640,6 +641,9 @@ def test_recall_gives_the_same_floats_with_numpy_and_without(
 
     monkeypatch.setattr(engine, "search_packed", counted)
     with MnemoClient(url, agent) as p:
+        p.recall("alpha")  # (one with fewer postings than BULK: one by one)
+        assert not bulk
+        monkeypatch.setattr(text_index, "BULK", 0)
         with_numpy = _answers(p, "id")
         assert len(bulk) == len(QUERIES) * len(FILTERS)  # every recall, in bulk
         monkeypatch.setattr(engine, "installed", lambda: False)
@@ -864,7 +868,9 @@ def test_after_compact_the_postings_are_read_from_the_index_alone(pg: Schema) ->
             read = [line for line in plan if " on mnemo_terms " in line and "never executed" not in line]
             assert read, plan
             assert all("Index Only Scan using mnemo_terms_term on mnemo_terms t" in line for line in read), plan
-            assert [line.strip() for line in plan if "Heap Fetches" in line] == ["Heap Fetches: 0"] * len(read), plan
+            # (a scan never executed, such as the prefetch's of a word of many postings, says 0 too)
+            fetches = [line.strip() for line in plan if "Heap Fetches" in line]
+            assert set(fetches) == {"Heap Fetches: 0"} and len(fetches) >= len(read), plan
 
 
 @pytest.mark.parametrize("query", ["alpha -zzz", "alpha", '"alpha one" alpha'])
