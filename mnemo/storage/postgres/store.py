@@ -50,6 +50,7 @@ from .errors import storage_error
 from .meaning import Meaning
 from .schema import SCHEMA_LOCK
 from .sql import (
+    PREFETCH_POSTINGS,
     RECORD_ROW,
     group_rows,
     latest_records,
@@ -85,6 +86,7 @@ _latest_records: Callable[[list[Any], tuple[int, ...], type], list[MemoryRecord 
 Loaded = dict[int, "tuple[Rec, bytes] | None"]
 PREFETCH_SLACK = 2  # documents read with the index beyond `limit`: the last bits of the server's scores may differ
 PREFETCH_MAX = 100  # a recall of a greater limit reads its hits apart
+POSTINGS_SEEN = 4096  # the terms whose numbers of postings a store keeps (all forgotten past it)
 INDEX_COLUMNS = 10  # the columns of recall_sql's rows of the index; those of kind PREFETCHED, a record's after them
 PREFETCHED = 5
 
@@ -163,6 +165,8 @@ class PostgresStore(Meaning):
         self._tree_lock = threading.Lock()
         self._stop = threading.Event()
         self._batch_thread: threading.Thread | None = None
+        # how many postings each term (a prefix: "prefix*") had at the last recall that read it
+        self._postings_seen: dict[str, int] = {}
         t0 = time.perf_counter()
         self._read = self._connect(autocommit=True)
         try:
@@ -564,10 +568,14 @@ class PostgresStore(Meaning):
         ]
         # the best documents' records read with the index, for a query of words and prefixes only (the
         # ranking of its postings is BM25 over them: recall_sql), outside a transaction (whose own writes
-        # may rank among them), without tags to filter the hits by
+        # may rank among them), without tags to filter the hits by, and unless its terms had more postings
+        # than the statement ranks at their last recall (its count of them costs a little)
+        seen = self._postings_seen
         prefetch = limit + PREFETCH_SLACK if (
             batch is None and not query.exclude and not tags.filters_tags and limit <= PREFETCH_MAX
-            and not any(isinstance(clause, Phrase) for clause in query.include)) else 0
+            and not any(isinstance(clause, Phrase) for clause in query.include)
+            and sum(seen.get(term, 0) for term in (*exact, *(prefix + "*" for prefix in prefixes)))
+            <= PREFETCH_POSTINGS) else 0
         sql, params = recall_sql(exact, prefixes, scopes, tags, touched, query.phrase_atoms, prefetch)
         filtered = tags.filters_tags
         left_out: set[int] = set()  # documents the chain contradicts
@@ -575,6 +583,9 @@ class PostgresStore(Meaning):
         for _attempt in range(RECALL_READS):
             loaded: Loaded = {}
             base = self._read_text_index(sql, params, exact, prefixes, filtered, loaded, scopes, batch, conn)
+            if len(seen) > POSTINGS_SEEN:
+                seen.clear()
+            seen.update(base.sizes(exact, prefixes))
             self._load_phrase_texts(query, base, loaded, scopes, batch, conn)
             changed = None
             while changed is None:

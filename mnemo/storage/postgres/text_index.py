@@ -396,6 +396,18 @@ class TableSource:
             raise IndexDisagrees("terms are held by documents of a corpus counted as empty")
         self.bulk = len(self._packed[0]) // 8 >= BULK
 
+    def sizes(self, exact: Iterable[str], prefixes: Iterable[str]) -> dict[str, int]:
+        """How many postings were read of each of the `exact` terms and of each of the `prefixes` (all its
+        terms', keyed "prefix*")."""
+        out = {term: self._size(term) for term in exact}
+        for prefix in prefixes:
+            out[prefix + "*"] = sum(self._size(term) for term in self._spans if term.startswith(prefix))
+        return out
+
+    def _size(self, term: str) -> int:
+        start, end = self._spans.get(term, (0, 0))
+        return end - start
+
     def _add(self, terms: list[str], counts: bytes, seqs: bytes, tfs: bytes, lengths: bytes) -> None:
         n = len(seqs) // 8
         sizes = unpacked(counts, 4)

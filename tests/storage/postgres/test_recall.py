@@ -40,6 +40,7 @@ from mnemo.storage.postgres import sql as pg_sql
 from mnemo.storage.postgres import store as pg_store
 from mnemo.storage.postgres import text_index
 from mnemo.storage.postgres.sql import PREFETCH_POSTINGS
+from mnemo.storage.postgres.store import PREFETCH_SLACK
 from mnemo.storage.postgres.text_index import POSITIONS_MAX, TERM_KEY, pack_places, positions_of
 
 OWNER = "owner"
@@ -788,6 +789,14 @@ def test_a_query_of_few_postings_reads_its_hits_with_the_index(
         monkeypatch.setattr(pg_store, "recall_sql", recall_sql)
         with c.transaction():  # (its reads are on its own connection)
             assert [h.score for h in c.recall("rare")] == expected and asked == [0]
+        # a word found with more postings than that is not counted again while it keeps them
+        c.recall("common")
+        c.recall("rare")
+        assert asked == [0, 0, 10 + PREFETCH_SLACK]
+        with MnemoClient(pg.url, OWNER) as fresh:
+            fresh.recall("common")
+            fresh.recall("common")
+        assert asked[3:] == [10 + PREFETCH_SLACK, 0]
         monkeypatch.undo()
         # the server's order turned round: its best are the worst, and the best are read in one more
         monkeypatch.setattr(pg_sql, "_best_sql", _worst_first(pg_sql._best_sql))
