@@ -89,6 +89,9 @@ PREFETCH_MAX = 100  # a recall of a greater limit reads its hits apart
 POSTINGS_SEEN = 4096  # the terms whose numbers of postings a store keeps (all forgotten past it)
 INDEX_COLUMNS = 10  # the columns of recall_sql's rows of the index; those of kind PREFETCHED, a record's after them
 PREFETCHED = 5
+PREFETCHED_SEQ = 4  # where the seq of a version is in the rows of kind PREFETCHED (latest_sql's, after INDEX_COLUMNS)
+# The rows of the records recall_sql read with the index (latest_sql's), each record's by its versions' seqs
+Prefetched = dict[int, list[Any]]
 
 
 def _id_and_version(row: Any) -> tuple[str, int]:
@@ -582,7 +585,9 @@ class PostgresStore(Meaning):
         suspects: set[int] = set()  # documents found changed once
         for _attempt in range(RECALL_READS):
             loaded: Loaded = {}
-            base = self._read_text_index(sql, params, exact, prefixes, filtered, loaded, scopes, batch, conn)
+            prefetched: Prefetched = {}
+            base = self._read_text_index(sql, params, exact, prefixes, filtered, loaded, scopes, batch, conn,
+                                         prefetched)
             if len(seen) > POSTINGS_SEEN:
                 seen.clear()
             seen.update(base.sizes(exact, prefixes))
@@ -590,7 +595,7 @@ class PostgresStore(Meaning):
             changed = None
             while changed is None:
                 try:
-                    return self._rank(query, tags, limit, base, loaded, left_out, scopes, batch, conn)
+                    return self._rank(query, tags, limit, base, loaded, prefetched, left_out, scopes, batch, conn)
                 except _Unserved as exc:
                     if exc.changed:
                         changed = exc.seq
@@ -605,15 +610,21 @@ class PostgresStore(Meaning):
 
     def _read_text_index(
         self, sql: str, params: list[Any], exact: list[str], prefixes: list[str], filtered: bool,
-        loaded: Loaded, scopes: ScopeFilter, batch: Batch | None,
-        conn: psycopg.Connection[Any] | None,
+        loaded: Loaded, scopes: ScopeFilter, batch: Batch | None, conn: psycopg.Connection[Any] | None,
+        prefetched: Prefetched | None = None,
     ) -> TableSource:
         """The index as recall reads it (one round trip); the texts it gives phrases are read into `loaded`,
-        and so are the records it read with it (recall_sql's prefetch)."""
+        and the rows of the records it read with it (recall_sql's prefetch) into `prefetched`, each
+        record's by the seq of each of its versions (checked when one is a hit: _recall_hits)."""
         rows = self._fetch(sql, params, conn, binary=True)
         if rows and len(rows[0]) > INDEX_COLUMNS:
-            records = sorted((row[INDEX_COLUMNS:] for row in rows if row[0] == PREFETCHED), key=_id_and_version)
-            self._loaded_rows(records, None, batch, loaded, conn)
+            records: dict[str, list[Any]] = {}
+            for row in sorted((row[INDEX_COLUMNS:] for row in rows if row[0] == PREFETCHED), key=_id_and_version):
+                records.setdefault(row[0], []).append(row)
+            for versions in records.values():
+                for row in versions:
+                    if prefetched is not None:
+                        prefetched[row[PREFETCHED_SEQ]] = versions
             rows = [row[:INDEX_COLUMNS] for row in rows if row[0] != PREFETCHED]
         try:
             return TableSource(rows, exact, prefixes, filtered,
@@ -622,7 +633,7 @@ class PostgresStore(Meaning):
             raise IntegrityError(f"{self.path}: the text index disagrees with itself ({exc}): run verify") from None
 
     def _rank(
-        self, query: RecallQuery, tags: Query, limit: int, base: TableSource, loaded: Loaded,
+        self, query: RecallQuery, tags: Query, limit: int, base: TableSource, loaded: Loaded, prefetched: Prefetched,
         left_out: set[int], scopes: ScopeFilter, batch: Batch | None, conn: psycopg.Connection[Any] | None,
     ) -> list[Hit]:
         """The best hits over `base` as this thread's open transaction sees it, none of `left_out`."""
@@ -640,7 +651,7 @@ class PostgresStore(Meaning):
 
         source: Any = in_transaction(base, batch, scopes, base.touched.get, staged_text)
         ranked = search(query, source, limit, keep)
-        return self._recall_hits(query, tags, ranked, loaded, scopes, batch, conn)
+        return self._recall_hits(query, tags, ranked, loaded, prefetched, scopes, batch, conn)
 
     def _load_texts(
         self, seqs: list[int], scopes: ScopeFilter, batch: Batch | None, conn: psycopg.Connection[Any] | None,
@@ -669,8 +680,13 @@ class PostgresStore(Meaning):
         found: list[Found] = []
         packs: list[bytes] = []
         unreadable: list[int] = []
+        # each row's packed fields checked in one call, as select's (None: checked by _checked, below)
+        served = _served_rows(rows, SERVED_COLUMNS) if batch is None else None
+        end = 0  # past the rows of the record at hand: its latest version's is the one before
         for rec, versions in group_rows(rows, with_payloads=True):
-            packed = self._checked(rec, rec.latest, *versions[-1], batch)
+            end += len(versions)
+            quick = served[end - 1] if served is not None else None
+            packed = quick if quick is not None else self._checked(rec, rec.latest, *versions[-1], batch)
             put_tags = _put_tags(packed)
             if put_tags is None:
                 unreadable.append(len(found))
@@ -725,12 +741,17 @@ class PostgresStore(Meaning):
 
     def _recall_hits(
         self, query: RecallQuery, tags: Query, ranked: list[tuple[int | Staged, float]],
-        loaded: Loaded, scopes: ScopeFilter, batch: Batch | None,
+        loaded: Loaded, prefetched: Prefetched, scopes: ScopeFilter, batch: Batch | None,
         conn: psycopg.Connection[Any] | None,
     ) -> list[Hit]:
-        """The ranked documents as hits, each record's latest version read and checked (those not read for
-        a phrase, in one round trip); _Unserved for the first the chain does not bear out."""
-        missing = [key for key, _score in ranked if isinstance(key, int) and key not in loaded]
+        """The ranked documents as hits, each record's latest version checked (those read with the index
+        from their rows, the others read in one round trip, but those read for a phrase); _Unserved for the
+        first the chain does not bear out."""
+        wanted = [key for key, _score in ranked if isinstance(key, int) and key not in loaded]
+        rows = {id(versions): versions for key in wanted if (versions := prefetched.get(key)) is not None}
+        if rows:
+            self._loaded_rows([row for versions in rows.values() for row in versions], None, batch, loaded, conn)
+        missing = [key for key in wanted if key not in loaded]
         if missing:
             self._load_texts(missing, scopes, batch, conn, loaded)
         hits: list[Hit] = []

@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from helpers.pg import AppRole, Schema
+from helpers.pg_faults import damage_payload
 from helpers.pg_server import (
     ROUTINES,
     files_holding,
@@ -803,6 +804,24 @@ def test_a_query_of_few_postings_reads_its_hits_with_the_index(
         for client in (c, r):
             found, sent = answer(client, "rare", limit=4)
             assert sent == 2 and found == apart(client, "rare", limit=4)
+
+
+def test_a_damaged_record_read_with_the_index_is_refused_only_when_it_is_a_hit(pg: Schema) -> None:
+    """The statement reads `limit` + PREFETCH_SLACK records with the index; each is checked when it is a
+    hit: one ranked past `limit` whose payload was damaged changes nothing, and refuses the recall that
+    would serve it, as the hits read apart do."""
+    with MnemoClient(pg.url, OWNER) as c:
+        best = c.remember("rare rare rare")
+        second = c.remember("rare rare and more")
+        third = c.remember("rare and many more words besides")
+        expected = [(h.record.id, h.score) for h in c.recall("rare")]
+        assert [rec_id for rec_id, _score in expected] == [best.id, second.id, third.id]
+        refusal = damage_payload(pg, c._store.path, third.seq)  # type: ignore[attr-defined]
+        sent = _sent(c, lambda: c.recall("rare", limit=1))
+        assert len(sent) == 1 and [(h.record.id, h.score) for h in c.recall("rare", limit=1)] == expected[:1]
+        with pytest.raises(IntegrityError) as refused:
+            c.recall("rare")
+        assert str(refused.value) == refusal
 
 
 def _worst_first(best_sql: Callable[..., tuple[str, list[Any]]]) -> Callable[..., tuple[str, list[Any]]]:
