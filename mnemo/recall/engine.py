@@ -70,7 +70,11 @@ class Source(Protocol[K]):
 @runtime_checkable
 class Packed(Source[int], Protocol):
     """A Source (of keys that are the documents' seqs) that also gives a term's postings as columns, which
-    search scores in bulk with numpy when it is installed."""
+    search scores in bulk with numpy when it is installed and `bulk` says so."""
+
+    bulk: bool
+    """Whether its postings are many enough to be scored in bulk (search_packed): numpy's cost per call
+    is more than the scoring of a few postings one by one (scored), which gives the same floats."""
 
     def columns(self, term: str) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
         """The postings of `term` (as Source.postings): the documents' seqs, how often each holds the
@@ -98,8 +102,10 @@ def search(
     Precondition: limit >= 0."""
     if limit == 0:
         return []
-    if isinstance(source, Packed) and installed():  # its keys are seqs: K is int
-        found = search_packed(query, source, limit, cast("Callable[[int], bool] | None", keep))
+    # a Packed source of many postings (getattr: a check of the Protocol's every member costs more than a
+    # rare word's scoring); its keys are seqs: K is int
+    if getattr(source, "bulk", False) and installed():
+        found = search_packed(query, cast("Packed", source), limit, cast("Callable[[int], bool] | None", keep))
         return cast("list[tuple[K, float]]", found)
     scores, excluded = scored(query, source)
     for key in excluded:

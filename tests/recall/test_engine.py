@@ -25,6 +25,8 @@ class Columns:
     """An index over texts named by seq, as a backend's Source, that also gives columns (engine.Packed);
     `extra` adds postings written twice (term -> [(seq, tf)], after the real ones)."""
 
+    bulk = True  # (scored in bulk however few its postings)
+
     def __init__(self, texts: dict[int, str], extra: dict[str, list[tuple[int, int]]] | None = None) -> None:
         self.texts = texts
         self.by_term: dict[str, list[tuple[int, int]]] = {}
@@ -69,6 +71,7 @@ class OneByOne(Columns):
     """The same index without columns: search ranks it one posting at a time."""
 
     columns = None  # type: ignore[assignment]
+    bulk = False
 
 
 def _both(texts: dict[int, str], query: str, limit: int, keep_odd: bool,

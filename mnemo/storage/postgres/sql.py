@@ -4,10 +4,13 @@ records read back from their rows."""
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterator
 from typing import Any
 
 from ...chain.codec import SALT_SIZE, served_put_problem
+from ...recall.bm25 import K1, B
 from ...record import MemoryRecord
 from ...validation import PATH_TAG_PREFIX
 from ..records import record_of
@@ -114,11 +117,11 @@ def _any_tag_sql(column: str, query: Query) -> tuple[str, list[Any]]:
 
 def recall_sql(
     exact: list[str], prefixes: list[str], scopes: ScopeFilter, tags: Query, touched: list[str],
-    positional: list[str],
+    positional: list[str], prefetch: int = 0,
 ) -> tuple[str, list[Any]]:
     """One read of the text index for a recall, in one statement (one snapshot), and its parameters. The
     corpus is the documents of the scopes `scopes` admits; its rows are (kind, name, a, b, seqs, tfs,
-    lengths, terms, counts, positions):
+    lengths, terms, counts, positions), and with `prefetch`, 13 columns more (NULL but in kind 5):
 
     - (0, NULL, documents, total length, NULL...): the corpus's, summed over its scopes' totals;
     - (1, NULL, NULL, NULL, seqs, tfs, lengths, terms, counts): the postings of the `exact` terms and of
@@ -134,7 +137,15 @@ def recall_sql(
       `positional` (the words of phrases, which are among `exact`; their postings are in this row only,
       unless a prefix reaches them too), with each posting's positions: `positions` all of them one
       posting after the other, as mnemo_terms holds them (text_index.pack_places: each says where it
-      ends), text_index.NOT_KEPT where mnemo_terms keeps none (NULL).
+      ends), text_index.NOT_KEPT where mnemo_terms keeps none (NULL);
+    - with `prefetch` (a number of documents), (5, NULL..., then latest_sql's columns) for each version of
+      the records of the `prefetch` best documents of the postings read, by their BM25 scores computed
+      here, when those postings number PREFETCH_POSTINGS at most (none otherwise), in the scopes `scopes`
+      admits, their latest payloads with them: what the hits read would read, when the ranking's best
+      are among them. Each term read is a feature of its own (the query's words and its prefixes' terms;
+      no phrase: the caller asks for none when the query has one, or excludes anything), so these are
+      the engine's scores but for the order of their sums and a logarithm computed otherwise: their last
+      bits may differ, and the caller ranks the postings itself and reads what is not among these.
 
     A term's postings come from mnemo_terms' index on (key, scope), which holds their seq, tf and length:
     a term shorter than TERM_KEY characters is its own key, so its postings are read from the index alone
@@ -185,10 +196,21 @@ def recall_sql(
         "SELECT p.key, string_agg(int8send(p.seq), ''::bytea), string_agg(int4send(p.tf), ''::bytea), "
         f"string_agg(int4send(p.length), ''::bytea), count(*)::integer FROM ({part}) p(key, seq, tf, length) "
         "GROUP BY p.key" for part in parts)
-    if parts:
-        sql += ("UNION ALL SELECT 1, NULL, NULL, NULL, string_agg(g.seqs, ''::bytea), string_agg(g.tfs, ''::bytea), "
-                "string_agg(g.lengths, ''::bytea), array_agg(g.key), string_agg(int4send(g.n), ''::bytea), NULL "
-                f"FROM ({terms}) g(key, seqs, tfs, lengths, n) ")
+    touched_sql = ("UNION ALL SELECT 3, d.id, d.seq, d.length, NULL, NULL, NULL, NULL, NULL, NULL FROM mnemo_docs d "
+                   f"WHERE d.id = ANY(%s::text[]) AND {where}")
+    every_term = ("UNION ALL SELECT 1, NULL, NULL, NULL, string_agg(g.seqs, ''::bytea), string_agg(g.tfs, ''::bytea), "
+                  "string_agg(g.lengths, ''::bytea), array_agg(g.key), string_agg(int4send(g.n), ''::bytea), NULL "
+                  f"FROM ({terms}) g(key, seqs, tfs, lengths, n) ") if parts else ""
+    if prefetch and parts and not with_positions and not tags.filters_tags:
+        best, best_params = _best_sql(postings, params, where, scope_params, prefetch)
+        records_where, records_params = scope_sql(scopes)
+        source = (f"(SELECT DISTINCT w.id FROM ({best}) c JOIN mnemo_versions w ON w.seq = c.seq) c "
+                  f"CROSS JOIN LATERAL {records_of('c.id')}")
+        sql = (f"SELECT i.*, {', '.join(['NULL'] * 13)} FROM ({sql}{every_term}{touched_sql}) i UNION ALL SELECT 5, "
+               f"{', '.join(['NULL'] * 9)}, z.* "
+               f"FROM ({latest_sql(source, records_where, '', 'p.raw, p.payload', False, index_tags=False)}) z")
+        return planned_once(sql), [*scope_params, *params, touched, *scope_params, *best_params, *records_params]
+    sql += every_term
     if with_positions:
         terms = " UNION ALL ".join(
             "SELECT p.key, string_agg(int8send(p.seq), ''::bytea), string_agg(int4send(p.tf), ''::bytea), "
@@ -210,9 +232,57 @@ def recall_sql(
                 "CROSS JOIN LATERAL (SELECT d.id FROM mnemo_docs d WHERE d.seq = q.seq OFFSET 0) d "
                 f"WHERE {tagged} ")
         params += [*params[len(scope_params):], *tag_params]
-    sql += ("UNION ALL SELECT 3, d.id, d.seq, d.length, NULL, NULL, NULL, NULL, NULL, NULL FROM mnemo_docs d "
-            f"WHERE d.id = ANY(%s::text[]) AND {where}")
-    return sql, [*params, touched, *scope_params]
+    sql += touched_sql
+    return planned_once(sql), [*params, touched, *scope_params]
+
+
+PREFETCH_POSTINGS = 512
+"""recall_sql's prefetch ranks the postings it read when they number this many at most (a rare word's, or a
+few rare words'): it counts that many at most to find out (a read of the term index, no sort), and so
+costs a query of more postings little."""
+
+
+def _best_sql(
+    postings: str, postings_params: list[Any], where: str, scope_params: list[Any], limit: int
+) -> tuple[str, list[Any]]:
+    """The seqs of the `limit` best documents by BM25 (score down, then seq down) among the `postings`
+    (rows of key, seq, tf, length: each key a feature; the corpus's totals those of the scopes `where`
+    admits in mnemo_text_scopes), when there are PREFETCH_POSTINGS of them at most (none otherwise, and
+    the postings are not ranked: the condition is checked first, once), and its parameters. The
+    expression is bm25.saturation's and engine.norm's, operation by operation."""
+    def double(value: float) -> str:
+        return f"'{value!r}'::float8"  # (a literal such as 2.2 alone is a numeric: exact, and not a double)
+
+    saturation = (f"x.tf * {double(K1 + 1)} / (x.tf + {double(K1)} * ({double(1 - B)} + {double(B)} * x.length "
+                  "/ (n.total / n.docs)))")
+    half = double(0.5)
+    sql = (
+        "SELECT x.seq FROM (SELECT p.seq, p.tf::float8 AS tf, p.length::float8 AS length, "
+        f"(count(*) OVER (PARTITION BY p.key))::float8 AS df FROM ({postings}) p(key, seq, tf, length)) x, "
+        "(SELECT sum(d.docs)::float8 AS docs, sum(d.length)::float8 AS total "
+        f"FROM mnemo_text_scopes d WHERE {where}) n "
+        f"WHERE (SELECT count(*) FROM (SELECT 1 FROM ({postings}) c LIMIT {PREFETCH_POSTINGS + 1}) c) "
+        f"<= {PREFETCH_POSTINGS} AND n.docs > 0 AND n.total > 0 GROUP BY x.seq "
+        f"ORDER BY sum(ln({double(1.0)} + (n.docs - x.df + {half}) / (x.df + {half})) * ({saturation})) DESC, "
+        f"x.seq DESC LIMIT {int(limit)}"
+    )
+    return sql, [*postings_params, *scope_params, *postings_params]
+
+
+_PARAMETER = re.compile(r"%s((?:::[a-z]+(?:\[\])?)?)")
+
+
+@functools.lru_cache(maxsize=256)
+def planned_once(sql: str) -> str:
+    """`sql` with each of its parameters read through a subquery of its own, `(SELECT %s::T)::T` (the cast
+    again: an expression, which `= ANY(...)` takes as an array, not as a subquery's rows), which the
+    planner plans as an initial step and whose value it does not look at: its estimates, and so its plan,
+    are the same whatever the values. Prepared (psycopg prepares a statement at its sixth run), such a
+    statement is planned for its values five times and then, its plan for any values costing no more,
+    kept planned once (PostgreSQL's plan cache, plan_cache_mode auto): planning recall's statement took
+    more of the server's time than running it for a rare word (0.18 of 0.26 ms). The plans are those the
+    values made already: lookups by an index, bounded by the values when the scan starts."""
+    return _PARAMETER.sub(r"(SELECT %s\1)\1", sql)
 
 
 def usage_sql(scope: str, query: Query) -> tuple[str, list[Any]]:

@@ -50,6 +50,7 @@ from .errors import storage_error
 from .meaning import Meaning
 from .schema import SCHEMA_LOCK
 from .sql import (
+    PREFETCH_POSTINGS,
     RECORD_ROW,
     group_rows,
     latest_records,
@@ -83,6 +84,18 @@ _latest_records: Callable[[list[Any], tuple[int, ...], type], list[MemoryRecord 
 
 # The records a recall read, by the seq of the document it ranked (None: no record it may read has it)
 Loaded = dict[int, "tuple[Rec, bytes] | None"]
+PREFETCH_SLACK = 2  # documents read with the index beyond `limit`: the last bits of the server's scores may differ
+PREFETCH_MAX = 100  # a recall of a greater limit reads its hits apart
+POSTINGS_SEEN = 4096  # the terms whose numbers of postings a store keeps (all forgotten past it)
+INDEX_COLUMNS = 10  # the columns of recall_sql's rows of the index; those of kind PREFETCHED, a record's after them
+PREFETCHED = 5
+PREFETCHED_SEQ = 4  # where the seq of a version is in the rows of kind PREFETCHED (latest_sql's, after INDEX_COLUMNS)
+# The rows of the records recall_sql read with the index (latest_sql's), each record's by its versions' seqs
+Prefetched = dict[int, list[Any]]
+
+
+def _id_and_version(row: Any) -> tuple[str, int]:
+    return row[0], row[3]
 
 
 class _Unserved(Exception):
@@ -155,6 +168,8 @@ class PostgresStore(Meaning):
         self._tree_lock = threading.Lock()
         self._stop = threading.Event()
         self._batch_thread: threading.Thread | None = None
+        # how many postings each term (a prefix: "prefix*") had at the last recall that read it
+        self._postings_seen: dict[str, int] = {}
         t0 = time.perf_counter()
         self._read = self._connect(autocommit=True)
         try:
@@ -554,18 +569,33 @@ class PostgresStore(Meaning):
         touched = [] if batch is None else [
             rec_id for rec_id, rec in batch.recs.items() if rec is None or rec.versions[0].slot_off >= 0
         ]
-        sql, params = recall_sql(exact, prefixes, scopes, tags, touched, query.phrase_atoms)
+        # the best documents' records read with the index, for a query of words and prefixes only (the
+        # ranking of its postings is BM25 over them: recall_sql), outside a transaction (whose own writes
+        # may rank among them), without tags to filter the hits by, and unless its terms had more postings
+        # than the statement ranks at their last recall (its count of them costs a little)
+        seen = self._postings_seen
+        prefetch = limit + PREFETCH_SLACK if (
+            batch is None and not query.exclude and not tags.filters_tags and limit <= PREFETCH_MAX
+            and not any(isinstance(clause, Phrase) for clause in query.include)
+            and sum(seen.get(term, 0) for term in (*exact, *(prefix + "*" for prefix in prefixes)))
+            <= PREFETCH_POSTINGS) else 0
+        sql, params = recall_sql(exact, prefixes, scopes, tags, touched, query.phrase_atoms, prefetch)
         filtered = tags.filters_tags
         left_out: set[int] = set()  # documents the chain contradicts
         suspects: set[int] = set()  # documents found changed once
         for _attempt in range(RECALL_READS):
             loaded: Loaded = {}
-            base = self._read_text_index(sql, params, exact, prefixes, filtered, loaded, scopes, batch, conn)
+            prefetched: Prefetched = {}
+            base = self._read_text_index(sql, params, exact, prefixes, filtered, loaded, scopes, batch, conn,
+                                         prefetched)
+            if len(seen) > POSTINGS_SEEN:
+                seen.clear()
+            seen.update(base.sizes(exact, prefixes))
             self._load_phrase_texts(query, base, loaded, scopes, batch, conn)
             changed = None
             while changed is None:
                 try:
-                    return self._rank(query, tags, limit, base, loaded, left_out, scopes, batch, conn)
+                    return self._rank(query, tags, limit, base, loaded, prefetched, left_out, scopes, batch, conn)
                 except _Unserved as exc:
                     if exc.changed:
                         changed = exc.seq
@@ -580,18 +610,30 @@ class PostgresStore(Meaning):
 
     def _read_text_index(
         self, sql: str, params: list[Any], exact: list[str], prefixes: list[str], filtered: bool,
-        loaded: Loaded, scopes: ScopeFilter, batch: Batch | None,
-        conn: psycopg.Connection[Any] | None,
+        loaded: Loaded, scopes: ScopeFilter, batch: Batch | None, conn: psycopg.Connection[Any] | None,
+        prefetched: Prefetched | None = None,
     ) -> TableSource:
-        """The index as recall reads it (one round trip); the texts it gives phrases are read into `loaded`."""
+        """The index as recall reads it (one round trip); the texts it gives phrases are read into `loaded`,
+        and the rows of the records it read with it (recall_sql's prefetch) into `prefetched`, each
+        record's by the seq of each of its versions (checked when one is a hit: _recall_hits)."""
+        rows = self._fetch(sql, params, conn, binary=True)
+        if rows and len(rows[0]) > INDEX_COLUMNS:
+            records: dict[str, list[Any]] = {}
+            for row in sorted((row[INDEX_COLUMNS:] for row in rows if row[0] == PREFETCHED), key=_id_and_version):
+                records.setdefault(row[0], []).append(row)
+            for versions in records.values():
+                for row in versions:
+                    if prefetched is not None:
+                        prefetched[row[PREFETCHED_SEQ]] = versions
+            rows = [row[:INDEX_COLUMNS] for row in rows if row[0] != PREFETCHED]
         try:
-            return TableSource(self._fetch(sql, params, conn, binary=True), exact, prefixes, filtered,
+            return TableSource(rows, exact, prefixes, filtered,
                                lambda seq: self._indexed_text(seq, loaded, scopes, batch, conn))
         except IndexDisagrees as exc:
             raise IntegrityError(f"{self.path}: the text index disagrees with itself ({exc}): run verify") from None
 
     def _rank(
-        self, query: RecallQuery, tags: Query, limit: int, base: TableSource, loaded: Loaded,
+        self, query: RecallQuery, tags: Query, limit: int, base: TableSource, loaded: Loaded, prefetched: Prefetched,
         left_out: set[int], scopes: ScopeFilter, batch: Batch | None, conn: psycopg.Connection[Any] | None,
     ) -> list[Hit]:
         """The best hits over `base` as this thread's open transaction sees it, none of `left_out`."""
@@ -609,7 +651,7 @@ class PostgresStore(Meaning):
 
         source: Any = in_transaction(base, batch, scopes, base.touched.get, staged_text)
         ranked = search(query, source, limit, keep)
-        return self._recall_hits(query, tags, ranked, loaded, scopes, batch, conn)
+        return self._recall_hits(query, tags, ranked, loaded, prefetched, scopes, batch, conn)
 
     def _load_texts(
         self, seqs: list[int], scopes: ScopeFilter, batch: Batch | None, conn: psycopg.Connection[Any] | None,
@@ -621,19 +663,41 @@ class PostgresStore(Meaning):
         where, params = scope_sql(scopes)
         source = ("(SELECT DISTINCT w.id FROM unnest(%s::bigint[]) c(seq) JOIN mnemo_versions w ON w.seq = c.seq) c "
                   f"CROSS JOIN LATERAL {records_of('c.id')}")
-        rows = self._fetch(latest_sql(source, where, "", "p.raw, p.payload", False), [seqs, *params], conn,
-                           binary=True)
-        wanted = set(seqs)
-        for rec, versions in group_rows(rows, with_payloads=True):
-            packed = self._checked(rec, rec.latest, *versions[-1], batch)
-            put_tags = _put_tags(packed)
-            if put_tags is not None and set(put_tags) != set(rec.tags):
-                rec = rec._replace(tags=put_tags)
-            for version in rec.versions:
-                if version.seq in wanted:
-                    loaded[version.seq] = (rec, packed)
+        rows = self._fetch(latest_sql(source, where, "", "p.raw, p.payload", False, index_tags=False),
+                           [seqs, *params], conn, binary=True)
+        self._loaded_rows(rows, set(seqs), batch, loaded, conn)
         for seq in seqs:
             loaded.setdefault(seq, None)
+
+    def _loaded_rows(
+        self, rows: list[Any], wanted: set[int] | None, batch: Batch | None, loaded: Loaded,
+        conn: psycopg.Connection[Any] | None,
+    ) -> None:
+        """The records of `rows` (latest_sql's, with the latest payloads and without the tags), each with the
+        packed fields of its latest version (checked against its put) and the tags that put holds (those
+        mnemo_tags lists when they do not read as a list of strings, read in one more statement), into
+        `loaded` by the seqs of their versions (those of `wanted` only, when given)."""
+        found: list[Found] = []
+        packs: list[bytes] = []
+        unreadable: list[int] = []
+        # each row's packed fields checked in one call, as select's (None: checked by _checked, below)
+        served = _served_rows(rows, SERVED_COLUMNS) if batch is None else None
+        end = 0  # past the rows of the record at hand: its latest version's is the one before
+        for rec, versions in group_rows(rows, with_payloads=True):
+            end += len(versions)
+            quick = served[end - 1] if served is not None else None
+            packed = quick if quick is not None else self._checked(rec, rec.latest, *versions[-1], batch)
+            put_tags = _put_tags(packed)
+            if put_tags is None:
+                unreadable.append(len(found))
+            found.append(Found(rec if put_tags is None else rec._replace(tags=put_tags)))
+            packs.append(packed)
+        if unreadable:
+            found = self._index_tags(found, unreadable, conn)
+        for (rec, _none), packed in zip(found, packs, strict=True):
+            for version in rec.versions:
+                if wanted is None or version.seq in wanted:
+                    loaded[version.seq] = (rec, packed)
 
     def _load_phrase_texts(
         self, query: RecallQuery, source: TableSource, loaded: Loaded, scopes: ScopeFilter,
@@ -677,12 +741,17 @@ class PostgresStore(Meaning):
 
     def _recall_hits(
         self, query: RecallQuery, tags: Query, ranked: list[tuple[int | Staged, float]],
-        loaded: Loaded, scopes: ScopeFilter, batch: Batch | None,
+        loaded: Loaded, prefetched: Prefetched, scopes: ScopeFilter, batch: Batch | None,
         conn: psycopg.Connection[Any] | None,
     ) -> list[Hit]:
-        """The ranked documents as hits, each record's latest version read and checked (those not read for
-        a phrase, in one round trip); _Unserved for the first the chain does not bear out."""
-        missing = [key for key, _score in ranked if isinstance(key, int) and key not in loaded]
+        """The ranked documents as hits, each record's latest version checked (those read with the index
+        from their rows, the others read in one round trip, but those read for a phrase); _Unserved for the
+        first the chain does not bear out."""
+        wanted = [key for key, _score in ranked if isinstance(key, int) and key not in loaded]
+        rows = {id(versions): versions for key in wanted if (versions := prefetched.get(key)) is not None}
+        if rows:
+            self._loaded_rows([row for versions in rows.values() for row in versions], None, batch, loaded, conn)
+        missing = [key for key in wanted if key not in loaded]
         if missing:
             self._load_texts(missing, scopes, batch, conn, loaded)
         hits: list[Hit] = []

@@ -342,6 +342,10 @@ def unpacked(data: bytes, width: int) -> array[int]:
 _CODES = {8: "q", 4: next(code for code in "ilh" if array(code).itemsize == 4)}
 
 
+BULK = 64
+"""A recall whose postings number this many or more scores them in bulk (TableSource.bulk)."""
+
+
 class TableSource:
     """A Source (mnemo.recall.engine; Packed too) over the rows of one read of the index (sql.recall_sql),
     all taken in one snapshot: the corpus's totals, the postings of the query's terms and of the terms its
@@ -390,6 +394,19 @@ class TableSource:
                 self._touched_lengths[a] = b
         if self._spans and (self.n_docs <= 0 or self.total <= 0):
             raise IndexDisagrees("terms are held by documents of a corpus counted as empty")
+        self.bulk = len(self._packed[0]) // 8 >= BULK
+
+    def sizes(self, exact: Iterable[str], prefixes: Iterable[str]) -> dict[str, int]:
+        """How many postings were read of each of the `exact` terms and of each of the `prefixes` (all its
+        terms', keyed "prefix*")."""
+        out = {term: self._size(term) for term in exact}
+        for prefix in prefixes:
+            out[prefix + "*"] = sum(self._size(term) for term in self._spans if term.startswith(prefix))
+        return out
+
+    def _size(self, term: str) -> int:
+        start, end = self._spans.get(term, (0, 0))
+        return end - start
 
     def _add(self, terms: list[str], counts: bytes, seqs: bytes, tfs: bytes, lengths: bytes) -> None:
         n = len(seqs) // 8
@@ -660,7 +677,7 @@ class _Seqs:
 
 
 __all__ = [
-    "BUILD_BATCH", "COUNT_SCOPES", "POSITIONS_MAX", "Doc", "IndexDisagrees", "TERM_KEY", "TableSource", "TextRows",
-    "NOT_KEPT", "build_positions", "build_text_index", "copy_text_index", "doc_of", "pack_places", "positions_of",
-    "phrase_starts", "put_text_columns", "unpack_places", "unpack_places_twin", "unpacked",
+    "BUILD_BATCH", "BULK", "COUNT_SCOPES", "POSITIONS_MAX", "Doc", "IndexDisagrees", "TERM_KEY", "TableSource",
+    "TextRows", "NOT_KEPT", "build_positions", "build_text_index", "copy_text_index", "doc_of", "pack_places",
+    "positions_of", "phrase_starts", "put_text_columns", "unpack_places", "unpack_places_twin", "unpacked",
 ]
