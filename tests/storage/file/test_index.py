@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from mnemo import IntegrityError, MnemoClient, NotFound
+from mnemo.chain.codec import Entry
+from mnemo.storage.batch import Staged
 from mnemo.storage.file import index as index_mod
 from mnemo.storage.file import snapshot as snap
 from mnemo.storage.file.index import Index, Rec, Version
@@ -72,21 +74,40 @@ class IndexMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def put_new(self, data: st.DataObject) -> None:
-        # a transaction's new records, in one put_new (ids no row holds, distinct)
+        # a transaction's new records: staged entries taken by new_rows, then put_new (or put_one_new); a
+        # put of a record a row holds, after them, ends the run
         fresh = [rec_id for rec_id in IDS if rec_id not in self.model]
+        held = sorted(self.model)
         ids = data.draw(st.lists(st.sampled_from(fresh), unique=True, max_size=4)) if fresh else []
-        puts: list[index_mod.NewPut] = []
+        offset = data.draw(st.integers(0, 10**9))
+        entry_pos = offset + 32
+        staged: list[Staged] = []
+        slots: list[tuple[int, int]] = []
         for rec_id in ids:
             scope, agent = data.draw(st.sampled_from(SCOPES)), data.draw(st.sampled_from(AGENTS))
             tags = tuple(sorted(data.draw(st.lists(st.sampled_from(TAGS), unique=True, max_size=3))))
-            v = self._version(1, agent, data.draw(st.integers(0, 10**6)))._replace(entry_off=7 * self.seq, entry_len=9)
-            puts.append((rec_id, scope, tags, agent, v.size, v.seq, v.ts_ns, v.hash, v.slot_off, v.slot_len,
-                         v.entry_off, v.entry_len, None))
+            raw = b"e" * data.draw(st.integers(1, 60))
+            v = self._version(1, agent, data.draw(st.integers(0, 10**6)))._replace(entry_off=entry_pos,
+                                                                                    entry_len=len(raw))
+            body = {"digest": b"d" * 32, "id": rec_id, "scope": scope, "size": v.size, "ver": 1}
+            entry = Entry(v.seq, v.ts_ns, b"p" * 32, "put", agent, body, raw, v.hash)
+            staged.append(Staged(entry, b"payload", tags, data.draw(st.sampled_from([None, "some text"]))))
+            slots.append((v.slot_off - offset, v.slot_len))
+            entry_pos += len(raw) + 8
             self.model[rec_id] = Rec(rec_id, scope, tags, (v,))
-        if len(puts) != 1:
-            self.index.put_new(puts)
+        if held and data.draw(st.booleans()):
+            again = dict(staged[-1].entry.body if staged else {"digest": b"d" * 32, "scope": "shared", "size": 1})
+            again.update(id=data.draw(st.sampled_from(held)), ver=1)
+            staged.append(Staged(Entry(0, 0, b"p" * 32, "put", "x", again, b"e", b"h" * 32), b"p", (), None))
+            slots.append((0, 10))
+        run = self.index.new_rows(staged, slots, 0, offset, offset + 32)
+        assert (run.stop, run.entry_end, run.ids) == (len(ids), entry_pos, ids)
+        if len(ids) == 1 and data.draw(st.booleans()):
+            s, v = staged[0], self.model[ids[0]].latest
+            self.index.put_one_new((ids[0], s.entry.body["scope"], s.tags, v.agent, v.size, v.seq, v.ts_ns, v.hash,
+                                    v.slot_off, v.slot_len, v.entry_off, v.entry_len, s.text))
         else:
-            self.index.put_one_new(puts[0])
+            self.index.put_new(run)
 
     @rule(rec_id=st.sampled_from(IDS))
     def drop(self, rec_id: str) -> None:
