@@ -41,6 +41,8 @@ entry hash, slot offset, slot length, entry offset, entry length, its text or No
 SMALL_POSTING = 64
 # Up to this many tags gone in one drop_many leave the sorted tag list one by one; more, in one pass.
 FEW_TAGS_GONE = 8
+# Up to this many tags new to the index in one put_new join the sorted tag list one by one; more, in one sort.
+FEW_TAGS_NEW = 8
 
 
 def posting_rows(tagset: array[int], rows: array[int], codes: array[int]) -> int:
@@ -355,15 +357,26 @@ class Index(IndexData):
         tagsets = self.tagsets.acquire_many(tag_lists)
         scopes = self.scopes.codes_of(new.scopes)
         agents = self.agents.codes_of(new.agents)
-        # _post of each row's tags, its call left out where it would only append the row to a posting
-        post, get, scoped = self._post, self.postings.get, self._scoped
+        # _post of each row's tags, its call left out but where a `path:` tag is listed per scope: a row
+        # appended to its tag's posting, a tag new to the index given one and put in the sorted tag list
+        # after the loop (in one sort when there are many, as a transaction of new tags has)
+        post, postings, scoped = self._post, self.postings, self._scoped
+        get, fresh = postings.get, []
         for row, tags, code in zip(rows, tag_lists, scopes, strict=True):
             for tag in tags:
-                posting = get(tag)
-                if posting is None or (scoped is not None and tag.startswith(FAMILY)):
+                if scoped is not None and tag.startswith(FAMILY):
                     post(row, tag, code)
-                else:
+                elif (posting := get(tag)) is not None:
                     posting.append(row)
+                else:
+                    postings[tag] = array("I", (row,))
+                    fresh.append(tag)
+        if len(fresh) <= FEW_TAGS_NEW:
+            for tag in fresh:
+                bisect.insort(self.sorted_tags, tag)
+        else:
+            self.sorted_tags += fresh
+            self.sorted_tags.sort()
         c = self.cols
         # (array.fromlist converts a list in one pass; extend would go through an iterator)
         c["scope"].fromlist(scopes)
@@ -373,7 +386,7 @@ class Index(IndexData):
         for name in ("seq", "ts", "size", "slot_off", "entry_off", "slot_len", "entry_len"):
             c[name].frombytes(getattr(new, name))
         self.hashes += new.hashes
-        text.hold_many(zip(rows, scopes, c["seq"][first:], new.texts, strict=True))
+        text.hold_many(rows, scopes, c["seq"][first:], new.texts)
 
     def hold_text(self, rec_id: str, seq: int, text: str | None) -> None:
         """The text of the version `seq` of `rec_id` (None: its content is bytes), just put by this

@@ -44,16 +44,17 @@ class IndexMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         # Short postings are rewritten at once and long ones cleaned lazily: make "long" reachable.
-        self._small = index_mod.SMALL_POSTING, index_mod.FEW_TAGS_GONE
+        self._small = index_mod.SMALL_POSTING, index_mod.FEW_TAGS_GONE, index_mod.FEW_TAGS_NEW
         index_mod.SMALL_POSTING = 2
         index_mod.FEW_TAGS_GONE = 1  # a drop_many that ends two tags or more rebuilds the sorted list
+        index_mod.FEW_TAGS_NEW = 1  # a put_new of two new tags or more sorts the sorted list again
         self.index = Index(b"d" * 16)
         self.model: dict[str, Rec] = {}
         self.forgotten: set[str] = set()
         self.seq = 0
 
     def teardown(self) -> None:
-        index_mod.SMALL_POSTING, index_mod.FEW_TAGS_GONE = self._small
+        index_mod.SMALL_POSTING, index_mod.FEW_TAGS_GONE, index_mod.FEW_TAGS_NEW = self._small
 
     def _version(self, ver: int, agent: str, size: int) -> Version:
         self.seq += 1
@@ -215,6 +216,9 @@ def test_acquire_many_counts_and_numbers_as_acquire_does_one_by_one() -> None:
     assert bulk.values == one.values == [(), ("a",), ("b", "c"), ("d",)]
     assert bulk.refs == one.refs == [1, 2, 2, 1] and bulk.free == one.free == []
     assert bulk.codes == one.codes
+    # every tag set known now: counted in bulk
+    assert bulk.acquire_many(many) == [one.acquire(tags) for tags in many] == [1, 0, 2, 1, 3, 2]
+    assert bulk.refs == one.refs == [2, 4, 4, 2] and bulk.values == one.values and bulk.codes == one.codes
 
 
 def test_the_path_tags_per_scope_follow_a_record_the_index_moves_to_another_scope() -> None:
