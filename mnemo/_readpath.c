@@ -34,6 +34,10 @@
  * find_row and recs_at are the look-ups of the index a get and a query make before they read (index.py's
  * Index.row_of and Index.recs_at are their twins): the row of an id, and the Rec tuples of rows, made
  * from the index's columns.
+ *
+ * new_rows is the index's other side, a commit's: the run of a frame's staged puts of new records (no
+ * live row holds their ids, found as find_row finds them), as the columns Index.put_new appends
+ * (mnemo/storage/file/new_rows.py's new_rows_twin is its twin).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -406,6 +410,33 @@ static PyObject *find_sorted(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(found);
 }
 
+/* The live row of `id` (an exact str) as find_row looks it up: a new reference to the row (an int) or
+ * None, NULL with an exception set on failure. */
+static PyObject *row_in(PyObject *rows, const Py_buffer *blob, Py_ssize_t width, PyObject *dead, PyObject *id) {
+    PyObject *row = PyDict_GetItemWithError(rows, id);
+    if (row || PyErr_Occurred()) return Py_XNewRef(row);
+    Py_ssize_t size = blob->len;
+    if (width <= 0 || !size || size % width || !PyUnicode_IS_ASCII(id) || PyUnicode_GET_LENGTH(id) != width)
+        Py_RETURN_NONE;
+    const char *b = blob->buf, *k = (const char *)PyUnicode_1BYTE_DATA(id);
+    if (memcmp(k, b + size - width, (size_t)width) > 0) Py_RETURN_NONE; /* a new record's id: after them all */
+    Py_ssize_t lo = 0, hi = size / width;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (memcmp(b + mid * width, k, (size_t)width) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo >= size / width || memcmp(b + lo * width, k, (size_t)width) != 0) Py_RETURN_NONE;
+    PyObject *found = PyLong_FromSsize_t(lo);
+    int gone = !found ? -1 : PySet_GET_SIZE(dead) ? PySet_Contains(dead, found) : 0;
+    if (gone) {
+        Py_XDECREF(found);
+        if (gone < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    return found;
+}
+
 /* find_row(rows, blob, width, dead, rec_id) -> int | None: Index.row_of (its twin, index.py) in one
  * call: the row of `rec_id` in `rows` (the rows after the snapshot's, by id), else by binary search
  * among the `width`-byte ASCII ids of `blob` (find_sorted) unless its row is in `dead` (forgotten);
@@ -416,37 +447,10 @@ static PyObject *find_row(PyObject *self, PyObject *args) {
     Py_ssize_t width;
     if (!PyArg_ParseTuple(args, "O!y*nOU", &PyDict_Type, &rows, &blob, &width, &dead, &id)) return NULL;
     PyObject *out = NULL;
-    if (!PyAnySet_Check(dead)) {
+    if (!PyAnySet_Check(dead))
         PyErr_SetString(PyExc_TypeError, "find_row: the forgotten rows must be a set");
-        goto done;
-    }
-    PyObject *row = PyDict_GetItemWithError(rows, id);
-    if (row || PyErr_Occurred()) {
-        out = Py_XNewRef(row);
-        goto done;
-    }
-    Py_ssize_t size = blob.len;
-    out = Py_NewRef(Py_None);
-    if (width <= 0 || !size || size % width || !PyUnicode_IS_ASCII(id) || PyUnicode_GET_LENGTH(id) != width)
-        goto done;
-    const char *b = blob.buf, *k = (const char *)PyUnicode_1BYTE_DATA(id);
-    if (memcmp(k, b + size - width, (size_t)width) > 0) goto done; /* a new record's id: after them all */
-    Py_ssize_t lo = 0, hi = size / width;
-    while (lo < hi) {
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (memcmp(b + mid * width, k, (size_t)width) < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    if (lo >= size / width || memcmp(b + lo * width, k, (size_t)width) != 0) goto done;
-    PyObject *found = PyLong_FromSsize_t(lo);
-    int gone = !found ? -1 : PySet_GET_SIZE(dead) ? PySet_Contains(dead, found) : 0;
-    if (gone) {
-        Py_XDECREF(found);
-        if (gone < 0) Py_CLEAR(out);
-        goto done;
-    }
-    Py_SETREF(out, found);
-done:
+    else
+        out = row_in(rows, &blob, width, dead, id);
     PyBuffer_Release(&blob);
     return out;
 }
@@ -774,6 +778,150 @@ static PyObject *read_gathered(PyObject *self, PyObject *args) {
     return read_and_serve(fd, g->its, g->n, gathered_of, type, g);
 }
 
+/* -- a transaction's new records as the index's columns ----------------------------------------------
+ * new_rows(NewRows, staged, slots, start, offset, entry_pos, rows, blob, width, dead) -> NewRows: what
+ * mnemo/storage/file/new_rows.py's new_rows_twin makes (its docstring says what is taken and what each
+ * field holds). The run of staged entries from `start` on that put version 1 of a record no live row
+ * holds (find_row's look-up) and no earlier one of the run puts, each of the exact types a staged put
+ * has; it stops at the first that is not, which the caller applies through its general path. */
+#define ENTRY_HEADER 8 /* framing.ENTRY_HEADER: an entry's lengths before its bytes */
+static PyObject *k_op_put, *k_ver, *k_id, *k_scope, *k_size;
+
+/* 1: an exact int within [lo, hi], at *v; 0: not (no exception set). */
+static int int_in(PyObject *o, int64_t lo, int64_t hi, int64_t *v) {
+    if (!PyLong_CheckExact(o)) return 0;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (x < lo || x > hi) return 0;
+    *v = (int64_t)x;
+    return 1;
+}
+
+enum { N_SEQ, N_TS, N_SIZE, N_SLOT_OFF, N_ENTRY_OFF, N_WIDE, N_SLOT_LEN = N_WIDE, N_ENTRY_LEN, N_INTS };
+
+static PyObject *new_rows(PyObject *self, PyObject *args) {
+    PyObject *type, *staged, *slots, *rows, *dead;
+    Py_ssize_t start, width;
+    long long offset, entry_pos;
+    Py_buffer blob;
+    if (!PyArg_ParseTuple(args, "OO!O!nLLO!y*nO", &type, &PyList_Type, &staged, &PyList_Type, &slots, &start,
+                          &offset, &entry_pos, &PyDict_Type, &rows, &blob, &width, &dead))
+        return NULL;
+    PyObject *out = NULL, *seen = NULL, *lists[5] = {NULL};
+    int64_t *wide = NULL;
+    uint32_t *narrow = NULL;
+    unsigned char *hashes = NULL;
+    if (!PyType_Check(type) || !PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type) || !PyAnySet_Check(dead)) {
+        PyErr_SetString(PyExc_TypeError, "new_rows(NewRows, staged, slots, start, offset, entry_pos, rows, blob, "
+                                         "width, dead): NewRows a tuple type, the forgotten rows a set");
+        goto done;
+    }
+    if (start < 0) {
+        PyErr_SetString(PyExc_ValueError, "new_rows: start must be 0 or more");
+        goto done;
+    }
+    Py_ssize_t end = PyList_GET_SIZE(staged) < PyList_GET_SIZE(slots) ? PyList_GET_SIZE(staged)
+                                                                       : PyList_GET_SIZE(slots);
+    Py_ssize_t cap = end > start ? end - start : 0, n = 0, i = start;
+    wide = PyMem_Malloc(sizeof(int64_t) * (size_t)(cap ? cap : 1) * N_WIDE);
+    narrow = PyMem_Malloc(sizeof(uint32_t) * (size_t)(cap ? cap : 1) * 2);
+    hashes = PyMem_Malloc((size_t)(cap ? cap : 1) * HASH);
+    seen = PySet_New(NULL);
+    if (!wide || !narrow || !hashes || !seen) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    for (int k = 0; k < 5; k++)
+        if (!(lists[k] = PyList_New(cap))) goto done;
+    int64_t pos = (int64_t)entry_pos;
+    for (; i < end; i++) {
+        PyObject *s = PyList_GET_ITEM(staged, i), *slot = PyList_GET_ITEM(slots, i);
+        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) != 4 || !PyTuple_Check(slot) || PyTuple_GET_SIZE(slot) != 2)
+            break;
+        PyObject *entry = PyTuple_GET_ITEM(s, 0), *tags = PyTuple_GET_ITEM(s, 2), *text = PyTuple_GET_ITEM(s, 3);
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 8 || !PyTuple_CheckExact(tags) ||
+            (text != Py_None && !PyUnicode_CheckExact(text)))
+            break;
+        PyObject *op = PyTuple_GET_ITEM(entry, 3), *agent = PyTuple_GET_ITEM(entry, 4),
+                 *body = PyTuple_GET_ITEM(entry, 5), *raw = PyTuple_GET_ITEM(entry, 6),
+                 *hash = PyTuple_GET_ITEM(entry, 7);
+        if (!PyUnicode_CheckExact(op) || PyUnicode_Compare(op, k_op_put) != 0 || !PyUnicode_CheckExact(agent) ||
+            !PyDict_CheckExact(body) || !PyBytes_CheckExact(raw) || !PyBytes_CheckExact(hash) ||
+            PyBytes_GET_SIZE(hash) != HASH)
+            break;
+        Py_ssize_t t = 0, nt = PyTuple_GET_SIZE(tags);
+        while (t < nt && PyUnicode_CheckExact(PyTuple_GET_ITEM(tags, t))) t++;
+        if (t < nt) break;
+        PyObject *ver = PyDict_GetItemWithError(body, k_ver), *id = NULL, *scope = NULL, *size = NULL;
+        if (ver) id = PyDict_GetItemWithError(body, k_id);
+        if (id) scope = PyDict_GetItemWithError(body, k_scope);
+        if (scope) size = PyDict_GetItemWithError(body, k_size);
+        if (!size) {
+            if (PyErr_Occurred()) goto done;
+            break;
+        }
+        int64_t one, slot_pos, next, f[N_INTS];
+        Py_ssize_t raw_len = PyBytes_GET_SIZE(raw);
+        if (!int_in(ver, 1, 1, &one) || !PyUnicode_CheckExact(id) || !PyUnicode_CheckExact(scope) ||
+            !int_in(size, INT64_MIN, INT64_MAX, &f[N_SIZE]) ||
+            !int_in(PyTuple_GET_ITEM(entry, 0), INT64_MIN, INT64_MAX, &f[N_SEQ]) ||
+            !int_in(PyTuple_GET_ITEM(entry, 1), INT64_MIN, INT64_MAX, &f[N_TS]) ||
+            !int_in(PyTuple_GET_ITEM(slot, 0), INT64_MIN, INT64_MAX, &slot_pos) ||
+            __builtin_add_overflow(slot_pos, (int64_t)offset, &f[N_SLOT_OFF]) ||
+            !int_in(PyTuple_GET_ITEM(slot, 1), 0, UINT32_MAX, &f[N_SLOT_LEN]) || (uint64_t)raw_len > UINT32_MAX ||
+            __builtin_add_overflow(pos, (int64_t)raw_len + ENTRY_HEADER, &next))
+            break;
+        f[N_ENTRY_OFF] = pos;
+        f[N_ENTRY_LEN] = raw_len;
+        int dup = PySet_Contains(seen, id);
+        if (dup < 0) goto done;
+        if (dup) break;
+        PyObject *row = row_in(rows, &blob, width, dead, id);
+        if (!row) goto done;
+        Py_DECREF(row);
+        if (row != Py_None) break;
+        if (PySet_Add(seen, id) < 0) goto done;
+        PyObject *items[5] = {id, scope, tags, agent, text};
+        for (int k = 0; k < 5; k++) PyList_SET_ITEM(lists[k], n, Py_NewRef(items[k]));
+        for (int k = 0; k < N_WIDE; k++) wide[k * cap + n] = f[k];
+        narrow[n] = (uint32_t)f[N_SLOT_LEN];
+        narrow[cap + n] = (uint32_t)f[N_ENTRY_LEN];
+        memcpy(hashes + n * HASH, PyBytes_AS_STRING(hash), HASH);
+        pos = next;
+        n++;
+    }
+    for (int k = 0; k < 5; k++)
+        if (PyList_SetSlice(lists[k], n, cap, NULL) < 0) goto done;
+    PyObject *items = PyTuple_New(15);
+    if (!items) goto done;
+    PyTuple_SET_ITEM(items, 0, PyLong_FromSsize_t(i));
+    PyTuple_SET_ITEM(items, 1, PyLong_FromLongLong(pos));
+    for (int k = 0; k < 5; k++) PyTuple_SET_ITEM(items, 2 + k, Py_NewRef(lists[k]));
+    for (int k = 0; k < N_WIDE; k++)
+        PyTuple_SET_ITEM(items, 7 + k, PyBytes_FromStringAndSize((const char *)(wide + k * cap), n * 8));
+    for (int k = 0; k < 2; k++)
+        PyTuple_SET_ITEM(items, 12 + k, PyBytes_FromStringAndSize((const char *)(narrow + k * cap), n * 4));
+    PyTuple_SET_ITEM(items, 14, PyBytes_FromStringAndSize((const char *)hashes, n * HASH));
+    for (int k = 0; k < 15; k++)
+        if (!PyTuple_GET_ITEM(items, k)) {
+            Py_DECREF(items);
+            goto done;
+        }
+    out = named((PyTypeObject *)type, items);
+done:
+    PyBuffer_Release(&blob);
+    PyMem_Free(wide);
+    PyMem_Free(narrow);
+    PyMem_Free(hashes);
+    Py_XDECREF(seen);
+    for (int k = 0; k < 5; k++) Py_XDECREF(lists[k]);
+    return out;
+}
+
 static PyObject *made_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 12 || !PyType_Check(args[0]) || !PyBytes_CheckExact(args[11])) {
         PyErr_SetString(PyExc_TypeError, "made_record(MemoryRecord, id, ver, content, tags, metadata, scope, agent, "
@@ -824,6 +972,9 @@ static PyMethodDef methods[] = {
     {"made_record", (PyCFunction)(void (*)(void))made_record, METH_FASTCALL,
      "made_record(MemoryRecord, id, ver, content, tags, metadata, scope, agent, created_ns, ts_ns, seq, hash) -> "
      "MemoryRecord: the record a write returns"},
+    {"new_rows", new_rows, METH_VARARGS,
+     "new_rows(NewRows, staged, slots, start, offset, entry_pos, rows, blob, width, dead) -> NewRows: a run of "
+     "staged puts of new records as the index's columns"},
     {"file_state", file_state, METH_VARARGS,
      "file_state(path, fd) -> (st_ino, st_dev, size): the file at path ((-1, -1) if none) and fd's size"},
     {NULL, NULL, 0, NULL},
@@ -838,5 +989,9 @@ PyMODINIT_FUNC PyInit__readpath(void) {
     if (fields_init() < 0) return NULL;
     for (int k = 0; k < NC; k++)
         if (!col_keys[k] && !(col_keys[k] = PyUnicode_InternFromString(col_names[k]))) return NULL;
+    const char *keys[5] = {"put", "ver", "id", "scope", "size"};
+    PyObject **interned[5] = {&k_op_put, &k_ver, &k_id, &k_scope, &k_size};
+    for (int k = 0; k < 5; k++)
+        if (!*interned[k] && !(*interned[k] = PyUnicode_InternFromString(keys[k]))) return NULL;
     return PyModule_Create(&module);
 }

@@ -63,8 +63,11 @@ Targets:
   finds; made_record, of times and a hash cut from the input, must build the record its twin
   record.written_record_twin builds (or raise where the twin's times are out of range); then
   find_sorted, over the input cut into fixed-width ids (as given and sorted), must give what its twin
-  index_columns.find_sorted gives. Seeds: canonical puts of each kind of content, made with the
-  library's own encoders.
+  index_columns.find_sorted gives; and new_rows, over staged entries cut from the input (each byte a put
+  of a new record, or one of the kinds a run stops at: another op or version, fields of other types, a
+  short hash, the id of a row the index holds or of the entry before, ints past i64 or u32), must give
+  the NewRows (or the exception) its twin new_rows.new_rows_twin gives. Seeds: canonical puts of each
+  kind of content, made with the library's own encoders.
 - `pgread` (mnemo/_pgread.c): the inputs of `readpath` (the slot's four CRC bytes left out), made into
   rows of a query (an entry and a payload, a row without them, and the same with another version, a
   cut chain hash or a cut payload as the flags say); served_rows must serve nothing its twin
@@ -635,7 +638,8 @@ class IndexTextHarness:
 class ReadpathHarness:
     """mnemo/_readpath.c: read_served against reads.quick_packed, read_latest against reads.latest_records,
     made_record against record.written_record_twin, the index's look-ups (recs_at, gather_rows and
-    read_gathered, find_row) against their twins, find_sorted against index_columns'."""
+    read_gathered, find_row) against their twins, find_sorted against index_columns', new_rows against
+    new_rows.new_rows_twin."""
 
     module = "mnemo.storage.file.reads"
     extension = "mnemo._readpath"
@@ -802,6 +806,73 @@ class ReadpathHarness:
         if got != want and not isinstance(got, type):
             raise AssertionError(f"made_record and its twin differ on {data!r}")
 
+    def _new_rows(self, data: bytes) -> None:
+        """new_rows against new_rows_twin: staged entries cut from the input, each byte one entry, a put
+        of a new record or one of the kinds new_rows must stop at (another op, another version or a
+        bool one, an id that is not a str, a short hash, a tag that is not a str or tags in a list, a text
+        in bytes, the id of the entry before or of a row the index holds, live in its sorted ids or
+        forgotten, ints past i64 or u32), in a frame at an offset near the end of i64 or not; the same
+        NewRows, or the same exception."""
+        from mnemo.chain.codec import Entry
+        from mnemo.storage.batch import Staged
+        from mnemo.storage.file.index import Index
+        from mnemo.storage.file.new_rows import NewRows, new_rows_twin
+
+        index = Index()
+        index.base = self.columns.SortedIds(b"a1a2a3", 2)
+        index.base_dead = {1}
+        index.rows["r2"] = 3
+        big = 2**63 - 1
+        staged, slots = [], []
+        for k, b in enumerate(data[4:40]):
+            kind, wide = b & 15, (b >> 6) + 1 if b & 15 == 15 else 0  # 15: ints at the edges
+            # 0-3 a new id; 4-8 one the index holds (in its rows, its sorted ids), one it forgot, one after its
+            # sorted ids, the entry before's; 9-15 as below
+            rec_id = ("r2", "a1", "a2", "a9", f"n{k - 1}")[kind - 4] if 4 <= kind <= 8 else f"n{k}"
+            body: dict[str, Any] = {"digest": b"d" * 32, "id": rec_id, "scope": self.SCOPES[b & 1], "size": k,
+                                    "ver": 1}
+            op, tags, text, entry_hash, raw = "put", ("t", "u")[: b % 3], "text" if b & 16 else None, b"h" * 32, \
+                bytes(data[k : k + (b & 31)])
+            if kind == 9:
+                op = ("forget", "grant")[b & 1]
+            elif kind == 10:
+                body["ver"] = (2, True, 1.0)[b % 3]
+            elif kind == 11:
+                body["id"] = rec_id.encode()
+            elif kind == 12:
+                entry_hash = raw[:32]
+            elif kind == 13:
+                tags = ("t", b"u") if b & 1 else ["t"]
+            elif kind == 14 and b & 32:
+                text = b"text"
+            elif kind == 14:
+                del body[("size", "scope", "id", "ver")[b >> 6]]
+            seq, ts, slot = k, 10**18 + k, (100 * k, 20 + k)
+            if wide == 1:
+                seq, ts = big + (b & 1), -big - 1 - (b & 1)
+            elif wide == 2:
+                slot = (big - (b & 3), 2**32 - (b & 1))
+            elif wide >= 3:
+                body["size"] = -big - 1 - (b & 1) if b & 2 else big
+            staged.append(Staged(Entry(seq, ts, b"p" * 32, op, "agent", body, raw, entry_hash), b"x", tags, text))
+            slots.append(slot)
+        if data[1] & 1:
+            slots = slots[: len(slots) // 2]
+        start = data[2] % 5 if data[2] & 0x80 else 0
+        offset = (2**63 - 1 - data[3] * 1000) if data[3] & 7 == 7 else data[3] * 4096
+        args = (staged, slots, start, offset, offset + 32 + (data[1] >> 4))
+        try:
+            want: Any = new_rows_twin(*args, index.row_of_twin)
+        except (ValueError, OverflowError) as exc:
+            want = type(exc)
+        try:
+            got: Any = self.native.new_rows(NewRows, *args, index.rows, index.base.blob, index.base.width,
+                                            index.base_dead)
+        except (ValueError, OverflowError) as exc:
+            got = type(exc)
+        if got != want:
+            raise AssertionError(f"new_rows and its twin differ on {data!r}: {got!r} / {want!r}")
+
     def one(self, data: bytes) -> None:
         self.runs += 1
         data = data.ljust(4, b"\0")
@@ -836,6 +907,7 @@ class ReadpathHarness:
                 raise AssertionError(f"read_served refused a canonical put its twin serves, on {data!r}")
         self._records(data, fd, rec, version, slot)
         self._made_record(data)
+        self._new_rows(data)
         # the index's sorted ids: a blob cut from the input, searched for a key cut from it
         width = 1 + data[0] % 8
         blob = data[: len(data) // width * width]

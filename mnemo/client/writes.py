@@ -167,8 +167,8 @@ def _stage_put(
     digest, payload = prepared or _prepare_payload(content, tags, metadata)
     # Keys in sorted order, scalar values: the entry needs no canonicalising pass.
     body = {"digest": digest, "id": rec_id, "scope": scope, "size": size, "ver": ver}
-    entry = batch.stage("put", self.agent_id, body, payload, tags, trusted=True, new_record=ver == 1,
-                        text=content if isinstance(content, str) else None)
+    entry = batch.stage("put", self.agent_id, body, payload, tags, True, ver == 1,
+                        content if isinstance(content, str) else None)  # (trusted, new_record, text)
     self._since_checkpoint += 1
     return written_record(rec_id, ver, content, tags, metadata, scope, self.agent_id, created_ns, entry.ts_ns,
                           entry.seq, entry.hash)

@@ -178,8 +178,10 @@ class Batch:
         `new_record`: a put of an id just made, which no record has (its version is 1 without a look-up;
         the commit still refuses an id that exists). `text`: a put's content when it is text (a backend
         may index it without reading the payload back)."""
-        ts = max(time.time_ns(), self.head_ts)
-        entry = make_entry(self.head_seq + 1, ts, self.head_hash, op, agent, body, trusted)
+        ts, seq = time.time_ns(), self.head_seq + 1
+        if ts < self.head_ts:
+            ts = self.head_ts
+        entry = make_entry(seq, ts, self.head_hash, op, agent, body, trusted)
         staged: Staged = new_tuple(Staged, (entry, payload, tags, text))
         if self.transactional:
             if new_record:
@@ -187,9 +189,9 @@ class Batch:
             else:
                 apply_entry(self, entry, -1, 0 if payload is None else len(payload) + 4, tags)
             if payload is not None:  # what reads of the overlay's staged versions return
-                self.payloads[entry.seq] = payload
+                self.payloads[seq] = payload
         self.staged.append(staged)
-        self.head_seq, self.head_hash, self.head_ts = entry.seq, entry.hash, ts
+        self.head_seq, self.head_hash, self.head_ts = seq, entry.hash, ts
         return entry
 
     def staged_packed(self, version: Version) -> bytes | None:

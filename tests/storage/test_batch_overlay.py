@@ -21,6 +21,7 @@ from mnemo.chain.codec import ZERO_HASH
 from mnemo.storage.batch import Batch
 from mnemo.storage.contract import Query, Rec
 from mnemo.storage.file.index import Index
+from mnemo.storage.file.new_rows import NewRows
 
 AGENT = "agent-1"
 
@@ -195,9 +196,9 @@ def test_a_transaction_of_new_records_applies_each_put_once(db_path: Path, monke
 
     real_new = Index.put_new
 
-    def counting_new(index: Index, puts: list[Any]) -> None:  # the commit's new records, in bulk
-        calls.extend(["Index"] * len(puts))
-        real_new(index, puts)
+    def counting_new(index: Index, run: NewRows) -> None:  # the commit's new records, in bulk
+        calls.extend(["Index"] * len(run.ids))
+        real_new(index, run)
 
     monkeypatch.setattr(batch_mod, "apply_entry", counting)
     monkeypatch.setattr(store_mod, "apply_entry", counting)

@@ -10,10 +10,10 @@ import time
 from typing import Any
 
 from ...errors import DurabilityError, LockTimeout, MnemoError
-from ..batch import ACL_OPS, Batch, apply_entry
+from ..batch import ACL_OPS, Batch, Staged, apply_entry
 from ..types import Rec
 from .framing import ENTRY_HEADER, FRAME_HEADER, encode_frame_slots
-from .index import Index, NewPut
+from .index import Index
 from .logfile import sync, write_all
 from .state import StoreState
 
@@ -49,31 +49,22 @@ class Writes(StoreState):
             dropped: list[Rec] = []
             entry_pos = offset + FRAME_HEADER.size + ENTRY_HEADER.size
             acl_frame = False
-            # Version 1 of records no row holds goes to the index in bulk (put_new; put_one_new for a frame
-            # of one), as apply_entry and hold_text would put it; anything else first puts those and then
-            # goes through apply_entry.
-            new: list[NewPut] = []
-            new_ids: set[str] = set()
-            row_of = index.row_of
-            for (entry, _payload, tags, text), (slot_pos, slot_len) in zip(staged_list, slots, strict=True):
-                body = entry.body
-                raw_len = len(entry.raw)
-                op = entry.op
-                if op == "put" and body["ver"] == 1 and (rid := body["id"]) not in new_ids and row_of(rid) is None:
-                    new_ids.add(rid)
-                    new.append((rid, body["scope"], tags, entry.agent, body["size"], entry.seq, entry.ts_ns,
-                                entry.hash, offset + slot_pos, slot_len, entry_pos, raw_len, text))
-                else:
-                    if new:
-                        _put_new(index, new)
-                        new = []
-                    dropped.extend(apply_entry(index, entry, offset + slot_pos, slot_len, tags, entry_pos))
-                    if op == "put":  # recall's index takes its text (or None) from here when it catches up
-                        index.hold_text(body["id"], entry.seq, text)
-                    acl_frame = acl_frame or op in ACL_OPS
-                entry_pos += raw_len + ENTRY_HEADER.size
-            if new:
-                _put_new(index, new)
+            # Runs of puts of version 1 of records no row holds go to the index in bulk, as columns taken
+            # from the staged entries (Index.new_rows, put_new); anything else, and a frame of one, goes
+            # entry by entry (_apply_one).
+            n, i = len(staged_list), 0
+            while i < n:
+                if n > 1:
+                    run = index.new_rows(staged_list, slots, i, offset, entry_pos)
+                    index.put_new(run)
+                    i, entry_pos = run.stop, run.entry_end
+                    if i == n:
+                        break
+                slot_pos, slot_len = slots[i]
+                acl_frame = _apply_one(index, staged_list[i], offset + slot_pos, slot_len, entry_pos, dropped) \
+                    or acl_frame
+                entry_pos += len(staged_list[i].entry.raw) + ENTRY_HEADER.size
+                i += 1
             # (the head moves once, to the frame's last entry: self.end moves only after this loop too)
             last = staged_list[-1].entry
             index.head_seq, index.head_hash = last.seq, last.hash
@@ -135,11 +126,20 @@ class Writes(StoreState):
             self._mutex.release()
 
 
-def _put_new(index: Index, new: list[NewPut]) -> None:
-    if len(new) == 1:
-        index.put_one_new(new[0])
-    else:
-        index.put_new(new)
+def _apply_one(index: Index, staged: Staged, slot_off: int, slot_len: int, entry_pos: int, dropped: list[Rec]) -> bool:
+    """One staged entry to the index: version 1 of a record no row holds through put_one_new, anything
+    else as apply_entry and hold_text apply it (the records a forget drops added to `dropped`). Whether
+    the entry changes the ACL."""
+    entry, _payload, tags, text = staged
+    body, op = entry.body, entry.op
+    if op == "put" and body["ver"] == 1 and index.row_of(rec_id := body["id"]) is None:
+        index.put_one_new((rec_id, body["scope"], tags, entry.agent, body["size"], entry.seq, entry.ts_ns, entry.hash,
+                           slot_off, slot_len, entry_pos, len(entry.raw), text))
+        return False
+    dropped.extend(apply_entry(index, entry, slot_off, slot_len, tags, entry_pos))
+    if op == "put":  # recall's index takes its text (or None) from here when it catches up
+        index.hold_text(body["id"], entry.seq, text)
+    return op in ACL_OPS
 
 
 class _Writing:

@@ -25,6 +25,7 @@ from ..types import Query, Rec, Version
 from .deferred import SnapshotParts
 from .index_columns import IndexData, SortedIds, inconsistent
 from .index_state import load_state, to_state
+from .new_rows import NewRows, new_rows_twin
 from .scoped_tags import FAMILY, ScopedTags
 
 _version, _rec = Version._make, Rec._make  # (tuples made from a tuple: cheaper than the named arguments)
@@ -33,13 +34,15 @@ if TYPE_CHECKING:
     from .scan import ScanResult
 
 NewPut = tuple[str, str, tuple[str, ...], str, int, int, int, bytes, int, int, int, int, "str | None"]
-"""Version 1 of a new record, as Index.put_new takes it: (id, scope, tags, agent, size, seq, ts_ns,
+"""Version 1 of a new record, as Index.put_one_new takes it: (id, scope, tags, agent, size, seq, ts_ns,
 entry hash, slot offset, slot length, entry offset, entry length, its text or None)."""
 
 # Postings up to this long drop a row at once; longer ones are cleaned lazily (see _unpost).
 SMALL_POSTING = 64
 # Up to this many tags gone in one drop_many leave the sorted tag list one by one; more, in one pass.
 FEW_TAGS_GONE = 8
+# Up to this many tags new to the index in one put_new join the sorted tag list one by one; more, in one sort.
+FEW_TAGS_NEW = 8
 
 
 def posting_rows(tagset: array[int], rows: array[int], codes: array[int]) -> int:
@@ -322,18 +325,27 @@ class Index(IndexData):
         row, scope_code = self._append_row(p[0], p[1], p[2], p[3], 1, p[9], p[5], p[6], p[4], p[8], p[10], p[11], p[7])
         self.text.hold(row, scope_code, p[5], p[12])
 
-    def put_new(self, puts: list[NewPut]) -> None:
+    def new_rows(self, staged: list[Any], slots: list[Any], start: int, offset: int, entry_pos: int) -> NewRows:
+        """The run of a frame's staged entries from `start` on that put version 1 of records no row holds,
+        as columns for put_new (new_rows.py says which entries it takes and what it returns): in one call
+        of the C extension when it is there (mnemo/_readpath.c's new_rows), else through new_rows_twin."""
+        if readpath is not None:
+            base = self.base
+            run: NewRows = readpath.new_rows(NewRows, staged, slots, start, offset, entry_pos, self.rows, base.blob,
+                                             base.width, self.base_dead)
+            return run
+        return new_rows_twin(staged, slots, start, offset, entry_pos, self.row_of)
+
+    def put_new(self, new: NewRows) -> None:
         """Record version 1 of records no row holds, each as `put` and then `hold_text` would, in one
-        pass over columns extended together (a transaction's new records). The caller checked that no
-        row holds any of these ids and that they are distinct."""
-        if not puts:
+        pass over columns extended together (a transaction's new records, from new_rows). The caller
+        checked that no row holds any of these ids and that they are distinct."""
+        ids = new.ids
+        n = len(ids)
+        if not n:
             return
-        n = len(puts)
         first = self.base.n + len(self.extra)
         rows = range(first, first + n)
-        # the puts' fields as columns, in one transposition (NewPut's order)
-        ids, scope_names, tag_lists, agent_ids, size, seq, ts, hashes, slot_off, slot_len, entry_off, entry_len, \
-            texts = zip(*puts, strict=True)
         self.rows.update(zip(ids, rows, strict=True))
         self.extra.extend(ids)
         self.live += n
@@ -341,29 +353,40 @@ class Index(IndexData):
         text.added(rows)
         if self.vectors is not None:
             self.vectors.added(rows)
+        tag_lists = new.tags
         tagsets = self.tagsets.acquire_many(tag_lists)
-        scopes = self.scopes.codes_of(scope_names)
-        agents = self.agents.codes_of(agent_ids)
-        # _post of each row's tags, its call left out where it would only append the row to a posting
-        post, get, scoped = self._post, self.postings.get, self._scoped
+        scopes = self.scopes.codes_of(new.scopes)
+        agents = self.agents.codes_of(new.agents)
+        # _post of each row's tags, its call left out but where a `path:` tag is listed per scope: a row
+        # appended to its tag's posting, a tag new to the index given one and put in the sorted tag list
+        # after the loop (in one sort when there are many, as a transaction of new tags has)
+        post, postings, scoped = self._post, self.postings, self._scoped
+        get, fresh = postings.get, []
         for row, tags, code in zip(rows, tag_lists, scopes, strict=True):
             for tag in tags:
-                posting = get(tag)
-                if posting is None or (scoped is not None and tag.startswith(FAMILY)):
+                if scoped is not None and tag.startswith(FAMILY):
                     post(row, tag, code)
-                else:
+                elif (posting := get(tag)) is not None:
                     posting.append(row)
+                else:
+                    postings[tag] = array("I", (row,))
+                    fresh.append(tag)
+        if len(fresh) <= FEW_TAGS_NEW:
+            for tag in fresh:
+                bisect.insort(self.sorted_tags, tag)
+        else:
+            self.sorted_tags += fresh
+            self.sorted_tags.sort()
         c = self.cols
         # (array.fromlist converts a list in one pass; extend would go through an iterator)
         c["scope"].fromlist(scopes)
         c["tagset"].fromlist(tagsets)
         c["agent"].fromlist(agents)
         c["ver"].fromlist([1] * n)
-        for name, column in (("slot_len", slot_len), ("seq", seq), ("ts", ts), ("size", size), ("slot_off", slot_off),
-                             ("entry_off", entry_off), ("entry_len", entry_len)):
-            c[name].fromlist(list(column))
-        self.hashes += b"".join(hashes)
-        text.hold_many(zip(rows, scopes, seq, texts, strict=True))
+        for name in ("seq", "ts", "size", "slot_off", "entry_off", "slot_len", "entry_len"):
+            c[name].frombytes(getattr(new, name))
+        self.hashes += new.hashes
+        text.hold_many(rows, scopes, c["seq"][first:], new.texts)
 
     def hold_text(self, rec_id: str, seq: int, text: str | None) -> None:
         """The text of the version `seq` of `rec_id` (None: its content is bytes), just put by this

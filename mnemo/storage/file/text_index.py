@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import compress
 from typing import Any
 
@@ -101,10 +101,19 @@ class TextIndex(RowDerived):
             self.held[row] = (scope, seq, text)
             self.held_chars += size
 
-    def hold_many(self, held: Iterable[tuple[int, int, int, str | None]]) -> None:
-        """hold(row, scope, seq, text) of each, in one loop (a transaction's new rows)."""
+    def hold_many(self, rows: Sequence[int], scopes: Sequence[int], seqs: Sequence[int],
+                  texts: Sequence[str | None]) -> None:
+        """hold(row, scope, seq, text) of each, in order (a transaction's new rows). In bulk when the rows
+        are distinct, pending and not held, and all their texts fit (what the loop would do then), else
+        in one loop."""
         pending, kept, chars = self.pending, self.held, self.held_chars
-        for row, scope, seq, text in held:
+        total = sum(map(len, filter(None, texts)))
+        if chars + total <= HELD_CHARS and pending.issuperset(rows) and kept.keys().isdisjoint(rows) \
+                and (type(rows) is range or len(set(rows)) == len(rows)):
+            kept.update(zip(rows, zip(scopes, seqs, texts, strict=True), strict=True))
+            self.held_chars = chars + total
+            return
+        for row, scope, seq, text in zip(rows, scopes, seqs, texts, strict=True):
             size = len(text or "")
             if row in pending and chars + size <= HELD_CHARS:
                 found = kept.pop(row, None)

@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from mnemo import IntegrityError, MnemoClient, NotFound
+from mnemo.chain.codec import Entry
+from mnemo.storage.batch import Staged
 from mnemo.storage.file import index as index_mod
 from mnemo.storage.file import snapshot as snap
 from mnemo.storage.file.index import Index, Rec, Version
@@ -42,16 +44,17 @@ class IndexMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         # Short postings are rewritten at once and long ones cleaned lazily: make "long" reachable.
-        self._small = index_mod.SMALL_POSTING, index_mod.FEW_TAGS_GONE
+        self._small = index_mod.SMALL_POSTING, index_mod.FEW_TAGS_GONE, index_mod.FEW_TAGS_NEW
         index_mod.SMALL_POSTING = 2
         index_mod.FEW_TAGS_GONE = 1  # a drop_many that ends two tags or more rebuilds the sorted list
+        index_mod.FEW_TAGS_NEW = 1  # a put_new of two new tags or more sorts the sorted list again
         self.index = Index(b"d" * 16)
         self.model: dict[str, Rec] = {}
         self.forgotten: set[str] = set()
         self.seq = 0
 
     def teardown(self) -> None:
-        index_mod.SMALL_POSTING, index_mod.FEW_TAGS_GONE = self._small
+        index_mod.SMALL_POSTING, index_mod.FEW_TAGS_GONE, index_mod.FEW_TAGS_NEW = self._small
 
     def _version(self, ver: int, agent: str, size: int) -> Version:
         self.seq += 1
@@ -72,21 +75,40 @@ class IndexMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def put_new(self, data: st.DataObject) -> None:
-        # a transaction's new records, in one put_new (ids no row holds, distinct)
+        # a transaction's new records: staged entries taken by new_rows, then put_new (or put_one_new); a
+        # put of a record a row holds, after them, ends the run
         fresh = [rec_id for rec_id in IDS if rec_id not in self.model]
+        held = sorted(self.model)
         ids = data.draw(st.lists(st.sampled_from(fresh), unique=True, max_size=4)) if fresh else []
-        puts: list[index_mod.NewPut] = []
+        offset = data.draw(st.integers(0, 10**9))
+        entry_pos = offset + 32
+        staged: list[Staged] = []
+        slots: list[tuple[int, int]] = []
         for rec_id in ids:
             scope, agent = data.draw(st.sampled_from(SCOPES)), data.draw(st.sampled_from(AGENTS))
             tags = tuple(sorted(data.draw(st.lists(st.sampled_from(TAGS), unique=True, max_size=3))))
-            v = self._version(1, agent, data.draw(st.integers(0, 10**6)))._replace(entry_off=7 * self.seq, entry_len=9)
-            puts.append((rec_id, scope, tags, agent, v.size, v.seq, v.ts_ns, v.hash, v.slot_off, v.slot_len,
-                         v.entry_off, v.entry_len, None))
+            raw = b"e" * data.draw(st.integers(1, 60))
+            v = self._version(1, agent, data.draw(st.integers(0, 10**6)))._replace(entry_off=entry_pos,
+                                                                                    entry_len=len(raw))
+            body = {"digest": b"d" * 32, "id": rec_id, "scope": scope, "size": v.size, "ver": 1}
+            entry = Entry(v.seq, v.ts_ns, b"p" * 32, "put", agent, body, raw, v.hash)
+            staged.append(Staged(entry, b"payload", tags, data.draw(st.sampled_from([None, "some text"]))))
+            slots.append((v.slot_off - offset, v.slot_len))
+            entry_pos += len(raw) + 8
             self.model[rec_id] = Rec(rec_id, scope, tags, (v,))
-        if len(puts) != 1:
-            self.index.put_new(puts)
+        if held and data.draw(st.booleans()):
+            again = dict(staged[-1].entry.body if staged else {"digest": b"d" * 32, "scope": "shared", "size": 1})
+            again.update(id=data.draw(st.sampled_from(held)), ver=1)
+            staged.append(Staged(Entry(0, 0, b"p" * 32, "put", "x", again, b"e", b"h" * 32), b"p", (), None))
+            slots.append((0, 10))
+        run = self.index.new_rows(staged, slots, 0, offset, offset + 32)
+        assert (run.stop, run.entry_end, run.ids) == (len(ids), entry_pos, ids)
+        if len(ids) == 1 and data.draw(st.booleans()):
+            s, v = staged[0], self.model[ids[0]].latest
+            self.index.put_one_new((ids[0], s.entry.body["scope"], s.tags, v.agent, v.size, v.seq, v.ts_ns, v.hash,
+                                    v.slot_off, v.slot_len, v.entry_off, v.entry_len, s.text))
         else:
-            self.index.put_one_new(puts[0])
+            self.index.put_new(run)
 
     @rule(rec_id=st.sampled_from(IDS))
     def drop(self, rec_id: str) -> None:
@@ -194,6 +216,9 @@ def test_acquire_many_counts_and_numbers_as_acquire_does_one_by_one() -> None:
     assert bulk.values == one.values == [(), ("a",), ("b", "c"), ("d",)]
     assert bulk.refs == one.refs == [1, 2, 2, 1] and bulk.free == one.free == []
     assert bulk.codes == one.codes
+    # every tag set known now: counted in bulk
+    assert bulk.acquire_many(many) == [one.acquire(tags) for tags in many] == [1, 0, 2, 1, 3, 2]
+    assert bulk.refs == one.refs == [2, 4, 4, 2] and bulk.values == one.values and bulk.codes == one.codes
 
 
 def test_the_path_tags_per_scope_follow_a_record_the_index_moves_to_another_scope() -> None:

@@ -388,5 +388,5 @@ def test_hold_many_holds_what_hold_holds_one_by_one(
     with patch.object(text_index, "HELD_CHARS", limit + len("held before")):
         for item in held:
             one.hold(*item)
-        many.hold_many(held)
+        many.hold_many(*(list(column) for column in zip(*held, strict=True)) if held else ([], [], [], []))
     assert many.held == one.held and many.held_chars == one.held_chars
