@@ -305,29 +305,31 @@ def latest_sql(source: str, where: str, limit: str, loaded: str | None, older: b
                index_tags: bool = True) -> str:
     """The rows of the records `r` of `source` that `where` admits, in id order (`limit`: a LIMIT clause
     or nothing): (id, scope, tags, version columns, raw, payload) for each of their versions, in version
-    order. A record's latest version comes from its own row (schema version 10) and `loaded`, columns of
-    its row `p` of mnemo_payloads ("p.raw, p.payload", or what checks them without the content; None:
-    two NULLs and no look-up): two look-ups by key for a record of one version. Its earlier versions, for
-    a record that has some, come from mnemo_versions unless `older` is None, with their entry and
-    payload when it is true (else NULLs). Without `index_tags`, the tags column is NULL: the caller takes
-    each record's tags from its put, and mnemo_tags is not read for them (a look-up and an aggregate a
-    record fewer); with them, they are on the latest version's row."""
+    order. A record's latest version comes from its own row (schema version 10), and `loaded` from the
+    copy of that version's entry and payload on it (schema version 12): columns of `h` ("h.raw,
+    h.payload", or what checks them without the content; None: two NULLs): one look-up by key for a
+    record of one version. Its earlier versions, for a record that has some, come from mnemo_versions
+    unless `older` is None, with their entry and payload (from mnemo_payloads) when it is true (else
+    NULLs). Without `index_tags`, the tags column is NULL: the caller takes each record's tags from its
+    put, and mnemo_tags is not read for them (a look-up and an aggregate a record fewer); with them, they
+    are on the latest version's row."""
     tags = ("(SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{}') FROM mnemo_tags t WHERE t.id = h.id)"
             if index_tags else "NULL::text[]")
     latest = "h.ver, h.seq, h.ts_ns, h.agent, h.size, h.hash, h.entry_len, h.payload_len"
-    payload = "LEFT JOIN LATERAL (SELECT p.raw, p.payload FROM mnemo_payloads p WHERE p.seq = {} OFFSET 0) p ON true"
+    columns = RECORD_COLUMNS + (", raw, payload" if loaded else "")
     sql = (
-        f"WITH h AS MATERIALIZED (SELECT {', '.join('r.' + c for c in RECORD_COLUMNS.split(', '))} FROM {source} "
+        f"WITH h AS MATERIALIZED (SELECT {', '.join('r.' + c for c in columns.split(', '))} FROM {source} "
         f"WHERE {where} ORDER BY r.id{limit}) "
-        f"SELECT h.id, h.scope, {tags}, {latest}, {loaded or 'NULL::bytea, NULL::bytea'} FROM h "
-        + (payload.format("h.seq") if loaded else "")
+        f"SELECT h.id, h.scope, {tags}, {latest}, {loaded or 'NULL::bytea, NULL::bytea'} FROM h"
     )
     if older is not None:
+        payloads = ("LEFT JOIN LATERAL (SELECT p.raw, p.payload FROM mnemo_payloads p WHERE p.seq = v.seq OFFSET 0) p "
+                    "ON true")
         sql += (
             f" UNION ALL SELECT h.id, h.scope, NULL, {VERSION_COLUMNS}, "
             f"{'p.raw, p.payload' if older else 'NULL, NULL'} "
             "FROM h CROSS JOIN LATERAL (SELECT * FROM mnemo_versions w WHERE w.id = h.id AND w.ver < h.ver OFFSET 0) v "
-            + (payload.format("v.seq") if older else "") + " WHERE h.ver > 1 ORDER BY 1, 4"
+            + (payloads if older else "") + " WHERE h.ver > 1 ORDER BY 1, 4"
         )
     return sql
 
@@ -335,21 +337,18 @@ def latest_sql(source: str, where: str, limit: str, loaded: str | None, older: b
 def records_sql(source: str, where: str, limit: str) -> str:
     """The rows of the records `r` of `source` that `where` admits, in id order (`limit`: a LIMIT clause or
     nothing), one row a record: what latest_records builds each one's record of, in RECORD_ROW's columns
-    (id, scope, ver, seq, ts_ns, agent, hash, raw, payload, first_ts). Its latest version is on its own
-    row and its entry and payload on one row of mnemo_payloads (two look-ups by key); the time of its
-    first version, for a record of more than one, from mnemo_versions (a third).
+    (id, scope, ver, seq, ts_ns, agent, hash, raw, payload, first_ts). Its latest version, with that
+    version's entry and payload (schema version 12), is on its own row: one look-up by key; the time of
+    its first version, for a record of more than one, from mnemo_versions (a second).
 
     The records come from a subquery in id order (OFFSET 0: never flattened, so a limit is applied before
-    any payload is looked up), and the planner keeps that order through the look-ups after it: the
-    rows are sorted once, on the record's narrow columns, and not copied into a materialized list and
-    sorted again with their payloads (docs/POSTGRES.md, "Performance")."""
+    any first version is looked up), and are sorted once, in that subquery (docs/POSTGRES.md,
+    "Performance")."""
     return (
-        "SELECT h.id, h.scope, h.ver, h.seq, h.ts_ns, h.agent, h.hash, p.raw, p.payload, CASE WHEN h.ver > 1 THEN "
+        "SELECT h.id, h.scope, h.ver, h.seq, h.ts_ns, h.agent, h.hash, h.raw, h.payload, CASE WHEN h.ver > 1 THEN "
         "(SELECT w.ts_ns FROM mnemo_versions w WHERE w.id = h.id ORDER BY w.ver LIMIT 1) END "
-        f"FROM (SELECT r.id, r.scope, r.ver, r.seq, r.ts_ns, r.agent, r.hash FROM {source} "
-        f"WHERE {where} ORDER BY r.id{limit} OFFSET 0) h "
-        "LEFT JOIN LATERAL (SELECT p.raw, p.payload FROM mnemo_payloads p WHERE p.seq = h.seq OFFSET 0) p ON true "
-        "ORDER BY h.id"
+        f"FROM (SELECT r.id, r.scope, r.ver, r.seq, r.ts_ns, r.agent, r.hash, r.raw, r.payload FROM {source} "
+        f"WHERE {where} ORDER BY r.id{limit} OFFSET 0) h ORDER BY h.id"
     )
 
 
