@@ -1,11 +1,16 @@
-"""Records of every kind a PostgreSQL schema version must keep readable, and every read that serves them:
-what a migration test writes before it takes the database back to an older version, and compares after."""
+"""Records of every kind a PostgreSQL schema version must keep readable, and every read that serves them
+(what a migration test writes before it takes the database back to an older version, and compares
+after); and what a read's statement looks up."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import pytest
+
 from mnemo import MnemoClient
+from mnemo.storage.postgres import store as pg_store
 
 READER = "reader"
 
@@ -37,3 +42,34 @@ def every_read(c: MnemoClient, ids: list[str]) -> dict[str, Any]:
         "scoped": c.query(scope="team:a"),
         "listed": [(r.id, r.version, r.tags, r.seq) for r in c.list_records(tags=["u"])],
     }
+
+
+def read_loops(c: MnemoClient, monkeypatch: pytest.MonkeyPatch, read: Any) -> dict[str, int]:
+    """How many times the statement `read` sends that reads records (the one naming mnemo_records) looked
+    up each index, run again under EXPLAIN ANALYZE with its parameters: {index: loops}; and each table by
+    a row's ctid, if it did ({"tid: table": loops})."""
+    sent: list[tuple[str, Any]] = []
+    fetch = pg_store.PostgresStore._fetch_at  # every read's statement goes through it
+
+    def spy(self: pg_store.PostgresStore, sql: str, params: Any = None, conn: Any = None, binary: bool = False) -> Any:
+        sent.append((sql, params))
+        return fetch(self, sql, params, conn, binary)
+
+    monkeypatch.setattr(pg_store.PostgresStore, "_fetch_at", spy)
+    read()
+    monkeypatch.undo()
+    # (the read as the store makes it; read_fresh sends it again joined to the head row)
+    [(sql, params)] = [(sql, params) for sql, params in sent if "mnemo_records" in sql and "mnemo_head" not in sql]
+    loops: dict[str, int] = {}
+
+    def walk(node: dict[str, Any]) -> None:
+        name = node.get("Index Name") or (f"tid: {node['Relation Name']}" if node["Node Type"] == "Tid Scan" else None)
+        if name is not None:
+            loops[name] = loops.get(name, 0) + node["Actual Loops"]
+        for child in node.get("Plans", []):
+            walk(child)
+
+    rows = c._store._fetch("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)  # type: ignore[attr-defined]
+    plan = rows[0][0] if not isinstance(rows[0][0], str) else json.loads(rows[0][0])
+    walk(plan[0]["Plan"])
+    return loops

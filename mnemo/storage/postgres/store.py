@@ -324,7 +324,7 @@ class PostgresStore(Meaning):
         # The scope filter is part of the query: a record the caller may not read comes back exactly
         # as a missing one does, from the same work.
         # Every row by its key (as in select: lookups the planner cannot turn into scans of the chain).
-        columns = None if payloads == "none" else "h.raw, h.payload"
+        columns = None if payloads == "none" else "c.raw, c.payload"
         rows = self._fetch(latest_sql("mnemo_records r", f"r.id = %s AND {where}", "", columns, payloads == "all",
                                       index_tags), [rec_id, *params], conn, binary=True)
         for rec, loaded in group_rows(rows, with_payloads=True):
@@ -430,7 +430,7 @@ class PostgresStore(Meaning):
         source, where, params, limit = _select_from(
             query, scopes, [*left_out, *(overlay if query.limit is not None else ())])
         # the latest version's entry, and its payload, or what checks it without its content
-        loaded = ("h.raw, h.payload" if payloads else "h.raw, mnemo_payload_summary(h.payload)"
+        loaded = ("c.raw, c.payload" if payloads else "c.raw, mnemo_payload_summary(c.payload)"
                   ) if payloads or check_tags else None
         # With check_tags, a record's tags are its put's (what mnemo_tags lists is not read for them)
         rows = self._fetch(latest_sql(source, where, limit, loaded, False, index_tags=not check_tags), params, conn,
@@ -621,7 +621,7 @@ class PostgresStore(Meaning):
         where, params = scope_sql(scopes)
         source = ("(SELECT DISTINCT w.id FROM unnest(%s::bigint[]) c(seq) JOIN mnemo_versions w ON w.seq = c.seq) c "
                   f"CROSS JOIN LATERAL {records_of('c.id')}")
-        rows = self._fetch(latest_sql(source, where, "", "h.raw, h.payload", False), [seqs, *params], conn,
+        rows = self._fetch(latest_sql(source, where, "", "c.raw, c.payload", False), [seqs, *params], conn,
                            binary=True)
         wanted = set(seqs)
         for rec, versions in group_rows(rows, with_payloads=True):

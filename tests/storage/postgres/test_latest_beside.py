@@ -6,18 +6,14 @@ there, and every record reads back as it was written."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import pytest
 from helpers.pg import AppRole, Schema
-from helpers.pg_reads import every_read, varied_records
+from helpers.pg_reads import every_read, read_loops, varied_records
 from helpers.pg_server import ROUTINES, undo_version_10
 
 from mnemo import MnemoClient
 from mnemo.record import MemoryRecord
 from mnemo.storage.postgres import schema as pg_schema
-from mnemo.storage.postgres import store as pg_store
 
 OWNER = "owner"
 SAME_AS_VERSIONS = (
@@ -70,35 +66,6 @@ def test_a_version_9_database_migrates_and_reads_every_record_back(pg: Schema, a
     assert pg.sql("SELECT count(*) FROM mnemo_payloads") == pg.sql(SAME_AS_ENTRIES)
 
 
-def _loops(c: MnemoClient, monkeypatch: pytest.MonkeyPatch, read: Any) -> dict[str, int]:
-    """How many times the statement `read` sends that reads records (the one naming mnemo_records) looked
-    up each index, run again under EXPLAIN ANALYZE with its parameters: {index: loops}."""
-    sent: list[tuple[str, Any]] = []
-    fetch = pg_store.PostgresStore._fetch_at  # every read's statement goes through it
-
-    def spy(self: pg_store.PostgresStore, sql: str, params: Any = None, conn: Any = None, binary: bool = False) -> Any:
-        sent.append((sql, params))
-        return fetch(self, sql, params, conn, binary)
-
-    monkeypatch.setattr(pg_store.PostgresStore, "_fetch_at", spy)
-    read()
-    monkeypatch.undo()
-    # (the read as the store makes it; read_fresh sends it again joined to the head row)
-    [(sql, params)] = [(sql, params) for sql, params in sent if "mnemo_records" in sql and "mnemo_head" not in sql]
-    loops: dict[str, int] = {}
-
-    def walk(node: dict[str, Any]) -> None:
-        if "Index Name" in node:
-            loops[node["Index Name"]] = loops.get(node["Index Name"], 0) + node["Actual Loops"]
-        for child in node.get("Plans", []):
-            walk(child)
-
-    rows = c._store._fetch("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)  # type: ignore[attr-defined]
-    plan = rows[0][0] if not isinstance(rows[0][0], str) else json.loads(rows[0][0])
-    walk(plan[0]["Plan"])
-    return loops
-
-
 def test_a_hit_of_one_version_is_one_look_up(pg: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
     """A query's hits are found by the tag index; each one's record, which holds its latest entry and
     payload (schema version 12: no payload row is looked up); the versions table is read only for the
@@ -110,11 +77,11 @@ def test_a_hit_of_one_version_is_one_look_up(pg: Schema, monkeypatch: pytest.Mon
         c.update(several.id, content="v2")
         c.update(several.id, content="v3")
         c.remember("not a hit", tags=["miss"])
-        loops = _loops(c, monkeypatch, lambda: c.query(tags=["hit"]))
+        loops = read_loops(c, monkeypatch, lambda: c.query(tags=["hit"]))
         assert loops == {"mnemo_tags_pkey": 1, "mnemo_records_pkey": 6, "mnemo_versions_pkey": 1}
         found: list[MemoryRecord] = c.query(tags=["hit"])
         assert [(r.id, r.content, r.version) for r in found] == sorted(
             [(i, f"r{k}", 1) for k, i in enumerate(ones)] + [(several.id, "v3", 3)])
         assert c.get(several.id).created_at == several.created_at
-        loops = _loops(c, monkeypatch, lambda: c.get(ones[0]))
+        loops = read_loops(c, monkeypatch, lambda: c.get(ones[0]))
         assert loops == {"mnemo_records_pkey": 1, "mnemo_versions_pkey": 0}

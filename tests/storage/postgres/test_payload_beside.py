@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 from helpers.pg import AppRole, Schema
-from helpers.pg_reads import every_read, varied_records
+from helpers.pg_reads import every_read, read_loops, varied_records
 from helpers.pg_server import ROUTINES, data_directory, files_holding, undo_version_12
 
 from mnemo import IntegrityError, MnemoClient
@@ -182,6 +182,20 @@ def test_a_copy_damaged_alone_fails_every_read_of_it_and_verify_names_it(pg: Sch
         report = c.verify()
         assert [(p.kind, p.message) for p in report.problems] == [("tables", OTHER_COPY.format(damaged.id,
                                                                                                 damaged.seq))]
+
+
+def test_a_limited_query_reads_the_copies_of_the_records_it_keeps_only(
+    pg: Schema, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a limit, the candidates are sorted without their copies, and the copy of each record the limit
+    keeps is read after it, from the row found (by its ctid: no index is descended again)."""
+    with MnemoClient(pg.url, OWNER, durability="none") as c:
+        made = sorted((r.id, r.content) for r in (c.remember(f"r{i}", tags=["hit"]) for i in range(6)))
+        loops = read_loops(c, monkeypatch, lambda: c.query(tags=["hit"], limit=2))
+        assert loops == {"mnemo_tags_pkey": 1, "mnemo_records_pkey": 6, "tid: mnemo_records": 2,
+                         "mnemo_versions_pkey": 0}
+        assert [(r.id, r.content) for r in c.query(tags=["hit"], limit=2)] == made[:2]
+        assert [(r.id, r.content) for r in c.query(tags=["hit"])] == made
 
 
 # -- erasure ------------------------------------------------------------------------------------------------------
