@@ -5,13 +5,18 @@ after); and what a read's statement looks up."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from mnemo import MnemoClient
+from mnemo.storage.postgres import schema as pg_schema
 from mnemo.storage.postgres import store as pg_store
 
+from .pg import Schema
+
+OWNER = "owner"
 READER = "reader"
 
 
@@ -42,6 +47,51 @@ def every_read(c: MnemoClient, ids: list[str]) -> dict[str, Any]:
         "scoped": c.query(scope="team:a"),
         "listed": [(r.id, r.version, r.tags, r.seq) for r in c.list_records(tags=["u"])],
     }
+
+
+
+
+def taken_back(pg: Schema, undo: Callable[[Schema], None]) -> tuple[dict[str, str], tuple[Any, ...]]:
+    """varied_records written on the latest schema, every read of them and the head verify gives, then
+    the database taken back to an older version by `undo`: (the records made, what migrated_alike
+    compares)."""
+    with MnemoClient(pg.url, OWNER) as c:
+        made = varied_records(c)
+        ids = list(made.values())
+        before = every_read(c, ids)
+        assert [len(h) for h in before["history"]] == [1, 3, 1]
+        head = c.verify().head_hash
+    undo(pg)
+    return made, (ids, before, head)
+
+
+def migrated_alike(pg: Schema, version: int, taken: tuple[Any, ...]) -> None:
+    """The database that taken_back took back to `version`: refused by a reader, migrated by a writer,
+    which says so, reads every record as before and verifies to the same head."""
+    ids, before, head = taken
+    with pytest.raises(Exception, match="open it once as a writer to migrate it to version"):
+        MnemoClient(pg.url, OWNER, readonly=True)
+    with MnemoClient(pg.url, OWNER) as c:
+        assert c.recovery == [f"migrated the schema from version {version} to {pg_schema.SCHEMA_VERSION}"]
+        assert every_read(c, ids) == before
+        report = c.verify()
+        assert report.ok and report.head_hash == head
+
+
+def written_after_a_migration(c: MnemoClient, made: dict[str, str]) -> None:
+    """Writes of every kind on the records varied_records made (a remember, an update, a forget, a
+    transaction), by a client of the migrated schema, each read back, and verify."""
+    added = c.remember("written after the migration", tags=["t"])
+    c.update(made["one"], content="one, updated after it", tags=["t"])
+    c.forget(made["other"])
+    with c.transaction():
+        c.update(made["three"], content="fourth")
+        c.remember("in a transaction", tags=["u"])
+    assert [(r.id, r.content) for r in c.query(tags=["t"])] == sorted([
+        (made["one"], "one, updated after it"), (made["three"], "fourth"),
+        (added.id, "written after the migration")])
+    assert [r.version for r in c.history(made["three"])] == [1, 2, 3, 4]
+    assert c.verify().ok
 
 
 def read_loops(c: MnemoClient, monkeypatch: pytest.MonkeyPatch, read: Any) -> dict[str, int]:

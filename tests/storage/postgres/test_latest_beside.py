@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import pytest
 from helpers.pg import AppRole, Schema
-from helpers.pg_reads import every_read, read_loops, varied_records
+from helpers.pg_reads import migrated_alike, read_loops, taken_back, written_after_a_migration
 from helpers.pg_server import ROUTINES, undo_version_10
 
 from mnemo import MnemoClient
 from mnemo.record import MemoryRecord
-from mnemo.storage.postgres import schema as pg_schema
 
 OWNER = "owner"
 SAME_AS_VERSIONS = (
@@ -25,25 +24,13 @@ SAME_AS_ENTRIES = "SELECT count(*) FROM mnemo_payloads p JOIN mnemo_entries e ON
 
 
 def test_a_version_9_database_migrates_and_reads_every_record_back(pg: Schema, app_role: AppRole) -> None:
-    with MnemoClient(pg.url, OWNER) as c:
-        made = varied_records(c)
-        ids = list(made.values())
-        before = every_read(c, ids)
-        assert [len(h) for h in before["history"]] == [1, 3, 1]
-        head = c.verify().head_hash
-    undo_version_10(pg)
+    made, taken = taken_back(pg, undo_version_10)
     columns = pg.sql("SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = "
                      "current_schema() AND table_name IN ('mnemo_records', 'mnemo_payloads') "
                      "ORDER BY 1, ordinal_position")
     assert columns == [("mnemo_payloads", "seq"), ("mnemo_payloads", "payload"), ("mnemo_records", "id"),
                        ("mnemo_records", "scope"), ("mnemo_records", "ver")]
-    with pytest.raises(Exception, match="open it once as a writer to migrate it to version"):
-        MnemoClient(pg.url, OWNER, readonly=True)
-    with MnemoClient(pg.url, OWNER) as c:
-        assert c.recovery == [f"migrated the schema from version 9 to {pg_schema.SCHEMA_VERSION}"]
-        assert every_read(c, ids) == before
-        report = c.verify()
-        assert report.ok and report.head_hash == head
+    migrated_alike(pg, 9, taken)
     assert pg.sql("SELECT count(*) FROM mnemo_records") == pg.sql(SAME_AS_VERSIONS) == [(3,)]
     # the payloads of the 5 live versions and the forget's reason, each beside its entry
     assert pg.sql("SELECT count(*) FROM mnemo_payloads") == pg.sql(SAME_AS_ENTRIES) == [(6,)]
@@ -51,17 +38,7 @@ def test_a_version_9_database_migrates_and_reads_every_record_back(pg: Schema, a
                   "WHERE attrelid = 'mnemo_payloads'::regclass AND attname = 'raw'") == [(0, "e", True)]
     assert pg.routines() == ROUTINES  # what the migration leaves is what a new database has
     with MnemoClient(app_role.url, OWNER) as c:  # the application role writes the new columns too
-        added = c.remember("written after the migration", tags=["t"])
-        c.update(made["one"], content="one, updated after it", tags=["t"])
-        c.forget(made["other"])
-        with c.transaction():
-            c.update(made["three"], content="fourth")
-            c.remember("in a transaction", tags=["u"])
-        assert [(r.id, r.content) for r in c.query(tags=["t"])] == sorted([
-            (made["one"], "one, updated after it"), (made["three"], "fourth"),
-            (added.id, "written after the migration")])
-        assert [r.version for r in c.history(made["three"])] == [1, 2, 3, 4]
-        assert c.verify().ok
+        written_after_a_migration(c, made)
     assert pg.sql("SELECT count(*) FROM mnemo_records") == pg.sql(SAME_AS_VERSIONS) == [(4,)]
     assert pg.sql("SELECT count(*) FROM mnemo_payloads") == pg.sql(SAME_AS_ENTRIES)
 

@@ -15,11 +15,10 @@ from typing import Any
 import psycopg
 import pytest
 from helpers.pg import AppRole, Schema
-from helpers.pg_reads import every_read, read_loops, varied_records
+from helpers.pg_reads import migrated_alike, read_loops, taken_back, written_after_a_migration
 from helpers.pg_server import ROUTINES, data_directory, files_holding, undo_version_12
 
 from mnemo import IntegrityError, MnemoClient
-from mnemo.storage.postgres import schema as pg_schema
 
 OWNER = "owner"
 SAME_AS_PAYLOADS = ("SELECT count(*) FROM mnemo_records r JOIN mnemo_payloads p ON p.seq = r.seq "
@@ -46,41 +45,19 @@ def _superuser(pg: Schema, statement: str, params: Any = None) -> None:
 
 
 def test_a_version_11_database_migrates_and_reads_every_record_back(pg: Schema, app_role: AppRole) -> None:
-    with MnemoClient(pg.url, OWNER) as c:
-        made = varied_records(c)
-        ids = list(made.values())
-        before = every_read(c, ids)
-        assert [len(h) for h in before["history"]] == [1, 3, 1]
-        head = c.verify().head_hash
-    undo_version_12(pg)
+    made, taken = taken_back(pg, undo_version_12)
     columns = pg.sql("SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
                      "AND table_name = 'mnemo_records' ORDER BY ordinal_position")
     assert [name for (name,) in columns] == ["id", "scope", "ver", "seq", "ts_ns", "agent", "size", "hash",
                                              "entry_len", "payload_len"]
-    with pytest.raises(Exception, match="open it once as a writer to migrate it to version"):
-        MnemoClient(pg.url, OWNER, readonly=True)
-    with MnemoClient(pg.url, OWNER) as c:
-        assert c.recovery == [f"migrated the schema from version 11 to {pg_schema.SCHEMA_VERSION}"]
-        assert every_read(c, ids) == before
-        report = c.verify()
-        assert report.ok and report.head_hash == head
+    migrated_alike(pg, 11, taken)
     assert pg.sql("SELECT count(*) FROM mnemo_records") == pg.sql(SAME_AS_PAYLOADS) == [(3,)]
     assert pg.sql("SELECT attname, attstattarget, attstorage, attnotnull FROM pg_attribute "
                   "WHERE attrelid = 'mnemo_records'::regclass AND attname IN ('raw', 'payload') ORDER BY 1") == [
         ("payload", 0, "e", False), ("raw", 0, "e", False)]
     assert pg.routines() == ROUTINES  # what the migration leaves is what a new database has
     with MnemoClient(app_role.url, OWNER) as c:  # the application role writes the copies too
-        added = c.remember("written after the migration", tags=["t"])
-        c.update(made["one"], content="one, updated after it", tags=["t"])
-        c.forget(made["other"])
-        with c.transaction():
-            c.update(made["three"], content="fourth")
-            c.remember("in a transaction", tags=["u"])
-        assert [(r.id, r.content) for r in c.query(tags=["t"])] == sorted([
-            (made["one"], "one, updated after it"), (made["three"], "fourth"),
-            (added.id, "written after the migration")])
-        assert [r.version for r in c.history(made["three"])] == [1, 2, 3, 4]
-        assert c.verify().ok
+        written_after_a_migration(c, made)
     assert pg.sql("SELECT count(*) FROM mnemo_records") == pg.sql(SAME_AS_PAYLOADS) == [(4,)]
 
 
