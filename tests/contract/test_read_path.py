@@ -93,7 +93,7 @@ def test_records_read_back_are_what_was_written(db: str) -> None:
 
 def _damage_payload(db: str, client: MnemoClient, rec_id: str) -> None:
     """Flip the last byte of the latest payload of `rec_id`, where the backend keeps it (on PostgreSQL,
-    as a superuser who turned the triggers off would)."""
+    as a superuser who turned the triggers off would, in its row and in its record's copy)."""
     if not is_pg(db):
         off, length = _slot(client, rec_id)
         _overwrite(Path(db), off + length - 1, bytes([Path(db).read_bytes()[off + length - 1] ^ 0x01]))
@@ -103,9 +103,10 @@ def _damage_payload(db: str, client: MnemoClient, rec_id: str) -> None:
     seq = client.get(rec_id).seq
     with psycopg.connect(db, autocommit=True) as conn:
         conn.execute("SET session_replication_role = replica")  # no user triggers
-        conn.execute("UPDATE mnemo_payloads SET payload = overlay(payload placing "
-                     "set_byte('\\x00'::bytea, 0, get_byte(payload, length(payload) - 1) # 1) "
-                     "from length(payload)) WHERE seq = %s", [seq])
+        for table in ("mnemo_payloads", "mnemo_records"):
+            conn.execute(f"UPDATE {table} SET payload = overlay(payload placing "
+                         "set_byte('\\x00'::bytea, 0, get_byte(payload, length(payload) - 1) # 1) "
+                         "from length(payload)) WHERE seq = %s", [seq])
 
 
 def test_a_damaged_payload_is_an_integrity_error_on_every_read(db: str) -> None:

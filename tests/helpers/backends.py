@@ -156,7 +156,7 @@ def write_once(client: Any, write: str, rec_id: str) -> None:
 
 def damage_payload(db: str | Path, seq: int) -> None:
     """Flip a bit of the payload of the entry with this seq, as bit rot (a file) or a hand on the table
-    (PostgreSQL, its triggers off for the session) would."""
+    (PostgreSQL, its triggers off for the session: in its row and in its record's copy) would."""
     if not is_pg(db):
         from helpers.frames import flip_byte, read_frames
 
@@ -168,5 +168,6 @@ def damage_payload(db: str | Path, seq: int) -> None:
 
     with psycopg.connect(str(db), autocommit=True) as conn:
         conn.execute("SET session_replication_role = replica")
-        conn.execute("UPDATE mnemo_payloads SET payload = set_byte(payload, 0, get_byte(payload, 0) # 1) "
-                     "WHERE seq = %s", (seq,))
+        for table in ("mnemo_payloads", "mnemo_records"):
+            conn.execute(f"UPDATE {table} SET payload = set_byte(payload, 0, get_byte(payload, 0) # 1) "
+                         "WHERE seq = %s", (seq,))

@@ -166,6 +166,18 @@ class AppRole:
             cur = conn.execute(query, params)
             return cur.fetchall() if cur.description else []
 
+    def refused(self, *statements: tuple[str, Any]) -> str:
+        """The first line of the error that refuses the statements ((sql, params) each), run as this role
+        in one transaction (it fails the test if they are not refused for want of a privilege)."""
+        import psycopg
+        import pytest
+
+        with self.connect() as conn, pytest.raises(psycopg.errors.InsufficientPrivilege) as refused, \
+                conn.transaction():
+            for statement, params in statements:
+                conn.execute(statement, params)
+        return str(refused.value).splitlines()[0]
+
     def drop(self) -> None:
         self.schema.sql(f'DROP OWNED BY "{self.name}"')
         self.schema.sql(f'DROP ROLE IF EXISTS "{self.name}"')

@@ -86,10 +86,12 @@ def spy_flushes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def damage_payload(pg: Schema, path: str, seq: int) -> str:
-    """A byte of seq's payload zeroed past the triggers (as a superuser who disables them can); returns
-    the refusal every read that serves it gives, `path` being the store's."""
+    """A byte of seq's payload zeroed past the triggers (as a superuser who disables them can), in its
+    row and in its record's copy when it is a latest version (schema version 12); returns the refusal
+    every read that serves it gives, `path` being the store's."""
     with pg.connect() as conn:
         conn.execute("SET session_replication_role = replica")  # no trigger stops this session
-        conn.execute("UPDATE mnemo_payloads SET payload = overlay(payload PLACING '\\x00'::bytea FROM 20) "
-                     "WHERE seq = %s", [seq])
+        for table in ("mnemo_payloads", "mnemo_records"):
+            conn.execute(f"UPDATE {table} SET payload = overlay(payload PLACING '\\x00'::bytea FROM 20) "
+                         "WHERE seq = %s", [seq])
     return f"{path}: the payload of seq {seq} is not served: it does not match the digest its chain entry commits to"

@@ -13,7 +13,8 @@ from mnemo.storage.postgres.text_index import unpack_places
 from .pg import Schema
 
 ROUTINES = [
-    ("mnemo_check_erasure", "f"), ("mnemo_commit", "f"), ("mnemo_drop_vectors", "f"), ("mnemo_entry_str", "f"),
+    ("mnemo_check_copies", "f"), ("mnemo_check_erasure", "f"), ("mnemo_commit", "f"), ("mnemo_drop_vectors", "f"),
+    ("mnemo_entry_str", "f"),
     ("mnemo_entry_value", "f"), ("mnemo_forget_ids", "f"), ("mnemo_index_text", "f"), ("mnemo_mp_end", "f"),
     ("mnemo_mp_items", "f"), ("mnemo_mp_items_at", "f"), ("mnemo_mp_skip", "f"), ("mnemo_mp_str", "f"),
     ("mnemo_payload_summary", "f"),
@@ -21,9 +22,25 @@ ROUTINES = [
 ]
 
 
+def undo_version_12(pg: Schema) -> None:
+    """A database of the latest schema taken back to exactly version 11: the copies of the latest entries
+    and payloads gone from mnemo_records with their trigger, version 10's mnemo_commit and mnemo_put in
+    place (as that version makes them)."""
+    pg.sql("DROP TRIGGER mnemo_records_copies ON mnemo_records")
+    pg.sql("DROP TRIGGER mnemo_records_copies_updated ON mnemo_records")
+    pg.sql("DROP FUNCTION mnemo_check_copies")
+    pg.sql("ALTER TABLE mnemo_records DROP COLUMN raw, DROP COLUMN payload")
+    v10 = pg_schema.MIGRATIONS[9]
+    pg.sql("DROP FUNCTION mnemo_commit")
+    pg.sql("DROP PROCEDURE mnemo_put")
+    pg.sql(v10[v10.index("CREATE FUNCTION mnemo_commit(") :])  # (and version 10's mnemo_put after it)
+    pg.sql("UPDATE mnemo_meta SET schema_version = 11")
+
+
 def undo_version_11(pg: Schema) -> None:
     """A database of the latest schema taken back to exactly version 10: each term's positions packed as
     version 9 packs them (4 bytes each, big-endian), the column without its comment."""
+    undo_version_12(pg)
     with pg.connect() as conn:
         rows = conn.execute("SELECT term, seq, positions FROM mnemo_terms WHERE positions IS NOT NULL").fetchall()
         for term, seq, places in rows:

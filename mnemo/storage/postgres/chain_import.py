@@ -84,11 +84,12 @@ def _write(conn: psycopg.Connection[Any], name: str, items: Iterable[ChainItem],
         live = [r for r in replay.recs.values() if r is not None]
         for r in live:
             _check_text(r, name)
-        with cur.copy(f"COPY mnemo_records ({RECORD_COLUMNS}) FROM STDIN") as records:
+        copies = {seq: (raw, payload) for seq, raw, payload in payload_rows}
+        with cur.copy(f"COPY mnemo_records ({RECORD_COLUMNS}, raw, payload) FROM STDIN") as records:
             for r in live:
                 v = r.latest
                 records.write_row((r.id, r.scope, v.ver, v.seq, v.ts_ns, v.agent, v.size, v.hash, v.entry_len,
-                                   v.slot_len))
+                                   v.slot_len, *copies[v.seq]))
         with cur.copy("COPY mnemo_versions (id, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len) "
                       "FROM STDIN") as versions:
             for r in live:
@@ -101,8 +102,7 @@ def _write(conn: psycopg.Connection[Any], name: str, items: Iterable[ChainItem],
         with cur.copy("COPY mnemo_forgotten (id) FROM STDIN") as gone:
             for rec_id in sorted(forgotten):
                 gone.write_row((rec_id,))
-        payload_of = {seq: payload for seq, _raw, payload in payload_rows}
-        copy_text_index(cur, _documents(live, payload_of))
+        copy_text_index(cur, _documents(live, {seq: payload for seq, (_raw, payload) in copies.items()}))
     conn.execute(COUNT_SCOPES)
     conn.execute("INSERT INTO mnemo_meta (schema_version, db_id) VALUES (%s, %s)", [schema.SCHEMA_VERSION, db_id])
     conn.execute("INSERT INTO mnemo_head (seq, hash, ts_ns, acl_seq) VALUES (%s, %s, %s, %s)",

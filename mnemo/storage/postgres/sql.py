@@ -208,7 +208,7 @@ def recall_sql(
                   f"CROSS JOIN LATERAL {records_of('c.id')}")
         sql = (f"SELECT i.*, {', '.join(['NULL'] * 13)} FROM ({sql}{every_term}{touched_sql}) i UNION ALL SELECT 5, "
                f"{', '.join(['NULL'] * 9)}, z.* "
-               f"FROM ({latest_sql(source, records_where, '', 'p.raw, p.payload', False, index_tags=False)}) z")
+               f"FROM ({latest_sql(source, records_where, '', 'c.raw, c.payload', False, index_tags=False)}) z")
         return planned_once(sql), [*scope_params, *params, touched, *scope_params, *best_params, *records_params]
     sql += every_term
     if with_positions:
@@ -367,37 +367,54 @@ def select_source(query: Query, scope: str | None = None) -> tuple[str, list[Any
 
 
 def records_of(ids: str) -> str:
-    """A FROM item of the record `r` whose id is `ids` (a column of the item before it), looked up by key."""
-    return f"(SELECT x.* FROM mnemo_records x WHERE x.id = {ids} OFFSET 0) r"
+    """A FROM item of the record `r` whose id is `ids` (a column of the item before it), looked up by key
+    (with its row's ctid, as the table itself has it: _copied reads the row again by it)."""
+    return f"(SELECT x.ctid AS ctid, x.* FROM mnemo_records x WHERE x.id = {ids} OFFSET 0) r"
+
+
+def _copied(limit: str) -> tuple[list[str], str]:
+    """How a read of records `r` in a subquery `h` gets each one's copy of its latest entry and payload
+    (schema version 12) as `c.raw`, `c.payload`: (the columns of `r` that `h` takes for it, the FROM item
+    `c` after `h`). Without a limit, `h` takes the copy itself, on the row it found; with one, `h` takes
+    only the row's ctid and the copy is read after the limit, from the same row (a TID scan, in the
+    statement's one snapshot: no index is descended again), so that the copies of the candidates a limit
+    leaves out are never sorted with them."""
+    if limit:
+        return ["r.ctid AS tid"], ("LEFT JOIN LATERAL (SELECT x.raw, x.payload FROM mnemo_records x "
+                                   "WHERE x.ctid = h.tid) c ON true")
+    return ["r.raw", "r.payload"], "CROSS JOIN LATERAL (SELECT h.raw, h.payload) c"
 
 
 def latest_sql(source: str, where: str, limit: str, loaded: str | None, older: bool | None,
                index_tags: bool = True) -> str:
     """The rows of the records `r` of `source` that `where` admits, in id order (`limit`: a LIMIT clause
     or nothing): (id, scope, tags, version columns, raw, payload) for each of their versions, in version
-    order. A record's latest version comes from its own row (schema version 10) and `loaded`, columns of
-    its row `p` of mnemo_payloads ("p.raw, p.payload", or what checks them without the content; None:
-    two NULLs and no look-up): two look-ups by key for a record of one version. Its earlier versions, for
-    a record that has some, come from mnemo_versions unless `older` is None, with their entry and
-    payload when it is true (else NULLs). Without `index_tags`, the tags column is NULL: the caller takes
-    each record's tags from its put, and mnemo_tags is not read for them (a look-up and an aggregate a
-    record fewer); with them, they are on the latest version's row."""
+    order. A record's latest version comes from its own row (schema version 10), and `loaded` from the
+    copy of that version's entry and payload on it (schema version 12, _copied): columns of `c` ("c.raw,
+    c.payload", or what checks them without the content; None: two NULLs): one look-up by key for a
+    record of one version. Its earlier versions, for a record that has some, come from mnemo_versions
+    unless `older` is None, with their entry and payload (from mnemo_payloads) when it is true (else
+    NULLs). Without `index_tags`, the tags column is NULL: the caller takes each record's tags from its
+    put, and mnemo_tags is not read for them (a look-up and an aggregate a record fewer); with them, they
+    are on the latest version's row."""
     tags = ("(SELECT coalesce(array_agg(t.tag ORDER BY t.tag), '{}') FROM mnemo_tags t WHERE t.id = h.id)"
             if index_tags else "NULL::text[]")
     latest = "h.ver, h.seq, h.ts_ns, h.agent, h.size, h.hash, h.entry_len, h.payload_len"
-    payload = "LEFT JOIN LATERAL (SELECT p.raw, p.payload FROM mnemo_payloads p WHERE p.seq = {} OFFSET 0) p ON true"
+    columns = ["r." + column for column in RECORD_COLUMNS.split(", ")]
+    copy, copied = _copied(limit) if loaded else ([], "")
     sql = (
-        f"WITH h AS MATERIALIZED (SELECT {', '.join('r.' + c for c in RECORD_COLUMNS.split(', '))} FROM {source} "
+        f"WITH h AS MATERIALIZED (SELECT {', '.join(columns + copy)} FROM {source} "
         f"WHERE {where} ORDER BY r.id{limit}) "
-        f"SELECT h.id, h.scope, {tags}, {latest}, {loaded or 'NULL::bytea, NULL::bytea'} FROM h "
-        + (payload.format("h.seq") if loaded else "")
+        f"SELECT h.id, h.scope, {tags}, {latest}, {loaded or 'NULL::bytea, NULL::bytea'} FROM h {copied}"
     )
     if older is not None:
+        payloads = ("LEFT JOIN LATERAL (SELECT p.raw, p.payload FROM mnemo_payloads p WHERE p.seq = v.seq OFFSET 0) p "
+                    "ON true")
         sql += (
             f" UNION ALL SELECT h.id, h.scope, NULL, {VERSION_COLUMNS}, "
             f"{'p.raw, p.payload' if older else 'NULL, NULL'} "
             "FROM h CROSS JOIN LATERAL (SELECT * FROM mnemo_versions w WHERE w.id = h.id AND w.ver < h.ver OFFSET 0) v "
-            + (payload.format("v.seq") if older else "") + " WHERE h.ver > 1 ORDER BY 1, 4"
+            + (payloads if older else "") + " WHERE h.ver > 1 ORDER BY 1, 4"
         )
     return sql
 
@@ -405,21 +422,19 @@ def latest_sql(source: str, where: str, limit: str, loaded: str | None, older: b
 def records_sql(source: str, where: str, limit: str) -> str:
     """The rows of the records `r` of `source` that `where` admits, in id order (`limit`: a LIMIT clause or
     nothing), one row a record: what latest_records builds each one's record of, in RECORD_ROW's columns
-    (id, scope, ver, seq, ts_ns, agent, hash, raw, payload, first_ts). Its latest version is on its own
-    row and its entry and payload on one row of mnemo_payloads (two look-ups by key); the time of its
-    first version, for a record of more than one, from mnemo_versions (a third).
+    (id, scope, ver, seq, ts_ns, agent, hash, raw, payload, first_ts). Its latest version, with that
+    version's entry and payload (schema version 12, _copied), is on its own row: one look-up by key; the
+    time of its first version, for a record of more than one, from mnemo_versions (a second).
 
     The records come from a subquery in id order (OFFSET 0: never flattened, so a limit is applied before
-    any payload is looked up), and the planner keeps that order through the look-ups after it: the
-    rows are sorted once, on the record's narrow columns, and not copied into a materialized list and
-    sorted again with their payloads (docs/POSTGRES.md, "Performance")."""
+    any first version is looked up, or any copy read), and are sorted once, in that subquery
+    (docs/POSTGRES.md, "Performance")."""
+    copy, copied = _copied(limit)
     return (
-        "SELECT h.id, h.scope, h.ver, h.seq, h.ts_ns, h.agent, h.hash, p.raw, p.payload, CASE WHEN h.ver > 1 THEN "
+        "SELECT h.id, h.scope, h.ver, h.seq, h.ts_ns, h.agent, h.hash, c.raw, c.payload, CASE WHEN h.ver > 1 THEN "
         "(SELECT w.ts_ns FROM mnemo_versions w WHERE w.id = h.id ORDER BY w.ver LIMIT 1) END "
-        f"FROM (SELECT r.id, r.scope, r.ver, r.seq, r.ts_ns, r.agent, r.hash FROM {source} "
-        f"WHERE {where} ORDER BY r.id{limit} OFFSET 0) h "
-        "LEFT JOIN LATERAL (SELECT p.raw, p.payload FROM mnemo_payloads p WHERE p.seq = h.seq OFFSET 0) p ON true "
-        "ORDER BY h.id"
+        f"FROM (SELECT r.id, r.scope, r.ver, r.seq, r.ts_ns, r.agent, r.hash, {', '.join(copy)} FROM {source} "
+        f"WHERE {where} ORDER BY r.id{limit} OFFSET 0) h {copied} ORDER BY h.id"
     )
 
 

@@ -339,7 +339,7 @@ class PostgresStore(Meaning):
         # The scope filter is part of the query: a record the caller may not read comes back exactly
         # as a missing one does, from the same work.
         # Every row by its key (as in select: lookups the planner cannot turn into scans of the chain).
-        columns = None if payloads == "none" else "p.raw, p.payload"
+        columns = None if payloads == "none" else "c.raw, c.payload"
         rows = self._fetch(latest_sql("mnemo_records r", f"r.id = %s AND {where}", "", columns, payloads == "all",
                                       index_tags), [rec_id, *params], conn, binary=True)
         for rec, loaded in group_rows(rows, with_payloads=True):
@@ -445,7 +445,7 @@ class PostgresStore(Meaning):
         source, where, params, limit = _select_from(
             query, scopes, [*left_out, *(overlay if query.limit is not None else ())])
         # the latest version's entry, and its payload, or what checks it without its content
-        loaded = ("p.raw, p.payload" if payloads else "p.raw, mnemo_payload_summary(p.payload)"
+        loaded = ("c.raw, c.payload" if payloads else "c.raw, mnemo_payload_summary(c.payload)"
                   ) if payloads or check_tags else None
         # With check_tags, a record's tags are its put's (what mnemo_tags lists is not read for them)
         rows = self._fetch(latest_sql(source, where, limit, loaded, False, index_tags=not check_tags), params, conn,
@@ -663,7 +663,7 @@ class PostgresStore(Meaning):
         where, params = scope_sql(scopes)
         source = ("(SELECT DISTINCT w.id FROM unnest(%s::bigint[]) c(seq) JOIN mnemo_versions w ON w.seq = c.seq) c "
                   f"CROSS JOIN LATERAL {records_of('c.id')}")
-        rows = self._fetch(latest_sql(source, where, "", "p.raw, p.payload", False, index_tags=False),
+        rows = self._fetch(latest_sql(source, where, "", "c.raw, c.payload", False, index_tags=False),
                            [seqs, *params], conn, binary=True)
         self._loaded_rows(rows, set(seqs), batch, loaded, conn)
         for seq in seqs:
@@ -806,7 +806,8 @@ class PostgresStore(Meaning):
         return verify_postgres(self, pubkey, expect_head, progress, embeddings == "recompute")
 
     def compact(self) -> dict[str, int]:
-        """Rewrite the tables that held erased bytes (payloads and tags by VACUUM FULL, the text index's
+        """Rewrite the tables that held erased bytes (payloads, records, which hold their latest payload's
+        copy, and tags by VACUUM FULL, the text index's
         terms by CLUSTER, in term order; with their TOAST tables and indexes): each is rewritten into new
         files and the old ones are removed, so that no file of the database keeps the bytes of a forgotten
         record's dead rows; then VACUUM the terms, whose rewrite left them no visibility map. Needs the
@@ -826,11 +827,12 @@ class PostgresStore(Meaning):
         # each rewritten table, by the command that rewrites it: the terms in term order, so that a term's
         # postings are together (CLUSTER is VACUUM FULL's rewrite, in an index's order)
         rewrites = {"mnemo_payloads": ("VACUUM FULL", "VACUUM (FULL) mnemo_payloads"),
+                    "mnemo_records": ("VACUUM FULL", "VACUUM (FULL) mnemo_records"),
                     "mnemo_tags": ("VACUUM FULL", "VACUUM (FULL) mnemo_tags"),
                     "mnemo_terms": ("CLUSTER", "CLUSTER mnemo_terms USING mnemo_terms_term"),
                     "mnemo_vectors": ("VACUUM FULL", "VACUUM (FULL) mnemo_vectors")}
         rewritten = list(rewrites)
-        tables = [*rewritten, "mnemo_versions", "mnemo_records", "mnemo_docs"]
+        tables = [*rewritten, "mnemo_versions", "mnemo_docs"]
         owned = self._fetch(
             "SELECT bool_and(pg_has_role(current_user, c.relowner, 'USAGE')) FROM pg_class c "
             "WHERE c.oid = ANY(ARRAY(SELECT to_regclass(t) FROM unnest(%s::text[]) t))", [rewritten]

@@ -171,6 +171,16 @@ def _table_problems(conn: psycopg.Connection[Any], expected: ExpectedIndex, repo
     out += [f"record {rid} has another latest version in mnemo_records than in the chain (seq {want_latest[rid][0]})"
             for rid in sorted(want_latest.keys() & have_latest.keys())
             if want_records[rid] == have_records[rid] and want_latest[rid] != have_latest[rid]]
+    # the copy of its latest version's entry and payload on each record's row (schema version 12), compared
+    # by the server with the chain's entry and the payload row of that version (checked against the chain
+    # above), for each record whose latest version is the chain's (one that is not is named above)
+    out += [f"record {rid} holds another copy of its latest version's entry or payload than the chain's "
+            f"(seq {seq}: mnemo_records.raw, mnemo_records.payload)"
+            for rid, seq in conn.execute(
+                "SELECT r.id, r.seq FROM mnemo_records r LEFT JOIN mnemo_entries e ON e.seq = r.seq "
+                "LEFT JOIN mnemo_payloads p ON p.seq = r.seq "
+                "WHERE r.raw IS DISTINCT FROM e.raw OR r.payload IS DISTINCT FROM p.payload ORDER BY r.id")
+            if rid in want_latest and have_latest.get(rid) == want_latest[rid]]
 
     def version_row(put: tuple[Any, ...]) -> tuple[Any, ...]:
         return (put[0], put[3], put[4], put[5], put[6], put[7], put[8], put[12])

@@ -192,7 +192,8 @@ def test_counts_inside_a_transaction_read_no_payloads(pg: Schema) -> None:
     is still counted (reading it is what fails)."""
     with MnemoClient(pg.url, OWNER, durability="none") as c:
         rec = c.remember("committed", tags=["t"])
-    _damage(pg, "DELETE FROM mnemo_payloads WHERE seq = 1")
+    _damage(pg, "DELETE FROM mnemo_payloads WHERE seq = 1",  # and its record's copy (schema version 12)
+            "UPDATE mnemo_records SET raw = NULL, payload = NULL WHERE seq = 1")
     with MnemoClient(pg.url, OWNER, durability="none") as c:
         assert (c.stats()["records"], c.stats()["versions"], c.stats()["tags"]) == (1, 1, 1)
         with c.transaction():
@@ -212,15 +213,16 @@ def test_a_listing_checks_the_payload_it_does_not_send(pg: Schema) -> None:
     and nothing is forgotten."""
     with MnemoClient(pg.url, OWNER, durability="none") as c:
         rec = c.remember("listed", tags=["t"])
-    for damage, why in [
-        ("UPDATE mnemo_payloads SET payload = payload || '\\x00'::bytea WHERE seq = 1",
+    for damages, why in [  # a latest payload in both places it is kept: its row and its record's copy
+        (["UPDATE mnemo_payloads SET payload = payload || '\\x00'::bytea WHERE seq = 1",
+          "UPDATE mnemo_records SET payload = payload || '\\x00'::bytea WHERE seq = 1"],
          "the payload of seq 1 is not served: it does not match the digest its chain entry commits to"),
-        ("UPDATE mnemo_records SET scope = 'agent:other'",
+        (["UPDATE mnemo_records SET scope = 'agent:other'"],
          "the payload of seq 1 is not served: its entry is not the put of record {id} version 1 in scope agent:other"),
-        ("DELETE FROM mnemo_payloads WHERE seq = 1",
+        (["DELETE FROM mnemo_payloads WHERE seq = 1", "UPDATE mnemo_records SET raw = NULL, payload = NULL"],
          "the payload of record {id} version 1 (seq 1) is missing, though the record is live"),
     ]:
-        _damage(pg, damage)
+        _damage(pg, *damages)
         with MnemoClient(pg.url, OWNER, durability="none") as c:
             for read in (lambda: c.list_records(tags=["t"]), lambda: c.list_records(),
                          lambda: c.forget_where(tags=["t"]), lambda: c.query(tags=["t"])):

@@ -1,24 +1,20 @@
 """Schema version 10 on PostgreSQL: a record's latest version beside it in mnemo_records, and each payload
-row's entry bytes beside the payload, so that a hit of a record of one version is read by two look-ups
-by key (the record, its payload row); the migration from version 9 fills both for the rows already
+row's entry bytes beside the payload, so that a hit of a record of one version was read by two look-ups
+by key (the record, its payload row; one since version 12, which keeps the latest payload on the
+record's row: test_payload_beside.py); the migration from version 9 fills both for the rows already
 there, and every record reads back as it was written."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import pytest
 from helpers.pg import AppRole, Schema
+from helpers.pg_reads import migrated_alike, read_loops, taken_back, written_after_a_migration
 from helpers.pg_server import ROUTINES, undo_version_10
 
 from mnemo import MnemoClient
 from mnemo.record import MemoryRecord
-from mnemo.storage.postgres import schema as pg_schema
-from mnemo.storage.postgres import store as pg_store
 
 OWNER = "owner"
-READER = "reader"
 SAME_AS_VERSIONS = (
     "SELECT count(*) FROM mnemo_records r JOIN mnemo_versions v ON v.id = r.id AND v.ver = r.ver "
     "WHERE (r.seq, r.ts_ns, r.agent, r.size, r.hash, r.entry_len, r.payload_len) "
@@ -27,55 +23,14 @@ SAME_AS_VERSIONS = (
 SAME_AS_ENTRIES = "SELECT count(*) FROM mnemo_payloads p JOIN mnemo_entries e ON e.seq = p.seq AND e.raw = p.raw"
 
 
-def _varied(c: MnemoClient) -> dict[str, str]:
-    """Records of one version and of several, in several scopes, text and bytes, one forgotten, one
-    updated then forgotten, and a grant (an entry with no payload row)."""
-    c.grant(READER, "team:a", ["read"])
-    one = c.remember("one version", tags=["t", "u"], metadata={"k": 1})
-    three = c.remember("first", tags=["t"], scope="team:a")
-    c.update(three.id, content="second", tags=["t", "v"])
-    c.update(three.id, content=b"\x00third, as bytes", metadata={"m": [1, 2]})
-    gone = c.remember("forgotten", tags=["t"])
-    c.forget(gone.id)
-    twice = c.remember("updated, then forgotten", tags=["t"])
-    c.update(twice.id, content="its second version")
-    c.forget(twice.id, reason="asked")
-    other = c.remember("in another scope", tags=["u"], scope="team:b")
-    return {"one": one.id, "three": three.id, "other": other.id}
-
-
-def _reads(c: MnemoClient, ids: list[str]) -> dict[str, Any]:
-    """Everything a reader sees of `ids`, by every read that serves records."""
-    return {
-        "get": [c.get(i) for i in ids],
-        "history": [c.history(i) for i in ids],
-        "query": c.query(),
-        "tagged": c.query(tags=["t"]),
-        "scoped": c.query(scope="team:a"),
-        "listed": [(r.id, r.version, r.tags, r.seq) for r in c.list_records(tags=["u"])],
-    }
-
-
 def test_a_version_9_database_migrates_and_reads_every_record_back(pg: Schema, app_role: AppRole) -> None:
-    with MnemoClient(pg.url, OWNER) as c:
-        made = _varied(c)
-        ids = list(made.values())
-        before = _reads(c, ids)
-        assert [len(h) for h in before["history"]] == [1, 3, 1]
-        head = c.verify().head_hash
-    undo_version_10(pg)
+    made, taken = taken_back(pg, undo_version_10)
     columns = pg.sql("SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = "
                      "current_schema() AND table_name IN ('mnemo_records', 'mnemo_payloads') "
                      "ORDER BY 1, ordinal_position")
     assert columns == [("mnemo_payloads", "seq"), ("mnemo_payloads", "payload"), ("mnemo_records", "id"),
                        ("mnemo_records", "scope"), ("mnemo_records", "ver")]
-    with pytest.raises(Exception, match="open it once as a writer to migrate it to version"):
-        MnemoClient(pg.url, OWNER, readonly=True)
-    with MnemoClient(pg.url, OWNER) as c:
-        assert c.recovery == [f"migrated the schema from version 9 to {pg_schema.SCHEMA_VERSION}"]
-        assert _reads(c, ids) == before
-        report = c.verify()
-        assert report.ok and report.head_hash == head
+    migrated_alike(pg, 9, taken)
     assert pg.sql("SELECT count(*) FROM mnemo_records") == pg.sql(SAME_AS_VERSIONS) == [(3,)]
     # the payloads of the 5 live versions and the forget's reason, each beside its entry
     assert pg.sql("SELECT count(*) FROM mnemo_payloads") == pg.sql(SAME_AS_ENTRIES) == [(6,)]
@@ -83,66 +38,27 @@ def test_a_version_9_database_migrates_and_reads_every_record_back(pg: Schema, a
                   "WHERE attrelid = 'mnemo_payloads'::regclass AND attname = 'raw'") == [(0, "e", True)]
     assert pg.routines() == ROUTINES  # what the migration leaves is what a new database has
     with MnemoClient(app_role.url, OWNER) as c:  # the application role writes the new columns too
-        added = c.remember("written after the migration", tags=["t"])
-        c.update(made["one"], content="one, updated after it", tags=["t"])
-        c.forget(made["other"])
-        with c.transaction():
-            c.update(made["three"], content="fourth")
-            c.remember("in a transaction", tags=["u"])
-        assert [(r.id, r.content) for r in c.query(tags=["t"])] == sorted([
-            (made["one"], "one, updated after it"), (made["three"], "fourth"),
-            (added.id, "written after the migration")])
-        assert [r.version for r in c.history(made["three"])] == [1, 2, 3, 4]
-        assert c.verify().ok
+        written_after_a_migration(c, made)
     assert pg.sql("SELECT count(*) FROM mnemo_records") == pg.sql(SAME_AS_VERSIONS) == [(4,)]
     assert pg.sql("SELECT count(*) FROM mnemo_payloads") == pg.sql(SAME_AS_ENTRIES)
 
 
-def _loops(c: MnemoClient, monkeypatch: pytest.MonkeyPatch, read: Any) -> dict[str, int]:
-    """How many times the statement `read` sends that reads records (the one naming mnemo_records) looked
-    up each index, run again under EXPLAIN ANALYZE with its parameters: {index: loops}."""
-    sent: list[tuple[str, Any]] = []
-    fetch = pg_store.PostgresStore._fetch_at  # every read's statement goes through it
-
-    def spy(self: pg_store.PostgresStore, sql: str, params: Any = None, conn: Any = None, binary: bool = False) -> Any:
-        sent.append((sql, params))
-        return fetch(self, sql, params, conn, binary)
-
-    monkeypatch.setattr(pg_store.PostgresStore, "_fetch_at", spy)
-    read()
-    monkeypatch.undo()
-    # (the read as the store makes it; read_fresh sends it again joined to the head row)
-    [(sql, params)] = [(sql, params) for sql, params in sent if "mnemo_records" in sql and "mnemo_head" not in sql]
-    loops: dict[str, int] = {}
-
-    def walk(node: dict[str, Any]) -> None:
-        if "Index Name" in node:
-            loops[node["Index Name"]] = loops.get(node["Index Name"], 0) + node["Actual Loops"]
-        for child in node.get("Plans", []):
-            walk(child)
-
-    rows = c._store._fetch("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)  # type: ignore[attr-defined]
-    plan = rows[0][0] if not isinstance(rows[0][0], str) else json.loads(rows[0][0])
-    walk(plan[0]["Plan"])
-    return loops
-
-
-def test_a_hit_of_one_version_is_two_look_ups(pg: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A query's hits are found by the tag index; each one's record, then its payload row; the versions
-    table is read only for the record of several versions, and the entries table not at all. A get
-    reads the record and its payload row (its tags are its payload's: mnemo_tags is not read)."""
+def test_a_hit_of_one_version_is_one_look_up(pg: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query's hits are found by the tag index; each one's record, which holds its latest entry and
+    payload (schema version 12: no payload row is looked up); the versions table is read only for the
+    record of several versions, and the entries table not at all. A get reads the record alone (its tags
+    are its payload's: mnemo_tags is not read)."""
     with MnemoClient(pg.url, OWNER, durability="none") as c:
         ones = [c.remember(f"r{i}", tags=["hit"]).id for i in range(5)]
         several = c.remember("v1", tags=["hit"])
         c.update(several.id, content="v2")
         c.update(several.id, content="v3")
         c.remember("not a hit", tags=["miss"])
-        loops = _loops(c, monkeypatch, lambda: c.query(tags=["hit"]))
-        assert loops == {"mnemo_tags_pkey": 1, "mnemo_records_pkey": 6, "mnemo_payloads_pkey": 6,
-                         "mnemo_versions_pkey": 1}
+        loops = read_loops(c, monkeypatch, lambda: c.query(tags=["hit"]))
+        assert loops == {"mnemo_tags_pkey": 1, "mnemo_records_pkey": 6, "mnemo_versions_pkey": 1}
         found: list[MemoryRecord] = c.query(tags=["hit"])
         assert [(r.id, r.content, r.version) for r in found] == sorted(
             [(i, f"r{k}", 1) for k, i in enumerate(ones)] + [(several.id, "v3", 3)])
         assert c.get(several.id).created_at == several.created_at
-        loops = _loops(c, monkeypatch, lambda: c.get(ones[0]))
-        assert loops == {"mnemo_records_pkey": 1, "mnemo_payloads_pkey": 1, "mnemo_versions_pkey": 0}
+        loops = read_loops(c, monkeypatch, lambda: c.get(ones[0]))
+        assert loops == {"mnemo_records_pkey": 1, "mnemo_versions_pkey": 0}

@@ -142,15 +142,15 @@ def test_a_read_the_server_refuses_is_a_storage_error_and_the_connection_goes_on
         rec = c.remember("kept", tags=["t"])
         store: Any = c._store
         conn = store._reads()
-        pg.sql("ALTER TABLE mnemo_payloads RENAME TO mnemo_payloads_gone")  # a table both reads read
+        pg.sql("ALTER TABLE mnemo_records RENAME TO mnemo_records_gone")  # a table both reads read
         try:
             for read in (lambda: c.query(tags=["t"]), lambda: c.get(rec.id)):
                 with pytest.raises(StorageError) as info:
                     read()
-                assert str(info.value) == (f'PostgreSQL at {store.path} failed: relation "mnemo_payloads" does not '
+                assert str(info.value) == (f'PostgreSQL at {store.path} failed: relation "mnemo_records" does not '
                                            "exist")
         finally:
-            pg.sql("ALTER TABLE mnemo_payloads_gone RENAME TO mnemo_payloads")
+            pg.sql("ALTER TABLE mnemo_records_gone RENAME TO mnemo_records")
         assert [r.id for r in c.query(tags=["t"])] == [rec.id]
         assert store._reads() is conn and not conn.closed
 

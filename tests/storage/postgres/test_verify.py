@@ -108,6 +108,15 @@ def test_a_forgets_payload_row_deleted_loses_only_its_reason(pg: Schema) -> None
      "record {a} has another latest version in mnemo_records than in the chain (seq 3)"),
     ("UPDATE mnemo_payloads SET raw = raw || '\\x00'::bytea WHERE seq = 3",
      "the payload row of seq 3 holds other entry bytes than the chain's (mnemo_payloads.raw)"),
+    ("UPDATE mnemo_records SET payload = payload || '\\x00'::bytea WHERE id = '{a}'",
+     "record {a} holds another copy of its latest version's entry or payload than the chain's "
+     "(seq 3: mnemo_records.raw, mnemo_records.payload)"),
+    ("UPDATE mnemo_records SET raw = (SELECT raw FROM mnemo_entries WHERE seq = 1) WHERE id = '{a}'",
+     "record {a} holds another copy of its latest version's entry or payload than the chain's "
+     "(seq 3: mnemo_records.raw, mnemo_records.payload)"),
+    ("UPDATE mnemo_records SET raw = NULL, payload = NULL WHERE id = '{a}'",
+     "record {a} holds another copy of its latest version's entry or payload than the chain's "
+     "(seq 3: mnemo_records.raw, mnemo_records.payload)"),
     ("UPDATE mnemo_payloads SET raw = (SELECT raw FROM mnemo_entries WHERE seq = 1) WHERE seq = 3",
      "the payload row of seq 3 holds other entry bytes than the chain's (mnemo_payloads.raw)"),
     ("DELETE FROM mnemo_versions WHERE id = '{a}' AND ver = 1",

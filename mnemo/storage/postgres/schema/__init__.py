@@ -7,7 +7,7 @@ exact entry bytes, as in the log file) and `mnemo_payloads` (what a forget erase
 single row every writer locks `FOR UPDATE`, which is what keeps one order; the other tables are derived
 from the chain in the same transaction as each commit, and `verify` checks them against it.
 
-The SQL of each version is in the module of its group of versions (v1_v3, v4, v5_v8, v9_v11), with why
+The SQL of each version is in the module of its group of versions (v1_v3, v4, v5_v8, v9_v11, v12), with why
 that version is as it is; a routine a later version writes again is the earlier text edited (edits.py),
 and the privileges a version gives on the tables it adds are given to the roles that write the earlier
 ones (grants.py). The tables and the application role's privileges on them are in privileges.py. This
@@ -25,13 +25,14 @@ from .v1_v3 import V1, V2, V3
 from .v4 import V4
 from .v5_v8 import V5, V6, V7, V8
 from .v9_v11 import V9, V10, V11
+from .v12 import V12
 
 SCHEMA_LOCK = "mnemo.schema"  # advisory lock key text: creators and migrators of one schema take turns
 
 # MIGRATIONS[n] brings a schema of version n to version n + 1; BUILDS[n], when there is one, then fills
 # what that version adds from the rows already there (on the migrating transaction's connection).
 MIGRATIONS: dict[int, str] = {
-    0: V1, 1: V2, 2: V3, 3: V4, 4: V5, 5: V6, 6: V7, 7: V8, 8: V9, 9: V10, 10: V11,
+    0: V1, 1: V2, 2: V3, 3: V4, 4: V5, 5: V6, 6: V7, 7: V8, 8: V9, 9: V10, 10: V11, 11: V12,
 }
 BUILDS: dict[int, Callable[[Any], None]] = {4: build_text_index, 8: build_positions, 10: build_positions}
 SCHEMA_VERSION = max(MIGRATIONS) + 1  # the one place a new version is numbered: its key above
