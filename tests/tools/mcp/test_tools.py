@@ -396,6 +396,25 @@ def test_load_tokens_from_a_file_or_the_environment(tmp_path: Path, capsys: pyte
         load_tokens(tmp_path / "missing", {})
 
 
+@pytest.mark.parametrize("text", [f"\ufeff{TOKEN_A} alice\n", f'\ufeff{{"{TOKEN_A}": "alice"}}'])
+def test_a_byte_order_mark_at_the_start_of_a_tokens_file_is_not_part_of_the_first_token(
+    text: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "tokens"
+    path.write_bytes(text.encode("utf-8"))  # as Notepad's "UTF-8 with BOM" saves it
+    path.chmod(0o600)
+    assert load_tokens(path, {}) == {TOKEN_A: "alice"}
+
+
+def test_a_tokens_file_that_is_not_utf8_is_refused_without_echoing_it(tmp_path: Path) -> None:
+    path = tmp_path / "tokens"
+    path.write_bytes(f"{TOKEN_A} alice\n".encode("utf-16"))  # as PowerShell 5's Out-File saves it
+    path.chmod(0o600)
+    with pytest.raises(InvalidInput) as exc:
+        load_tokens(path, {})
+    assert str(exc.value) == f"cannot read the tokens file {path}: it is not UTF-8 text (at byte 0); save it as UTF-8"
+
+
 def test_token_table_matches_whole_tokens_only() -> None:
     table = TokenTable({TOKEN_A: "a", TOKEN_B: "b", "C" * 20: "a"})
     assert table.agents == ["a", "b"]
