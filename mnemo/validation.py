@@ -39,6 +39,7 @@ BACKSLASH = "it holds a backslash"
 PERCENT = "it holds a percent-escape (%XX)"
 CHARACTER = "it holds U+{code} {name}, a control, format (invisible or bidirectional) or separator character"
 BLANK = "it holds U+{code} {name}, which draws as blank space: the path would look like another"
+LOOKS_LIKE = "it holds U+{code} {name}, which looks like {like!r}: the path would look like another"
 SPACED = "a segment begins or ends with a space: the path would look like another"
 DOT_SEGMENT = "it has a '.' or '..' segment"
 EMPTY_SEGMENT = "it has an empty segment (a '//', or a '/' at the end)"
@@ -151,16 +152,41 @@ def is_blank(ch: str) -> bool:
     return name in BLANK_NAMES or "FILLER" in name or name.startswith("VARIATION SELECTOR")
 
 
+# The slashes of mathematics and box drawing, which draw as a path's `/` and have no compatibility
+# form that says so (U+FF0F FULLWIDTH SOLIDUS has one: `/`).
+SLASH_LOOK_ALIKES = frozenset("\u2044\u2215\u2571\u27cb\u29f8\U0001f67c")
+
+
+def separator_look_alike(ch: str) -> str | None:
+    """The text of a path's own punctuation that `ch` draws as without being it, or None: `/` for a
+    slash of SLASH_LOOK_ALIKES, else, for a character that is no letter or number, its compatibility form
+    (NFKC) when that holds a `/` or a `.` (U+FF0F FULLWIDTH SOLIDUS is `/`, U+2024 ONE DOT LEADER `.`,
+    U+2026 HORIZONTAL ELLIPSIS `...`). Letters and numbers are names (U+2488 `⒈` among them)."""
+    if ch in SLASH_LOOK_ALIKES:
+        return "/"
+    if unicodedata.category(ch)[0] in "LN":
+        return None
+    compatible = unicodedata.normalize("NFKC", ch)
+    if compatible != ch and ("/" in compatible or "." in compatible):
+        return compatible
+    return None
+
+
 def path_look_alike(path: str) -> str | None:
     """What makes `path` look like another path in a listing, or None: a character that draws as blank
-    space (but U+0020, and a variation selector after a symbol: `❤️` is U+2764 and U+FE0F), or a segment
-    that begins or ends with a space. (The refused categories are checked apart, first.)"""
+    space (but U+0020, and a variation selector after a symbol: `❤️` is U+2764 and U+FE0F), one that draws
+    as a `/` or a `.` without being one (`/memories/team\u2215notes.md` would show as a file of a folder
+    `team`), or a segment that begins or ends with a space. (The refused categories are checked apart,
+    first.)"""
     if not path.isascii():
         before = "/"
         for ch in path:
             if is_blank(ch) and not (unicodedata.category(before).startswith("S")
                                      and unicodedata.name(ch, "").startswith("VARIATION SELECTOR")):
                 return BLANK.format(code=f"{ord(ch):04X}", name=unicodedata.name(ch, "(unnamed)"))
+            like = separator_look_alike(ch) if not ch.isascii() else None
+            if like is not None:
+                return LOOKS_LIKE.format(code=f"{ord(ch):04X}", name=unicodedata.name(ch, "(unnamed)"), like=like)
             before = ch
     if " /" in path or "/ " in path or path.endswith(" "):
         return SPACED

@@ -93,7 +93,8 @@ def _opening(db: str | None) -> Iterator[None]:
               help="also serve SCOPE at POINT, such as /memories/team=team:research (repeatable; "
                    "docs/MOUNTS.md); a mount the agent may not read is not shown")
 @click.option("--read-only", "read_only", is_flag=True,
-              help="open the database read-only and offer only memory_view, memory_history and memory_verify")
+              help="open the database read-only and offer only memory_view, memory_search, memory_history and "
+                   "memory_verify")
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
               help="stdio for one client that starts the server; http (streamable) for remote agents")
 @click.option("--host", metavar="HOST", help=f"HTTP: the address to listen on (default: {DEFAULT_HOST})")
@@ -124,8 +125,8 @@ def mcp(
     embedder: Embedder | None, lock_timeout: float | None, as_json: bool,
 ) -> int:
     """Serve the database as an MCP server: the memory tool's six commands (memory_view, memory_create,
-    memory_str_replace, memory_insert, memory_delete, memory_rename), memory_history and memory_verify,
-    as AGENT in its home scope (or SCOPE), with each --mount's scope at its mount point. Over stdio until
+    memory_str_replace, memory_insert, memory_delete, memory_rename), memory_search, memory_history and
+    memory_verify, as AGENT in its home scope (or SCOPE), with each --mount's scope at its mount point. Over stdio until
     the client closes the connection; over HTTP, each request authenticated by its bearer token and served
     as that token's agent, until SIGTERM or Ctrl-C. Several servers may share one database: no edit is
     lost. --embedder local (or module:attribute): memory_search matches by meaning too. --json: errors as

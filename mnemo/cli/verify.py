@@ -78,7 +78,18 @@ def verify(db: str, pubkey: str | None, expect_head: tuple[int, str] | None, as_
     key = load_pubkey(pubkey)
     with progress("verifying") as bar:
         report = audit.verify_db(db, pubkey=key, expect_head=expect_head, progress=bar)
-    return finish_report(report, shown_name(db), as_json)
+    code = finish_report(report, shown_name(db), as_json)
+    if not as_json and any(p.kind == "unsigned" and p.seq is None for p in report.problems):
+        echo(NO_SIGNED_CHECKPOINT_HINT)
+    return code
+
+
+# After `mnemo keygen` and `mnemo checkpoint -o NOTE`, the log itself still holds no checkpoint of the key.
+NO_SIGNED_CHECKPOINT_HINT = (
+    "hint: the log holds checkpoints of a key only when its writers are given that key "
+    "(MnemoClient(..., signing_key=KEYFILE)); a note written by `mnemo checkpoint -o NOTE` is checked with "
+    "--checkpoint NOTE"
+)
 
 
 def register(root: click.Group) -> None:

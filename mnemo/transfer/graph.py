@@ -82,7 +82,7 @@ class KnowledgeGraphSource:
         """The graph's entities by name, each with its observations and the relations it is in."""
         data = read_json_file(self.path, "a knowledge graph (JSON Lines)")
         try:
-            text = data.decode("utf-8")
+            text = data.decode("utf-8-sig")  # a byte order mark at the start belongs to no line
         except UnicodeDecodeError as exc:
             bad = data[: exc.start].count(b"\n") + 1
             raise SourceError(f"{self.path} line {bad}: not UTF-8 text, so not a knowledge graph's JSON "

@@ -198,7 +198,7 @@ def _int(request: Request, name: str) -> int | None:
     value = request.query_params.get(name)
     if value is None or value == "":
         return None
-    if not value.isdigit() or len(value) > 18:
+    if not (value.isascii() and value.isdigit()) or len(value) > 18:  # not `²`, a digit int() refuses
         raise InvalidInput(f"{name} must be a number, got {value[:40]!r}")
     return int(value)
 

@@ -99,3 +99,20 @@ def test_a_port_in_use_is_a_clear_error(
     assert (code, out, err) == (2, "", "mnemo: error: Address already in use\n")
     with MnemoClient(db, "claude", readonly=True) as reader:  # the server's agent had opened it: it owns it
         assert reader.stats()["entries"] == 1
+
+
+def test_the_help_names_every_tool_served_and_every_tool_read_only_serves(capsys: pytest.CaptureFixture[str]) -> None:
+    from mnemo.tools.mcp import tools_for  # noqa: PLC0415
+
+    code, out, _ = run(capsys, "mcp", "--help")
+    assert code == 0
+    text = " ".join(out.split())  # click wraps the help
+    described, read_only_help = text.split(" Options: ", 1)
+    for tool in tools_for(read_only=False):
+        assert tool.name in described
+    read_only_help = read_only_help.split("--read-only ", 1)[1].split(" --transport ", 1)[0]
+    assert read_only_help == (
+        "open the database read-only and offer only "
+        + ", ".join(tool.name for tool in tools_for(read_only=True)[:-1])
+        + f" and {tools_for(read_only=True)[-1].name}"
+    )

@@ -27,6 +27,7 @@ from mnemo import MnemoClient
 from mnemo.audit import load_private_key, public_key_bytes
 from mnemo.chain.tree import HashList, leaf_hash
 from mnemo.cli.transparency import NO_CHECKPOINT_OF_KEY
+from mnemo.cli.verify import NO_SIGNED_CHECKPOINT_HINT
 from mnemo.transparency.cosign import verify_cosigned_checkpoint
 from mnemo.transparency.log import read_tree
 from mnemo.transparency.note import sign_checkpoint_note
@@ -340,6 +341,11 @@ def test_a_kept_note_is_checked_on_a_database_written_without_a_signing_key(
     # --pubkey alone still asks for a checkpoint of the key in the log
     code, out, _ = run(capsys, "verify", db, "--pubkey", pub)
     assert code == 1 and "problem [unsigned] -: no checkpoint in the log is signed by the given key" in out
+    # ... and says where a checkpoint of the key comes from, and how to check the note instead
+    assert out.endswith("\n  problem [unsigned] -: no checkpoint in the log is signed by the given key\n"
+                        f"{NO_SIGNED_CHECKPOINT_HINT}\n")
+    code, out, _ = run(capsys, "verify", db, "--pubkey", pub, "--json")
+    assert code == 1 and json.loads(out)["problems"][-1]["kind"] == "unsigned"  # one JSON document, no hint
     # the note still pins the log: a note of more entries than the log holds (another, longer history)
     with MnemoClient(tmp_path / "other.db", "agent-1", durability="none") as client:
         for i in range(size + 2):

@@ -50,7 +50,8 @@ DOC = (ROOT / "docs" / "MEMORY_TOOL.md").read_text(encoding="utf-8")
         "`Error: Invalid query: {reason}`",
         # the tool's tags written by any door (§4.1)
         validation.NOT_A_PATH, validation.NOT_ROOTED, validation.BACKSLASH, validation.PERCENT,
-        validation.CHARACTER, validation.DOT_SEGMENT, validation.EMPTY_SEGMENT, validation.LONG_SEGMENT,
+        validation.CHARACTER, validation.BLANK, validation.LOOKS_LIKE, validation.SPACED, validation.DOT_SEGMENT,
+        validation.EMPTY_SEGMENT, validation.LONG_SEGMENT,
         validation.NOT_NFC, validation.TWO_PATHS, validation.MARKER_ALONE, validation.PATH_TAKEN,
         validation.PATH_UNDER_FILE, validation.PATH_IS_DIRECTORY,
     ],

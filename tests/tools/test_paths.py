@@ -38,7 +38,7 @@ from mnemo.validation import path_problem
         ("/memories/%zz", "/memories/%zz"),
         ("/memories/%2", "/memories/%2"),
         ("/memories/%u002e%u002e", "/memories/%u002e%u002e"),
-        ("/memories/ａ／ｂ", "/memories/ａ／ｂ"),
+        ("/memories/ａｂ", "/memories/ａｂ"),  # fullwidth letters are letters (a fullwidth solidus is refused)
         ("/memories/notes file.md", "/memories/notes file.md"),
     ],
 )
@@ -181,13 +181,9 @@ ATTACKS: list[tuple[str, str]] = [
     ("/ｍemories/a.txt", PREFIX),
 ]
 
-# Unicode look-alikes and odd-but-legal names: accepted, and kept as literal names under the root.
+# Odd-but-legal names: accepted, and kept as literal names under the root. (Look-alikes of `/` and `.`
+# are refused as invalid, not as traversal: test_look_alike_paths_are_refused_and_nothing_is_written.)
 LITERALS: list[tuple[str, str]] = [
-    ("/memories/\uff0e\uff0e/etc", "/memories/\uff0e\uff0e/etc"),  # fullwidth full stops
-    ("/memories/\u2024\u2024/etc", "/memories/\u2024\u2024/etc"),  # one dot leaders
-    ("/memories/\u2025/etc", "/memories/\u2025/etc"),  # two dot leader
-    ("/memories/..\uff0fetc\uff0fpasswd", "/memories/..\uff0fetc\uff0fpasswd"),  # fullwidth solidus
-    ("/memories/\u2215etc", "/memories/\u2215etc"),  # division slash
     ("/memories/\u29f5..\u29f5x", "/memories/\u29f5..\u29f5x"),  # reverse solidus operator
     ("/memories/\ufe68..", "/memories/\ufe68.."),  # small reverse solidus
     ("/memories/\uff3c..", "/memories/\uff3c.."),  # fullwidth reverse solidus
@@ -244,7 +240,7 @@ def test_corpus_every_command_refused_and_nothing_written(client: MnemoClient) -
     assert view.text.endswith("\tseed\n     2\t")
 
 
-def test_look_alikes_stay_literal_names_under_the_root(client: MnemoClient) -> None:
+def test_odd_names_stay_literal_names_under_the_root(client: MnemoClient) -> None:
     server = MnemoMemoryToolServer(client)
     for n, (path, canonical) in enumerate(LITERALS):
         created = server.execute({"command": "create", "path": path, "file_text": f"file {n}"})
@@ -260,7 +256,7 @@ def test_look_alikes_stay_literal_names_under_the_root(client: MnemoClient) -> N
     listing = server.execute({"command": "view", "path": "/memories"}).text.split("\n")
     entries = [line.split("\t")[1][len("/memories/") :] for line in listing[2:]]
     top_level = {"/memories/" + e for e in entries if "/" not in e.rstrip("/")}
-    assert "/memories/\uff0e\uff0e/" in top_level
+    assert "/memories/\u29f5..\u29f5x" in top_level
     assert "/memories/%zz%2" in top_level
     assert "/memories/..." not in top_level  # a name starting with "." is hidden, not special
 
@@ -310,11 +306,34 @@ def test_look_alike_paths_are_refused_and_nothing_is_written(client: MnemoClient
         *(f"/memories/notes.md{ch}" for ch in BLANKS),
         "/memories/notes.md ", "/memories/ notes.md", "/memories/d /notes.md", "/memories/ d/notes.md",
         "/memories/a\u2002b.md", "/memories/a\ufe0fb.md",
+        # characters that draw as the path's own `/` or `.` without being one
+        *SEPARATOR_LOOK_ALIKES,
     ]:
         for tool_input in _inputs(path):
             result = server.execute(tool_input)
             assert result == type(result)(f"Error: Invalid path: {path!r}", True), tool_input
     assert _store_state(client) == before
+
+
+# `/memories/team∕notes.md` would list as a file of the folder `team`, `notes․md` as `notes.md`, `‥` as `..`
+SEPARATOR_LOOK_ALIKES = [
+    "/memories/team\u2215notes.md",  # division slash
+    "/memories/team\uff0fnotes.md",  # fullwidth solidus
+    "/memories/team\u2044notes.md",  # fraction slash
+    "/memories/team\u29f8notes.md",  # big solidus
+    "/memories/team\u2571notes.md",  # box drawing diagonal
+    "/memories/team\u27cbnotes.md",  # mathematical rising diagonal
+    "/memories/team\U0001f67cnotes.md",  # very heavy solidus
+    "/memories/..\uff0fetc\uff0fpasswd",
+    "/memories/notes\u2024md",  # one dot leader
+    "/memories/notes\uff0emd",  # fullwidth full stop
+    "/memories/notes\ufe52md",  # small full stop
+    "/memories/\u2025/etc",  # two dot leader
+    "/memories/\uff0e\uff0e/etc",
+    "/memories/\u2024\u2024/etc",
+    "/memories/wait\u2026.md",  # horizontal ellipsis
+    "/memories/x\u33c2.md",  # square a.m. (a symbol: its compatibility form is a.m.)
+]
 
 
 # Hangul fillers, blank Braille, the combining grapheme joiner, variation selectors, spaces but U+0020
@@ -325,6 +344,20 @@ BLANKS = ["\u3164", "\u115f", "\u1160", "\uffa0", "\u2800", "\u034f", "\ufe0f", 
 def test_spaces_inside_a_name_and_an_emoji_s_presentation_are_kept(client: MnemoClient) -> None:
     server = MnemoMemoryToolServer(client)
     for path in ["/memories/my notes.md", "/memories/\u2764\ufe0f.md", "/memories/\u2b50\ufe0f ideas/a b.md"]:
+        result = server.execute({"command": "create", "path": path, "file_text": "kept"})
+        assert result.text == f"File created successfully at: {path}"
+        assert server.execute({"command": "view", "path": path}).text.endswith("\tkept")
+
+
+def test_letters_digits_and_stops_of_other_scripts_are_kept(client: MnemoClient) -> None:
+    """Only what draws as the path's own `/` or `.` is refused: a script's letters, digits and full stops
+    are names (katakana NO, an Arabic-Indic zero, the ideographic full stop, the CJK stroke ideograph, the
+    number `⒈`, whose compatibility form is `1.`), and
+    so are look-alikes of the backslash, which is no separator here."""
+    server = MnemoMemoryToolServer(client)
+    for path in ["/memories/\u30ce\u30fc\u30c8.md", "/memories/\u0660\u0661.md", "/memories/\u30e1\u30e2\u3002.md",
+                 "/memories/\u4e3f.md", "/memories/a\uff3cb.md", "/memories/a\u2216b.md", "/memories/\u00bd cup.md",
+                 "/memories/\u2488 first.md"]:
         result = server.execute({"command": "create", "path": path, "file_text": "kept"})
         assert result.text == f"File created successfully at: {path}"
         assert server.execute({"command": "view", "path": path}).text.endswith("\tkept")

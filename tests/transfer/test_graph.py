@@ -123,6 +123,19 @@ def test_a_graph_that_is_not_utf8_names_its_line(tmp_path: Path) -> None:
         list(open_source(path).scan())
 
 
+def test_a_byte_order_mark_at_the_start_is_not_part_of_the_first_line(tmp_path: Path) -> None:
+    plain = _graph(tmp_path / "plain.jsonl", GRAPH)
+    marked = tmp_path / "marked.jsonl"
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())  # as Windows tools save UTF-8, and as mem0's JSON may be
+    assert isinstance(open_source(marked), KnowledgeGraphSource)  # `--format auto` tells it a graph
+    assert KnowledgeGraphSource(marked).read() == KnowledgeGraphSource(plain).read()
+    # Only at the start: one inside a line is a character of that line's JSON, an error naming the line.
+    inner = tmp_path / "inner.jsonl"
+    inner.write_bytes(plain.read_bytes() + b"\n\xef\xbb\xbf{}")
+    with pytest.raises(SourceError, match=r"inner.jsonl line 8: not JSON \(Unexpected UTF-8 BOM"):
+        KnowledgeGraphSource(inner).read()
+
+
 def test_file_names_are_accepted_by_the_memory_tool_and_never_shared() -> None:
     names = ["Ana", "a/b", "a_b", ".hidden", "50%25 off", "zero\u200bwidth", "x" * 300, "é" * 200, "", "back\\slash"]
     made = [file_name(n) for n in names]

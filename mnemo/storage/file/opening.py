@@ -276,7 +276,8 @@ def _creation_leftovers(path: str) -> list[str]:
     out = []
     for name in glob.glob(glob.escape(path) + ".new*"):
         pid = name[len(path) + 4 :].split("-", 1)[0]
-        if not pid.isdigit():
+        # a creator's pid: ASCII digits (not `²`, which int() refuses) within pid_t (os.kill overflows past it)
+        if not (pid.isascii() and pid.isdigit()) or int(pid) > 2**31 - 1:
             continue
         try:
             os.kill(int(pid), 0)

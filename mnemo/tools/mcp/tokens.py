@@ -103,11 +103,16 @@ def load_tokens(path: str | os.PathLike[str] | None, env: Mapping[str, str] | No
     if path is not None:
         name = os.fspath(path)
         try:
-            with open(name, encoding="utf-8") as f:
+            # utf-8-sig: a byte order mark at the start (some editors write one) is not part of a token.
+            with open(name, encoding="utf-8-sig") as f:
                 text = f.read()
                 mode = os.fstat(f.fileno()).st_mode
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
             raise InvalidInput(f"cannot read the tokens file {name}: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(
+                f"cannot read the tokens file {name}: it is not UTF-8 text (at byte {exc.start}); save it as UTF-8"
+            ) from None
         if mode & (stat.S_IRWXG | stat.S_IRWXO):
             # Not fatal (a container may mount it so), but worth saying: the tokens are the keys.
             print(f"mnemo mcp: warning: the tokens file {name} is readable by other users", file=sys.stderr)

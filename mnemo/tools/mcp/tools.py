@@ -246,8 +246,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="History of a memory file",
         description=(
             "Show every version of a memory file, oldest first: when and by which agent each was written, "
-            "the path it had then, and its content. Use it to see what a file said before an edit or a "
-            "rename. A deleted file has no history left."
+            "the path it had then, and its content, its lines numbered as memory_view numbers them. Use it "
+            "to see what a file said before an edit or a rename. A deleted file has no history left."
         ),
         input_schema=_schema({"path": _string("A file under /memories.")}, ("path",)),
         hints=Hints(read_only=True, destructive=False, idempotent=True),
@@ -334,10 +334,13 @@ def format_history(
     max_total_chars: int = MAX_HISTORY_CHARS,
     path_of: Callable[[MemoryRecord], str] | None = None,
 ) -> str:
-    """Every version of a file, oldest first: a header line for each, then its content.
+    """Every version of a file, oldest first: a header line for each, then its content, each line
+    numbered as a view numbers it (`{n:>6}\t{line}`): a header begins with `---`, a line of content with
+    its number, so that no version's text (another writer's, in a shared scope) can pass for the header
+    of a version by someone else.
 
-    A version longer than `max_chars` characters is cut there, with a note saying how much was left
-    out. The contents shown add up to at most `max_total_chars`, counted from the newest version back:
+    A version longer than `max_chars` characters (numbered) is cut there, with a note saying how much
+    was left out. The contents shown add up to at most `max_total_chars`, counted from the newest version back:
     an older version past that budget shows only its header and its length. `path_of` gives the path
     a version had as the server lists it (default: its path tag).
     """
@@ -347,6 +350,7 @@ def format_history(
     for record in reversed(versions):
         content = record.content
         text = content if isinstance(content, str) else content.decode("utf-8", errors="replace")
+        text = "\n".join(f"{n:>6}\t{line}" for n, line in enumerate(text.split("\n"), 1))
         if len(text) > max_chars:
             text = f"{text[:max_chars]}\n... ({len(text) - max_chars} more characters)"
         if len(text) > budget:

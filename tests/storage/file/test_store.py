@@ -512,6 +512,20 @@ def test_a_writers_open_removes_the_temp_files_of_creators_that_are_gone(tmp_pat
         running.wait()
 
 
+@pytest.mark.parametrize("name", ["m.db.new\u00b2-1", "m.db.new\u0661\u0662-1", "m.db.new99999999999999999999-1",
+                                  "m.db.new2147483648-1"])
+def test_a_name_like_a_creators_temp_file_but_no_pid_is_left_alone(tmp_path: Path, name: str) -> None:
+    """`DB.new<digits>-...` whose digits are no pid (a superscript or Arabic-Indic digit, a number past
+    pid_t) is not a creator's: the open goes on and leaves it, rather than failing on int() or os.kill."""
+    db = tmp_path / "m.db"
+    MnemoClient(db, "owner").close()
+    stray = tmp_path / name
+    stray.write_bytes(b"not ours")
+    with MnemoClient(db, "owner", durability="none") as c:
+        assert c.verify().ok
+    assert stray.read_bytes() == b"not ours"
+
+
 @pytest.mark.parametrize("last_frame", ["the genesis alone", "a transaction of three puts"])
 def test_a_snapshot_ending_at_any_frame_is_used_by_the_next_open(tmp_path: Path, last_frame: str) -> None:
     """The snapshot ends at the log's last frame, whatever it is: the genesis frame of a database with no

@@ -263,9 +263,9 @@ def test_history_and_verify(db: str) -> None:
     assert history[1] is False
     assert lines[0] == "History of /memories/q.md: 3 versions, oldest first"
     assert lines[1].startswith("--- version 1, ") and lines[1].endswith(f", by {AGENT}, at /memories/p.md (seq 1)")
-    assert lines[2:4] == ["one", ""]
+    assert lines[2:4] == ["     1\tone", "     2\t"]
     assert lines[4].endswith(f", by {AGENT}, at /memories/p.md (seq 2)")
-    assert lines[5:7] == ["two", ""]
+    assert lines[5:7] == ["     1\ttwo", "     2\t"]
     assert lines[7].startswith("--- version 3, ") and lines[7].endswith(f", by {AGENT}, at /memories/q.md (seq 3)")
     assert old_path == ("Error: The path /memories/p.md does not exist", True)
     assert verify[1] is False
