@@ -189,6 +189,10 @@ class _Tree:
             os.close(old)
         return fd
 
+    def folder(self, parts: tuple[str, ...]) -> None:
+        """The folder `parts` made (with its parents) if it is not yet there."""
+        self._dir(parts)
+
     def write(self, parts: tuple[str, ...], data: bytes) -> None:
         for part in parts:
             if part in ("", ".", "..") or "/" in part or "\x00" in part:
@@ -339,6 +343,11 @@ def _write_staged(
             with lines.file:
                 files = _write_all(client, infos, main, format, versions, tree, lines, progress)
         folders = _folders(files)
+        if format == "files" and MEMORIES not in folders:
+            # The root scope's folder even when it holds no file: `DIR/memories` is the SDK's memory
+            # folder, and what `mnemo import NEWDB DIR/memories` reads (an empty folder, nothing).
+            tree.folder((MEMORIES,))
+            folders = {MEMORIES: main, **folders}
         manifest = {
             "format": MANIFEST_FORMAT, "mnemo": __version__, "db_id": client.db_id, "agent": client.agent_id,
             "scope": scope, "root_scope": main, "layout": format, "versions": versions,

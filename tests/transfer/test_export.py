@@ -95,6 +95,24 @@ def test_jsonl_format_and_versions(shared: str, tmp_path: Path) -> None:
     assert note["metadata"] == {"k": 1} and note["version"] == 2
 
 
+def test_an_export_without_files_holds_an_empty_memories_folder_that_imports(
+        client: MnemoClient, tmp_path: Path) -> None:
+    client.remember("a note, no file", tags=["note"])
+    report = export_memories(client, tmp_path / "out")
+    out = tmp_path / "out"
+    assert (report.files, report.records) == (0, 1)
+    assert (out / "memories").is_dir() and list((out / "memories").iterdir()) == []
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["folders"] == [{"path": "memories", "scope": client.home_scope}] and manifest["files"] == []
+    assert set(read_tree(out)) == {"records.jsonl", "manifest.json"}
+    before = client.list_records()
+    imported = import_source(MnemoMemoryToolServer(client), open_source(out / "memories"))
+    assert (imported.created, imported.updated, imported.skipped) == ((), (), ())
+    assert client.list_records() == before
+    export_memories(client, tmp_path / "lines", format="jsonl")
+    assert not (tmp_path / "lines" / "memories").exists()  # a jsonl export holds no files, no folder
+
+
 @pytest.mark.parametrize("kind", ["file", "not-empty", "symlink"])
 def test_the_folder_must_be_new_or_empty(client: MnemoClient, tmp_path: Path, kind: str) -> None:
     target = tmp_path / "out"

@@ -137,7 +137,9 @@ def test_a_long_scope_name_gets_a_bounded_folder_name(db: str, tmp_path: Path,
     assert set(read_tree(out)) == {f"scopes/{folder}/memories/deep/note.md", "records.jsonl", "manifest.json"}
     assert (out / "scopes" / folder / "memories/deep/note.md").read_text() == "long\n"
     assert (report.files, report.records) == (1, 1)
-    assert _manifest(out)["folders"] == [{"path": f"scopes/{folder}/memories", "scope": scope}]
+    assert _manifest(out)["folders"] == [{"path": "memories", "scope": "agent:owner"},
+                                         {"path": f"scopes/{folder}/memories", "scope": scope}]
+    assert list((out / "memories").iterdir()) == []  # the root scope's folder, empty
     _round_trips(out, before)
 
 
