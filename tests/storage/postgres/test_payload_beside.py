@@ -125,6 +125,44 @@ def test_a_copy_other_than_its_payload_row_is_refused_for_every_role(pg: Schema,
         assert c.verify().ok
 
 
+def test_a_null_copy_beside_its_payload_row_is_refused_for_every_role(pg: Schema, app_role: AppRole) -> None:
+    """A NULL copy means the payload of its seq is gone (erased with its record, or lost before the
+    migration): one set NULL while the payload row of its seq is there would hide a stored payload behind
+    "missing", and is refused for the application role and the owner alike, on UPDATE and on INSERT, with
+    the row unchanged and every record read back. A NULL copy a superuser puts in with the triggers off
+    fails the record's reads as a missing payload, and verify names it."""
+    with MnemoClient(app_role.url, OWNER) as c:
+        one = c.remember("one", tags=["t"])
+        two = c.remember("two", tags=["t"])
+    before = _records(pg)
+    attempts = [
+        ("UPDATE mnemo_records SET raw = NULL, payload = NULL WHERE id = %s", [one.id], "UPDATE", one.id),
+        ("UPDATE mnemo_records SET raw = NULL, payload = NULL, seq = %s WHERE id = %s", [two.seq, one.id],
+         "UPDATE", one.id),
+        ("INSERT INTO mnemo_records (id, scope, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len) "
+         "SELECT 'hidden', scope, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len "
+         "FROM mnemo_records WHERE id = %s", [two.id], "INSERT", "hidden"),
+    ]
+    for statement, params, op, rec_id in attempts:
+        assert app_role.refused((statement, params)) == COPY_REFUSED.format(op, rec_id)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege) as refused:
+        pg.sql("UPDATE mnemo_records SET raw = NULL, payload = NULL WHERE id = %s", [two.id])
+    assert str(refused.value).splitlines()[0] == COPY_REFUSED.format("UPDATE", two.id)
+    assert _records(pg) == before
+    with MnemoClient(app_role.url, OWNER) as c:
+        assert sorted(r.content for r in c.query(tags=["t"])) == ["one", "two"]
+        assert c.verify().ok
+    _superuser(pg, "UPDATE mnemo_records SET raw = NULL, payload = NULL WHERE id = %s", [one.id])
+    with MnemoClient(pg.url, OWNER) as c:
+        with pytest.raises(IntegrityError) as missing:
+            c.get(one.id)
+        assert str(missing.value) == (f"{c._store.path}: the payload of record {one.id} version 1 (seq {one.seq}) "
+                                      "is missing, though the record is live")
+        assert c.get(two.id) == two
+        report = c.verify()
+        assert [(p.kind, p.message) for p in report.problems] == [("tables", OTHER_COPY.format(one.id, one.seq))]
+
+
 # -- what a read serves, what verify names ------------------------------------------------------------------------
 
 
