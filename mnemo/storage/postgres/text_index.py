@@ -371,7 +371,7 @@ class TableSource:
         # each has, where each one's start among them, and all of them (None: they do not decode)
         self._positioned: dict[str, tuple[int, int]] = {}
         self._positions = b""
-        self._decoded: tuple[Sequence[int], bytes, bytes] | None = None
+        self._decoded: tuple[_Starts, bytes, bytes] | None = None
         self._unpacked_yet = False
         self._first = 0  # the first posting read with positions
         self._phrases: dict[tuple[str, ...], tuple[dict[int, int], list[int], dict[int, int]]] = {}
@@ -428,7 +428,7 @@ class TableSource:
             self._positioned[term] = (self._first + at, self._first + at + size)
             at += size
 
-    def _unpacked(self) -> tuple[Sequence[int], bytes, bytes] | None:
+    def _unpacked(self) -> tuple[_Starts, bytes, bytes] | None:
         """Every posting's positions decoded (once): where each one's start among all of them (and where
         the last one's end), how many each has (-1: not kept) and all of them, the last two as columns of
         native 32-bit integers; None when they do not decode (rows written by hand)."""
@@ -438,11 +438,11 @@ class TableSource:
             found = unpack_places(self._positions, postings)
             if found is not None:
                 counts, places = found
-                if installed():
-                    ends = np.cumsum(np.maximum(np.frombuffer(counts, dtype=np.int32), 0)).tolist()
+                if installed():  # (left an array: _places reads two of its numbers an atom)
+                    ends: Sequence[int] | NDArray[np.int64] = np.cumsum(np.maximum(np.frombuffer(counts, dtype=np.int32), 0))
                 else:
                     ends = list(accumulate(max(0, n) for n in _native_column(counts)))
-                self._decoded = ([0, *ends], counts, places)
+                self._decoded = (_Starts(ends), counts, places)
         return self._decoded
 
     def phrase(self, atoms: tuple[str, ...]) -> tuple[dict[int, int], list[int], dict[int, int]] | None:
@@ -667,6 +667,17 @@ def _phrase_numpy(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, int
     return (dict(zip(every[chosen].tolist(), starts[chosen].tolist(), strict=True)),
             every[np.flatnonzero(unknown)].tolist(),
             dict(zip(every[either].tolist(), lengths[either].tolist(), strict=True)))
+
+
+class _Starts:
+    """Where each posting's positions start among all of them, from where each one's end (`ends`): 0, then
+    `ends`, each an int."""
+
+    def __init__(self, ends: Sequence[int] | NDArray[np.int64]) -> None:
+        self._ends = ends
+
+    def __getitem__(self, k: int, /) -> int:
+        return int(self._ends[k - 1]) if k else 0
 
 
 class _Seqs:
