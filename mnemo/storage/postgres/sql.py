@@ -187,9 +187,9 @@ def recall_sql(
                 f"SELECT coalesce(y.term, g.key), coalesce(y.seqs, g.seqs), coalesce(y.tfs, g.tfs), "
                 f"coalesce(y.lengths, g.lengths), coalesce(y.n, g.n) FROM (SELECT t.key, {_AGGREGATES.format('t')} "
                 f"FROM mnemo_terms t WHERE {where} AND {sql} GROUP BY t.key) g(key, seqs, tfs, lengths, n) "
-                f"LEFT JOIN LATERAL (SELECT x.term, {_AGGREGATES.format('x')} FROM mnemo_terms x "
-                f"WHERE length(g.key) >= {TERM_KEY} AND x.key = g.key AND {x_where} GROUP BY x.term) "
-                "y(term, seqs, tfs, lengths, n) ON true"
+                f"LEFT JOIN LATERAL (SELECT x.term, {_AGGREGATES.format('x')} FROM (SELECT x.term, x.seq, x.tf, "
+                f"x.length FROM mnemo_terms x WHERE length(g.key) >= {TERM_KEY} AND x.key = g.key AND {x_where} "
+                "ORDER BY x.term) x GROUP BY x.term) y(term, seqs, tfs, lengths, n) ON true"
             )
             grouped_params += [*scope_params, *prefix_params, *scope_params]
         else:
@@ -282,7 +282,8 @@ def _best_sql(
     half = double(0.5)
     sql = (
         "SELECT x.seq FROM (SELECT p.seq, p.tf::float8 AS tf, p.length::float8 AS length, "
-        f"(count(*) OVER (PARTITION BY p.key))::float8 AS df FROM ({postings}) p(key, seq, tf, length)) x, "
+        f"(count(*) OVER (PARTITION BY p.key))::float8 AS df FROM (SELECT * FROM ({postings}) p "
+        f"LIMIT {PREFETCH_POSTINGS + 1}) p(key, seq, tf, length)) x, "
         "(SELECT sum(d.docs)::float8 AS docs, sum(d.length)::float8 AS total "
         f"FROM mnemo_text_scopes d WHERE {where}) n "
         f"WHERE (SELECT count(*) FROM (SELECT 1 FROM ({postings}) c LIMIT {PREFETCH_POSTINGS + 1}) c) "
