@@ -901,6 +901,26 @@ def test_after_compact_the_postings_are_read_from_the_index_alone(pg: Schema) ->
             assert set(fetches) == {"Heap Fetches: 0"} and len(fetches) >= len(read), plan
 
 
+def test_a_prefix_is_read_by_one_scan_of_its_range(pg: Schema) -> None:
+    """A prefix's terms, those shorter than a key and those longer alike, come from one scan of the term
+    index's range (a key as long as a key is read again by its rows: there is none here), with the
+    postings the log file's recall ranks."""
+    with MnemoClient(pg.url, OWNER, durability="none") as c, MnemoClient(pg.url, READER) as r:
+        c.grant(READER, "team:1", ["read"])
+        with c.transaction():
+            for i in range(2 * PREFETCH_POSTINGS + 100):  # (more postings than the hits read with the index)
+                c.remember(f"pre{i % 40} words {i}", scope=f"team:{i % 2}")
+        for client, hits in ((c, 10), (r, 10)):
+            client.recall("pre*")  # (its postings counted: the hits are read apart, not ranked in the statement)
+            sent = _sent(client, lambda client=client: client.recall("pre*"))
+            ((sql, params),) = [(sql, params) for sql, params in sent if "mnemo_terms" in sql]
+            plan = [line for (line,) in c._store._fetch(  # type: ignore[attr-defined]
+                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + sql, params)]
+            scans = [line for line in plan if " on mnemo_terms " in line and "never executed" not in line]
+            assert len(scans) == 1 and " on mnemo_terms t " in scans[0], plan
+            assert len(client.recall("pre*")) == hits
+
+
 @pytest.mark.parametrize("query", ["alpha -zzz", "alpha", '"alpha one" alpha'])
 def test_a_hit_changed_while_recall_reads_is_read_again(
     pg: Schema, monkeypatch: pytest.MonkeyPatch, query: str
