@@ -504,9 +504,9 @@ class TableSource:
         return found
 
     def columns(self, term: str) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
-        self._check(term)
         span = self._spans.get(term)
-        if span is None:
+        if span is None:  # (a term with postings was read: only one without is checked, as a prefix's are many)
+            self._check(term)
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         if self._arrays is None:
             seqs, tfs, lengths = self._packed
