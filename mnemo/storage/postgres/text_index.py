@@ -438,8 +438,9 @@ class TableSource:
             found = unpack_places(self._positions, postings)
             if found is not None:
                 counts, places = found
+                ends: Sequence[int] | NDArray[np.int64]
                 if installed():  # (left an array: _places reads two of its numbers an atom)
-                    ends: Sequence[int] | NDArray[np.int64] = np.cumsum(np.maximum(np.frombuffer(counts, dtype=np.int32), 0))
+                    ends = np.cumsum(np.maximum(np.frombuffer(counts, dtype=np.int32), 0))
                 else:
                     ends = list(accumulate(max(0, n) for n in _native_column(counts)))
                 self._decoded = (_Starts(ends), counts, places)
