@@ -2,13 +2,13 @@
 
 Adding commands: write a module in this package with a function `register(root: click.Group) -> None`
 that adds them (`root.add_command(cmd)`; to extend a group another module made, such as `audit`:
-`common.subgroup(root, "audit").add_command(cmd)`), and name the module in COMMAND_MODULES below: one
-line. Build commands from `common`: `db_argument`, `agent_option`, `lock_timeout_option` (every command
-that writes), `json_option` (every command), `open_client`, the output helpers (`echo`, `emit_json`,
-`emit_ndjson` for anything that streams, `timestamp`), `progress` for long work, and raise
-`common.UsageError` (exit 2) or `common.Failure` (exit 1), or let the library's errors through:
-`common.describe_error` gives every error its exit code and message, in one place. Give each command a
-short example in its epilog (`common.examples`) and a row in the README's command table
+`options.subgroup(root, "audit").add_command(cmd)`), and name the module in COMMAND_MODULES below: one
+line. Build commands from `options`: `db_argument`, `agent_option`, `lock_timeout_option` (every command
+that writes), `open_client`; from `output`: `json_option` (every command), `echo`, `emit_json`,
+`emit_ndjson` for anything that streams, `timestamp`, `progress` for long work; and raise
+`errors.UsageError` (exit 2) or `errors.Failure` (exit 1), or let the library's errors through:
+`errors.describe_error` gives every error its exit code and message, in one place. Give each command a
+short example in its epilog (`output.examples`) and a row in the README's command table
 (tests/cli/test_conventions.py and tests/docs/test_readme.py check them).
 
 Exit codes: 0 fine; 1 problems found; 2 a usage error or a file that cannot be used at all.
@@ -23,21 +23,9 @@ from collections.abc import Sequence
 import click
 
 from . import about
-from .common import (
-    CONTEXT_SETTINGS,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_PROBLEMS,
-    EXIT_USAGE,
-    PROG,
-    State,
-    describe_error,
-    emit_json,
-    examples,
-    json_requested,
-    show_error,
-    state,
-)
+from .errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, PROG, describe_error, show_error
+from .options import CONTEXT_SETTINGS
+from .output import State, emit_json, examples, json_requested, state
 
 __all__ = ["EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "cli", "main"]
 

@@ -11,23 +11,9 @@ import click
 from .. import audit as audit_lib
 from ..errors import IntegrityError
 from ..storage.contract import shown_name
-from .common import (
-    CONTEXT_SETTINGS,
-    EXIT_OK,
-    Failure,
-    UsageError,
-    check_input_file,
-    check_output_file,
-    command_group,
-    db_argument,
-    emit_json,
-    examples,
-    isatty,
-    json_option,
-    load_pubkey,
-    output,
-    progress,
-)
+from .errors import EXIT_OK, Failure, UsageError
+from .options import CONTEXT_SETTINGS, check_input_file, check_output_file, command_group, db_argument, load_pubkey
+from .output import emit_json, examples, isatty, json_option, output, progress
 from .verify import finish_report
 
 audit = command_group(

@@ -9,20 +9,9 @@ import click
 
 from ..record import VerifyReport
 from ..storage.contract import is_dsn, shown_name
-from .common import (
-    CONTEXT_SETTINGS,
-    EXIT_OK,
-    EXIT_PROBLEMS,
-    UsageError,
-    agent_option,
-    db_argument,
-    echo,
-    emit_json,
-    examples,
-    json_option,
-    open_client,
-    progress,
-)
+from .errors import EXIT_OK, EXIT_PROBLEMS, UsageError
+from .options import CONTEXT_SETTINGS, agent_option, db_argument, open_client
+from .output import echo, emit_json, examples, json_option, progress
 
 
 def _new(target: str, what: str) -> str:

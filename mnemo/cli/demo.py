@@ -11,7 +11,9 @@ from typing import TextIO, cast
 
 import click
 
-from .common import CONTEXT_SETTINGS, EXIT_OK, Failure, examples, output
+from .errors import EXIT_OK, Failure
+from .options import CONTEXT_SETTINGS
+from .output import examples, output
 
 
 def _demo_module() -> ModuleType:

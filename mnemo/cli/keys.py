@@ -8,7 +8,9 @@ import os
 import click
 
 from .. import audit
-from .common import CONTEXT_SETTINGS, EXIT_OK, UsageError, check_output_file, echo, emit_json, examples, json_option
+from .errors import EXIT_OK, UsageError
+from .options import CONTEXT_SETTINGS, check_output_file
+from .output import echo, emit_json, examples, json_option
 
 
 @click.command(

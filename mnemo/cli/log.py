@@ -6,19 +6,9 @@ import click
 
 from .. import audit
 from ..errors import IntegrityError
-from .common import (
-    CONTEXT_SETTINGS,
-    EXIT_OK,
-    Failure,
-    db_argument,
-    echo,
-    emit_ndjson,
-    examples,
-    json_option,
-    output,
-    timestamp,
-    valid_agent,
-)
+from .errors import EXIT_OK, Failure
+from .options import CONTEXT_SETTINGS, db_argument, valid_agent
+from .output import echo, emit_ndjson, examples, json_option, output, timestamp
 
 OPS = ("genesis", "put", "forget", "grant", "revoke", "checkpoint")
 

@@ -22,18 +22,9 @@ from ..tools.mcp.defaults import (
     DEFAULT_READ_TIMEOUT,
 )
 from ..tools.mcp.tokens import TOKENS_ENV, load_tokens
-from .common import (
-    CONTEXT_SETTINGS,
-    EXIT_OK,
-    Failure,
-    UsageError,
-    embedder_option,
-    examples,
-    json_option,
-    lock_timeout_option,
-    mount_table,
-    valid_agent,
-)
+from .errors import EXIT_OK, Failure, UsageError
+from .options import CONTEXT_SETTINGS, embedder_option, lock_timeout_option, mount_table, valid_agent
+from .output import examples, json_option
 
 
 def _agent(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str:

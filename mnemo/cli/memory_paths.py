@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..acl import check_name
 from ..tools.paths import DEFAULT_ROOT, path_tag
 from ..tools.server import MEMORY_TAG, MnemoMemoryToolServer
-from .common import Failure, UsageError
+from .errors import Failure, UsageError
 
 if TYPE_CHECKING:
     from ..client import MnemoClient

@@ -18,22 +18,10 @@ from ..client import MnemoClient, RecordUnavailable
 from ..errors import IntegrityError, InvalidInput, PermissionDenied
 from ..record import RecordInfo
 from ..storage.contract import shown_name
-from .common import (
-    CONTEXT_SETTINGS,
-    EXIT_OK,
-    Failure,
-    UsageError,
-    agent_option,
-    confirm,
-    db_argument,
-    echo,
-    emit_json,
-    examples,
-    json_option,
-    lock_timeout_option,
-    open_client,
-)
+from .errors import EXIT_OK, Failure, UsageError
 from .memory_paths import canonical, file_at, files_beneath, path_of, server_scope
+from .options import CONTEXT_SETTINGS, agent_option, db_argument, lock_timeout_option, open_client
+from .output import confirm, echo, emit_json, examples, json_option
 
 _PERM = click.Choice(PERMISSIONS)
 

@@ -13,20 +13,17 @@ from ..recall.embedding import MODES, Embedder, load_embedder
 from ..record import Recalled
 from ..storage.contract import shown_name
 from ..tools.paths import PATH_TAG_PREFIX
-from .common import (
+from .errors import EXIT_OK
+from .options import (
     CONTEXT_SETTINGS,
     EMBEDDER_HELP,
-    EXIT_OK,
     agent_option,
     db_argument,
     default_agent,
-    echo,
     embedder_option,
-    emit_ndjson,
-    examples,
-    json_option,
     open_client,
 )
+from .output import echo, emit_ndjson, examples, json_option
 from .records import record_json
 
 

@@ -15,27 +15,18 @@ from ..client import MnemoClient
 from ..record import MemoryRecord, RecordInfo
 from ..storage.contract import shown_name
 from . import memory_paths
-from .common import (
+from .errors import EXIT_OK, Failure, UsageError
+from .options import (
     CONTEXT_SETTINGS,
     DEFAULT_DB_HELP,
-    EXIT_OK,
-    Failure,
-    UsageError,
     agent_option,
     db_and_record_arguments,
     db_argument,
     default_agent,
-    echo,
-    emit_json,
-    emit_ndjson,
-    examples,
-    inline,
-    json_option,
     lock_timeout_option,
     open_client,
-    output,
-    timestamp,
 )
+from .output import echo, emit_json, emit_ndjson, examples, inline, json_option, output, timestamp
 
 
 def record_json(rec: MemoryRecord) -> dict[str, Any]:

@@ -8,19 +8,9 @@ import shlex
 import click
 
 from ..salvage import PROVENANCE_SCOPE, SalvageReport, salvage
-from .common import (
-    CONTEXT_SETTINGS,
-    EXIT_OK,
-    UsageError,
-    check_input_file,
-    check_output_file,
-    echo,
-    emit_json,
-    examples,
-    json_option,
-    progress,
-    valid_agent,
-)
+from .errors import EXIT_OK, UsageError
+from .options import CONTEXT_SETTINGS, check_input_file, check_output_file, valid_agent
+from .output import echo, emit_json, examples, json_option, progress
 
 
 def _damaged(_ctx: click.Context, _param: click.Parameter, value: str) -> str:

@@ -12,23 +12,9 @@ import click
 from ..storage.contract import is_dsn, shown_name
 from ..tools.server import MnemoMemoryToolServer
 from ..transfer import EXPORT_FORMATS, FORMATS, ImportReport, export_memories, import_source, open_source
-from .common import (
-    CONTEXT_SETTINGS,
-    EXIT_OK,
-    UsageError,
-    agent_option,
-    check_mnemo_db,
-    confirm,
-    db_argument,
-    echo,
-    emit_json,
-    examples,
-    inline,
-    json_option,
-    lock_timeout_option,
-    open_client,
-    progress,
-)
+from .errors import EXIT_OK, UsageError
+from .options import CONTEXT_SETTINGS, agent_option, check_mnemo_db, db_argument, lock_timeout_option, open_client
+from .output import confirm, echo, emit_json, examples, inline, json_option, progress
 
 
 def _db_or_new(_ctx: click.Context, _param: click.Parameter, value: str) -> str:

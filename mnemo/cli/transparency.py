@@ -25,23 +25,9 @@ from ..transparency.consistency import ConsistencyCheck
 from ..transparency.errors import Finding, Rejected, TransparencyError
 from ..transparency.extends import ExtendsReport
 from ..transparency.note import b64, parse_checkpoint
-from .common import (
-    CONTEXT_SETTINGS,
-    EXIT_OK,
-    EXIT_PROBLEMS,
-    EXIT_USAGE,
-    Failure,
-    UsageError,
-    check_input_file,
-    check_output_file,
-    db_argument,
-    echo,
-    emit_json,
-    examples,
-    json_option,
-    output,
-    subgroup,
-)
+from .errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, Failure, UsageError
+from .options import CONTEXT_SETTINGS, check_input_file, check_output_file, db_argument, subgroup
+from .output import echo, emit_json, examples, json_option, output
 from .verify import write_report
 
 

@@ -5,19 +5,17 @@ from __future__ import annotations
 import click
 
 from ..recall.embedding import Embedder
-from .common import (
+from .errors import EXIT_OK, UsageError
+from .options import (
     CONTEXT_SETTINGS,
-    EXIT_OK,
-    UsageError,
     agent_option,
     db_option,
     embedder_option,
-    examples,
-    json_option,
     lock_timeout_option,
     mount_table,
     open_client,
 )
+from .output import examples, json_option
 
 
 @click.command(

@@ -8,18 +8,9 @@ from .. import audit
 from ..audit.verify import report_lines
 from ..record import VerifyReport
 from ..storage.contract import shown_name
-from .common import (
-    CONTEXT_SETTINGS,
-    EXIT_OK,
-    EXIT_PROBLEMS,
-    db_argument,
-    echo,
-    emit_json,
-    examples,
-    json_option,
-    load_pubkey,
-    progress,
-)
+from .errors import EXIT_OK, EXIT_PROBLEMS
+from .options import CONTEXT_SETTINGS, db_argument, load_pubkey
+from .output import echo, emit_json, examples, json_option, progress
 
 
 def _expect_head(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[int, str] | None:

@@ -233,10 +233,10 @@ def terminal(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Standard input as a terminal, answering with the given text."""
     import io
 
-    from mnemo.cli import common
+    from mnemo.cli import output as cli_output
 
     def answer(text: str) -> None:
-        monkeypatch.setattr(common, "isatty", lambda stream: stream is sys.stdin)
+        monkeypatch.setattr(cli_output, "isatty", lambda stream: stream is sys.stdin)
         monkeypatch.setattr(sys, "stdin", io.StringIO(text))
 
     return answer

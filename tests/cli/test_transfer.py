@@ -82,9 +82,9 @@ def test_import_sync_needs_yes_without_a_terminal_and_asks_on_one(
         2, "", "mnemo: error: --sync would forget 1 file the source no longer has (--dry-run lists them): give --yes "
                "to forget them when standard input is not a terminal\n")
     assert snapshot(db) == before
-    from mnemo.cli import common
+    from mnemo.cli import output as cli_output
 
-    monkeypatch.setattr(common, "isatty", lambda stream: stream is sys.stdin)
+    monkeypatch.setattr(cli_output, "isatty", lambda stream: stream is sys.stdin)
     monkeypatch.setattr(sys, "stdin", io.StringIO("n\n"))
     code, out, err = run(capsys, "import", db, str(source), "--sync")
     assert (code, out) == (1, "") and err == (

@@ -14,7 +14,7 @@ from helpers.cli import run
 from helpers.logs import SEED, erase_slot, pubkey_hex, sample_log
 from helpers.paths import ROOT
 
-from mnemo.cli import common
+from mnemo.cli import output as cli_output
 
 
 def test_clean_db(sample_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -122,17 +122,17 @@ class _Tty(io.StringIO):
 
 
 def test_progress_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(common, "PROGRESS_DELAY", 0)
+    monkeypatch.setattr(cli_output, "PROGRESS_DELAY", 0)
     tty = _Tty()
     monkeypatch.setattr(sys, "stderr", tty)
-    with common.progress("verifying") as bar:
+    with cli_output.progress("verifying") as bar:
         assert bar is not None
         bar(50, 100)
         bar(100, 100)
     assert "verifying" in tty.getvalue() and "100%" in tty.getvalue()
     plain = io.StringIO()
     monkeypatch.setattr(sys, "stderr", plain)
-    with common.progress("verifying") as bar:
+    with cli_output.progress("verifying") as bar:
         assert bar is None
     assert plain.getvalue() == ""
 
@@ -140,7 +140,7 @@ def test_progress_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_verify_draws_a_click_progress_bar_on_a_terminal(
     sample_db: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(common, "PROGRESS_DELAY", 0)
+    monkeypatch.setattr(cli_output, "PROGRESS_DELAY", 0)
     tty = _Tty()
     monkeypatch.setattr(sys, "stderr", tty)
     code, out, _err = run(capsys, "verify", str(sample_db))

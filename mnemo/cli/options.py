@@ -1,35 +1,23 @@
-"""What every `mnemo` command shares: exit codes, the one mapping from errors to exit codes and messages,
-`--json`, the shared options and arguments (DB, `--agent`, `--lock-timeout`), the checks on files given,
-output helpers (JSON, NDJSON, RFC 3339 timestamps) and progress bars.
-
-Exit codes: 0 fine; 1 problems found (damage, a failed check, a refused operation, a record that is
-missing or not readable); 2 a usage error, or a file that cannot be used at all (missing, not a regular
-file, not readable, not a Mnemo database).
+"""The arguments and options every `mnemo` command shares: DB (a file or a DSN) and the checks on files
+given, `--agent`, `--lock-timeout`, `--mount`, `--embedder`, the client they open, and the command groups.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import functools
-import io
-import json
 import math
 import os
 import stat
-import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from .. import audit
 from ..acl import check_agent_id
 from ..client import MnemoClient
-from ..errors import EmbedderMismatch, IntegrityError, InvalidInput, MnemoError, NotFound, PermissionDenied
+from ..errors import EmbedderMismatch, IntegrityError, InvalidInput, NotFound
 from ..recall.embedding import Embedder, load_embedder
 from ..storage.contract import is_dsn, shown_name
 from ..storage.file.framing import FILE_MAGIC
@@ -37,310 +25,13 @@ from ..storage.file.reader import file_kind
 from ..tools.mcp.defaults import default_db_path
 
 if TYPE_CHECKING:
-    from click._termui_impl import ProgressBar
+    pass
 
-PROG = "mnemo"
-
-EXIT_OK = 0
-EXIT_PROBLEMS = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
+from .errors import Failure, UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-# -- errors: the one place that says which exit code and message each error gets ------------------------
-
-
-class CommandError(Exception):
-    """An error worded for the user. `kind` names it in JSON (the `type` of the error object)."""
-
-    exit_code = EXIT_PROBLEMS
-    default_kind = "Failure"
-
-    def __init__(self, message: str, kind: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.kind = kind or self.default_kind
-
-
-class UsageError(CommandError):
-    """A bad argument, or a file that cannot be used at all: exit 2."""
-
-    exit_code = EXIT_USAGE
-    default_kind = "UsageError"
-
-
-class Failure(CommandError):
-    """Problems found or an operation refused: exit 1."""
-
-
-@dataclass(frozen=True)
-class ErrorReport:
-    exit_code: int
-    kind: str  # the `type` of the JSON error object
-    message: str
-    text: str  # what standard error shows without --json
-
-
-# Errors of the library that mean "this input cannot be used at all" rather than "problems found".
-_USAGE_ERRORS: tuple[type[Exception], ...] = (
-    audit.UnreadableDatabase,
-    audit.UnreadableExport,
-    audit.KeyFileError,
-    InvalidInput,
-)
-
-
-def describe_error(exc: BaseException) -> ErrorReport | None:
-    """The exit code, type and message of an error; None for one that is not the user's to see (a bug)."""
-    if isinstance(exc, CommandError):
-        prefix = "error: " if exc.exit_code == EXIT_USAGE else ""
-        return ErrorReport(exc.exit_code, exc.kind, exc.message, f"{PROG}: {prefix}{exc.message}\n")
-    if isinstance(exc, click.UsageError):
-        shown = io.StringIO()
-        exc.show(file=shown)
-        return ErrorReport(EXIT_USAGE, "UsageError", exc.format_message(), shown.getvalue())
-    if isinstance(exc, click.ClickException):
-        return ErrorReport(exc.exit_code, type(exc).__name__, exc.format_message(),
-                           f"{PROG}: error: {exc.format_message()}\n")
-    if isinstance(exc, _USAGE_ERRORS):
-        return ErrorReport(EXIT_USAGE, type(exc).__name__, str(exc), f"{PROG}: error: {exc}\n")
-    if isinstance(exc, (NotFound, PermissionDenied)):
-        return ErrorReport(EXIT_PROBLEMS, type(exc).__name__, str(exc), f"{PROG}: {exc}\n")
-    if isinstance(exc, MnemoError):  # IntegrityError, LockTimeout, Conflict, ReadOnly, DurabilityError, ...
-        name = type(exc).__name__
-        return ErrorReport(EXIT_PROBLEMS, name, str(exc), f"{PROG}: {name}: {exc}\n")
-    if isinstance(exc, OSError):
-        where = f"{exc.filename}: " if exc.filename else ""
-        message = f"{where}{exc.strerror or exc}"
-        return ErrorReport(EXIT_USAGE, "OSError", message, f"{PROG}: error: {message}\n")
-    return None
-
-
-def error_json(report: ErrorReport) -> str:
-    doc = {"error": {"message": report.message, "type": report.kind, "exit_code": report.exit_code}}
-    return json.dumps(doc, ensure_ascii=False)
-
-
-def show_error(report: ErrorReport, as_json: bool) -> None:
-    with contextlib.suppress(OSError, ValueError):  # standard error itself may be gone
-        sys.stderr.write(error_json(report) + "\n" if as_json else report.text)
-        sys.stderr.flush()
-
-
-# -- per-invocation state: --json and standard output ------------------------------------------------------
-
-
-class Output(io.TextIOBase):
-    """Standard output that survives a closed pipe. Once the reader has gone (`mnemo verify DB | head -1`)
-    the rest of the output is dropped and the command runs to its end, so that it still exits with its own
-    code: a failing check stays a failure."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reader_gone = False
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, s: str) -> int:
-        if not self.reader_gone:
-            try:
-                sys.stdout.write(s)
-            except BrokenPipeError:
-                self._gone()
-        return len(s)
-
-    def write_bytes(self, data: bytes) -> None:
-        """Raw bytes (a binary record), or their base64 where standard output has no byte buffer."""
-        if self.reader_gone:
-            return
-        buffer = getattr(sys.stdout, "buffer", None)
-        try:
-            if buffer is None:
-                sys.stdout.write(base64.b64encode(data).decode("ascii") + "\n")
-                return
-            sys.stdout.flush()
-            buffer.write(data)
-            buffer.flush()
-        except BrokenPipeError:
-            self._gone()
-
-    def flush(self) -> None:
-        if not self.reader_gone:
-            try:
-                sys.stdout.flush()
-            except BrokenPipeError:
-                self._gone()
-
-    def _gone(self) -> None:
-        self.reader_gone = True
-        # What is still buffered is flushed again at exit; let that go to /dev/null rather than fail.
-        with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            try:
-                os.dup2(devnull, sys.stdout.fileno())
-            finally:
-                os.close(devnull)
-
-
-class State:
-    """What one run of `mnemo` carries from the command line to its commands and its error report."""
-
-    def __init__(self, as_json: bool = False) -> None:
-        self.json = as_json
-        self.out = Output()
-
-
-def state() -> State:
-    return click.get_current_context().ensure_object(State)
-
-
-def json_requested(args: Sequence[str]) -> bool:
-    """Whether `--json` is among the arguments: a usage error is found before the options are parsed, and
-    must come as JSON too. Once parsing gets as far, the parsed value decides."""
-    for arg in args:
-        if arg == "--":
-            return False
-        if arg == "--json":
-            return True
-    return False
-
-
-def _json_callback(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
-    ctx.ensure_object(State).json = value
-    return value
-
-
-def json_option(f: F) -> F:
-    """`--json`, passed to the command as `as_json`: machine output on stdout, errors as one JSON object
-    on stderr."""
-    return click.option(
-        "--json", "as_json", is_flag=True, callback=_json_callback,
-        help="machine-readable output (errors as one JSON object on stderr)",
-    )(f)
-
-
-# -- output --------------------------------------------------------------------------------------------------
-
-
-def output() -> Output:
-    return state().out
-
-
-# What stored text may hold that a terminal would act on rather than show (escape sequences move the
-# cursor, clear the screen or recolour what follows; a carriage return or a bidirectional override makes
-# a line show as another): shown as escapes in every line printed for people. Tabs and line breaks are
-# layout, kept, but in a one-line field (a tag, a preview), where a line break would make a fake row.
-_CONTROLS = [*range(0x20), 0x7F, *range(0x80, 0xA0)]
-_TERMINAL = {c: f"\\x{c:02x}" for c in _CONTROLS if c not in (0x09, 0x0A)}
-_TERMINAL.update({c: f"\\u{c:04x}" for c in (0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
-_INLINE = {**_TERMINAL, 0x09: "\\t", 0x0A: "\\n"}
-
-
-def echo(text: str) -> None:
-    """One line of text on standard output, for people: what a terminal would act on is shown escaped."""
-    output().write(text.translate(_TERMINAL) + "\n")
-
-
-def inline(text: str) -> str:
-    """`text` as one field of a line: tabs and line breaks shown escaped too (see echo)."""
-    return text.translate(_INLINE)
-
-
-def emit_json(obj: Any) -> None:
-    """One JSON document (a report, a record, counts), indented for people."""
-    output().write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
-
-
-def emit_ndjson(obj: Any) -> None:
-    """One object of a stream (NDJSON: one JSON object per line)."""
-    output().write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def timestamp(value: datetime | int) -> str:
-    """The command line's one timestamp format: RFC 3339 in UTC with `Z` and nine fractional digits,
-    as in the audit export. Takes a datetime or nanoseconds since the epoch."""
-    if isinstance(value, datetime):
-        aware = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
-        delta = aware - _EPOCH
-        value = (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
-    return audit.format_ts(value)
-
-
-def examples(*lines: str) -> str:
-    """A help epilog of example command lines, kept as written."""
-    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
-
-
-# -- progress bars -------------------------------------------------------------------------------------------
-
-ProgressFn = Callable[[int, int], None]
-PROGRESS_DELAY = 0.5  # seconds of work before a bar appears: quick work shows none
-
-
-def isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
-
-
-class _Bar:
-    """A click progress bar fed with (done, total), shown only once the work has lasted a moment."""
-
-    def __init__(self, label: str, stream: TextIO, delay: float) -> None:
-        self.label, self.stream, self.delay = label, stream, delay
-        self.start = time.monotonic()
-        self.stack = contextlib.ExitStack()
-        self.bar: ProgressBar[int] | None = None
-        self.shown = 0
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.bar is None:
-            if time.monotonic() - self.start < self.delay:
-                return
-            bar: ProgressBar[int] = click.progressbar(length=max(total, 1), label=self.label, file=self.stream)
-            self.bar = self.stack.enter_context(bar)
-        if done > self.shown:
-            self.bar.update(done - self.shown)
-            self.shown = done
-
-
-@contextlib.contextmanager
-def progress(label: str, *, enabled: bool = True) -> Iterator[ProgressFn | None]:
-    """A progress callback `(done, total)` for library calls that take one, drawing a click progress bar
-    on standard error; None (no progress) unless standard error is a terminal, so pipes, logs and tests
-    never see one."""
-    stream = sys.stderr
-    if not (enabled and isatty(stream)):
-        yield None
-        return
-    bar = _Bar(label, stream, PROGRESS_DELAY)
-    with bar.stack:
-        yield bar
-
-
-# -- asking before an irreversible step -----------------------------------------------------------------------
-
-
-def confirm(needs_yes: str, header: str, lines: Sequence[str], question: str, declined: str) -> None:
-    """Ask on the terminal before what cannot be undone (forgetting), listing what it touches; never guess
-    when nobody can answer: without a terminal on standard input, `needs_yes` is a usage error (exit 2).
-    A "no" (the default) is `declined`, exit 1."""
-    if not isatty(sys.stdin):
-        raise UsageError(needs_yes)
-    click.echo(header, err=True)
-    for line in lines:
-        click.echo(f"  {line}", err=True)
-    if not click.confirm(question, default=False, err=True):
-        raise Failure(declined, "Aborted")
 
 
 # -- files ---------------------------------------------------------------------------------------------------
