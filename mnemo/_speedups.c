@@ -829,6 +829,14 @@ static void scan_loop(scan_t *st, out_t *out) {
  * of the codes, with its bytes inline when short: a lookup reads one slot and, when the hash matches,
  * the key it names, not the place in the window where the value was first seen (megabytes back). */
 #define KEY_INLINE 16
+/* Phase 2 reads a few spans of each row, scattered over a window larger than the CPU's caches: the rows
+ * a few ahead are asked for while this one is read. */
+#define PF_AHEAD 8
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)0)
+#endif
 typedef struct {
     uint64_t hash;
     Py_ssize_t len;
@@ -1028,6 +1036,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         int in_run = id_width > 0;
         for (Py_ssize_t i = 0; i < out.n; i++) {
             const row *r = &out.rows[i];
+            if (i + PF_AHEAD < out.n) PREFETCH(buf + out.rows[i + PF_AHEAD].id.off);
             memcpy(d + at, buf + r->id.off, (size_t)r->id.len);
             if (in_run) {
                 in_run = r->id.len == id_width && (!i || memcmp(d + at - id_width, d + at, (size_t)id_width) < 0);
@@ -1076,6 +1085,12 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Py_ssize_t lastcode[3] = {-1, -1, -1}, lasttagcode = -1;
     for (Py_ssize_t i = 0; i < out.n; i++) {
         row *r = &out.rows[i];
+        if (i + PF_AHEAD < out.n) {
+            const row *a = &out.rows[i + PF_AHEAD];
+            PREFETCH(buf + a->scope.off);
+            PREFETCH(buf + a->agent.off);
+            PREFETCH(buf + a->tags.off);
+        }
         span sps[3] = {r->scope, r->agent, r->tags};
         Py_ssize_t set = 0;
         for (int t = 0; t < 3; t++) {
