@@ -50,6 +50,7 @@ typedef struct {
     int64_t *frames; /* offset, end pairs (absolute) */
     uint32_t *counts;
     Py_ssize_t nframes, fcap;
+    Py_ssize_t id_total, total_tags; /* the bytes of the rows' ids, and their tags, summed */
     int oom;
 } out_t;
 
@@ -812,6 +813,10 @@ static void scan_loop(scan_t *st, out_t *out) {
             out->oom = 1;
             break;
         }
+        for (Py_ssize_t k = n0; k < out->n; k++) { /* (while the frame's rows are in the cache) */
+            out->id_total += out->rows[k].id.len;
+            out->total_tags += out->rows[k].ntags;
+        }
         st->seq = s;
         memcpy(st->last, prev, HASH);
         pos += (Py_ssize_t)total;
@@ -964,19 +969,6 @@ static Py_ssize_t intern(table_t *t, const unsigned char *buf, span sp, uint32_t
     return n;
 }
 
-#define COLUMN(name, type, field)                                                                 \
-    do {                                                                                          \
-        PyObject *b_ = PyBytes_FromStringAndSize(NULL, out.n * (Py_ssize_t)sizeof(type));         \
-        if (!b_) goto fail;                                                                       \
-        type *d_ = (type *)PyBytes_AS_STRING(b_);                                                 \
-        for (Py_ssize_t i_ = 0; i_ < out.n; i_++) d_[i_] = (type)out.rows[i_].field;              \
-        if (PyDict_SetItemString(cols, name, b_) < 0) {                                           \
-            Py_DECREF(b_);                                                                        \
-            goto fail;                                                                            \
-        }                                                                                         \
-        Py_DECREF(b_);                                                                            \
-    } while (0)
-
 static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer view;
     long long base, pos, seq, stop_seq, max_frame, row0;
@@ -1022,38 +1014,32 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         goto fail;
     }
     const unsigned char *buf = view.buf;
-    /* the ids, back to back, with the end of each; how many lead in strictly ascending order, all ASCII
-     * of the first one's width (what a SortedIds blob holds), and that width (0 when none does) */
-    Py_ssize_t id_total = 0, id_width = out.n ? out.rows[0].id.len : 0, id_run = 0;
-    for (Py_ssize_t i = 0; i < out.n; i++) id_total += out.rows[i].id.len;
+    /* Everything a row gives is taken from it in one pass over the rows (each read from memory once): the
+     * ids, back to back, with the end of each, and how many lead in strictly ascending order, all ASCII
+     * of the first one's width (what a SortedIds blob holds), and that width (0 when none does); the
+     * codes of its scope, agent and tag set; its tags' (tag code, row) pairs; its hashes; its columns. */
+    Py_ssize_t id_total = out.id_total, total_tags = out.total_tags;
+    Py_ssize_t id_width = out.n ? out.rows[0].id.len : 0, id_run = 0;
     ids = PyBytes_FromStringAndSize(NULL, id_total);
     id_ends = PyBytes_FromStringAndSize(NULL, out.n * (Py_ssize_t)sizeof(int64_t));
-    if (!ids || !id_ends) goto fail;
-    {
-        unsigned char *d = (unsigned char *)PyBytes_AS_STRING(ids);
-        int64_t *ends = (int64_t *)PyBytes_AS_STRING(id_ends);
-        Py_ssize_t at = 0;
-        int in_run = id_width > 0;
-        for (Py_ssize_t i = 0; i < out.n; i++) {
-            const row *r = &out.rows[i];
-            if (i + PF_AHEAD < out.n) PREFETCH(buf + out.rows[i + PF_AHEAD].id.off);
-            memcpy(d + at, buf + r->id.off, (size_t)r->id.len);
-            if (in_run) {
-                in_run = r->id.len == id_width && (!i || memcmp(d + at - id_width, d + at, (size_t)id_width) < 0);
-                for (Py_ssize_t k = 0; in_run && k < r->id.len; k++) in_run = d[at + k] < 0x80;
-                id_run += in_run;
-            }
-            at += r->id.len;
-            ends[i] = (int64_t)at;
-        }
-        if (!id_run) id_width = 0;
-    }
     cols = PyDict_New();
     hashes = PyBytes_FromStringAndSize(NULL, out.n * HASH);
     leaves = PyBytes_FromStringAndSize(NULL, (flags & FLAG_LEAVES) ? out.n * HASH : 0);
     frames = PyBytes_FromStringAndSize((const char *)out.frames, out.nframes * 2 * (Py_ssize_t)sizeof(int64_t));
     counts = PyBytes_FromStringAndSize((const char *)out.counts, out.nframes * (Py_ssize_t)sizeof(uint32_t));
-    if (!ids || !cols || !hashes || !leaves || !frames || !counts) goto fail;
+    if (!ids || !id_ends || !cols || !hashes || !leaves || !frames || !counts) goto fail;
+    static const char *const col_names[8] = {"ver", "slot_len", "entry_len", "seq", "ts", "size", "slot_off",
+                                             "entry_off"};
+    char *colp[8];
+    for (int c = 0; c < 8; c++) { /* u32 for the first three, i64 for the rest; the dict holds each */
+        PyObject *b_ = PyBytes_FromStringAndSize(NULL, out.n * (Py_ssize_t)(c < 3 ? 4 : 8));
+        if (!b_ || PyDict_SetItemString(cols, col_names[c], b_) < 0) {
+            Py_XDECREF(b_);
+            goto fail;
+        }
+        colp[c] = PyBytes_AS_STRING(b_);
+        Py_DECREF(b_);
+    }
     for (int t = 0; t < 3; t++) {
         tabs[t].list = PyList_New(0);
         codes[t] = PyBytes_FromStringAndSize(NULL, out.n * (Py_ssize_t)sizeof(uint32_t));
@@ -1061,8 +1047,6 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
     tagtab.list = PyList_New(0);
     if (!tagtab.list) goto fail;
-    Py_ssize_t total_tags = 0;
-    for (Py_ssize_t i = 0; i < out.n; i++) total_tags += out.rows[i].ntags;
     pair_code = malloc((size_t)(total_tags ? total_tags : 1) * sizeof(uint32_t));
     pair_row = malloc((size_t)(total_tags ? total_tags : 1) * sizeof(uint32_t));
     if (!pair_code || !pair_row) {
@@ -1083,44 +1067,71 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Py_ssize_t nsets = 0, nset_tags = 0;
     span lastsp[3], lasttag = {0, 0};
     Py_ssize_t lastcode[3] = {-1, -1, -1}, lasttagcode = -1;
-    for (Py_ssize_t i = 0; i < out.n; i++) {
-        row *r = &out.rows[i];
-        if (i + PF_AHEAD < out.n) {
-            const row *a = &out.rows[i + PF_AHEAD];
-            PREFETCH(buf + a->scope.off);
-            PREFETCH(buf + a->agent.off);
-            PREFETCH(buf + a->tags.off);
-        }
-        span sps[3] = {r->scope, r->agent, r->tags};
-        Py_ssize_t set = 0;
-        for (int t = 0; t < 3; t++) {
-            Py_ssize_t c = intern(&tabs[t], buf, sps[t], r->ntags, t == 2, &lastsp[t], &lastcode[t]);
-            if (c < 0) goto fail;
-            ((uint32_t *)PyBytes_AS_STRING(codes[t]))[i] = (uint32_t)c;
-            set = c; /* (the tag set's, after the last) */
-        }
-        if (set == nsets) { /* a new tag set: its tags */
-            set_first[nsets] = nset_tags;
-            set_len[nsets++] = r->ntags;
-            Py_ssize_t ti = r->tags.off, tend = r->tags.off + r->tags.len, ts_, tl_;
-            for (uint32_t k = 0; k < r->ntags; k++) {
-                if (!any_str(buf, tend, &ti, &ts_, &tl_)) {
-                    PyErr_SetString(PyExc_SystemError, "tag set changed under the scan");
-                    goto fail;
-                }
-                span tsp = {ts_, tl_};
-                Py_ssize_t c = intern(&tagtab, buf, tsp, 0, 0, &lasttag, &lasttagcode);
-                if (c < 0) goto fail;
-                set_tags[nset_tags++] = (uint32_t)c;
+    {
+        unsigned char *d = (unsigned char *)PyBytes_AS_STRING(ids);
+        int64_t *ends = (int64_t *)PyBytes_AS_STRING(id_ends);
+        uint32_t *c_ver = (uint32_t *)colp[0], *c_slen = (uint32_t *)colp[1], *c_elen = (uint32_t *)colp[2];
+        int64_t *c_seq = (int64_t *)colp[3], *c_ts = (int64_t *)colp[4], *c_size = (int64_t *)colp[5];
+        int64_t *c_soff = (int64_t *)colp[6], *c_eoff = (int64_t *)colp[7];
+        Py_ssize_t at = 0;
+        int in_run = id_width > 0;
+        for (Py_ssize_t i = 0; i < out.n; i++) {
+            row *r = &out.rows[i];
+            if (i + PF_AHEAD < out.n) {
+                const row *a = &out.rows[i + PF_AHEAD];
+                PREFETCH(buf + a->id.off);
+                PREFETCH(buf + a->scope.off);
+                PREFETCH(buf + a->agent.off);
+                PREFETCH(buf + a->tags.off);
             }
+            memcpy(d + at, buf + r->id.off, (size_t)r->id.len);
+            if (in_run) {
+                in_run = r->id.len == id_width && (!i || memcmp(d + at - id_width, d + at, (size_t)id_width) < 0);
+                for (Py_ssize_t k = 0; in_run && k < r->id.len; k++) in_run = d[at + k] < 0x80;
+                id_run += in_run;
+            }
+            at += r->id.len;
+            ends[i] = (int64_t)at;
+            span sps[3] = {r->scope, r->agent, r->tags};
+            Py_ssize_t set = 0;
+            for (int t = 0; t < 3; t++) {
+                Py_ssize_t c = intern(&tabs[t], buf, sps[t], r->ntags, t == 2, &lastsp[t], &lastcode[t]);
+                if (c < 0) goto fail;
+                ((uint32_t *)PyBytes_AS_STRING(codes[t]))[i] = (uint32_t)c;
+                set = c; /* (the tag set's, after the last) */
+            }
+            if (set == nsets) { /* a new tag set: its tags */
+                set_first[nsets] = nset_tags;
+                set_len[nsets++] = r->ntags;
+                Py_ssize_t ti = r->tags.off, tend = r->tags.off + r->tags.len, ts_, tl_;
+                for (uint32_t k = 0; k < r->ntags; k++) {
+                    if (!any_str(buf, tend, &ti, &ts_, &tl_)) {
+                        PyErr_SetString(PyExc_SystemError, "tag set changed under the scan");
+                        goto fail;
+                    }
+                    span tsp = {ts_, tl_};
+                    Py_ssize_t c = intern(&tagtab, buf, tsp, 0, 0, &lasttag, &lasttagcode);
+                    if (c < 0) goto fail;
+                    set_tags[nset_tags++] = (uint32_t)c;
+                }
+            }
+            /* each tag, for the postings: (tag code, row) pairs */
+            for (uint32_t k = 0; k < set_len[set]; k++) {
+                pair_code[npairs] = set_tags[set_first[set] + k];
+                pair_row[npairs++] = (uint32_t)(row0 + i);
+            }
+            memcpy(PyBytes_AS_STRING(hashes) + i * HASH, r->hash, HASH);
+            if (flags & FLAG_LEAVES) memcpy(PyBytes_AS_STRING(leaves) + i * HASH, r->leaf, HASH);
+            c_ver[i] = r->ver;
+            c_slen[i] = r->slot_len;
+            c_elen[i] = r->entry_len;
+            c_seq[i] = r->seq;
+            c_ts[i] = r->ts;
+            c_size[i] = r->size;
+            c_soff[i] = r->slot_off;
+            c_eoff[i] = r->entry_off;
         }
-        /* each tag, for the postings: (tag code, row) pairs */
-        for (uint32_t k = 0; k < set_len[set]; k++) {
-            pair_code[npairs] = set_tags[set_first[set] + k];
-            pair_row[npairs++] = (uint32_t)(row0 + i);
-        }
-        memcpy(PyBytes_AS_STRING(hashes) + i * HASH, r->hash, HASH);
-        if (flags & FLAG_LEAVES) memcpy(PyBytes_AS_STRING(leaves) + i * HASH, r->leaf, HASH);
+        if (!id_run) id_width = 0;
     }
     {
         /* the rows of each tag, tag by tag in first-seen order, rows in order (a stable counting sort) */
@@ -1143,14 +1154,6 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         }
         for (Py_ssize_t k = 0; k < npairs; k++) rows[tcount[pair_code[k]]++] = pair_row[k];
     }
-    COLUMN("ver", uint32_t, ver);
-    COLUMN("slot_len", uint32_t, slot_len);
-    COLUMN("entry_len", uint32_t, entry_len);
-    COLUMN("seq", int64_t, seq);
-    COLUMN("ts", int64_t, ts);
-    COLUMN("size", int64_t, size);
-    COLUMN("slot_off", int64_t, slot_off);
-    COLUMN("entry_off", int64_t, entry_off);
     result = Py_BuildValue("(nLy#NNNNNnnNNNNNNNNNNNN)", st.pos, (long long)st.seq, (const char *)st.last,
                            (Py_ssize_t)HASH, st.need > 0 ? PyLong_FromSsize_t(st.need) : PyLong_FromLong(0),
                            frames, counts, ids, id_ends, id_width, id_run, tabs[0].list, codes[0], tabs[1].list, codes[1], tabs[2].list,
