@@ -10,10 +10,18 @@
  * what is wrong with it. The times are made as mnemo.record.ns_to_datetime makes them, the hash's hex
  * as bytes.hex, and the record as make_memory_record makes it (its __dict__ set in one step).
  *
- * Include it once, after Python.h; call fields_init() in the module's init.
+ * Include it once, after Python.h; call fields_init() in the module's init. mnemo/_speedups.c (the scan
+ * core) includes it for the msgpack readers alone (uint_at, MAX_DEPTH), and builds no record: what it
+ * leaves unused is marked FIELDS_OPTIONAL, so that no warning is given for it.
  */
 #ifndef MNEMO_FIELDS_H
 #define MNEMO_FIELDS_H
+
+#if defined(__GNUC__) || defined(__clang__)
+#define FIELDS_OPTIONAL __attribute__((unused))
+#else
+#define FIELDS_OPTIONAL
+#endif
 
 #include <datetime.h>
 #include <stdint.h>
@@ -162,7 +170,7 @@ static int dec_value(rd_t *r, PyObject **out, int depth) {
 
 /* The three fields of packed[0..n): 1 with new references at *content (str or bytes), *tags (a tuple)
  * and *metadata (a dict); 0 not decoded here; -1 an exception set. */
-static int dec_fields(const unsigned char *p, Py_ssize_t n, PyObject **content, PyObject **tags, PyObject **metadata) {
+FIELDS_OPTIONAL static int dec_fields(const unsigned char *p, Py_ssize_t n, PyObject **content, PyObject **tags, PyObject **metadata) {
     rd_t r = {p, n, 0};
     uint64_t len;
     *content = *tags = *metadata = NULL;
@@ -215,7 +223,7 @@ static void civil_from_days(int64_t z, int *y, int *m, int *d) {
  * so fromtimestamp's rounding gives back the exact microsecond, and the date is computed here from it;
  * beyond, fromtimestamp itself is called on the same float. NULL with an exception set (a value out of
  * range raises as fromtimestamp raises). */
-static PyObject *ns_to_datetime(PyObject *ts) {
+FIELDS_OPTIONAL static PyObject *ns_to_datetime(PyObject *ts) {
     long long ns = PyLong_AsLongLong(ts);
     if (ns == -1 && PyErr_Occurred()) return NULL;
     long long us = ns / 1000 - (ns % 1000 < 0); /* floor division, as Python's // */
@@ -241,7 +249,7 @@ static PyObject *ns_to_datetime(PyObject *ts) {
     return dt;
 }
 
-static PyObject *hex_of(const char *h, Py_ssize_t n) {
+FIELDS_OPTIONAL static PyObject *hex_of(const char *h, Py_ssize_t n) {
     static const char digits[] = "0123456789abcdef";
     PyObject *s = PyUnicode_New(2 * n, 127);
     if (!s) return NULL;
@@ -265,7 +273,7 @@ static PyObject *fields_template;
 
 /* The record of the fields f[] (borrowed): an instance of `type` whose __dict__ holds them, as
  * make_memory_record makes it; NULL with an exception set on failure. */
-static PyObject *new_record(PyTypeObject *type, PyObject *const f[NF]) {
+FIELDS_OPTIONAL static PyObject *new_record(PyTypeObject *type, PyObject *const f[NF]) {
     PyObject *d = PyDict_Copy(fields_template), *obj = NULL;
     if (!d) return NULL;
     for (int k = 0; k < NF; k++)
@@ -281,7 +289,7 @@ error:
 }
 
 /* The datetime C API and the interned keys: 0, or -1 with an exception set. */
-static int fields_init(void) {
+FIELDS_OPTIONAL static int fields_init(void) {
     PyDateTime_IMPORT;
     if (!PyDateTimeAPI) return -1;
     for (int k = 0; k < NF; k++)
@@ -309,7 +317,7 @@ static int fields_init(void) {
 
 /* Whether a served entry's agent decodes as msgpack decodes it, strict UTF-8 (1 yes, 0 no, -1 an exception
  * set): an entry whose agent does not decode is not served by either read path. */
-static int utf8_decodes(const unsigned char *p, Py_ssize_t n) {
+FIELDS_OPTIONAL static int utf8_decodes(const unsigned char *p, Py_ssize_t n) {
     PyObject *s = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
     if (s) {
         Py_DECREF(s);
@@ -378,7 +386,7 @@ static int has(const unsigned char *p, Py_ssize_t n, Py_ssize_t i, const char *k
  * version `ver` in scope `scope`: its digest at *digest (32 bytes), its agent's bytes at raw[*agent_off..)
  * (*agent_len of them, not yet checked as UTF-8: the caller does that with the GIL). Any other layout
  * is 0: the callers' general paths decide. Runs without the GIL. */
-static int put_of(const unsigned char *raw, Py_ssize_t n, const char *id, Py_ssize_t id_len, const char *scope,
+FIELDS_OPTIONAL static int put_of(const unsigned char *raw, Py_ssize_t n, const char *id, Py_ssize_t id_len, const char *scope,
                   Py_ssize_t scope_len, int64_t ver, Py_ssize_t *agent_off, Py_ssize_t *agent_len,
                   const unsigned char **digest) {
     Py_ssize_t i = 0, s, l;

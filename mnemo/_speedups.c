@@ -20,6 +20,7 @@
 #include <malloc.h>
 #endif
 
+#include "_fields.h"
 #include "_sha256.h"
 
 #define FH 24
@@ -28,7 +29,6 @@
 #define SALT 16
 #define HASH 32
 #define MIN_PUT_SLOT (SC + SALT + 1)
-#define MAX_DEPTH 32
 #define FLAG_DIGEST 1
 #define FLAG_LEAVES 2
 
@@ -332,7 +332,7 @@ static int utf8_ok(const unsigned char *s, Py_ssize_t n) {
 
 /* A msgpack str header at p[0..n): fixstr, str8, str16 only (as the Python fast path reads them).
  * Sets *start, *len; returns 0 if it is not one or overruns. */
-static int str_at(const unsigned char *p, Py_ssize_t n, Py_ssize_t i, Py_ssize_t *start, Py_ssize_t *len) {
+static int short_str_at(const unsigned char *p, Py_ssize_t n, Py_ssize_t i, Py_ssize_t *start, Py_ssize_t *len) {
     if (i >= n) return 0;
     unsigned char b = p[i];
     Py_ssize_t s, l;
@@ -356,52 +356,13 @@ static int str_at(const unsigned char *p, Py_ssize_t n, Py_ssize_t i, Py_ssize_t
     return 1;
 }
 
-/* A msgpack unsigned int at p[i]: positive fixint or uint 8/16/32/64. */
-static int uint_at(const unsigned char *p, Py_ssize_t n, Py_ssize_t i, uint64_t *v, Py_ssize_t *end) {
-    if (i >= n) return 0;
-    unsigned char b = p[i];
-    int w;
-    if (b < 0x80) {
-        *v = b;
-        *end = i + 1;
-        return 1;
-    }
-    if (b == 0xCC) w = 1;
-    else if (b == 0xCD) w = 2;
-    else if (b == 0xCE) w = 4;
-    else if (b == 0xCF) w = 8;
-    else return 0;
-    if (w > n - i - 1) return 0;
-    uint64_t x = 0;
-    for (int k = 0; k < w; k++) x = (x << 8) | p[i + 1 + k];
-    *v = x;
-    *end = i + 1 + w;
-    return 1;
-}
-
 /* Any msgpack str (fixstr, str8/16/32) with valid UTF-8, for the payload (decoded by msgpack). */
 static int any_str(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, Py_ssize_t *start, Py_ssize_t *len) {
-    if (*i >= n) return 0;
-    unsigned char b = p[*i];
-    Py_ssize_t s, l;
-    if (b >= 0xA0 && b <= 0xBF) {
-        s = *i + 1;
-        l = b - 0xA0;
-    } else if (b == 0xD9 || b == 0xDA || b == 0xDB) {
-        int w = b == 0xD9 ? 1 : b == 0xDA ? 2 : 4;
-        if (w > n - *i - 1) return 0;
-        uint64_t x = 0;
-        for (int k = 0; k < w; k++) x = (x << 8) | p[*i + 1 + k];
-        s = *i + 1 + w;
-        if (x > (uint64_t)(n - s)) return 0;
-        l = (Py_ssize_t)x;
-    } else {
-        return 0;
-    }
-    if (l > n - s || !utf8_ok(p + s, l)) return 0;
+    Py_ssize_t at = *i, s, l;
+    if (!str_at(p, n, &at, &s, &l) || !utf8_ok(p + s, l)) return 0;
     *start = s;
     *len = l;
-    *i = s + l;
+    *i = at;
     return 1;
 }
 
@@ -789,7 +750,7 @@ static int put_entry(const unsigned char *raw, Py_ssize_t n, int64_t seq, const 
     if (raw[o + 8] != 0xC4 || raw[o + 9] != 0x20 || memcmp(raw + o + 10, prev, HASH) != 0) return 0;
     Py_ssize_t q = o + 42, st, ln;
     if (!starts(raw, n, q, K_PUT, 4)) return 0;
-    if (!str_at(raw, n, q + 4, &st, &ln) || !utf8_ok(raw + st, ln)) return 0;
+    if (!short_str_at(raw, n, q + 4, &st, &ln) || !utf8_ok(raw + st, ln)) return 0;
     r->agent.off = base + st;
     r->agent.len = ln;
     Py_ssize_t d = st + ln;
@@ -797,18 +758,21 @@ static int put_entry(const unsigned char *raw, Py_ssize_t n, int64_t seq, const 
     d += 10;
     Py_ssize_t i = d + HASH;
     if (!starts(raw, n, i, K_ID, 3)) return 0;
-    if (!str_at(raw, n, i + 3, &st, &ln) || !utf8_ok(raw + st, ln)) return 0;
+    if (!short_str_at(raw, n, i + 3, &st, &ln) || !utf8_ok(raw + st, ln)) return 0;
     r->id.off = base + st;
     r->id.len = ln;
     i = st + ln;
     if (!starts(raw, n, i, K_SCOPE, 6)) return 0;
-    if (!str_at(raw, n, i + 6, &st, &ln) || !utf8_ok(raw + st, ln)) return 0;
+    if (!short_str_at(raw, n, i + 6, &st, &ln) || !utf8_ok(raw + st, ln)) return 0;
     r->scope.off = base + st;
     r->scope.len = ln;
     i = st + ln;
     uint64_t size, ver;
-    if (!starts(raw, n, i, K_SIZE, 5) || !uint_at(raw, n, i + 5, &size, &i)) return 0;
-    if (!starts(raw, n, i, K_VER, 4) || !uint_at(raw, n, i + 4, &ver, &i)) return 0;
+    if (!starts(raw, n, i, K_SIZE, 5)) return 0;
+    i += 5;
+    if (!uint_at(raw, n, &i, &size) || !starts(raw, n, i, K_VER, 4)) return 0;
+    i += 4;
+    if (!uint_at(raw, n, &i, &ver)) return 0;
     if (i != n || ver < 1 || ver > 0xFFFFFFFFULL || size > (uint64_t)INT64_MAX) return 0;
     r->size = (int64_t)size;
     r->ver = (uint32_t)ver;

@@ -111,10 +111,10 @@ def import_(db: str, source: str, source_format: str, agent: str | None, scope: 
 
 def _import(db: str, source: str, source_format: str, agent: str | None, scope: str | None, into: str | None,
             sync: bool, yes: bool, dry_run: bool, lock_timeout: float | None) -> ImportReport:
+    found = open_source(source, source_format)  # first: a source that is not there, or not one, makes no database
     with open_client(db, agent, readonly=dry_run and os.path.lexists(db), lock_timeout=lock_timeout) as client, \
             progress("reading") as bar:
         server = MnemoMemoryToolServer(client, scope=scope)
-        found = open_source(source, source_format)
         expected = None
         if sync and not dry_run:
             expected = import_source(server, found, into=into, sync=True, dry_run=True).forgotten

@@ -10,11 +10,29 @@ within `max_view_chars`.
 from __future__ import annotations
 
 import logging
+import os
+import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mnemo.acl import check_name
-from mnemo.errors import InvalidInput, LockTimeout, MnemoError, NotFound, PermissionDenied, ReadOnly
+from mnemo.errors import (
+    Closed,
+    Conflict,
+    DurabilityError,
+    EmbedderError,
+    EmbedderMismatch,
+    ErasureIncomplete,
+    IntegrityError,
+    InvalidInput,
+    LockTimeout,
+    MnemoError,
+    NotFound,
+    PermissionDenied,
+    ReadOnly,
+    StorageError,
+    UnreadableDatabase,
+)
 from mnemo.recall.embedding import MODES
 from mnemo.tools.commands import CLEARED as CLEARED  # the clear_all text, where it always was
 from mnemo.tools.commands import Commands, Refusal, Settings
@@ -104,7 +122,49 @@ DEFAULT_MAX_VIEW_CHARS = 16_000
 # Room a result needs beside the two values it may echo (docs/MEMORY_TOOL.md §3).
 RESULT_OVERHEAD_CHARS = 1024
 INTERNAL_ERROR = "Error: Internal error"
+# The errors of Mnemo that speak of the command asked (its path, its value, the agent's permission): the
+# model gets them in their words (docs/MEMORY_TOOL.md §3).
+_IN_ITS_WORDS = (NotFound, Conflict, InvalidInput, Closed)
+# A failure of the store itself is written for its operator: it may name the database's path or server,
+# or the file of an OS error. It is logged, and the model is told what it can do, by its kind.
+STORE_FAILURES: tuple[tuple[type[MnemoError], str], ...] = (
+    (ErasureIncomplete, "Error: The change was committed and the content it removes erased from the memory store, "
+     "but a read still in progress on the server can see the erased bytes until it ends (the server's log "
+     "says which); do not repeat the command"),
+    (DurabilityError, "Error: The memory store failed to write to its storage (the server's log says why), and "
+     "takes no more commands until its operator reopens it; whether the last change was saved is not known"),
+    (IntegrityError, "Error: Data of the memory store that this command reads is damaged or was tampered with "
+     "(the server's log says where; its operator can run `mnemo verify`); other files may still be read"),
+    (UnreadableDatabase, "Error: The memory store cannot be read (the server's log says why); try again later"),
+    (StorageError, "Error: The memory store's database failed or refused this command, and nothing was written "
+     "(the server's log says why); try again later"),
+    (EmbedderError, "Error: The memory store's embedder failed, and nothing was written (the server's log says "
+     'why); try again later, or search with mode "lexical"'),
+    (EmbedderMismatch, "Error: The memory store's vectors were made by another embedder than the server's (the "
+     'server\'s log says which); search with mode "lexical"'),
+)
+"""What the model is told of each failure of the store itself (docs/MEMORY_TOOL.md §3); any other is
+`Error: The memory store failed ({error class}); the server's log says why`."""
 _TYPE_NAME = type.__dict__["__name__"]  # a class's own name, whatever its metaclass claims
+
+
+def _store_places(path: object) -> tuple[tuple[re.Pattern[str], str], ...]:
+    """What `hide_store` replaces: the database's path (a file's as given, absolute and resolved; a
+    PostgreSQL database's name) with whatever follows it up to a space or a quote, then its folder, the
+    longest first."""
+    if not isinstance(path, str) or not path:
+        return ()
+    places = {path: "the memory store"}
+    if "://" not in path:
+        for form in (os.path.abspath(path), os.path.realpath(path)):
+            places[form] = "the memory store"
+            folder = os.path.dirname(form)
+            if folder.strip("/"):
+                places.setdefault(folder, "the memory store's folder")
+    ordered = sorted(places.items(), key=lambda item: -len(item[0]))
+    # (a place stands at the start of the text or after a space, a quote or a parenthesis, so that a name
+    # within a longer one, such as a memory path ending in the database's relative name, stays)
+    return tuple((re.compile(r"(?<![^\s'\"(])" + re.escape(place) + r"[^\s'\"]*"), name) for place, name in ordered)
 
 
 class MnemoMemoryToolServer:
@@ -168,6 +228,7 @@ class MnemoMemoryToolServer:
                 f" (a result may echo two paths), got {max_view_chars}"
             )
         self._client = client
+        self._store_places = _store_places(getattr(client, "path", None))
         self._scope = client.home_scope if scope is None else check_name(scope, "scope")  # exact, never a pattern
         layout: Layout = SingleScope(self._root, self._scope)
         if mounts is not None:
@@ -365,25 +426,52 @@ class MnemoMemoryToolServer:
             return CommandResult(cut_to(result.text, self._max_view_chars), result.is_error)
         return result
 
-    @staticmethod
-    def _mapped(run: Callable[[], CommandResult]) -> CommandResult:
+    def _mapped(self, run: Callable[[], CommandResult]) -> CommandResult:
         try:
             return run()
         except Refusal as refusal_:
             return CommandResult(refusal_.text, True)
-        except NotFound as exc:
-            return CommandResult(f"Error: {exc}", True)
-        except PermissionDenied as exc:
-            return CommandResult(f"Error: Permission denied: {exc}", True)
-        except LockTimeout:
-            return CommandResult("Error: The memory store is busy (writer lock timeout); try again", True)
-        except ReadOnly:
-            return CommandResult("Error: The memory store is read-only", True)
         except MnemoError as exc:
-            return CommandResult(f"Error: {exc}", True)
+            return self.error_result(exc)
         except Exception as exc:
             log.exception("memory tool command failed")
             return CommandResult(f"{INTERNAL_ERROR} ({_TYPE_NAME.__get__(type(exc))})", True)
+
+    def error_result(self, error: MnemoError) -> CommandResult:
+        """The error result of an error of Mnemo met running a command (docs/MEMORY_TOOL.md §3). One that
+        speaks of the command (a missing record, a refused value, a permission) is given in its words;
+        a failure of the store itself (`STORE_FAILURES`: a damaged or unreadable database, a failed
+        write, a database server that is down or refuses) is logged in its words, which are the
+        operator's (a path, a server's name), and given as what the model can do. No text given names
+        where the database is: its path, or its server's name, is left out of every one. An error whose
+        text cannot be made is `Error: Internal error`. Never raises."""
+        try:
+            text = str(error)
+        except Exception:
+            log.exception("memory tool error text failed")
+            return CommandResult(INTERNAL_ERROR, True)
+        if isinstance(error, LockTimeout):
+            return CommandResult("Error: The memory store is busy (writer lock timeout); try again", True)
+        if isinstance(error, ReadOnly):
+            return CommandResult("Error: The memory store is read-only", True)
+        if isinstance(error, PermissionDenied):
+            return CommandResult(f"Error: Permission denied: {self.hide_store(text)}", True)
+        if isinstance(error, _IN_ITS_WORDS):
+            return CommandResult(f"Error: {self.hide_store(text)}", True)
+        kind = _TYPE_NAME.__get__(type(error))
+        log.warning("memory tool command failed: %s: %s", kind, text)
+        for failure, told in STORE_FAILURES:
+            if isinstance(error, failure):
+                return CommandResult(told, True)
+        return CommandResult(f"Error: The memory store failed ({kind}); the server's log says why", True)
+
+    def hide_store(self, text: str) -> str:
+        """`text` with every mention of where the database is (its path as given, absolute or resolved,
+        with what follows it up to a space or quote, such as a sidecar's suffix; its folder; a
+        PostgreSQL database's name) replaced by `the memory store` (or `the memory store's folder`)."""
+        for place, name in self._store_places:
+            text = place.sub(name, text)
+        return text
 
     # -- what the tests of the usage cache look at ---------------------------------------------------
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mnemo.transfer.folder import kind_of
-from mnemo.transfer.items import TOO_DEEP, Skipped, SourceError, SourceFile, file_name, stat_source, text_file
+from mnemo.transfer.items import TOO_DEEP, TOO_LONG, Skipped, SourceError, SourceFile, file_name, stat_source, text_file
 
 __all__ = ["KnowledgeGraphSource", "read_json_file"]
 
@@ -100,6 +100,8 @@ class KnowledgeGraphSource:
                                   "graph's line (an entity or a relation object)") from None
             except RecursionError:
                 raise SourceError(f"{where}: {TOO_DEEP}, so not a knowledge graph's line") from None
+            except ValueError:
+                raise SourceError(f"{where}: {TOO_LONG}, so not a knowledge graph's line") from None
             if not isinstance(item, dict) or item.get("type") not in ("entity", "relation"):
                 raise SourceError(f'{where}: not an entity or a relation of a knowledge graph (a JSON object '
                                   f'with "type": "entity" or "relation"), got {line.strip()[:80]}')

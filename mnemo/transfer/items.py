@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,6 +23,10 @@ from mnemo.errors import InvalidInput
 
 # json.loads recurses once a level: a document nested deeper than the interpreter allows is refused
 TOO_DEEP = "its JSON nests arrays or objects deeper than the parser reaches (thousands of levels)"
+# json.loads converts an integer with int(), which refuses more digits than sys.get_int_max_str_digits()
+# (4,300 by default) with a ValueError that is no JSONDecodeError: such a document is refused too
+TOO_LONG = (f"its JSON holds an integer of more than {sys.get_int_max_str_digits() or 'the'} digits, more than the "
+            "parser converts")
 
 __all__ = [
     "SourceError",

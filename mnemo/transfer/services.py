@@ -25,7 +25,16 @@ from datetime import datetime, timezone
 from typing import Any
 
 from mnemo.transfer.graph import read_json_file
-from mnemo.transfer.items import TOO_DEEP, Skipped, SourceError, SourceFile, file_name, front_matter, text_file
+from mnemo.transfer.items import (
+    TOO_DEEP,
+    TOO_LONG,
+    Skipped,
+    SourceError,
+    SourceFile,
+    file_name,
+    front_matter,
+    text_file,
+)
 
 __all__ = ["Mem0Source", "MemoryServiceSource", "json_document", "kind_of_document"]
 
@@ -44,6 +53,8 @@ def json_document(path: str, what: str) -> Any:
                           f"so not {what}") from None
     except RecursionError:
         raise SourceError(f"cannot import {path}: {TOO_DEEP}, so not {what}") from None
+    except ValueError:
+        raise SourceError(f"cannot import {path}: {TOO_LONG}, so not {what}") from None
 
 
 def kind_of_document(doc: Any) -> str | None:

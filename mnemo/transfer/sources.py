@@ -11,7 +11,7 @@ import stat
 from mnemo.transfer.claude_code import ClaudeCodeSource
 from mnemo.transfer.folder import FolderSource, kind_of
 from mnemo.transfer.graph import KnowledgeGraphSource, read_json_file
-from mnemo.transfer.items import TOO_DEEP, Source, SourceError, stat_source
+from mnemo.transfer.items import TOO_DEEP, TOO_LONG, Source, SourceError, stat_source
 from mnemo.transfer.services import Mem0Source, MemoryServiceSource, kind_of_document
 
 __all__ = ["FORMATS", "open_source"]
@@ -88,13 +88,15 @@ def _json_source(path: str) -> Source:
         kind = kind_of_document(json.loads(data))
     except RecursionError:
         raise SourceError(f"cannot import {path}: {TOO_DEEP}, so not a JSON export it reads") from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except ValueError as exc:
+        if not isinstance(exc, (UnicodeDecodeError, json.JSONDecodeError)):
+            raise SourceError(f"cannot import {path}: {TOO_LONG}, so not a JSON export it reads") from None
         kind = None
         # The reference MCP memory server's graph was once called memory.json: JSON Lines all the same.
         first = next((line for line in data.split(b"\n") if line.strip()), b"")
         try:
             item = json.loads(first)
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # (not JSON, or not UTF-8: both are ValueErrors)
             item = None
         if isinstance(item, dict) and item.get("type") in ("entity", "relation"):
             return KnowledgeGraphSource(path)

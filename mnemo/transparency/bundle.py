@@ -112,7 +112,7 @@ def _hashes(items: Sequence[object], first_line: int | None, found: list[Finding
 def _parse_json(text: str, found: list[Finding]) -> _Parsed:
     try:
         obj: dict[str, Any] = json.loads(text)  # text that starts with "{" is an object if it is JSON
-    except ValueError:
+    except (ValueError, RecursionError):  # (RecursionError: nested deeper than the parser reaches)
         raise NotABundle("the bundle is neither c2sp.org/tlog-proof@v1 text nor JSON") from None
     out = _Parsed(claimed={k: obj[k] for k in ("origin", "tree_size") if k in obj})
     entry = obj.get("entry_b64")

@@ -72,7 +72,7 @@ def parse_consistency(data: str | bytes) -> tuple[ConsistencyProof | None, tuple
     try:
         text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
         obj = json.loads(text)
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # (RecursionError: nested deeper than it reaches)
         raise NotJSON("the consistency proof is not UTF-8 JSON") from None
     if not isinstance(obj, dict):
         return None, (Finding("proof", "the consistency proof is not a JSON object"),)

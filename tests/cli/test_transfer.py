@@ -125,6 +125,26 @@ def test_import_errors_leave_the_database_unchanged(
     assert snapshot(db) == before
 
 
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("missing.json", None, "cannot import {src}: No such file or directory"),
+    ("long.json", '{"results": [{"id": "1", "memory": "x", "n": %s}]}' % ("9" * 5000),
+     "cannot import {src}: its JSON holds an integer of more than 4300 digits, more than the parser converts, so "
+     "not a JSON export it reads"),
+])
+def test_a_source_refused_before_reading_makes_no_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str | None, message: str
+) -> None:
+    """A source that is not there, or that the import cannot tell (or parse), is refused before the
+    database is made: no new database is left behind."""
+    src = tmp_path / name
+    if text is not None:
+        src.write_text(text)
+    new = tmp_path / "new.mnemo"
+    got, out, err = run(capsys, "import", new, src, "--agent", "agent-1", "--json")
+    assert (got, out, json.loads(err)["error"]["message"]) == (2, "", message.format(src=src))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ([name] if text is not None else [])
+
+
 def test_export(db: str, source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "import", db, str(source), "--agent", "agent-1")[0] == 0
     out_dir = tmp_path / "out"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -12,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.backends import commits, entries, stored
+from helpers.backends import commits, damage_payload, entries, stored
 from helpers.paths import ROOT
 
 from mnemo import MnemoClient
+from mnemo.errors import IntegrityError
 from mnemo.tools import MnemoMemoryToolServer
 
 anthropic = pytest.importorskip("anthropic")
@@ -39,7 +41,7 @@ from mnemo.tools.anthropic import (  # noqa: E402
     MnemoMemoryTool,
     MnemoSearchTool,
 )
-from mnemo.tools.server import SEARCH_INPUT_SCHEMA  # noqa: E402
+from mnemo.tools.server import SEARCH_INPUT_SCHEMA, STORE_FAILURES  # noqa: E402
 
 ROOT_HEADER = "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
 REPO = str(ROOT)
@@ -546,3 +548,24 @@ def test_search_tool_calls_errors_and_options(db_path: Path) -> None:
             raise AssertionError("no error")
 
         assert asyncio.run(go()) == (expected, expected, "Error: Path must start with /memories, got: /nope")
+
+
+def test_a_damaged_store_reaches_the_sdk_tools_naming_no_database(
+    db: str, client: MnemoClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK's memory and search tools raise the memory tool's text for a failure of the store itself
+    (docs/MEMORY_TOOL.md §3), naming neither the database's path nor its server; the log has the store's
+    own words."""
+    told = dict(STORE_FAILURES)[IntegrityError]
+    tool = MnemoMemoryTool(client)
+    tool.call({"command": "create", "path": "/memories/a.md", "file_text": "some words"})
+    damage_payload(db, client.query()[0].seq)
+    with caplog.at_level(logging.WARNING, "mnemo.tools"):
+        for run in (lambda: tool.call({"command": "view", "path": "/memories/a.md"}),
+                    lambda: MnemoSearchTool(tool.server).call({"query": "words"}),
+                    lambda: asyncio.run(AsyncMnemoMemoryTool(tool.server).call({"command": "view",
+                                                                                 "path": "/memories/a.md"}))):
+            with pytest.raises(ToolError) as info:
+                run()
+            assert info.value.content == told
+    assert client.path in caplog.text

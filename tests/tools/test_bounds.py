@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mnemo import MnemoClient
-from mnemo.errors import IntegrityError, InvalidInput
+from mnemo.errors import InvalidInput
 from mnemo.tools import CommandResult, MnemoMemoryToolServer
 from mnemo.tools.server import format_directory_view
 
@@ -195,7 +195,7 @@ def test_any_other_long_error_is_cut_to_fit(
     run(server, command="create", path="/memories/f", file_text="x")
 
     def damaged(*args: object) -> Any:
-        raise IntegrityError("z" * 100_000, 0)
+        raise InvalidInput("z" * 100_000)
 
     monkeypatch.setattr(client, "get", damaged)
     text = run(server, command="view", path="/memories/f").text

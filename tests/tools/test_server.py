@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import subprocess
@@ -17,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mnemo import MnemoClient
-from mnemo.errors import IntegrityError, InvalidInput, LockTimeout, MnemoError, NotFound, StorageError
+from mnemo.errors import Conflict, InvalidInput, LockTimeout, MnemoError, NotFound
 from mnemo.tools import CommandResult, MnemoMemoryToolServer
 from mnemo.tools.commands import BINARY_TEXT
-from mnemo.tools.server import format_size
+from mnemo.tools.server import STORE_FAILURES, format_size
 from mnemo.validation import Limits
 
 ROOT_HEADER = "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:"
@@ -605,12 +606,12 @@ def test_the_stores_not_found_inside_a_command_is_an_error_result(
     assert result.text.startswith("Error: record ") and result.text.endswith(" not found")
 
 
-@pytest.mark.parametrize("error", [IntegrityError, StorageError, InvalidInput])
-def test_any_other_store_error_inside_a_command_is_an_error_result_in_its_words(
+@pytest.mark.parametrize("error", [InvalidInput, Conflict])
+def test_a_store_error_about_the_command_is_an_error_result_in_its_words(
     client: MnemoClient, monkeypatch: pytest.MonkeyPatch, error: type[MnemoError]
 ) -> None:
-    """A damaged store, a lost database server or a refused value is the command's error result, the
-    store's message after "Error: ", marked as an error (a model must not take it for content)."""
+    """A refused value or a lost race is the command's error result, the store's message after "Error: ",
+    marked as an error (a model must not take it for content)."""
     server = MnemoMemoryToolServer(client)
     assert not run(server, command="create", path="/memories/a.md", file_text="x").is_error
 
@@ -619,6 +620,30 @@ def test_any_other_store_error_inside_a_command_is_an_error_result_in_its_words(
 
     monkeypatch.setattr(client, "get", failing)
     assert run(server, command="view", path="/memories/a.md") == bad("Error: the store says no")
+
+
+class _OtherFailure(MnemoError):
+    pass
+
+
+@pytest.mark.parametrize("error", [*(kind for kind, _ in STORE_FAILURES), _OtherFailure])
+def test_a_failure_of_the_store_itself_is_told_as_what_the_model_can_do_and_logged_in_its_words(
+    client: MnemoClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, error: type[MnemoError]
+) -> None:
+    """A damaged store, a lost database server, a failed write: the store's words are the operator's (they
+    may name the database's path or server), so they go to the log, and the model gets its kind's text."""
+    server = MnemoMemoryToolServer(client)
+    assert not run(server, command="create", path="/memories/a.md", file_text="x").is_error
+
+    def failing(rec_id: str, *args: Any, **kwargs: Any) -> Any:
+        raise error("/srv/secret/memory.db: the store says no")
+
+    monkeypatch.setattr(client, "get", failing)
+    told = dict(STORE_FAILURES).get(error, "Error: The memory store failed (_OtherFailure); the server's log says why")
+    with caplog.at_level(logging.WARNING, "mnemo.tools"):
+        assert run(server, command="view", path="/memories/a.md") == bad(told)
+    said = f"memory tool command failed: {error.__name__}: /srv/secret/memory.db: the store says no"
+    assert caplog.messages == [said]
 
 
 def test_lock_timeout_is_an_error_result(client: MnemoClient, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -103,6 +103,9 @@ def test_an_entity_of_many_observations_is_read_whole(tmp_path: Path) -> None:
     (['{"type":"relation","from":"a","to":"b","relationType":"r"}', "[" * 200_000 + "]" * 200_000],
      "{p} line 2: its JSON nests arrays or objects deeper than the parser reaches (thousands of levels), so not a "
      "knowledge graph's line"),
+    (['{"type":"entity","name":"a","entityType":"t","observations":[],"n":' + "7" * 5000 + "}"],
+     "{p} line 1: its JSON holds an integer of more than 4300 digits, more than the parser converts, so not a "
+     "knowledge graph's line"),
 ])
 def test_a_line_that_is_not_of_a_graph_is_an_error_naming_it(
     client: MnemoClient, tmp_path: Path, lines: list[str], message: str

@@ -71,6 +71,12 @@ def test_mem0_get_all_json(client: MnemoClient, tmp_path: Path, doc: Any) -> Non
 
 DEEP = "[" * 200_000 + "]" * 200_000  # deeper than json.loads can recurse
 TOO_DEEP = "its JSON nests arrays or objects deeper than the parser reaches (thousands of levels)"
+# an integer longer than int() converts (sys.get_int_max_str_digits(), 4,300 by default), where a field is read
+# and where none is
+LONG_INT = ('{"export_metadata": {}, "memories": [{"content": "x", "content_hash": "h", "created_at": %s}]}'
+            % ("9" * 5000))
+LONG_INT_MEM0 = '{"results": [{"id": "1", "memory": "x", "ignored": -%s}]}' % ("1" * 4301)
+TOO_LONG = "its JSON holds an integer of more than 4300 digits, more than the parser converts"
 
 
 @pytest.mark.parametrize(("fmt", "doc", "message"), [
@@ -85,6 +91,10 @@ TOO_DEEP = "its JSON nests arrays or objects deeper than the parser reaches (tho
     ("mem0", DEEP, f"cannot import {{p}}: {TOO_DEEP}, so not mem0 memories (the JSON of get_all())"),
     ("mcp-memory-service", DEEP, f"cannot import {{p}}: {TOO_DEEP}, so not an mcp-memory-service export"),
     ("auto", DEEP, f"cannot import {{p}}: {TOO_DEEP}, so not a JSON export it reads"),
+    ("mcp-memory-service", LONG_INT, f"cannot import {{p}}: {TOO_LONG}, so not an mcp-memory-service export"),
+    ("mem0", LONG_INT_MEM0, f"cannot import {{p}}: {TOO_LONG}, so not mem0 memories (the JSON of get_all())"),
+    ("auto", LONG_INT, f"cannot import {{p}}: {TOO_LONG}, so not a JSON export it reads"),
+    ("auto", LONG_INT_MEM0, f"cannot import {{p}}: {TOO_LONG}, so not a JSON export it reads"),
 ])
 def test_a_document_of_another_shape_is_an_error(
     client: MnemoClient, tmp_path: Path, fmt: str, doc: Any, message: str

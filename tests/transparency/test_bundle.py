@@ -70,6 +70,8 @@ def test_the_json_form() -> None:
         verify_bundle("[1, 2]", PUBKEY)
     with pytest.raises(NotABundle):
         verify_bundle("{not json", PUBKEY)
+    with pytest.raises(NotABundle):  # nested deeper than the parser reaches: no RecursionError
+        verify_bundle('{"a":' * 100_000 + "1" + "}" * 100_000, PUBKEY)
 
 
 # -- the attacker ----------------------------------------------------------------------------------------
@@ -254,6 +256,8 @@ def test_malformed_consistency_json() -> None:
         verify_consistency_proof(note(3), NOTE_5, "not json", PUBKEY)
     with pytest.raises(NotJSON):
         verify_consistency_proof(note(3), NOTE_5, b"\xff", PUBKEY)
+    with pytest.raises(NotJSON):  # nested deeper than the parser reaches: no RecursionError
+        verify_consistency_proof(note(3), NOTE_5, "[" * 100_000 + "]" * 100_000, PUBKEY)
     assert cfindings(note(3), NOTE_5, "[]") == [("proof", "the consistency proof is not a JSON object")]
     assert cfindings(note(3), NOTE_5, "{}") == [
         ("proof", '"origin" is missing or not text'),

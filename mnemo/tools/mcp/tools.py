@@ -25,6 +25,7 @@ from mnemo.tools.server import (
     CommandResult,
     MnemoMemoryToolServer,
 )
+from mnemo.tools.text import echo
 
 __all__ = [
     "INSTRUCTIONS",
@@ -281,21 +282,25 @@ def call_tool(
     """Run one tool call and return its result. Never raises."""
     tool = _BY_NAME.get(name)
     if tool is None or (read_only and tool.writes):
-        return CommandResult(f"Error: Unknown tool: {name}", True)
-    args: Mapping[str, Any] = arguments if arguments is not None else {}
+        # (the name quoted as the memory tool quotes a value the model sent, so the result stays bounded)
+        return CommandResult(f"Error: Unknown tool: {echo(name, server.echo_limit)}", True)
+    if arguments is not None and not isinstance(arguments, Mapping):
+        return CommandResult("Error: Invalid input: expected an object", True)
+    try:
+        # Only the tool's own fields: a `command` argument cannot turn one tool into another.
+        args = {k: arguments[k] for k in tool.fields if k in arguments} if arguments is not None else {}
+    except Exception:  # a mapping of the caller's whose reading raises
+        return CommandResult("Error: Invalid input: the object could not be read", True)
     if tool.command is not None:
-        # Only the command's own fields: a `command` argument cannot turn one tool into another.
-        command_input: dict[str, Any] = {"command": tool.command}
-        command_input.update((k, args[k]) for k in tool.fields if k in args)
-        return server.execute(command_input)
+        return server.execute({"command": tool.command, **args})
     if tool.name == SEARCH_TOOL_NAME:
-        # Only its own fields, checked by the search as a command's input is: `limit` is not coerced.
-        return server.execute_search({k: args[k] for k in tool.fields if k in args})
+        # Checked by the search as a command's input is: `limit` is not coerced.
+        return server.execute_search(args)
     runner = _history if tool.name == "memory_history" else _verify
     try:
         return runner(server, args)
     except MnemoError as exc:
-        return CommandResult(f"Error: {exc}", True)
+        return server.error_result(exc)
     except Exception as exc:
         log.exception("%s failed", tool.name)
         return CommandResult(f"Error: Internal error ({type(exc).__name__})", True)
@@ -377,7 +382,7 @@ def _verify(server: MnemoMemoryToolServer, args: Mapping[str, Any]) -> CommandRe
     records it can read in the scopes the server serves (`MnemoClient.verify_scopes`)."""
     client = server.client
     try:
-        return CommandResult(format_verify(client.verify()))
+        return CommandResult(server.hide_store(format_verify(client.verify())))
     except PermissionDenied:
         pass
     readable = []
@@ -389,7 +394,7 @@ def _verify(server: MnemoMemoryToolServer, args: Mapping[str, Any]) -> CommandRe
         readable.append(scope)
     if not readable:
         return CommandResult(f"Error: Permission denied: {client.agent_id} may not read in scope {server.scope}", True)
-    return CommandResult(format_scope_verify(client.verify_scopes(readable)))
+    return CommandResult(server.hide_store(format_scope_verify(client.verify_scopes(readable))))
 
 
 def _problem_lines(problems: tuple[Problem, ...], max_problems: int) -> list[str]:

@@ -18,7 +18,7 @@ from helpers.pg import AppRole, Schema
 from helpers.pg_reads import migrated_alike, read_loops, taken_back, written_after_a_migration
 from helpers.pg_server import ROUTINES, data_directory, files_holding, undo_version_12
 
-from mnemo import IntegrityError, MnemoClient
+from mnemo import IntegrityError, MemoryRecord, MnemoClient
 
 OWNER = "owner"
 SAME_AS_PAYLOADS = ("SELECT count(*) FROM mnemo_records r JOIN mnemo_payloads p ON p.seq = r.seq "
@@ -39,6 +39,18 @@ def _superuser(pg: Schema, statement: str, params: Any = None) -> None:
     with pg.connect() as conn:
         conn.execute("SET session_replication_role = replica")
         conn.execute(statement, params)
+
+
+def _one_and_two(app_role: AppRole) -> tuple[MemoryRecord, MemoryRecord]:
+    """Two records, "one" and "two" tagged t, written by the application role."""
+    with MnemoClient(app_role.url, OWNER) as c:
+        return c.remember("one", tags=["t"]), c.remember("two", tags=["t"])
+
+
+def _each_refused(app_role: AppRole, attempts: list[tuple[str, list[Any], str, str]]) -> None:
+    """Each statement, run as the application role, is refused by the copies' trigger naming its op and record."""
+    for statement, params, op, rec_id in attempts:
+        assert app_role.refused((statement, params)) == COPY_REFUSED.format(op, rec_id)
 
 
 # -- the migration ----------------------------------------------------------------------------------------------
@@ -90,9 +102,7 @@ def test_a_copy_other_than_its_payload_row_is_refused_for_every_role(pg: Schema,
     payload row holds, with an entry of its own making and its hash: the trigger refuses any row whose copy
     is not the payload row of its seq, byte for byte (also with a table of the caller's standing in for
     mnemo_payloads on the search_path, and for the owner), and the rows are unchanged."""
-    with MnemoClient(app_role.url, OWNER) as c:
-        one = c.remember("one", tags=["t"])
-        two = c.remember("two", tags=["t"])
+    one, two = _one_and_two(app_role)
     before = _records(pg)
     attempts = [
         ("UPDATE mnemo_records SET payload = payload || '\\x00'::bytea WHERE id = %s", [one.id], "UPDATE", one.id),
@@ -108,8 +118,7 @@ def test_a_copy_other_than_its_payload_row_is_refused_for_every_role(pg: Schema,
          "payload || '\\x00'::bytea FROM mnemo_records WHERE id = %s ON CONFLICT (id) DO NOTHING", [one.id],
          "INSERT", one.id + "x"),
     ]
-    for statement, params, op, rec_id in attempts:
-        assert app_role.refused((statement, params)) == COPY_REFUSED.format(op, rec_id)
+    _each_refused(app_role, attempts)
     assert app_role.refused(
         ("CREATE TEMPORARY TABLE mnemo_payloads AS SELECT seq, raw, payload || '\\x00'::bytea AS payload "
          "FROM mnemo_payloads", None),
@@ -123,6 +132,41 @@ def test_a_copy_other_than_its_payload_row_is_refused_for_every_role(pg: Schema,
     with MnemoClient(app_role.url, OWNER) as c:
         assert sorted(r.content for r in c.query(tags=["t"])) == ["one", "two"]
         assert c.verify().ok
+
+
+def test_a_null_copy_beside_its_payload_row_is_refused_for_every_role(pg: Schema, app_role: AppRole) -> None:
+    """A NULL copy means the payload of its seq is gone (erased with its record, or lost before the
+    migration): one set NULL while the payload row of its seq is there would hide a stored payload behind
+    "missing", and is refused for the application role and the owner alike, on UPDATE and on INSERT, with
+    the row unchanged and every record read back. A NULL copy a superuser puts in with the triggers off
+    fails the record's reads as a missing payload, and verify names it."""
+    one, two = _one_and_two(app_role)
+    before = _records(pg)
+    attempts = [
+        ("UPDATE mnemo_records SET raw = NULL, payload = NULL WHERE id = %s", [one.id], "UPDATE", one.id),
+        ("UPDATE mnemo_records SET raw = NULL, payload = NULL, seq = %s WHERE id = %s", [two.seq, one.id],
+         "UPDATE", one.id),
+        ("INSERT INTO mnemo_records (id, scope, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len) "
+         "SELECT 'hidden', scope, ver, seq, ts_ns, agent, size, hash, entry_len, payload_len "
+         "FROM mnemo_records WHERE id = %s", [two.id], "INSERT", "hidden"),
+    ]
+    _each_refused(app_role, attempts)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege) as refused:
+        pg.sql("UPDATE mnemo_records SET raw = NULL, payload = NULL WHERE id = %s", [two.id])
+    assert str(refused.value).splitlines()[0] == COPY_REFUSED.format("UPDATE", two.id)
+    assert _records(pg) == before
+    with MnemoClient(app_role.url, OWNER) as c:
+        assert sorted(r.content for r in c.query(tags=["t"])) == ["one", "two"]
+        assert c.verify().ok
+    _superuser(pg, "UPDATE mnemo_records SET raw = NULL, payload = NULL WHERE id = %s", [one.id])
+    with MnemoClient(pg.url, OWNER) as c:
+        with pytest.raises(IntegrityError) as missing:
+            c.get(one.id)
+        assert str(missing.value) == (f"{c._store.path}: the payload of record {one.id} version 1 (seq {one.seq}) "
+                                      "is missing, though the record is live")
+        assert c.get(two.id) == two
+        report = c.verify()
+        assert [(p.kind, p.message) for p in report.problems] == [("tables", OTHER_COPY.format(one.id, one.seq))]
 
 
 # -- what a read serves, what verify names ------------------------------------------------------------------------

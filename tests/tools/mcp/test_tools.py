@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from mnemo import MemoryRecord, MnemoClient, Problem, ScopeReport, VerifyReport
 from mnemo.errors import Closed, InvalidInput, PermissionDenied
-from mnemo.tools import MnemoMemoryToolServer
+from mnemo.tools import CommandResult, MnemoMemoryToolServer
 from mnemo.tools.inputs import FIELDS, SEARCH_FIELDS
 from mnemo.tools.mcp.defaults import default_agent, default_db_path
 from mnemo.tools.mcp.tokens import TokenTable, load_tokens, parse_tokens
@@ -111,6 +111,39 @@ def test_unknown_tools_and_missing_arguments(client: MnemoClient) -> None:
     assert call_tool(server, "memory_view", None).text == "Error: Missing required parameter `path` for command `view`"
     verified = call_tool(server, "memory_verify", None)
     assert not verified.is_error and verified.text.startswith("OK: the chain is intact: 1 entries verified\n")
+
+
+def test_a_long_unknown_tool_name_is_quoted_cut_as_any_value_the_model_sent(client: MnemoClient) -> None:
+    """A tool name of 100,000 characters: the result quotes it as the memory tool quotes a value (whole up
+    to the server's echo limit, then a mark), so it stays within max_view_chars."""
+    server = MnemoMemoryToolServer(client)
+    name = "\x1b[2J" + "n" * 100_000
+    result = call_tool(server, name, {})
+    limit = server.echo_limit
+    assert result == CommandResult(
+        f"Error: Unknown tool: {name[:limit]}[... {len(name) - limit} more characters]", True)
+    assert len(result.text) <= server.max_view_chars
+
+
+class _Unreadable(dict):  # type: ignore[type-arg]
+    def __contains__(self, key: object) -> bool:
+        raise RuntimeError("no")
+
+
+@pytest.mark.parametrize("tool", ["memory_view", "memory_search", "memory_history", "memory_verify"])
+def test_arguments_that_are_no_object_or_cannot_be_read_are_an_error_result(client: MnemoClient, tool: str) -> None:
+    """In process a caller may pass anything as the arguments: what is no mapping (a string holding a
+    field's name among them) or cannot be read is an error result, and call_tool raises nothing (the tool
+    without fields, memory_verify, reads none of them)."""
+    server = MnemoMemoryToolServer(client)
+    for arguments in ("a path and a query", ["path"], 5):
+        assert call_tool(server, tool, arguments) == CommandResult(  # type: ignore[arg-type]
+            "Error: Invalid input: expected an object", True)
+    unreadable = call_tool(server, tool, _Unreadable(path="/memories", query="x"))
+    if tool == "memory_verify":
+        assert not unreadable.is_error
+    else:
+        assert unreadable == CommandResult("Error: Invalid input: the object could not be read", True)
 
 
 # -- memory_history ---------------------------------------------------------------------------------

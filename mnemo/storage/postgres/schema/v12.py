@@ -37,10 +37,13 @@ _PUT_V12 = edited(V10[V10.index("CREATE PROCEDURE mnemo_put("):], [
 # and checks it exactly as before (the entry's hash, that it is the put of this record, version and scope,
 # the payload's digest). The copy is written by mnemo_commit and mnemo_put with the row, from the payloads
 # they insert in the same call; the trigger mnemo_records_copies refuses, after any INSERT or UPDATE of
-# record rows by any role, a row whose copy is not exactly the payload row of its seq (both NULL is
-# allowed: a read then finds the payload missing, as a damaged database had it). So the application role,
-# which keeps mnemo_records, can point a record at another stored payload row, as it could point its seq,
-# but cannot put content on it that no payload row holds.
+# record rows by any role, a row whose copy is not exactly the payload row of its seq. A NULL copy (both
+# columns) means that no payload row of its seq exists: the payload is gone (erased by a forget, which
+# deletes the record's row in the same transaction, or lost before the migration, which leaves such a
+# record without a copy); a NULL copy beside a payload row of its seq is refused, so that no role hides a
+# stored payload behind a missing copy. So the application role, which keeps mnemo_records, can point a
+# record at another stored payload row, as it could point its seq, but cannot put content on it that no
+# payload row holds, nor take the copy of one that is there.
 #
 # Erasure: a forget deletes the record's row with its payloads (mnemo_commit, unchanged), and an update
 # replaces the row, leaving its former copy in a dead row until compact, which now rewrites mnemo_records
@@ -54,7 +57,8 @@ ALTER TABLE mnemo_records ALTER COLUMN raw SET STATISTICS 0, ALTER COLUMN payloa
 UPDATE mnemo_records r SET raw = p.raw, payload = p.payload FROM mnemo_payloads p WHERE p.seq = r.seq;
 
 -- After each INSERT or UPDATE of record rows: each row's copy is the payload row of its seq, byte for byte,
--- or NULL. Names resolve in the table's own schema only (as in mnemo_check_erasure).
+-- or NULL (both columns) when no payload row of its seq exists. Names resolve in the table's own schema
+-- only (as in mnemo_check_erasure).
 CREATE FUNCTION mnemo_check_copies() RETURNS trigger LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan SET jit = off AS $$
 DECLARE
@@ -62,8 +66,9 @@ DECLARE
 BEGIN
     PERFORM set_config('search_path', format('%I, pg_catalog, pg_temp', TG_TABLE_SCHEMA), true);
     SELECT c.id INTO refused FROM copies c
-    WHERE (c.raw IS NOT NULL OR c.payload IS NOT NULL) AND NOT EXISTS (
+    WHERE NOT EXISTS (
         SELECT 1 FROM mnemo_payloads p WHERE p.seq = c.seq AND p.raw = c.raw AND p.payload = c.payload)
+    AND (c.raw IS NOT NULL OR c.payload IS NOT NULL OR EXISTS (SELECT 1 FROM mnemo_payloads p WHERE p.seq = c.seq))
     ORDER BY c.id LIMIT 1;
     IF refused IS NOT NULL THEN
         RAISE EXCEPTION 'mnemo: % of record % on mnemo_records is refused: its raw and payload must be those of '
