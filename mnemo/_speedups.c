@@ -3643,6 +3643,8 @@ typedef struct {
     int64_t *slots_seq;  /* open addressing: seq -> posting (slots_at), a power of two, at most half full */
     Py_ssize_t *slots_at;
     Py_ssize_t cap;
+    int64_t low;         /* dense seqs (direct): slots_at[seq - low] is seq's posting, cap slots; no slots_seq */
+    int direct;
     Py_buffer views[4];
     int held;            /* views taken */
 } phrase_column;
@@ -3655,6 +3657,10 @@ static uint64_t mix64(uint64_t x) {
 
 /* The posting of `seq` in c, or -1. */
 static Py_ssize_t column_find(const phrase_column *c, int64_t seq) {
+    if (c->direct) {
+        uint64_t i = (uint64_t)seq - (uint64_t)c->low; /* (a seq below low wraps past cap) */
+        return i < (uint64_t)c->cap ? c->slots_at[i] : -1;
+    }
     Py_ssize_t mask = c->cap - 1, i = (Py_ssize_t)(mix64((uint64_t)seq) & (uint64_t)mask);
     for (; c->slots_at[i] >= 0; i = (i + 1) & mask)
         if (c->slots_seq[i] == seq) return c->slots_at[i];
@@ -3681,12 +3687,26 @@ static int column_load(phrase_column *c, PyObject *item) {
     c->counts = c->views[1].buf;
     c->places = c->views[2].buf;
     c->lengths = c->views[3].buf;
-    c->cap = 16;
-    while (c->cap < 2 * c->n + 2) c->cap *= 2;
+    /* Seqs close together (a corpus's documents are most of the seqs up to its last) are looked up in a
+     * table indexed by seq, as engine.distinct does; others in a hash table. */
+    int64_t low = INT64_MAX, high = INT64_MIN;
+    for (Py_ssize_t j = 0; j < c->n; j++) {
+        int64_t seq = (int64_t)be64(c->seqs + 8 * j);
+        if (seq < low) low = seq;
+        if (seq > high) high = seq;
+    }
+    c->direct = c->n > 0 && (uint64_t)high - (uint64_t)low < 8 * (uint64_t)c->n + 4096;
+    if (c->direct) {
+        c->low = low;
+        c->cap = (Py_ssize_t)((uint64_t)high - (uint64_t)low + 1);
+    } else {
+        c->cap = 16;
+        while (c->cap < 2 * c->n + 2) c->cap *= 2;
+    }
     c->start = malloc(sizeof(Py_ssize_t) * ((size_t)c->n + 1));
-    c->slots_seq = malloc(sizeof(int64_t) * (size_t)c->cap);
+    c->slots_seq = c->direct ? NULL : malloc(sizeof(int64_t) * (size_t)c->cap);
     c->slots_at = malloc(sizeof(Py_ssize_t) * (size_t)c->cap);
-    if (!c->start || !c->slots_seq || !c->slots_at) {
+    if (!c->start || (!c->direct && !c->slots_seq) || !c->slots_at) {
         PyErr_NoMemory();
         return -1;
     }
@@ -3704,6 +3724,14 @@ static int column_load(phrase_column *c, PyObject *item) {
     if (at != c->nplaces) {
         PyErr_SetString(PyExc_ValueError, "phrase_starts: more places than the counts say");
         return -1;
+    }
+    if (c->direct) {
+        for (Py_ssize_t j = 0; j < c->n; j++) {
+            Py_ssize_t *slot = &c->slots_at[(uint64_t)be64(c->seqs + 8 * j) - (uint64_t)low];
+            if (*slot >= 0) return 1;
+            *slot = j;
+        }
+        return 0;
     }
     Py_ssize_t mask = c->cap - 1;
     for (Py_ssize_t j = 0; j < c->n; j++) {

@@ -30,7 +30,8 @@ Targets:
   (or, when they do not decode, as the first byte says), and of one more, what its twin
   text_index.unpack_places_twin gives, and of the text's positions packed one after the other, their
   places; phrase_starts, over documents of the words a, b and c made from the input's bytes (some with
-  their positions not kept, a posting twice now and then), what text_index._phrase_python gives, or None
+  their positions not kept, a posting twice now and then, their seqs close together or far apart: a
+  table indexed by seq or a hash table), what text_index._phrase_python gives, or None
   for a posting twice; and the input's bytes read as a column of
   32-bit codes, max_u32 what max gives. Seeds:
   identifiers of every shape the analysis splits.
@@ -356,13 +357,15 @@ class AnalysisHarness:
             else:
                 docs[-1].append(words[b % 3])
         places = {}
+        # seqs close together (looked up in a table indexed by seq) or far apart (in a hash table)
+        spread = (1, 5_000, 1 << 40, -(1 << 40))[data[2] >> 6]
         for atom in dict.fromkeys(phrase):
             seqs, counts, packed, lengths = b"", array("i"), array("i"), b""
             for seq, doc in enumerate(docs, 1):
                 at = [i for i, word in enumerate(doc) if word == atom]
                 if at:
                     unkept = data[(seq + 3) % len(data)] & 0x40
-                    seqs += seq.to_bytes(8, "big")
+                    seqs += (seq * spread).to_bytes(8, "big", signed=True)
                     lengths += (len(doc) + (data[2] & 1 if atom != phrase[0] else 0)).to_bytes(4, "big")
                     counts.append(-1 if unkept else len(at))
                     packed.extend([] if unkept else at)

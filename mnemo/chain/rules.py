@@ -261,6 +261,11 @@ class ChainVerifier:
         self.erased = 0
         self.awaiting = 0
         self.interrupted = 0
+        # seq -> the finding of a put's slot that fails its checksum, held until its forget is read; and
+        # (seq of that forget's frame's last entry, finding) for each such slot a forget named
+        self.unexplained: dict[int, str] = {}
+        self.part_erased: list[tuple[int, int, int, str]] = []
+        self.frame_last_seq = -1  # the seq of the last entry of the frame being read (a store of frames)
         self.checkpoints = 0
         self.signed_upto = -1
         self.keys: set[bytes] = set()
@@ -277,6 +282,11 @@ class ChainVerifier:
         """Whether a slot whose checksum fails is one the store lists as being erased (an erasure that
         was interrupted, which a writer completes), not damage; a store that keeps no such list has none."""
         return False
+
+    # Whether a slot whose checksum fails, whose version the forget in the store's last frame names, is
+    # a part-way erasure (a store that fsyncs each erasure before it appends anything after its forget,
+    # as the log file does: docs/FORMAT.md §3); `frame_last_seq` is then kept up by the store's verifier.
+    PART_ERASED_IN_LAST_FRAME = False
 
     def entry(self, e: Entry, slot: PayloadSlot, off: int, win: PayloadBytes) -> None:
         """Check the next entry the store holds: `off` is its offset, which findings name, `slot` its
@@ -371,11 +381,14 @@ class ChainVerifier:
                 if fields is not None:
                     tags = list(fields[1])
         elif state == "bad":
+            msg = f"payload slot checksum mismatch (seq {e.seq}, record {rid} v{ver})"
             if self.erasure_listed(slot):
                 state = "interrupted"
+            elif self.PART_ERASED_IN_LAST_FRAME:
+                state = "unexplained"  # a part-way erasure if the last frame forgets it (finish), else damage
+                self.unexplained[e.seq] = msg
             else:
-                self.problem("slot", f"payload slot checksum mismatch (seq {e.seq}, record {rid} v{ver})",
-                             e.seq, slot.offset)
+                self.problem("slot", msg, e.seq, slot.offset)
         if state != "ok":
             self.pending.setdefault(rid, []).append((e.seq, slot.offset, state))
         index = self.index
@@ -396,6 +409,8 @@ class ChainVerifier:
                     self.erased += 1
                 elif state == "interrupted":
                     self.interrupted += 1
+                elif state == "unexplained":
+                    self.part_erased.append((_seq, _off, self.frame_last_seq, self.unexplained.pop(_seq)))
             if self.index is not None:
                 self.index.live.pop(rid, None)
                 self.index.older.pop(rid, None)
@@ -452,6 +467,13 @@ class ChainVerifier:
                 elif state == "interrupted":
                     self.problem("slot", f"payload slot of seq {seq} (record {rid}) is damaged; DB.erase "
                                  "lists it, but no forget names the record", seq, offset)
+                elif state == "unexplained":
+                    self.problem("slot", self.unexplained.pop(seq), seq, offset)
+        for seq, offset, forget_end, msg in self.part_erased:
+            if forget_end >= 0 and forget_end == self.last_seq:
+                self.interrupted += 1  # the erasure of the log's last frame, cut short by a crash
+            else:
+                self.problem("slot", msg, seq, offset)
         last_seq = self.last_seq if self.last_hash is not None else None
         if self.expect_head is not None:
             seq, want = self.expect_head
@@ -474,7 +496,8 @@ class ChainVerifier:
                               "(the next writer to open the log completes it)")
         if self.interrupted:
             self.notes.append(f"{self.interrupted} forgotten versions are part-way erased "
-                              "(listed in DB.erase)")
+                              "(forgotten in the log's last frame, or listed in DB.erase): the next writer to "
+                              "open the log completes the erasure")
         if self.checkpoints and self.pubkey is None:
             keys = ", ".join(sorted(k.hex() for k in self.keys))
             self.notes.append(f"checkpoint signatures were checked against the keys they name ({keys}); "

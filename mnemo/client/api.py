@@ -98,6 +98,7 @@ class MnemoClient(core.ClientCore):
         return recalling.default_mode(self)
 
     list_records = reads.list_records
+    _tags_and_sizes = reads.tags_and_sizes  # (for the memory tool's directory views)
 
     # -- what a writer checks its writes against, readable or not ------------------------------------
     scope_has = paths.scope_has

@@ -44,6 +44,17 @@ def query(
     )
 
 
+def tags_and_sizes(self: ClientCore, tag_prefix: str, scope: str) -> list[tuple[tuple[str, ...], int]]:
+    """list_records(tag_prefix=tag_prefix, scope=scope)'s records as (tags, size of the latest version),
+    oldest first: what a memory-tool directory view shows of each, without a RecordInfo (and its two
+    times) made of each."""
+    store = self._store
+    found = store.read_fresh(
+        lambda: store.select(*self._query((), (), tag_prefix, scope, None), payloads=False)
+    )
+    return [(f.rec.tags, f.rec.versions[-1].size) for f in found]
+
+
 def list_records(
     self: ClientCore,
     tags: Iterable[str] = (),

@@ -371,7 +371,7 @@ def test_put_without_payload(db_path: Path) -> None:
 
 
 def test_interrupted_erasure_listed_in_the_journal(db_path: Path) -> None:
-    _b, built = sample_log()
+    built = sample_log_appended()
     s = seq_of(built, "put", "r1")
     off, length = built.slots[s]
     built.data[off: off + length // 2] = bytes(length // 2)  # half zeroed: neither ok nor erased
@@ -497,6 +497,14 @@ FH = 24  # a frame header: an entry of a frame's first slot starts this far into
 
 
 Finding = tuple[str, str, int | None, int | None]
+
+
+def sample_log_appended() -> Built:
+    """sample_log with a put after its forget: a log whose last frame forgets nothing, so that a slot
+    failing its checksum is damage unless a journal names it."""
+    b, _built = sample_log()
+    b.put("agent-1", "later", "written after the forget")
+    return b.build()
 
 
 def findings(path: Path, data: bytes | bytearray, **kw: Any) -> tuple[list[Finding], list[str]]:
@@ -870,7 +878,7 @@ def test_a_compacted_forgotten_version_counts_as_erased(db_path: Path) -> None:
 
 
 def test_an_interrupted_erasure(db_path: Path) -> None:
-    _b, built = sample_log()
+    built = sample_log_appended()
     off, length = built.slots[3]  # r1, which the forget names
     built.data[off:off + length // 2] = bytes(length // 2)
     assert findings(db_path, built.data) == ([
@@ -880,8 +888,57 @@ def test_an_interrupted_erasure(db_path: Path) -> None:
     assert findings(db_path, built.data) == ([], [
         "an erasure journal (memory.mnemo.db.erase) lists 1 regions: an interrupted erasure the next writer "
         "completes",
-        "1 forgotten versions are part-way erased (listed in DB.erase)",
+        PART_ERASED_NOTE.format(1),
     ])
+
+
+PART_ERASED_NOTE = ("{} forgotten versions are part-way erased (forgotten in the log's last frame, or listed in "
+                    "DB.erase): the next writer to open the log completes the erasure")
+
+
+def test_an_interrupted_erasure_of_the_last_frames_forget(db_path: Path) -> None:
+    """No journal: a slot failing its checksum whose version the log's last frame forgets is an erasure a
+    crash cut short (nothing is appended after a forget until its zeros are fsynced); the same slot with
+    any frame after that forget, or of a version the last frame does not forget, is damage."""
+    _b, built = sample_log()
+    off, length = built.slots[3]  # r1, which the forget (the last frame) names
+    built.data[off:off + length // 2] = bytes(length // 2)
+    assert findings(db_path, built.data) == ([], [PART_ERASED_NOTE.format(1)])
+    built.data[off + length - 1] ^= 1  # any bytes at all: the crash may have left any prefix of the zeros
+    assert findings(db_path, built.data) == ([], [PART_ERASED_NOTE.format(1)])
+    # a slot of a record the forget does not name is damage, forget in the last frame or not
+    s2 = seq_of(built, "put", "r2")
+    off2, _len2 = built.slots[s2]
+    built.data[off2 + 7] ^= 1
+    assert findings(db_path, built.data) == ([
+        ("slot", f"payload slot checksum mismatch (seq {s2}, record r2 v1)", s2, off2),
+    ], [PART_ERASED_NOTE.format(1)])
+
+
+def test_a_part_erased_slot_of_an_earlier_forget_is_damage(db_path: Path) -> None:
+    b = LogBuilder()
+    b.put("a", "x", "one")
+    b.forget("a", ["x"])
+    b.put("a", "y", "two")  # appended after the forget: its erasure had been fsynced
+    built = b.build()
+    off, _length = built.slots[1]
+    built.data[off:off + 9] = bytes(9)
+    assert findings(db_path, built.data) == ([
+        ("slot", "payload slot checksum mismatch (seq 1, record x v1)", 1, off),
+    ], [])
+    # an id put again after its forget: the last frame's forget names it, but not the version it dropped
+    b2 = LogBuilder()
+    b2.put("a", "x", "one")
+    b2.forget("a", ["x"])
+    b2.put("a", "x", "again")
+    b2.forget("a", ["x"])
+    built2 = b2.build()
+    off, _length = built2.slots[1]
+    built2.data[off:off + 9] = bytes(9)
+    assert findings(db_path, built2.data) == ([
+        ("slot", "payload slot checksum mismatch (seq 1, record x v1)", 1, off),
+    ], ["1 forgotten versions still hold their payload: erasure pending (the next writer to open the log "
+        "completes it)"])
 
 
 def test_an_interrupted_erasure_of_a_record_no_forget_names(db_path: Path) -> None:
@@ -899,7 +956,7 @@ def test_an_interrupted_erasure_of_a_record_no_forget_names(db_path: Path) -> No
 
 
 def test_a_journal_region_that_is_not_exactly_a_slot(db_path: Path) -> None:
-    _b, built = sample_log()
+    built = sample_log_appended()
     off, length = built.slots[3]
     built.data[off + 5] ^= 1
     write_erase_journal(str(db_path) + ".erase", bytes(built.data[12:28]), [(off, length - 1)])

@@ -290,9 +290,12 @@ def test_forget_in_other_scopes(db: str) -> None:
 
 # -- crash safety ---------------------------------------------------------------------------------------
 
-# Opens the db, arms one crash point, then forgets the ids given: SIGKILL at that point of the erasure.
+# Opens the db, arms one crash point, then forgets the ids given: SIGKILL at that point of the forget.
+# A forget writes its frame and fsyncs it, removes the snapshot, writes the zeros and fsyncs them, and
+# appends nothing before that fsync: what a crash at each point leaves is recovered by the next writer.
 ERASE_CHILD = r"""
 import os, signal, sys
+import mnemo.storage.file.commit as commit
 import mnemo.storage.file.compaction as engine
 import mnemo.storage.file.snapshot as snap
 from mnemo import MnemoClient
@@ -304,22 +307,20 @@ zero_writes = 0
 def die():
     os.kill(os.getpid(), signal.SIGKILL)
 
-real_journal, real_remove, real_write_all, real_sync = (
-    snap.write_erase_journal, snap.remove, engine.write_all, engine.sync)
+real_commit_sync, real_remove, real_write_all, real_sync = (
+    commit.sync, snap.remove, engine.write_all, engine.sync)
 
-def journal(*args):
-    if point == "before-journal":
+def commit_sync(fd):
+    if point == "before-forget-synced":
         die()
-    real_journal(*args)
-    if point == "after-journal":
+    real_commit_sync(fd)
+    if point == "after-forget-synced":
         die()
 
 def remove(path):
-    if (point == "before-snapshot-removed" and path.endswith(".snap")) or (
-        point == "before-journal-removed" and path.endswith(".erase")
-    ):
+    if point == "before-snapshot-removed" and path.endswith(".snap"):
         die()
-    real_remove(path)
+    return real_remove(path)
 
 def write_all(fd, data, offset):
     global zero_writes
@@ -334,15 +335,17 @@ def sync(fd):
     if point == "before-zeros-synced" and zero_writes:
         die()
     real_sync(fd)
+    if point == "after-zeros-synced" and zero_writes:
+        die()
 
-snap.write_erase_journal, snap.remove, engine.write_all, engine.sync = journal, remove, write_all, sync
+commit.sync, snap.remove, engine.write_all, engine.sync = commit_sync, remove, write_all, sync
 client.forget(ids)
 print("returned", flush=True)
 """
 
 CRASH_POINTS = (
-    "before-snapshot-removed", "before-journal", "after-journal", "mid-zeros", "before-zeros-synced",
-    "before-journal-removed",
+    "before-forget-synced", "after-forget-synced", "before-snapshot-removed", "mid-zeros",
+    "before-zeros-synced", "after-zeros-synced",
 )
 
 
@@ -373,15 +376,27 @@ def test_interrupted_erasure_is_completed_on_open(db_path: Path, point: str) -> 
     doomed = [ids[0], ids[1], ids[2]]  # ids[0] and ids[2] have several versions
     crash_forget(db_path, point, doomed)
     t.gone(*doomed)
-    if point in ("after-journal", "mid-zeros", "before-zeros-synced", "before-journal-removed"):
-        assert Path(str(db_path) + ".erase").exists()
-    if point in ("before-snapshot-removed", "before-journal", "after-journal", "mid-zeros"):
+    assert not Path(str(db_path) + ".erase").exists()  # no erasure journal is written
+    if point in ("before-forget-synced", "after-forget-synced", "before-snapshot-removed", "mid-zeros"):
         assert markers_in(db_path, t, doomed)  # the crash came before the zeros were written
+    if point == "mid-zeros":
+        from mnemo.audit import verify_db
+
+        report = verify_db(db_path)  # a slot part-way zeroed: the erasure of the last frame's forget
+        assert report.ok, report.problems
+        assert any("part-way erased" in note for note in report.notes), report.notes
+    if point == "after-zeros-synced":
+        assert not markers_in(db_path, t, doomed)
 
     with MnemoClient(db_path, OWNER, readonly=True) as r:  # a reader cannot erase, but hides them
         assert {x.id for x in r.query()} == set(t.kept)
     with MnemoClient(db_path, OWNER, durability="none") as c:
-        assert any("erasure" in line for line in c.recovery), c.recovery
+        if point in ("before-zeros-synced", "after-zeros-synced"):
+            # every zero was written (and read back as zeros): they are written again and fsynced, since
+            # they may be in the page cache only, but that is no recovery to report
+            assert c.recovery == [], c.recovery
+        else:
+            assert any("erasure" in line for line in c.recovery), c.recovery
         t.check_all(db_path, c)
     with MnemoClient(db_path, OWNER, durability="none") as c:
         assert not any("erasure" in line for line in c.recovery), c.recovery
@@ -393,7 +408,7 @@ def test_interrupted_erasure_is_completed_by_an_open_writer(db_path: Path) -> No
     with MnemoClient(db_path, OWNER, durability="none") as c:
         t = Tracked(c)
         ids = populate(t)
-        crash_forget(db_path, "before-journal", [ids[0]])
+        crash_forget(db_path, "after-forget-synced", [ids[0]])
         t.gone(ids[0])
         t.add()
         t.check_all(db_path)
@@ -403,7 +418,7 @@ def test_interrupted_erasure_seen_first_by_a_reading_client(db_path: Path) -> No
     with MnemoClient(db_path, OWNER, durability="none") as c:
         t = Tracked(c)
         ids = populate(t)
-        crash_forget(db_path, "before-journal", [ids[0]])
+        crash_forget(db_path, "after-forget-synced", [ids[0]])
         t.gone(ids[0])
         assert {x.id for x in c.query()} == set(t.kept)  # catches up as a reader
         assert markers_in(db_path, t, [ids[0]])  # (a reader never erases)

@@ -1,6 +1,6 @@
 """Compaction and erasure: rewriting the log without erased payload bytes, and zeroing the payload
-slots of forgotten records in place, each crash-safely (a crash leaves the old log, or a journal that
-the next writer finishes from)."""
+slots of forgotten records in place, each crash-safely (a crash leaves the old log, or a forget in the
+log's last frame whose erasure the next writer finishes)."""
 
 from __future__ import annotations
 
@@ -100,7 +100,10 @@ class Compaction(StoreState):
     def _redo_erasure(self) -> None:
         """Finish any erasure a crash interrupted: slots of records that forgets read from the log since
         this store last held the lock dropped, where not yet zero. Only those: a journal on its own
-        never makes anything be zeroed (see _journal)."""
+        never makes anything be zeroed (see _journal). When the log ends with a forget another client
+        wrote, the slots it dropped are zeroed again even where they read as zeros: those zeros may be in
+        the page cache only (their writer died before their fsync, or the fsync failed), and are made
+        durable here, before this writer appends a frame after that forget."""
         journal = self._journal()
         # A slot the journal names may read as zeros that never reached the disk: it is zeroed again,
         # and synced, like one that still holds bytes.
@@ -108,26 +111,37 @@ class Compaction(StoreState):
             (off, length) for off, length in self._unerased
             if (journal is not None and (off, length) in journal) or any(pread(self.fd, length, off))
         ]
-        self._unerased = []
-        if regions:
-            self._erase(regions)
-            self.recovery.append(f"completed an interrupted erasure of {len(regions)} payload slots")
+        tail = self._read_forget_slots if 0 <= self._read_forget_at == self.last_frame_offset else []
+        again = sorted(set(tail).difference(regions))
+        self._unerased, self._read_forget_at, self._read_forget_slots = [], -1, []
+        if regions or again:
+            self._erase(regions + again)
+            if regions:  # (zeroing again what reads as zeros is a precaution, not a recovery to report)
+                self.recovery.append(f"completed an interrupted erasure of {len(regions)} payload slots")
         elif journal is not None:
             snap.remove(self.erase_path)
 
+    def _clear_for_erasure(self) -> None:
+        """Before a forget: remove the snapshot (it holds tags of the records forgotten) and every
+        leftover temp file, and make the removal durable when there was anything to remove (in the
+        common case, a store that has not closed since it opened, there is no snapshot and no fsync)."""
+        removed = snap.remove(self.snap_path)
+        if self._remove_leftovers() or removed:
+            fsync_dir(self.path)
+
     def _erase(self, regions: list[tuple[int, int]]) -> None:
-        """Overwrite payload slots with zeros, crash-safely: journal first, zeros, fsync, drop journal.
-        Then nothing else of this database may keep the erased bytes: the snapshot (it holds tags) and
-        every leftover temp file go, and every descriptor of a replaced log this process still holds
-        is closed."""
-        snap.remove(self.snap_path)  # it holds tags of the forgotten records
-        self._remove_leftovers()
-        snap.write_erase_journal(self.erase_path, self.db_id, regions, self._log_mode())
+        """Overwrite payload slots with zeros, crash-safely: the forget that names their records is
+        durable in the log first, then the zeros are written and fsynced, before anything else is
+        appended, so a slot a crash left part-way zeroed is always one that the log's last frame
+        forgets (docs/FORMAT.md §3, Erasure). Then nothing else of this database may keep the erased
+        bytes: the snapshot (it holds tags) and every leftover temp file are gone, and every descriptor
+        of a replaced log this process still holds is closed."""
+        self._clear_for_erasure()
         for off, length in _runs(regions):
             for start in range(off, off + length, ZEROS_PER_WRITE):
                 write_all(self.fd, bytes(min(ZEROS_PER_WRITE, off + length - start)), start)
         sync(self.fd)
-        snap.remove(self.erase_path)
+        snap.remove(self.erase_path)  # a journal an earlier version left (it is never written now)
         self._dirty_snapshot = True
         self._handles.drain(self.path, self.lock_timeout)
 

@@ -66,11 +66,14 @@ class Opening(StoreState):
         finally:
             self._unlock()
 
-    def _remove_leftovers(self) -> None:
+    def _remove_leftovers(self) -> bool:
         """Temp files a crashed writer may have left, each possibly holding payload bytes or tags:
-        removed under the writer lock (nobody else is writing them), at open and by every forget."""
+        removed under the writer lock (nobody else is writing them), at open and by every forget.
+        Whether there was any."""
+        removed = False
         for leftover in (".compact", ".snap.tmp", ".erase.tmp"):
-            snap.remove(self.path + leftover)
+            removed = snap.remove(self.path + leftover) or removed
+        return removed
 
     # -- the writer lock -----------------------------------------------------------------------------
     def _lock(self, deadline: float) -> bool:

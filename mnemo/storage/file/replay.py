@@ -71,6 +71,7 @@ class Replay(StoreState):
                     self._redo_erasure()
                 return
             journal = self._journal()
+            self._part_erased.clear()
             if self._group.first_unsynced is not None:
                 self._group.foreign_after_unsynced = True
             while True:
@@ -87,6 +88,7 @@ class Replay(StoreState):
                 if grown <= size:
                     break
                 size = grown
+            self._check_part_erased(writer)
             self._check_erased_live()
             if writer:
                 self._redo_erasure()
@@ -99,8 +101,16 @@ class Replay(StoreState):
                 continue
             frame, buf, pos = reader.next()
             dropped = self._apply_frame(frame, buf, pos, journal, writer)
+            part_erased = self._part_erased
             for rec in dropped:
                 self._unerased.extend((v.slot_off, v.slot_len) for v in rec.versions if v.slot_len)
+                for v in rec.versions:
+                    if v.slot_off in part_erased:
+                        part_erased[v.slot_off] = (v.slot_len, frame.offset)
+            if any(e.op == "forget" for e in frame.entries):
+                self._read_forget_at = frame.offset
+                self._read_forget_slots = [(v.slot_off, v.slot_len) for rec in dropped for v in rec.versions
+                                           if v.slot_len]
             if dropped and self.snapshot_used:
                 self._dirty_snapshot = True  # it may hold tags of what was forgotten
 
@@ -168,8 +178,8 @@ class Replay(StoreState):
                 )
             acl_frame = acl_frame or entry.op in ACL_OPS
             tags: tuple[str, ...] = ()
-            if slot.state == "bad" and not self._erasing(slot, journal, writer):
-                raise IntegrityError(f"{self.path}: payload slot damaged at offset {slot.offset}", slot.offset)
+            if slot.state == "bad":
+                self._bad_slot(slot, journal, writer)
             if entry.op == "put":
                 if slot.state == "ok":
                     start = pos + (slot.offset - frame.offset) + SLOT_CRC.size
@@ -310,18 +320,30 @@ class Replay(StoreState):
         regions = snap.read_erase_journal(self.erase_path, self.db_id)
         return None if regions is None else set(regions)
 
-    def _erasing(self, slot: Slot, journal: set[tuple[int, int]] | None, writer: bool) -> bool:
-        """Whether a slot that fails its checksum is being (or was being) erased: the journal names it
-        exactly, or, for a reader racing an erasure, the journal written since names it (the zeros are
-        landing now) or the slot now reads as all zeros (the erasure has finished)."""
-        region = (slot.offset, slot.length)
-        if journal is not None and region in journal:
-            return True
-        if writer:
-            return False
-        if not any(pread(self.fd, slot.length, slot.offset)):
-            return True
-        return region in set(self._journal() or ())
+    def _bad_slot(self, slot: Slot, journal: set[tuple[int, int]] | None, writer: bool) -> None:
+        """A slot that fails its checksum may be being (or have been being) erased: a journal an earlier
+        version wrote names it exactly, or, for a reader racing an erasure, it now reads as all zeros
+        (the erasure has finished); else it is taken for now as a part-way erasure, which
+        _check_part_erased confirms (the log's last frame forgets its version) or refuses as damage.
+        Either way its record's forget must follow (_check_erased_live)."""
+        if journal is not None and (slot.offset, slot.length) in journal:
+            return
+        if not writer and not any(pread(self.fd, slot.length, slot.offset)):
+            return
+        self._part_erased[slot.offset] = (slot.length, -1)
+
+    def _check_part_erased(self, writer: bool) -> None:
+        """The slots this catch-up read failing their checksum: each is a part-way erasure only if the
+        forget that dropped its version is in the log's last frame (an erasure is fsynced before
+        anything is appended after its forget), or, for a reader, if it now reads as all zeros (the
+        erasure it raced has finished since). Anything else is damage."""
+        part_erased, self._part_erased = self._part_erased, {}
+        for off, (length, forgotten_at) in sorted(part_erased.items()):
+            if forgotten_at >= 0 and forgotten_at == self.last_frame_offset:
+                continue
+            if not writer and not any(pread(self.fd, length, off)):
+                continue
+            raise IntegrityError(f"{self.path}: payload slot damaged at offset {off}", off)
 
     def _check_erased_live(self) -> None:
         live = [i for i in self._erased_live if self.index.has(i)]

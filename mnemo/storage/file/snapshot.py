@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import os
@@ -42,9 +41,13 @@ def _unseal(magic: bytes, data: bytes) -> memoryview | None:
     return view[len(magic) : -32]
 
 
-def remove(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
+def remove(path: str) -> bool:
+    """Remove the file at `path` if there is one; whether there was."""
+    try:
         os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _pack(body: dict[str, Any]) -> bytearray:
@@ -283,8 +286,8 @@ def read_part(fd: int, end: int, ref: Any, key: str) -> Any:
 
 
 def write_erase_journal(path: str, db_id: bytes, regions: list[tuple[int, int]], mode: int = 0o644) -> None:
-    """The journal, made with the log's bits `mode` less the umask (no chmod: an erasure never fails
-    for want of one)."""
+    """The journal, made with the log's bits `mode` less the umask. Mnemo's erasure writes none now
+    (docs/FORMAT.md §4); this writes the one an earlier version left, which is still read."""
     write_atomic(path, _seal(ERASE_MAGIC, packb({"db_id": db_id, "regions": regions})), new_mode=mode)
 
 

@@ -54,6 +54,14 @@ class StoreState(StoreGuards):
         # Slots of records dropped by forgets read from the log (written by others): a writer checks
         # they were erased, and completes the erasure if their writer crashed first.
         self._unerased: list[tuple[int, int]] = []
+        # Slots read failing their checksum in this catch-up, offset -> (length, offset of the frame whose
+        # forget dropped their version, or -1): a part-way erasure if that frame is the log's last
+        # (Replay._check_part_erased), else damage.
+        self._part_erased: dict[int, tuple[int, int]] = {}
+        # The offset of the last frame holding a forget that a catch-up read (written by another client):
+        # if it is still the log's last frame, its erasure may not have reached the disk yet.
+        self._read_forget_at = -1
+        self._read_forget_slots: list[tuple[int, int]] = []  # the slots that frame's forgets dropped
         self._handles = LogHandles()  # the descriptors of the log, the current one and those replaced
         self._group = GroupCommit(self, self._handles, self._index_lock, group_commit_wait)  # the fsync leader
         self._locked: LogHandle | None = None  # the handle (held) whose file this store holds the writer lock on
@@ -100,7 +108,7 @@ class StoreState(StoreGuards):
         def _lock(self, deadline: float) -> bool: ...
         def _unlock(self) -> None: ...
         def _load(self, keep_tree: bool = False) -> None: ...
-        def _remove_leftovers(self) -> None: ...
+        def _remove_leftovers(self) -> bool: ...
         def _log_mode(self) -> int: ...
         # replay
         def refresh(self) -> None: ...

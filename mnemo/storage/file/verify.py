@@ -77,6 +77,7 @@ class _DbVerifier(ChainVerifier):
 
     FIRST_OFFSET = HEADER_SIZE
     ENTRY_HEADER_SIZE = ENTRY_HEADER.size
+    PART_ERASED_IN_LAST_FRAME = True
 
     def __init__(
         self, path: str, size: int, pubkey: bytes | None, expect_head: tuple[int, bytes] | None
@@ -180,6 +181,7 @@ class _DbVerifier(ChainVerifier):
         self.flush_runs()
         first = frame.entries[0].seq
         self.resumed(first)
+        self.frame_last_seq = frame.entries[-1].seq
         if not crc_ok:
             last = frame.entries[-1].seq
             span = f"seq {first}" if first == last else f"seq {first}..{last}"

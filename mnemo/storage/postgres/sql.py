@@ -164,6 +164,8 @@ def recall_sql(
     where, scope_params = scope_sql(scopes, "t.scope")
     columns = "t.seq, t.tf, t.length FROM mnemo_terms t"
     parts, params = _exact_parts(exact, where, scope_params, columns)
+    # each part's postings aggregated by term (`terms`, below), and their parameters
+    grouped, grouped_params = [_grouped(part) for part in parts], list(params)
     with_positions, positional_params = _exact_parts(positional, where, scope_params,
                                                      "t.seq, t.tf, t.length, t.positions FROM mnemo_terms t")
     for prefix in prefixes:
@@ -178,10 +180,24 @@ def recall_sql(
                 "x.seq, x.tf, x.length FROM mnemo_terms x WHERE x.seq = l.seq AND x.key = l.key OFFSET 0) x"
             )
             params += [*scope_params, *prefix_params]
+            # aggregated, the range is scanned once: every key's postings grouped in the index's order,
+            # and a key as long as a key (terms longer than it share it) read again by its rows, by term
+            x_where, _same = scope_sql(scopes, "x.scope")
+            grouped.append(
+                f"SELECT coalesce(y.term, g.key), coalesce(y.seqs, g.seqs), coalesce(y.tfs, g.tfs), "
+                f"coalesce(y.lengths, g.lengths), coalesce(y.n, g.n) FROM (SELECT t.key, {_AGGREGATES.format('t')} "
+                f"FROM mnemo_terms t WHERE {where} AND {sql} GROUP BY t.key) g(key, seqs, tfs, lengths, n) "
+                f"LEFT JOIN LATERAL (SELECT x.term, {_AGGREGATES.format('x')} FROM (SELECT x.term, x.seq, x.tf, "
+                f"x.length FROM mnemo_terms x WHERE length(g.key) >= {TERM_KEY} AND x.key = g.key AND {x_where} "
+                "ORDER BY x.term) x GROUP BY x.term) y(term, seqs, tfs, lengths, n) ON true"
+            )
+            grouped_params += [*scope_params, *prefix_params, *scope_params]
         else:
             sql, prefix_params = _prefix_sql("t.key", prefix[:short])
             parts.append(f"SELECT t.term, {columns} WHERE {where} AND {sql} AND t.term LIKE %s")
             params += [*scope_params, *prefix_params, _like_prefix(prefix)]
+            grouped.append(_grouped(parts[-1]))
+            grouped_params += [*scope_params, *prefix_params, _like_prefix(prefix)]
     # the postings of every term, without positions (for the tags of their documents)
     postings = " UNION ALL ".join([*parts, *(part.replace(", t.positions FROM", " FROM") for part in with_positions)])
     where, scope_params = scope_sql(scopes, "d.scope")
@@ -192,10 +208,7 @@ def recall_sql(
     )
     # each part's terms are its own: aggregated apart, each in the order its index gives (no sort); then
     # every term's postings in one row (the aggregates of one node read its rows in one order)
-    terms = " UNION ALL ".join(
-        "SELECT p.key, string_agg(int8send(p.seq), ''::bytea), string_agg(int4send(p.tf), ''::bytea), "
-        f"string_agg(int4send(p.length), ''::bytea), count(*)::integer FROM ({part}) p(key, seq, tf, length) "
-        "GROUP BY p.key" for part in parts)
+    terms = " UNION ALL ".join(grouped)
     touched_sql = ("UNION ALL SELECT 3, d.id, d.seq, d.length, NULL, NULL, NULL, NULL, NULL, NULL FROM mnemo_docs d "
                    f"WHERE d.id = ANY(%s::text[]) AND {where}")
     every_term = ("UNION ALL SELECT 1, NULL, NULL, NULL, string_agg(g.seqs, ''::bytea), string_agg(g.tfs, ''::bytea), "
@@ -209,7 +222,8 @@ def recall_sql(
         sql = (f"SELECT i.*, {', '.join(['NULL'] * 13)} FROM ({sql}{every_term}{touched_sql}) i UNION ALL SELECT 5, "
                f"{', '.join(['NULL'] * 9)}, z.* "
                f"FROM ({latest_sql(source, records_where, '', 'c.raw, c.payload', False, index_tags=False)}) z")
-        return planned_once(sql), [*scope_params, *params, touched, *scope_params, *best_params, *records_params]
+        return planned_once(sql), [*scope_params, *grouped_params, touched, *scope_params, *best_params,
+                                   *records_params]
     sql += every_term
     if with_positions:
         terms = " UNION ALL ".join(
@@ -221,8 +235,8 @@ def recall_sql(
                 "string_agg(g.lengths, ''::bytea), array_agg(g.key), string_agg(int4send(g.n), ''::bytea), "
                 "string_agg(g.positions, ''::bytea) "
                 f"FROM ({terms}) g(key, seqs, tfs, lengths, n, positions) ")
-        params += positional_params
-    params = [*scope_params, *params]
+    postings_params = [*params, *positional_params]
+    params = [*scope_params, *grouped_params, *positional_params]  # (none without positions)
     if tags.filters_tags:
         tagged, tag_params = _tags_sql(tags, "d.id")
         # the postings read again, from the index as above, for their documents' tags
@@ -231,9 +245,19 @@ def recall_sql(
                 f"FROM (SELECT DISTINCT p.seq FROM ({postings}) p(key, seq, tf, length)) q "
                 "CROSS JOIN LATERAL (SELECT d.id FROM mnemo_docs d WHERE d.seq = q.seq OFFSET 0) d "
                 f"WHERE {tagged} ")
-        params += [*params[len(scope_params):], *tag_params]
+        params += [*postings_params, *tag_params]
     sql += touched_sql
     return planned_once(sql), [*params, touched, *scope_params]
+
+
+_AGGREGATES = ("string_agg(int8send({0}.seq), ''::bytea), string_agg(int4send({0}.tf), ''::bytea), "
+               "string_agg(int4send({0}.length), ''::bytea), count(*)::integer")
+
+
+def _grouped(part: str) -> str:
+    """recall_sql's postings of a part (rows of key, seq, tf, length), a row for each of its terms: the
+    term, then its postings' columns packed, and how many they are."""
+    return f"SELECT p.key, {_AGGREGATES.format('p')} FROM ({part}) p(key, seq, tf, length) GROUP BY p.key"
 
 
 PREFETCH_POSTINGS = 512
@@ -258,7 +282,8 @@ def _best_sql(
     half = double(0.5)
     sql = (
         "SELECT x.seq FROM (SELECT p.seq, p.tf::float8 AS tf, p.length::float8 AS length, "
-        f"(count(*) OVER (PARTITION BY p.key))::float8 AS df FROM ({postings}) p(key, seq, tf, length)) x, "
+        f"(count(*) OVER (PARTITION BY p.key))::float8 AS df FROM (SELECT * FROM ({postings}) p "
+        f"LIMIT {PREFETCH_POSTINGS + 1}) p(key, seq, tf, length)) x, "
         "(SELECT sum(d.docs)::float8 AS docs, sum(d.length)::float8 AS total "
         f"FROM mnemo_text_scopes d WHERE {where}) n "
         f"WHERE (SELECT count(*) FROM (SELECT 1 FROM ({postings}) c LIMIT {PREFETCH_POSTINGS + 1}) c) "

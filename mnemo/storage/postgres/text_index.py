@@ -371,7 +371,7 @@ class TableSource:
         # each has, where each one's start among them, and all of them (None: they do not decode)
         self._positioned: dict[str, tuple[int, int]] = {}
         self._positions = b""
-        self._decoded: tuple[Sequence[int], bytes, bytes] | None = None
+        self._decoded: tuple[_Starts, bytes, bytes] | None = None
         self._unpacked_yet = False
         self._first = 0  # the first posting read with positions
         self._phrases: dict[tuple[str, ...], tuple[dict[int, int], list[int], dict[int, int]]] = {}
@@ -428,7 +428,7 @@ class TableSource:
             self._positioned[term] = (self._first + at, self._first + at + size)
             at += size
 
-    def _unpacked(self) -> tuple[Sequence[int], bytes, bytes] | None:
+    def _unpacked(self) -> tuple[_Starts, bytes, bytes] | None:
         """Every posting's positions decoded (once): where each one's start among all of them (and where
         the last one's end), how many each has (-1: not kept) and all of them, the last two as columns of
         native 32-bit integers; None when they do not decode (rows written by hand)."""
@@ -438,11 +438,12 @@ class TableSource:
             found = unpack_places(self._positions, postings)
             if found is not None:
                 counts, places = found
-                if installed():
-                    ends = np.cumsum(np.maximum(np.frombuffer(counts, dtype=np.int32), 0)).tolist()
+                ends: Sequence[int] | NDArray[np.int64]
+                if installed():  # (left an array: _places reads two of its numbers an atom)
+                    ends = np.cumsum(np.maximum(np.frombuffer(counts, dtype=np.int32), 0))
                 else:
                     ends = list(accumulate(max(0, n) for n in _native_column(counts)))
-                self._decoded = ([0, *ends], counts, places)
+                self._decoded = (_Starts(ends), counts, places)
         return self._decoded
 
     def phrase(self, atoms: tuple[str, ...]) -> tuple[dict[int, int], list[int], dict[int, int]] | None:
@@ -504,9 +505,9 @@ class TableSource:
         return found
 
     def columns(self, term: str) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
-        self._check(term)
         span = self._spans.get(term)
-        if span is None:
+        if span is None:  # (a term with postings was read: only one without is checked, as a prefix's are many)
+            self._check(term)
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         if self._arrays is None:
             seqs, tfs, lengths = self._packed
@@ -667,6 +668,17 @@ def _phrase_numpy(atoms: tuple[str, ...], places: Places) -> tuple[dict[int, int
     return (dict(zip(every[chosen].tolist(), starts[chosen].tolist(), strict=True)),
             every[np.flatnonzero(unknown)].tolist(),
             dict(zip(every[either].tolist(), lengths[either].tolist(), strict=True)))
+
+
+class _Starts:
+    """Where each posting's positions start among all of them, from where each one's end (`ends`): 0, then
+    `ends`, each an int."""
+
+    def __init__(self, ends: Sequence[int] | NDArray[np.int64]) -> None:
+        self._ends = ends
+
+    def __getitem__(self, k: int, /) -> int:
+        return int(self._ends[k - 1]) if k else 0
 
 
 class _Seqs:

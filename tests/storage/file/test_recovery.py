@@ -458,3 +458,168 @@ def test_damage_under_a_snapshot_is_found_by_verify(tmp_path: Path) -> None:
     with MnemoClient(db, AGENT, readonly=True) as c:
         report = c.verify()
     assert not report.ok and frames[2].offset in {p.offset for p in report.problems}
+
+
+# -- a crash during a forget: every state it can leave on disk -------------------------------------------
+#
+# A forget writes its frame and fsyncs it, then zeroes the slots of the versions it drops and fsyncs
+# them, and appends nothing before that second fsync (docs/FORMAT.md §3, Erasure). Until an fsync
+# returns, any part of what was written may or may not be on disk, in any order: a prefix of the frame,
+# and each slot's zeros in any subset of its bytes. Every such state must open to what the docs promise.
+
+ZEROED = {  # what of a slot's zeros reached the disk
+    "none": lambda n: (0, 0),
+    "all": lambda n: (0, n),
+    "front": lambda n: (0, n // 2),
+    "back": lambda n: (n // 2, n),
+    "middle": lambda n: (n // 3, 2 * n // 3),
+}
+
+
+@dataclass
+class Forgetting:
+    before: bytes  # the log before the forget
+    erased: bytes  # the log after it returned
+    slots: list[tuple[int, int]]  # the slots it zeroed
+    keep: dict[str, MemoryRecord]
+    live_before: dict[str, MemoryRecord]
+
+
+def forgetting(tmp_path: Path) -> Forgetting:
+    db = tmp_path / "orig.db"
+    with MnemoClient(db, AGENT, durability="none") as c:
+        keep = c.remember("keep me", tags=["k"])
+        gone = c.remember("SECRET-7731 " * 9, tags=["g"])
+        c.update(gone.id, content="SECRET-7732 " * 7)
+        other = c.remember(b"SECRET-7733 binary", tags=["g2"])
+        live_before = records(c)
+        before = db.read_bytes()
+        c.forget([gone.id, other.id])
+    erased = db.read_bytes()
+    assert b"SECRET-77" not in erased and erased[: len(before)] != before
+    changed = [i for i in range(len(before)) if before[i] != erased[i]]
+    slots: list[tuple[int, int]] = []
+    for i in changed:  # the runs of changed bytes, one per slot (slots of different frames never touch)
+        if slots and slots[-1][0] + slots[-1][1] >= i:
+            slots[-1] = (slots[-1][0], i + 1 - slots[-1][0])
+        else:
+            slots.append((i, 1))
+    from helpers.frames import read_frames as frames_of
+
+    slot_set = {(s.offset, s.length) for f in frames_of(db) for s in f.slots if s.length}
+    slots = [next((o, n) for o, n in slot_set if o <= off < o + n) for off, _ in slots]
+    slots = sorted(set(slots))
+    assert len(slots) == 3, slots  # two versions of one record, one of the other
+    return Forgetting(before, erased, slots, {keep.id: keep}, live_before)
+
+
+def on_disk(f: Forgetting, zeroed: tuple[str, ...]) -> bytes:
+    data = bytearray(f.before + f.erased[len(f.before):])  # the whole forget frame, no zeros yet
+    for (off, length), how in zip(f.slots, zeroed, strict=True):
+        start, end = ZEROED[how](length)
+        data[off + start: off + end] = bytes(end - start)
+    return bytes(data)
+
+
+def test_every_state_a_crash_in_a_forget_leaves_is_recovered(tmp_path: Path) -> None:
+    import itertools
+
+    f = forgetting(tmp_path)
+    db = tmp_path / "db"
+    # the frame not (wholly) durable yet: nothing zeroed; a torn frame is cut, the records stay
+    frame = f.erased[len(f.before):]
+    for cut in (0, 1, 24, len(frame) // 2, len(frame) - 1):
+        db.write_bytes(f.before + frame[:cut])
+        with MnemoClient(db, AGENT) as c:
+            assert records(c) == f.live_before
+        assert db.read_bytes() == f.before
+    # the frame durable, each slot's zeros landed in any part
+    for zeroed in itertools.product(ZEROED, repeat=3):
+        data = on_disk(f, zeroed)
+        db.write_bytes(data)
+        report = verify_db(db)
+        assert report.ok, (zeroed, report.problems)
+        with MnemoClient(db, AGENT, readonly=True) as r:  # a reader hides them, never erases
+            assert records(r) == f.keep, zeroed
+        assert db.read_bytes() == data
+        with MnemoClient(db, AGENT) as c:
+            assert records(c) == f.keep, zeroed
+            left = sum(z != "all" for z in zeroed)
+            assert c.recovery == ([f"completed an interrupted erasure of {left} payload slots"] if left else []), (
+                zeroed, c.recovery)
+        assert db.read_bytes() == f.erased, zeroed  # every forgotten byte gone, nothing else changed
+        assert verify_db(db).ok
+        Path(str(db) + ".snap").unlink(missing_ok=True)
+
+
+def test_a_part_zeroed_slot_with_a_frame_after_its_forget_is_damage(tmp_path: Path) -> None:
+    """Nothing is appended after a forget until its zeros are fsynced: a slot part-way zeroed with any
+    frame after its forget is damage, refused by open with its offset and reported by verify. A slot
+    whose zeros never landed at all is an erasure still to do, whatever follows."""
+    f = forgetting(tmp_path)
+    src = tmp_path / "src.db"
+    src.write_bytes(f.erased)
+    with MnemoClient(src, AGENT, durability="none") as c:
+        c.remember("after the forget")
+    appended = src.read_bytes()[len(f.erased):]
+    db = tmp_path / "db"
+    for how in ("front", "back", "middle"):
+        data = on_disk(f, ("all", how, "all")) + appended
+        db.write_bytes(data)
+        off = f.slots[1][0]
+        report = verify_db(db)
+        assert [(p.kind, p.offset) for p in report.problems] == [("slot", off)], report.problems
+        for readonly in (True, False):
+            with pytest.raises(IntegrityError) as exc:
+                MnemoClient(db, AGENT, readonly=readonly).close()
+            assert str(exc.value) == f"{db}: payload slot damaged at offset {off}"
+            assert db.read_bytes() == data
+    data = on_disk(f, ("all", "none", "all")) + appended
+    db.write_bytes(data)
+    with MnemoClient(db, AGENT) as c:
+        assert len(records(c)) == 2
+        assert c.recovery == ["completed an interrupted erasure of 1 payload slots"]
+    assert b"SECRET-77" not in db.read_bytes()
+    assert verify_db(db).ok
+
+
+def test_an_open_zeroes_again_the_slots_the_last_frames_forget_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slots that read as zeros may hold zeros in the page cache only (their writer was killed before
+    their fsync, or the fsync failed and the kernel dropped the pages' dirty state): a writer that opens
+    a log ending with a forget writes them again and fsyncs them before it appends anything. Only that
+    forget's: the slots of earlier forgets were fsynced before the frames after them were appended."""
+    import mnemo.storage.file.compaction as engine
+
+    f = forgetting(tmp_path)
+    db = tmp_path / "db"
+    db.write_bytes(f.erased)
+    events: list[tuple[str, int, int]] = []
+    real_write_all, real_sync = engine.write_all, engine.sync
+
+    def write_all(fd: int, data: bytes, offset: int) -> None:
+        events.append(("zeros" if not any(data) else "bytes", offset, len(data)))
+        real_write_all(fd, data, offset)
+
+    def sync(fd: int) -> None:
+        events.append(("sync", 0, 0))
+        real_sync(fd)
+
+    monkeypatch.setattr(engine, "write_all", write_all)
+    monkeypatch.setattr(engine, "sync", sync)
+    with MnemoClient(db, AGENT) as c:
+        assert c.recovery == []  # a precaution, not a recovery
+        zeroed = sorted((off, n) for kind, off, n in events if kind == "zeros")
+        assert [e[0] for e in events] == ["zeros"] * len(zeroed) + ["sync"]
+        # the runs of the three slots (two of them back to back, in one frame, may be one write)
+        covered = {i for off, n in zeroed for i in range(off, off + n)}
+        assert covered == {i for off, n in f.slots for i in range(off, off + n)}
+        events.clear()
+        c.remember("appended after the forget")
+    assert db.read_bytes()[: len(f.erased)] == f.erased
+    Path(str(db) + ".snap").unlink()
+    events.clear()
+    with MnemoClient(db, AGENT) as c:  # the log no longer ends with that forget: nothing is written
+        assert c.recovery == []
+    assert events == []

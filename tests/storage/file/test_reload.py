@@ -182,7 +182,8 @@ def test_a_reader_racing_an_erasure_takes_a_slot_zeroed_since_it_was_read(
 ) -> None:
     """A reader, which never holds the writer lock, can read a payload slot half zeroed by an erasure
     that finishes before it checks the slot: it then reads as all zeros and is taken as erased (its
-    forget follows). A writer holds the lock, so no erasure races it: the same slot is damage."""
+    forget follows). A writer holds the lock, so no erasure races it, and a frame follows the forget (an
+    erasure is fsynced before anything is appended after its forget): the same slot is damage."""
     db = tmp_path / "race.db"
     with MnemoClient(db, OWNER, durability="none") as c:
         gone = c.remember("erased while a reader reads it " * 4)
@@ -190,6 +191,7 @@ def test_a_reader_racing_an_erasure_takes_a_slot_zeroed_since_it_was_read(
         slot = slots_of(db)[gone.id]
         original = db.read_bytes()[slot[0]:slot[0] + slot[1]]
         c.forget(gone.id)
+        later = c.remember("written after the forget")
     Path(str(db) + ".snap").unlink()
     offset, length = slot
     half = length // 2
@@ -201,7 +203,7 @@ def test_a_reader_racing_an_erasure_takes_a_slot_zeroed_since_it_was_read(
     if readonly:
         with MnemoClient(db, OWNER, readonly=True) as r:
             assert race.finished
-            assert [x.id for x in r.query()] == [kept.id]
+            assert [x.id for x in r.query()] == [kept.id, later.id]
             with pytest.raises(NotFound):
                 r.get(gone.id)
     else:
@@ -446,12 +448,10 @@ def test_a_reader_that_took_the_size_before_a_forget_landed_reads_on_to_it(
         assert reader.verify().ok
 
 
-def test_a_reader_meeting_zeros_landing_takes_the_journal_written_since_it_looked(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An erasure writes its journal, then the zeros. A reader that looked for the journal before it was
-    written, and then meets a slot part-way zeroed, reads the journal again: it names that slot exactly,
-    so the slot is being erased (its forget follows), not damaged."""
+def test_a_reader_meeting_zeros_landing_takes_the_slot_for_the_last_frames_erasure(tmp_path: Path) -> None:
+    """An erasure writes the zeros after its forget is durable, and appends nothing before they are
+    fsynced. A reader that meets a slot part-way zeroed, whose version the log's last frame forgets,
+    takes it as being erased, not damaged; once a frame follows that forget, the same slot is damage."""
     db = tmp_path / "landing.db"
     with MnemoClient(db, OWNER, durability="none") as reader, MnemoClient(db, OWNER, durability="none") as writer:
         kept = reader.remember("kept")
@@ -462,20 +462,24 @@ def test_a_reader_meeting_zeros_landing_takes_the_journal_written_since_it_looke
         with open(db, "r+b") as f:  # the zeros part-way: the first half landed, the rest not yet
             f.seek(offset + length // 2)
             f.write(original[length // 2:])
-        erase_path = str(db) + ".erase"
-        replay.snap.write_erase_journal(erase_path, bytes.fromhex(writer.db_id), [(offset, length)])
-        real = replay.snap.read_erase_journal
-        calls: list[str] = []
-
-        def looked_before_it_was_written(path: str, db_id: bytes | None = None) -> Any:
-            calls.append(path)
-            return None if len(calls) == 1 else real(path, db_id)
-
-        monkeypatch.setattr(replay.snap, "read_erase_journal", looked_before_it_was_written)
+        assert not Path(str(db) + ".erase").exists()
         assert [r.id for r in reader.query()] == [kept.id]
-        assert len(calls) == 2
         with pytest.raises(NotFound):
             reader.get(gone.id)
+    db2 = tmp_path / "landed.db"
+    with MnemoClient(db2, OWNER, durability="none") as writer:
+        gone = writer.remember("zeros land on it as the reader reads it " * 4)
+        offset, length = slots_of(db2)[gone.id]
+        original = db2.read_bytes()[offset:offset + length]
+        writer.forget(gone.id)
+        writer.remember("written after the forget")
+    Path(str(db2) + ".snap").unlink()
+    with open(db2, "r+b") as f:
+        f.seek(offset + length // 2)
+        f.write(original[length // 2:])
+    with pytest.raises(IntegrityError) as info:
+        MnemoClient(db2, OWNER, readonly=True)
+    assert str(info.value) == f"{db2}: payload slot damaged at offset {offset}"
 
 
 def test_a_payload_zeroed_with_no_forget_after_it_is_still_damage_to_a_reader_catching_up(

@@ -901,6 +901,26 @@ def test_after_compact_the_postings_are_read_from_the_index_alone(pg: Schema) ->
             assert set(fetches) == {"Heap Fetches: 0"} and len(fetches) >= len(read), plan
 
 
+def test_a_prefix_is_read_by_one_scan_of_its_range(pg: Schema) -> None:
+    """A prefix's terms, those shorter than a key and those longer alike, come from one scan of the term
+    index's range (a key as long as a key is read again by its rows: there is none here), with the
+    postings the log file's recall ranks."""
+    with MnemoClient(pg.url, OWNER, durability="none") as c, MnemoClient(pg.url, READER) as r:
+        c.grant(READER, "team:1", ["read"])
+        with c.transaction():
+            for i in range(2 * PREFETCH_POSTINGS + 100):  # (more postings than the hits read with the index)
+                c.remember(f"pre{i % 40} words {i}", scope=f"team:{i % 2}")
+        for client, hits in ((c, 10), (r, 10)):
+            client.recall("pre*")  # (its postings counted: the hits are read apart, not ranked in the statement)
+            sent = _sent(client, lambda client=client: client.recall("pre*"))
+            ((sql, params),) = [(sql, params) for sql, params in sent if "mnemo_terms" in sql]
+            plan = [line for (line,) in c._store._fetch(  # type: ignore[attr-defined]
+                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + sql, params)]
+            scans = [line for line in plan if " on mnemo_terms " in line and "never executed" not in line]
+            assert len(scans) == 1 and " on mnemo_terms t " in scans[0], plan
+            assert len(client.recall("pre*")) == hits
+
+
 @pytest.mark.parametrize("query", ["alpha -zzz", "alpha", '"alpha one" alpha'])
 def test_a_hit_changed_while_recall_reads_is_read_again(
     pg: Schema, monkeypatch: pytest.MonkeyPatch, query: str
@@ -965,23 +985,27 @@ def test_the_schema_refuses_a_term_row_of_no_occurrence(pg: Schema) -> None:
 @settings(max_examples=200, deadline=None)
 @given(docs=st.lists(st.lists(st.sampled_from(["a", "b", "c"]), max_size=12), min_size=1, max_size=8),
        phrase=st.lists(st.sampled_from(["a", "b", "c"]), min_size=2, max_size=4),
-       unkept=st.sets(st.integers(0, 7)), dense=st.sampled_from([0, text_index.DENSE]))
+       unkept=st.sets(st.integers(0, 7)), dense=st.sampled_from([0, text_index.DENSE]),
+       spread=st.sampled_from([1, 5_000, -(1 << 40)]))
 def test_a_phrase_decided_in_bulk_is_decided_one_document_at_a_time(
-    docs: list[list[str]], phrase: list[str], unkept: set[int], dense: int
+    docs: list[list[str]], phrase: list[str], unkept: set[int], dense: int, spread: int
 ) -> None:
     """TableSource.phrase with numpy (a table of a bit per place, or a sort of the places), without it, and
-    by the C extension: the same starts, the same documents whose positions are not kept; and the starts
-    are the phrase's."""
+    by the C extension (its documents looked up by seq in a table indexed by seq, or, seqs far apart, in a
+    hash table): the same starts, the same documents whose positions are not kept; and the starts are the
+    phrase's."""
     places: dict[str, tuple[bytes, bytes, bytes, bytes]] = {}
+    doc_of = {10 + k * spread: k for k in range(len(docs))}
     for atom in dict.fromkeys(phrase):
         seqs, counts, packed, lengths = b"", array("i"), array("i"), b""
-        for seq, words in enumerate(docs, 10):
+        for seq, k in doc_of.items():
+            words = docs[k]
             at = [i for i, word in enumerate(words) if word == atom]
             if at:
-                seqs += seq.to_bytes(8, "big")
+                seqs += seq.to_bytes(8, "big", signed=True)
                 lengths += len(words).to_bytes(4, "big")
-                counts.append(-1 if seq - 10 in unkept else len(at))
-                packed.extend([] if seq - 10 in unkept else at)
+                counts.append(-1 if k in unkept else len(at))
+                packed.extend([] if k in unkept else at)
         places[atom] = (seqs, counts.tobytes(), packed.tobytes(), lengths)
     if any(not seqs for seqs, _sizes, _packed, _lengths in places.values()):
         return  # (a word no document holds: TableSource.phrase answers before)
@@ -991,15 +1015,16 @@ def test_a_phrase_decided_in_bulk_is_decided_one_document_at_a_time(
         monkeypatch.setattr(text_index, "DENSE", dense)
         found, unknown, lengths = text_index._phrase_numpy(atoms_, places)
     assert (found, sorted(unknown)) == (one_by_one[0], sorted(one_by_one[1]))
-    assert lengths == {seq: len(docs[seq - 10]) for seq in [*found, *unknown]}
+    assert lengths == {seq: len(docs[doc_of[seq]]) for seq in [*found, *unknown]}
     assert all(one_by_one[2][seq] == length for seq, length in lengths.items())
     if speedups is not None:  # the C extension's, in one pass
         native = speedups.phrase_starts(tuple(places[atom] for atom in atoms_))
         assert (native[0], sorted(native[1]), native[2]) == (found, sorted(unknown), lengths)
-    for seq, words in enumerate(docs, 10):
+    for seq, k in doc_of.items():
+        words = docs[k]
         starts = occurrences(Phrase(atoms_), words)
         holds_all = all(atom in words for atom in atoms_)
-        if holds_all and seq - 10 in unkept:
+        if holds_all and k in unkept:
             assert seq in unknown and seq not in found
         else:
             assert seq not in unknown and found.get(seq, 0) == starts
