@@ -41,8 +41,139 @@ typedef struct {
     span id, scope, agent, tags; /* tags: the bytes of the tag strings (after the array header) */
     uint32_t ntags, ver, slot_len, entry_len;
     int64_t seq, ts, size, slot_off, entry_off;
+    uint32_t code[3]; /* of its scope, agent and tag set (take_values) */
+    uint64_t set_hash; /* its tag set's fnv1a (take_values) */
     unsigned char hash[HASH], leaf[HASH];
 } row;
+
+/* -- the values of the rows, numbered ----------------------------------------------------------------------
+ * Distinct byte strings of the buffer (spans), numbered in first-seen order, so that a span already seen
+ * costs no Python object. Phase 1 numbers the scopes, agents, tag sets and tags of a frame's rows once
+ * the frame is taken (while its bytes are in the cache), with no Python object: phase 2 makes one for
+ * each distinct value only. At a million records a 64 MiB window holds some 70,000 distinct tag sets, and
+ * looking each entry's up is a cache miss: the table is kept small for that. Its slots are 8 bytes (the
+ * upper half of the key's hash, and its code + 1; 0 is empty), and each key is kept once, in the order
+ * of the codes, with its bytes inline when short: a lookup reads one slot and, when the hash matches,
+ * the key it names, not the place in the window where the value was first seen (megabytes back). */
+#define KEY_INLINE 16
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)0)
+#endif
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t len;
+    union {
+        unsigned char bytes[KEY_INLINE]; /* len <= KEY_INLINE */
+        Py_ssize_t off;                  /* otherwise: where the key lies in the buffer */
+    } key;
+} tkey_t;
+
+typedef struct {
+    uint64_t *slots;
+    tkey_t *keys; /* by code */
+    size_t cap, n, kcap;
+    span last; /* the key looked up last, and its code (-1: none yet): a run of rows of one value */
+    Py_ssize_t last_code;
+} table_t;
+
+#define TABLE_MAX 0xFFFFFFF0u /* codes are u32 (and a slot holds code + 1) */
+
+static void table_free(table_t *t) {
+    free(t->slots);
+    free(t->keys);
+}
+
+static uint64_t fnv1a(const unsigned char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* Whether n bytes at a and b are equal; short keys by a loop the compiler keeps inline (a call to memcmp
+ * costs more than comparing the few bytes of a scope, an agent or a tag). */
+static inline int same_bytes(const unsigned char *a, const unsigned char *b, Py_ssize_t n) {
+    if (n > KEY_INLINE) return memcmp(a, b, (size_t)n) == 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+/* Room for one more key: the slots kept at most 3/4 full (linear probing), the keys' array grown. */
+static int table_room(table_t *t) {
+    if (t->n >= TABLE_MAX) return 0;
+    if (t->n == t->kcap) {
+        size_t kcap = t->kcap ? t->kcap * 2 : 64;
+        tkey_t *keys = realloc(t->keys, kcap * sizeof(tkey_t));
+        if (!keys) return 0;
+        t->keys = keys;
+        t->kcap = kcap;
+    }
+    if (4 * (t->n + 1) <= 3 * t->cap) return 1;
+    size_t cap = t->cap ? t->cap * 2 : 128;
+    uint64_t *slots = calloc(cap, sizeof(uint64_t));
+    if (!slots) return 0;
+    for (size_t c = 0; c < t->n; c++) {
+        size_t j = (size_t)t->keys[c].hash & (cap - 1);
+        while (slots[j]) j = (j + 1) & (cap - 1);
+        slots[j] = (t->keys[c].hash & 0xFFFFFFFF00000000ULL) | (uint64_t)(c + 1);
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return 1;
+}
+
+/* Whether the key buf[sp] is the one looked up last. */
+static inline int is_last(const table_t *t, const unsigned char *buf, span sp) {
+    return t->last_code >= 0 && t->last.len == sp.len && same_bytes(buf + t->last.off, buf + sp.off, sp.len);
+}
+
+/* The code of the key buf[sp], whose fnv1a is h: the one it was given when first seen, else the next
+ * (phase 1: no Python object, no GIL). -1 when out of memory (or past TABLE_MAX keys). */
+static Py_ssize_t lookup(table_t *t, const unsigned char *buf, span sp, uint64_t h) {
+    const unsigned char *key = buf + sp.off;
+    if (!table_room(t)) return -1;
+    uint64_t htag = h & 0xFFFFFFFF00000000ULL;
+    size_t j = (size_t)h & (t->cap - 1);
+    for (uint64_t s; (s = t->slots[j]) != 0; j = (j + 1) & (t->cap - 1)) {
+        if ((s & 0xFFFFFFFF00000000ULL) != htag) continue;
+        Py_ssize_t c = (Py_ssize_t)(s & 0xFFFFFFFFu) - 1;
+        const tkey_t *k = &t->keys[c];
+        if (k->hash == h && k->len == sp.len &&
+            same_bytes(sp.len <= KEY_INLINE ? k->key.bytes : buf + k->key.off, key, sp.len)) {
+            t->last = sp;
+            t->last_code = c;
+            return c;
+        }
+    }
+    Py_ssize_t n = (Py_ssize_t)t->n;
+    tkey_t *k = &t->keys[n];
+    k->hash = h;
+    k->len = sp.len;
+    if (sp.len <= KEY_INLINE)
+        memcpy(k->key.bytes, key, (size_t)sp.len);
+    else
+        k->key.off = sp.off;
+    t->slots[j] = htag | (uint64_t)(n + 1);
+    t->n++;
+    t->last = sp;
+    t->last_code = n;
+    return n;
+}
+
+/* lookup's code, the key's hash made only when it is not the one looked up last (a run of rows of one
+ * value). */
+static Py_ssize_t code_of(table_t *t, const unsigned char *buf, span sp) {
+    return is_last(t, buf, sp) ? t->last_code : lookup(t, buf, sp, fnv1a(buf + sp.off, sp.len));
+}
+
+/* The bytes of key `code`. */
+static const unsigned char *key_bytes(const table_t *t, const unsigned char *buf, size_t code) {
+    const tkey_t *k = &t->keys[code];
+    return k->len <= KEY_INLINE ? k->key.bytes : buf + k->key.off;
+}
 
 typedef struct {
     row *rows;
@@ -50,7 +181,14 @@ typedef struct {
     int64_t *frames; /* offset, end pairs (absolute) */
     uint32_t *counts;
     Py_ssize_t nframes, fcap;
-    int oom;
+    /* the values of the rows taken (take_values) */
+    unsigned char *ids; /* the ids, back to back */
+    Py_ssize_t id_total, id_cap, total_tags; /* (total_tags: the tags of every row, summed) */
+    table_t tabs[3], tags; /* scopes, agents, tag sets (the bytes of their tags); tags */
+    Py_ssize_t *set_first;  /* each tag set's first tag in set_tags, and its tags' count */
+    uint32_t *set_len, *set_tags; /* the tag sets' tags, as tag codes */
+    Py_ssize_t nsets, set_cap, nset_tags, set_tags_cap;
+    int oom, changed; /* changed: a tag set's bytes no longer parse (the buffer changed under the scan) */
 } out_t;
 
 /* -- CRC-32 (zlib's, as the format's checksums are) ------------------------------------------------------
@@ -682,6 +820,81 @@ typedef struct {
     Py_ssize_t need;
 } scan_t;
 
+/* The values of the rows from n0 on (a frame just taken, its bytes still in the cache): each id after the
+ * ids before it, the codes of each row's scope, agent and tag set, and each new tag set's tags as tag
+ * codes. 0 when out of memory (out->oom) or when a tag set no longer parses (out->changed). */
+static int take_values(out_t *out, const unsigned char *buf, Py_ssize_t n0) {
+    /* The tag set is the value that changes from row to row: its hash first, for every row of the frame,
+     * and the slot it leads to asked for, so that the lookups below do not each wait on memory. */
+    const table_t *sets = &out->tabs[2];
+    for (Py_ssize_t i = n0; i < out->n; i++) {
+        row *r = &out->rows[i];
+        r->set_hash = fnv1a(buf + r->tags.off, r->tags.len);
+        if (sets->cap) PREFETCH(&sets->slots[r->set_hash & (sets->cap - 1)]);
+    }
+    for (Py_ssize_t i = n0; i < out->n; i++) {
+        row *r = &out->rows[i];
+        if (r->id.len > out->id_cap - out->id_total) {
+            Py_ssize_t cap = out->id_cap ? 2 * out->id_cap : 4096;
+            if (cap < out->id_total + r->id.len) cap = out->id_total + r->id.len;
+            unsigned char *ids = realloc(out->ids, (size_t)cap);
+            if (!ids) goto oom;
+            out->ids = ids;
+            out->id_cap = cap;
+        }
+        memcpy(out->ids + out->id_total, buf + r->id.off, (size_t)r->id.len);
+        out->id_total += r->id.len;
+        out->total_tags += r->ntags;
+        span sps[3] = {r->scope, r->agent, r->tags};
+        for (int t = 0; t < 3; t++) {
+            table_t *tab = &out->tabs[t];
+            Py_ssize_t c = t < 2                        ? code_of(tab, buf, sps[t])
+                           : is_last(tab, buf, sps[t]) ? tab->last_code
+                                                       : lookup(tab, buf, sps[t], r->set_hash);
+            if (c < 0) goto oom;
+            r->code[t] = (uint32_t)c;
+        }
+        Py_ssize_t set = (Py_ssize_t)r->code[2];
+        if (set != out->nsets) continue; /* a tag set seen before (codes are given in order) */
+        if (set == out->set_cap) {
+            Py_ssize_t cap = out->set_cap ? 2 * out->set_cap : 256;
+            Py_ssize_t *first = realloc(out->set_first, (size_t)cap * sizeof(Py_ssize_t));
+            if (!first) goto oom;
+            out->set_first = first;
+            uint32_t *len = realloc(out->set_len, (size_t)cap * sizeof(uint32_t));
+            if (!len) goto oom;
+            out->set_len = len;
+            out->set_cap = cap;
+        }
+        if ((Py_ssize_t)r->ntags > out->set_tags_cap - out->nset_tags) {
+            Py_ssize_t cap = out->set_tags_cap ? 2 * out->set_tags_cap : 1024;
+            if (cap < out->nset_tags + (Py_ssize_t)r->ntags) cap = out->nset_tags + (Py_ssize_t)r->ntags;
+            uint32_t *tags = realloc(out->set_tags, (size_t)cap * sizeof(uint32_t));
+            if (!tags) goto oom;
+            out->set_tags = tags;
+            out->set_tags_cap = cap;
+        }
+        out->set_first[set] = out->nset_tags;
+        out->set_len[set] = r->ntags;
+        out->nsets++;
+        Py_ssize_t ti = r->tags.off, tend = r->tags.off + r->tags.len, ts_, tl_;
+        for (uint32_t k = 0; k < r->ntags; k++) {
+            if (!any_str(buf, tend, &ti, &ts_, &tl_)) {
+                out->changed = 1;
+                return 0;
+            }
+            span tsp = {ts_, tl_};
+            Py_ssize_t c = code_of(&out->tags, buf, tsp);
+            if (c < 0) goto oom;
+            out->set_tags[out->nset_tags++] = (uint32_t)c;
+        }
+    }
+    return 1;
+oom:
+    out->oom = 1;
+    return 0;
+}
+
 /* Phase 1 (no GIL): take frames from st->pos on. */
 static void scan_loop(scan_t *st, out_t *out) {
     const unsigned char *buf = st->buf;
@@ -776,6 +989,7 @@ static void scan_loop(scan_t *st, out_t *out) {
             out->oom = 1;
             break;
         }
+        if (!take_values(out, buf, n0)) break;
         st->seq = s;
         memcpy(st->last, prev, HASH);
         pos += (Py_ssize_t)total;
@@ -786,152 +1000,20 @@ static void scan_loop(scan_t *st, out_t *out) {
 
 /* -- phase 2: Python objects ---------------------------------------------------------------------------- */
 
-/* Distinct byte strings of the buffer (spans), numbered in first-seen order, so that a span already seen
- * costs no Python object. At a million records a 64 MiB window holds some 70,000 distinct tag sets, and
- * looking each entry's up is a cache miss: the table is kept small for that. Its slots are 8 bytes (the
- * upper half of the key's hash, and its code + 1; 0 is empty), and each key is kept once, in the order
- * of the codes, with its bytes inline when short: a lookup reads one slot and, when the hash matches,
- * the key it names, not the place in the window where the value was first seen (megabytes back). */
-#define KEY_INLINE 16
-typedef struct {
-    uint64_t hash;
-    Py_ssize_t len;
-    union {
-        unsigned char bytes[KEY_INLINE]; /* len <= KEY_INLINE */
-        Py_ssize_t off;                  /* otherwise: where the key lies in the buffer */
-    } key;
-} tkey_t;
-
-typedef struct {
-    PyObject *list; /* distinct values */
-    uint64_t *slots;
-    tkey_t *keys; /* by code */
-    size_t cap, n, kcap;
-} table_t;
-
-#define TABLE_MAX 0xFFFFFFF0u /* codes are u32 (and a slot holds code + 1) */
-
-static void table_free(table_t *t) {
-    Py_XDECREF(t->list);
-    free(t->slots);
-    free(t->keys);
-}
-
-static uint64_t fnv1a(const unsigned char *p, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
-    return h;
-}
-
-/* Whether n bytes at a and b are equal; short keys by a loop the compiler keeps inline (a call to memcmp
- * costs more than comparing the few bytes of a scope, an agent or a tag). */
-static inline int same_bytes(const unsigned char *a, const unsigned char *b, Py_ssize_t n) {
-    if (n > KEY_INLINE) return memcmp(a, b, (size_t)n) == 0;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (a[i] != b[i]) return 0;
-    return 1;
-}
-
-/* Room for one more key: the slots kept at most 3/4 full (linear probing), the keys' array grown. */
-static int table_room(table_t *t) {
-    if (t->n >= TABLE_MAX) return 0;
-    if (t->n == t->kcap) {
-        size_t kcap = t->kcap ? t->kcap * 2 : 64;
-        tkey_t *keys = realloc(t->keys, kcap * sizeof(tkey_t));
-        if (!keys) return 0;
-        t->keys = keys;
-        t->kcap = kcap;
-    }
-    if (4 * (t->n + 1) <= 3 * t->cap) return 1;
-    size_t cap = t->cap ? t->cap * 2 : 128;
-    uint64_t *slots = calloc(cap, sizeof(uint64_t));
-    if (!slots) return 0;
+/* The distinct values of a text table, as str, in the order of their codes; NULL with an exception set. */
+static PyObject *text_values(const table_t *t, const unsigned char *buf) {
+    PyObject *list = PyList_New((Py_ssize_t)t->n);
+    if (!list) return NULL;
     for (size_t c = 0; c < t->n; c++) {
-        size_t j = (size_t)t->keys[c].hash & (cap - 1);
-        while (slots[j]) j = (j + 1) & (cap - 1);
-        slots[j] = (t->keys[c].hash & 0xFFFFFFFF00000000ULL) | (uint64_t)(c + 1);
-    }
-    free(t->slots);
-    t->slots = slots;
-    t->cap = cap;
-    return 1;
-}
-
-static Py_ssize_t intern(table_t *t, const unsigned char *buf, span sp, uint32_t ntags, int is_tags,
-                         span *last, Py_ssize_t *last_code) {
-    const unsigned char *key = buf + sp.off;
-    if (*last_code >= 0 && last->len == sp.len && same_bytes(buf + last->off, key, sp.len)) return *last_code;
-    if (!table_room(t)) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    uint64_t h = fnv1a(key, sp.len), htag = h & 0xFFFFFFFF00000000ULL;
-    size_t j = (size_t)h & (t->cap - 1);
-    for (uint64_t s; (s = t->slots[j]) != 0; j = (j + 1) & (t->cap - 1)) {
-        if ((s & 0xFFFFFFFF00000000ULL) != htag) continue;
-        Py_ssize_t c = (Py_ssize_t)(s & 0xFFFFFFFFu) - 1;
-        const tkey_t *k = &t->keys[c];
-        if (k->hash == h && k->len == sp.len &&
-            same_bytes(sp.len <= KEY_INLINE ? k->key.bytes : buf + k->key.off, key, sp.len)) {
-            *last = sp;
-            *last_code = c;
-            return c;
+        PyObject *v = PyUnicode_DecodeUTF8((const char *)key_bytes(t, buf, c), t->keys[c].len, "strict");
+        if (!v) {
+            Py_DECREF(list);
+            return NULL;
         }
+        PyList_SET_ITEM(list, (Py_ssize_t)c, v);
     }
-    PyObject *value;
-    if (is_tags) {
-        value = PyTuple_New(ntags);
-        Py_ssize_t i = sp.off, end = sp.off + sp.len, s, l;
-        for (uint32_t k = 0; value && k < ntags; k++) {
-            if (!any_str(buf, end, &i, &s, &l)) {
-                PyErr_SetString(PyExc_SystemError, "tag set changed under the scan");
-                Py_CLEAR(value);
-                break;
-            }
-            PyObject *tag = PyUnicode_DecodeUTF8((const char *)buf + s, l, "strict");
-            if (!tag) {
-                Py_CLEAR(value);
-                break;
-            }
-            PyTuple_SET_ITEM(value, k, tag);
-        }
-        /* A tuple of str can be in no reference cycle: untracked, as the collector itself would leave it
-         * on its first pass, it costs no collection anything (a replay keeps some 70,000 of them, and a
-         * verify's runs as many, which the first collection after the bulk work would otherwise walk). */
-        if (value && PyObject_GC_IsTracked(value)) PyObject_GC_UnTrack(value);
-    } else {
-        value = PyUnicode_DecodeUTF8((const char *)buf + sp.off, sp.len, "strict");
-    }
-    Py_ssize_t n = PyList_GET_SIZE(t->list);
-    int bad = !value || PyList_Append(t->list, value) < 0;
-    Py_XDECREF(value);
-    if (bad) return -1;
-    tkey_t *k = &t->keys[n];
-    k->hash = h;
-    k->len = sp.len;
-    if (sp.len <= KEY_INLINE)
-        memcpy(k->key.bytes, key, (size_t)sp.len);
-    else
-        k->key.off = sp.off;
-    t->slots[j] = htag | (uint64_t)(n + 1);
-    t->n++;
-    *last = sp;
-    *last_code = n;
-    return n;
+    return list;
 }
-
-#define COLUMN(name, type, field)                                                                 \
-    do {                                                                                          \
-        PyObject *b_ = PyBytes_FromStringAndSize(NULL, out.n * (Py_ssize_t)sizeof(type));         \
-        if (!b_) goto fail;                                                                       \
-        type *d_ = (type *)PyBytes_AS_STRING(b_);                                                 \
-        for (Py_ssize_t i_ = 0; i_ < out.n; i_++) d_[i_] = (type)out.rows[i_].field;              \
-        if (PyDict_SetItemString(cols, name, b_) < 0) {                                           \
-            Py_DECREF(b_);                                                                        \
-            goto fail;                                                                            \
-        }                                                                                         \
-        Py_DECREF(b_);                                                                            \
-    } while (0)
 
 static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer view;
@@ -942,14 +1024,13 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                           &row0))
         return NULL;
     PyObject *result = NULL, *ids = NULL, *id_ends = NULL, *cols = NULL, *hashes = NULL, *leaves = NULL, *frames = NULL,
-             *counts = NULL, *tag_lens = NULL, *tag_rows = NULL;
-    table_t tagtab = {0};
-    uint32_t *pair_code = NULL, *pair_row = NULL, *tcount = NULL, *set_len = NULL, *set_tags = NULL;
-    Py_ssize_t *set_first = NULL;
+             *counts = NULL, *tag_lens = NULL, *tag_rows = NULL, *tag_list = NULL;
+    uint32_t *pair_code = NULL, *pair_row = NULL, *tcount = NULL;
     Py_ssize_t npairs = 0;
-    table_t tabs[3] = {{0}, {0}, {0}};
-    PyObject *codes[3] = {NULL, NULL, NULL};
+    PyObject *lists[3] = {NULL, NULL, NULL}, *codes[3] = {NULL, NULL, NULL};
     out_t out = {0};
+    for (int t = 0; t < 3; t++) out.tabs[t].last_code = -1;
+    out.tags.last_code = -1;
     scan_t st;
     memset(&st, 0, sizeof st);
     if (last.len != HASH || pos < 0 || seq < 1 || base < 0 || row0 < 0 || row0 > 0xFFFFFFFFLL) {
@@ -973,26 +1054,83 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto fail;
     }
+    if (out.changed) {
+        PyErr_SetString(PyExc_SystemError, "tag set changed under the scan");
+        goto fail;
+    }
     if (out.n && row0 + out.n - 1 > 0xFFFFFFFFLL) {
         PyErr_SetString(PyExc_ValueError, "scan: rows past 2**32");
         goto fail;
     }
     const unsigned char *buf = view.buf;
-    /* the ids, back to back, with the end of each; how many lead in strictly ascending order, all ASCII
-     * of the first one's width (what a SortedIds blob holds), and that width (0 when none does) */
-    Py_ssize_t id_total = 0, id_width = out.n ? out.rows[0].id.len : 0, id_run = 0;
-    for (Py_ssize_t i = 0; i < out.n; i++) id_total += out.rows[i].id.len;
-    ids = PyBytes_FromStringAndSize(NULL, id_total);
+    /* a Python object for each distinct value: scopes, agents, tags, and tag sets as tuples of those tags */
+    for (int t = 0; t < 2; t++)
+        if (!(lists[t] = text_values(&out.tabs[t], buf))) goto fail;
+    if (!(tag_list = text_values(&out.tags, buf))) goto fail;
+    Py_ssize_t nsets = (Py_ssize_t)out.tabs[2].n;
+    if (!(lists[2] = PyList_New(nsets))) goto fail;
+    for (Py_ssize_t k = 0; k < nsets; k++) {
+        PyObject *value = PyTuple_New(out.set_len[k]);
+        if (!value) goto fail;
+        for (uint32_t j = 0; j < out.set_len[k]; j++) {
+            PyObject *tag = PyList_GET_ITEM(tag_list, out.set_tags[out.set_first[k] + j]);
+            Py_INCREF(tag);
+            PyTuple_SET_ITEM(value, j, tag);
+        }
+        /* A tuple of str can be in no reference cycle: untracked, as the collector itself would leave it
+         * on its first pass, it costs no collection anything (a replay keeps some 70,000 of them, and a
+         * verify's runs as many, which the first collection after the bulk work would otherwise walk). */
+        if (PyObject_GC_IsTracked(value)) PyObject_GC_UnTrack(value);
+        PyList_SET_ITEM(lists[2], k, value);
+    }
+    /* Then everything else a row gives, in one pass over the rows (phase 1 read the buffer): the end of
+     * each id in the ids, and how many ids lead in strictly ascending order, all ASCII of the first one's
+     * width (what a SortedIds blob holds), and that width (0 when none does); the codes of its scope, agent
+     * and tag set; its tags' (tag code, row) pairs; its hashes; its columns. */
+    Py_ssize_t id_total = out.id_total, total_tags = out.total_tags;
+    Py_ssize_t id_width = out.n ? out.rows[0].id.len : 0, id_run = 0;
+    ids = PyBytes_FromStringAndSize(out.ids ? (const char *)out.ids : "", id_total);
     id_ends = PyBytes_FromStringAndSize(NULL, out.n * (Py_ssize_t)sizeof(int64_t));
-    if (!ids || !id_ends) goto fail;
+    cols = PyDict_New();
+    hashes = PyBytes_FromStringAndSize(NULL, out.n * HASH);
+    leaves = PyBytes_FromStringAndSize(NULL, (flags & FLAG_LEAVES) ? out.n * HASH : 0);
+    frames = PyBytes_FromStringAndSize((const char *)out.frames, out.nframes * 2 * (Py_ssize_t)sizeof(int64_t));
+    counts = PyBytes_FromStringAndSize((const char *)out.counts, out.nframes * (Py_ssize_t)sizeof(uint32_t));
+    if (!ids || !id_ends || !cols || !hashes || !leaves || !frames || !counts) goto fail;
+    static const char *const col_names[8] = {"ver", "slot_len", "entry_len", "seq", "ts", "size", "slot_off",
+                                             "entry_off"};
+    char *colp[8];
+    for (int c = 0; c < 8; c++) { /* u32 for the first three, i64 for the rest; the dict holds each */
+        PyObject *b_ = PyBytes_FromStringAndSize(NULL, out.n * (Py_ssize_t)(c < 3 ? 4 : 8));
+        if (!b_ || PyDict_SetItemString(cols, col_names[c], b_) < 0) {
+            Py_XDECREF(b_);
+            goto fail;
+        }
+        colp[c] = PyBytes_AS_STRING(b_);
+        Py_DECREF(b_);
+    }
+    uint32_t *codep[3];
+    for (int t = 0; t < 3; t++) {
+        codes[t] = PyBytes_FromStringAndSize(NULL, out.n * (Py_ssize_t)sizeof(uint32_t));
+        if (!codes[t]) goto fail;
+        codep[t] = (uint32_t *)PyBytes_AS_STRING(codes[t]);
+    }
+    pair_code = malloc((size_t)(total_tags ? total_tags : 1) * sizeof(uint32_t));
+    pair_row = malloc((size_t)(total_tags ? total_tags : 1) * sizeof(uint32_t));
+    if (!pair_code || !pair_row) {
+        PyErr_NoMemory();
+        goto fail;
+    }
     {
-        unsigned char *d = (unsigned char *)PyBytes_AS_STRING(ids);
+        const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(ids);
         int64_t *ends = (int64_t *)PyBytes_AS_STRING(id_ends);
+        uint32_t *c_ver = (uint32_t *)colp[0], *c_slen = (uint32_t *)colp[1], *c_elen = (uint32_t *)colp[2];
+        int64_t *c_seq = (int64_t *)colp[3], *c_ts = (int64_t *)colp[4], *c_size = (int64_t *)colp[5];
+        int64_t *c_soff = (int64_t *)colp[6], *c_eoff = (int64_t *)colp[7];
         Py_ssize_t at = 0;
         int in_run = id_width > 0;
         for (Py_ssize_t i = 0; i < out.n; i++) {
             const row *r = &out.rows[i];
-            memcpy(d + at, buf + r->id.off, (size_t)r->id.len);
             if (in_run) {
                 in_run = r->id.len == id_width && (!i || memcmp(d + at - id_width, d + at, (size_t)id_width) < 0);
                 for (Py_ssize_t k = 0; in_run && k < r->id.len; k++) in_run = d[at + k] < 0x80;
@@ -1000,80 +1138,29 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             }
             at += r->id.len;
             ends[i] = (int64_t)at;
+            for (int t = 0; t < 3; t++) codep[t][i] = r->code[t];
+            /* each tag, for the postings: (tag code, row) pairs */
+            uint32_t set = r->code[2];
+            for (uint32_t k = 0; k < out.set_len[set]; k++) {
+                pair_code[npairs] = out.set_tags[out.set_first[set] + k];
+                pair_row[npairs++] = (uint32_t)(row0 + i);
+            }
+            memcpy(PyBytes_AS_STRING(hashes) + i * HASH, r->hash, HASH);
+            if (flags & FLAG_LEAVES) memcpy(PyBytes_AS_STRING(leaves) + i * HASH, r->leaf, HASH);
+            c_ver[i] = r->ver;
+            c_slen[i] = r->slot_len;
+            c_elen[i] = r->entry_len;
+            c_seq[i] = r->seq;
+            c_ts[i] = r->ts;
+            c_size[i] = r->size;
+            c_soff[i] = r->slot_off;
+            c_eoff[i] = r->entry_off;
         }
         if (!id_run) id_width = 0;
     }
-    cols = PyDict_New();
-    hashes = PyBytes_FromStringAndSize(NULL, out.n * HASH);
-    leaves = PyBytes_FromStringAndSize(NULL, (flags & FLAG_LEAVES) ? out.n * HASH : 0);
-    frames = PyBytes_FromStringAndSize((const char *)out.frames, out.nframes * 2 * (Py_ssize_t)sizeof(int64_t));
-    counts = PyBytes_FromStringAndSize((const char *)out.counts, out.nframes * (Py_ssize_t)sizeof(uint32_t));
-    if (!ids || !cols || !hashes || !leaves || !frames || !counts) goto fail;
-    for (int t = 0; t < 3; t++) {
-        tabs[t].list = PyList_New(0);
-        codes[t] = PyBytes_FromStringAndSize(NULL, out.n * (Py_ssize_t)sizeof(uint32_t));
-        if (!tabs[t].list || !codes[t]) goto fail;
-    }
-    tagtab.list = PyList_New(0);
-    if (!tagtab.list) goto fail;
-    Py_ssize_t total_tags = 0;
-    for (Py_ssize_t i = 0; i < out.n; i++) total_tags += out.rows[i].ntags;
-    pair_code = malloc((size_t)(total_tags ? total_tags : 1) * sizeof(uint32_t));
-    pair_row = malloc((size_t)(total_tags ? total_tags : 1) * sizeof(uint32_t));
-    if (!pair_code || !pair_row) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    /* The tags of each distinct tag set, as tag codes, read when the tag set is first seen: a tag set seen
-     * again gives its rows' (tag code, row) pairs with no parsing or lookup of its tags. (A tag is first
-     * seen in the row where the first tag set holding it is: the tags' order is that of a row by row
-     * reading.) */
-    set_first = malloc((size_t)(out.n ? out.n : 1) * sizeof(Py_ssize_t));
-    set_len = malloc((size_t)(out.n ? out.n : 1) * sizeof(uint32_t));
-    set_tags = malloc((size_t)(total_tags ? total_tags : 1) * sizeof(uint32_t));
-    if (!set_first || !set_len || !set_tags) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    Py_ssize_t nsets = 0, nset_tags = 0;
-    span lastsp[3], lasttag = {0, 0};
-    Py_ssize_t lastcode[3] = {-1, -1, -1}, lasttagcode = -1;
-    for (Py_ssize_t i = 0; i < out.n; i++) {
-        row *r = &out.rows[i];
-        span sps[3] = {r->scope, r->agent, r->tags};
-        Py_ssize_t set = 0;
-        for (int t = 0; t < 3; t++) {
-            Py_ssize_t c = intern(&tabs[t], buf, sps[t], r->ntags, t == 2, &lastsp[t], &lastcode[t]);
-            if (c < 0) goto fail;
-            ((uint32_t *)PyBytes_AS_STRING(codes[t]))[i] = (uint32_t)c;
-            set = c; /* (the tag set's, after the last) */
-        }
-        if (set == nsets) { /* a new tag set: its tags */
-            set_first[nsets] = nset_tags;
-            set_len[nsets++] = r->ntags;
-            Py_ssize_t ti = r->tags.off, tend = r->tags.off + r->tags.len, ts_, tl_;
-            for (uint32_t k = 0; k < r->ntags; k++) {
-                if (!any_str(buf, tend, &ti, &ts_, &tl_)) {
-                    PyErr_SetString(PyExc_SystemError, "tag set changed under the scan");
-                    goto fail;
-                }
-                span tsp = {ts_, tl_};
-                Py_ssize_t c = intern(&tagtab, buf, tsp, 0, 0, &lasttag, &lasttagcode);
-                if (c < 0) goto fail;
-                set_tags[nset_tags++] = (uint32_t)c;
-            }
-        }
-        /* each tag, for the postings: (tag code, row) pairs */
-        for (uint32_t k = 0; k < set_len[set]; k++) {
-            pair_code[npairs] = set_tags[set_first[set] + k];
-            pair_row[npairs++] = (uint32_t)(row0 + i);
-        }
-        memcpy(PyBytes_AS_STRING(hashes) + i * HASH, r->hash, HASH);
-        if (flags & FLAG_LEAVES) memcpy(PyBytes_AS_STRING(leaves) + i * HASH, r->leaf, HASH);
-    }
     {
         /* the rows of each tag, tag by tag in first-seen order, rows in order (a stable counting sort) */
-        Py_ssize_t ntag = PyList_GET_SIZE(tagtab.list);
+        Py_ssize_t ntag = PyList_GET_SIZE(tag_list);
         tcount = calloc((size_t)(ntag ? ntag : 1), sizeof(uint32_t));
         tag_lens = PyBytes_FromStringAndSize(NULL, ntag * (Py_ssize_t)sizeof(uint32_t));
         tag_rows = PyBytes_FromStringAndSize(NULL, npairs * (Py_ssize_t)sizeof(uint32_t));
@@ -1092,30 +1179,19 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         }
         for (Py_ssize_t k = 0; k < npairs; k++) rows[tcount[pair_code[k]]++] = pair_row[k];
     }
-    COLUMN("ver", uint32_t, ver);
-    COLUMN("slot_len", uint32_t, slot_len);
-    COLUMN("entry_len", uint32_t, entry_len);
-    COLUMN("seq", int64_t, seq);
-    COLUMN("ts", int64_t, ts);
-    COLUMN("size", int64_t, size);
-    COLUMN("slot_off", int64_t, slot_off);
-    COLUMN("entry_off", int64_t, entry_off);
     result = Py_BuildValue("(nLy#NNNNNnnNNNNNNNNNNNN)", st.pos, (long long)st.seq, (const char *)st.last,
                            (Py_ssize_t)HASH, st.need > 0 ? PyLong_FromSsize_t(st.need) : PyLong_FromLong(0),
-                           frames, counts, ids, id_ends, id_width, id_run, tabs[0].list, codes[0], tabs[1].list, codes[1], tabs[2].list,
-                           codes[2], tagtab.list, tag_lens, tag_rows, cols, hashes, leaves);
-    frames = counts = ids = id_ends = cols = hashes = leaves = tag_lens = tag_rows = tagtab.list = NULL;
-    for (int t = 0; t < 3; t++) tabs[t].list = codes[t] = NULL;
+                           frames, counts, ids, id_ends, id_width, id_run, lists[0], codes[0], lists[1], codes[1], lists[2],
+                           codes[2], tag_list, tag_lens, tag_rows, cols, hashes, leaves);
+    frames = counts = ids = id_ends = cols = hashes = leaves = tag_lens = tag_rows = tag_list = NULL;
+    for (int t = 0; t < 3; t++) lists[t] = codes[t] = NULL;
 fail:
-    table_free(&tagtab);
+    Py_XDECREF(tag_list);
     Py_XDECREF(tag_lens);
     Py_XDECREF(tag_rows);
     free(pair_code);
     free(pair_row);
     free(tcount);
-    free(set_first);
-    free(set_len);
-    free(set_tags);
     Py_XDECREF(ids);
     Py_XDECREF(id_ends);
     Py_XDECREF(cols);
@@ -1124,9 +1200,15 @@ fail:
     Py_XDECREF(frames);
     Py_XDECREF(counts);
     for (int t = 0; t < 3; t++) {
-        table_free(&tabs[t]);
+        table_free(&out.tabs[t]);
+        Py_XDECREF(lists[t]);
         Py_XDECREF(codes[t]);
     }
+    table_free(&out.tags);
+    free(out.ids);
+    free(out.set_first);
+    free(out.set_len);
+    free(out.set_tags);
     free(out.rows);
     free(out.frames);
     free(out.counts);

@@ -286,6 +286,71 @@ def test_frames_appended_while_reading_and_small_chunks(db_path: Path, monkeypat
         assert verify_db(db_path) == expected
 
 
+def test_the_fast_path_reads_in_windows_of_any_size(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scanned in windows smaller than a frame header, than a frame, and of a few frames, every frame of
+    puts still goes the fast way (a frame cut by a window's end is read again whole), and a log damaged
+    anywhere is reported as the general path reports it."""
+    b = LogBuilder()
+    for i in range(20):
+        b.put("a", f"x{i:02d}", f"content {i} " + "y" * (i * 7))
+        if i % 6 == 5:
+            with b.frame():
+                for k in range(4):
+                    b.put("a", f"x{i:02d}-{k}", f"in a frame {k}", tags=["f", f"t{k}"])
+    built = b.build()
+    clean = write(db_path, built.data).read_bytes()
+    expected = both(db_path)
+    rng = random.Random(38)
+    for window in (1, 23, 24, 100, 333, 1000, 4096):
+        monkeypatch.setattr(verify_file, "SCAN_WINDOW", window)
+        write(db_path, clean)
+        with counting_general_frames() as general:
+            assert verify_db(db_path) == expected
+        assert general == [1]  # only the genesis
+        for _ in range(5):
+            data = bytearray(clean)
+            data[rng.randrange(33, len(data))] ^= 1 << rng.randrange(8)
+            both(write(db_path, data))
+
+
+def test_frames_between_runs_of_puts_are_read_from_the_scans_window(db_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A grant after every few puts sends each to the general path: the scan goes on in the window it read
+    and hands the grant's frame to the reader, so the file is read once (the header's read takes the first
+    CHUNK, the scan's window the rest), not again a CHUNK at a time around the grants; the report is the
+    general path's."""
+    assert verify_file.SCAN_WINDOW >= 64 * 4096
+    b = LogBuilder()
+    for i in range(400):
+        b.put("a", f"x{i:03d}", f"content {i}", tags=["t"])
+        if i % 8 == 7:
+            b.grant("owner", f"bob{i}", "team:*", ["read"])
+    size = len(write(db_path, b.build().data).read_bytes())
+    read: list[int] = []
+    pread, pread_into = filelog.pread, verify_file.pread_into
+
+    def counted(fd: int, n: int, offset: int) -> bytes:
+        data = pread(fd, n, offset)
+        read.append(len(data))
+        return data
+
+    def counted_into(fd: int, view: memoryview, offset: int) -> int:
+        read.append(pread_into(fd, view, offset))
+        return read[-1]
+
+    monkeypatch.setattr(filelog, "pread", counted)
+    monkeypatch.setattr(verify_file, "pread_into", counted_into)
+    for module in (filelog, verify_file):  # a log many CHUNKs long
+        monkeypatch.setattr(module, "CHUNK", 4096)
+    with counting_general_frames() as general:
+        report = verify_db(db_path)
+    assert report.ok and len(general) == 1 + 50  # the genesis and the grants
+    assert sum(read) <= size + 2 * 4096
+    for window in (100, 5000):
+        monkeypatch.setattr(verify_file, "SCAN_WINDOW", window)
+        assert both(db_path) == report
+
+
 def test_a_client_database_verifies_and_gathers_the_same(db_path: Path) -> None:
     with MnemoClient(db_path, "agent-1", durability="none", signing_key=SEED, checkpoint_every=7) as c:
         ids = [c.remember(f"memory {i} ✓" * (i % 3 + 1), tags=[f"t{i % 3}", "all"],

@@ -260,3 +260,13 @@ class IndexData:
             yield from (row for row, rec_id in enumerate(extra, nbase) if rec_id is not None)
         else:
             yield from range(nbase, nbase + len(extra))
+
+    def live_rows_outside(self, rows: set[int]) -> list[int]:
+        """The live rows not in `rows`, in order; when every row is live, told without a set of them all
+        (a verify asks with the text index's pending rows, every row of a database recall never read)."""
+        if not self.base_dead and None not in self.extra:
+            every = range(self.base.n + len(self.extra))
+            if rows.issuperset(every):
+                return []
+            return [row for row in every if row not in rows]
+        return sorted(set(self.live_rows()).difference(rows))

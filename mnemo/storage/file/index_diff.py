@@ -70,7 +70,7 @@ def _same_runs(index: Index, expected: ScannedIndex) -> bool:
     for name, table, values, codes in tables:
         parts = []
         for res in runs:
-            mapped = [table.get(v) for v in getattr(res, values)]
+            mapped = list(map(table.get, getattr(res, values)))
             local = getattr(res, codes)
             if mapped == list(range(len(mapped))):
                 parts.append(local)

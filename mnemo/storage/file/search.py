@@ -92,7 +92,7 @@ class Search(Reads):
             fresh = TextIndex()
             seen: Seen = {}
             missing = [index.id_at(row) for row, kept in mine.held.items() if kept != self._row_text(row)]
-            for row in sorted(set(index.live_rows()).difference(mine.pending)):
+            for row in index.live_rows_outside(mine.pending):
                 scope, seq, text = self._row_text(row)
                 if text is None:
                     continue

@@ -16,17 +16,28 @@ from ...acl import Acl
 from ...chain.codec import ZERO_HASH
 from ...chain.rules import ChainVerifier, ExpectedIndex, PayloadSlot, PutRow, verify_arguments
 from ...chain.tree import CompactRange
+from ...errors import UnreadableDatabase
 from ...record import VerifyReport
 from ..gc_pause import gc_paused
 from ..types import PathArg, Progress
-from .framing import ENTRY_HEADER, FILE_MAGIC, FRAME_HEADER, HEADER_SIZE, Frame, HeaderError, decode_file_header
+from .framing import (
+    ENTRY_HEADER,
+    FILE_MAGIC,
+    FRAME_HEADER,
+    HEADER_SIZE,
+    TRAILER,
+    Frame,
+    HeaderError,
+    decode_file_header,
+)
 from .index_columns import SortedIds
+from .logfile import pread_into
 from .reader import BIG_FRAME, CHUNK, Damage, Window, entry_offsets, not_regular, open_db, scan_log
 from .scan import DIGEST, LEAVES, ScanResult, scan_frames
 from .snapshot import read_erase_journal
 
 _FH = FRAME_HEADER.size
-SCAN_WINDOW = 4 * CHUNK  # the bytes the fast path scans at a time (at least a CHUNK, to the file's end)
+SCAN_WINDOW = 16 * CHUNK  # the bytes the fast path scans at a time (or a frame, when it is larger)
 _SCAN_COLUMNS = (("ver", "I"), ("slot_len", "I"), ("entry_len", "I"), ("seq", "q"), ("ts", "q"), ("size", "q"),
                  ("slot_off", "q"), ("entry_off", "q"))
 
@@ -80,6 +91,8 @@ class _DbVerifier(ChainVerifier):
         # in the index's `live`: put there before the general path reads an entry (flush_runs), or
         # handed to a ScannedIndex as they are.
         self.runs: list[ScanResult] = []
+        self.scratch = bytearray()  # the fast path's window (scan_window): scratch_len bytes from scratch_at
+        self.scratch_at = self.scratch_len = 0
 
     def flush_runs(self) -> None:
         runs, self.runs = self.runs, []
@@ -193,25 +206,61 @@ class _DbVerifier(ChainVerifier):
             return pos
         want = self.expect_head[0] if self.expect_head is not None else -1
         flags = DIGEST | (LEAVES if self.tree is not None else 0)
+        need = 0
         while pos + _FH <= win.size:
-            rel = pos - win.start
-            if rel < 0 or rel + _FH > len(win.buf) or len(win.buf) - rel < CHUNK < win.size - pos:
-                # one scan over many frames: what it builds per distinct scope, agent or tag is made once
-                win.ensure(pos, SCAN_WINDOW)
-                rel = pos - win.start
-            res = scan_frames(win.buf, win.start, rel, self.next_seq, self.last_hash, want, BIG_FRAME, flags)
+            # one scan over many frames (what it builds per distinct scope, agent or tag is made once)
+            buf = self.scan_window(win, pos, need)
+            res = scan_frames(buf, pos, 0, self.next_seq, self.last_hash, want, BIG_FRAME, flags)
             taken = self.take_scanned(res)
             if taken is not None:
-                return taken  # a version that does not follow: the general path reports it
-            pos = win.start + res.pos
-            if res.need:  # the next frame is not whole in the buffer
-                if pos + res.need > win.size:
+                pos = taken  # a version that does not follow: the general path reports it
+                break
+            pos, need = pos + res.pos, res.need
+            if need:  # the next frame is not whole in the buffer
+                if pos + need > win.size:
                     break
-                win.ensure(pos, max(res.need, SCAN_WINDOW))
-            elif len(win.buf) - res.pos >= _FH:  # a frame the scan does not take
+            elif len(buf) - res.pos >= _FH:  # a frame the scan does not take
                 break
             # else fewer bytes than a frame header are left in the buffer: read on
+        self.hand_over(win, pos)
         return pos
+
+    def scan_window(self, win: Window, pos: int, need: int) -> memoryview:
+        """The file's bytes from `pos` on, at least `need` of them and a frame header (fewer only at the
+        file's end): what the window read before holds from `pos`, when that is at least a CHUNK or runs to
+        the file's end, else SCAN_WINDOW bytes (or `need`) read into the memory of the window before, which
+        no scan result views (the scan copies what it returns): a verify reads every byte of the log, and
+        fresh memory for each window costs the kernel more (a zeroed page and a fault for each) than the
+        read. Progress is reported at each scan."""
+        start, held = self.scratch_at, self.scratch_len
+        rel, need = pos - start, max(need, _FH)
+        if not (rel >= 0 and held - rel >= need and (held - rel >= CHUNK or start + held >= win.size)):
+            n = max(0, min(max(SCAN_WINDOW, need), win.size - pos))
+            if len(self.scratch) < n:
+                self.scratch = bytearray(n)  # (a new one: the old cannot grow while a view of it is alive)
+            try:
+                held = pread_into(win.fd, memoryview(self.scratch)[:n], pos)
+            except OSError as exc:
+                raise UnreadableDatabase(f"cannot read {win.path} at offset {pos}: {exc.strerror}") from None
+            self.scratch_at, self.scratch_len, rel = pos, held, 0
+            if held < n:  # the file shrank under us: it ends here now
+                win.size = pos + held
+        if win.progress is not None:
+            win.progress(min(pos, win.size), win.size)
+        return memoryview(self.scratch)[rel:held]
+
+    def hand_over(self, win: Window, pos: int) -> None:
+        """The frame at `pos`, which the general path reads next, given to the window from the scan's
+        window when that holds it (up to a CHUNK of it: the window reads on as it needs), so that a frame
+        between runs of puts is not read from the file again with the CHUNK after it."""
+        rel, held = pos - self.scratch_at, self.scratch_len
+        if not 0 <= rel < held or win.start <= pos < win.start + len(win.buf):
+            return
+        take = min(held - rel, CHUNK)
+        if take >= _FH:
+            _magic, _count, _first, elen, plen = FRAME_HEADER.unpack_from(self.scratch, rel)
+            take = min(take, _FH + elen + plen + TRAILER.size)
+        win.buf, win.start = bytes(memoryview(self.scratch)[rel:rel + take]), pos
 
     def take_scanned(self, res: ScanResult) -> int | None:
         """Apply the scanned frames to the state, frame by frame; None when all were taken, else the

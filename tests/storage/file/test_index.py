@@ -191,6 +191,9 @@ class IndexMachine(RuleBasedStateMachine):
             )
         assert self.index.posting_differences() == []
         live_tags = {t for r in self.model.values() for t in r.tags}
+        live = list(self.index.live_rows())
+        for rows in (set(), set(live), set(live[::2]), set(range(len(self.index.cols["ver"]) + 1))):
+            assert self.index.live_rows_outside(rows) == sorted(set(live) - rows)
         assert live_tags <= set(self.index.sorted_tags)
         assert self.index.sorted_tags == sorted(self.index.postings)  # a tag no record holds is gone
 

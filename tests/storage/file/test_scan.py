@@ -162,6 +162,40 @@ def test_distinct_values_are_numbered_first_seen_first_however_many_and_long() -
     assert set(res.tags) == set(names)
 
 
+def test_a_frame_left_to_the_general_path_numbers_none_of_its_values() -> None:
+    """The values of a frame are numbered once the whole frame is taken: a frame of puts whose last put is
+    damaged (its payload changed under a fixed slot checksum) gives none of its new scopes, agents, tags
+    or tag sets, nor its ids, though the puts before it in the frame were read; rows of one new tag set
+    in a row, and again in a later frame, are one tag set."""
+    b = LogBuilder()
+    with b.frame():
+        for i in range(4):
+            b.put("a", f"x{i}", "c", tags=["same", "set"])
+    b.put("a", "x4", "c", tags=["set", "same"])
+    b.put("b", "x5", "c", tags=["other"])
+    with b.frame():
+        b.put("new-agent-with-a-long-name", "y0", "c", tags=["fresh", "same"], scope="team:a-new-scope-long")
+        b.put("a", "y1", "c", tags=["also-fresh"])
+    b.put("a", "y2", "c")
+    built = b.build()
+    start, g = built.frame_spans[1][0], built.entries[0].hash
+    for flags in FLAGS:
+        clean = assert_twins(bytes(built.data), 0, start, 1, g, flags=flags)
+        assert clean.ids == ["x0", "x1", "x2", "x3", "x4", "x5", "y0", "y1", "y2"]
+        assert clean.tagsets == [("same", "set"), ("other",), ("fresh", "same"), ("also-fresh",), ()]
+        data = bytearray(built.data)
+        off, length = built.slots[8]  # y1, the frame's last put
+        data[off + length - 1] ^= 1
+        fix_slot_crc(data, off, length)
+        res = assert_twins(bytes(data), 0, start, 1, g, flags=flags)
+        assert res.pos == built.frame_spans[4][0]  # the damaged frame, left whole to the general path
+        assert res.ids == ["x0", "x1", "x2", "x3", "x4", "x5"] and res.id_bytes == b"x0x1x2x3x4x5"
+        assert res.scopes == ["agent:a", "agent:b"] and res.agents == ["a", "b"]
+        assert res.tagsets == [("same", "set"), ("other",)] and res.tags == ["same", "set", "other"]
+        assert list(array("I", res.tagset_codes)) == [0, 0, 0, 0, 0, 1]
+        assert list(array("I", res.tag_lens)) == [5, 5, 1]
+
+
 def test_what_the_scan_leaves_to_the_general_path() -> None:
     """It stops before: another op, a frame holding the stop seq, a frame longer than the bound, a
     frame not whole in the buffer (saying how long it is), the wrong seq or prev; never raises."""
