@@ -82,7 +82,9 @@ Targets:
   subclasses, ints beyond 64 bits, nesting of any depth); pack must give exactly msgpack's bytes
   (msgpack.packb, use_bin_type=True) or refuse, and never refuse a plain value (exact types, in range,
   valid UTF-8, within msgpack's depth); seal_put of a salt, content, tags and metadata cut from the input,
-  entry of a seq, time, prev, op, agent and body, and frame of entries and payloads cut from it must give
+  entry of a seq, time, prev, op, agent and body (and staged of the same entry with a payload, tags and
+  a text: the twin's tuples, untracked by the cyclic collector only where nothing in them is tracked),
+  and frame of entries and payloads cut from it must give
   what their twins (codec.seal_put_payload of pure_pack, make_entry's pure_pack and SHA-256,
   framing.pure_frame_slots) give, or refuse where the twin's input is not plain, seal_checked of a
   remember's content, tags and metadata (with limits) what codec.checked_put_twin gives wherever it takes
@@ -1079,7 +1081,7 @@ class Values:
 
 
 class WritepathHarness:
-    """mnemo/_writepath.c: pack against msgpack, seal_put, entry and frame against their twins."""
+    """mnemo/_writepath.c: pack against msgpack, seal_put, entry, staged and frame against their twins."""
 
     module = "mnemo.chain.codec"
     extension = "mnemo._writepath"
@@ -1092,6 +1094,11 @@ class WritepathHarness:
         from mnemo.validation import Limits
 
         self.native, self.codec, self.framing, self.tree, self.msgpack = native, codec, framing, tree, msgpack
+        import gc
+
+        from mnemo.storage import batch
+
+        self.batch, self.gc = batch, gc
         self.Limits = Limits
         self.runs = 0
 
@@ -1159,6 +1166,7 @@ class WritepathHarness:
             self._same_or_refused(made, (raw, hashlib.sha256(raw).digest()), plain(items), "entry", data)
         elif plain(items):
             raise AssertionError(f"entry refused plain fields on {data!r}: {made!r}")
+        self._staged(seq, ts, prev, op, agent, body, made, data)
         # a frame of entries and payloads cut from the input
         entries: list[tuple[bytes, bytes | None]] = []
         for _ in range(1 + reader.byte() % 5):
@@ -1172,6 +1180,30 @@ class WritepathHarness:
         if native.leaf_hashes(raws) != b"".join(self.tree.leaf_hash(e) for e in raws):
             raise AssertionError(f"leaf_hashes and the tree's leaf hashes differ on {data!r}")
 
+
+    def _staged(self, seq: Any, ts: Any, prev: bytes, op: Any, agent: Any, body: Any, made: Any, data: bytes) -> None:
+        """staged (mnemo/_writepath.c) of the same entry, with a payload, tags and a text of the kinds a
+        batch stages: the same tuples as its twin (storage/batch.py's stage_twin, the entry's bytes packed by
+        msgpack), and untracked by the cyclic collector only where nothing in them is tracked."""
+        entry_cls, staged_cls = self.batch.Entry, self.batch.Staged
+        payload = None if seq.__class__ is int and seq % 2 else prev
+        tags = tuple(x for x in (op, agent) if type(x) is str)
+        text = agent if type(agent) is str else None
+        try:
+            got: Any = self.native.staged(entry_cls, staged_cls, seq, ts, prev, op, agent, body, payload, tags, text)
+        except (TypeError, ValueError, OverflowError, UnicodeEncodeError) as exc:
+            got = exc
+        if isinstance(made, BaseException) != isinstance(got, BaseException):
+            raise AssertionError(f"staged and entry differ in what they refuse on {data!r}: {got!r}")
+        if isinstance(got, BaseException):
+            return
+        want = staged_cls(entry_cls(seq, ts, prev, op, agent, body, *made), payload, tags, text)
+        if got != want or type(got) is not staged_cls or type(got[0]) is not entry_cls:
+            raise AssertionError(f"staged and its twin differ on {data!r}")
+        if not self.gc.is_tracked(got[0]) and (type(body) is not dict or self.gc.is_tracked(body)):
+            raise AssertionError(f"staged untracked an entry whose body the collector tracks on {data!r}")
+        if not self.gc.is_tracked(got) and self.gc.is_tracked(got[0]):
+            raise AssertionError(f"staged untracked a staged tuple holding a tracked entry on {data!r}")
 
     TAG_KINDS = ("memorytool", "path:/memories/a.md", "path:", "", "a\x00", "\udc80", "\u00fc", "Z")
 

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
+from .._native import writepath
 from ..acl import Acl
 from ..chain.codec import SALT_SIZE, Entry, make_entry, new_tuple
 from .types import Query, Rec, Version
@@ -181,8 +182,9 @@ class Batch:
         ts, seq = time.time_ns(), self.head_seq + 1
         if ts < self.head_ts:
             ts = self.head_ts
-        entry = make_entry(seq, ts, self.head_hash, op, agent, body, trusted)
-        staged: Staged = new_tuple(Staged, (entry, payload, tags, text))
+        staged = _staged(seq, ts, self.head_hash, op, agent, body, payload, tags, text) if trusted \
+            else stage_twin(seq, ts, self.head_hash, op, agent, body, payload, tags, text, False)
+        entry = staged[0]
         if self.transactional:
             if new_record:
                 self._pending.append(staged)  # nothing to check against the overlay: see recs
@@ -198,6 +200,33 @@ class Batch:
         """The packed fields of a version staged in this batch (None if it is not one of them)."""
         payload = self.payloads.get(version.seq) if version.slot_off < 0 else None
         return None if payload is None else payload[SALT_SIZE:]
+
+
+def stage_twin(
+    seq: int, ts_ns: int, prev: bytes, op: str, agent: str, body: dict[str, Any], payload: bytes | None,
+    tags: tuple[str, ...], text: str | None, trusted: bool = True,
+) -> Staged:
+    """A staged entry: the entry (make_entry; `trusted`: the body's maps are in sorted key order), its
+    payload, tags and text. The pure-Python twin of mnemo/_writepath.c's staged, which makes the same
+    tuples and hands them back untracked by the cyclic collector where nothing in them can form a cycle
+    (a transaction stages a thousand, which the collector would otherwise go through again and again)."""
+    entry = make_entry(seq, ts_ns, prev, op, agent, body, trusted)
+    staged: Staged = new_tuple(Staged, (entry, payload, tags, text))
+    return staged
+
+
+def _staged(
+    seq: int, ts_ns: int, prev: bytes, op: str, agent: str, body: dict[str, Any], payload: bytes | None,
+    tags: tuple[str, ...], text: str | None,
+) -> Staged:
+    """stage_twin of a body in canonical form, in one call of the extension where it is built."""
+    if writepath is not None:
+        try:
+            made: Staged = writepath.staged(Entry, Staged, seq, ts_ns, prev, op, agent, body, payload, tags, text)
+            return made
+        except Exception:  # a value the extension leaves to the twin (as codec._pack does)
+            pass
+    return stage_twin(seq, ts_ns, prev, op, agent, body, payload, tags, text)
 
 
 def apply_entry(
@@ -230,4 +259,4 @@ def apply_entry(
     return []
 
 
-__all__ = ["ACL_OPS", "Batch", "ChainError", "Staged", "View", "apply_entry"]
+__all__ = ["ACL_OPS", "Batch", "ChainError", "Staged", "View", "apply_entry", "stage_twin"]

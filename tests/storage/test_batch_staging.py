@@ -5,15 +5,17 @@ and end to end, a transaction reads its own writes on both backends."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 from typing import Any
 
 import pytest
 
 from mnemo import MnemoClient, NotFound
+from mnemo._native import writepath
 from mnemo.acl import Acl
-from mnemo.chain.codec import SALT_SIZE, ZERO_HASH, make_entry
-from mnemo.storage.batch import Batch, ChainError, apply_entry
+from mnemo.chain.codec import SALT_SIZE, ZERO_HASH, Entry, make_entry
+from mnemo.storage.batch import Batch, ChainError, Staged, apply_entry, stage_twin
 from mnemo.storage.contract import Rec, Version
 
 AGENT = "agent-1"
@@ -230,3 +232,86 @@ def test_a_transaction_that_raises_commits_nothing(db: str) -> None:
             raise RuntimeError("abandon")
         assert c.head == head
         assert [r.content for r in c.query()] == ["kept"]
+
+
+# -- a staged entry made in one call of the extension (mnemo/_writepath.c's staged) against its twin --------
+
+staged_native = pytest.mark.skipif(writepath is None, reason="the C extension is not loaded")
+
+STAGED_CASES: list[tuple[str, dict[str, Any], Any, Any, Any]] = [
+    ("put", _body("n1", 1, 400), SALT + b"p", ("a", "b"), "the text"),
+    ("put", _body("n1", 2), SALT + b"p", (), None),
+    ("forget", {"ids": ["n1", "n2"]}, None, (), None),
+    ("grant", {"perms": ["read"], "principal": "bob", "scope": "team:a"}, None, (), None),
+]
+
+
+@staged_native
+@pytest.mark.parametrize(("op", "body", "payload", "tags", "text"), STAGED_CASES)
+def test_staged_gives_the_twin_s_entry_and_staged_tuple(op: str, body: dict[str, Any], payload: Any, tags: Any,
+                                                        text: Any) -> None:
+    args = (7, 1_700_000_000_000_000_001, b"h" * 32, op, AGENT, body, payload, tags, text)
+    made = writepath.staged(Entry, Staged, *args)
+    twin = stage_twin(*args)
+    assert type(made) is Staged and type(made.entry) is Entry
+    assert made == twin and made.entry == make_entry(*args[:6], trusted=True)
+    assert made.entry.hash == hashlib.sha256(made.entry.raw).digest()
+
+
+@staged_native
+def test_staged_tuples_are_untracked_only_where_no_cycle_can_pass_through_them() -> None:
+    args: tuple[Any, ...] = (7, 9, b"h" * 32, "put", AGENT, _body("n1", 1), SALT + b"p", ("a", "b"), "text")
+    made = writepath.staged(Entry, Staged, *args)
+    assert not gc.is_tracked(made) and not gc.is_tracked(made.entry) and not gc.is_tracked(made.tags)
+    # a body holding a list (a forget's ids) is tracked: so is the entry, and the staged tuple
+    forget = writepath.staged(Entry, Staged, 7, 9, b"h" * 32, "forget", AGENT, {"ids": ["n1"]}, None, (), None)
+    assert gc.is_tracked(forget.entry) and gc.is_tracked(forget)
+    # tags that are not an exact tuple of exact str, or a text that is not an exact str, keep it tracked
+    class Tag(str):
+        pass
+
+    for tags, text in ((["a"], None), ((Tag("a"),), None), (("a",), [1])):
+        odd = writepath.staged(Entry, Staged, *args[:6], SALT + b"p", tags, text)
+        assert not gc.is_tracked(odd.entry) and gc.is_tracked(odd)
+    # a cycle through a tracked payload-like value is still found: nothing untracked holds it
+    holder: list[Any] = []
+    cyclic = writepath.staged(Entry, Staged, *args[:6], SALT + b"p", ("a",), holder)
+    holder.append(cyclic)
+    assert gc.is_tracked(cyclic)
+    del holder, cyclic
+    gc.collect()
+
+
+@staged_native
+def test_staged_refuses_classes_that_are_not_plain_tuples_and_leaves_odd_values_to_the_twin() -> None:
+    args: tuple[Any, ...] = (7, 9, b"h" * 32, "put", AGENT, _body("n1", 1), SALT + b"p", ("a",), None)
+    class WithDict(tuple):  # instances would carry a __dict__
+        pass
+
+    for bad in (tuple, list, WithDict, "Entry"):
+        with pytest.raises(TypeError, match="plain subclasses of tuple"):
+            writepath.staged(bad, Staged, *args)
+    with pytest.raises(TypeError):
+        writepath.staged(Entry, Staged, *args[:5], {"id": object()}, *args[6:])
+    b = _batch()
+    odd = b.stage("put", AGENT, {"digest": b"d" * 32, "id": "n9", "scope": "s", "size": 1.5, "ver": 1},
+                  SALT + b"p", ("t",), True, True)
+    assert odd.raw == make_entry(5, odd.ts_ns, b"h" * 32, "put", AGENT, odd.body, trusted=True).raw
+
+
+def test_a_transaction_s_staged_puts_leave_the_cyclic_collector_nothing_to_go_through(tmp_path: Any) -> None:
+    client = MnemoClient(str(tmp_path / "db"), AGENT, durability="none")
+    try:
+        with client.transaction():
+            gc.collect()
+            for i in range(50):
+                client.remember(f"memory {i}", tags=["k", f"t{i}"], metadata={"i": i})
+            young = [o for o in gc.get_objects(0) if type(o) in (Staged, Entry, tuple)]
+            staged_young = [o for o in young if type(o) is Staged]
+            if writepath is not None:
+                assert staged_young == [] and young == []
+            else:
+                assert len(staged_young) == 50  # the twin's tuples are the collector's to untrack
+        assert len(client.list_records()) == 50
+    finally:
+        client.close()
