@@ -42,6 +42,13 @@
  * so memcmp orders them as Python orders str. The tags' tuple, of exact str only, is untracked by the
  * cyclic garbage collector (which untracks such a tuple at its first pass anyway).
  *
+ * stage_new(entry_cls, staged_cls, seq, ts_ns, prev, agent, id, scope, salt, content, tags, metadata,
+ * max_content, max_tag_chars, max_tags, max_metadata) is seal_checked and staged in one call: for a
+ * remember's common input (as seal_checked says), the put of version 1 of record `id` in `scope` (body
+ * {digest, id, scope, size, ver: 1}), staged with its payload, the checked tags and the content as its text
+ * when it is a str, and the checked metadata: (staged, metadata); None for any other input, nothing made
+ * (storage/batch.py's stage_new_twin is its twin).
+ *
  * leaf_hashes(entries) -> bytes: the Merkle tree's leaf hash of each entry, SHA-256(0x00 + entry), 32
  * bytes each, back to back (what mnemo/chain/tree.py's CompactRange.add_entries hashes, its twin).
  */
@@ -552,24 +559,23 @@ static int plain_value(PyObject *v) {
 
 static const char MEMORY_TAG[] = "memorytool", PATH_PREFIX[] = "path:";
 
-static PyObject *seal_checked(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError,
-                        "seal_checked(salt, content, tags, metadata, max_content, max_tag_chars, max_tags, max_metadata)");
-        return NULL;
-    }
+/* A remember's input checked and sealed (args: salt, content, tags, metadata and the four limits): 1 with
+ * *out set to (size, tags, metadata, digest, payload); 0 where it is not the common input (nothing set);
+ * -1 with an exception set. */
+static int checked_seal(PyObject *const *args, PyObject **out) {
     if (!PyBytes_CheckExact(args[0]) || PyBytes_GET_SIZE(args[0]) != SALT) {
         PyErr_SetString(PyExc_ValueError, "seal_checked: the salt must be 16 bytes");
-        return NULL;
+        return -1;
     }
     PyObject *content = args[1], *tags = args[2], *metadata = args[3];
     Py_ssize_t limits[4];
     for (int k = 0; k < 4; k++) {
         limits[k] = PyLong_AsSsize_t(args[4 + k]);
-        if (limits[k] == -1 && PyErr_Occurred()) return NULL;
+        if (limits[k] == -1 && PyErr_Occurred()) return -1;
     }
     Py_ssize_t max_content = limits[0], max_tag_chars = limits[1], max_tags = limits[2], max_meta = limits[3];
-    PyObject *out = NULL, *tag_tuple = NULL, *meta = NULL;
+    int rc = -1;
+    PyObject *tag_tuple = NULL, *meta = NULL;
     keyed_t *keyed = NULL;
     buf_t b;
     buf_init(&b);
@@ -650,21 +656,67 @@ static PyObject *seal_checked(PyObject *self, PyObject *const *args, Py_ssize_t 
     PyObject *sealed = bytes_and_hash(&b, 0, 1); /* frees the buffer */
     if (!sealed) goto error_freed;
     PyObject *n = PyLong_FromSsize_t(size);
-    if (n)
-        out = PyTuple_Pack(5, n, tag_tuple, meta, PyTuple_GET_ITEM(sealed, 0), PyTuple_GET_ITEM(sealed, 1));
+    if (n) {
+        *out = PyTuple_Pack(5, n, tag_tuple, meta, PyTuple_GET_ITEM(sealed, 0), PyTuple_GET_ITEM(sealed, 1));
+        if (*out) rc = 1;
+    }
     Py_XDECREF(n);
     Py_DECREF(sealed);
     goto error_freed;
 got_not: /* what utf8_of or plain_value said: 0, not here; -1, an error */
     if (PyErr_Occurred()) goto error;
 not_here:
-    out = Py_NewRef(Py_None);
+    rc = 0;
 error:
     buf_free(&b);
 error_freed:
     PyMem_Free(keyed);
     Py_XDECREF(tag_tuple);
     Py_XDECREF(meta);
+    return rc;
+}
+
+static PyObject *seal_checked(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "seal_checked(salt, content, tags, metadata, max_content, max_tag_chars, max_tags, max_metadata)");
+        return NULL;
+    }
+    PyObject *out = NULL;
+    int rc = checked_seal(args, &out);
+    return rc < 0 ? NULL : rc == 0 ? Py_NewRef(Py_None) : out;
+}
+
+static PyObject *key_digest, *key_id, *key_scope, *key_size, *key_ver, *op_put, *one;
+
+static PyObject *stage_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 16) {
+        PyErr_SetString(PyExc_TypeError,
+                        "stage_new(entry_cls, staged_cls, seq, ts_ns, prev, agent, id, scope, salt, content, tags, "
+                        "metadata, max_content, max_tag_chars, max_tags, max_metadata)");
+        return NULL;
+    }
+    PyObject *sealed = NULL, *body = NULL, *out = NULL;
+    int rc = checked_seal(args + 8, &sealed);
+    if (rc <= 0) return rc < 0 ? NULL : Py_NewRef(Py_None);
+    /* sealed: (size, tags, metadata, digest, payload); the body's keys in sorted order */
+    body = PyDict_New();
+    if (!body || PyDict_SetItem(body, key_digest, PyTuple_GET_ITEM(sealed, 3)) < 0 ||
+        PyDict_SetItem(body, key_id, args[6]) < 0 || PyDict_SetItem(body, key_scope, args[7]) < 0 ||
+        PyDict_SetItem(body, key_size, PyTuple_GET_ITEM(sealed, 0)) < 0 || PyDict_SetItem(body, key_ver, one) < 0)
+        goto done;
+    PyObject *content = args[9];
+    PyObject *sargs[11] = {args[0], args[1], args[2], args[3], args[4], op_put, args[5], body,
+                           PyTuple_GET_ITEM(sealed, 4), PyTuple_GET_ITEM(sealed, 1),
+                           PyUnicode_CheckExact(content) ? content : Py_None};
+    PyObject *made = staged(self, sargs, 11);
+    if (made) {
+        out = PyTuple_Pack(2, made, PyTuple_GET_ITEM(sealed, 2));
+        Py_DECREF(made);
+    }
+done:
+    Py_XDECREF(body);
+    Py_DECREF(sealed);
     return out;
 }
 
@@ -682,6 +734,10 @@ static PyMethodDef methods[] = {
     {"seal_checked", (PyCFunction)(void (*)(void))seal_checked, METH_FASTCALL,
      "seal_checked(salt, content, tags, metadata, max_content, max_tag_chars, max_tags, max_metadata) -> "
      "(size, tags, metadata, digest, payload) | None: a remember's common input checked and sealed"},
+    {"stage_new", (PyCFunction)(void (*)(void))stage_new, METH_FASTCALL,
+     "stage_new(entry_cls, staged_cls, seq, ts_ns, prev, agent, id, scope, salt, content, tags, metadata, max_content, "
+     "max_tag_chars, max_tags, max_metadata) -> (staged, metadata) | None: a new record's put from a remember's "
+     "common input"},
     {"frame", (PyCFunction)(void (*)(void))frame, METH_FASTCALL,
      "frame([(entry, payload or None), ...], first_seq) -> (bytes, [(slot offset, slot length), ...])"},
     {NULL, NULL, 0, NULL},
@@ -693,5 +749,15 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_writepath",
 
 PyMODINIT_FUNC PyInit__writepath(void) {
     if (sha256_init() < 0) return NULL;
+    if (!key_digest) {
+        key_digest = PyUnicode_InternFromString("digest");
+        key_id = PyUnicode_InternFromString("id");
+        key_scope = PyUnicode_InternFromString("scope");
+        key_size = PyUnicode_InternFromString("size");
+        key_ver = PyUnicode_InternFromString("ver");
+        op_put = PyUnicode_InternFromString("put");
+        one = PyLong_FromLong(1);
+        if (!key_digest || !key_id || !key_scope || !key_size || !key_ver || !op_put || !one) return NULL;
+    }
     return PyModule_Create(&module);
 }

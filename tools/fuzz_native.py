@@ -83,7 +83,8 @@ Targets:
   (msgpack.packb, use_bin_type=True) or refuse, and never refuse a plain value (exact types, in range,
   valid UTF-8, within msgpack's depth); seal_put of a salt, content, tags and metadata cut from the input,
   entry of a seq, time, prev, op, agent and body (and staged of the same entry with a payload, tags and
-  a text: the twin's tuples, untracked by the cyclic collector only where nothing in them is tracked),
+  a text: the twin's tuples, untracked by the cyclic collector only where nothing in them is tracked;
+  and stage_new of a remember's input: None where seal_checked gives None, else the put its twin stages),
   and frame of entries and payloads cut from it must give
   what their twins (codec.seal_put_payload of pure_pack, make_entry's pure_pack and SHA-256,
   framing.pure_frame_slots) give, or refuse where the twin's input is not plain, seal_checked of a
@@ -1223,6 +1224,7 @@ class WritepathHarness:
             meta = None
         fast = self.native.seal_checked(salt, content, tags, meta, limits.max_content_bytes, limits.max_tag_chars,
                                         limits.max_tags, limits.max_metadata_bytes)
+        self._stage_new(salt, content, tags, meta, limits, fast, data)
         try:
             twin: Any = self.codec.checked_put_twin(salt, content, tags, meta, limits)
         except Exception as exc:  # what the twin refuses (InvalidInput), the extension must leave to it
@@ -1237,6 +1239,23 @@ class WritepathHarness:
         if path is not None or fast[0] != size or fast[1] != tag_tuple or fast[3:] != (digest, payload) or \
                 list(fast[2].items()) != list(canonical_meta.items()):
             raise AssertionError(f"seal_checked and its twin differ on {data!r}")
+
+    def _stage_new(self, salt: bytes, content: Any, tags: Any, meta: Any, limits: Any, fast: Any, data: bytes) -> None:
+        """stage_new of the same input: None exactly where seal_checked gives None, else the put of what
+        seal_checked gives, as its twin (storage/batch.py's stage_new_twin) stages it."""
+        batch = self.batch
+        args = (7, 9, b"p" * 32, "agent", "id", "scope", salt, content, tags, meta)
+        made = self.native.stage_new(batch.Entry, batch.Staged, *args, limits.max_content_bytes,
+                                     limits.max_tag_chars, limits.max_tags, limits.max_metadata_bytes)
+        if (made is None) != (fast is None):
+            raise AssertionError(f"stage_new and seal_checked differ in what they take on {data!r}")
+        if made is None:
+            return
+        staged, checked_meta = made
+        twin = batch.stage_new_twin(*args, limits)
+        if twin is None or staged != twin[0] or list(checked_meta.items()) != list(twin[1].items()) \
+                or staged.payload != fast[4] or staged.entry.body["digest"] != fast[3]:
+            raise AssertionError(f"stage_new and its twin differ on {data!r}")
 
     @staticmethod
     def _common(content: Any, tags: Any, meta: Any) -> bool:

@@ -10,13 +10,16 @@ import hashlib
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mnemo import MnemoClient, NotFound
 from mnemo._native import writepath
 from mnemo.acl import Acl
 from mnemo.chain.codec import SALT_SIZE, ZERO_HASH, Entry, make_entry
-from mnemo.storage.batch import Batch, ChainError, Staged, apply_entry, stage_twin
+from mnemo.storage.batch import Batch, ChainError, Staged, apply_entry, stage_new_twin, stage_twin
 from mnemo.storage.contract import Rec, Version
+from mnemo.validation import Limits
 
 AGENT = "agent-1"
 SALT = b"s" * SALT_SIZE
@@ -315,3 +318,108 @@ def test_a_transaction_s_staged_puts_leave_the_cyclic_collector_nothing_to_go_th
         assert len(client.list_records()) == 50
     finally:
         client.close()
+
+
+# -- a remember in a transaction staged in one step (Batch.stage_new), and what it leaves to the general path --
+
+common_text = st.text(max_size=200)
+common_tags = st.lists(st.text(min_size=1, max_size=20).filter(
+    lambda t: "\x00" not in t and t != "memorytool" and not t.startswith("path:")), max_size=6)
+flat_values = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)
+               | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=10))
+flat_meta = st.none() | st.dictionaries(st.text(max_size=10), flat_values, max_size=6)
+LIMITS = Limits()
+
+
+def _new_args(content: Any, tags: Any, meta: Any) -> tuple[Any, ...]:
+    return (5, 1_700_000_000_000_000_000, b"h" * 32, AGENT, "a" * 32, "agent:x", SALT, content, tags, meta)
+
+
+def _fast_new(content: Any, tags: Any, meta: Any, limits: Limits = LIMITS) -> Any:
+    return writepath.stage_new(Entry, Staged, *_new_args(content, tags, meta), limits.max_content_bytes,
+                               limits.max_tag_chars, limits.max_tags, limits.max_metadata_bytes)
+
+
+@staged_native
+@settings(max_examples=200, deadline=None)
+@given(common_text | st.binary(max_size=200), common_tags, flat_meta)
+def test_stage_new_gives_the_twin_s_put_for_the_common_input(content: Any, tags: list[str], meta: Any) -> None:
+    made = _fast_new(content, tags, meta)
+    twin = stage_new_twin(*_new_args(content, tags, meta), LIMITS)
+    assert made is not None and twin is not None
+    (staged, checked_meta), (twin_staged, twin_meta) = made, twin
+    assert staged == twin_staged and list(checked_meta.items()) == list(twin_meta.items())
+    assert staged.entry.body == {"digest": staged.entry.body["digest"], "id": "a" * 32, "scope": "agent:x",
+                                 "size": len(content if isinstance(content, bytes) else content.encode()), "ver": 1}
+    assert staged.text == (content if isinstance(content, str) else None)
+    assert not gc.is_tracked(staged) and not gc.is_tracked(staged.entry)
+
+
+@pytest.mark.parametrize(("content", "tags", "meta"), [
+    ("c", ["memorytool", "path:/memories/a.md"], None),  # a memory-tool file: its path is checked elsewhere
+    (123, [], None), ("c", [""], None), ("c", "tag", None), ("c", [], {"k": object()}), ("x" * 20, [], None),
+])
+def test_stage_new_stages_nothing_for_input_the_general_path_checks(content: Any, tags: Any, meta: Any) -> None:
+    small = Limits(max_content_bytes=10)
+    b = _batch()
+    assert b.stage_new(AGENT, "n1", "s", SALT, content, tags, meta, small) is None
+    assert b.staged == [] and b.head_seq == 4
+    assert stage_new_twin(*_new_args(content, tags, meta), small) is None
+    if writepath is not None:
+        assert _fast_new(content, tags, meta, small) is None
+
+
+def _outcome(fn: Any) -> Any:
+    try:
+        fn()
+    except Exception as exc:  # what a refused write raises, compared as type and message
+        return type(exc), str(exc)
+    return None
+
+
+@pytest.mark.parametrize(("content", "tags", "scope"), [
+    ("text", ["t"], "team:x"),  # may not write there
+    (123, ["t"], "team:x"),  # bad content and may not write: the content is named first
+    ("text", [""], "team:x"),
+    ("text", ["t"], ""),  # a bad scope
+    (b"\xff", ["t"], "bad scope*"),
+    ("text", ["memorytool", "path:/memories/a.md"], "team:x"),
+])
+def test_a_refused_remember_in_a_transaction_says_what_it_says_outside_one(
+    tmp_path: Any, content: Any, tags: Any, scope: str
+) -> None:
+    path = str(tmp_path / "db")
+    MnemoClient(path, "owner").close()
+    client = MnemoClient(path, "bob", durability="none")
+    try:
+        alone = _outcome(lambda: client.remember(content, tags=tags, scope=scope))
+        assert alone is not None
+        with client.transaction():
+            inside = _outcome(lambda: client.remember(content, tags=tags, scope=scope))
+            kept = client.remember("kept", tags=["k"])
+        assert inside == alone
+        assert [info.id for info in client.list_records()] == [kept.id]  # the refused write staged nothing
+    finally:
+        client.close()
+
+
+def test_a_transaction_s_remembers_return_what_get_reads_back(tmp_path: Any) -> None:
+    path = str(tmp_path / "db")
+    MnemoClient(path, "owner").close()
+    client = MnemoClient(path, "bob", durability="none")
+    try:
+        with client.transaction():
+            made = [client.remember("ü text", tags=["b", "a", "b"], metadata={"z": 1, "a": None}),
+                    client.remember(b"\x00bytes", tags=(), metadata=None),
+                    client.remember("scoped", tags=["t"], scope="agent:bob")]
+            assert [client.get(r.id) for r in made] == made
+        assert [client.get(r.id) for r in made] == made
+        assert made[0].tags == ("a", "b") and list(made[0].metadata) == ["a", "z"]
+        assert [r.seq for r in made] == sorted(r.seq for r in made) and made[0].version == 1
+    finally:
+        client.close()
+    owner = MnemoClient(path, "owner")
+    try:
+        assert owner.verify().ok
+    finally:
+        owner.close()
