@@ -2728,10 +2728,11 @@ static PyObject *arena_bytes(const arena_t *a) {
 
 static PyObject *Postings_arena(Postings *self, PyObject *unused) { return arena_bytes(&self->arena); }
 
-static PyObject *Postings_add_text(Postings *self, PyObject *args); /* (below: it needs the Vocabulary) */
+/* (below: it needs the Vocabulary) */
+static PyObject *Postings_add_text(Postings *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyMethodDef Postings_methods[] = {
-    {"add_text", (PyCFunction)Postings_add_text, METH_VARARGS,
+    {"add_text", (PyCFunction)(void (*)(void))Postings_add_text, METH_FASTCALL,
      "add_text(doc, vocab, text, seen=None) -> the document's length, or None for a text that is not ASCII"},
     {"add", (PyCFunction)Postings_add, METH_VARARGS, "add(doc, tids, tfs)"},
     {"remove", (PyCFunction)Postings_remove, METH_O, "remove(doc) -> the term ids whose postings it emptied"},
@@ -3336,11 +3337,26 @@ static int vocab_reserve(Vocab *self, Py_ssize_t count, uint64_t bytes) {
     return grow_slots((void **)&self->changed, &self->cap_changed, self->nchanged + count, sizeof(uint32_t));
 }
 
-static PyObject *Postings_add_text(Postings *self, PyObject *args) {
-    Py_ssize_t doc;
-    Vocab *vocab;
-    PyObject *text, *seen = NULL; /* (the twin's cache of analysed words: this analysis needs none) */
-    if (!PyArg_ParseTuple(args, "nO!U|O", &doc, &VocabType, &vocab, &text, &seen)) return NULL;
+static PyObject *Postings_add_text(Postings *self, PyObject *const *args, Py_ssize_t nargs) {
+    /* add_text(doc, vocab, text, seen=None), its arguments taken as PyArg_ParseTuple's "nO!U|O" takes them
+     * (seen: the twin's cache of analysed words, which this analysis needs none of), without its parsing */
+    if (nargs < 3 || nargs > 4) {
+        PyErr_Format(PyExc_TypeError, "add_text() takes from 3 to 4 positional arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Py_ssize_t doc = PyNumber_AsSsize_t(args[0], PyExc_OverflowError);
+    if (doc == -1 && PyErr_Occurred()) return NULL;
+    if (!PyObject_TypeCheck(args[1], &VocabType)) {
+        PyErr_Format(PyExc_TypeError, "add_text() argument 2 must be mnemo._speedups.Vocabulary, not %.50s",
+                     Py_TYPE(args[1])->tp_name);
+        return NULL;
+    }
+    Vocab *vocab = (Vocab *)args[1];
+    PyObject *text = args[2];
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "add_text() argument 3 must be str, not %.50s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
     if (doc != self->ndocs || doc >= UINT32_MAX) {
         PyErr_Format(PyExc_ValueError, "the next document is %zd, not %zd", self->ndocs, doc);
         return NULL;

@@ -187,18 +187,21 @@ class TextIndex(RowDerived):
         """Index every pending row: `read(row)` gives its scope code, and the seq and searchable text of
         its latest version (None: not text, so not indexed). Rows are indexed in row order."""
         seen: Seen = {}  # this catch-up's words, dropped with it
-        held = self.held
-        pending = len(self.pending)
-        for row in sorted(self.pending):
+        held, pending = self.held, self.pending
+        count = len(pending)
+        for row in sorted(pending) if count > 1 else tuple(pending):
             kept = held.pop(row, None)
             scope, seq, text = read(row) if kept is None else kept
-            self.pending.discard(row)
+            pending.discard(row)
             if text is not None:
                 self.add(row, scope, text, seq, seen)
-        if pending >= TRIM_AFTER:  # a bulk catch-up: the room its growth kept is given back
+        if count >= TRIM_AFTER:  # a bulk catch-up: the room its growth kept is given back
             self.store.trim()
-        self.pending = set()  # an emptied set keeps its table: a catch-up of a million rows, 40 MB
-        self.held, self.held_chars = {}, 0
+        # emptied in place: clear() gives back the table that discard() keeps (a catch-up of a million rows,
+        # 40 MB), and a catch-up after each write makes no new set and dict
+        pending.clear()
+        held.clear()
+        self.held_chars = 0
 
     def norms(self, avg: float, wanted: int) -> Column[int, float]:
         """Each document's engine.norm for this average length, for `wanted` postings to score. All of
