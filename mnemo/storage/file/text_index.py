@@ -37,6 +37,8 @@ _ROW = "i"
 """The typecode of rows and documents in memory (i32: an index holds fewer than 2**31 rows)."""
 TRIM_AFTER = 10_000
 """A catch-up of this many rows or more gives back the room the postings kept for growth."""
+CATCH_UP_CHUNK = 256
+"""Rows a catch-up reads (or takes from the held texts) before it indexes them, in one call a run."""
 HELD_CHARS = 8_000_000
 """The most characters of text written by this process that pending rows keep for the catch-up."""
 
@@ -164,24 +166,55 @@ class TextIndex(RowDerived):
             tids = [vocab.add(term) if tid is None else tid
                     for term, tid in zip(counts, vocab.ids(counts), strict=True)]
             store.add(doc, tids, list(counts.values()))
-        self.doc_row.append(row)
-        self.doc_scope.append(scope)
-        self.doc_len.append(length)
-        self.doc_seq.append(seq)
+        self._added([row], [scope], [length], [seq])
+
+    def add_many(self, rows: Sequence[int], found: Sequence[tuple[int, int, str | None]], seen: Seen) -> None:
+        """add(row, scope, text, seq, seen) of each row and its (scope code, seq, text), in order, a row
+        whose text is None left out: each run of ASCII texts in one call of the postings (add_texts)."""
+        i, n = 0, len(rows)
+        while i < n:
+            j = i
+            while j < n and found[j][2] is not None:
+                j += 1
+            if j > i:
+                texts = [f[2] for f in found[i:j]]
+                lengths = self.store.add_texts(len(self.doc_row), self.vocab, texts)  # type: ignore[arg-type]
+                k = i + len(lengths)
+                if k > i:
+                    run = found[i:k]
+                    self._added(rows[i:k], [f[0] for f in run], lengths, [f[1] for f in run])
+                if k < j:  # a text that is not ASCII: analysed here
+                    scope, seq, text = found[k]
+                    assert text is not None
+                    self.add(rows[k], scope, text, seq, seen)
+                    k += 1
+                i = k
+            else:
+                i += 1
+
+    def _added(self, rows: Sequence[int], scopes: Sequence[int], lengths: Sequence[int], seqs: Sequence[int]) -> None:
+        """The documents just added to the postings for `rows` (the next documents, in order), with their
+        scope codes, lengths and seqs, in the index's columns and totals."""
+        first = len(self.doc_row)
+        self.doc_row.extend(rows)
+        self.doc_scope.extend(scopes)
+        self.doc_len.extend(lengths)
+        self.doc_seq.extend(seqs)
         self._norms = None
-        docs = self.row_docs
-        if row == len(docs):  # (a new row, the usual case: the next one)
-            docs.append(doc)
-        else:
-            if row > len(docs):
-                docs.extend(array(_ROW, [-1]) * (row + 1 - len(docs)))
-            docs[row] = doc
-        totals = self.scope_totals.get(scope)
-        if totals is None:
-            self.scope_totals[scope] = [1, length]
-        else:
-            totals[0] += 1
-            totals[1] += length
+        docs, all_totals = self.row_docs, self.scope_totals
+        for doc, row, scope, length in zip(range(first, first + len(rows)), rows, scopes, lengths, strict=True):
+            if row == len(docs):  # (a new row, the usual case: the next one)
+                docs.append(doc)
+            else:
+                if row > len(docs):
+                    docs.extend(array(_ROW, [-1]) * (row + 1 - len(docs)))
+                docs[row] = doc
+            totals = all_totals.get(scope)
+            if totals is None:
+                all_totals[scope] = [1, length]
+            else:
+                totals[0] += 1
+                totals[1] += length
 
     def catch_up(self, read: Callable[[int], tuple[int, int, str | None]]) -> None:
         """Index every pending row: `read(row)` gives its scope code, and the seq and searchable text of
@@ -189,12 +222,12 @@ class TextIndex(RowDerived):
         seen: Seen = {}  # this catch-up's words, dropped with it
         held, pending = self.held, self.pending
         count = len(pending)
-        for row in sorted(pending) if count > 1 else tuple(pending):
-            kept = held.pop(row, None)
-            scope, seq, text = read(row) if kept is None else kept
-            pending.discard(row)
-            if text is not None:
-                self.add(row, scope, text, seq, seen)
+        rows = sorted(pending) if count > 1 else list(pending)
+        for start in range(0, count, CATCH_UP_CHUNK):
+            chunk = rows[start:start + CATCH_UP_CHUNK]
+            found = [read(row) if (kept := held.pop(row, None)) is None else kept for row in chunk]
+            pending.difference_update(chunk)
+            self.add_many(chunk, found, seen)
         if count >= TRIM_AFTER:  # a bulk catch-up: the room its growth kept is given back
             self.store.trim()
         # emptied in place: clear() gives back the table that discard() keeps (a catch-up of a million rows,
