@@ -38,20 +38,13 @@ def random_bytes(n: int) -> bytes:
 
 def new_id() -> str:
     """A fresh id, strictly greater than every id this process made before."""
-    return new_id_and_salt(0)[0]
-
-
-def new_id_and_salt(n: int) -> tuple[str, bytes]:
-    """new_id() and random_bytes(n), in one call (a write inside a transaction needs both)."""
     global _last, _pool, _pos
     with _lock:
-        if _pos + 10 + n > len(_pool):
-            _pool, _pos = os.urandom(max(_POOL_SIZE, 10 + n)), 0
-        at = _pos
-        _pos = at + 10 + n
-        value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(_pool[at : at + 10], "big")
+        if _pos + 10 > len(_pool):
+            _pool, _pos = os.urandom(_POOL_SIZE), 0
+        _pos += 10
+        value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(_pool[_pos - 10 : _pos], "big")
         if value <= _last:
             value = _last + 1
         _last = value
-        salt = _pool[at + 10 : _pos]
-    return value.to_bytes(16, "big").hex(), salt  # 32 hex digits, as f"{value:032x}" but cheaper
+    return value.to_bytes(16, "big").hex()  # 32 hex digits, as f"{value:032x}" but cheaper

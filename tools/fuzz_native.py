@@ -45,9 +45,10 @@ Targets:
   model after every step.
 - `indextext`: each input is a program of texts (ASCII, or UTF-8 with replacements, which are refused
   as not ASCII) added to the text index as documents with `Postings.add_text` (now and then under the
-  wrong document number, which must be refused) and documents removed, their emptied terms dropped from
+  wrong document number, which must be refused) or one to three at a time with `Postings.add_texts`
+  (which stops at a text that is not ASCII), and documents removed, their emptied terms dropped from
   the vocabulary so that their ids are given again; the C extension's `Postings` and `Vocabulary` and
-  the twins `PyPostings.add_text` over a `PyVocabulary` must give the same lengths, the same term ids,
+  the twins `PyPostings.add_text` and `add_texts` over a `PyVocabulary` must give the same lengths, the same term ids,
   postings and documents.
 - `readpath` (mnemo/_readpath.c): each input is a flags byte, a version number, an entry's length and
   bytes, and a payload slot, written to a file (entry and slot adjacent, or the slot first and the entry
@@ -570,7 +571,8 @@ class VocabularyHarness:
 
 class IndexTextHarness:
     """Postings.add_text (a text's terms counted, looked up or added in the vocabulary, and posted, in one
-    C call) against its twin, PyPostings.add_text over a PyVocabulary: texts added, documents removed
+    C call) and add_texts (several in one call) against their twins, PyPostings.add_text and add_texts over a
+    PyVocabulary: texts added, documents removed
     and their emptied terms dropped (so that ids are reused), then every term id, posting and document
     compared."""
 
@@ -628,6 +630,20 @@ class IndexTextHarness:
                     emptied.append(gone)
                 if emptied[0] != emptied[1]:
                     raise AssertionError(f"remove({doc}) emptied {emptied!r} on {data!r}")
+            elif op % 4 == 3:  # one to three texts in one add_texts call, which stops at one not ASCII
+                texts = []
+                for _ in range(1 + arg % 3):
+                    size = data[i] % 32 if i < len(data) else 0
+                    chunk = data[i + 1:i + 1 + size]
+                    i += 1 + len(chunk)
+                    ascii_text = bytes(b & 0x7F for b in chunk).decode()
+                    texts.append(chunk.decode("utf-8", "replace") if arg & 0x80 else ascii_text)
+                lengths = [store.add_texts(ndocs, vocab, texts) for store, vocab in sides]
+                if lengths[0] != lengths[1]:
+                    raise AssertionError(f"add_texts({texts!r}) gave {lengths!r} on {data!r}")
+                for _ in lengths[0]:
+                    live.add(ndocs)
+                    ndocs += 1
         (native, nvocab), (twin, tvocab) = sides
         space = max(nvocab.id_space(), tvocab.id_space())
         for tid in range(space + 1):

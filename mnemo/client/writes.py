@@ -10,7 +10,7 @@ from typing import Any
 from ..acl import check_name
 from ..chain.codec import SALT_SIZE, canonical, checked_put, encode_forget_payload, seal_fields
 from ..errors import Conflict, InvalidInput, PermissionDenied
-from ..ids import new_id, new_id_and_salt, random_bytes
+from ..ids import new_id, random_bytes
 from ..record import MemoryRecord, ns_to_datetime, written_record
 from ..storage.batch import Batch
 from ..validation import (
@@ -49,7 +49,6 @@ def remember(
         random_bytes(SALT_SIZE), content, tags, metadata, self.limits
     )
     scope = self.home_scope if scope is None else check_name(scope, "scope")
-    outer = store.current_batch()
     if outer is not None:  # in this thread's transaction: staged in its batch, committed at its end
         self._require(outer.acl, "write", scope)
         if path is not None:
@@ -196,7 +195,7 @@ def _stage_common(
     # (a client's agent id is a checked name: Acl.allows lets it write its home scope without a look)
     if scope != self.home_scope and not batch.acl.allows(agent, "write", scope):
         return None
-    rec_id, salt = new_id_and_salt(SALT_SIZE)
+    rec_id, salt = new_id(), random_bytes(SALT_SIZE)
     made = batch.stage_new(agent, rec_id, scope, salt, content, tags, metadata, self.limits)
     if made is None:
         return None
