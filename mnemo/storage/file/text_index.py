@@ -38,7 +38,9 @@ _ROW = "i"
 TRIM_AFTER = 10_000
 """A catch-up of this many rows or more gives back the room the postings kept for growth."""
 CATCH_UP_CHUNK = 256
-"""Rows a catch-up reads (or takes from the held texts) before it indexes them, in one call a run."""
+FEW_ROWS = 8
+"""A catch-up of more rows than FEW_ROWS reads CATCH_UP_CHUNK of them (or takes them from the held texts)
+before it indexes them, each run of ASCII texts in one call (add_many); of fewer, a row at a time (add)."""
 HELD_CHARS = 8_000_000
 """The most characters of text written by this process that pending rows keep for the catch-up."""
 
@@ -166,7 +168,12 @@ class TextIndex(RowDerived):
             tids = [vocab.add(term) if tid is None else tid
                     for term, tid in zip(counts, vocab.ids(counts), strict=True)]
             store.add(doc, tids, list(counts.values()))
-        self._added([row], [scope], [length], [seq])
+        self.doc_row.append(row)
+        self.doc_scope.append(scope)
+        self.doc_len.append(length)
+        self.doc_seq.append(seq)
+        self._norms = None
+        self._place(doc, row, scope, length)
 
     def add_many(self, rows: Sequence[int], found: Sequence[tuple[int, int, str | None]], seen: Seen) -> None:
         """add(row, scope, text, seq, seen) of each row and its (scope code, seq, text), in order, a row
@@ -201,20 +208,25 @@ class TextIndex(RowDerived):
         self.doc_len.extend(lengths)
         self.doc_seq.extend(seqs)
         self._norms = None
-        docs, all_totals = self.row_docs, self.scope_totals
+        place = self._place
         for doc, row, scope, length in zip(range(first, first + len(rows)), rows, scopes, lengths, strict=True):
-            if row == len(docs):  # (a new row, the usual case: the next one)
-                docs.append(doc)
-            else:
-                if row > len(docs):
-                    docs.extend(array(_ROW, [-1]) * (row + 1 - len(docs)))
-                docs[row] = doc
-            totals = all_totals.get(scope)
-            if totals is None:
-                all_totals[scope] = [1, length]
-            else:
-                totals[0] += 1
-                totals[1] += length
+            place(doc, row, scope, length)
+
+    def _place(self, doc: int, row: int, scope: int, length: int) -> None:
+        """Document `doc` (just added) as row `row`'s, counted in its scope's totals."""
+        docs = self.row_docs
+        if row == len(docs):  # (a new row, the usual case: the next one)
+            docs.append(doc)
+        else:
+            if row > len(docs):
+                docs.extend(array(_ROW, [-1]) * (row + 1 - len(docs)))
+            docs[row] = doc
+        totals = self.scope_totals.get(scope)
+        if totals is None:
+            self.scope_totals[scope] = [1, length]
+        else:
+            totals[0] += 1
+            totals[1] += length
 
     def catch_up(self, read: Callable[[int], tuple[int, int, str | None]]) -> None:
         """Index every pending row: `read(row)` gives its scope code, and the seq and searchable text of
@@ -223,11 +235,19 @@ class TextIndex(RowDerived):
         held, pending = self.held, self.pending
         count = len(pending)
         rows = sorted(pending) if count > 1 else list(pending)
-        for start in range(0, count, CATCH_UP_CHUNK):
-            chunk = rows[start:start + CATCH_UP_CHUNK]
-            found = [read(row) if (kept := held.pop(row, None)) is None else kept for row in chunk]
-            pending.difference_update(chunk)
-            self.add_many(chunk, found, seen)
+        if count <= FEW_ROWS:  # (a catch-up after a write or a few: one call each costs less than a run)
+            for row in rows:
+                kept = held.pop(row, None)
+                scope, seq, text = read(row) if kept is None else kept
+                pending.discard(row)
+                if text is not None:
+                    self.add(row, scope, text, seq, seen)
+        else:
+            for start in range(0, count, CATCH_UP_CHUNK):
+                chunk = rows[start:start + CATCH_UP_CHUNK]
+                found = [read(row) if (kept := held.pop(row, None)) is None else kept for row in chunk]
+                pending.difference_update(chunk)
+                self.add_many(chunk, found, seen)
         if count >= TRIM_AFTER:  # a bulk catch-up: the room its growth kept is given back
             self.store.trim()
         # emptied in place: clear() gives back the table that discard() keeps (a catch-up of a million rows,
