@@ -2774,11 +2774,16 @@ static PyObject *arena_bytes(const arena_t *a) {
 
 static PyObject *Postings_arena(Postings *self, PyObject *unused) { return arena_bytes(&self->arena); }
 
-static PyObject *Postings_add_text(Postings *self, PyObject *args); /* (below: it needs the Vocabulary) */
+/* (below: they need the Vocabulary) */
+static PyObject *Postings_add_text(Postings *self, PyObject *const *args, Py_ssize_t nargs);
+static PyObject *Postings_add_texts(Postings *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyMethodDef Postings_methods[] = {
-    {"add_text", (PyCFunction)Postings_add_text, METH_VARARGS,
+    {"add_text", (PyCFunction)(void (*)(void))Postings_add_text, METH_FASTCALL,
      "add_text(doc, vocab, text, seen=None) -> the document's length, or None for a text that is not ASCII"},
+    {"add_texts", (PyCFunction)(void (*)(void))Postings_add_texts, METH_FASTCALL,
+     "add_texts(doc, vocab, texts) -> [length, ...]: add_text of each text as documents doc, doc + 1, ..., up to "
+     "the first that is not ASCII (left out, and every text after it)"},
     {"add", (PyCFunction)Postings_add, METH_VARARGS, "add(doc, tids, tfs)"},
     {"remove", (PyCFunction)Postings_remove, METH_O, "remove(doc) -> the term ids whose postings it emptied"},
     {"count", (PyCFunction)Postings_count, METH_O, "count(tid) -> documents holding it"},
@@ -3382,11 +3387,26 @@ static int vocab_reserve(Vocab *self, Py_ssize_t count, uint64_t bytes) {
     return grow_slots((void **)&self->changed, &self->cap_changed, self->nchanged + count, sizeof(uint32_t));
 }
 
-static PyObject *Postings_add_text(Postings *self, PyObject *args) {
-    Py_ssize_t doc;
-    Vocab *vocab;
-    PyObject *text, *seen = NULL; /* (the twin's cache of analysed words: this analysis needs none) */
-    if (!PyArg_ParseTuple(args, "nO!U|O", &doc, &VocabType, &vocab, &text, &seen)) return NULL;
+static PyObject *Postings_add_text(Postings *self, PyObject *const *args, Py_ssize_t nargs) {
+    /* add_text(doc, vocab, text, seen=None), its arguments taken as PyArg_ParseTuple's "nO!U|O" takes them
+     * (seen: the twin's cache of analysed words, which this analysis needs none of), without its parsing */
+    if (nargs < 3 || nargs > 4) {
+        PyErr_Format(PyExc_TypeError, "add_text() takes from 3 to 4 positional arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Py_ssize_t doc = PyNumber_AsSsize_t(args[0], PyExc_OverflowError);
+    if (doc == -1 && PyErr_Occurred()) return NULL;
+    if (!PyObject_TypeCheck(args[1], &VocabType)) {
+        PyErr_Format(PyExc_TypeError, "add_text() argument 2 must be mnemo._speedups.Vocabulary, not %.50s",
+                     Py_TYPE(args[1])->tp_name);
+        return NULL;
+    }
+    Vocab *vocab = (Vocab *)args[1];
+    PyObject *text = args[2];
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "add_text() argument 3 must be str, not %.50s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
     if (doc != self->ndocs || doc >= UINT32_MAX) {
         PyErr_Format(PyExc_ValueError, "the next document is %zd, not %zd", self->ndocs, doc);
         return NULL;
@@ -3462,6 +3482,43 @@ done:
     term_table_free(&t, n);
     wipe_free(tids, tids ? sizeof(uint32_t) * (size_t)t.n : 0);
     return ret;
+}
+
+/* add_text of each of `texts` (a list) as the documents doc, doc + 1, ...: their lengths, up to the first
+ * text that is not ASCII (that one and the rest are left to the caller). An error after some texts were
+ * added returns their lengths (the caller adds the failing text alone, which raises it again). */
+static PyObject *Postings_add_texts(Postings *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyList_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "add_texts(doc, vocab, texts): texts must be a list");
+        return NULL;
+    }
+    Py_ssize_t doc = PyNumber_AsSsize_t(args[0], PyExc_OverflowError);
+    if (doc == -1 && PyErr_Occurred()) return NULL;
+    PyObject *texts = args[2], *out = PyList_New(0);
+    if (!out) return NULL;
+    /* add_text runs no Python code: the list cannot change while it is read */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(texts); i++) {
+        PyObject *at = PyLong_FromSsize_t(doc + i);
+        if (!at) break;
+        PyObject *one[3] = {at, args[1], PyList_GET_ITEM(texts, i)};
+        PyObject *length = Postings_add_text(self, one, 3);
+        Py_DECREF(at);
+        if (length == Py_None) {
+            Py_DECREF(length);
+            return out;
+        }
+        if (!length) break;
+        int failed = PyList_Append(out, length);
+        Py_DECREF(length);
+        if (failed) break;
+    }
+    if (!PyErr_Occurred()) return out;
+    if (PyList_GET_SIZE(out)) {
+        PyErr_Clear();
+        return out;
+    }
+    Py_DECREF(out);
+    return NULL;
 }
 
 /* term_positions(text, limit) -> (length, {term: count}, {term: bytes | None}) | None: what the

@@ -15,6 +15,15 @@
  * entry(seq, ts_ns, prev, op, agent, body) -> (raw, hash): pack([1, seq, ts_ns, prev, op, agent, body])
  * and its SHA-256 (codec.make_entry with a body already canonical).
  *
+ * staged(entry_cls, staged_cls, seq, ts_ns, prev, op, agent, body, payload, tags, text) -> a staged entry:
+ * staged_cls (a subclass of tuple) of (entry_cls (a subclass of tuple) of (seq, ts_ns, prev, op, agent,
+ * body, raw, hash) as entry() makes raw and hash, payload, tags, text), what storage/batch.py's
+ * stage_twin makes. A transaction holds a thousand of these: each tuple is handed back untracked by the
+ * cyclic garbage collector where it holds only values that can never be part of a cycle (exact ints,
+ * bytes and str, None; a body dict the collector does not track, which a dict holding such values only
+ * is not; an exact tuple of exact str), as the collector itself would untrack a tuple of such values
+ * were it not for the dict. A body is not changed after its entry is made (its bytes are hashed).
+ *
  * frame(entries, first_seq) -> (bytes, [(slot offset, slot length), ...]): framing.encode_frame_slots
  * of a list of (entry bytes, payload or None) tuples: the frame header, each entry's lengths and bytes,
  * the slots (each CRC-32 and payload), the CRC-32 of header and entries, the end magic.
@@ -30,7 +39,15 @@
  * whose values are None, booleans, exact ints in [-2**63, 2**64), finite exact floats or exact str
  * encoding in UTF-8 (nothing nested), whose packed bytes fit in max_metadata bytes. The tags come back
  * distinct and sorted, the metadata a new dict in key order: UTF-8 bytes sort as their code points do,
- * so memcmp orders them as Python orders str.
+ * so memcmp orders them as Python orders str. The tags' tuple, of exact str only, is untracked by the
+ * cyclic garbage collector (which untracks such a tuple at its first pass anyway).
+ *
+ * stage_new(entry_cls, staged_cls, seq, ts_ns, prev, agent, id, scope, salt, content, tags, metadata,
+ * max_content, max_tag_chars, max_tags, max_metadata) is seal_checked and staged in one call: for a
+ * remember's common input (as seal_checked says), the put of version 1 of record `id` in `scope` (body
+ * {digest, id, scope, size, ver: 1}), staged with its payload, the checked tags and the content as its text
+ * when it is a str, and the checked metadata: (staged, metadata); None for any other input, nothing made
+ * (storage/batch.py's stage_new_twin is its twin).
  *
  * leaf_hashes(entries) -> bytes: the Merkle tree's leaf hash of each entry, SHA-256(0x00 + entry), 32
  * bytes each, back to back (what mnemo/chain/tree.py's CompactRange.add_entries hashes, its twin).
@@ -295,6 +312,78 @@ fail:
     return NULL;
 }
 
+/* Whether `o` is a value no reference cycle can pass through: None, an exact int, bytes or str. */
+static int atomic(PyObject *o) {
+    return o == Py_None || PyLong_CheckExact(o) || PyBytes_CheckExact(o) || PyUnicode_CheckExact(o);
+}
+
+/* A new instance of `cls` (a subclass of tuple) holding the n items (new references taken) */
+static PyObject *tuple_of(PyObject *cls, PyObject **items, Py_ssize_t n) {
+    PyTypeObject *t = (PyTypeObject *)cls;
+    PyObject *out = t->tp_alloc(t, n);
+    if (!out) {
+        for (Py_ssize_t i = 0; i < n; i++) Py_DECREF(items[i]);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(out, i, items[i]);
+    return out;
+}
+
+static PyObject *staged(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError,
+                        "staged(entry_cls, staged_cls, seq, ts_ns, prev, op, agent, body, payload, tags, text)");
+        return NULL;
+    }
+    for (int k = 0; k < 2; k++) {
+        PyObject *cls = args[k];
+        /* a plain subclass of tuple: instances made by tp_alloc, with no __dict__ or slots of their own */
+        if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type) ||
+            (PyTypeObject *)cls == &PyTuple_Type || ((PyTypeObject *)cls)->tp_basicsize != PyTuple_Type.tp_basicsize ||
+            ((PyTypeObject *)cls)->tp_dictoffset != 0) {
+            PyErr_SetString(PyExc_TypeError, "staged: entry_cls and staged_cls must be plain subclasses of tuple");
+            return NULL;
+        }
+    }
+    PyObject *const *f = args + 2; /* seq, ts_ns, prev, op, agent, body */
+    PyObject *payload = args[8], *tags = args[9], *text = args[10];
+    buf_t b;
+    buf_init(&b);
+    if (put_byte(&b, 0x97) < 0 || put_byte(&b, 0x01) < 0) {
+        buf_free(&b);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < 6; i++) {
+        if (pack_obj(&b, f[i], 1) < 0) {
+            buf_free(&b);
+            return NULL;
+        }
+    }
+    PyObject *made = bytes_and_hash(&b, 0, 0); /* frees the buffer */
+    if (!made) return NULL;
+    PyObject *items[8];
+    for (int i = 0; i < 6; i++) items[i] = Py_NewRef(f[i]);
+    items[6] = Py_NewRef(PyTuple_GET_ITEM(made, 0));
+    items[7] = Py_NewRef(PyTuple_GET_ITEM(made, 1));
+    Py_DECREF(made);
+    PyObject *entry_obj = tuple_of(args[0], items, 8);
+    if (!entry_obj) return NULL;
+    PyObject *body = f[5];
+    int plain_entry = PyDict_CheckExact(body) && !PyObject_GC_IsTracked(body);
+    for (int i = 0; i < 5 && plain_entry; i++) plain_entry = atomic(f[i]);
+    if (plain_entry) PyObject_GC_UnTrack(entry_obj);
+    int plain_tags = PyTuple_CheckExact(tags);
+    for (Py_ssize_t i = 0; plain_tags && i < PyTuple_GET_SIZE(tags); i++)
+        plain_tags = PyUnicode_CheckExact(PyTuple_GET_ITEM(tags, i));
+    if (plain_tags && PyObject_GC_IsTracked(tags)) PyObject_GC_UnTrack(tags);
+    PyObject *sitems[4] = {entry_obj, Py_NewRef(payload), Py_NewRef(tags), Py_NewRef(text)};
+    PyObject *out = tuple_of(args[1], sitems, 4);
+    if (out && plain_entry && plain_tags && (payload == Py_None || PyBytes_CheckExact(payload)) &&
+        (text == Py_None || PyUnicode_CheckExact(text)))
+        PyObject_GC_UnTrack(out);
+    return out;
+}
+
 static PyObject *frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 || !PyList_CheckExact(args[0])) {
         PyErr_SetString(PyExc_TypeError, "frame([(entry, payload or None), ...], first_seq)");
@@ -470,24 +559,23 @@ static int plain_value(PyObject *v) {
 
 static const char MEMORY_TAG[] = "memorytool", PATH_PREFIX[] = "path:";
 
-static PyObject *seal_checked(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError,
-                        "seal_checked(salt, content, tags, metadata, max_content, max_tag_chars, max_tags, max_metadata)");
-        return NULL;
-    }
+/* A remember's input checked and sealed (args: salt, content, tags, metadata and the four limits): 1 with
+ * *out set to (size, tags, metadata, digest, payload); 0 where it is not the common input (nothing set);
+ * -1 with an exception set. */
+static int checked_seal(PyObject *const *args, PyObject **out) {
     if (!PyBytes_CheckExact(args[0]) || PyBytes_GET_SIZE(args[0]) != SALT) {
         PyErr_SetString(PyExc_ValueError, "seal_checked: the salt must be 16 bytes");
-        return NULL;
+        return -1;
     }
     PyObject *content = args[1], *tags = args[2], *metadata = args[3];
     Py_ssize_t limits[4];
     for (int k = 0; k < 4; k++) {
         limits[k] = PyLong_AsSsize_t(args[4 + k]);
-        if (limits[k] == -1 && PyErr_Occurred()) return NULL;
+        if (limits[k] == -1 && PyErr_Occurred()) return -1;
     }
     Py_ssize_t max_content = limits[0], max_tag_chars = limits[1], max_tags = limits[2], max_meta = limits[3];
-    PyObject *out = NULL, *tag_tuple = NULL, *meta = NULL;
+    int rc = -1;
+    PyObject *tag_tuple = NULL, *meta = NULL;
     keyed_t *keyed = NULL;
     buf_t b;
     buf_init(&b);
@@ -537,6 +625,7 @@ static PyObject *seal_checked(PyObject *self, PyObject *const *args, Py_ssize_t 
     tag_tuple = PyTuple_New(distinct);
     if (!tag_tuple) goto error;
     for (Py_ssize_t i = 0; i < distinct; i++) PyTuple_SET_ITEM(tag_tuple, i, Py_NewRef(keyed[i].obj));
+    PyObject_GC_UnTrack(tag_tuple); /* exact str only: never part of a cycle */
     /* the metadata: flat, its keys sorted */
     keyed_t *items = keyed + ntags;
     if (nmeta) {
@@ -567,21 +656,67 @@ static PyObject *seal_checked(PyObject *self, PyObject *const *args, Py_ssize_t 
     PyObject *sealed = bytes_and_hash(&b, 0, 1); /* frees the buffer */
     if (!sealed) goto error_freed;
     PyObject *n = PyLong_FromSsize_t(size);
-    if (n)
-        out = PyTuple_Pack(5, n, tag_tuple, meta, PyTuple_GET_ITEM(sealed, 0), PyTuple_GET_ITEM(sealed, 1));
+    if (n) {
+        *out = PyTuple_Pack(5, n, tag_tuple, meta, PyTuple_GET_ITEM(sealed, 0), PyTuple_GET_ITEM(sealed, 1));
+        if (*out) rc = 1;
+    }
     Py_XDECREF(n);
     Py_DECREF(sealed);
     goto error_freed;
 got_not: /* what utf8_of or plain_value said: 0, not here; -1, an error */
     if (PyErr_Occurred()) goto error;
 not_here:
-    out = Py_NewRef(Py_None);
+    rc = 0;
 error:
     buf_free(&b);
 error_freed:
     PyMem_Free(keyed);
     Py_XDECREF(tag_tuple);
     Py_XDECREF(meta);
+    return rc;
+}
+
+static PyObject *seal_checked(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "seal_checked(salt, content, tags, metadata, max_content, max_tag_chars, max_tags, max_metadata)");
+        return NULL;
+    }
+    PyObject *out = NULL;
+    int rc = checked_seal(args, &out);
+    return rc < 0 ? NULL : rc == 0 ? Py_NewRef(Py_None) : out;
+}
+
+static PyObject *key_digest, *key_id, *key_scope, *key_size, *key_ver, *op_put, *one;
+
+static PyObject *stage_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 16) {
+        PyErr_SetString(PyExc_TypeError,
+                        "stage_new(entry_cls, staged_cls, seq, ts_ns, prev, agent, id, scope, salt, content, tags, "
+                        "metadata, max_content, max_tag_chars, max_tags, max_metadata)");
+        return NULL;
+    }
+    PyObject *sealed = NULL, *body = NULL, *out = NULL;
+    int rc = checked_seal(args + 8, &sealed);
+    if (rc <= 0) return rc < 0 ? NULL : Py_NewRef(Py_None);
+    /* sealed: (size, tags, metadata, digest, payload); the body's keys in sorted order */
+    body = PyDict_New();
+    if (!body || PyDict_SetItem(body, key_digest, PyTuple_GET_ITEM(sealed, 3)) < 0 ||
+        PyDict_SetItem(body, key_id, args[6]) < 0 || PyDict_SetItem(body, key_scope, args[7]) < 0 ||
+        PyDict_SetItem(body, key_size, PyTuple_GET_ITEM(sealed, 0)) < 0 || PyDict_SetItem(body, key_ver, one) < 0)
+        goto done;
+    PyObject *content = args[9];
+    PyObject *sargs[11] = {args[0], args[1], args[2], args[3], args[4], op_put, args[5], body,
+                           PyTuple_GET_ITEM(sealed, 4), PyTuple_GET_ITEM(sealed, 1),
+                           PyUnicode_CheckExact(content) ? content : Py_None};
+    PyObject *made = staged(self, sargs, 11);
+    if (made) {
+        out = PyTuple_Pack(2, made, PyTuple_GET_ITEM(sealed, 2));
+        Py_DECREF(made);
+    }
+done:
+    Py_XDECREF(body);
+    Py_DECREF(sealed);
     return out;
 }
 
@@ -593,9 +728,16 @@ static PyMethodDef methods[] = {
      "seal_put(salt, content, tags, metadata) -> (digest, payload): a put's payload and its SHA-256"},
     {"entry", (PyCFunction)(void (*)(void))entry, METH_FASTCALL,
      "entry(seq, ts_ns, prev, op, agent, body) -> (raw, hash): an entry's bytes and its SHA-256"},
+    {"staged", (PyCFunction)(void (*)(void))staged, METH_FASTCALL,
+     "staged(entry_cls, staged_cls, seq, ts_ns, prev, op, agent, body, payload, tags, text) -> a staged entry, "
+     "its tuples untracked by the cyclic collector where they hold no container it tracks"},
     {"seal_checked", (PyCFunction)(void (*)(void))seal_checked, METH_FASTCALL,
      "seal_checked(salt, content, tags, metadata, max_content, max_tag_chars, max_tags, max_metadata) -> "
      "(size, tags, metadata, digest, payload) | None: a remember's common input checked and sealed"},
+    {"stage_new", (PyCFunction)(void (*)(void))stage_new, METH_FASTCALL,
+     "stage_new(entry_cls, staged_cls, seq, ts_ns, prev, agent, id, scope, salt, content, tags, metadata, max_content, "
+     "max_tag_chars, max_tags, max_metadata) -> (staged, metadata) | None: a new record's put from a remember's "
+     "common input"},
     {"frame", (PyCFunction)(void (*)(void))frame, METH_FASTCALL,
      "frame([(entry, payload or None), ...], first_seq) -> (bytes, [(slot offset, slot length), ...])"},
     {NULL, NULL, 0, NULL},
@@ -607,5 +749,15 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_writepath",
 
 PyMODINIT_FUNC PyInit__writepath(void) {
     if (sha256_init() < 0) return NULL;
+    if (!key_digest) {
+        key_digest = PyUnicode_InternFromString("digest");
+        key_id = PyUnicode_InternFromString("id");
+        key_scope = PyUnicode_InternFromString("scope");
+        key_size = PyUnicode_InternFromString("size");
+        key_ver = PyUnicode_InternFromString("ver");
+        op_put = PyUnicode_InternFromString("put");
+        one = PyLong_FromLong(1);
+        if (!key_digest || !key_id || !key_scope || !key_size || !key_ver || !op_put || !one) return NULL;
+    }
     return PyModule_Create(&module);
 }

@@ -46,9 +46,10 @@ Targets:
   model after every step.
 - `indextext`: each input is a program of texts (ASCII, or UTF-8 with replacements, which are refused
   as not ASCII) added to the text index as documents with `Postings.add_text` (now and then under the
-  wrong document number, which must be refused) and documents removed, their emptied terms dropped from
+  wrong document number, which must be refused) or one to three at a time with `Postings.add_texts`
+  (which stops at a text that is not ASCII), and documents removed, their emptied terms dropped from
   the vocabulary so that their ids are given again; the C extension's `Postings` and `Vocabulary` and
-  the twins `PyPostings.add_text` over a `PyVocabulary` must give the same lengths, the same term ids,
+  the twins `PyPostings.add_text` and `add_texts` over a `PyVocabulary` must give the same lengths, the same term ids,
   postings and documents.
 - `readpath` (mnemo/_readpath.c): each input is a flags byte, a version number, an entry's length and
   bytes, and a payload slot, written to a file (entry and slot adjacent, or the slot first and the entry
@@ -83,7 +84,10 @@ Targets:
   subclasses, ints beyond 64 bits, nesting of any depth); pack must give exactly msgpack's bytes
   (msgpack.packb, use_bin_type=True) or refuse, and never refuse a plain value (exact types, in range,
   valid UTF-8, within msgpack's depth); seal_put of a salt, content, tags and metadata cut from the input,
-  entry of a seq, time, prev, op, agent and body, and frame of entries and payloads cut from it must give
+  entry of a seq, time, prev, op, agent and body (and staged of the same entry with a payload, tags and
+  a text: the twin's tuples, untracked by the cyclic collector only where nothing in them is tracked;
+  and stage_new of a remember's input: None where seal_checked gives None, else the put its twin stages),
+  and frame of entries and payloads cut from it must give
   what their twins (codec.seal_put_payload of pure_pack, make_entry's pure_pack and SHA-256,
   framing.pure_frame_slots) give, or refuse where the twin's input is not plain, seal_checked of a
   remember's content, tags and metadata (with limits) what codec.checked_put_twin gives wherever it takes
@@ -570,7 +574,8 @@ class VocabularyHarness:
 
 class IndexTextHarness:
     """Postings.add_text (a text's terms counted, looked up or added in the vocabulary, and posted, in one
-    C call) against its twin, PyPostings.add_text over a PyVocabulary: texts added, documents removed
+    C call) and add_texts (several in one call) against their twins, PyPostings.add_text and add_texts over a
+    PyVocabulary: texts added, documents removed
     and their emptied terms dropped (so that ids are reused), then every term id, posting and document
     compared."""
 
@@ -628,6 +633,20 @@ class IndexTextHarness:
                     emptied.append(gone)
                 if emptied[0] != emptied[1]:
                     raise AssertionError(f"remove({doc}) emptied {emptied!r} on {data!r}")
+            elif op % 4 == 3:  # one to three texts in one add_texts call, which stops at one not ASCII
+                texts = []
+                for _ in range(1 + arg % 3):
+                    size = data[i] % 32 if i < len(data) else 0
+                    chunk = data[i + 1:i + 1 + size]
+                    i += 1 + len(chunk)
+                    ascii_text = bytes(b & 0x7F for b in chunk).decode()
+                    texts.append(chunk.decode("utf-8", "replace") if arg & 0x80 else ascii_text)
+                lengths = [store.add_texts(ndocs, vocab, texts) for store, vocab in sides]
+                if lengths[0] != lengths[1]:
+                    raise AssertionError(f"add_texts({texts!r}) gave {lengths!r} on {data!r}")
+                for _ in lengths[0]:
+                    live.add(ndocs)
+                    ndocs += 1
         (native, nvocab), (twin, tvocab) = sides
         space = max(nvocab.id_space(), tvocab.id_space())
         for tid in range(space + 1):
@@ -1082,7 +1101,7 @@ class Values:
 
 
 class WritepathHarness:
-    """mnemo/_writepath.c: pack against msgpack, seal_put, entry and frame against their twins."""
+    """mnemo/_writepath.c: pack against msgpack, seal_put, entry, staged and frame against their twins."""
 
     module = "mnemo.chain.codec"
     extension = "mnemo._writepath"
@@ -1095,6 +1114,11 @@ class WritepathHarness:
         from mnemo.validation import Limits
 
         self.native, self.codec, self.framing, self.tree, self.msgpack = native, codec, framing, tree, msgpack
+        import gc
+
+        from mnemo.storage import batch
+
+        self.batch, self.gc = batch, gc
         self.Limits = Limits
         self.runs = 0
 
@@ -1162,6 +1186,7 @@ class WritepathHarness:
             self._same_or_refused(made, (raw, hashlib.sha256(raw).digest()), plain(items), "entry", data)
         elif plain(items):
             raise AssertionError(f"entry refused plain fields on {data!r}: {made!r}")
+        self._staged(seq, ts, prev, op, agent, body, made, data)
         # a frame of entries and payloads cut from the input
         entries: list[tuple[bytes, bytes | None]] = []
         for _ in range(1 + reader.byte() % 5):
@@ -1175,6 +1200,30 @@ class WritepathHarness:
         if native.leaf_hashes(raws) != b"".join(self.tree.leaf_hash(e) for e in raws):
             raise AssertionError(f"leaf_hashes and the tree's leaf hashes differ on {data!r}")
 
+
+    def _staged(self, seq: Any, ts: Any, prev: bytes, op: Any, agent: Any, body: Any, made: Any, data: bytes) -> None:
+        """staged (mnemo/_writepath.c) of the same entry, with a payload, tags and a text of the kinds a
+        batch stages: the same tuples as its twin (storage/batch.py's stage_twin, the entry's bytes packed by
+        msgpack), and untracked by the cyclic collector only where nothing in them is tracked."""
+        entry_cls, staged_cls = self.batch.Entry, self.batch.Staged
+        payload = None if seq.__class__ is int and seq % 2 else prev
+        tags = tuple(x for x in (op, agent) if type(x) is str)
+        text = agent if type(agent) is str else None
+        try:
+            got: Any = self.native.staged(entry_cls, staged_cls, seq, ts, prev, op, agent, body, payload, tags, text)
+        except (TypeError, ValueError, OverflowError, UnicodeEncodeError) as exc:
+            got = exc
+        if isinstance(made, BaseException) != isinstance(got, BaseException):
+            raise AssertionError(f"staged and entry differ in what they refuse on {data!r}: {got!r}")
+        if isinstance(got, BaseException):
+            return
+        want = staged_cls(entry_cls(seq, ts, prev, op, agent, body, *made), payload, tags, text)
+        if got != want or type(got) is not staged_cls or type(got[0]) is not entry_cls:
+            raise AssertionError(f"staged and its twin differ on {data!r}")
+        if not self.gc.is_tracked(got[0]) and (type(body) is not dict or self.gc.is_tracked(body)):
+            raise AssertionError(f"staged untracked an entry whose body the collector tracks on {data!r}")
+        if not self.gc.is_tracked(got) and self.gc.is_tracked(got[0]):
+            raise AssertionError(f"staged untracked a staged tuple holding a tracked entry on {data!r}")
 
     TAG_KINDS = ("memorytool", "path:/memories/a.md", "path:", "", "a\x00", "\udc80", "\u00fc", "Z")
 
@@ -1194,6 +1243,7 @@ class WritepathHarness:
             meta = None
         fast = self.native.seal_checked(salt, content, tags, meta, limits.max_content_bytes, limits.max_tag_chars,
                                         limits.max_tags, limits.max_metadata_bytes)
+        self._stage_new(salt, content, tags, meta, limits, fast, data)
         try:
             twin: Any = self.codec.checked_put_twin(salt, content, tags, meta, limits)
         except Exception as exc:  # what the twin refuses (InvalidInput), the extension must leave to it
@@ -1208,6 +1258,23 @@ class WritepathHarness:
         if path is not None or fast[0] != size or fast[1] != tag_tuple or fast[3:] != (digest, payload) or \
                 list(fast[2].items()) != list(canonical_meta.items()):
             raise AssertionError(f"seal_checked and its twin differ on {data!r}")
+
+    def _stage_new(self, salt: bytes, content: Any, tags: Any, meta: Any, limits: Any, fast: Any, data: bytes) -> None:
+        """stage_new of the same input: None exactly where seal_checked gives None, else the put of what
+        seal_checked gives, as its twin (storage/batch.py's stage_new_twin) stages it."""
+        batch = self.batch
+        args = (7, 9, b"p" * 32, "agent", "id", "scope", salt, content, tags, meta)
+        made = self.native.stage_new(batch.Entry, batch.Staged, *args, limits.max_content_bytes,
+                                     limits.max_tag_chars, limits.max_tags, limits.max_metadata_bytes)
+        if (made is None) != (fast is None):
+            raise AssertionError(f"stage_new and seal_checked differ in what they take on {data!r}")
+        if made is None:
+            return
+        staged, checked_meta = made
+        twin = batch.stage_new_twin(*args, limits)
+        if twin is None or staged != twin[0] or list(checked_meta.items()) != list(twin[1].items()) \
+                or staged.payload != fast[4] or staged.entry.body["digest"] != fast[3]:
+            raise AssertionError(f"stage_new and its twin differ on {data!r}")
 
     @staticmethod
     def _common(content: Any, tags: Any, meta: Any) -> bool:

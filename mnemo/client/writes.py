@@ -39,12 +39,16 @@ def remember(
     a path taken in the scope included (docs/MEMORY_TOOL.md §4.1)."""
     store = self._store
     store.check_writable()
+    outer = store.current_batch()
+    if outer is not None:  # in this thread's transaction: the common input staged in one step
+        record = _stage_common(self, outer, content, tags, metadata, scope)
+        if record is not None:
+            return record
     # checked and hashed before any lock is taken
     content, size, tag_tuple, path, meta, prepared = checked_put(
         random_bytes(SALT_SIZE), content, tags, metadata, self.limits
     )
     scope = self.home_scope if scope is None else check_name(scope, "scope")
-    outer = store.current_batch()
     if outer is not None:  # in this thread's transaction: staged in its batch, committed at its end
         self._require(outer.acl, "write", scope)
         if path is not None:
@@ -172,6 +176,33 @@ def _stage_put(
     self._since_checkpoint += 1
     return written_record(rec_id, ver, content, tags, metadata, scope, self.agent_id, created_ns, entry.ts_ns,
                           entry.seq, entry.hash)
+
+
+def _stage_common(
+    self: ClientCore, batch: Batch, content: Any, tags: Any, metadata: Any, scope: str | None
+) -> MemoryRecord | None:
+    """remember's put staged in this thread's open batch in one step (Batch.stage_new), where its input is
+    the common one and the write is allowed; None otherwise, nothing staged: remember's general path then
+    checks the input, the scope and the permission in its own order and says what is wrong."""
+    if scope is None:
+        scope = self.home_scope
+    else:
+        try:
+            scope = check_name(scope, "scope")
+        except InvalidInput:
+            return None
+    agent = self.agent_id
+    # (a client's agent id is a checked name: Acl.allows lets it write its home scope without a look)
+    if scope != self.home_scope and not batch.acl.allows(agent, "write", scope):
+        return None
+    rec_id, salt = new_id(), random_bytes(SALT_SIZE)
+    made = batch.stage_new(agent, rec_id, scope, salt, content, tags, metadata, self.limits)
+    if made is None:
+        return None
+    staged, meta = made
+    entry = staged.entry
+    self._since_checkpoint += 1
+    return written_record(rec_id, 1, content, staged.tags, meta, scope, agent, 0, entry.ts_ns, entry.seq, entry.hash)
 
 
 def _stage_forget(self: ClientCore, batch: Batch, ids: list[str], reason: str | None) -> int:

@@ -8,8 +8,11 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
+from .._native import writepath
 from ..acl import Acl
-from ..chain.codec import SALT_SIZE, Entry, make_entry, new_tuple
+from ..chain.codec import SALT_SIZE, Entry, checked_put_twin, make_entry, new_tuple
+from ..errors import InvalidInput
+from ..validation import Limits
 from .types import Query, Rec, Version
 
 ACL_OPS = frozenset({"genesis", "grant", "revoke"})
@@ -181,23 +184,105 @@ class Batch:
         ts, seq = time.time_ns(), self.head_seq + 1
         if ts < self.head_ts:
             ts = self.head_ts
-        entry = make_entry(seq, ts, self.head_hash, op, agent, body, trusted)
-        staged: Staged = new_tuple(Staged, (entry, payload, tags, text))
+        staged = _staged(seq, ts, self.head_hash, op, agent, body, payload, tags, text) if trusted \
+            else stage_twin(seq, ts, self.head_hash, op, agent, body, payload, tags, text, False)
+        self._append(staged, new_record)
+        return staged.entry
+
+    def stage_new(
+        self, agent: str, rec_id: str, scope: str, salt: bytes, content: Any, tags: Any, metadata: Any,
+        limits: Limits,
+    ) -> tuple[Staged, dict[str, Any]] | None:
+        """Stage version 1 of record `rec_id` (an id just made, which no record has) from a remember's input
+        as the caller gave it, checked and sealed with `salt` as codec.checked_put does, when it is the
+        common input (mnemo/_writepath.c's seal_checked says which): (the staged put, the checked metadata).
+        None for any other input (a memory-tool file's tags, input checked_put refuses): nothing is staged,
+        and the caller takes the general path, which checks it."""
+        ts, seq = time.time_ns(), self.head_seq + 1
+        if ts < self.head_ts:
+            ts = self.head_ts
+        made: tuple[Staged, dict[str, Any]] | None
+        if writepath is not None:
+            made = writepath.stage_new(
+                Entry, Staged, seq, ts, self.head_hash, agent, rec_id, scope, salt, content, tags, metadata,
+                limits.max_content_bytes, limits.max_tag_chars, limits.max_tags, limits.max_metadata_bytes)
+        else:
+            made = stage_new_twin(seq, ts, self.head_hash, agent, rec_id, scope, salt, content, tags, metadata,
+                                  limits)
+        if made is not None:
+            staged = made[0]
+            if self.transactional:
+                self._pending.append(staged)  # a new record: see recs
+                if staged.payload is not None:
+                    self.payloads[seq] = staged.payload
+            self.staged.append(staged)
+            self.head_seq, self.head_hash, self.head_ts = seq, staged.entry.hash, ts
+        return made
+
+    def _append(self, staged: Staged, new_record: bool) -> None:
+        entry, payload = staged.entry, staged.payload
+        seq = entry.seq
         if self.transactional:
             if new_record:
                 self._pending.append(staged)  # nothing to check against the overlay: see recs
             else:
-                apply_entry(self, entry, -1, 0 if payload is None else len(payload) + 4, tags)
+                apply_entry(self, entry, -1, 0 if payload is None else len(payload) + 4, staged.tags)
             if payload is not None:  # what reads of the overlay's staged versions return
                 self.payloads[seq] = payload
         self.staged.append(staged)
-        self.head_seq, self.head_hash, self.head_ts = seq, entry.hash, ts
-        return entry
+        self.head_seq, self.head_hash, self.head_ts = seq, entry.hash, entry.ts_ns
 
     def staged_packed(self, version: Version) -> bytes | None:
         """The packed fields of a version staged in this batch (None if it is not one of them)."""
         payload = self.payloads.get(version.seq) if version.slot_off < 0 else None
         return None if payload is None else payload[SALT_SIZE:]
+
+
+def stage_twin(
+    seq: int, ts_ns: int, prev: bytes, op: str, agent: str, body: dict[str, Any], payload: bytes | None,
+    tags: tuple[str, ...], text: str | None, trusted: bool = True,
+) -> Staged:
+    """A staged entry: the entry (make_entry; `trusted`: the body's maps are in sorted key order), its
+    payload, tags and text. The pure-Python twin of mnemo/_writepath.c's staged, which makes the same
+    tuples and hands them back untracked by the cyclic collector where nothing in them can form a cycle
+    (a transaction stages a thousand, which the collector would otherwise go through again and again)."""
+    entry = make_entry(seq, ts_ns, prev, op, agent, body, trusted)
+    staged: Staged = new_tuple(Staged, (entry, payload, tags, text))
+    return staged
+
+
+def _staged(
+    seq: int, ts_ns: int, prev: bytes, op: str, agent: str, body: dict[str, Any], payload: bytes | None,
+    tags: tuple[str, ...], text: str | None,
+) -> Staged:
+    """stage_twin of a body in canonical form, in one call of the extension where it is built."""
+    if writepath is not None:
+        try:
+            made: Staged = writepath.staged(Entry, Staged, seq, ts_ns, prev, op, agent, body, payload, tags, text)
+            return made
+        except Exception:  # a value the extension leaves to the twin (as codec._pack does)
+            pass
+    return stage_twin(seq, ts_ns, prev, op, agent, body, payload, tags, text)
+
+
+def stage_new_twin(
+    seq: int, ts_ns: int, prev: bytes, agent: str, rec_id: str, scope: str, salt: bytes, content: Any, tags: Any,
+    metadata: Any, limits: Limits,
+) -> tuple[Staged, dict[str, Any]] | None:
+    """Batch.stage_new's staged put and metadata, or None where the input is not a plain new record's
+    (checked_put_twin refuses it, or its tags make a memory-tool file). The pure-Python twin of
+    mnemo/_writepath.c's stage_new, which gives the same wherever it gives anything, and None for all but
+    the common input (seal_checked's)."""
+    try:
+        content, size, tag_tuple, path, meta, (digest, payload) = checked_put_twin(salt, content, tags, metadata,
+                                                                                    limits)
+    except InvalidInput:
+        return None
+    if path is not None:
+        return None
+    body = {"digest": digest, "id": rec_id, "scope": scope, "size": size, "ver": 1}
+    text = content if isinstance(content, str) else None
+    return stage_twin(seq, ts_ns, prev, "put", agent, body, payload, tag_tuple, text), meta
 
 
 def apply_entry(
@@ -230,4 +315,4 @@ def apply_entry(
     return []
 
 
-__all__ = ["ACL_OPS", "Batch", "ChainError", "Staged", "View", "apply_entry"]
+__all__ = ["ACL_OPS", "Batch", "ChainError", "Staged", "View", "apply_entry", "stage_new_twin", "stage_twin"]

@@ -5,16 +5,21 @@ and end to end, a transaction reads its own writes on both backends."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mnemo import MnemoClient, NotFound
+from mnemo._native import writepath
 from mnemo.acl import Acl
-from mnemo.chain.codec import SALT_SIZE, ZERO_HASH, make_entry
-from mnemo.storage.batch import Batch, ChainError, apply_entry
+from mnemo.chain.codec import SALT_SIZE, ZERO_HASH, Entry, make_entry
+from mnemo.storage.batch import Batch, ChainError, Staged, apply_entry, stage_new_twin, stage_twin
 from mnemo.storage.contract import Rec, Version
+from mnemo.validation import Limits
 
 AGENT = "agent-1"
 SALT = b"s" * SALT_SIZE
@@ -230,3 +235,191 @@ def test_a_transaction_that_raises_commits_nothing(db: str) -> None:
             raise RuntimeError("abandon")
         assert c.head == head
         assert [r.content for r in c.query()] == ["kept"]
+
+
+# -- a staged entry made in one call of the extension (mnemo/_writepath.c's staged) against its twin --------
+
+staged_native = pytest.mark.skipif(writepath is None, reason="the C extension is not loaded")
+
+STAGED_CASES: list[tuple[str, dict[str, Any], Any, Any, Any]] = [
+    ("put", _body("n1", 1, 400), SALT + b"p", ("a", "b"), "the text"),
+    ("put", _body("n1", 2), SALT + b"p", (), None),
+    ("forget", {"ids": ["n1", "n2"]}, None, (), None),
+    ("grant", {"perms": ["read"], "principal": "bob", "scope": "team:a"}, None, (), None),
+]
+
+
+@staged_native
+@pytest.mark.parametrize(("op", "body", "payload", "tags", "text"), STAGED_CASES)
+def test_staged_gives_the_twin_s_entry_and_staged_tuple(op: str, body: dict[str, Any], payload: Any, tags: Any,
+                                                        text: Any) -> None:
+    args = (7, 1_700_000_000_000_000_001, b"h" * 32, op, AGENT, body, payload, tags, text)
+    made = writepath.staged(Entry, Staged, *args)
+    twin = stage_twin(*args)
+    assert type(made) is Staged and type(made.entry) is Entry
+    assert made == twin and made.entry == make_entry(*args[:6], trusted=True)
+    assert made.entry.hash == hashlib.sha256(made.entry.raw).digest()
+
+
+@staged_native
+def test_staged_tuples_are_untracked_only_where_no_cycle_can_pass_through_them() -> None:
+    args: tuple[Any, ...] = (7, 9, b"h" * 32, "put", AGENT, _body("n1", 1), SALT + b"p", ("a", "b"), "text")
+    made = writepath.staged(Entry, Staged, *args)
+    assert not gc.is_tracked(made) and not gc.is_tracked(made.entry) and not gc.is_tracked(made.tags)
+    # a body holding a list (a forget's ids) is tracked: so is the entry, and the staged tuple
+    forget = writepath.staged(Entry, Staged, 7, 9, b"h" * 32, "forget", AGENT, {"ids": ["n1"]}, None, (), None)
+    assert gc.is_tracked(forget.entry) and gc.is_tracked(forget)
+    # tags that are not an exact tuple of exact str, or a text that is not an exact str, keep it tracked
+    class Tag(str):
+        pass
+
+    for tags, text in ((["a"], None), ((Tag("a"),), None), (("a",), [1])):
+        odd = writepath.staged(Entry, Staged, *args[:6], SALT + b"p", tags, text)
+        assert not gc.is_tracked(odd.entry) and gc.is_tracked(odd)
+    # a cycle through a tracked payload-like value is still found: nothing untracked holds it
+    holder: list[Any] = []
+    cyclic = writepath.staged(Entry, Staged, *args[:6], SALT + b"p", ("a",), holder)
+    holder.append(cyclic)
+    assert gc.is_tracked(cyclic)
+    del holder, cyclic
+    gc.collect()
+
+
+@staged_native
+def test_staged_refuses_classes_that_are_not_plain_tuples_and_leaves_odd_values_to_the_twin() -> None:
+    args: tuple[Any, ...] = (7, 9, b"h" * 32, "put", AGENT, _body("n1", 1), SALT + b"p", ("a",), None)
+    class WithDict(tuple):  # instances would carry a __dict__
+        pass
+
+    for bad in (tuple, list, WithDict, "Entry"):
+        with pytest.raises(TypeError, match="plain subclasses of tuple"):
+            writepath.staged(bad, Staged, *args)
+    with pytest.raises(TypeError):
+        writepath.staged(Entry, Staged, *args[:5], {"id": object()}, *args[6:])
+    b = _batch()
+    odd = b.stage("put", AGENT, {"digest": b"d" * 32, "id": "n9", "scope": "s", "size": 1.5, "ver": 1},
+                  SALT + b"p", ("t",), True, True)
+    assert odd.raw == make_entry(5, odd.ts_ns, b"h" * 32, "put", AGENT, odd.body, trusted=True).raw
+
+
+def test_a_transaction_s_staged_puts_leave_the_cyclic_collector_nothing_to_go_through(tmp_path: Any) -> None:
+    client = MnemoClient(str(tmp_path / "db"), AGENT, durability="none")
+    try:
+        with client.transaction():
+            gc.collect()
+            for i in range(50):
+                client.remember(f"memory {i}", tags=["k", f"t{i}"], metadata={"i": i})
+            young = [o for o in gc.get_objects(0) if type(o) in (Staged, Entry, tuple)]
+            staged_young = [o for o in young if type(o) is Staged]
+            if writepath is not None:
+                assert staged_young == [] and young == []
+            else:
+                assert len(staged_young) == 50  # the twin's tuples are the collector's to untrack
+        assert len(client.list_records()) == 50
+    finally:
+        client.close()
+
+
+# -- a remember in a transaction staged in one step (Batch.stage_new), and what it leaves to the general path --
+
+common_text = st.text(max_size=200)
+common_tags = st.lists(st.text(min_size=1, max_size=20).filter(
+    lambda t: "\x00" not in t and t != "memorytool" and not t.startswith("path:")), max_size=6)
+flat_values = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)
+               | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=10))
+flat_meta = st.none() | st.dictionaries(st.text(max_size=10), flat_values, max_size=6)
+LIMITS = Limits()
+
+
+def _new_args(content: Any, tags: Any, meta: Any) -> tuple[Any, ...]:
+    return (5, 1_700_000_000_000_000_000, b"h" * 32, AGENT, "a" * 32, "agent:x", SALT, content, tags, meta)
+
+
+def _fast_new(content: Any, tags: Any, meta: Any, limits: Limits = LIMITS) -> Any:
+    return writepath.stage_new(Entry, Staged, *_new_args(content, tags, meta), limits.max_content_bytes,
+                               limits.max_tag_chars, limits.max_tags, limits.max_metadata_bytes)
+
+
+@staged_native
+@settings(max_examples=200, deadline=None)
+@given(common_text | st.binary(max_size=200), common_tags, flat_meta)
+def test_stage_new_gives_the_twin_s_put_for_the_common_input(content: Any, tags: list[str], meta: Any) -> None:
+    made = _fast_new(content, tags, meta)
+    twin = stage_new_twin(*_new_args(content, tags, meta), LIMITS)
+    assert made is not None and twin is not None
+    (staged, checked_meta), (twin_staged, twin_meta) = made, twin
+    assert staged == twin_staged and list(checked_meta.items()) == list(twin_meta.items())
+    assert staged.entry.body == {"digest": staged.entry.body["digest"], "id": "a" * 32, "scope": "agent:x",
+                                 "size": len(content if isinstance(content, bytes) else content.encode()), "ver": 1}
+    assert staged.text == (content if isinstance(content, str) else None)
+    assert not gc.is_tracked(staged) and not gc.is_tracked(staged.entry)
+
+
+@pytest.mark.parametrize(("content", "tags", "meta"), [
+    ("c", ["memorytool", "path:/memories/a.md"], None),  # a memory-tool file: its path is checked elsewhere
+    (123, [], None), ("c", [""], None), ("c", "tag", None), ("c", [], {"k": object()}), ("x" * 20, [], None),
+])
+def test_stage_new_stages_nothing_for_input_the_general_path_checks(content: Any, tags: Any, meta: Any) -> None:
+    small = Limits(max_content_bytes=10)
+    b = _batch()
+    assert b.stage_new(AGENT, "n1", "s", SALT, content, tags, meta, small) is None
+    assert b.staged == [] and b.head_seq == 4
+    assert stage_new_twin(*_new_args(content, tags, meta), small) is None
+    if writepath is not None:
+        assert _fast_new(content, tags, meta, small) is None
+
+
+def _outcome(fn: Any) -> Any:
+    try:
+        fn()
+    except Exception as exc:  # what a refused write raises, compared as type and message
+        return type(exc), str(exc)
+    return None
+
+
+@pytest.mark.parametrize(("content", "tags", "scope"), [
+    ("text", ["t"], "team:x"),  # may not write there
+    (123, ["t"], "team:x"),  # bad content and may not write: the content is named first
+    ("text", [""], "team:x"),
+    ("text", ["t"], ""),  # a bad scope
+    (b"\xff", ["t"], "bad scope*"),
+    ("text", ["memorytool", "path:/memories/a.md"], "team:x"),
+])
+def test_a_refused_remember_in_a_transaction_says_what_it_says_outside_one(
+    tmp_path: Any, content: Any, tags: Any, scope: str
+) -> None:
+    path = str(tmp_path / "db")
+    MnemoClient(path, "owner").close()
+    client = MnemoClient(path, "bob", durability="none")
+    try:
+        alone = _outcome(lambda: client.remember(content, tags=tags, scope=scope))
+        assert alone is not None
+        with client.transaction():
+            inside = _outcome(lambda: client.remember(content, tags=tags, scope=scope))
+            kept = client.remember("kept", tags=["k"])
+        assert inside == alone
+        assert [info.id for info in client.list_records()] == [kept.id]  # the refused write staged nothing
+    finally:
+        client.close()
+
+
+def test_a_transaction_s_remembers_return_what_get_reads_back(tmp_path: Any) -> None:
+    path = str(tmp_path / "db")
+    MnemoClient(path, "owner").close()
+    client = MnemoClient(path, "bob", durability="none")
+    try:
+        with client.transaction():
+            made = [client.remember("ü text", tags=["b", "a", "b"], metadata={"z": 1, "a": None}),
+                    client.remember(b"\x00bytes", tags=(), metadata=None),
+                    client.remember("scoped", tags=["t"], scope="agent:bob")]
+            assert [client.get(r.id) for r in made] == made
+        assert [client.get(r.id) for r in made] == made
+        assert made[0].tags == ("a", "b") and list(made[0].metadata) == ["a", "z"]
+        assert [r.seq for r in made] == sorted(r.seq for r in made) and made[0].version == 1
+    finally:
+        client.close()
+    owner = MnemoClient(path, "owner")
+    try:
+        assert owner.verify().ok
+    finally:
+        owner.close()

@@ -48,6 +48,11 @@ class PostingStore(Protocol):
         not the next document. `seen`: the words analysed so far in a batch (analysis.analyse), which
         the twin's analysis uses; the C extension's takes only its own Vocabulary, and needs no `seen`."""
 
+    def add_texts(self, doc: int, vocab: Vocabulary, texts: list[str]) -> list[int]:
+        """add_text of each text as the documents doc, doc + 1, ... in one call: their lengths, up to the
+        first text that is not ASCII (which, and every text after it, is left to the caller). An error
+        after some texts were added returns their lengths (the failing text, added alone, raises it)."""
+
     def remove(self, doc: int) -> list[int]:
         """Document `doc` leaves every posting it is in (and holds no term after); the term ids whose
         postings it left empty. A document removed before, or never added, holds none."""
@@ -167,6 +172,20 @@ class PyPostings:
             docs.append(doc)  # the newest document: the posting stays in order
             freqs.append(tf)
         self.doc_terms.append(array(CODE, sorted(tids)).tobytes())
+
+    def add_texts(self, doc: int, vocab: Vocabulary, texts: list[str]) -> list[int]:
+        lengths: list[int] = []
+        for k, text in enumerate(texts):
+            try:
+                length = self.add_text(doc + k, vocab, text)
+            except Exception:  # as the extension: what was added is returned, the failing text raises alone
+                if lengths:
+                    return lengths
+                raise
+            if length is None:
+                break
+            lengths.append(length)
+        return lengths
 
     def add_text(self, doc: int, vocab: Vocabulary, text: str, seen: Seen | None = None) -> int | None:
         if doc != len(self.doc_terms):

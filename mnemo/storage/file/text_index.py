@@ -37,6 +37,10 @@ _ROW = "i"
 """The typecode of rows and documents in memory (i32: an index holds fewer than 2**31 rows)."""
 TRIM_AFTER = 10_000
 """A catch-up of this many rows or more gives back the room the postings kept for growth."""
+CATCH_UP_CHUNK = 256
+FEW_ROWS = 8
+"""A catch-up of more rows than FEW_ROWS reads CATCH_UP_CHUNK of them (or takes them from the held texts)
+before it indexes them, each run of ASCII texts in one call (add_many); of fewer, a row at a time (add)."""
 HELD_CHARS = 8_000_000
 """The most characters of text written by this process that pending rows keep for the catch-up."""
 
@@ -169,6 +173,47 @@ class TextIndex(RowDerived):
         self.doc_len.append(length)
         self.doc_seq.append(seq)
         self._norms = None
+        self._place(doc, row, scope, length)
+
+    def add_many(self, rows: Sequence[int], found: Sequence[tuple[int, int, str | None]], seen: Seen) -> None:
+        """add(row, scope, text, seq, seen) of each row and its (scope code, seq, text), in order, a row
+        whose text is None left out: each run of ASCII texts in one call of the postings (add_texts)."""
+        i, n = 0, len(rows)
+        while i < n:
+            j = i
+            while j < n and found[j][2] is not None:
+                j += 1
+            if j > i:
+                texts = [f[2] for f in found[i:j]]
+                lengths = self.store.add_texts(len(self.doc_row), self.vocab, texts)  # type: ignore[arg-type]
+                k = i + len(lengths)
+                if k > i:
+                    run = found[i:k]
+                    self._added(rows[i:k], [f[0] for f in run], lengths, [f[1] for f in run])
+                if k < j:  # a text that is not ASCII: analysed here
+                    scope, seq, text = found[k]
+                    assert text is not None
+                    self.add(rows[k], scope, text, seq, seen)
+                    k += 1
+                i = k
+            else:
+                i += 1
+
+    def _added(self, rows: Sequence[int], scopes: Sequence[int], lengths: Sequence[int], seqs: Sequence[int]) -> None:
+        """The documents just added to the postings for `rows` (the next documents, in order), with their
+        scope codes, lengths and seqs, in the index's columns and totals."""
+        first = len(self.doc_row)
+        self.doc_row.extend(rows)
+        self.doc_scope.extend(scopes)
+        self.doc_len.extend(lengths)
+        self.doc_seq.extend(seqs)
+        self._norms = None
+        place = self._place
+        for doc, row, scope, length in zip(range(first, first + len(rows)), rows, scopes, lengths, strict=True):
+            place(doc, row, scope, length)
+
+    def _place(self, doc: int, row: int, scope: int, length: int) -> None:
+        """Document `doc` (just added) as row `row`'s, counted in its scope's totals."""
         docs = self.row_docs
         if row == len(docs):  # (a new row, the usual case: the next one)
             docs.append(doc)
@@ -187,18 +232,29 @@ class TextIndex(RowDerived):
         """Index every pending row: `read(row)` gives its scope code, and the seq and searchable text of
         its latest version (None: not text, so not indexed). Rows are indexed in row order."""
         seen: Seen = {}  # this catch-up's words, dropped with it
-        held = self.held
-        pending = len(self.pending)
-        for row in sorted(self.pending):
-            kept = held.pop(row, None)
-            scope, seq, text = read(row) if kept is None else kept
-            self.pending.discard(row)
-            if text is not None:
-                self.add(row, scope, text, seq, seen)
-        if pending >= TRIM_AFTER:  # a bulk catch-up: the room its growth kept is given back
+        held, pending = self.held, self.pending
+        count = len(pending)
+        rows = sorted(pending) if count > 1 else list(pending)
+        if count <= FEW_ROWS:  # (a catch-up after a write or a few: one call each costs less than a run)
+            for row in rows:
+                kept = held.pop(row, None)
+                scope, seq, text = read(row) if kept is None else kept
+                pending.discard(row)
+                if text is not None:
+                    self.add(row, scope, text, seq, seen)
+        else:
+            for start in range(0, count, CATCH_UP_CHUNK):
+                chunk = rows[start:start + CATCH_UP_CHUNK]
+                found = [read(row) if (kept := held.pop(row, None)) is None else kept for row in chunk]
+                pending.difference_update(chunk)
+                self.add_many(chunk, found, seen)
+        if count >= TRIM_AFTER:  # a bulk catch-up: the room its growth kept is given back
             self.store.trim()
-        self.pending = set()  # an emptied set keeps its table: a catch-up of a million rows, 40 MB
-        self.held, self.held_chars = {}, 0
+        # emptied in place: clear() gives back the table that discard() keeps (a catch-up of a million rows,
+        # 40 MB), and a catch-up after each write makes no new set and dict
+        pending.clear()
+        held.clear()
+        self.held_chars = 0
 
     def norms(self, avg: float, wanted: int) -> Column[int, float]:
         """Each document's engine.norm for this average length, for `wanted` postings to score. All of

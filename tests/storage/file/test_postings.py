@@ -363,3 +363,31 @@ def test_the_native_postings_survive_a_brief_fuzzing_run(tmp_path: Path) -> None
     guided, sanitized = fuzz(tmp_path, 300, 300, target="postings", unit="runs")
     assert guided.runs >= 300 and sanitized.runs >= 300
     assert guided.corpus > 4  # it found inputs beyond the seeds
+
+
+@pairs
+def test_add_texts_adds_each_text_as_add_text_does_up_to_the_first_that_is_not_ascii(pair: tuple[Any, Any]) -> None:
+    one_by_one: PostingStore = pair[0]()
+    vocab_one: Vocabulary = pair[1]()
+    texts = ["The CAT sat", "", "snake_case file.py 3.11 the cat", "café au lait", "after it"]
+    lengths = [one_by_one.add_text(doc, vocab_one, text) for doc, text in enumerate(texts[:3])]
+    in_one: PostingStore = pair[0]()
+    vocab: Vocabulary = pair[1]()
+    assert in_one.add_texts(0, vocab, texts) == lengths == [3, 0, 11]  # stopped at the text that is not ASCII
+    assert columns(in_one, 12, 3) == columns(one_by_one, 12, 3)
+    assert [vocab.term(t) for t in range(12)] == [vocab_one.term(t) for t in range(12)]
+    assert in_one.add_texts(3, vocab, []) == [] and in_one.add_texts(3, vocab, ["ü"]) == []
+    with pytest.raises(ValueError, match="the next document is 3"):
+        in_one.add_texts(4, vocab, ["x"])  # the first text fails: it raises, nothing added
+    assert in_one.tids(3) == []
+
+
+@pairs
+def test_add_texts_returns_what_it_added_before_a_failing_text(pair: tuple[Any, Any]) -> None:
+    store: PostingStore = pair[0]()
+    vocab: Vocabulary = pair[1]()
+    texts: Any = ["one two", 5, "three"]  # the second is not a str: added alone, it raises
+    assert store.add_texts(0, vocab, texts) == [2]
+    with pytest.raises((TypeError, AttributeError)):  # (the extension's and the twin's refusal of an int)
+        store.add_text(1, vocab, texts[1])
+    assert store.add_texts(1, vocab, ["three"]) == [1]

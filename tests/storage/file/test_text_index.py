@@ -390,3 +390,37 @@ def test_hold_many_holds_what_hold_holds_one_by_one(
             one.hold(*item)
         many.hold_many(*(list(column) for column in zip(*held, strict=True)) if held else ([], [], [], []))
     assert many.held == one.held and many.held_chars == one.held_chars
+
+
+def test_add_many_indexes_runs_as_add_does_one_by_one_with_texts_not_ascii_and_none_between() -> None:
+    found = [(1, 10, "dark mode"), (1, 11, None), (2, 12, "dark coffee café"), (1, 13, "snake_case x"),
+             (2, 14, "ünïcode"), (2, 15, "tail end")]
+    rows = [0, 1, 2, 5, 6, 9]  # a gap: rows 3, 4, 7 and 8 hold nothing
+    one_by_one = TextIndex()
+    for row, (scope, seq, text) in zip(rows, found, strict=True):
+        if text is not None:
+            one_by_one.add(row, scope, text, seq)
+    in_runs = TextIndex()
+    in_runs.add_many(rows, found, {})
+    assert state_of(in_runs) == state_of(one_by_one)
+    assert in_runs.scope_totals == one_by_one.scope_totals and list(in_runs.row_docs) == list(one_by_one.row_docs)
+
+
+def test_a_catch_up_of_more_rows_than_a_chunk_indexes_each_as_one_by_one(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    with MnemoClient(str(db), "agent", durability="none") as c:
+        with c.transaction():
+            for i in range(text_index.CATCH_UP_CHUNK * 2 + 3):
+                c.remember(f"memory {i} über" if i % 50 == 7 else f"memory {i}", tags=["t"])
+            c.remember(b"bytes")
+        n = text_index.CATCH_UP_CHUNK * 2 + 3
+        assert len(c.recall("memory", limit=1000)) == n
+        assert sorted(r.record.content for r in c.recall("über", limit=100)) == sorted(
+            f"memory {i} über" for i in range(7, n, 50))
+        caught = state_of(c._store.index.text)
+    with MnemoClient(str(db), "agent", durability="none") as fresh:
+        fresh._store.index.text = TextIndex()  # every row indexed again, by the rows one at a time
+        fresh._store.index.text.added(fresh._store.index.live_rows())
+        with patch.object(text_index, "CATCH_UP_CHUNK", 1):
+            fresh.recall("memory")
+        assert state_of(fresh._store.index.text) == caught
