@@ -70,21 +70,26 @@ def test_a_write_that_fails_on_a_full_or_read_only_disk_names_no_path(
         assert client.verify().ok
 
 
-def test_an_erasure_journal_that_cannot_be_written_names_no_path(
+def test_a_snapshot_that_cannot_be_removed_for_an_erasure_names_no_path(
     marked: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A delete whose erasure journal (DB.erase.tmp, beside the log) cannot be created: the OS error
-    names that file; the model gets the write failure's text, and the next writer completes the erasure."""
+    """A delete whose erasure cannot remove the snapshot (DB.snap, beside the log: it holds the tags of
+    the record forgotten), as in a folder that refuses: the OS error names that file; the model gets the
+    write failure's text, and the next writer completes the erasure."""
+    with MnemoClient(str(marked), "agent-1") as client:
+        assert not _create(MnemoMemoryToolServer(client), "/memories/gone.md", "secret").is_error
+    snapshot = f"{marked}.snap"
+    assert os.path.exists(snapshot)  # written at the close
     with MnemoClient(str(marked), "agent-1") as client:
         server = MnemoMemoryToolServer(client)
-        assert not _create(server, "/memories/gone.md", "secret").is_error
-        monkeypatch.setattr(os, "open", _failing(errno.EACCES, f"{marked}.erase.tmp"))
+        monkeypatch.setattr(os, "unlink", _failing(errno.EACCES, snapshot))
         with caplog.at_level(logging.WARNING, "mnemo.tools"):
             result = server.execute({"command": "delete", "path": "/memories/gone.md"})
         monkeypatch.undo()
         assert result == CommandResult(TOLD["DurabilityError"], True)
-        assert f"Permission denied: '{marked}.erase.tmp'" in caplog.text
+        assert f"Permission denied: '{snapshot}'" in caplog.text
     with MnemoClient(str(marked), "agent-1") as client:
+        assert client.recovery == ["completed an interrupted erasure of 1 payload slots"]
         assert client.query() == []
         assert client.verify().ok
         assert b"secret" not in marked.read_bytes()

@@ -114,11 +114,17 @@ class Compaction(StoreState):
         tail = self._read_forget_slots if 0 <= self._read_forget_at == self.last_frame_offset else []
         again = sorted(set(tail).difference(regions))
         self._unerased, self._read_forget_at, self._read_forget_slots = [], -1, []
-        if regions or again:
+        if regions:
             self._erase(regions + again)
-            if regions:  # (zeroing again what reads as zeros is a precaution, not a recovery to report)
-                self.recovery.append(f"completed an interrupted erasure of {len(regions)} payload slots")
-        elif journal is not None:
+            self.recovery.append(f"completed an interrupted erasure of {len(regions)} payload slots")
+            return
+        if again:
+            # Zeros already read back: only made durable, a precaution, not a recovery to report. The
+            # snapshot stays: the forget's writer removed the one it found (durably) before its zeros,
+            # and any written since was caught up with the forget, so it holds nothing the forget dropped.
+            self._zero(again)
+            self._handles.drain(self.path, self.lock_timeout)
+        if journal is not None:
             snap.remove(self.erase_path)
 
     def _clear_for_erasure(self) -> None:
@@ -137,13 +143,17 @@ class Compaction(StoreState):
         bytes: the snapshot (it holds tags) and every leftover temp file are gone, and every descriptor
         of a replaced log this process still holds is closed."""
         self._clear_for_erasure()
+        self._zero(regions)
+        snap.remove(self.erase_path)  # a journal an earlier version left (it is never written now)
+        self._dirty_snapshot = True
+        self._handles.drain(self.path, self.lock_timeout)
+
+    def _zero(self, regions: list[tuple[int, int]]) -> None:
+        """Write zeros over the regions and fsync the log."""
         for off, length in _runs(regions):
             for start in range(off, off + length, ZEROS_PER_WRITE):
                 write_all(self.fd, bytes(min(ZEROS_PER_WRITE, off + length - start)), start)
         sync(self.fd)
-        snap.remove(self.erase_path)  # a journal an earlier version left (it is never written now)
-        self._dirty_snapshot = True
-        self._handles.drain(self.path, self.lock_timeout)
 
 
 def _runs(regions: list[tuple[int, int]]) -> list[tuple[int, int]]:

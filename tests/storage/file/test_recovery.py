@@ -13,7 +13,7 @@ from helpers.frames import forged_put_frame, frame_spans, read_frames
 
 from mnemo import MemoryRecord, MnemoClient
 from mnemo.audit import verify_db
-from mnemo.errors import IntegrityError
+from mnemo.errors import IntegrityError, NotFound
 from mnemo.storage.file.framing import FRAME_HEADER, HEADER_SIZE, TRAILER
 
 AGENT = "agent-1"
@@ -623,3 +623,22 @@ def test_an_open_zeroes_again_the_slots_the_last_frames_forget_dropped(
     with MnemoClient(db, AGENT) as c:  # the log no longer ends with that forget: nothing is written
         assert c.recovery == []
     assert events == []
+
+
+def test_a_client_catching_up_with_a_forget_leaves_the_snapshot_written_since(tmp_path: Path) -> None:
+    """A client that reads the log's last frame, a forget, from another client zeroes its slots again (a
+    precaution: they read as zeros already), and leaves every file as it was: the snapshot written after
+    that forget holds nothing it dropped. So a refused forget by that client changes no byte on disk."""
+    db = tmp_path / "db"
+    owner = MnemoClient(db, AGENT)
+    other = MnemoClient(db, "ann")  # open before the forget: it catches up with it later
+    forgotten = owner.remember("forgotten words", tags=["t0"])
+    kept = owner.remember("kept words")
+    owner.forget(forgotten.id)
+    owner.close()  # writes the snapshot, caught up with the forget
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert str(db.name) + ".snap" in files
+    with pytest.raises(NotFound):
+        other.forget(kept.id)  # ann may not read it: refused, after catching up with the forget
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == files
+    other.close()
