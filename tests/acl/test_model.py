@@ -12,6 +12,7 @@ from typing import Any
 
 import hypothesis.strategies as st
 from helpers.backends import stored
+from helpers.budget import examples
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
@@ -431,9 +432,10 @@ class AclMachine(RuleBasedStateMachine):
 
 
 def acl_settings(backend: str) -> settings:
-    # The same machine on both; fewer examples on PostgreSQL, where each costs a schema and round trips.
+    # The same machine on both; fewer examples on PostgreSQL, where each costs a schema and round trips
+    # (and the default run half: helpers.budget).
     return settings(
-        max_examples=40 if backend == "file" else 15,
+        max_examples=examples(40 if backend == "file" else 15),
         stateful_step_count=40,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

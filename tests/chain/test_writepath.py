@@ -357,6 +357,7 @@ def test_encode_frame_slots_frames_entries_and_slots() -> None:
     assert framing.encode_frame([(b"E1", b"P1"), (b"E22", None), (b"E3", b"")], 7) == frame
 
 
+@pytest.mark.slow  # with the sanitized build it needs; .ci/run runs it (-m slow)
 @native
 def test_the_c_write_path_survives_a_brief_fuzzing_run(tmp_path: Path) -> None:
     guided, sanitized = fuzz(tmp_path, 300, 300, "writepath", unit="runs")

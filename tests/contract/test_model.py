@@ -10,6 +10,7 @@ from typing import Any
 
 import hypothesis.strategies as st
 from helpers.backends import entries
+from helpers.budget import examples
 from helpers.frames import check_chain
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import (
@@ -375,9 +376,9 @@ class StoreMachine(RuleBasedStateMachine):
 
 def model_settings(backend: str) -> settings:
     # The same machine on both; PostgreSQL runs fewer examples, each of which costs a schema and round
-    # trips to the server, to keep the suite's time in budget.
+    # trips to the server, to keep the suite's time in budget (and the default run half: helpers.budget).
     return settings(
-        max_examples=50 if backend == "file" else 20,
+        max_examples=examples(50 if backend == "file" else 20),
         stateful_step_count=30,
         deadline=None,
         derandomize=True,

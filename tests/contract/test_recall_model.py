@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import hypothesis.strategies as st
+from helpers.budget import examples
 from hypothesis import Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
@@ -145,7 +146,7 @@ class RecallMachine(RuleBasedStateMachine):
 
 def test_recall_agrees_with_a_bm25_model(backend: str, new_db: Callable[[], str]) -> None:
     run_state_machine_as_test(lambda: RecallMachine(new_db), settings=settings(
-        max_examples=30 if backend == "file" else 10,
+        max_examples=examples(30 if backend == "file" else 10),  # the default run half (helpers.budget)
         stateful_step_count=12,
         deadline=None,
         derandomize=True,

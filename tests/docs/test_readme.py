@@ -188,6 +188,9 @@ def readme_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
     return outcomes
 
 
+# The two tests below are `slow` (left out of the default run; .ci/run runs them with -m slow): readme_run
+# builds and installs the package five times, as the blocks say, in a fresh venv.
+@pytest.mark.slow
 @pytest.mark.timeout(1200)  # the first one waits for readme_run: a venv, installs from the index, every block
 @pytest.mark.parametrize("block", SHELL_BLOCKS, ids=[b.name for b in SHELL_BLOCKS])
 def test_every_readme_shell_block_runs_as_pasted(block: Block, readme_run: dict[str, Outcome]) -> None:
@@ -198,6 +201,7 @@ def test_every_readme_shell_block_runs_as_pasted(block: Block, readme_run: dict[
     assert outcome.code == 0, outcome.output
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_the_readme_blocks_ran_on_the_databases_they_name(readme_run: dict[str, Outcome]) -> None:
     """What the blocks say they make is there: the proofs of "Proofs for auditors" on the database of "Use

@@ -144,6 +144,17 @@ def data_directory(pg: Schema) -> Path | None:
         return None
 
 
+def database_directory(pg: Schema) -> Path | None:
+    """The folder of the files of `pg`'s database (base/OID in the server's data directory), which hold every
+    relation of its schemas: what a test of the bytes a database leaves on disk reads, whatever else the
+    server holds. None when this user cannot read it."""
+    base = data_directory(pg)
+    if base is None:
+        return None
+    ((oid,),) = pg.sql("SELECT oid FROM pg_database WHERE datname = current_database()")
+    return base / str(oid)
+
+
 def files_holding(base: Path, needle: bytes) -> list[str]:
     found = []
     for name in glob.glob(str(base / "**" / "*"), recursive=True):

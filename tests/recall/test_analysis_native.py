@@ -116,6 +116,7 @@ def test_counted_without_the_extension(monkeypatch: pytest.MonkeyPatch) -> None:
                                                   "cafe": 1})
 
 
+@pytest.mark.slow  # with the sanitized build it needs; .ci/run runs it (-m slow)
 @needs_native
 def test_count_terms_survives_a_brief_fuzzing_run(tmp_path: Path) -> None:
     guided, sanitized = fuzz(tmp_path, 1000, 1000, target="analysis", unit="runs")

@@ -74,6 +74,7 @@ def test_a_long_line_among_short_ones(server: MnemoMemoryToolServer) -> None:
 # -- directory listings ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # left out of the default run (.ci/run runs it with -m slow): a listing at scale, on both backends
 def test_a_listing_of_20000_files(client: MnemoClient, server: MnemoMemoryToolServer) -> None:
     with client.transaction():
         for i in range(20_000):

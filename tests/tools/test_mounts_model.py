@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import pg
+from helpers.budget import examples
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
@@ -405,11 +406,10 @@ def test_mounts_agree_with_the_model(fresh_db: Callable[[], str], backend: str) 
     class Machine(MountsMachine):
         make_db = staticmethod(fresh_db)
 
-    examples = 100 if backend == "file" else 30
     run_state_machine_as_test(
         Machine,
         settings=settings(
-            max_examples=examples,
+            max_examples=examples(100 if backend == "file" else 30),  # the default run half (helpers.budget)
             stateful_step_count=40,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],

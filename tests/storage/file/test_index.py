@@ -14,6 +14,7 @@ from typing import Any
 
 import msgpack
 import pytest
+from helpers.budget import examples
 from helpers.paths import ROOT
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -199,7 +200,8 @@ class IndexMachine(RuleBasedStateMachine):
 
 
 TestIndexModel = IndexMachine.TestCase
-TestIndexModel.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+# the default run half (helpers.budget)
+TestIndexModel.settings = settings(max_examples=examples(150), stateful_step_count=40, deadline=None)
 
 
 def test_codes_of_gives_the_codes_that_code_gives_one_by_one() -> None:

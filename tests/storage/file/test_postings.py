@@ -163,6 +163,7 @@ def test_the_native_add_text_takes_only_the_native_vocabulary() -> None:
         speedups.Postings().add_text(0, PyVocabulary(), "the cat")
 
 
+@pytest.mark.slow  # with the sanitized build it needs; .ci/run runs it (-m slow)
 @pytest.mark.skipif(speedups is None, reason="the C extension is not built")
 def test_add_text_of_the_native_postings_survives_a_brief_fuzzing_run(tmp_path: Path) -> None:
     guided, sanitized = fuzz(tmp_path, 300, 300, target="indextext", unit="runs")
@@ -358,6 +359,7 @@ TestPostingsModel = Model.TestCase
 TestPostingsModel.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
 
 
+@pytest.mark.slow  # with the sanitized build it needs; .ci/run runs it (-m slow)
 @pytest.mark.skipif(speedups is None, reason="the C extension is not built")
 def test_the_native_postings_survive_a_brief_fuzzing_run(tmp_path: Path) -> None:
     guided, sanitized = fuzz(tmp_path, 300, 300, target="postings", unit="runs")

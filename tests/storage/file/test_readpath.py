@@ -450,6 +450,7 @@ def test_find_sorted_finds_each_id_and_nothing_else() -> None:
     assert packed is not None and [packed.find(i) for i in ids] == list(range(len(ids)))
 
 
+@pytest.mark.slow  # with the sanitized build it needs; .ci/run runs it (-m slow)
 @native
 def test_the_read_path_survives_a_brief_fuzzing_run(tmp_path: Path) -> None:
     guided, sanitized = fuzz(tmp_path, 300, 300, "readpath", unit="runs")

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers.native_fuzz import fuzz
 
 
+@pytest.mark.slow  # with the sanitized build it needs; .ci/run runs it (-m slow)
 def test_the_scan_core_survives_a_brief_fuzzing_run(tmp_path: Path) -> None:
     guided, sanitized = fuzz(tmp_path, 1000, 1000, unit="runs")
     assert guided.runs >= 1000 and sanitized.runs >= 1000

@@ -139,6 +139,7 @@ TestVocabularyModel = Model.TestCase
 TestVocabularyModel.settings = settings(max_examples=80, stateful_step_count=40, deadline=None)
 
 
+@pytest.mark.slow  # with the sanitized build it needs; .ci/run runs it (-m slow)
 @pytest.mark.skipif(speedups is None, reason="the C extension is not built")
 def test_the_native_vocabulary_survives_a_brief_fuzzing_run(tmp_path: Path) -> None:
     guided, sanitized = fuzz(tmp_path, 300, 300, target="vocabulary", unit="runs")

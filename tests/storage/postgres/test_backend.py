@@ -21,7 +21,7 @@ from helpers.backends import write_once
 from helpers.frames import check_chain
 from helpers.pg import AppRole, Schema, uri
 from helpers.pg_faults import cannot_ask, kill_at_append, terminate
-from helpers.pg_server import ROUTINES, data_directory, files_holding, undo_version_4
+from helpers.pg_server import ROUTINES, database_directory, files_holding, undo_version_4
 from helpers.procs import start_writer
 from helpers.transparency_vectors import VECTORS, vector_log
 
@@ -410,7 +410,7 @@ def test_verify_finds_derived_tables_that_disagree_with_the_chain(pg: Schema) ->
 
 
 def test_forget_then_compact_leaves_nothing_under_base(pg: Schema) -> None:
-    base = data_directory(pg)
+    base = database_directory(pg)
     if base is None:
         pytest.skip("the server's data directory is not readable by this user")
     secret = f"SECRET-{secrets.token_hex(8)}".encode()

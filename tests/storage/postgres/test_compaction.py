@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 import pytest
 from helpers.pg import Schema
-from helpers.pg_server import data_directory, files_holding
+from helpers.pg_server import database_directory, files_holding
 from helpers.waiting import wait_for
 
 from mnemo import MnemoClient, StorageError
@@ -55,7 +55,7 @@ def _secret_records(c: MnemoClient) -> tuple[bytes, list[str]]:
 
 
 def test_compact_waits_for_a_snapshot_older_than_the_forget_then_erases(pg: Schema) -> None:
-    base = data_directory(pg)
+    base = database_directory(pg)
     if base is None:
         pytest.skip("the server's data directory is not readable by this user")
     with MnemoClient(pg.url, OWNER, lock_timeout=20) as c:

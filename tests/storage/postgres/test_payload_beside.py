@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from helpers.pg import AppRole, Schema
 from helpers.pg_reads import migrated_alike, read_loops, taken_back, written_after_a_migration
-from helpers.pg_server import ROUTINES, data_directory, files_holding, undo_version_12
+from helpers.pg_server import ROUTINES, database_directory, files_holding, undo_version_12
 
 from mnemo import IntegrityError, MemoryRecord, MnemoClient
 
@@ -224,15 +224,15 @@ def test_a_limited_query_reads_the_copies_of_the_records_it_keeps_only(
 
 def _relation_file(pg: Schema, base: Path, relation: str) -> bytes:
     ((path,),) = pg.sql("SELECT pg_relation_filepath(%s)", [relation])
-    return (base.parent / path).read_bytes()
+    return (base.parents[1] / path).read_bytes()  # the path is relative to the data directory
 
 
 def test_an_updated_record_forgotten_then_compacted_leaves_no_copy_in_any_file(pg: Schema) -> None:
     """An update replaces the record's row, leaving the former version's copy in a dead row of
     mnemo_records (and of its TOAST table, for a large payload); the forget deletes the row; compact
-    rewrites mnemo_records with the payloads, and after a checkpoint no file under base/ holds either
-    version."""
-    base = data_directory(pg)
+    rewrites mnemo_records with the payloads, and after a checkpoint no file of the database (under base/)
+    holds either version."""
+    base = database_directory(pg)
     if base is None:
         pytest.skip("the server's data directory is not readable by this user")
     first = f"SECRET-FIRST-{secrets.token_hex(8)}"

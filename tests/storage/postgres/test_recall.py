@@ -19,6 +19,7 @@ from helpers.pg import AppRole, Schema
 from helpers.pg_faults import damage_payload
 from helpers.pg_server import (
     ROUTINES,
+    database_directory,
     files_holding,
     undo_version_5,
     undo_version_8,
@@ -187,12 +188,8 @@ def test_forget_then_compact_leaves_no_term_in_the_databases_files(pg: Schema) -
     text's words, a long word (stored out of line, and in the index by its first TERM_KEY characters)
     among them, and a word's positions, are on disk before the forget, and in no file of the database
     after compact."""
-    (data,) = pg.sql("SELECT current_setting('data_directory') || '/base/' || oid FROM pg_database "
-                     "WHERE datname = current_database()")[0]
-    base = Path(data)
-    try:
-        any(base.iterdir())
-    except OSError:
+    base = database_directory(pg)
+    if base is None:
         pytest.skip("the server's data directory is not readable by this user")
     word = "Zq" + secrets.token_hex(8).upper()
     long_word = "Lw" + secrets.token_hex(1500).upper()  # 3,002 characters: beyond a B-tree entry

@@ -148,6 +148,7 @@ def test_a_damaged_payload_is_refused_with_the_same_error_beside_served_ones(pg:
         assert len(c.query(tags=["again"])) == 1
 
 
+@pytest.mark.slow  # with the sanitized build it needs; .ci/run runs it (-m slow)
 def test_the_row_checks_survive_a_brief_fuzzing_run(tmp_path: Path) -> None:
     """served_rows and latest_records against their twins (tools/fuzz_native.py, target pgread)."""
     if pgread is None:

@@ -11,7 +11,7 @@ np = pytest.importorskip("numpy")
 
 from helpers.embedders import Concepts  # noqa: E402
 from helpers.pg import AppRole, Schema  # noqa: E402
-from helpers.pg_server import data_directory, files_holding, undo_version_6  # noqa: E402
+from helpers.pg_server import database_directory, files_holding, undo_version_6  # noqa: E402
 
 from mnemo import MnemoClient  # noqa: E402
 from mnemo.client import reindex  # noqa: E402
@@ -41,10 +41,9 @@ def test_a_commit_writes_its_vectors_in_its_own_transaction(pg: Schema) -> None:
 
 
 def test_forget_then_compact_leaves_no_vector_in_the_databases_files(pg: Schema) -> None:
-    everything = data_directory(pg)
-    if everything is None:
+    base = database_directory(pg)
+    if base is None:
         pytest.skip("the server's data directory is not readable by this user")
-    base = everything / str(pg.sql("SELECT oid FROM pg_database WHERE datname = current_database()")[0][0])
     secret, replaced = "okapi narwhal axolotl", "tapir quetzal"
     needles = [unit_bytes(secret), unit_bytes(replaced)]
     with MnemoClient(pg.url, OWNER, embedder=Concepts()) as c:
