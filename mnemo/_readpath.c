@@ -426,10 +426,12 @@ static PyObject *row_in(PyObject *rows, const Py_buffer *blob, Py_ssize_t width,
         if (memcmp(b + mid * width, k, (size_t)width) < 0) lo = mid + 1;
         else hi = mid;
     }
-    if (lo >= size / width || memcmp(b + lo * width, k, (size_t)width) != 0) Py_RETURN_NONE;
+    int match = lo < size / width && memcmp(b + lo * width, k, (size_t)width) == 0;
+    /* An id not there takes the steps of one found (its row made an int, the forgotten rows asked about
+     * it), so that timing a get does not tell a missing id from one the caller may not read. */
     PyObject *found = PyLong_FromSsize_t(lo);
     int gone = !found ? -1 : PySet_GET_SIZE(dead) ? PySet_Contains(dead, found) : 0;
-    if (gone) {
+    if (gone || !match) {
         Py_XDECREF(found);
         if (gone < 0) return NULL;
         Py_RETURN_NONE;

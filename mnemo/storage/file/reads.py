@@ -125,8 +125,8 @@ class Reads(StoreState):
         """(its index row, None), or (None, the record) for one this thread's transaction wrote, if
         `scopes` admits the record; (None, None) if not, or if there is none. A missing id and one not
         admitted take the same steps, so that timing does not tell them apart: one index lookup, one
-        scope read from the index (for a missing id, that of a row the id's hash picks, then set aside),
-        the filter asked about a scope (one no record has, for a missing id)."""
+        scope read from the index (for a missing id, that of a row the id's hash picks), the filter asked
+        about it (for a missing id, its answer then set aside)."""
         index = self.index
         row: int | None = None
         rec: Rec | None = None
@@ -138,8 +138,10 @@ class Reads(StoreState):
             live = index.live
             probe = hash(rec_id) % live if live else 0
             scope = index.scope_at(probe if row is None else row) if live else _NO_SCOPE
-            scope = _NO_SCOPE if row is None else scope
-        if not scopes.admits(scope):
+        # For a missing id the filter is asked about the scope of the row its hash picked, a scope some
+        # record has, and its answer set aside: asking about a scope no record has cost less (a set's
+        # look-up of another string), which told many missing ids from unreadable ones.
+        if not scopes.admits(scope) or (row is None and rec is None):
             return None, None
         return row, rec
 

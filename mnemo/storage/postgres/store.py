@@ -377,9 +377,13 @@ class PostgresStore(Meaning):
         where that gives nothing (a check failed, fields it does not decode), or in a transaction, get's
         general path reads it again and `build` makes the record, or says what is wrong."""
         if self.current_batch() is None:
-            where, params = scope_sql(scopes)
-            rows, start = self._fetch_at(records_sql("mnemo_records r", f"r.id = %s AND {where}", ""),
-                                         [rec_id, *params], binary=True)
+            # The scope condition is computed for a missing id too (on an empty scope) and neither side
+            # of the sum can cut the other short: with many scopes to compare, a condition left unasked
+            # for a missing id made its get measurably faster than that of a record the caller may not read.
+            where, params = scope_sql(scopes, "COALESCE(r.scope, '')")
+            source = "(SELECT %s::text AS id) q LEFT JOIN mnemo_records r ON r.id = q.id"
+            admitted = f"(({where})::int + (r.id IS NOT NULL)::int) = 2"
+            rows, start = self._fetch_at(records_sql(source, admitted, ""), [rec_id, *params], binary=True)
             if not rows:
                 return None
             record = _latest_records(rows, _record_row(start), MemoryRecord)[0]
