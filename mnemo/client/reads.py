@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from ..errors import InvalidInput
 from ..record import MemoryRecord, RecordInfo
+from ..storage.types import Found
 from .core import ClientCore, times, unavailable
 
 
@@ -48,11 +49,7 @@ def tags_and_sizes(self: ClientCore, tag_prefix: str, scope: str) -> list[tuple[
     """list_records(tag_prefix=tag_prefix, scope=scope)'s records as (tags, size of the latest version),
     oldest first: what a memory-tool directory view shows of each, without a RecordInfo (and its two
     times) made of each."""
-    store = self._store
-    found = store.read_fresh(
-        lambda: store.select(*self._query((), (), tag_prefix, scope, None), payloads=False)
-    )
-    return [(f.rec.tags, f.rec.versions[-1].size) for f in found]
+    return [(f.rec.tags, f.rec.versions[-1].size) for f in _without_content(self, (), (), tag_prefix, scope, None)]
 
 
 def list_records(
@@ -66,9 +63,7 @@ def list_records(
     """Like query, without the content: none is returned (nor, on PostgreSQL, sent; the tags are
     checked against each record's put all the same)."""
     infos = []
-    for found in self._store.read_fresh(
-        lambda: self._store.select(*self._query(tags, any_tags, tag_prefix, scope, limit), payloads=False)
-    ):
+    for found in _without_content(self, tags, any_tags, tag_prefix, scope, limit):
         r = found.rec
         latest = r.versions[-1]
         created, updated = times(r, latest)
@@ -77,3 +72,19 @@ def list_records(
             created_at=created, updated_at=updated, seq=latest.seq,
         ))
     return infos
+
+
+def _without_content(
+    self: ClientCore,
+    tags: Iterable[str],
+    any_tags: Iterable[str],
+    tag_prefix: str | None,
+    scope: str | None,
+    limit: int | None,
+) -> list[Found]:
+    """The records a query selects, their payloads neither read nor sent: list_records's and the memory
+    tool's directory views'."""
+    store = self._store
+    return store.read_fresh(
+        lambda: store.select(*self._query(tags, any_tags, tag_prefix, scope, limit), payloads=False)
+    )
