@@ -19,9 +19,20 @@ their positions and their rows): `--records` single `remember`s, then as many re
 500, on a fresh database, durability none; per record, the wall time and the CPU time of the client and of
 the server's backends of that database (read from /proc), each the median of `--reps` rounds.
 
+With `--corpus stdlib|synthetic`, the recall workload of bench_recall.py instead, on PostgreSQL: that
+module's records (the stdlib corpus's docstrings and comments, repeated to `--records`, or its synthetic
+records) in four scopes, and its queries (`--queries` of 1 to 3 words, each word from a band of document
+frequency: common, middle, rare; a query's kind is its most frequent word's band), top 10. Mnemo's
+`recall(words)` against the plain table's OR of the words ranked by `ts_rank`, for the owner (every scope)
+and for a reader of one scope (the plain query filtered on it). The two systems take turns, a repetition
+of every query at a time (the order swapped each time); each query is timed alone, in wall time and in
+CPU time (this process's and its server backend's), and the rows give queries/s over all the queries and
+over each kind: the median of the repetitions, and the ratio Mnemo / plain.
+
 Usage: python benchmarks/bench_recall_postgres.py --dsn postgresql://postgres@127.0.0.1:5432/postgres [--records N]
-       [--writes]
-The script creates a database of its own on that server and drops it at the end.
+       [--writes | --corpus stdlib|synthetic [--queries Q] [--keep-db]]
+The script creates a database of its own on that server and drops it at the end (with `--keep-db`, a
+database named for the corpus and size, kept and used again by the next run with the same arguments).
 """
 
 from __future__ import annotations
@@ -146,7 +157,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--writes", action="store_true", help="time the writes of the texts (see above)")
+    parser.add_argument("--corpus", choices=("stdlib", "synthetic"),
+                        help="bench_recall.py's records and queries instead (see above)")
+    parser.add_argument("--queries", type=int, default=60, help="queries of the --corpus workload")
+    parser.add_argument("--keep-db", action="store_true", help="keep the --corpus database and use it again")
     args = parser.parse_args(argv)
+    if args.corpus:
+        return workload(args.dsn, args.corpus, args.records, args.queries, args.reps, args.keep_db)
     dbname = f"mnemo_bench_recall_{secrets.token_hex(3)}"
     with psycopg.connect(args.dsn, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{dbname}"')
@@ -269,6 +286,141 @@ def run(conninfo: str, corpus: list[str], file_db: Path, reps: int) -> None:
     plain.close()
     for c in (*clients.values(), *readers.values()):
         c.close()
+
+
+def _build_workload(conninfo: str, name: str, n: int) -> None:
+    """The --corpus database: Mnemo's records in transactions of 1,000 (durability none), the plain table
+    of the same texts and scopes, then what compact does to the terms (CLUSTER) and VACUUM ANALYZE of both."""
+    from benchmarks.bench_recall import corpus as make_corpus
+    from benchmarks.common import Config
+
+    c = make_corpus(Config.make(True, tempfile.gettempdir()), name, n)
+    client = MnemoClient(as_uri(conninfo), "owner", durability="none")
+    t0 = time.perf_counter()
+    try:
+        client.grant(READER, "team:a", ["read"])
+        for start in range(0, n, 1000):
+            with client.transaction():
+                for i in range(start, min(start + 1000, n)):
+                    r = c.record(i)
+                    client.remember(r.content, scope=SCOPES[i % len(SCOPES)], tags=list(r.tags),
+                                    metadata={**r.metadata, "i": i})
+            if start % 100_000 == 0:
+                print(f"  {start:,} records, {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    finally:
+        client.close()
+    print(f"Mnemo: {n:,} records ({c.label}) written in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute("CREATE TABLE plain (id bigint PRIMARY KEY, scope text NOT NULL, content text NOT NULL, "
+                     "tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', content)) STORED)")
+        t0 = time.perf_counter()
+        with conn.cursor() as cur, cur.copy("COPY plain (id, scope, content) FROM STDIN") as copy:
+            for i in range(n):
+                copy.write_row((i, SCOPES[i % len(SCOPES)], c.text(i)))
+        conn.execute("CREATE INDEX plain_tsv ON plain USING gin (tsv)")
+        print(f"plain: {n:,} rows copied and indexed in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        t0 = time.perf_counter()
+        conn.execute("CLUSTER mnemo_terms USING mnemo_terms_term")
+        for table in ("plain", "mnemo_docs", "mnemo_terms", "mnemo_records", "mnemo_versions", "mnemo_payloads"):
+            conn.execute(f"VACUUM ANALYZE {table}")
+        print(f"CLUSTER and VACUUM ANALYZE: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        sizes = conn.execute(
+            "SELECT t, pg_size_pretty(pg_total_relation_size(t::regclass)) FROM unnest(ARRAY['mnemo_payloads', "
+            "'mnemo_docs', 'mnemo_terms', 'plain']) t").fetchall()
+        print("table sizes (with indexes): " + ", ".join(f"{t} {s}" for t, s in sizes), file=sys.stderr)
+        conn.execute("CREATE TABLE bench_built (corpus text, n bigint)")
+        conn.execute("INSERT INTO bench_built VALUES (%s, %s)", [name, n])
+
+
+def _timed_queries(fn: Callable[[list[str]], Any], queries: list[list[str]],
+                   backend: int) -> list[tuple[float, float]]:
+    """Each query run once by fn: its wall seconds, and its CPU seconds (this process's and the server
+    backend's)."""
+    out = []
+    for words in queries:
+        s0 = server_cpu(backend) or 0.0
+        c0, t0 = time.process_time(), time.perf_counter()
+        fn(words)
+        t1, c1 = time.perf_counter(), time.process_time()
+        s1 = server_cpu(backend) or 0.0
+        out.append((t1 - t0, c1 - c0 + s1 - s0))
+    return out
+
+
+def _rate(reps: list[list[tuple[float, float]]], picked: list[int], part: int) -> float:
+    """Queries/s over the queries `picked`, by their wall (part 0) or CPU (1) seconds: the median of the
+    repetitions."""
+    return statistics.median(len(picked) / sum(rep[k][part] for k in picked) for rep in reps)
+
+
+def workload(dsn: str, name: str, n: int, count: int, reps: int, keep: bool) -> int:
+    """--corpus: bench_recall.py's workload on PostgreSQL, Mnemo against tsvector/GIN (see the docstring)."""
+    from benchmarks.bench_recall import KINDS, doc_freqs, make_queries
+    from benchmarks.bench_recall import corpus as make_corpus
+    from benchmarks.common import Config
+
+    dbname = f"mnemo_bench_workload_{name}_{n}" if keep else f"mnemo_bench_recall_{secrets.token_hex(3)}"
+    conninfo = with_db(dsn, dbname)
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [dbname]).fetchone()
+        if exists:
+            with psycopg.connect(conninfo, autocommit=True) as conn:
+                built = conn.execute("SELECT to_regclass('bench_built') IS NOT NULL").fetchone()
+            if not (built and built[0]):
+                admin.execute(f'DROP DATABASE "{dbname}" WITH (FORCE)')
+                exists = None
+        if not exists:
+            admin.execute(f'CREATE DATABASE "{dbname}"')
+    try:
+        if not exists:
+            _build_workload(conninfo, name, n)
+        c = make_corpus(Config.make(True, tempfile.gettempdir()), name, n)
+        qs = make_queries(doc_freqs(c.base_texts()), count)
+        url = as_uri(conninfo)
+        plain = psycopg.connect(conninfo, autocommit=True)
+        plain.execute("SET jit = off")
+        print(f"\n{c.label} in 4 scopes, {count} queries of 1-3 words, top 10, {reps} repetitions; queries/s "
+              "(median), Mnemo PostgreSQL / tsvector+GIN ranked by ts_rank\n\n"
+              "| who | queries | wall | ratio | CPU (client + server) | ratio |\n|---|---|---|---|---|---|")
+        for who, agent, scope_sql, scope_args in (("owner", "owner", "", []),
+                                                  ("reader of 1 scope", READER, "AND scope = %s", ["team:a"])):
+            client = MnemoClient(url, agent)
+
+            def mnemo(words: list[str], client: MnemoClient = client) -> Any:
+                return client.recall(" ".join(words), limit=10)
+
+            def gin(words: list[str], scope_sql: str = scope_sql, scope_args: list[str] = scope_args) -> Any:
+                return plain.execute(
+                    "SELECT id, content, ts_rank(tsv, q) r FROM plain, to_tsquery('simple', %s) q "
+                    f"WHERE tsv @@ q {scope_sql} ORDER BY r DESC LIMIT 10",
+                    [" | ".join(words), *scope_args]).fetchall()
+
+            backends = (client._store._reads().info.backend_pid, plain.info.backend_pid)
+            for fn in (mnemo, gin):  # warm: caches, prepared statements
+                for words in qs.queries:
+                    fn(words)
+            per: list[list[list[tuple[float, float]]]] = [[], []]
+            for r in range(reps):
+                for k in ((0, 1) if r % 2 == 0 else (1, 0)):
+                    per[k].append(_timed_queries((mnemo, gin)[k], qs.queries, backends[k]))
+            client.close()
+            groups = [("all", list(range(len(qs.queries))))] + [
+                (kind, [k for k, q in enumerate(qs.kinds) if q == kind]) for kind in KINDS]
+            for kind, picked in groups:
+                if not picked:
+                    continue
+
+                wall = (_rate(per[0], picked, 0), _rate(per[1], picked, 0))
+                cpu_ = (_rate(per[0], picked, 1), _rate(per[1], picked, 1))
+                print(f"| {who} | {kind} ({len(picked)}) | {wall[0]:,.0f} / {wall[1]:,.0f} | "
+                      f"{wall[0] / wall[1]:.2f}x | {cpu_[0]:,.0f} / {cpu_[1]:,.0f} | {cpu_[0] / cpu_[1]:.2f}x |",
+                      flush=True)
+        plain.close()
+    finally:
+        if not keep:
+            with psycopg.connect(dsn, autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+    return 0
 
 
 if __name__ == "__main__":
