@@ -353,6 +353,10 @@ def _rate(reps: list[list[tuple[float, float]]], picked: list[int], part: int) -
     return statistics.median(len(picked) / sum(rep[k][part] for k in picked) for rep in reps)
 
 
+def _qps(rate: float) -> str:
+    return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
+
+
 def workload(dsn: str, name: str, n: int, count: int, reps: int, keep: bool) -> int:
     """--corpus: bench_recall.py's workload on PostgreSQL, Mnemo against tsvector/GIN (see the docstring)."""
     from benchmarks.bench_recall import KINDS, doc_freqs, make_queries
@@ -412,8 +416,8 @@ def workload(dsn: str, name: str, n: int, count: int, reps: int, keep: bool) -> 
 
                 wall = (_rate(per[0], picked, 0), _rate(per[1], picked, 0))
                 cpu_ = (_rate(per[0], picked, 1), _rate(per[1], picked, 1))
-                print(f"| {who} | {kind} ({len(picked)}) | {wall[0]:,.0f} / {wall[1]:,.0f} | "
-                      f"{wall[0] / wall[1]:.2f}x | {cpu_[0]:,.0f} / {cpu_[1]:,.0f} | {cpu_[0] / cpu_[1]:.2f}x |",
+                print(f"| {who} | {kind} ({len(picked)}) | {_qps(wall[0])} / {_qps(wall[1])} | "
+                      f"{wall[0] / wall[1]:.2f}x | {_qps(cpu_[0])} / {_qps(cpu_[1])} | {cpu_[0] / cpu_[1]:.2f}x |",
                       flush=True)
         plain.close()
     finally:
