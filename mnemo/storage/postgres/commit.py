@@ -33,6 +33,7 @@ from ...recall.embedding import Embedder, embed
 from ..batch import ACL_OPS, Batch, apply_entry
 from ..recall import searchable_text
 from ..types import Rec, Version
+from ..writer import WriterContext
 from .errors import first_line, storage_error
 from .session import Session
 from .sql import COMMIT_CALL, PUT_CALL, TAGS, TEXT_CALL, VERSION_COLUMNS, VERSIONS, group_rows
@@ -491,58 +492,42 @@ class Commits(Session):
         return {rec.id: rec for rec, _p in group_rows(rows, with_payloads=False)}
 
 
-class _Writing:
-    """PostgresStore.writing's context: the writer's transaction, the head row locked, one Batch; or,
-    for a blind batch, a Batch built on the last head seen and appended in one call (_append)."""
+class _Writing(WriterContext[Commits, int]):
+    """PostgresStore.writing's context (mnemo/storage/writer.py): the writer's transaction, the head row
+    locked, one Batch; or, for a blind batch, a Batch built on the last head seen and appended in one call
+    (_append). The commit is made durable by _flush."""
 
-    __slots__ = ("store", "transactional", "blind", "batch")
+    __slots__ = ("blind",)
 
     def __init__(self, store: Commits, transactional: bool, blind: bool) -> None:
-        self.store = store
-        self.transactional = transactional
+        super().__init__(store, transactional)
         self.blind = blind and not transactional
-        self.batch: Batch | None = None
 
-    def __enter__(self) -> Batch:
-        store = self.store
-        outer = store.current_batch()
-        if outer is not None:
-            return outer
-        store.check_writable()
-        store._write_starts()
-        try:
-            store._hold_writer_lock()
-            try:
-                batch = store._blind() if self.blind else store._begin(self.transactional)
-            except BaseException:
-                store._mutex.release()
-                raise
-        except BaseException:
-            store._write_ends()
-            raise
-        store._local.batch = self.batch = batch
-        return batch
+    def _starts(self) -> None:
+        self.store._write_starts()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        batch = self.batch
-        if batch is None:
-            return
+    def _ends(self) -> None:
+        self.store._write_ends()
+
+    def _begin(self, deadline: float) -> Batch:
+        """(The head row is waited for as long as the server's lock_timeout setting allows: `deadline`
+        is not used.)"""
+        return self.store._blind() if self.blind else self.store._begin(self.transactional)
+
+    def _end(self, batch: Batch, commit: bool) -> int | None:
+        """The commit's number for _flush, None if nothing was committed."""
         store = self.store
-        store._local.batch = None
-        ticket = 0
-        try:
-            if exc_type is None and batch.staged:
-                view = batch.base
-                assert isinstance(view, BatchView)
-                ticket = store._append(batch) if view.conn is None else store._commit(batch)
-            elif store._write is not None:
-                with contextlib.suppress(psycopg.Error):
-                    store._write.rollback()
-        finally:
-            store._mutex.release()
-            store._write_ends()
-        if ticket and store.durability == "fsync":
-            store._flush(ticket)
+        if commit:
+            view = batch.base
+            assert isinstance(view, BatchView)
+            return store._append(batch) if view.conn is None else store._commit(batch)
+        if store._write is not None:
+            with contextlib.suppress(psycopg.Error):
+                store._write.rollback()
+        return None
+
+    def _durable(self, done: int) -> None:
+        self.store._flush(done)
 
 
 def _put_columns(batch: Batch) -> list[Any]:

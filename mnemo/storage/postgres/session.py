@@ -14,9 +14,10 @@ import psycopg
 
 from ...acl import Acl
 from ...chain.codec import ZERO_HASH, EntryDecodeError, decode_entry
-from ...errors import IntegrityError, LockTimeout
+from ...errors import IntegrityError
 from ..guards import StoreGuards, ThreadBatch
 from ..types import check_durability
+from ..writer import hold_writer_lock
 from .dsn import display_name, session_conninfo
 from .errors import storage_error
 
@@ -82,8 +83,7 @@ class Session(StoreGuards):
 
     def _hold_writer_lock(self) -> None:
         """Take this process's writer lock (one writer thread at a time), lock_timeout at most."""
-        if not self._mutex.acquire(timeout=self.lock_timeout):
-            raise LockTimeout(f"another thread held the writer lock for over {self.lock_timeout} s")
+        hold_writer_lock(self)
 
     def _reads(self) -> psycopg.Connection[Any]:
         """The read connection, reconnected if it broke (a server restart, a killed backend)."""
