@@ -260,17 +260,8 @@ class Commits(Session):
         one transaction), asked on a fresh connection once no writer holds the head row; if they are,
         the batch's entries become those stored."""
         ids = [s.entry.body["id"] for s in batch.staged]
-        self._write = None
-        conn = self._writer()
-        try:
-            conn.execute("SELECT 1 FROM mnemo_head FOR UPDATE")
-            rows = conn.execute("SELECT e.seq, e.raw FROM mnemo_versions v JOIN mnemo_entries e ON e.seq = v.seq "
-                                "WHERE v.id = ANY(%s::text[]) AND v.ver = 1 ORDER BY e.seq", [ids]).fetchall()
-        except psycopg.Error as exc:
-            raise storage_error(exc, self.path) from None
-        finally:
-            with contextlib.suppress(psycopg.Error):
-                conn.rollback()
+        rows = self._once_no_writer("SELECT e.seq, e.raw FROM mnemo_versions v JOIN mnemo_entries e ON e.seq = v.seq "
+                                    "WHERE v.id = ANY(%s::text[]) AND v.ver = 1 ORDER BY e.seq", [ids])
         if not rows:
             return False
         stored = [decode_entry(bytes(raw)) for _seq, raw in rows]
@@ -418,17 +409,23 @@ class Commits(Session):
     def _committed(self, first: Entry) -> bool:
         """Whether the entry `first` is in the chain, asked on a fresh connection once no writer holds
         the head row (so a transaction still in flight has finished, one way or the other)."""
+        rows = self._once_no_writer("SELECT hash FROM mnemo_entries WHERE seq = %s", [first.seq])
+        return bool(rows) and bytes(rows[0][0]) == first.hash
+
+    def _once_no_writer(self, query: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        """The rows of `query`, read on a fresh writer's connection once no writer holds the head row: a
+        transaction whose connection was lost in flight has then finished, one way or the other, and what
+        it left is there to see. The head row is released at once after."""
         self._write = None
         conn = self._writer()
         try:
             conn.execute("SELECT 1 FROM mnemo_head FOR UPDATE")
-            row = conn.execute("SELECT hash FROM mnemo_entries WHERE seq = %s", [first.seq]).fetchone()
+            return conn.execute(query, params).fetchall()
         except psycopg.Error as exc:
             raise storage_error(exc, self.path) from None
         finally:
             with contextlib.suppress(psycopg.Error):
                 conn.rollback()
-        return row is not None and bytes(row[0]) == first.hash
 
     def _flush(self, ticket: int) -> None:
         """Return once commit number `ticket` of this process is durable: commit, with
