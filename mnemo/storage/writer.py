@@ -15,47 +15,23 @@ fraction of contextlib's machinery.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..errors import LockTimeout
+from .guards import StoreGuards
 
 if TYPE_CHECKING:
     from .batch import Batch
-    from .guards import ThreadBatch
 
 
-class _Lock(Protocol):
-    def acquire(self, blocking: bool = ..., timeout: float = ...) -> bool: ...
-
-    def release(self) -> None: ...
-
-
-class WriterStore(Protocol):
-    """What the writer context uses of its store."""
-
-    @property
-    def _local(self) -> ThreadBatch: ...
-
-    @property
-    def _mutex(self) -> _Lock: ...
-
-    @property
-    def lock_timeout(self) -> float: ...
-
-    @property
-    def durability(self) -> str: ...
-
-    def check_writable(self) -> None: ...
-
-
-def hold_writer_lock(store: WriterStore) -> None:
+def hold_writer_lock(store: StoreGuards) -> None:
     """Take the store's writer lock (one writer thread of this process at a time), lock_timeout at most."""
     # (positional: RLock.acquire parses a keyword argument at four times the cost of the lock)
     if not store._mutex.acquire(True, store.lock_timeout):
         raise LockTimeout(f"another thread held the writer lock for over {store.lock_timeout} s")
 
 
-StoreT = TypeVar("StoreT", bound=WriterStore)
+StoreT = TypeVar("StoreT", bound=StoreGuards)
 DoneT = TypeVar("DoneT")
 
 

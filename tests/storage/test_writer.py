@@ -11,19 +11,13 @@ import pytest
 
 from mnemo.errors import LockTimeout, ReadOnly
 from mnemo.storage.batch import Batch
-from mnemo.storage.guards import StoreGuards, ThreadBatch
+from mnemo.storage.guards import StoreGuards
 from mnemo.storage.writer import WriterContext, hold_writer_lock
 
 
 class _Store(StoreGuards):
     def __init__(self, durability: str = "fsync") -> None:
-        self.closed = False
-        self.readonly = False
-        self._failed = None
-        self._local = ThreadBatch()
-        self._mutex = threading.RLock()
-        self.lock_timeout = 0.05
-        self.durability = durability
+        super().__init__(readonly=False, durability=durability, lock_timeout=0.05)
         self.steps: list[str] = []
 
 

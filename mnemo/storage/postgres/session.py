@@ -15,7 +15,7 @@ import psycopg
 from ...acl import Acl
 from ...chain.codec import ZERO_HASH, EntryDecodeError, decode_entry
 from ...errors import IntegrityError
-from ..guards import StoreGuards, ThreadBatch
+from ..guards import StoreGuards
 from ..types import check_durability
 from ..writer import hold_writer_lock
 from .dsn import display_name, session_conninfo
@@ -48,18 +48,12 @@ class Session(StoreGuards):
 
     def __init__(self, dsn: str, agent: str, *, readonly: bool, durability: str, lock_timeout: float) -> None:
         check_durability(durability)
+        super().__init__(readonly, durability, lock_timeout)
         self._dsn = dsn
         self._conninfo = session_conninfo(dsn)
         self.path = display_name(dsn)
         self.agent = agent
-        self.readonly = readonly
-        self.durability = durability
-        self.lock_timeout = lock_timeout
-        self.closed = False
-        self._failed: BaseException | None = None
-        self._mutex = threading.RLock()  # one writer thread of this process at a time
         self._read_lock = threading.RLock()
-        self._local = ThreadBatch()
         self._fresh = FreshRead()
         self._acl = Acl()
         self._acl_upto = -1  # the seq of the last ACL entry _acl has applied
