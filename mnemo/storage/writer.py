@@ -15,6 +15,7 @@ fraction of contextlib's machinery.
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..errors import LockTimeout
@@ -35,7 +36,7 @@ StoreT = TypeVar("StoreT", bound=StoreGuards)
 DoneT = TypeVar("DoneT")
 
 
-class WriterContext(Generic[StoreT, DoneT]):
+class WriterContext(ABC, Generic[StoreT, DoneT]):
     """A store's writing() context: one batch, begun under the writer lock and committed as one frame
     (or one transaction) when the body ends. `DoneT` is what a commit leaves the wait for durability."""
 
@@ -89,16 +90,16 @@ class WriterContext(Generic[StoreT, DoneT]):
     def _ends(self) -> None:
         """The thread is no longer a writer in progress (its commit is made, or it gave up)."""
 
+    @abstractmethod
     def _begin(self, deadline: float) -> Batch:
         """The batch, begun holding the writer lock: whatever else the backend holds taken by `deadline`
         (time.monotonic()) at the latest, the store caught up with what others committed."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _end(self, batch: Batch, commit: bool) -> DoneT | None:
         """Commit the batch (`commit`) or drop it, and release what _begin took besides the writer lock;
         what the commit leaves for _durable, or None when nothing was committed."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _durable(self, done: DoneT) -> None:
         """Return once the commit `done` is durable (durability="fsync")."""
-        raise NotImplementedError

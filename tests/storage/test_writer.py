@@ -5,6 +5,7 @@ which records each step; the backends' own tests run it on real stores."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ class _Store(StoreGuards):
     def __init__(self, durability: str = "fsync") -> None:
         super().__init__(readonly=False, durability=durability, lock_timeout=0.05)
         self.steps: list[str] = []
+        self.deadline_left = 0.0  # how long _begin had left until its deadline
 
 
 class _Context(WriterContext[_Store, int]):
@@ -36,6 +38,7 @@ class _Context(WriterContext[_Store, int]):
 
     def _begin(self, deadline: float) -> Batch:
         self.store.steps.append(f"begin, lock held: {self.store._mutex._is_owned()}")  # type: ignore[attr-defined]
+        self.store.deadline_left = deadline - time.monotonic()
         if self.fail == "begin":
             raise RuntimeError("begin failed")
         return Batch(_Base(), (0, b"\x00" * 32, 0), False)
@@ -71,6 +74,7 @@ def test_a_write_takes_its_steps_in_order_and_waits_for_durability_after_the_loc
         "starts", "begin, lock held: True", "end, commit: True", "ends, lock held: False",
         "durable 7, lock held: False",
     ]
+    assert 0 < store.deadline_left <= 0.05  # the backend's own locks: lock_timeout from asking for the writer lock
 
 
 @pytest.mark.parametrize("durability", ["batch", "none"])
