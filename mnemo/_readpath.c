@@ -31,7 +31,7 @@
  * times as ns_to_datetime makes them (version 1's creation time is its update's, the same object), the
  * hash's hex, built as make_memory_record builds it.
  *
- * find_row and recs_at are the look-ups of the index a get and a query make before they read (index.py's
+ * find_row and recs_at are the look-ups of the index a get and a query make before they read (index_reads.py's
  * Index.row_of and Index.recs_at are their twins): the row of an id, and the Rec tuples of rows, made
  * from the index's columns.
  *
@@ -439,7 +439,7 @@ static PyObject *row_in(PyObject *rows, const Py_buffer *blob, Py_ssize_t width,
     return found;
 }
 
-/* find_row(rows, blob, width, dead, rec_id) -> int | None: Index.row_of (its twin, index.py) in one
+/* find_row(rows, blob, width, dead, rec_id) -> int | None: Index.row_of (its twin, index_reads.py) in one
  * call: the row of `rec_id` in `rows` (the rows after the snapshot's, by id), else by binary search
  * among the `width`-byte ASCII ids of `blob` (find_sorted) unless its row is in `dead` (forgotten);
  * None if no live row holds it. */
@@ -459,7 +459,7 @@ static PyObject *find_row(PyObject *self, PyObject *args) {
 
 /* -- the index's rows as Rec tuples -----------------------------------------------------------------
  * recs_at(cols, hashes, scopes, agents, tagsets, older, hits, Rec, Version) -> [Rec | None]: the record of
- * each (id, row) of `hits` as Index.recs_at (its twin, index.py) makes it from the index's tables: the
+ * each (id, row) of `hits` as Index.recs_at (its twin, index_reads.py) makes it from the index's tables: the
  * columns `cols` (array.array, by name), the rows' entry hashes `hashes` (32 bytes a row), the interned
  * `scopes` and `agents`, the tag sets `tagsets` and `older` (row -> the earlier versions); `Rec` and
  * `Version` the named tuples (mnemo/storage/types.py). None for a row the tables do not hold whole (a

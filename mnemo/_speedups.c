@@ -1276,7 +1276,7 @@ static PyObject *cpu_paths(PyObject *self, PyObject *args) {
 /* posting_rows(tagset, rows, codes) -> int: how many distinct rows a tag's posting lists, or -1 when one
  * of them is past the tag-set column or its tag set's code is not among `codes` (the codes of the tag
  * sets holding the tag, increasing). All three are buffers of native unsigned 32-bit integers. The
- * pure-Python twin is mnemo/storage/file/index.py's posting_rows. */
+ * pure-Python twin is mnemo/storage/file/index_check.py's posting_rows. */
 static int find_u32(const uint32_t *a, Py_ssize_t n, uint32_t x) {
     Py_ssize_t lo = 0, hi = n;
     while (lo < hi) {
@@ -1357,7 +1357,7 @@ static const uint32_t *codes_of(Py_buffer *view, Py_ssize_t n, Py_ssize_t nt) {
  * code the index holds (table[code] an int), those uses are added to refs[table[code]], and the codes it
  * does not hold yet (None) are returned with their uses, in order. Everything is checked before refs
  * changes: a code past the table, an index code that is no index of refs or a table entry that is neither
- * raise ValueError and change nothing. The twin is mnemo/storage/file/index.py's code_uses. */
+ * raise ValueError and change nothing. The twin is mnemo/storage/file/index_columns.py's code_uses. */
 static PyObject *code_uses(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t n;
@@ -1420,7 +1420,7 @@ done:
 
 /* remap_codes(codes, n, table) -> bytes: the first n codes each through the table (u32, machine order).
  * A code past the table, or one whose entry is not an int below 2**32, raises ValueError. The twin is
- * mnemo/storage/file/index.py's remap_codes. */
+ * mnemo/storage/file/index_columns.py's remap_codes. */
 static PyObject *remap_codes(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t n;
@@ -3925,11 +3925,11 @@ static PyMethodDef methods[] = {
      "entry_hashes(entry, payload) -> (sha256(entry), sha256(b'\\0' + entry), sha256(payload)) as the scan takes them"},
     {"cpu_paths", cpu_paths, METH_VARARGS, "cpu_paths(enable=None) -> (CLMUL CRC-32 in use, SHA-NI in use)"},
     {"code_uses", code_uses, METH_VARARGS,
-     "code_uses(codes, n, table, refs) -> [(code, uses)] (see mnemo/storage/file/index.py)"},
+     "code_uses(codes, n, table, refs) -> [(code, uses)] (see mnemo/storage/file/index_columns.py)"},
     {"remap_codes", remap_codes, METH_VARARGS,
-     "remap_codes(codes, n, table) -> bytes (see mnemo/storage/file/index.py)"},
+     "remap_codes(codes, n, table) -> bytes (see mnemo/storage/file/index_columns.py)"},
     {"posting_rows", posting_rows, METH_VARARGS,
-     "posting_rows(tagset, rows, codes) -> distinct rows, or -1 (see mnemo/storage/file/index.py)"},
+     "posting_rows(tagset, rows, codes) -> distinct rows, or -1 (see mnemo/storage/file/index_check.py)"},
     {"max_u32", max_u32, METH_O, "max_u32(column) -> int (the largest of an array('I'), 0 when empty)"},
     {"count_phrase", count_phrase, METH_VARARGS,
      "count_phrase(text, atoms) -> int | None (see mnemo/recall/analysis.py, phrase_count)"},

@@ -15,7 +15,7 @@ Targets:
   nothing (MemoryError aside); every other input runs with the CPU's fast CRC-32 and SHA-256 paths
   turned off (cpu_paths). And crc32 of the input must give what zlib.crc32 gives, entry_hashes of
   the input cut in two what hashlib gives, and posting_rows of its bytes dealt into a tag-set column, a
-  posting and the codes holding a tag what its twin (storage/file/index.py) gives, and code_uses and
+  posting and the codes holding a tag what its twin (storage/file/index_check.py) gives, and code_uses and
   remap_codes of its bytes as a scan's codes and an index's table what theirs give, and merkle_push of
   leaves made from it what the compact range's own push gives. Seeds: valid frames
   of canonical puts, made with the library's own encoders.
@@ -235,7 +235,7 @@ class ScanHarness:
             raise AssertionError(f"entry_hashes differs from hashlib's on {data!r}")
         # verify's check of a tag's posting: the input as a tag-set column, a posting and the codes holding
         # the tag (small values, so that most rows are in range and most codes match)
-        from mnemo.storage.file.index import posting_rows
+        from mnemo.storage.file.index_check import posting_rows
 
         cols = [array("I", (b % 16 for b in data[k::3])) for k in range(3)]
         tagset, rows, codes = cols[0], cols[1], array("I", sorted(set(cols[2])))
@@ -266,14 +266,14 @@ class ScanHarness:
         """A replay's merge of a scan's codes into the index's: the input as codes (mostly below a table
         of 12, the table's entries None, an index of refs, or now and then none), code_uses and
         remap_codes must give what their twins give, or both refuse, with refs changed alike."""
-        from mnemo.storage.file import index
+        from mnemo.storage.file import index_columns
 
         codes = array("I", (b % 13 for b in data[2:])).tobytes()
         n = data[0] % (len(codes) // 4 + 2) if data else 0
         kinds = data[1] if len(data) > 1 else 0
         table: list[Any] = [None if (kinds >> (k % 8)) & 1 else -1 if k == 11 else (k * 5) % 9 for k in range(12)]
         outcome = []
-        for impl in (self.native, index):
+        for impl in (self.native, index_columns):
             refs = list(range(100, 108))
             try:
                 got: Any = (impl.code_uses(exact(codes), n, table, refs), impl.remap_codes(exact(codes), n, table))

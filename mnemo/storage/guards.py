@@ -1,7 +1,8 @@
 """The checks every store makes before it reads or writes: open, writable, which batch is this thread's.
 
 Both backends keep the same state for them (`closed`, `readonly`, `_failed`: the error that stopped
-writes until a reopen, `_local.batch`: this thread's open transaction), so they share one copy.
+writes until a reopen, `_local.batch`: this thread's open transaction) and for their writer context
+(writer.py: `durability`, `lock_timeout`, `_mutex`: the writer lock), so they share one copy.
 """
 
 from __future__ import annotations
@@ -23,10 +24,16 @@ class ThreadBatch(threading.local):
 
 
 class StoreGuards:
-    closed: bool
-    readonly: bool
-    _failed: BaseException | None
-    _local: ThreadBatch
+    """The state both backends' checks and writer context read, and the checks."""
+
+    def __init__(self, readonly: bool, durability: str, lock_timeout: float) -> None:
+        self.readonly = readonly
+        self.durability = durability
+        self.lock_timeout = lock_timeout
+        self.closed = False
+        self._failed: BaseException | None = None
+        self._mutex = threading.RLock()  # one writer thread of this process at a time, held through a transaction
+        self._local = ThreadBatch()
 
     def _check_open(self) -> None:
         if self.closed:

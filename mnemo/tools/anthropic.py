@@ -119,7 +119,33 @@ def _outcome(result: CommandResult) -> str:
     return result.text
 
 
-class MnemoMemoryTool(BetaAbstractMemoryTool):
+class _Served:
+    """What the four adapters share: the server they run, and its runs, one at a time, each ending in a
+    result (an error result should the server raise)."""
+
+    server: MnemoMemoryToolServer
+    _lock: threading.Lock
+
+    def _serve(self, target: MnemoMemoryToolServer | MnemoClient, options: dict[str, Any]) -> None:
+        self.server = _server(target, options)
+        self._lock = threading.Lock()
+
+    def _execute_locked(self, input: object) -> CommandResult:
+        if input is _UNREADABLE:
+            return _UNREADABLE
+        with self._lock:
+            return _run_guarded(lambda: self.server.execute(input))
+
+    def _clear_locked(self) -> CommandResult:
+        with self._lock:
+            return _run_guarded(self.server.clear_all)
+
+    def _search_locked(self, input: object) -> CommandResult:
+        with self._lock:
+            return _run_guarded(lambda: self.server.execute_search(input))
+
+
+class MnemoMemoryTool(BetaAbstractMemoryTool, _Served):
     """A `BetaAbstractMemoryTool` whose files are Mnemo records (see `MnemoMemoryToolServer`).
 
     Pass a `MnemoMemoryToolServer`, or a `MnemoClient` plus the server's keyword options
@@ -135,18 +161,11 @@ class MnemoMemoryTool(BetaAbstractMemoryTool):
         **server_options: Any,
     ) -> None:
         super().__init__(cache_control=cache_control)
-        self.server = _server(target, server_options)
-        self._lock = threading.Lock()
+        self._serve(target, server_options)
 
     def call(self, input: object) -> str:
         """Run one tool_use input exactly as `MnemoMemoryToolServer.execute` does."""
-        with self._lock:
-            return _outcome(self._execute(input))
-
-    def _execute(self, input: object) -> CommandResult:
-        if input is _UNREADABLE:
-            return _UNREADABLE
-        return _run_guarded(lambda: self.server.execute(input))
+        return _outcome(self._execute_locked(input))
 
     def execute(self, command: BetaMemoryTool20250818Command) -> str:
         """Run one SDK command (or any input object) through the server; never reads `command.command`
@@ -161,8 +180,7 @@ class MnemoMemoryTool(BetaAbstractMemoryTool):
         their content, tags and every version are erased from the database files (not only hidden),
         and the chain keeps one `forget` entry naming them. Needs `forget` and `read` in the scope;
         returns `All memory cleared`, or raises `ToolError` with the `Error: ...` text."""
-        with self._lock:
-            return _outcome(_run_guarded(self.server.clear_all))
+        return _outcome(self._clear_locked())
 
     def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
         return self._run(command)
@@ -183,7 +201,7 @@ class MnemoMemoryTool(BetaAbstractMemoryTool):
         return self._run(command)
 
 
-class AsyncMnemoMemoryTool(BetaAsyncAbstractMemoryTool):
+class AsyncMnemoMemoryTool(BetaAsyncAbstractMemoryTool, _Served):
     """The async twin of `MnemoMemoryTool`: each command runs on a worker thread, one at a time."""
 
     def __init__(
@@ -194,18 +212,7 @@ class AsyncMnemoMemoryTool(BetaAsyncAbstractMemoryTool):
         **server_options: Any,
     ) -> None:
         super().__init__(cache_control=cache_control)
-        self.server = _server(target, server_options)
-        self._lock = threading.Lock()
-
-    def _execute_locked(self, input: object) -> CommandResult:
-        if input is _UNREADABLE:
-            return _UNREADABLE
-        with self._lock:
-            return _run_guarded(lambda: self.server.execute(input))
-
-    def _clear_locked(self) -> CommandResult:
-        with self._lock:
-            return _run_guarded(self.server.clear_all)
+        self._serve(target, server_options)
 
     async def call(self, input: object) -> str:
         """Run one tool_use input exactly as `MnemoMemoryToolServer.execute` does, off the event loop."""
@@ -255,7 +262,7 @@ SEARCH_DESCRIPTION = (
 )
 
 
-class MnemoSearchTool(BetaFunctionTool[Callable[..., str]]):
+class MnemoSearchTool(BetaFunctionTool[Callable[..., str]], _Served):
     """The companion tool `memory_search` for the SDK's tool runner: a function tool that searches the
     memory's files (`MnemoMemoryToolServer.search`, docs/MEMORY_TOOL.md §11) and answers with its text.
 
@@ -272,8 +279,7 @@ class MnemoSearchTool(BetaFunctionTool[Callable[..., str]]):
         cache_control: BetaCacheControlEphemeralParam | None = None,
         **server_options: Any,
     ) -> None:
-        self.server = _server(target, server_options)
-        self._lock = threading.Lock()
+        self._serve(target, server_options)
 
         def memory_search(
             query: str, path: str | None = None, limit: int = DEFAULT_SEARCH_LIMIT, mode: str | None = None
@@ -287,11 +293,10 @@ class MnemoSearchTool(BetaFunctionTool[Callable[..., str]]):
 
     def call(self, input: object) -> str:
         """Run one tool_use input exactly as `MnemoMemoryToolServer.execute_search` does."""
-        with self._lock:
-            return _outcome(_run_guarded(lambda: self.server.execute_search(input)))
+        return _outcome(self._search_locked(input))
 
 
-class AsyncMnemoSearchTool(BetaAsyncFunctionTool[Callable[..., Coroutine[Any, Any, str]]]):
+class AsyncMnemoSearchTool(BetaAsyncFunctionTool[Callable[..., Coroutine[Any, Any, str]]], _Served):
     """The async twin of `MnemoSearchTool`: each search runs on a worker thread, one at a time."""
 
     def __init__(
@@ -301,8 +306,7 @@ class AsyncMnemoSearchTool(BetaAsyncFunctionTool[Callable[..., Coroutine[Any, An
         cache_control: BetaCacheControlEphemeralParam | None = None,
         **server_options: Any,
     ) -> None:
-        self.server = _server(target, server_options)
-        self._lock = threading.Lock()
+        self._serve(target, server_options)
 
         async def memory_search(query: str, path: str | None = None, limit: int = DEFAULT_SEARCH_LIMIT) -> str:
             return await self.call({"query": query, "path": path, "limit": limit})
@@ -311,10 +315,6 @@ class AsyncMnemoSearchTool(BetaAsyncFunctionTool[Callable[..., Coroutine[Any, An
             memory_search, name=SEARCH_TOOL_NAME, description=SEARCH_DESCRIPTION,
             input_schema=copy.deepcopy(SEARCH_INPUT_SCHEMA), cache_control=cache_control,
         )
-
-    def _search_locked(self, input: object) -> CommandResult:
-        with self._lock:
-            return _run_guarded(lambda: self.server.execute_search(input))
 
     async def call(self, input: object) -> str:
         """Run one tool_use input exactly as `MnemoMemoryToolServer.execute_search` does, off the event loop."""

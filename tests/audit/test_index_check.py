@@ -269,13 +269,14 @@ def test_an_index_that_does_not_hang_together_is_a_finding(tmp_path: Path, monke
     name no id), verify reports that as the snapshot's one finding about its records and goes on."""
     from mnemo.audit import verify_db
     from mnemo.storage.file import index as index_module
+    from mnemo.storage.file.index_columns import inconsistent
 
     db = tmp_path / "h.db"
     with MnemoClient(db, "owner", durability="none") as c:
         c.remember("kept")
 
     def no_id(self: Any, row: int) -> str | None:
-        raise index_module.inconsistent(row)
+        raise inconsistent(row)
 
     monkeypatch.setattr(index_module.Index, "id_at", no_id)
     report = verify_db(db)

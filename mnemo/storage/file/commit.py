@@ -7,11 +7,11 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from typing import Any
 
-from ...errors import DurabilityError, LockTimeout, MnemoError
+from ...errors import DurabilityError, MnemoError
 from ..batch import ACL_OPS, Batch, Staged, apply_entry
 from ..types import Rec
+from ..writer import WriterContext
 from .framing import ENTRY_HEADER, FRAME_HEADER, encode_frame_slots
 from .index import Index
 from .logfile import sync, write_all
@@ -142,77 +142,44 @@ def _apply_one(index: Index, staged: Staged, slot_off: int, slot_len: int, entry
     return op in ACL_OPS
 
 
-class _Writing:
-    """FileStore.writing's context. A class rather than a generator: every write enters one, and a plain
-    __enter__/__exit__ pair costs a fraction of contextlib's machinery."""
+class _Writing(WriterContext[Writes, tuple[int, int]]):
+    """FileStore.writing's context (mnemo/storage/writer.py): the writer lock, then the log's lock, the
+    store caught up with the log, one Batch committed as one frame and fsynced by the group commit."""
 
-    __slots__ = ("store", "transactional", "batch", "counted")
+    __slots__ = ("counted",)
 
-    def __init__(self, store: Writes, transactional: bool) -> None:
-        self.store = store
-        self.transactional = transactional
-        self.batch: Batch | None = None  # None: nested in an open batch, which commits at its own end
-        self.counted = False  # counted in store._group.writers (for the fsync leader's wait)
+    def _starts(self) -> None:
+        # counted in store._group.writers (for the fsync leader's wait) under durability="fsync" alone
+        self.counted = self.store.durability == "fsync"
+        if self.counted:
+            self.store._group.enter_write()
 
-    def __enter__(self) -> Batch:
-        store = self.store
-        outer = store._local.batch  # (current_batch())
-        if outer is not None:
-            return outer
-        store.check_writable()
-        if store.durability == "fsync":
-            store._group.enter_write()
-            self.counted = True
-        try:
-            return self._begin(store)
-        except BaseException:
-            self._leave()
-            raise
-
-    def _leave(self) -> None:
+    def _ends(self) -> None:
         if self.counted:
             self.counted = False
             self.store._group.leave_write()
 
-    def _begin(self, store: Writes) -> Batch:
-        deadline = time.monotonic() + store.lock_timeout
-        # (positional: RLock.acquire parses a keyword argument at four times the cost of the lock)
-        if not store._mutex.acquire(True, store.lock_timeout):
-            raise LockTimeout(f"another thread held the writer lock for over {store.lock_timeout} s")
-        try:
-            caught_up = store._lock(deadline)
-            try:
-                store._check_open()
-                if not caught_up:
-                    store._catch_up(writer=True)
-                batch = Batch(store.index, (store.index.head_seq, store.index.head_hash, store.head_ts),
-                              self.transactional)
-            except BaseException:
-                store._unlock()
-                raise
-        except BaseException:
-            store._mutex.release()
-            raise
-        store._local.batch = self.batch = batch
-        return batch
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        batch = self.batch
-        if batch is None:
-            return
+    def _begin(self, deadline: float) -> Batch:
         store = self.store
-        store._local.batch = None
-        end = generation = 0
+        caught_up = store._lock(deadline)
         try:
-            try:
-                if exc_type is None and batch.staged:
-                    end = store._commit(batch)
-                    generation = store.generation
-            finally:
-                store._unlock()
+            store._check_open()
+            if not caught_up:
+                store._catch_up(writer=True)
+            return Batch(store.index, (store.index.head_seq, store.index.head_hash, store.head_ts), self.transactional)
+        except BaseException:
+            store._unlock()
+            raise
+
+    def _end(self, batch: Batch, commit: bool) -> tuple[int, int] | None:
+        """(where the frame ends, in the log of which generation), None if nothing was committed."""
+        store = self.store
+        try:
+            if commit:
+                return store._commit(batch), store.generation
+            return None
         finally:
-            store._mutex.release()
-            if self.counted:
-                self._leave()
-        if end and store.durability == "fsync":
-            store._group.sync_upto(end, generation)
+            store._unlock()
+
+    def _durable(self, done: tuple[int, int]) -> None:
+        self.store._group.sync_upto(*done)

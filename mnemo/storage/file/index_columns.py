@@ -8,7 +8,7 @@ import threading
 from array import array
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ..._native import readpath
 from ...acl import Acl
@@ -182,6 +182,41 @@ class SortedIds:
         if max(map(len, ids)) != width:  # equal total length does not mean equal widths (nor min = max)
             return None
         return cls(blob.encode("ascii"), width)
+
+
+def code_uses(codes: bytes, n: int, table: list[int | None], refs: list[int]) -> list[tuple[int, int]]:
+    """How many of the first n codes (u32) are each code: for a code the index holds (`table[code]` an
+    int), those uses are added to `refs[table[code]]`; the codes it does not hold yet (None) are returned
+    with their uses, in order. A code past the table, or an entry that is no index of refs, raises
+    ValueError before refs changes. The pure-Python twin of the C extension's code_uses."""
+    column = array("I", codes[: 4 * n])
+    if len(column) < n or (n and max(column) >= len(table)):
+        raise ValueError("a code past the table, or fewer codes than n")
+    counted = sorted(Counter(column).items())
+    for code, _k in counted:
+        to = table[code]
+        if to is not None and not (type(to) is int and 0 <= to < len(refs)):
+            raise ValueError("a table entry that is no index of refs")
+    missing = []
+    for code, k in counted:
+        to = table[code]
+        if to is None:
+            missing.append((code, k))
+        else:
+            refs[to] += k
+    return missing
+
+
+def remap_codes(codes: bytes, n: int, table: list[int | None]) -> bytes:
+    """The first n codes (u32) each through the table, as u32 bytes; a code past the table, or one whose
+    entry is no int below 2**32, raises ValueError. The pure-Python twin of the C extension's remap_codes."""
+    column = array("I", codes[: 4 * n])
+    if len(column) < n:
+        raise ValueError("fewer codes than n")
+    try:
+        return array("I", cast("Iterator[int]", map(table.__getitem__, column))).tobytes()
+    except (IndexError, TypeError, OverflowError):
+        raise ValueError("a code past the table, or one whose entry is no u32") from None
 
 
 class IndexData:

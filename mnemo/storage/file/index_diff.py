@@ -11,8 +11,8 @@ from ..._native import speedups
 from ...chain.tree import HASH_SIZE
 from ...errors import IntegrityError
 from ..types import Rec
-from .index import Index, remap_codes
-from .index_columns import COLUMNS
+from .index import Index
+from .index_columns import COLUMNS, remap_codes
 from .verify import ScannedIndex
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import threading
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from ..guards import StoreGuards, ThreadBatch
+from ..guards import StoreGuards
 from .frame_marks import FrameMarks
 from .group_commit import GroupCommit
 from .handles import LogHandle, LogHandles
@@ -35,20 +35,14 @@ class StoreState(StoreGuards):
         self, path: str, agent: str, readonly: bool, durability: str, lock_timeout: float, use_snapshot: bool,
         group_commit_wait: float | None,
     ) -> None:
+        super().__init__(readonly, durability, lock_timeout)
         self.path = path
         self.agent = agent
-        self.readonly = readonly
-        self.durability = durability
-        self.lock_timeout = lock_timeout
         self.recovery: list[str] = []
         self.use_snapshot = use_snapshot
         self.snapshot_used = False
         self._snapshot_refused: str | None = None  # why a snapshot of this log was not loaded
-        self.closed = False
-        self._failed: BaseException | None = None
-        self._mutex = threading.RLock()  # one writer thread at a time, held through a transaction
         self._index_lock = threading.RLock()  # short critical sections: index reads and updates
-        self._local = ThreadBatch()
         self._dirty_snapshot = False
         self._erased_live: set[str] = set()  # puts seen with an erased slot, awaiting their forget
         # Slots of records dropped by forgets read from the log (written by others): a writer checks

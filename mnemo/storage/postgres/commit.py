@@ -33,6 +33,7 @@ from ...recall.embedding import Embedder, embed
 from ..batch import ACL_OPS, Batch, apply_entry
 from ..recall import searchable_text
 from ..types import Rec, Version
+from ..writer import WriterContext
 from .errors import first_line, storage_error
 from .session import Session
 from .sql import COMMIT_CALL, PUT_CALL, TAGS, TEXT_CALL, VERSION_COLUMNS, VERSIONS, group_rows
@@ -259,17 +260,8 @@ class Commits(Session):
         one transaction), asked on a fresh connection once no writer holds the head row; if they are,
         the batch's entries become those stored."""
         ids = [s.entry.body["id"] for s in batch.staged]
-        self._write = None
-        conn = self._writer()
-        try:
-            conn.execute("SELECT 1 FROM mnemo_head FOR UPDATE")
-            rows = conn.execute("SELECT e.seq, e.raw FROM mnemo_versions v JOIN mnemo_entries e ON e.seq = v.seq "
-                                "WHERE v.id = ANY(%s::text[]) AND v.ver = 1 ORDER BY e.seq", [ids]).fetchall()
-        except psycopg.Error as exc:
-            raise storage_error(exc, self.path) from None
-        finally:
-            with contextlib.suppress(psycopg.Error):
-                conn.rollback()
+        rows = self._once_no_writer("SELECT e.seq, e.raw FROM mnemo_versions v JOIN mnemo_entries e ON e.seq = v.seq "
+                                    "WHERE v.id = ANY(%s::text[]) AND v.ver = 1 ORDER BY e.seq", [ids])
         if not rows:
             return False
         stored = [decode_entry(bytes(raw)) for _seq, raw in rows]
@@ -417,17 +409,23 @@ class Commits(Session):
     def _committed(self, first: Entry) -> bool:
         """Whether the entry `first` is in the chain, asked on a fresh connection once no writer holds
         the head row (so a transaction still in flight has finished, one way or the other)."""
+        rows = self._once_no_writer("SELECT hash FROM mnemo_entries WHERE seq = %s", [first.seq])
+        return bool(rows) and bytes(rows[0][0]) == first.hash
+
+    def _once_no_writer(self, query: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        """The rows of `query`, read on a fresh writer's connection once no writer holds the head row: a
+        transaction whose connection was lost in flight has then finished, one way or the other, and what
+        it left is there to see. The head row is released at once after."""
         self._write = None
         conn = self._writer()
         try:
             conn.execute("SELECT 1 FROM mnemo_head FOR UPDATE")
-            row = conn.execute("SELECT hash FROM mnemo_entries WHERE seq = %s", [first.seq]).fetchone()
+            return conn.execute(query, params).fetchall()
         except psycopg.Error as exc:
             raise storage_error(exc, self.path) from None
         finally:
             with contextlib.suppress(psycopg.Error):
                 conn.rollback()
-        return row is not None and bytes(row[0]) == first.hash
 
     def _flush(self, ticket: int) -> None:
         """Return once commit number `ticket` of this process is durable: commit, with
@@ -491,58 +489,42 @@ class Commits(Session):
         return {rec.id: rec for rec, _p in group_rows(rows, with_payloads=False)}
 
 
-class _Writing:
-    """PostgresStore.writing's context: the writer's transaction, the head row locked, one Batch; or,
-    for a blind batch, a Batch built on the last head seen and appended in one call (_append)."""
+class _Writing(WriterContext[Commits, int]):
+    """PostgresStore.writing's context (mnemo/storage/writer.py): the writer's transaction, the head row
+    locked, one Batch; or, for a blind batch, a Batch built on the last head seen and appended in one call
+    (_append). The commit is made durable by _flush."""
 
-    __slots__ = ("store", "transactional", "blind", "batch")
+    __slots__ = ("blind",)
 
     def __init__(self, store: Commits, transactional: bool, blind: bool) -> None:
-        self.store = store
-        self.transactional = transactional
+        super().__init__(store, transactional)
         self.blind = blind and not transactional
-        self.batch: Batch | None = None
 
-    def __enter__(self) -> Batch:
-        store = self.store
-        outer = store.current_batch()
-        if outer is not None:
-            return outer
-        store.check_writable()
-        store._write_starts()
-        try:
-            store._hold_writer_lock()
-            try:
-                batch = store._blind() if self.blind else store._begin(self.transactional)
-            except BaseException:
-                store._mutex.release()
-                raise
-        except BaseException:
-            store._write_ends()
-            raise
-        store._local.batch = self.batch = batch
-        return batch
+    def _starts(self) -> None:
+        self.store._write_starts()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        batch = self.batch
-        if batch is None:
-            return
+    def _ends(self) -> None:
+        self.store._write_ends()
+
+    def _begin(self, deadline: float) -> Batch:
+        """(The head row is waited for as long as the server's lock_timeout setting allows: `deadline`
+        is not used.)"""
+        return self.store._blind() if self.blind else self.store._begin(self.transactional)
+
+    def _end(self, batch: Batch, commit: bool) -> int | None:
+        """The commit's number for _flush, None if nothing was committed."""
         store = self.store
-        store._local.batch = None
-        ticket = 0
-        try:
-            if exc_type is None and batch.staged:
-                view = batch.base
-                assert isinstance(view, BatchView)
-                ticket = store._append(batch) if view.conn is None else store._commit(batch)
-            elif store._write is not None:
-                with contextlib.suppress(psycopg.Error):
-                    store._write.rollback()
-        finally:
-            store._mutex.release()
-            store._write_ends()
-        if ticket and store.durability == "fsync":
-            store._flush(ticket)
+        if commit:
+            view = batch.base
+            assert isinstance(view, BatchView)
+            return store._append(batch) if view.conn is None else store._commit(batch)
+        if store._write is not None:
+            with contextlib.suppress(psycopg.Error):
+                store._write.rollback()
+        return None
+
+    def _durable(self, done: int) -> None:
+        self.store._flush(done)
 
 
 def _put_columns(batch: Batch) -> list[Any]:

@@ -14,9 +14,10 @@ import psycopg
 
 from ...acl import Acl
 from ...chain.codec import ZERO_HASH, EntryDecodeError, decode_entry
-from ...errors import IntegrityError, LockTimeout
-from ..guards import StoreGuards, ThreadBatch
+from ...errors import IntegrityError
+from ..guards import StoreGuards
 from ..types import check_durability
+from ..writer import hold_writer_lock
 from .dsn import display_name, session_conninfo
 from .errors import storage_error
 
@@ -47,18 +48,12 @@ class Session(StoreGuards):
 
     def __init__(self, dsn: str, agent: str, *, readonly: bool, durability: str, lock_timeout: float) -> None:
         check_durability(durability)
+        super().__init__(readonly, durability, lock_timeout)
         self._dsn = dsn
         self._conninfo = session_conninfo(dsn)
         self.path = display_name(dsn)
         self.agent = agent
-        self.readonly = readonly
-        self.durability = durability
-        self.lock_timeout = lock_timeout
-        self.closed = False
-        self._failed: BaseException | None = None
-        self._mutex = threading.RLock()  # one writer thread of this process at a time
         self._read_lock = threading.RLock()
-        self._local = ThreadBatch()
         self._fresh = FreshRead()
         self._acl = Acl()
         self._acl_upto = -1  # the seq of the last ACL entry _acl has applied
@@ -82,8 +77,7 @@ class Session(StoreGuards):
 
     def _hold_writer_lock(self) -> None:
         """Take this process's writer lock (one writer thread at a time), lock_timeout at most."""
-        if not self._mutex.acquire(timeout=self.lock_timeout):
-            raise LockTimeout(f"another thread held the writer lock for over {self.lock_timeout} s")
+        hold_writer_lock(self)
 
     def _reads(self) -> psycopg.Connection[Any]:
         """The read connection, reconnected if it broke (a server restart, a killed backend)."""

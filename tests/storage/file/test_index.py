@@ -4,7 +4,6 @@ trips, tag lookups; and what a snapshot that is inconsistent with itself does.""
 from __future__ import annotations
 
 import hashlib
-import importlib
 import re
 import struct
 import sys
@@ -15,6 +14,7 @@ from typing import Any
 import msgpack
 import pytest
 from helpers.budget import examples
+from helpers.indexes import IDS, roundtrip, state_of, three
 from helpers.paths import ROOT
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -26,19 +26,12 @@ from mnemo.storage.batch import Staged
 from mnemo.storage.file import index as index_mod
 from mnemo.storage.file import snapshot as snap
 from mnemo.storage.file.index import Index, Rec, Version
-from mnemo.storage.file.index_columns import Interned, SortedIds, TagSets
+from mnemo.storage.file.index_columns import SortedIds
 from mnemo.storage.types import Query
 
-IDS = [f"{i:032x}" for i in (1, 2, 3, 5, 8, 13, 21, 34, 55, 89)] + ["short-id", "ünïcode-id"]
 TAGS = ["a", "ab", "abc", "b", "big", "c", "path:/memories/a", "path:/memories/a/b", "path:/memories/b"]
 SCOPES = ["agent:x", "agent:y", "shared"]
 AGENTS = ["x", "y"]
-
-
-def roundtrip(index: Index) -> Index:
-    """What a snapshot write and a later open do: plain data, msgpack bytes, and back."""
-    state = msgpack.unpackb(msgpack.packb(index.to_state(), use_bin_type=True), raw=False)
-    return Index.from_state(index.db_id, state)
 
 
 class IndexMachine(RuleBasedStateMachine):
@@ -204,28 +197,6 @@ TestIndexModel = IndexMachine.TestCase
 TestIndexModel.settings = settings(max_examples=examples(150), stateful_step_count=40, deadline=None)
 
 
-def test_codes_of_gives_the_codes_that_code_gives_one_by_one() -> None:
-    held = Interned(["a", "b"])
-    assert held.codes_of(["b", "a", "b"]) == [1, 0, 1] and held.values == ["a", "b"]
-    assert held.codes_of(["c", "a", "d", "c"]) == [2, 0, 3, 2]  # new values numbered in first-seen order
-    assert held.values == ["a", "b", "c", "d"] and held.codes == {"a": 0, "b": 1, "c": 2, "d": 3}
-    assert held.codes_of([]) == []
-
-
-def test_acquire_many_counts_and_numbers_as_acquire_does_one_by_one() -> None:
-    many = [("a",), (), ("b", "c"), ("a",), ("d",), ("b", "c")]
-    one, bulk = TagSets(), TagSets()
-    for sets in (one, bulk):  # a freed code, taken again by the next new tag set
-        sets.release(sets.acquire(("gone",)))
-    assert bulk.acquire_many(many) == [one.acquire(tags) for tags in many] == [1, 0, 2, 1, 3, 2]
-    assert bulk.values == one.values == [(), ("a",), ("b", "c"), ("d",)]
-    assert bulk.refs == one.refs == [1, 2, 2, 1] and bulk.free == one.free == []
-    assert bulk.codes == one.codes
-    # every tag set known now: counted in bulk
-    assert bulk.acquire_many(many) == [one.acquire(tags) for tags in many] == [1, 0, 2, 1, 3, 2]
-    assert bulk.refs == one.refs == [2, 4, 4, 2] and bulk.values == one.values and bulk.codes == one.codes
-
-
 def test_the_path_tags_per_scope_follow_a_record_the_index_moves_to_another_scope() -> None:
     # The client never moves a record; the index takes a new version in another scope all the same, and
     # the `path:` tags it lists per scope follow (scoped_tags.py), a tag the record keeps included.
@@ -239,31 +210,6 @@ def test_the_path_tags_per_scope_follow_a_record_the_index_moves_to_another_scop
     assert index.posting_differences() == []
     index.put(IDS[0], "agent:y", ("path:/m/k",), Version(3, 3, 3, "x", 3, b"j" * 32, 300, 30))  # same scope
     assert sorted(index.candidate_rows(query, "agent:y") or ()) == [0] and index.posting_differences() == []
-
-
-def test_posting_differences_names_path_tags_per_scope_that_disagree_with_the_records() -> None:
-    index = Index(b"d" * 16)
-    index.put(IDS[0], "agent:x", ("path:/m/a",), Version(1, 1, 1, "x", 3, b"h" * 32, 100, 30))
-    index.put(IDS[1], "agent:x", ("b", "path:/m/b"), Version(1, 2, 2, "x", 3, b"i" * 32, 200, 30))
-    assert index.posting_differences() == []  # not built: nothing to compare
-    scoped = index.scoped_tags()
-    code = index.scopes.codes["agent:x"]
-    assert scoped.sorted == {code: ["path:/m/a", "path:/m/b"]} and index.posting_differences() == []
-    wrong = "the path tags listed per scope are not those the records hold"
-    scoped.sorted[code].append("path:/m/c")  # a tag no record of the scope holds
-    assert index.posting_differences() == [wrong]
-    scoped.sorted[code].pop()
-    scoped.more[(code, "path:/m/a")] = 1  # a second row said to hold it
-    assert index.posting_differences() == [wrong]
-    del scoped.more[(code, "path:/m/a")]
-    index.cols["tagset"][1] = 0  # and the postings disagree too: both said
-    assert index.posting_differences() == [
-        "the index of tag 'b' lists row 1, which does not hold it",
-        "the index of tag 'path:/m/b' lists row 1, which does not hold it", wrong,
-    ]
-    index.cols["tagset"][1] = index.tagsets.codes[("b", "path:/m/b")]
-    index.cols["scope"].pop()  # a row without its scope: nothing to check the lists against
-    assert index.posting_differences() == ["the path tags listed per scope cannot be checked against the records"]
 
 
 def test_a_forgotten_records_tags_leave_memory_and_the_snapshot() -> None:
@@ -296,19 +242,6 @@ def test_a_forgotten_records_tags_leave_memory_after_an_open_that_scanned_the_lo
         c.forget(kept[0])
         assert sets.refs[sets.codes[("keep",)]] == 2
         assert index.counts() == (2, 2, 1)
-
-
-def test_sorted_ids_finds_exactly_its_ids() -> None:
-    ids = sorted(f"{i * 7:032x}" for i in range(500))
-    packed = SortedIds.pack(ids)
-    assert packed is not None and len(packed) == 500
-    for row, rec_id in enumerate(ids):
-        assert packed.find(rec_id) == row and packed.at(row) == rec_id
-    for missing in (f"{1:032x}", f"{3500:032x}", "", "x", f"{7:031x}", "é" * 32):
-        assert packed.find(missing) is None
-    assert SortedIds.pack(["ab", "abc"]) is None  # widths differ
-    assert SortedIds.pack(["ab", "é"]) is None
-    assert SortedIds.pack([]) is not None
 
 
 def _forge(db: Path, edit: Any) -> None:
@@ -448,7 +381,7 @@ def test_ids_of_one_character_pack_into_a_blob_of_width_1(tmp_path: Path) -> Non
 def test_a_snapshot_whose_id_blob_is_not_whole_ids_is_refused(edit: str, message: str) -> None:
     """The ids are one blob of fixed-width ids: a blob with a piece of an id at its end (which would
     shift every look-up from the last id on) or a width below 1 is refused, whatever the row count says."""
-    state = msgpack.unpackb(msgpack.packb(_three().to_state(), use_bin_type=True), raw=False)
+    state = state_of(three())
     width = state["id_width"]
     assert width == len(IDS[0]) and len(state["id_blob"]) == 3 * width
     assert Index.from_state(b"d" * 16, state).base.find(IDS[2]) == 2
@@ -467,7 +400,7 @@ def test_a_snapshot_whose_tag_sets_are_malformed_is_refused(edit: str) -> None:
     """The tag sets are one flat list of tags cut by their lengths, the first set the empty one (code 0,
     a record without tags): tags the lengths do not cover, no sets at all, or a first set with tags in
     it are refused before any set is built."""
-    state = msgpack.unpackb(msgpack.packb(_three().to_state(), use_bin_type=True), raw=False)
+    state = state_of(three())
     lens = array("I", state["tagset_lens"])
     assert lens[0] == 0 and sum(lens) == len(state["tagset_tags"])
     if edit == "a tag past the lengths":
@@ -525,29 +458,8 @@ def test_a_replayed_index_is_built_in_the_compact_form(tmp_path: Path) -> None:
         assert c.stats()["snapshot_used"] and len(c.list_records()) == 40
 
 
-def _three() -> Index:
-    index = Index(b"d" * 16)
-    for i, (rec_id, tags) in enumerate(zip(IDS[:3], [("a",), ("a", "b"), ("b",)], strict=True)):
-        index.put(rec_id, "s", tags, Version(1, i + 1, i, "x", 1, b"h" * 32, 100 * (i + 1), 30))
-    return index
-
-
-def test_a_posting_that_lists_a_row_without_its_tag_is_a_difference() -> None:
-    index = _three()
-    assert index.posting_differences() == []
-    index.postings["b"].append(0)  # row 0 holds only "a"
-    assert index.posting_differences() == ["the index of tag 'b' lists row 0, which does not hold it"]
-
-
-def test_records_only_in_the_index_or_only_in_the_log_are_named_so() -> None:
-    index, log = _three(), _three()
-    log.drop(IDS[0])
-    index.drop(IDS[2])
-    assert index.differences(log) == [f"record {IDS[0]} is only in the index", f"record {IDS[2]} is only in the log"]
-
-
 def test_an_index_that_names_a_tag_set_it_does_not_hold_cannot_be_saved() -> None:
-    index = _three()
+    index = three()
     index.cols["tagset"][1] = 999
     with pytest.raises(IntegrityError, match=r"^the index snapshot is inconsistent \(row -1\); delete it and"):
         index.to_state()
@@ -555,7 +467,7 @@ def test_an_index_that_names_a_tag_set_it_does_not_hold_cannot_be_saved() -> Non
 
 @pytest.mark.parametrize("edit", ["a tag set count more", "a posting of no rows"])
 def test_a_snapshot_whose_counts_disagree_with_its_lists_is_refused(edit: str) -> None:
-    state = msgpack.unpackb(msgpack.packb(_three().to_state(), use_bin_type=True), raw=False)
+    state = state_of(three())
     assert Index.from_state(b"d" * 16, state).posting_differences() == []
     if edit == "a tag set count more":  # the counts still add up to the rows, but there is one too many
         state["tagset_refs"] += struct.pack("=I", 0)
@@ -581,137 +493,6 @@ def test_a_forget_from_a_long_posting_does_not_rewrite_it() -> None:
     index.drop(ids[100])
     assert len(index.postings["big"]) == 99 and "big" not in index.stale_tags  # past half: rewritten
     assert sorted(index.id_at(r) or "" for r in index.rows_with_tag("big")) == ids[101:]
-
-
-def test_records_missing_from_every_posting_are_each_named() -> None:
-    index = _three()
-    index.postings.clear()
-    index.sorted_tags = []
-    assert index.posting_differences() == [
-        f"record {IDS[0]} is missing from the index of tag 'a'",
-        f"record {IDS[1]} is missing from the index of tag 'a'",
-        f"record {IDS[1]} is missing from the index of tag 'b'",
-        f"record {IDS[2]} is missing from the index of tag 'b'",
-    ]
-
-
-def test_a_row_moved_from_one_posting_to_another_is_found_though_the_counts_agree() -> None:
-    index = _three()
-    index.postings["a"] = array("I", [1])  # row 0 taken out of "a"...
-    index.postings["b"].append(0)  # ...and put under "b": as many (tag, row) pairs as the records hold
-    assert index.posting_differences() == [
-        f"record {IDS[0]} is missing from the index of tag 'a'",
-        "the index of tag 'b' lists row 0, which does not hold it",
-    ]
-
-
-# -- posting_differences: the bulk check and the detailed comparison agree --------------------------------
-
-
-def _loaded() -> Index:
-    """_three() as an open loads it from its snapshot (its rows in the base, not the tail)."""
-    return roundtrip(_three())
-
-
-@pytest.mark.parametrize("dead", [False, True], ids=["all rows live", "a row forgotten"])
-def test_a_posting_missing_a_row_is_a_difference(dead: bool) -> None:
-    """A record left out of one of its tags' postings (which would hide it from tag queries) is found,
-    with every row live and with a forgotten row among them (where the bulk check does not apply)."""
-    index = _loaded()
-    index.put(IDS[3], "s", ("b", "c"), Version(1, 4, 4, "x", 1, b"h" * 32, 400, 30))
-    if dead:
-        index.drop(IDS[0])
-    assert index.posting_differences() == []
-    index.postings["b"] = array("I", [r for r in index.postings["b"] if r != 1])  # row 1 holds a and b
-    assert index.posting_differences() == [f"record {IDS[1]} is missing from the index of tag 'b'"]
-
-
-@pytest.mark.parametrize("listed", [True, False], ids=["still in its posting", "in no posting"])
-def test_a_live_row_whose_tag_set_was_freed_is_a_difference(listed: bool) -> None:
-    index = _loaded()
-    code = index.cols["tagset"][2]  # ("b",), used by row 2 only
-    index.tagsets.values[code] = None
-    if not listed:
-        index.postings["b"] = array("I", [1])
-    assert index.posting_differences() == [
-        "the index snapshot is inconsistent (row 2); delete it and reopen, or run verify"]
-
-
-def test_a_posting_listing_a_row_twice_in_place_of_another_is_a_difference() -> None:
-    """The bulk check counts distinct (row, tag) pairs: a posting that lists one row twice instead of
-    another row has the right length, and is still found."""
-    index = _loaded()
-    index.postings["a"] = array("I", [0, 0])  # rows 0 and 1 hold "a"
-    assert index.posting_differences() == [f"record {IDS[1]} is missing from the index of tag 'a'"]
-
-
-@pytest.mark.parametrize(("tagset", "rows", "codes", "want"), [
-    ([0, 1, 1, 2], [0, 2], [0, 1], 2),
-    ([0, 1, 1, 2], [0, 3], [0, 1], -1),  # row 3's tag set (code 2) does not hold the tag
-    ([0, 1], [0, 5], [0, 1], -1),  # no row 5
-    ([0, 1], [1, 1, 0], [0, 1], 2),  # a row twice: counted once
-    ([0, 1], [1, 0], [0, 1], 2),
-    ([], [], [], 0),
-    ([7], [0], [], -1),
-])
-def test_posting_rows_and_its_twin(tagset: list[int], rows: list[int], codes: list[int], want: int) -> None:
-    """The bulk check's count of a posting's distinct rows, in C and in its pure-Python twin."""
-    args = (array("I", tagset), array("I", rows), array("I", codes))
-    assert index_mod.posting_rows(*args) == want
-    native = importlib.import_module("mnemo._speedups")
-    assert native.posting_rows(*args) == want
-
-
-def _merges() -> list[tuple[str, Any]]:
-    return [("twin", index_mod), ("C", importlib.import_module("mnemo._speedups"))]
-
-
-@pytest.mark.parametrize(("name", "impl"), _merges())
-def test_code_uses_counts_adds_to_refs_and_lists_what_is_not_held(name: str, impl: Any) -> None:
-    """A replay's merge of a scan's tag-set codes: uses of the first n codes only, added to the index's
-    reference counts where it holds the tag set, listed (in code order) where it does not."""
-    codes = array("I", [2, 0, 2, 3, 2, 1, 4, 4]).tobytes()
-    refs = [10, 20, 30]
-    table: list[int | None] = [1, None, 0, None, 2]
-    assert impl.code_uses(codes, 6, table, refs) == [(1, 1), (3, 1)]
-    assert refs == [13, 21, 30]  # code 4 is used after the first 6 only
-    assert impl.code_uses(codes, 0, table, refs) == [] and refs == [13, 21, 30]
-    assert impl.code_uses(b"", 0, [], []) == []
-
-
-@pytest.mark.parametrize(("name", "impl"), _merges())
-@pytest.mark.parametrize(("codes", "n", "table"), [
-    ([0, 5], 2, [0, None]),  # a code past the table
-    ([0, 1], 3, [0, 1]),  # fewer codes than n
-    ([0, 1], 2, [0, 3]),  # no index of refs
-    ([0, 1], 2, [0, -1]),
-    ([0, 1], 2, [0, "1"]),
-    ([0, 1], 2, [0, True]),
-])
-def test_code_uses_refuses_what_it_cannot_merge_and_changes_nothing(
-    name: str, impl: Any, codes: list[int], n: int, table: list[Any]
-) -> None:
-    refs = [5, 6, 7]
-    with pytest.raises(ValueError):
-        impl.code_uses(array("I", codes).tobytes(), n, table, refs)
-    assert refs == [5, 6, 7]
-
-
-@pytest.mark.parametrize(("name", "impl"), _merges())
-def test_remap_codes_maps_the_first_n_codes_through_the_table(name: str, impl: Any) -> None:
-    codes = array("I", [2, 0, 2, 1, 3]).tobytes()
-    assert array("I", impl.remap_codes(codes, 4, [7, 0, 2**32 - 1, None])) == array("I", [2**32 - 1, 7, 2**32 - 1, 0])
-    assert impl.remap_codes(codes, 0, []) == b""
-    for n, table in ((5, [7, 0, 1]), (6, [0, 1, 2, 3]), (4, [7, None, 1]), (4, [7, 0, 2**32]), (4, [7, 0, -1]),
-                     (4, [7, 0, "1"])):
-        with pytest.raises(ValueError):
-            impl.remap_codes(codes, n, table)
-
-
-def test_records_that_cannot_be_read_differ_between_the_index_and_the_log() -> None:
-    index, log = _loaded(), _three()
-    index.cols["scope"][1] = 99  # no such scope: reading the record is an IntegrityError
-    assert index.differences(log) == [f"record {IDS[1]} differs between the index and the log"]
 
 
 # -- the snapshot's rows in id order ----------------------------------------------------------------------
@@ -764,12 +545,12 @@ def test_the_snapshot_holds_each_tag_set_once_and_the_empty_one_first() -> None:
 
 
 def _state(ids: list[str] | None = None) -> dict[str, Any]:
-    index = _three()
+    index = three()
     if ids is not None:
         index = Index(b"d" * 16)
         for i, rec_id in enumerate(ids):
             index.put(rec_id, "s", ("a",), Version(1, i + 1, i, "x", 1, b"h" * 32, 100 * (i + 1), 30))
-    return msgpack.unpackb(msgpack.packb(index.to_state(), use_bin_type=True), raw=False)
+    return state_of(index)
 
 
 def _set(state: dict[str, Any], key: str, value: Any) -> None:
@@ -801,56 +582,3 @@ def test_a_snapshot_state_that_is_not_whole_is_refused_with_its_reason(
         Index.from_state(b"d" * 16, state)
     assert str(info.value) == message
 
-
-def test_the_records_view_answers_as_a_mapping() -> None:
-    index = _three()
-    view = index.records
-    assert len(view) == 3 and list(view) == IDS[:3]
-    assert IDS[0] in view and "missing" not in view and 5 not in view
-    with pytest.raises(KeyError):
-        view["missing"]
-    index.drop(IDS[0])
-    assert len(view) == 2 and IDS[0] not in view
-
-
-def test_counts_take_the_tags_of_tag_sets_in_use_only() -> None:
-    """A snapshot may hold a tag set no row uses (its count 0): its tags are no tags of the records."""
-    state = _state()
-    assert Index.from_state(b"d" * 16, state).counts() == (3, 3, 2)
-    state["tagset_tags"] = [*state["tagset_tags"], "unused"]
-    state["tagset_lens"] = state["tagset_lens"] + struct.pack("=I", 1)
-    state["tagset_refs"] = state["tagset_refs"] + struct.pack("=I", 0)
-    index = Index.from_state(b"d" * 16, state)
-    assert index.counts() == (3, 3, 2)
-    index.drop(IDS[2])  # the last record with "b" alone; ("a", "b") still holds it
-    assert index.counts() == (2, 2, 2)
-    index.drop(IDS[1])
-    assert index.counts() == (1, 1, 1)
-
-
-@pytest.mark.parametrize("edit", ["out of order", "a tag left out"])
-def test_a_sorted_tag_list_out_of_order_or_incomplete_is_a_difference(edit: str) -> None:
-    """Tag-prefix queries bisect the sorted tag list: one out of order, or without a tag some posting
-    holds, is found, however right the postings are."""
-    index = _loaded()
-    assert index.sorted_tags == ["a", "b"] and index.posting_differences() == []
-    index.sorted_tags = {"out of order": ["b", "a"], "a tag left out": ["a"]}[edit]
-    assert index.posting_differences() == ["the sorted tag list is out of order or incomplete"]
-
-
-def test_postings_of_two_tags_swapped_are_differences() -> None:
-    """A forged index whose postings list, for each tag, exactly the records of another tag (same
-    counts, every row listed once) would steer every tag query to the wrong records: it is found."""
-    index = Index(b"d" * 16)
-    v = Version(1, 1, 1, "x", 3, b"h" * 32, 100, 30)
-    for i, tag in enumerate(["a", "b"]):
-        index.put(IDS[i], "s", (tag,), v._replace(seq=i + 1, slot_off=100 * (i + 1)))
-    index = roundtrip(index)
-    assert index.posting_differences() == []
-    index.postings["a"], index.postings["b"] = index.postings["b"], index.postings["a"]
-    assert index.posting_differences() == [
-        f"record {IDS[0]} is missing from the index of tag 'a'",
-        "the index of tag 'a' lists row 1, which does not hold it",
-        f"record {IDS[1]} is missing from the index of tag 'b'",
-        "the index of tag 'b' lists row 0, which does not hold it",
-    ]
