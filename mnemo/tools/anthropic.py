@@ -308,8 +308,10 @@ class AsyncMnemoSearchTool(BetaAsyncFunctionTool[Callable[..., Coroutine[Any, An
     ) -> None:
         self._serve(target, server_options)
 
-        async def memory_search(query: str, path: str | None = None, limit: int = DEFAULT_SEARCH_LIMIT) -> str:
-            return await self.call({"query": query, "path": path, "limit": limit})
+        async def memory_search(
+            query: str, path: str | None = None, limit: int = DEFAULT_SEARCH_LIMIT, mode: str | None = None
+        ) -> str:
+            return await self.call({"query": query, "path": path, "limit": limit, "mode": mode})
 
         super().__init__(
             memory_search, name=SEARCH_TOOL_NAME, description=SEARCH_DESCRIPTION,

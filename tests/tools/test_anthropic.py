@@ -520,6 +520,7 @@ def test_search_tool_calls_errors_and_options(db_path: Path) -> None:
         expected = tool.server.search("otter*").text
         assert tool.call({"query": "otter*"}) == expected
         assert tool.func("otter*") == expected  # the function the tool wraps, callable from Python
+        assert tool.func("otter*", mode="lexical") == expected
         for bad, text in [
             ("not an object", "Error: Invalid input: expected an object"),
             ({"query": "otter*", "limit": 0}, "Error: Parameter `limit` of command `search` must be an integer from 1 "
@@ -540,6 +541,7 @@ def test_search_tool_calls_errors_and_options(db_path: Path) -> None:
         async def go() -> tuple[str, str, str]:
             via_call = await async_tool.call({"query": "otter*"})
             via_func = await async_tool.func("otter*", limit=1)
+            assert await async_tool.func("otter*", mode="lexical") == via_func  # the sync function's parameters
             try:
                 await async_tool.call({"query": "otter*", "path": "/nope"})
             except ToolError as exc:
