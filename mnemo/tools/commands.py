@@ -39,6 +39,7 @@ from mnemo.tools.text import (
     EDITED,
     CommandResult,
     echo,
+    echo_sent,
     format_directory_view,
     format_file_view,
     format_search,
@@ -535,7 +536,7 @@ class Commands:
         except InvalidInput as exc:
             raise Refusal(f"Error: Invalid query: {exc}") from None
         if mode is not None and mode not in MODES:
-            raise Refusal(f"Error: Invalid mode: {echo(mode, self._settings.echo)}; use one of {', '.join(MODES)}")
+            raise Refusal(f"Error: Invalid mode: {echo_sent(mode, self._settings.echo)}; use one of {', '.join(MODES)}")
         if mode not in (None, "lexical") and self._client.embedder is None:
             raise Refusal(f"Error: Invalid mode: {mode} needs an embedder, and this memory has none; "
                           "search with mode lexical (by words)")
