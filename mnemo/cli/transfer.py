@@ -10,6 +10,8 @@ import tempfile
 import click
 
 from ..storage.contract import is_dsn, shown_name
+from ..storage.file.leaves import SUFFIX as LEAVES_SUFFIX
+from ..storage.file.logfile import fsync_dir
 from ..tools.server import MnemoMemoryToolServer
 from ..transfer import EXPORT_FORMATS, FORMATS, ImportReport, export_memories, import_source, open_source
 from .errors import EXIT_OK, UsageError
@@ -86,13 +88,44 @@ def import_(db: str, source: str, source_format: str, agent: str | None, scope: 
     with contextlib.ExitStack() as stack:
         if dry_run and new:  # what an import would do into a new database: into one made for the run, then gone
             db = os.path.join(stack.enter_context(tempfile.TemporaryDirectory(prefix="mnemo-dry-run-")), "new.db")
-        report = _import(db, source, source_format, agent, scope, into, sync, yes, dry_run, lock_timeout)
+            report = _import(db, source, source_format, agent, scope, into, sync, yes, dry_run, lock_timeout)
+        elif new:  # made beside DB and put in place once imported: an import that fails leaves nothing at DB
+            staged = os.path.join(stack.enter_context(_staging(db)), "new.db")
+            report = _import(staged, source, source_format, agent, scope, into, sync, yes, dry_run, lock_timeout)
+            _put_in_place(staged, db)
+        else:
+            report = _import(db, source, source_format, agent, scope, into, sync, yes, dry_run, lock_timeout)
     if as_json:
         emit_json(report.to_json())
     else:
         for line in _lines(report):
             echo(line)
     return EXIT_OK
+
+
+def _staging(db: str) -> tempfile.TemporaryDirectory[str]:
+    """A private folder beside DB (so on its file system) to make a new database in, removed on leaving."""
+    folder = os.path.dirname(os.path.abspath(db))
+    try:
+        return tempfile.TemporaryDirectory(prefix=".mnemo-import-", dir=folder)
+    except OSError as exc:
+        raise UsageError(f"cannot create {db}: {exc.strerror or exc}", "UnwritableFolder") from None
+
+
+def _put_in_place(staged: str, db: str) -> None:
+    """The database made at `staged` linked in at `db`, which must still be free (as a new database is put in
+    place); its index caches too, where their names are free (else the next open rebuilds them)."""
+    try:
+        os.link(staged, db)
+    except FileExistsError:
+        raise UsageError(f"{db} was made by another process during the import: nothing imported; import into it "
+                         "now that it exists", "DatabaseExists") from None
+    except OSError as exc:
+        raise UsageError(f"cannot create {db}: {exc.strerror or exc}", "UnwritableFolder") from None
+    fsync_dir(db)
+    for suffix in (".snap", LEAVES_SUFFIX):
+        with contextlib.suppress(OSError):
+            os.link(staged + suffix, db + suffix)
 
 
 def _import(db: str, source: str, source_format: str, agent: str | None, scope: str | None, into: str | None,

@@ -145,6 +145,111 @@ def test_a_source_refused_before_reading_makes_no_database(
     assert sorted(p.name for p in tmp_path.iterdir()) == ([name] if text is not None else [])
 
 
+# Every format, each with a source missing, one of the wrong kind and one that does not parse: (format, name, text
+# or None for missing, or "dir" for an empty folder; the error message).
+BAD_SOURCES = [
+    ("folder", "missing", None, "cannot import {src}: No such file or directory"),
+    ("folder", "notes.md", "a file", "cannot import {src} as a folder: it is a file, not a folder"),
+    ("claude-code", "missing", None, "cannot import {src}: No such file or directory"),
+    ("claude-code", "project", "dir", "no Claude Code memory found for {src}: none of {src}/CLAUDE.md, "),
+    ("mcp-knowledge-graph", "missing.jsonl", None, "cannot import {src}: No such file or directory"),
+    ("mcp-knowledge-graph", "g.jsonl", '{"type":"entity","name":"a","entityType":"t","observations":[]}\nnope\n',
+     "{src} line 2: not JSON (Expecting value at column 1), so not a knowledge graph's line (an entity or a "
+     "relation object)"),
+    ("mcp-knowledge-graph", "folder", "dir",
+     "cannot import {src} as a knowledge graph (JSON Lines): it is a directory, not a regular file"),
+    ("mcp-memory-service", "missing.json", None, "cannot import {src}: No such file or directory"),
+    ("mcp-memory-service", "bad.json", "{bad", "cannot import {src}: not JSON (Expecting property name enclosed in "
+     "double quotes at line 1 column 2), so not "),
+    ("mem0", "missing.json", None, "cannot import {src}: No such file or directory"),
+    ("mem0", "bad.json", "\xff\xfe", "cannot import {src}: not JSON ("),
+    ("mem0", "folder", "dir", "cannot import {src} as mem0 memories (the JSON of get_all()): it is a directory, not a "
+     "regular file"),
+]
+
+
+def _bad_source(folder: Path, name: str, text: str | None) -> Path:
+    src = folder / name
+    if text == "dir":
+        src.mkdir()
+    elif text is not None:
+        src.write_bytes(text.encode("latin-1") if text.startswith("\xff") else text.encode())
+    return src
+
+
+@pytest.mark.parametrize(("fmt", "name", "text", "message"), BAD_SOURCES)
+def test_a_bad_source_of_any_format_makes_no_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, name: str, text: str | None, message: str
+) -> None:
+    """Named with --format, a source is read only once the import runs, with the database open: the new
+    database is made beside DB and put in place only once the import is done, so a source missing, of the
+    wrong kind or that does not parse leaves nothing at DB, no sidecar and no folder it was made in."""
+    (tmp_path / "sources").mkdir()
+    src = _bad_source(tmp_path / "sources", name, text)
+    (tmp_path / "dbs").mkdir()
+    new = tmp_path / "dbs" / "new.mnemo.db"
+    got, out, err = run(capsys, "import", new, src, "--format", fmt, "--agent", "agent-1", "--json")
+    assert (got, out) == (2, "")
+    assert json.loads(err)["error"]["message"].startswith(message.format(src=src))
+    assert os.listdir(tmp_path / "dbs") == []
+
+
+@pytest.mark.parametrize(("fmt", "name", "text", "message"), BAD_SOURCES)
+def test_a_bad_source_of_any_format_leaves_the_database_byte_identical(
+    db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, name: str, text: str | None,
+    message: str
+) -> None:
+    with MnemoClient(db, "agent-1", durability="none") as agent:
+        agent.remember("x")
+    (tmp_path / "sources").mkdir()
+    src = _bad_source(tmp_path / "sources", name, text)
+    names = sorted(os.listdir(os.path.dirname(db)))
+    before = snapshot(db)
+    got, out, err = run(capsys, "import", db, src, "--format", fmt, "--json")
+    assert (got, out) == (2, "")
+    assert json.loads(err)["error"]["message"].startswith(message.format(src=src))
+    assert snapshot(db) == before
+    assert sorted(os.listdir(os.path.dirname(db))) == names
+
+
+def test_a_new_database_is_made_only_by_an_import_that_succeeds(
+    source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A refusal after the source is read (a folder the memory tool refuses, another process making DB
+    meanwhile) leaves no database either; one that succeeds puts the database and its caches in place."""
+    (tmp_path / "dbs").mkdir()
+    new = tmp_path / "dbs" / "new.mnemo.db"
+    assert run(capsys, "import", new, source, "--agent", "agent-1", "--into", "/etc") == (
+        2, "", "mnemo: error: Path must start with /memories, got: /etc\n")
+    assert os.listdir(tmp_path / "dbs") == []
+    code, out, err = run(capsys, "import", new, source, "--agent", "agent-1")
+    assert (code, err) == (0, "") and "2 created" in out
+    assert sorted(os.listdir(tmp_path / "dbs")) == ["new.mnemo.db", "new.mnemo.db.leaves", "new.mnemo.db.snap"]
+    assert oct(os.stat(new).st_mode & 0o777) == "0o600" and os.stat(new).st_nlink == 1
+    assert run(capsys, "cat", new, "/memories/notes/b.md")[1] == "beta\n"
+
+
+def test_a_database_made_by_another_process_during_the_import_is_left_alone(
+    source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mnemo.cli import transfer as cli_transfer
+
+    new = tmp_path / "new.mnemo.db"
+    real = cli_transfer._import
+
+    def racing(*args: Any) -> Any:
+        report = real(*args)
+        new.write_bytes(b"theirs")  # made by someone else while the import ran
+        return report
+
+    monkeypatch.setattr(cli_transfer, "_import", racing)
+    assert run(capsys, "import", new, source, "--agent", "agent-1") == (
+        2, "", f"mnemo: error: {new} was made by another process during the import: nothing imported; import into "
+               "it now that it exists\n")
+    assert new.read_bytes() == b"theirs"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.mnemo.db", "src"]
+
+
 def test_export(db: str, source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "import", db, str(source), "--agent", "agent-1")[0] == 0
     out_dir = tmp_path / "out"
