@@ -379,7 +379,7 @@ def test_a_forget_with_a_damaged_reason_still_forgets(source: Source) -> None:
 
 def test_a_forget_whose_erasure_a_crash_left_pending(tmp_path: Path) -> None:
     """A forget lost to damage before its erasure ran is known from the erasure journal."""
-    from mnemo.storage.file.snapshot import write_erase_journal
+    from helpers.erase_journal import write_erase_journal
 
     path = tmp_path / "j.mnemo.db"
     with MnemoClient(path, "owner", durability="none") as c:
