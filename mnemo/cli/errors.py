@@ -18,6 +18,7 @@ import click
 
 from .. import audit
 from ..errors import InvalidInput, MnemoError, NotFound, PermissionDenied
+from .terminal import inline, terminal
 
 if TYPE_CHECKING:
     pass
@@ -62,7 +63,7 @@ class ErrorReport:
     exit_code: int
     kind: str  # the `type` of the JSON error object
     message: str
-    text: str  # what standard error shows without --json
+    text: str  # what standard error shows without --json (what a terminal would act on escaped)
 
 
 # Errors of the library that mean "this input cannot be used at all" rather than "problems found".
@@ -75,28 +76,30 @@ _USAGE_ERRORS: tuple[type[Exception], ...] = (
 
 
 def describe_error(exc: BaseException) -> ErrorReport | None:
-    """The exit code, type and message of an error; None for one that is not the user's to see (a bug)."""
+    """The exit code, type and message of an error; None for one that is not the user's to see (a bug).
+    Standard error shows the message on one line, what a terminal would act on escaped (a path or a name
+    given may hold an escape sequence or a line break); --json gives it as it is, in JSON."""
     if isinstance(exc, CommandError):
         prefix = "error: " if exc.exit_code == EXIT_USAGE else ""
-        return ErrorReport(exc.exit_code, exc.kind, exc.message, f"{PROG}: {prefix}{exc.message}\n")
+        return ErrorReport(exc.exit_code, exc.kind, exc.message, f"{PROG}: {prefix}{inline(exc.message)}\n")
     if isinstance(exc, click.UsageError):
         shown = io.StringIO()
         exc.show(file=shown)
-        return ErrorReport(EXIT_USAGE, "UsageError", exc.format_message(), shown.getvalue())
+        return ErrorReport(EXIT_USAGE, "UsageError", exc.format_message(), terminal(shown.getvalue()))
     if isinstance(exc, click.ClickException):
         return ErrorReport(exc.exit_code, type(exc).__name__, exc.format_message(),
-                           f"{PROG}: error: {exc.format_message()}\n")
+                           f"{PROG}: error: {inline(exc.format_message())}\n")
     if isinstance(exc, _USAGE_ERRORS):
-        return ErrorReport(EXIT_USAGE, type(exc).__name__, str(exc), f"{PROG}: error: {exc}\n")
+        return ErrorReport(EXIT_USAGE, type(exc).__name__, str(exc), f"{PROG}: error: {inline(str(exc))}\n")
     if isinstance(exc, (NotFound, PermissionDenied)):
-        return ErrorReport(EXIT_PROBLEMS, type(exc).__name__, str(exc), f"{PROG}: {exc}\n")
+        return ErrorReport(EXIT_PROBLEMS, type(exc).__name__, str(exc), f"{PROG}: {inline(str(exc))}\n")
     if isinstance(exc, MnemoError):  # IntegrityError, LockTimeout, Conflict, ReadOnly, DurabilityError, ...
         name = type(exc).__name__
-        return ErrorReport(EXIT_PROBLEMS, name, str(exc), f"{PROG}: {name}: {exc}\n")
+        return ErrorReport(EXIT_PROBLEMS, name, str(exc), f"{PROG}: {name}: {inline(str(exc))}\n")
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         message = f"{where}{exc.strerror or exc}"
-        return ErrorReport(EXIT_USAGE, "OSError", message, f"{PROG}: error: {message}\n")
+        return ErrorReport(EXIT_USAGE, "OSError", message, f"{PROG}: error: {inline(message)}\n")
     return None
 
 

@@ -16,7 +16,8 @@ from ..tools.server import MnemoMemoryToolServer
 from ..transfer import EXPORT_FORMATS, FORMATS, ImportReport, export_memories, import_source, open_source
 from .errors import EXIT_OK, UsageError
 from .options import CONTEXT_SETTINGS, agent_option, check_mnemo_db, db_argument, lock_timeout_option, open_client
-from .output import confirm, echo, emit_json, examples, inline, json_option, progress
+from .output import confirm, echo, emit_json, examples, json_option, progress
+from .terminal import inline
 
 
 def _db_or_new(_ctx: click.Context, _param: click.Parameter, value: str) -> str:

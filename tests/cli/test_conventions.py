@@ -245,6 +245,39 @@ def test_damaged_db_as_json(cli_db: tuple[str, dict[str, str]], tmp_path: Path,
     assert (code, out) == (1, "") and error["type"] == "RecordUnavailable" and ids["gone"] in error["message"]
 
 
+def test_an_error_naming_a_hostile_path_shows_it_escaped_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A path given (or a source, a format) holding an escape sequence, a carriage return, a line break or a
+    bidirectional override: the error on standard error shows each escaped, on its one line, as every line
+    for people does; --json gives the message as it is."""
+    hostile = tmp_path / "x\x1b[2J\x1b[31mOK\rover\u202eright\nmnemo: fake line.db"
+    shown = str(hostile).replace("\x1b", "\\x1b").replace("\r", "\\x0d").replace("\u202e", "\\u202e")
+    shown = shown.replace("\n", "\\n")
+    for command in (["ls"], ["verify"], ["stats"], ["log"]):
+        code, out, err = run(capsys, *command, hostile)
+        assert (code, out) == (2, "")
+        assert err == f"mnemo: error: cannot open {shown}: No such file or directory\n", command
+        code, out, err = run(capsys, *command, hostile, "--json")
+        assert error_object(err)["message"] == f"cannot open {hostile}: No such file or directory"
+    code, out, err = run(capsys, "import", tmp_path / "new.db", hostile, "--agent", "agent-1")
+    assert (code, out, err) == (2, "", f"mnemo: error: cannot import {shown}: No such file or directory\n")
+    code, out, err = run(capsys, "import", tmp_path / "new.db", tmp_path, "--format", "x\x1b[2J")
+    assert code == 2 and "\x1b" not in err and "'x\\x1b[2J' is not one of" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_note_on_standard_error_shows_a_hostile_path_escaped(
+    cli_db: tuple[str, dict[str, str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, _ids = cli_db
+    dest = tmp_path / "audit\x1b[2J\nmnemo: fake.jsonl"
+    code, out, err = run(capsys, "audit", "export", path, "-o", dest)
+    assert (code, out) == (0, "") and dest.exists()
+    shown = str(dest).replace("\x1b", "\\x1b").replace("\n", "\\n")
+    assert err.startswith("exported ") and err.endswith(f" entries to {shown}\n") and err.count("\n") == 1
+
+
 @pytest.mark.parametrize("argv", [
     ["verify", "{missing}"], ["verify", "{db}", "--pubkey", "{missing}"], ["ls", "{text}"],
     ["cat", "{db}", "no-such-id"], ["compact", "{db}", "--agent", "nobody"], ["keygen", "-o", "{db}"],
