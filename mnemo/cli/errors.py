@@ -2,7 +2,7 @@
 
 Exit codes: 0 fine; 1 problems found (damage, a failed check, a refused operation, a record that is
 missing or not readable); 2 a usage error, or a file that cannot be used at all (missing, not a regular
-file, not readable, not a Mnemo database).
+file, not readable, not a Mnemo database, not writable by a command that writes to it).
 """
 
 from __future__ import annotations

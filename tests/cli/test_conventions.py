@@ -4,6 +4,7 @@ error objects), one timestamp format, the agent check, the not-a-database rule a
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -318,6 +319,63 @@ def test_empty_or_invalid_agent_is_a_usage_error(
     assert snapshot(path) == before
     code, out, _err = run(capsys, "ls", str(path), "--agent", "owner")  # --agent wins over the environment
     assert code == 0 and len(out.splitlines()) == 2
+
+
+# -- a database this user may read but not write ----------------------------------------------------------
+
+UNWRITABLE = ("mnemo: error: cannot open {db} for writing: Permission denied. This command writes to the database "
+              "(or holds its writer lock for one consistent read); ls, cat, history, log, stats and verify read one "
+              "they may not write\n")
+WRITING = [["import", "{db}", "{src}"], ["export", "{db}", "{out}"], ["forget", "{db}", "--tag", "t", "--yes"],
+           ["grant", "{db}", "bob", "team:x", "read"], ["compact", "{db}"]]
+
+
+def _names(tmp_path: Path, db: Path) -> dict[str, str]:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.md").write_text("a\n")
+    return {"db": str(db), "src": str(tmp_path / "src"), "out": str(tmp_path / "out")}
+
+
+@pytest.mark.parametrize("argv", WRITING)
+def test_a_command_that_writes_to_a_database_it_may_not_write_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    """The open for writing refused for want of permission (as the file store refuses it: its error caused by
+    the PermissionError of the open): one line naming the file and what can read it, exit 2, nothing changed."""
+    from mnemo.cli import options
+    from mnemo.errors import MnemoError
+
+    db = tmp_path / "m.mnemo.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.remember("x", tags=["t"])
+    real = options.MnemoClient
+
+    def refusing(path: str, agent: str, *, readonly: bool = False, **kw: Any) -> MnemoClient:
+        if not readonly:
+            raise MnemoError(f"cannot open the database at {path}: Permission denied") from PermissionError(
+                13, "Permission denied")
+        return real(path, agent, readonly=readonly, **kw)
+
+    monkeypatch.setattr(options, "MnemoClient", refusing)
+    names = _names(tmp_path, db)
+    before = snapshot(str(db))
+    assert run(capsys, *(a.format(**names) for a in argv), "--agent", "owner") == (2, "", UNWRITABLE.format(db=db))
+    assert snapshot(str(db)) == before and not (tmp_path / "out").exists()
+    assert run(capsys, "ls", db, "--agent", "owner")[0] == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes a read-only file")
+@pytest.mark.parametrize("argv", WRITING)
+def test_a_read_only_database_file(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    db = tmp_path / "m.mnemo.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.remember("x", tags=["t"])
+    names = _names(tmp_path, db)
+    for path in tmp_path.glob("m.mnemo.db*"):
+        path.chmod(0o444)
+    before = snapshot(str(db))
+    assert run(capsys, *(a.format(**names) for a in argv), "--agent", "owner") == (2, "", UNWRITABLE.format(db=db))
+    assert snapshot(str(db)) == before
 
 
 # -- files that are not Mnemo databases -------------------------------------------------------------------
