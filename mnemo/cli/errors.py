@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -18,6 +17,7 @@ import click
 
 from .. import audit
 from ..errors import InvalidInput, MnemoError, NotFound, PermissionDenied
+from .jsontext import dumps
 from .terminal import inline, terminal
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def describe_error(exc: BaseException) -> ErrorReport | None:
 
 def error_json(report: ErrorReport) -> str:
     doc = {"error": {"message": report.message, "type": report.kind, "exit_code": report.exit_code}}
-    return json.dumps(doc, ensure_ascii=False)
+    return dumps(doc)
 
 
 def show_error(report: ErrorReport, as_json: bool) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
-import json
 import os
 import sys
 import time
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
     from click._termui_impl import ProgressBar
 
 from .errors import Failure, UsageError
+from .jsontext import dumps
 from .terminal import terminal
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -135,12 +135,12 @@ def echo(text: str) -> None:
 
 def emit_json(obj: Any) -> None:
     """One JSON document (a report, a record, counts), indented for people."""
-    output().write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+    output().write(dumps(obj, indent=2) + "\n")
 
 
 def emit_ndjson(obj: Any) -> None:
     """One object of a stream (NDJSON: one JSON object per line)."""
-    output().write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+    output().write(dumps(obj) + "\n")
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

@@ -250,6 +250,37 @@ def test_a_database_made_by_another_process_during_the_import_is_left_alone(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new.mnemo.db", "src"]
 
 
+def test_json_naming_a_file_whose_name_is_not_utf8_is_utf8(
+    db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file name of bytes that are not UTF-8 reaches Python as lone surrogates: --json writes each as its
+    JSON escape, so the document is UTF-8 (a strict reader such as jq takes it) and reads back to the name."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "ok.md").write_text("fine")
+    os.close(os.open(os.path.join(os.fsencode(src), b"\xff\xfe.md"), os.O_CREAT | os.O_WRONLY, 0o644))
+    with MnemoClient(db, "agent-1", durability="none") as agent:
+        agent.remember("x")
+    before = snapshot(db)
+    code, out, err = run(capsys, "import", db, src, "--agent", "agent-1", "--dry-run", "--json")
+    assert (code, err) == (0, "")
+    out.encode("utf-8")  # no lone surrogate: what is printed is UTF-8
+    assert '"origin": "' + str(src) + '/\\udcff\\udcfe.md"' in out
+    skipped = json.loads(out)["skipped"]
+    assert skipped == [{"origin": f"{src}/\udcff\udcfe.md",
+                        "reason": "a path the memory tool refuses: Invalid path: '/memories/\\udcff\\udcfe.md'"}]
+    code, out, err = run(capsys, "import", db, src, "--agent", "agent-1", "--dry-run")  # for people
+    assert (code, err) == (0, "") and out.splitlines()[-1] == (
+        f"  skipped    {src}/\\udcff\\udcfe.md: a path the memory tool refuses: Invalid path: "
+        "'/memories/\\udcff\\udcfe.md'")
+    code, out, err = run(capsys, "import", tmp_path / "x\udcff.db", tmp_path / "missing\udcff", "--agent", "agent-1",
+                         "--json")
+    assert (code, out) == (2, "")
+    err.encode("utf-8")
+    assert json.loads(err)["error"]["message"] == f"cannot import {tmp_path}/missing\udcff: No such file or directory"
+    assert snapshot(db) == before
+
+
 def test_export(db: str, source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "import", db, str(source), "--agent", "agent-1")[0] == 0
     out_dir = tmp_path / "out"
