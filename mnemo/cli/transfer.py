@@ -4,6 +4,7 @@ plain files (mnemo.transfer, docs/TRANSFER.md). Each is one library call made as
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import tempfile
 
@@ -91,9 +92,13 @@ def import_(db: str, source: str, source_format: str, agent: str | None, scope: 
             db = os.path.join(stack.enter_context(tempfile.TemporaryDirectory(prefix="mnemo-dry-run-")), "new.db")
             report = _import(db, source, source_format, agent, scope, into, sync, yes, dry_run, lock_timeout)
         elif new:  # made beside DB and put in place once imported: an import that fails leaves nothing at DB
-            staged = os.path.join(stack.enter_context(_staging(db)), "new.db")
+            folder = stack.enter_context(_staging(db))
+            staged = os.path.join(folder, "new.db")
             report = _import(staged, source, source_format, agent, scope, into, sync, yes, dry_run, lock_timeout)
             _put_in_place(staged, db)
+            # A source that holds DB's folder met the folder the database was made in: no file of the source
+            report = dataclasses.replace(report, skipped=tuple(
+                s for s in report.skipped if os.path.realpath(s.origin.rstrip("/")) != os.path.realpath(folder)))
         else:
             report = _import(db, source, source_format, agent, scope, into, sync, yes, dry_run, lock_timeout)
     if as_json:

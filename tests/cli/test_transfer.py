@@ -230,6 +230,15 @@ def test_a_new_database_is_made_only_by_an_import_that_succeeds(
     assert run(capsys, "cat", new, "/memories/notes/b.md")[1] == "beta\n"
 
 
+def test_a_new_database_in_the_folder_imported_is_no_file_of_it(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a.md").write_text("alpha\n")
+    code, out, err = run(capsys, "import", tmp_path / "new.mnemo.db", tmp_path, "--agent", "agent-1")
+    assert (code, err) == (0, "") and out.splitlines() == [
+        f"imported {tmp_path} (folder) into /memories in scope agent:agent-1: 1 created, 0 updated, 0 unchanged, "
+        "0 forgotten, 0 skipped; commit seq 1", "  created    /memories/a.md"]
+
+
 def test_a_database_made_by_another_process_during_the_import_is_left_alone(
     source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
