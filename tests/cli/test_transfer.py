@@ -203,14 +203,17 @@ def test_a_bad_source_of_any_format_leaves_the_database_byte_identical(
         agent.remember("x")
     (tmp_path / "sources").mkdir()
     src = _bad_source(tmp_path / "sources", name, text)
-    folder = None if db.startswith("postgresql:") else os.path.dirname(db)
-    names = sorted(os.listdir(folder)) if folder is not None else []
-    before = snapshot(db)
+    folder = None if db.startswith("postgresql:") else Path(db).parent
+
+    def files() -> dict[str, bytes | None]:  # every file of DB's folder, sidecars too, byte for byte
+        return {} if folder is None else {p.name: p.read_bytes() if p.is_file() else None for p in folder.iterdir()}
+
+    before, whole = snapshot(db), files()
     got, out, err = run(capsys, "import", db, src, "--format", fmt, "--json")
     assert (got, out) == (2, "")
     assert json.loads(err)["error"]["message"].startswith(message.format(src=src))
     assert snapshot(db) == before
-    assert (sorted(os.listdir(folder)) if folder is not None else []) == names
+    assert files() == whole
 
 
 def test_a_new_database_is_made_only_by_an_import_that_succeeds(
