@@ -10,6 +10,8 @@ import tempfile
 
 import click
 
+from ..client import MnemoClient
+from ..errors import MnemoError, NotFound
 from ..storage.contract import is_dsn, shown_name
 from ..storage.file.leaves import SUFFIX as LEAVES_SUFFIX
 from ..storage.file.logfile import fsync_dir
@@ -87,7 +89,13 @@ def import_(db: str, source: str, source_format: str, agent: str | None, scope: 
     new = not is_dsn(db) and not os.path.lexists(db)
     if agent is None and new:
         raise UsageError(f"{db} does not exist: give --agent (or $MNEMO_AGENT) to create it as that agent's database")
+    # On PostgreSQL an import makes the database's tables where there are none: it runs as a dry run into a
+    # scratch database first, so that a source, a folder or a quota it refuses makes no tables.
+    tables_to_make = is_dsn(db) and not dry_run and agent is not None and _holds_no_database(db, agent)
     with contextlib.ExitStack() as stack:
+        if tables_to_make:
+            scratch = os.path.join(stack.enter_context(tempfile.TemporaryDirectory(prefix="mnemo-dry-run-")), "new.db")
+            _import(scratch, source, source_format, agent, scope, into, sync, yes, True, lock_timeout)
         if dry_run and new:  # what an import would do into a new database: into one made for the run, then gone
             db = os.path.join(stack.enter_context(tempfile.TemporaryDirectory(prefix="mnemo-dry-run-")), "new.db")
             report = _import(db, source, source_format, agent, scope, into, sync, yes, dry_run, lock_timeout)
@@ -107,6 +115,17 @@ def import_(db: str, source: str, source_format: str, agent: str | None, scope: 
         for line in _lines(report):
             echo(line)
     return EXIT_OK
+
+
+def _holds_no_database(dsn: str, agent: str) -> bool:
+    """Whether the PostgreSQL database `dsn` names holds no Mnemo database yet (its first writer makes one)."""
+    try:
+        MnemoClient(dsn, agent, readonly=True).close()
+    except NotFound:
+        return True
+    except MnemoError:  # the import's own open says what is wrong
+        return False
+    return False
 
 
 def _staging(db: str) -> tempfile.TemporaryDirectory[str]:

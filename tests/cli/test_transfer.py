@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.backends import snapshot
+from helpers.backends import is_empty, snapshot
 from helpers.cli import run
 from helpers.transfer import read_tree, write_tree
 
@@ -192,6 +192,30 @@ def test_a_bad_source_of_any_format_makes_no_database(
     assert (got, out) == (2, "")
     assert json.loads(err)["error"]["message"].startswith(message.format(src=src))
     assert os.listdir(tmp_path / "dbs") == []
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+@pytest.mark.parametrize(("fmt", "name", "text", "message"), BAD_SOURCES)
+def test_a_bad_source_makes_no_tables_in_a_postgresql_database_without_them(
+    db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, name: str, text: str | None, message: str
+) -> None:
+    """The tables of a new database on PostgreSQL are made only by an import that succeeds: it runs as a dry
+    run into a scratch database first, so that a bad source makes none."""
+    src = _bad_source(tmp_path, name, text)
+    got, out, err = run(capsys, "import", db, src, "--format", fmt, "--agent", "agent-1", "--json")
+    assert (got, out) == (2, "")
+    assert json.loads(err)["error"]["message"].startswith(message.format(src=src))
+    assert is_empty(db)
+    good = _good_source(tmp_path)
+    assert run(capsys, "import", db, good, "--agent", "agent-1", "--into", "/etc")[0] == 2  # a folder refused
+    assert is_empty(db)
+    code, out, err = run(capsys, "import", db, good, "--agent", "agent-1")
+    assert (code, err) == (0, "") and "1 created" in out
+    assert run(capsys, "cat", db, "/memories/a.md", "--agent", "agent-1")[1] == "alpha\n"
+
+
+def _good_source(folder: Path) -> Path:
+    return write_tree(folder / "good", {"a.md": "alpha\n"})
 
 
 @pytest.mark.parametrize(("fmt", "name", "text", "message"), BAD_SOURCES)
