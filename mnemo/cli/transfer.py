@@ -105,8 +105,8 @@ def import_(db: str, source: str, source_format: str, agent: str | None, scope: 
             report = _import(staged, source, source_format, agent, scope, into, sync, yes, dry_run, lock_timeout)
             _put_in_place(staged, db)
             # A source that holds DB's folder met the folder the database was made in: no file of the source
-            report = dataclasses.replace(report, skipped=tuple(
-                s for s in report.skipped if os.path.realpath(s.origin.rstrip("/")) != os.path.realpath(folder)))
+            kept = tuple(s for s in report.skipped if not _is_folder(s.origin, folder))
+            report = dataclasses.replace(report, skipped=kept)
         else:
             report = _import(db, source, source_format, agent, scope, into, sync, yes, dry_run, lock_timeout)
     if as_json:
@@ -115,6 +115,13 @@ def import_(db: str, source: str, source_format: str, agent: str | None, scope: 
         for line in _lines(report):
             echo(line)
     return EXIT_OK
+
+
+def _is_folder(origin: str, folder: str) -> bool:
+    """Whether what a source skipped at `origin` is `folder` (its name compared first: no look-up of the
+    file system for the others)."""
+    path = origin.rstrip("/")
+    return os.path.basename(path) == os.path.basename(folder) and os.path.realpath(path) == os.path.realpath(folder)
 
 
 def _holds_no_database(dsn: str, agent: str) -> bool:
