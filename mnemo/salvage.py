@@ -21,6 +21,12 @@ its ids; a record with an erased payload (all zero, or cut by compaction) or one
 journal was forgotten by a forget that the damage took, so none of its versions is copied either. (Only
 a forget whose frame is unreadable and whose erasure had not even begun cannot be known.)
 
+A payload slot that fails its checksum is damage, unless it is a part-way erasure, told apart as replay
+and verify tell it (docs/FORMAT.md §3, §5.1): the forget that drops its version is in the log's last
+frame (a forget's frame is fsynced, then its slots zeroed, before anything is appended after it, so a
+crash can leave those slots, and only those, part-zeroed), or the erasure journal an older version
+wrote (`DB.erase`) names exactly that slot and a forget names its record.
+
 The new database's first entry is a provenance record in scope `mnemo:salvage` (readable by the owner,
 who holds admin on `*`): the source path and db_id, the last good head before the first damage, the
 head read, and what was lost. Its second version, written last, adds the map of old record ids to new
@@ -209,6 +215,8 @@ class _Read:
     forgotten: set[str] = field(default_factory=set)
     lost_reasons: list[int] = field(default_factory=list)
     bad_slots: int = 0
+    part_erased: int = 0  # forgotten versions whose erasure a crash cut short: no damage
+    journal: frozenset[tuple[int, int]] = frozenset()  # the slots an older version's erasure journal names
     acl: Acl = field(default_factory=Acl)
 
     def lose(self, first: int, last: int | None) -> None:
@@ -230,6 +238,11 @@ class _Reader:
         self.pending: tuple[Entry, Slot, bool, int] | None = None
         self.last_seq = -1  # the last entry taken as part of the chain
         self.after_damage = False
+        # record id -> the slots failing their checksum of its versions no forget has dropped yet; the seq
+        # of the last entry of each forget's frame; and (that seq, a slot) for each such slot a forget dropped
+        self.unexplained: dict[str, list[Slot]] = {}
+        self.frame_last: dict[int, int] = {}
+        self.dropped: list[tuple[int, Slot]] = []
 
     def feed_frame(self, frame: Frame, crc_ok: bool) -> None:
         if not crc_ok:  # damage even where every entry turns out to verify: no client opens the log
@@ -237,6 +250,8 @@ class _Reader:
         for e, slot in zip(frame.entries, frame.slots, strict=True):
             if e.seq <= self.last_seq:
                 continue  # at or below a seq already taken: not the chain's next entry
+            if e.op == "forget":
+                self.frame_last[e.seq] = frame.entries[-1].seq
             if self.pending is not None:
                 prev_e, prev_slot, prev_ok, prev_frame = self.pending
                 if e.seq != prev_e.seq + 1:  # a gap in the seqs: nothing vouches for the entry before it
@@ -277,12 +292,26 @@ class _Reader:
             self.pending = None
             self.judge(e, slot, crc_ok)
 
+    def finish(self) -> None:
+        """Once the whole log is read: each slot failing its checksum is damage, unless the forget that
+        dropped its version is in the log's last frame (a part-way erasure, which a writer completes)."""
+        self.flush()
+        read = self.read
+        read.bad_slots += sum(len(slots) for slots in self.unexplained.values())
+        for forget_end, _slot in self.dropped:
+            if forget_end == self.last_seq:
+                read.part_erased += 1
+            else:
+                read.bad_slots += 1
+        self.unexplained.clear()
+        self.dropped.clear()
+
     def judge(self, e: Entry, slot: Slot, verified: bool) -> None:
         read = self.read
         read.entries += 1
         read.head = (e.seq, e.hash.hex())
-        if slot.state == "bad":  # damage even in a forgotten version's slot: no client opens the log
-            read.bad_slots += 1
+        if slot.state == "bad":  # damage even in a forgotten version's slot, unless it is a part-way erasure
+            self.bad_slot(e, slot)
         if (e.seq == 0) != (e.op == "genesis") or (e.seq == 0 and e.prev != ZERO_HASH):
             verified = False
         if verified and body_problem(e.op, e.body) is not None:
@@ -313,14 +342,28 @@ class _Reader:
         elif e.op == "revoke":
             read.acl.revoke(e.body["principal"], e.body["scope"], e.body["perms"])
 
+    def bad_slot(self, e: Entry, slot: Slot) -> None:
+        """A slot failing its checksum: a put's waits for the forget that drops its version (finish), one an
+        older version's erasure journal names is an interrupted erasure if a forget names its record (as
+        _plan decides), and any other is damage."""
+        rid = e.body.get("id") if e.op == "put" else None
+        if not isinstance(rid, str):
+            self.read.bad_slots += 1
+        elif (slot.offset, slot.length) in self.read.journal:
+            self.read.part_erased += 1
+        else:
+            self.unexplained.setdefault(rid, []).append(slot)
+
     def forget(self, e: Entry) -> None:
         ids = e.body.get("ids")
         if not isinstance(ids, list):
             return
+        forget_end = self.frame_last.pop(e.seq, -1)
         for rid in ids:
             if isinstance(rid, str):
                 self.read.records.pop(rid, None)
                 self.read.forgotten.add(rid)
+                self.dropped.extend((forget_end, slot) for slot in self.unexplained.pop(rid, ()))
 
     def version(self, e: Entry, slot: Slot, problem: str | None) -> None:
         b = e.body
@@ -379,7 +422,7 @@ def _fields(payload: bytes, digest: bytes, size: int) -> tuple[str | bytes, tupl
 def _read_log(path: str, progress: Progress | None) -> _Read:
     fd, size, name = file_reader.open_db(path)
     try:
-        read = _Read(name, size)
+        read = _Read(name, size, journal=frozenset(read_erase_journal(name + ".erase") or ()))
         win = file_reader.Window(fd, size, name, progress, growable=False)
         try:
             read.header_db_id = decode_file_header(win.get(0, HEADER_SIZE))
@@ -391,7 +434,7 @@ def _read_log(path: str, progress: Progress | None) -> _Read:
                 reader.feed_damage(item)
             else:
                 reader.feed_frame(item[0], item[1])
-        reader.flush()
+        reader.finish()
         if progress is not None:
             progress(size, size)
     finally:
@@ -411,7 +454,7 @@ class _Plan:
 
 
 def _plan(read: _Read) -> _Plan:
-    journal = set(read_erase_journal(read.path + ".erase") or ())
+    journal = read.journal
     copies: list[_Version] = []
     lost_records: list[str] = []
     lost_versions: list[LostVersion] = []
@@ -510,6 +553,9 @@ def salvage(
     if not damaged_somewhere:
         what = "only its last write is incomplete, which the next writer cuts off" if read.damage else \
             "every entry and payload verifies"
+        if read.part_erased:
+            what += (f", but for {read.part_erased} forgotten versions whose erasure a crash cut short, which the "
+                     "next writer completes")
         raise NothingToSalvage(f"{source}: nothing to salvage: {what}; open it as usual")
     if owner is None:
         if read.genesis is None:

@@ -17,11 +17,13 @@ from typing import Any
 import pytest
 from helpers.frames import FORGED_CONTENT, forged_put_frame, read_frames
 from helpers.logs import fix_frame_crc
+from helpers.reliability_faults import Fault, Injector
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mnemo import IntegrityError, InvalidInput, MnemoClient, audit
 from mnemo.cli import main
+from mnemo.errors import DurabilityError
 from mnemo.salvage import PROVENANCE_SCOPE, NothingToSalvage, SalvageReport, salvage
 from mnemo.storage.file.framing import Frame
 from mnemo.tools.server import MnemoMemoryToolServer
@@ -377,7 +379,7 @@ def test_a_forget_with_a_damaged_reason_still_forgets(source: Source) -> None:
 
 def test_a_forget_whose_erasure_a_crash_left_pending(tmp_path: Path) -> None:
     """A forget lost to damage before its erasure ran is known from the erasure journal."""
-    from mnemo.storage.file.snapshot import write_erase_journal
+    from helpers.erase_journal import write_erase_journal
 
     path = tmp_path / "j.mnemo.db"
     with MnemoClient(path, "owner", durability="none") as c:
@@ -392,6 +394,73 @@ def test_a_forget_whose_erasure_a_crash_left_pending(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     report = salvage(path, tmp_path / "new.mnemo.db")
     assert report.forgotten_unrecorded == (gone,) and set(report.id_map) == {keep}
+
+
+def _crash_in_an_erasure(path: Path) -> tuple[str, str]:
+    """A database a crash left as erasure leaves it now: the forget of a record of two versions is on disk,
+    in the log's last frame, and the zeros over its first slot stopped half-way (an injected I/O error in
+    the middle of the pwrite). Returns the ids of the record kept and of the one forgotten."""
+    with MnemoClient(path, "owner") as c:
+        keep = c.remember("kept").id
+        gone = c.remember("first version " * 20, tags=["k"]).id
+        c.update(gone, content="second version " * 20)
+        fault = Fault(at=1, action="eio", when="torn", torn=0.5, kinds=frozenset({"pwrite"}), zeros_only=True)
+        with Injector(str(path.parent), fault=fault), pytest.raises(DurabilityError):
+            c.forget([gone])
+    return keep, gone
+
+
+def test_a_part_way_erasure_in_the_last_frame_is_no_damage(tmp_path: Path) -> None:
+    """A slot a crash left part-zeroed, whose version the forget in the log's last frame drops, is what
+    replay and verify accept (docs/FORMAT.md §3, §5.1): salvage finds nothing to salvage either."""
+    path = tmp_path / "crash" / "m.mnemo.db"
+    path.parent.mkdir()
+    _crash_in_an_erasure(path)
+    frames = read_frames(path)
+    assert any(slot.state == "bad" for f in frames for slot in f.slots)  # the part-zeroed slot
+    report = audit.verify_db(path)
+    assert report.ok and any("part-way erased" in note for note in report.notes)
+    new = tmp_path / "new.mnemo.db"
+    with pytest.raises(NothingToSalvage) as refused:
+        salvage(path, new)
+    assert str(refused.value) == (
+        f"{path}: nothing to salvage: every entry and payload verifies, but for 1 forgotten versions whose erasure "
+        "a crash cut short, which the next writer completes; open it as usual")
+    assert not new.exists()
+
+
+def test_a_part_way_erasure_beside_damage_is_not_counted_as_a_damaged_slot(tmp_path: Path) -> None:
+    path = tmp_path / "crash" / "m.mnemo.db"
+    path.parent.mkdir()
+    keep, gone = _crash_in_an_erasure(path)
+    frames = seqs_of(path)
+    data = bytearray(path.read_bytes())
+    data[frames[1].offset + 30] ^= 1  # damage to the frame of `kept`: the record is lost
+    path.write_bytes(bytes(data))
+    report = salvage(path, tmp_path / "new.mnemo.db")
+    assert report.damaged_slots == 0 and report.forgotten_unrecorded == ()
+    assert keep not in report.id_map and gone not in report.id_map
+    assert report.lost_seq_ranges == ((1, 1),), report
+
+
+def test_a_slot_part_zeroed_whose_forget_is_not_the_last_frame_is_damage(tmp_path: Path) -> None:
+    """A forget followed by other frames had its erasure done before they were appended: a slot of its
+    that fails its checksum is damage, as verify says."""
+    path = tmp_path / "m.mnemo.db"
+    with MnemoClient(path, "owner", durability="none") as c:
+        c.remember("kept")
+        gone = c.remember("first version " * 20).id
+        original = path.read_bytes()
+        c.forget([gone])
+        c.remember("after")
+    slot = seqs_of(path)[2].slots[0]
+    data = bytearray(path.read_bytes())
+    half = slot.offset + slot.length // 2
+    data[half:slot.offset + slot.length] = original[half:slot.offset + slot.length]
+    path.write_bytes(bytes(data))
+    assert not audit.verify_db(path).ok
+    report = salvage(path, tmp_path / "new.mnemo.db")
+    assert report.damaged_slots == 1 and gone not in report.id_map
 
 
 # -- the header and genesis ----------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from ..storage.contract import shown_name
 from .errors import EXIT_OK, Failure, UsageError
 from .options import CONTEXT_SETTINGS, check_input_file, check_output_file, command_group, db_argument, load_pubkey
 from .output import emit_json, examples, isatty, json_option, output, progress
+from .terminal import inline
 from .verify import finish_report
 
 audit = command_group(
@@ -66,7 +67,7 @@ def export(db: str, dest: str | None, since: int, include_content: bool, as_json
         if as_json:
             emit_json({"file": dest, "entries": n})
         else:
-            sys.stderr.write(f"exported {n} entries to {dest}\n")
+            sys.stderr.write(f"exported {n} entries to {inline(str(dest))}\n")
     return EXIT_OK
 
 

@@ -23,7 +23,13 @@ def _new(target: str, what: str) -> str:
 
 def _copy(source: str, target: str, agent: str | None, as_json: bool, verb: str) -> int:
     with open_client(source, agent) as client, progress(verb) as bar:
-        report: VerifyReport = client.copy_to(target, progress=bar)
+        try:
+            report: VerifyReport = client.copy_to(target, progress=bar)
+        except OSError as exc:
+            if not is_dsn(target) and str(exc.filename or "").startswith(target):
+                # the copy is written beside the target first: name the target, not that file
+                raise UsageError(f"cannot create {target}: {exc.strerror or exc}", "UnwritableFile") from None
+            raise
     if as_json:
         emit_json({"source": shown_name(source), "destination": shown_name(target), "entries": report.entries,
                    "head_seq": report.head_seq, "head_hash": report.head_hash, "ok": report.ok,

@@ -22,6 +22,7 @@ from .errors import EXIT_OK, Failure, UsageError
 from .memory_paths import canonical, file_at, files_beneath, path_of, server_scope
 from .options import CONTEXT_SETTINGS, agent_option, db_argument, lock_timeout_option, open_client
 from .output import confirm, echo, emit_json, examples, json_option
+from .terminal import inline
 
 _PERM = click.Choice(PERMISSIONS)
 
@@ -151,7 +152,7 @@ def forget(db: str, ids: tuple[str, ...], tag: str | None, path: str | None, sco
         emit_json({**doc, "reason": reason, "entry": entry})
     else:
         for rid, seq in already.items():
-            sys.stderr.write(f"mnemo forget: {rid} was already forgotten (forget entry seq {seq}); "
+            sys.stderr.write(f"mnemo forget: {inline(rid)} was already forgotten (forget entry seq {seq}); "
                              "nothing left to erase\n")
         if entry is None:
             echo(f"forgot 0 records: {'it was' if len(already) == 1 else 'all were'} already forgotten; "

@@ -5,6 +5,7 @@ given, `--agent`, `--lock-timeout`, `--mount`, `--embedder`, the client they ope
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import math
 import os
@@ -17,7 +18,7 @@ import click
 from .. import audit
 from ..acl import check_agent_id
 from ..client import MnemoClient
-from ..errors import EmbedderMismatch, IntegrityError, InvalidInput, NotFound
+from ..errors import EmbedderMismatch, IntegrityError, InvalidInput, MnemoError, NotFound
 from ..recall.embedding import Embedder, load_embedder
 from ..storage.contract import is_dsn, shown_name
 from ..storage.file.framing import FILE_MAGIC
@@ -274,6 +275,11 @@ def embedder_option(default: str | None = None, help_text: str = EMBEDDER_HELP) 
                         show_default=default is not None, help=help_text)
 
 
+# What an open refused for want of permission fails with: the file, or its folder for a sidecar, is not
+# writable (or readable) by this user, or the file system is mounted read-only.
+_NOT_PERMITTED = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+
+
 @contextlib.contextmanager
 def open_client(
     db: str, agent: str | None, *, readonly: bool = True, lock_timeout: float | None = None,
@@ -294,6 +300,15 @@ def open_client(
         raise UsageError(f"cannot open {shown_name(db)}: {exc}", "NotAMnemoDatabase") from None
     except OSError as exc:
         raise UsageError(f"cannot open {shown_name(db)}: {exc.strerror or exc}", "UnreadableFile") from None
+    except MnemoError as exc:
+        cause = exc.__cause__
+        if not isinstance(cause, OSError) or cause.errno not in _NOT_PERMITTED:
+            raise
+        if readonly:
+            raise UsageError(f"cannot open {shown_name(db)}: {cause.strerror}", "UnreadableFile") from None
+        raise UsageError(f"cannot open {shown_name(db)} for writing: {cause.strerror}. This command writes to the "
+                         "database (or holds its writer lock for one consistent read); ls, cat, history, log, stats "
+                         "and verify read one they may not write", "UnwritableFile") from None
     try:
         yield client
     finally:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
-import json
 import os
 import sys
 import time
@@ -24,6 +23,8 @@ if TYPE_CHECKING:
     from click._termui_impl import ProgressBar
 
 from .errors import Failure, UsageError
+from .jsontext import dumps
+from .terminal import terminal
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -127,34 +128,19 @@ def output() -> Output:
     return state().out
 
 
-# What stored text may hold that a terminal would act on rather than show (escape sequences move the
-# cursor, clear the screen or recolour what follows; a carriage return or a bidirectional override makes
-# a line show as another): shown as escapes in every line printed for people. Tabs and line breaks are
-# layout, kept, but in a one-line field (a tag, a preview), where a line break would make a fake row.
-_CONTROLS = [*range(0x20), 0x7F, *range(0x80, 0xA0)]
-_TERMINAL = {c: f"\\x{c:02x}" for c in _CONTROLS if c not in (0x09, 0x0A)}
-_TERMINAL.update({c: f"\\u{c:04x}" for c in (0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
-_INLINE = {**_TERMINAL, 0x09: "\\t", 0x0A: "\\n"}
-
-
 def echo(text: str) -> None:
     """One line of text on standard output, for people: what a terminal would act on is shown escaped."""
-    output().write(text.translate(_TERMINAL) + "\n")
-
-
-def inline(text: str) -> str:
-    """`text` as one field of a line: tabs and line breaks shown escaped too (see echo)."""
-    return text.translate(_INLINE)
+    output().write(terminal(text) + "\n")
 
 
 def emit_json(obj: Any) -> None:
     """One JSON document (a report, a record, counts), indented for people."""
-    output().write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+    output().write(dumps(obj, indent=2) + "\n")
 
 
 def emit_ndjson(obj: Any) -> None:
     """One object of a stream (NDJSON: one JSON object per line)."""
-    output().write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+    output().write(dumps(obj) + "\n")
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

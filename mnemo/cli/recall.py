@@ -25,6 +25,7 @@ from .options import (
 )
 from .output import echo, emit_ndjson, examples, json_option
 from .records import record_json
+from .terminal import inline
 
 
 def path_of(hit: Recalled) -> str | None:
@@ -90,7 +91,8 @@ def recall(db: str, query: str, agent: str | None, scope: str | None, tags: tupl
         hits = client.recall(query, scope=scope, tags=list(tags), limit=limit, mode=mode)
         reader = client.agent_id
     if not hits and not as_json:
-        sys.stderr.write(f"mnemo recall: no record that {reader} may read in {shown_name(db)} matches {query!r}\n")
+        nothing = f"mnemo recall: no record that {reader} may read in {shown_name(db)} matches {query!r}"
+        sys.stderr.write(inline(nothing) + "\n")
     for hit in hits:
         if as_json:
             emit_ndjson(recalled_json(hit))

@@ -26,7 +26,8 @@ from .options import (
     lock_timeout_option,
     open_client,
 )
-from .output import echo, emit_json, emit_ndjson, examples, inline, json_option, output, timestamp
+from .output import echo, emit_json, emit_ndjson, examples, json_option, output, timestamp
+from .terminal import inline
 
 
 def record_json(rec: MemoryRecord) -> dict[str, Any]:
@@ -82,7 +83,7 @@ def ls(db: str, agent: str | None, tags: tuple[str, ...], any_tags: tuple[str, .
         filters = [*(f"--tag {t}" for t in tags), *(f"--any-tag {t}" for t in any_tags),
                    *([f"--prefix {prefix}"] if prefix is not None else []),
                    *([f"--scope {scope}"] if scope is not None else [])]
-        sys.stderr.write(nothing_listed(db, reader, " ".join(filters)) + "\n")
+        sys.stderr.write(inline(nothing_listed(db, reader, " ".join(filters))) + "\n")
     for i in infos:
         if as_json:
             emit_ndjson(info_json(i))

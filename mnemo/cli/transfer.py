@@ -4,17 +4,23 @@ plain files (mnemo.transfer, docs/TRANSFER.md). Each is one library call made as
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import tempfile
 
 import click
 
+from ..client import MnemoClient
+from ..errors import MnemoError, NotFound
 from ..storage.contract import is_dsn, shown_name
+from ..storage.file.leaves import SUFFIX as LEAVES_SUFFIX
+from ..storage.file.logfile import fsync_dir
 from ..tools.server import MnemoMemoryToolServer
 from ..transfer import EXPORT_FORMATS, FORMATS, ImportReport, export_memories, import_source, open_source
 from .errors import EXIT_OK, UsageError
 from .options import CONTEXT_SETTINGS, agent_option, check_mnemo_db, db_argument, lock_timeout_option, open_client
-from .output import confirm, echo, emit_json, examples, inline, json_option, progress
+from .output import confirm, echo, emit_json, examples, json_option, progress
+from .terminal import inline
 
 
 def _db_or_new(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -83,16 +89,75 @@ def import_(db: str, source: str, source_format: str, agent: str | None, scope: 
     new = not is_dsn(db) and not os.path.lexists(db)
     if agent is None and new:
         raise UsageError(f"{db} does not exist: give --agent (or $MNEMO_AGENT) to create it as that agent's database")
+    # On PostgreSQL an import makes the database's tables where there are none: it runs as a dry run into a
+    # scratch database first, so that a source, a folder or a quota it refuses makes no tables.
+    tables_to_make = is_dsn(db) and not dry_run and agent is not None and _holds_no_database(db, agent)
     with contextlib.ExitStack() as stack:
+        if tables_to_make:
+            scratch = os.path.join(stack.enter_context(tempfile.TemporaryDirectory(prefix="mnemo-dry-run-")), "new.db")
+            _import(scratch, source, source_format, agent, scope, into, sync, yes, True, lock_timeout)
         if dry_run and new:  # what an import would do into a new database: into one made for the run, then gone
             db = os.path.join(stack.enter_context(tempfile.TemporaryDirectory(prefix="mnemo-dry-run-")), "new.db")
-        report = _import(db, source, source_format, agent, scope, into, sync, yes, dry_run, lock_timeout)
+            report = _import(db, source, source_format, agent, scope, into, sync, yes, dry_run, lock_timeout)
+        elif new:  # made beside DB and put in place once imported: an import that fails leaves nothing at DB
+            folder = stack.enter_context(_staging(db))
+            staged = os.path.join(folder, "new.db")
+            report = _import(staged, source, source_format, agent, scope, into, sync, yes, dry_run, lock_timeout)
+            _put_in_place(staged, db)
+            # A source that holds DB's folder met the folder the database was made in: no file of the source
+            kept = tuple(s for s in report.skipped if not _is_folder(s.origin, folder))
+            report = dataclasses.replace(report, skipped=kept)
+        else:
+            report = _import(db, source, source_format, agent, scope, into, sync, yes, dry_run, lock_timeout)
     if as_json:
         emit_json(report.to_json())
     else:
         for line in _lines(report):
             echo(line)
     return EXIT_OK
+
+
+def _is_folder(origin: str, folder: str) -> bool:
+    """Whether what a source skipped at `origin` is `folder` (its name compared first: no look-up of the
+    file system for the others)."""
+    path = origin.rstrip("/")
+    return os.path.basename(path) == os.path.basename(folder) and os.path.realpath(path) == os.path.realpath(folder)
+
+
+def _holds_no_database(dsn: str, agent: str) -> bool:
+    """Whether the PostgreSQL database `dsn` names holds no Mnemo database yet (its first writer makes one)."""
+    try:
+        MnemoClient(dsn, agent, readonly=True).close()
+    except NotFound:
+        return True
+    except MnemoError:  # the import's own open says what is wrong
+        return False
+    return False
+
+
+def _staging(db: str) -> tempfile.TemporaryDirectory[str]:
+    """A private folder beside DB (so on its file system) to make a new database in, removed on leaving."""
+    folder = os.path.dirname(os.path.abspath(db))
+    try:
+        return tempfile.TemporaryDirectory(prefix=".mnemo-import-", dir=folder)
+    except OSError as exc:
+        raise UsageError(f"cannot create {db}: {exc.strerror or exc}", "UnwritableFolder") from None
+
+
+def _put_in_place(staged: str, db: str) -> None:
+    """The database made at `staged` linked in at `db`, which must still be free (as a new database is put in
+    place); its index caches too, where their names are free (else the next open rebuilds them)."""
+    try:
+        os.link(staged, db)
+    except FileExistsError:
+        raise UsageError(f"{db} was made by another process during the import: nothing imported; import into it "
+                         "now that it exists", "DatabaseExists") from None
+    except OSError as exc:
+        raise UsageError(f"cannot create {db}: {exc.strerror or exc}", "UnwritableFolder") from None
+    fsync_dir(db)
+    for suffix in (".snap", LEAVES_SUFFIX):
+        with contextlib.suppress(OSError):
+            os.link(staged + suffix, db + suffix)
 
 
 def _import(db: str, source: str, source_format: str, agent: str | None, scope: str | None, into: str | None,

@@ -28,6 +28,7 @@ from ..transparency.note import b64, parse_checkpoint
 from .errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, Failure, UsageError
 from .options import CONTEXT_SETTINGS, check_input_file, check_output_file, db_argument, subgroup
 from .output import echo, emit_json, examples, json_option, output
+from .terminal import inline
 from .verify import write_report
 
 
@@ -73,7 +74,7 @@ def _write(text: str, dest: str | None, what: str) -> None:
         return
     with _library_errors():
         tc.write_file_atomic(dest, text)
-    sys.stderr.write(f"{what} written to {dest}\n")
+    sys.stderr.write(f"{what} written to {inline(dest)}\n")
 
 
 def _problems(problems: tuple[Finding, ...], what: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, cast
 
-from mnemo.tools.text import CommandResult, echo
+from mnemo.tools.text import CommandResult, echo_sent
 
 __all__ = [
     "DEFAULT_SEARCH_LIMIT", "INT_MAX", "INT_MIN", "MAX_SEARCH_LIMIT", "SEARCH", "read_block", "validate_input",
@@ -148,7 +148,7 @@ def _validate(tool_input: object, echo_limit: int | None) -> tuple[str, dict[str
         return CommandResult("Error: Missing required parameter `command`", True)
     spec = FIELDS.get(command)
     if spec is None:
-        return CommandResult(f"Error: Unknown command: {echo(command, echo_limit)}", True)
+        return CommandResult(f"Error: Unknown command: {echo_sent(command, echo_limit)}", True)
     fields = _fields(tool_input, command, spec)
     return fields if isinstance(fields, CommandResult) else (command, fields)
 
@@ -215,7 +215,7 @@ def read_block(tool_use: object, echo_limit: int | None) -> tuple[str, object, C
     if name is None:
         return tool_use_id, None, CommandResult("Error: Invalid tool_use block: `name` must be a string", True)
     if raw_name is None or name != "memory":
-        return tool_use_id, None, CommandResult(f"Error: Unknown tool: {echo(name, echo_limit)}", True)
+        return tool_use_id, None, CommandResult(f"Error: Unknown tool: {echo_sent(name, echo_limit)}", True)
     try:
         return tool_use_id, _field(tool_use, "input"), None
     except _Unreadable:

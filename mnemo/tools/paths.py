@@ -11,7 +11,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
-from mnemo.tools.text import echo
+from mnemo.tools.text import echo, echo_sent
 from mnemo.validation import (
     MAX_SEGMENT_BYTES,
     MEMORY_TAG,
@@ -97,9 +97,9 @@ def canonicalize(
 def _check(candidate: str, sent: str, root: str, max_path_length: int, echo_limit: int | None) -> None:
     """Raise `PathError` (naming the path as `sent`) unless `candidate` passes every rule of §4."""
     if candidate != root and not candidate.startswith(root + "/"):
-        raise PathError(f"Path must start with {root}, got: {echo(sent, echo_limit)}")
+        raise PathError(f"Path must start with {root}, got: {echo_sent(sent, echo_limit)}")
     if "\\" in candidate or _PERCENT_ESCAPE.search(candidate) is not None or ".." in candidate.split("/"):
-        raise PathError(f"Path {echo(sent, echo_limit)} would escape {root} directory")
+        raise PathError(f"Path {echo_sent(sent, echo_limit)} would escape {root} directory")
     # the length first: a path too long is refused without a pass over its characters
     if (
         len(candidate) > max_path_length

@@ -12,7 +12,7 @@ from mnemo.recall.query import parse as parse_query
 from mnemo.tools.files import Files, Refusal
 from mnemo.tools.layout import Mount, Tree, tagged_path
 from mnemo.tools.paths import MEMORY_TAG, path_tag
-from mnemo.tools.text import CommandResult, echo, format_search
+from mnemo.tools.text import CommandResult, echo_sent, format_search
 
 if TYPE_CHECKING:
     from mnemo.record import Recalled
@@ -50,7 +50,7 @@ class Search(Files):
         except InvalidInput as exc:
             raise Refusal(f"Error: Invalid query: {exc}") from None
         if mode is not None and mode not in MODES:
-            raise Refusal(f"Error: Invalid mode: {echo(mode, self._settings.echo)}; use one of {', '.join(MODES)}")
+            raise Refusal(f"Error: Invalid mode: {echo_sent(mode, self._settings.echo)}; use one of {', '.join(MODES)}")
         if mode not in (None, "lexical") and self._client.embedder is None:
             raise Refusal(f"Error: Invalid mode: {mode} needs an embedder, and this memory has none; "
                           "search with mode lexical (by words)")

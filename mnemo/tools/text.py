@@ -8,8 +8,11 @@ lines; a value the model sent is echoed whole up to an echo limit and cut after 
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from mnemo.validation import REFUSED_PATH_CATEGORIES
 
 __all__ = [
     "MAX_LINES",
@@ -17,6 +20,7 @@ __all__ = [
     "MAX_OCCURRENCES_SHOWN",
     "cut_to",
     "echo",
+    "echo_sent",
     "format_directory_view",
     "format_file_view",
     "format_search",
@@ -73,6 +77,16 @@ def echo(text: str, limit: int | None) -> str:
     if limit is None or len(text) <= limit:
         return text
     return text[:limit] + ECHO_MARK.format(m=len(text) - limit)
+
+
+def echo_sent(text: str, limit: int | None) -> str:
+    """`text`, a value the model sent, as a message quotes it (`echo`): as sent, or, when it holds a
+    character a path refuses as invalid (a control such as ESC, CR, a line break or NUL; a format
+    character such as U+202E; a lone surrogate; U+2028 or U+2029), as its `repr`, the form the `Invalid
+    path` error gives a path, so that nothing of it acts on a terminal or shows as a line of its own."""
+    if any(unicodedata.category(ch) in REFUSED_PATH_CATEGORIES for ch in text):
+        text = repr(text)
+    return echo(text, limit)
 
 
 def cut_to(text: str, limit: int) -> str:
@@ -306,15 +320,15 @@ def format_search(
     echo_limit: int | None = None,
 ) -> str:
     """The text of a search (§11): a header, then for each file, best first, its canonical path on a line
-    of its own and its matching lines numbered as `view` numbers them. The query is echoed whole up to
-    `echo_limit` characters, else cut after them with the echo mark.
+    of its own and its matching lines numbered as `view` numbers them. The query is echoed as
+    `echo_sent` quotes it: whole up to `echo_limit` characters, else cut after them with the echo mark.
 
     `files` holds `(path, lines)`, each line `(number, text shown, length of the whole line)`: a line
     shown shorter than it is ends with the echo mark. `more`: files beyond these match too. With no
     file, `SEARCH_EMPTY`. Over `max_chars`, the text keeps the most whole files that fit, then
     `SEARCH_CUT_NOTE`; otherwise, with `more`, it ends with `SEARCH_MORE_NOTE`.
     """
-    query = echo(query, echo_limit)
+    query = echo_sent(query, echo_limit)
     if not files:
         return SEARCH_EMPTY.format(path=sent_path, query=query)
     head = SEARCH_HEADER.format(path=sent_path, query=query)

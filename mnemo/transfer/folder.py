@@ -48,7 +48,8 @@ def open_folder(path: str) -> int:
     SourceError saying why it cannot be imported."""
     st = stat_source(path)
     if not stat.S_ISDIR(st.st_mode):
-        raise SourceError(f"cannot import {path} as a folder: it is {kind_of(st.st_mode)}")
+        kind = "a file" if stat.S_ISREG(st.st_mode) else kind_of(st.st_mode)
+        raise SourceError(f"cannot import {path} as a folder: it is {kind}, not a folder")
     try:
         return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:

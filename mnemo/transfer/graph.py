@@ -20,12 +20,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from mnemo.tools.text import echo
 from mnemo.transfer.folder import kind_of
 from mnemo.transfer.items import TOO_DEEP, TOO_LONG, Skipped, SourceError, SourceFile, file_name, stat_source, text_file
 
 __all__ = ["KnowledgeGraphSource", "read_json_file"]
 
 MAX_SOURCE_BYTES = 1 << 30  # a JSON source is read whole: beyond this it is refused, not tried
+_SHOWN_CHARS = 80  # of a value a message quotes, as of a line
 
 
 def read_json_file(path: str, what: str) -> bytes:
@@ -57,7 +59,9 @@ class _Entity:
 def _text_field(item: dict[str, Any], key: str, where: str) -> str:
     value = item.get(key)
     if not isinstance(value, str):
-        raise SourceError(f"{where}: `{key}` must be a string, got {json.dumps(value)}")
+        # the value as JSON, cut as the memory tool cuts what it echoes: a hostile line's list of a million
+        # items is no message of megabytes
+        raise SourceError(f"{where}: `{key}` must be a string, got {echo(json.dumps(value), _SHOWN_CHARS)}")
     return value
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.erase_journal import write_erase_journal
 from helpers.logs import (
     SEED,
     TS0,
@@ -29,7 +30,6 @@ from mnemo.errors import InvalidInput
 from mnemo.record import Problem, VerifyReport
 from mnemo.storage.file import reader as filelog
 from mnemo.storage.file.framing import HEADER_SIZE, encode_frame
-from mnemo.storage.file.snapshot import write_erase_journal
 
 PUB = bytes.fromhex(pubkey_hex())
 

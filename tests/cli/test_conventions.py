@@ -4,6 +4,7 @@ error objects), one timestamp format, the agent check, the not-a-database rule a
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -245,6 +246,39 @@ def test_damaged_db_as_json(cli_db: tuple[str, dict[str, str]], tmp_path: Path,
     assert (code, out) == (1, "") and error["type"] == "RecordUnavailable" and ids["gone"] in error["message"]
 
 
+def test_an_error_naming_a_hostile_path_shows_it_escaped_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A path given (or a source, a format) holding an escape sequence, a carriage return, a line break or a
+    bidirectional override: the error on standard error shows each escaped, on its one line, as every line
+    for people does; --json gives the message as it is."""
+    hostile = tmp_path / "x\x1b[2J\x1b[31mOK\rover\u202eright\nmnemo: fake line.db"
+    shown = str(hostile).replace("\x1b", "\\x1b").replace("\r", "\\x0d").replace("\u202e", "\\u202e")
+    shown = shown.replace("\n", "\\n")
+    for command in (["ls"], ["verify"], ["stats"], ["log"]):
+        code, out, err = run(capsys, *command, hostile)
+        assert (code, out) == (2, "")
+        assert err == f"mnemo: error: cannot open {shown}: No such file or directory\n", command
+        code, out, err = run(capsys, *command, hostile, "--json")
+        assert error_object(err)["message"] == f"cannot open {hostile}: No such file or directory"
+    code, out, err = run(capsys, "import", tmp_path / "new.db", hostile, "--agent", "agent-1")
+    assert (code, out, err) == (2, "", f"mnemo: error: cannot import {shown}: No such file or directory\n")
+    code, out, err = run(capsys, "import", tmp_path / "new.db", tmp_path, "--format", "x\x1b[2J")
+    assert code == 2 and "\x1b" not in err and "'x\\x1b[2J' is not one of" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_note_on_standard_error_shows_a_hostile_path_escaped(
+    cli_db: tuple[str, dict[str, str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, _ids = cli_db
+    dest = tmp_path / "audit\x1b[2J\nmnemo: fake.jsonl"
+    code, out, err = run(capsys, "audit", "export", path, "-o", dest)
+    assert (code, out) == (0, "") and dest.exists()
+    shown = str(dest).replace("\x1b", "\\x1b").replace("\n", "\\n")
+    assert err.startswith("exported ") and err.endswith(f" entries to {shown}\n") and err.count("\n") == 1
+
+
 @pytest.mark.parametrize("argv", [
     ["verify", "{missing}"], ["verify", "{db}", "--pubkey", "{missing}"], ["ls", "{text}"],
     ["cat", "{db}", "no-such-id"], ["compact", "{db}", "--agent", "nobody"], ["keygen", "-o", "{db}"],
@@ -285,6 +319,63 @@ def test_empty_or_invalid_agent_is_a_usage_error(
     assert snapshot(path) == before
     code, out, _err = run(capsys, "ls", str(path), "--agent", "owner")  # --agent wins over the environment
     assert code == 0 and len(out.splitlines()) == 2
+
+
+# -- a database this user may read but not write ----------------------------------------------------------
+
+UNWRITABLE = ("mnemo: error: cannot open {db} for writing: Permission denied. This command writes to the database "
+              "(or holds its writer lock for one consistent read); ls, cat, history, log, stats and verify read one "
+              "they may not write\n")
+WRITING = [["import", "{db}", "{src}"], ["export", "{db}", "{out}"], ["forget", "{db}", "--tag", "t", "--yes"],
+           ["grant", "{db}", "bob", "team:x", "read"], ["compact", "{db}"]]
+
+
+def _names(tmp_path: Path, db: Path) -> dict[str, str]:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.md").write_text("a\n")
+    return {"db": str(db), "src": str(tmp_path / "src"), "out": str(tmp_path / "out")}
+
+
+@pytest.mark.parametrize("argv", WRITING)
+def test_a_command_that_writes_to_a_database_it_may_not_write_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    """The open for writing refused for want of permission (as the file store refuses it: its error caused by
+    the PermissionError of the open): one line naming the file and what can read it, exit 2, nothing changed."""
+    from mnemo.cli import options
+    from mnemo.errors import MnemoError
+
+    db = tmp_path / "m.mnemo.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.remember("x", tags=["t"])
+    real = options.MnemoClient
+
+    def refusing(path: str, agent: str, *, readonly: bool = False, **kw: Any) -> MnemoClient:
+        if not readonly:
+            raise MnemoError(f"cannot open the database at {path}: Permission denied") from PermissionError(
+                13, "Permission denied")
+        return real(path, agent, readonly=readonly, **kw)
+
+    monkeypatch.setattr(options, "MnemoClient", refusing)
+    names = _names(tmp_path, db)
+    before = snapshot(str(db))
+    assert run(capsys, *(a.format(**names) for a in argv), "--agent", "owner") == (2, "", UNWRITABLE.format(db=db))
+    assert snapshot(str(db)) == before and not (tmp_path / "out").exists()
+    assert run(capsys, "ls", db, "--agent", "owner")[0] == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes a read-only file")
+@pytest.mark.parametrize("argv", WRITING)
+def test_a_read_only_database_file(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    db = tmp_path / "m.mnemo.db"
+    with MnemoClient(db, "owner", durability="none") as c:
+        c.remember("x", tags=["t"])
+    names = _names(tmp_path, db)
+    for path in tmp_path.glob("m.mnemo.db*"):
+        path.chmod(0o444)
+    before = snapshot(str(db))
+    assert run(capsys, *(a.format(**names) for a in argv), "--agent", "owner") == (2, "", UNWRITABLE.format(db=db))
+    assert snapshot(str(db)) == before
 
 
 # -- files that are not Mnemo databases -------------------------------------------------------------------

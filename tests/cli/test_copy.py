@@ -32,3 +32,18 @@ def test_the_new_database_takes_the_sources_mode_less_the_umask(
     assert code == 0 and "OK: the copy verifies" in out
     assert {p.name: stat.S_IMODE(p.lstat().st_mode) for p in tmp_path.iterdir() if p.name.startswith("dest")} == {
         "dest.db": expected}
+
+
+@pytest.mark.parametrize("command", ["copy", "backup", "restore"])
+def test_a_destination_that_cannot_be_made_is_named_as_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """The copy is written beside the destination first: an error names the destination given, not that file."""
+    source = tmp_path / "src.db"
+    with MnemoClient(source, "owner", durability="none") as c:
+        c.remember("every memory")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    dest = tmp_path / "no-such-folder" / "dest.db"
+    assert run(capsys, command, source, dest) == (2, "", f"mnemo: error: cannot create {dest}: No such file or "
+                                                         "directory\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

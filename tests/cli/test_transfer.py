@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.backends import snapshot
+from helpers.backends import is_empty, snapshot
 from helpers.cli import run
 from helpers.transfer import read_tree, write_tree
 
@@ -143,6 +143,179 @@ def test_a_source_refused_before_reading_makes_no_database(
     got, out, err = run(capsys, "import", new, src, "--agent", "agent-1", "--json")
     assert (got, out, json.loads(err)["error"]["message"]) == (2, "", message.format(src=src))
     assert sorted(p.name for p in tmp_path.iterdir()) == ([name] if text is not None else [])
+
+
+# Every format, each with a source missing, one of the wrong kind and one that does not parse: (format, name, text
+# or None for missing, or "dir" for an empty folder; the error message).
+BAD_SOURCES = [
+    ("folder", "missing", None, "cannot import {src}: No such file or directory"),
+    ("folder", "notes.md", "a file", "cannot import {src} as a folder: it is a file, not a folder"),
+    ("claude-code", "missing", None, "cannot import {src}: No such file or directory"),
+    ("claude-code", "project", "dir", "no Claude Code memory found for {src}: none of {src}/CLAUDE.md, "),
+    ("mcp-knowledge-graph", "missing.jsonl", None, "cannot import {src}: No such file or directory"),
+    ("mcp-knowledge-graph", "g.jsonl", '{"type":"entity","name":"a","entityType":"t","observations":[]}\nnope\n',
+     "{src} line 2: not JSON (Expecting value at column 1), so not a knowledge graph's line (an entity or a "
+     "relation object)"),
+    ("mcp-knowledge-graph", "folder", "dir",
+     "cannot import {src} as a knowledge graph (JSON Lines): it is a directory, not a regular file"),
+    ("mcp-memory-service", "missing.json", None, "cannot import {src}: No such file or directory"),
+    ("mcp-memory-service", "bad.json", "{bad", "cannot import {src}: not JSON (Expecting property name enclosed in "
+     "double quotes at line 1 column 2), so not "),
+    ("mem0", "missing.json", None, "cannot import {src}: No such file or directory"),
+    ("mem0", "bad.json", "\xff\xfe", "cannot import {src}: not JSON ("),
+    ("mem0", "folder", "dir", "cannot import {src} as mem0 memories (the JSON of get_all()): it is a directory, not a "
+     "regular file"),
+]
+
+
+def _bad_source(folder: Path, name: str, text: str | None) -> Path:
+    src = folder / name
+    if text == "dir":
+        src.mkdir()
+    elif text is not None:
+        src.write_bytes(text.encode("latin-1") if text.startswith("\xff") else text.encode())
+    return src
+
+
+@pytest.mark.parametrize(("fmt", "name", "text", "message"), BAD_SOURCES)
+def test_a_bad_source_of_any_format_makes_no_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, name: str, text: str | None, message: str
+) -> None:
+    """Named with --format, a source is read only once the import runs, with the database open: the new
+    database is made beside DB and put in place only once the import is done, so a source missing, of the
+    wrong kind or that does not parse leaves nothing at DB, no sidecar and no folder it was made in."""
+    (tmp_path / "sources").mkdir()
+    src = _bad_source(tmp_path / "sources", name, text)
+    (tmp_path / "dbs").mkdir()
+    new = tmp_path / "dbs" / "new.mnemo.db"
+    got, out, err = run(capsys, "import", new, src, "--format", fmt, "--agent", "agent-1", "--json")
+    assert (got, out) == (2, "")
+    assert json.loads(err)["error"]["message"].startswith(message.format(src=src))
+    assert os.listdir(tmp_path / "dbs") == []
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+@pytest.mark.parametrize(("fmt", "name", "text", "message"), BAD_SOURCES)
+def test_a_bad_source_makes_no_tables_in_a_postgresql_database_without_them(
+    db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, name: str, text: str | None, message: str
+) -> None:
+    """The tables of a new database on PostgreSQL are made only by an import that succeeds: it runs as a dry
+    run into a scratch database first, so that a bad source makes none."""
+    src = _bad_source(tmp_path, name, text)
+    got, out, err = run(capsys, "import", db, src, "--format", fmt, "--agent", "agent-1", "--json")
+    assert (got, out) == (2, "")
+    assert json.loads(err)["error"]["message"].startswith(message.format(src=src))
+    assert is_empty(db)
+    good = _good_source(tmp_path)
+    assert run(capsys, "import", db, good, "--agent", "agent-1", "--into", "/etc")[0] == 2  # a folder refused
+    assert is_empty(db)
+    code, out, err = run(capsys, "import", db, good, "--agent", "agent-1")
+    assert (code, err) == (0, "") and "1 created" in out
+    assert run(capsys, "cat", db, "/memories/a.md", "--agent", "agent-1")[1] == "alpha\n"
+
+
+def _good_source(folder: Path) -> Path:
+    return write_tree(folder / "good", {"a.md": "alpha\n"})
+
+
+@pytest.mark.parametrize(("fmt", "name", "text", "message"), BAD_SOURCES)
+def test_a_bad_source_of_any_format_leaves_the_database_byte_identical(
+    db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, name: str, text: str | None,
+    message: str
+) -> None:
+    with MnemoClient(db, "agent-1", durability="none") as agent:
+        agent.remember("x")
+    (tmp_path / "sources").mkdir()
+    src = _bad_source(tmp_path / "sources", name, text)
+    folder = None if db.startswith("postgresql:") else Path(db).parent
+
+    def files() -> dict[str, bytes | None]:  # every file of DB's folder, sidecars too, byte for byte
+        return {} if folder is None else {p.name: p.read_bytes() if p.is_file() else None for p in folder.iterdir()}
+
+    before, whole = snapshot(db), files()
+    got, out, err = run(capsys, "import", db, src, "--format", fmt, "--json")
+    assert (got, out) == (2, "")
+    assert json.loads(err)["error"]["message"].startswith(message.format(src=src))
+    assert snapshot(db) == before
+    assert files() == whole
+
+
+def test_a_new_database_is_made_only_by_an_import_that_succeeds(
+    source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A refusal after the source is read (a folder the memory tool refuses, another process making DB
+    meanwhile) leaves no database either; one that succeeds puts the database and its caches in place."""
+    (tmp_path / "dbs").mkdir()
+    new = tmp_path / "dbs" / "new.mnemo.db"
+    assert run(capsys, "import", new, source, "--agent", "agent-1", "--into", "/etc") == (
+        2, "", "mnemo: error: Path must start with /memories, got: /etc\n")
+    assert os.listdir(tmp_path / "dbs") == []
+    code, out, err = run(capsys, "import", new, source, "--agent", "agent-1")
+    assert (code, err) == (0, "") and "2 created" in out
+    assert sorted(os.listdir(tmp_path / "dbs")) == ["new.mnemo.db", "new.mnemo.db.leaves", "new.mnemo.db.snap"]
+    assert oct(os.stat(new).st_mode & 0o777) == "0o600" and os.stat(new).st_nlink == 1
+    assert run(capsys, "cat", new, "/memories/notes/b.md")[1] == "beta\n"
+
+
+def test_a_new_database_in_the_folder_imported_is_no_file_of_it(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a.md").write_text("alpha\n")
+    code, out, err = run(capsys, "import", tmp_path / "new.mnemo.db", tmp_path, "--agent", "agent-1")
+    assert (code, err) == (0, "") and out.splitlines() == [
+        f"imported {tmp_path} (folder) into /memories in scope agent:agent-1: 1 created, 0 updated, 0 unchanged, "
+        "0 forgotten, 0 skipped; commit seq 1", "  created    /memories/a.md"]
+
+
+def test_a_database_made_by_another_process_during_the_import_is_left_alone(
+    source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mnemo.cli import transfer as cli_transfer
+
+    new = tmp_path / "new.mnemo.db"
+    real = cli_transfer._import
+
+    def racing(*args: Any) -> Any:
+        report = real(*args)
+        new.write_bytes(b"theirs")  # made by someone else while the import ran
+        return report
+
+    monkeypatch.setattr(cli_transfer, "_import", racing)
+    assert run(capsys, "import", new, source, "--agent", "agent-1") == (
+        2, "", f"mnemo: error: {new} was made by another process during the import: nothing imported; import into "
+               "it now that it exists\n")
+    assert new.read_bytes() == b"theirs"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.mnemo.db", "src"]
+
+
+def test_json_naming_a_file_whose_name_is_not_utf8_is_utf8(
+    db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file name of bytes that are not UTF-8 reaches Python as lone surrogates: --json writes each as its
+    JSON escape, so the document is UTF-8 (a strict reader such as jq takes it) and reads back to the name."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "ok.md").write_text("fine")
+    os.close(os.open(os.path.join(os.fsencode(src), b"\xff\xfe.md"), os.O_CREAT | os.O_WRONLY, 0o644))
+    with MnemoClient(db, "agent-1", durability="none") as agent:
+        agent.remember("x")
+    before = snapshot(db)
+    code, out, err = run(capsys, "import", db, src, "--agent", "agent-1", "--dry-run", "--json")
+    assert (code, err) == (0, "")
+    out.encode("utf-8")  # no lone surrogate: what is printed is UTF-8
+    assert '"origin": "' + str(src) + '/\\udcff\\udcfe.md"' in out
+    skipped = json.loads(out)["skipped"]
+    assert skipped == [{"origin": f"{src}/\udcff\udcfe.md",
+                        "reason": "a path the memory tool refuses: Invalid path: '/memories/\\udcff\\udcfe.md'"}]
+    code, out, err = run(capsys, "import", db, src, "--agent", "agent-1", "--dry-run")  # for people
+    assert (code, err) == (0, "") and out.splitlines()[-1] == (
+        f"  skipped    {src}/\\udcff\\udcfe.md: a path the memory tool refuses: Invalid path: "
+        "'/memories/\\udcff\\udcfe.md'")
+    code, out, err = run(capsys, "import", tmp_path / "x\udcff.db", tmp_path / "missing\udcff", "--agent", "agent-1",
+                         "--json")
+    assert (code, out) == (2, "")
+    err.encode("utf-8")
+    assert json.loads(err)["error"]["message"] == f"cannot import {tmp_path}/missing\udcff: No such file or directory"
+    assert snapshot(db) == before
 
 
 def test_export(db: str, source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,11 +11,12 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers.erase_journal import write_erase_journal
 from helpers.reliability_fuzz import fuzz_files, fuzz_handle
 
 from mnemo import MnemoClient
 from mnemo.errors import MnemoError
-from mnemo.storage.file.snapshot import decode_snapshot, encode_snapshot, write_erase_journal
+from mnemo.storage.file.snapshot import decode_snapshot, encode_snapshot
 
 
 def test_fuzz_memory_tool_handle(tmp_path: Path, db: str, backend: str) -> None:

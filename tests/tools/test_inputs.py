@@ -182,6 +182,11 @@ def test_hostile_values_are_read_as_plain_values(server: MnemoMemoryToolServer, 
     assert client.query(tags=("path:/memories/a.txt",))[0].content == "one\nM\ntwo\n"
     # the unknown-command echo is of the plain copy
     assert server.execute({"command": HostileStr("destroy")}) == CommandResult("Error: Unknown command: destroy", True)
+    # a command or tool name holding a control is quoted as its repr, as a hostile path is
+    assert server.execute({"command": "view\x1b[2J\r"}) == CommandResult(
+        "Error: Unknown command: 'view\\x1b[2J\\r'", True)
+    assert server.handle(block({"command": "view"}, name="memory\u202e")) == error(
+        "toolu_1", "Error: Unknown tool: 'memory\\u202e'")
 
 
 def test_recursion_and_huge_values(server: MnemoMemoryToolServer, client: MnemoClient) -> None:

@@ -181,6 +181,29 @@ ATTACKS: list[tuple[str, str]] = [
     ("/ｍemories/a.txt", PREFIX),
 ]
 
+
+@pytest.mark.parametrize(
+    ("path", "shown"),
+    [
+        ("/etc/\x1b[2J", "'/etc/\\x1b[2J'"),
+        ("\rfake", "'\\rfake'"),
+        ("/memories\u202e/a", "'/memories\\u202e/a'"),
+        ("/memoriesX\n/memories/a", "'/memoriesX\\n/memories/a'"),
+        ("/\ud800", "'/\\ud800'"),
+    ],
+)
+def test_a_path_refused_for_its_prefix_is_echoed_as_its_repr_when_it_holds_a_control(path: str, shown: str) -> None:
+    """The prefix and traversal checks come before the check of characters: a path refused by them that
+    holds a control, format or separator character is echoed as `Invalid path` echoes a path, never raw."""
+    with pytest.raises(PathError) as info:
+        canonicalize(path)
+    assert info.value.text == f"Path must start with /memories, got: {shown}"
+    escaping = "/memories/../" + path
+    with pytest.raises(PathError) as info:
+        canonicalize(escaping)
+    assert info.value.text == f"Path {repr(escaping)} would escape /memories directory"
+
+
 # Odd-but-legal names: accepted, and kept as literal names under the root. (Look-alikes of `/` and `.`
 # are refused as invalid, not as traversal: test_look_alike_paths_are_refused_and_nothing_is_written.)
 LITERALS: list[tuple[str, str]] = [

@@ -100,6 +100,8 @@ def test_an_entity_of_many_observations_is_read_whole(tmp_path: Path) -> None:
     (['{"type":"entity","name":"a","entityType":"t","observations":"x"}'],
      "{p} line 1: `observations` must be a list of strings"),
     (['{"type":"relation","from":"a","to":"b"}'], "{p} line 1: `relationType` must be a string, got null"),
+    (['{"type":"entity","name":[' + ", ".join(["1"] * 100_000) + '],"entityType":"t","observations":[]}'],
+     "{p} line 1: `name` must be a string, got [" + "1, " * 26 + "1[... 299920 more characters]"),
     (['{"type":"relation","from":"a","to":"b","relationType":"r"}', "[" * 200_000 + "]" * 200_000],
      "{p} line 2: its JSON nests arrays or objects deeper than the parser reaches (thousands of levels), so not a "
      "knowledge graph's line"),

@@ -268,6 +268,10 @@ def test_a_folder_named_as_another_format_is_an_error(client: MnemoClient, tmp_p
         import_source(MnemoMemoryToolServer(client), open_source(tmp_path, "mcp-knowledge-graph"))
     with pytest.raises(SourceError, match=r"cannot import .*/x as a folder: it is a FIFO \(named pipe\)"):
         import_source(MnemoMemoryToolServer(client), open_source(_fifo(tmp_path / "x"), "folder"))
+    (tmp_path / "notes.md").write_text("a file")
+    with pytest.raises(SourceError) as error:
+        import_source(MnemoMemoryToolServer(client), open_source(tmp_path / "notes.md", "folder"))
+    assert str(error.value) == f"cannot import {tmp_path / 'notes.md'} as a folder: it is a file, not a folder"
     assert snapshot(client.path) == before
 
 

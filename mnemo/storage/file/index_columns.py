@@ -162,7 +162,10 @@ class SortedIds:
             return None
         key, blob = rec_id.encode(), self.blob
         if not self.n or key > blob[-w:]:
-            return None  # the usual case for a new record: ids start with their creation time
+            # the usual case for a new record (ids start with their creation time): no row of the blob, and a
+            # live record of such an id is one of the rows after it, which Index.row_of finds without a search,
+            # so a missing one takes no search either (mnemo/_readpath.c's row_in, the C twin, says why)
+            return None
         row: int = (find_sorted if readpath is None else readpath.find_sorted)(blob, w, key)
         return row if row >= 0 else None
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgpack
 
-from ...chain.codec import packb, unpackb
+from ...chain.codec import unpackb
 from .atomic import write_atomic
 
 SNAP_MAGIC = b"MNEMOSNP"
@@ -285,14 +285,9 @@ def read_part(fd: int, end: int, ref: Any, key: str) -> Any:
     return decode_part(ref, _read_all(fd, length, end + offset), key)
 
 
-def write_erase_journal(path: str, db_id: bytes, regions: list[tuple[int, int]], mode: int = 0o644) -> None:
-    """The journal, made with the log's bits `mode` less the umask. Mnemo's erasure writes none now
-    (docs/FORMAT.md §4); this writes the one an earlier version left, which is still read."""
-    write_atomic(path, _seal(ERASE_MAGIC, packb({"db_id": db_id, "regions": regions})), new_mode=mode)
-
-
 def read_erase_journal(path: str, db_id: bytes | None = None) -> list[tuple[int, int]] | None:
-    """Regions of an interrupted erasure; None if there is no journal. A damaged journal, or one of
+    """Regions of an interrupted erasure, from the journal an earlier version wrote (Mnemo's erasure
+    writes none now: docs/FORMAT.md §4); None if there is no journal. A damaged journal, or one of
     another database (when db_id is given), is empty."""
     if not os.path.lexists(path):
         return None

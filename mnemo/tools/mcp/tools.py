@@ -25,7 +25,7 @@ from mnemo.tools.server import (
     CommandResult,
     MnemoMemoryToolServer,
 )
-from mnemo.tools.text import echo
+from mnemo.tools.text import echo_sent
 
 __all__ = [
     "INSTRUCTIONS",
@@ -283,7 +283,7 @@ def call_tool(
     tool = _BY_NAME.get(name)
     if tool is None or (read_only and tool.writes):
         # (the name quoted as the memory tool quotes a value the model sent, so the result stays bounded)
-        return CommandResult(f"Error: Unknown tool: {echo(name, server.echo_limit)}", True)
+        return CommandResult(f"Error: Unknown tool: {echo_sent(name, server.echo_limit)}", True)
     if arguments is not None and not isinstance(arguments, Mapping):
         return CommandResult("Error: Invalid input: expected an object", True)
     try:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from helpers.descriptors import open_files_holding
+from helpers.erase_journal import write_erase_journal
 from helpers.frames import check_chain, read_entries, read_frames
 from helpers.procs import start_writer
 
@@ -233,7 +234,7 @@ def test_a_forged_erase_journal_zeroes_nothing(tmp_path: Path, region: str) -> N
         "outside": [(db.stat().st_size + 100, 50)],
     }[region]
     before = db.read_bytes()
-    snap.write_erase_journal(str(db) + ".erase", db_id, regions)
+    write_erase_journal(str(db) + ".erase", db_id, regions)
     with MnemoClient(db, OWNER, durability="none") as c:
         assert c.get(live.id).content == live.content
     assert db.read_bytes() == before
@@ -250,7 +251,7 @@ def test_a_journal_naming_a_damaged_live_slot_does_not_turn_damage_into_erasure(
     data = bytearray(db.read_bytes())
     data[off + 30] ^= 0xFF  # damage inside the live payload
     db.write_bytes(bytes(data))
-    snap.write_erase_journal(str(db) + ".erase", db_id, [(off, length)])
+    write_erase_journal(str(db) + ".erase", db_id, [(off, length)])
     Path(str(db) + ".snap").unlink()
     with pytest.raises(IntegrityError, match="erased"):
         MnemoClient(db, OWNER, durability="none").close()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from helpers.erase_journal import write_erase_journal
 
 from mnemo import MnemoClient
 from mnemo.audit import export_audit
@@ -34,7 +35,6 @@ from mnemo.storage.file.snapshot import (
     read_erase_journal,
     read_snapshot,
     write_atomic,
-    write_erase_journal,
     write_snapshot,
 )
 from mnemo.transparency.commands import write_file_atomic
@@ -339,15 +339,10 @@ def disk_events(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
     return events
 
 
-def test_the_erasure_journal_is_on_disk_before_it_returns_and_a_snapshot_is_never_synced(
+def test_a_durable_write_is_on_disk_before_it_returns_and_a_snapshot_is_never_synced(
         tmp_path: Path, disk_events: list[tuple[str, ...]]) -> None:
-    """The journal is what finishes an erasure cut short by a power loss: its bytes are synced before
-    the rename, and the directory after it. A snapshot only speeds up the next open, so it costs no sync."""
-    journal = str(tmp_path / "x.erase")
-    write_erase_journal(journal, b"i" * 16, [(10, 5)])
-    assert disk_events == [("sync", journal + ".tmp"), ("replace", journal + ".tmp", journal), ("fsync_dir", journal)]
-    assert read_erase_journal(journal, b"i" * 16) == [(10, 5)]
-    disk_events.clear()
+    """A file written whole (a checkpoint note, an audit export) is synced before the rename, and the
+    directory after it. A snapshot only speeds up the next open, so it costs no sync."""
     snapshot = str(tmp_path / "x.snap")
     write_snapshot(snapshot, {"k": 1})
     assert disk_events == [("replace", snapshot + ".tmp", snapshot)]

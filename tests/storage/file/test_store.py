@@ -266,7 +266,7 @@ def test_an_erasure_journal_naming_nothing_to_erase_is_removed_by_the_next_write
     """A journal on its own never makes anything be zeroed: one left beside a log whose forgets have
     nothing left to erase (here: none at all) changes no byte of the log, a reader leaves it, and the
     next writer to open the database removes it."""
-    from mnemo.storage.file.snapshot import write_erase_journal
+    from helpers.erase_journal import write_erase_journal
 
     db = tmp_path / "m.db"
     with MnemoClient(db, "owner", durability="none") as c:

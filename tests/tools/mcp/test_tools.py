@@ -115,13 +115,16 @@ def test_unknown_tools_and_missing_arguments(client: MnemoClient) -> None:
 
 def test_a_long_unknown_tool_name_is_quoted_cut_as_any_value_the_model_sent(client: MnemoClient) -> None:
     """A tool name of 100,000 characters: the result quotes it as the memory tool quotes a value (whole up
-    to the server's echo limit, then a mark), so it stays within max_view_chars."""
+    to the server's echo limit, then a mark), so it stays within max_view_chars; its escape sequence is
+    shown as the `repr` shows it, as a hostile path is, never raw."""
     server = MnemoMemoryToolServer(client)
     name = "\x1b[2J" + "n" * 100_000
     result = call_tool(server, name, {})
     limit = server.echo_limit
+    shown = "'\\x1b[2J" + "n" * 100_000 + "'"
     assert result == CommandResult(
-        f"Error: Unknown tool: {name[:limit]}[... {len(name) - limit} more characters]", True)
+        f"Error: Unknown tool: {shown[:limit]}[... {len(shown) - limit} more characters]", True)
+    assert "\x1b" not in result.text
     assert len(result.text) <= server.max_view_chars
 
 
