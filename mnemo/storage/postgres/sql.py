@@ -272,6 +272,30 @@ few rare words'): it counts that many at most to find out (a read of the term in
 costs a query of more postings little."""
 
 
+def _double(value: float) -> str:
+    return f"'{value!r}'::float8"  # (a literal such as 2.2 alone is a numeric: exact, and not a double)
+
+
+_SATURATION = (f"x.tf * {_double(K1 + 1)} / (x.tf + {_double(K1)} * ({_double(1 - B)} + {_double(B)} * x.length "
+               "/ (n.total / n.docs)))")
+_IDF = f"ln({_double(1.0)} + (n.docs - x.df + {_double(0.5)}) / (x.df + {_double(0.5)}))"
+
+
+@functools.lru_cache(maxsize=256)
+def _best_text(postings: str, where: str, limit: int) -> str:
+    """_best_sql's statement (its text depends on the shape of the query alone, so it is made once)."""
+    return (
+        "SELECT x.seq FROM (SELECT p.seq, p.tf::float8 AS tf, p.length::float8 AS length, "
+        f"(count(*) OVER (PARTITION BY p.key))::float8 AS df FROM (SELECT * FROM ({postings}) p "
+        f"LIMIT {PREFETCH_POSTINGS + 1}) p(key, seq, tf, length)) x, "
+        "(SELECT sum(d.docs)::float8 AS docs, sum(d.length)::float8 AS total "
+        f"FROM mnemo_text_scopes d WHERE {where}) n "
+        f"WHERE (SELECT count(*) FROM (SELECT 1 FROM ({postings}) c LIMIT {PREFETCH_POSTINGS + 1}) c) "
+        f"<= {PREFETCH_POSTINGS} AND n.docs > 0 AND n.total > 0 GROUP BY x.seq "
+        f"ORDER BY sum({_IDF} * ({_SATURATION})) DESC, x.seq DESC LIMIT {limit}"
+    )
+
+
 def _best_sql(
     postings: str, postings_params: list[Any], where: str, scope_params: list[Any], limit: int
 ) -> tuple[str, list[Any]]:
@@ -280,23 +304,7 @@ def _best_sql(
     admits in mnemo_text_scopes), when there are PREFETCH_POSTINGS of them at most (none otherwise, and
     the postings are not ranked: the condition is checked first, once), and its parameters. The
     expression is bm25.saturation's and engine.norm's, operation by operation."""
-    def double(value: float) -> str:
-        return f"'{value!r}'::float8"  # (a literal such as 2.2 alone is a numeric: exact, and not a double)
-
-    saturation = (f"x.tf * {double(K1 + 1)} / (x.tf + {double(K1)} * ({double(1 - B)} + {double(B)} * x.length "
-                  "/ (n.total / n.docs)))")
-    half = double(0.5)
-    sql = (
-        "SELECT x.seq FROM (SELECT p.seq, p.tf::float8 AS tf, p.length::float8 AS length, "
-        f"(count(*) OVER (PARTITION BY p.key))::float8 AS df FROM (SELECT * FROM ({postings}) p "
-        f"LIMIT {PREFETCH_POSTINGS + 1}) p(key, seq, tf, length)) x, "
-        "(SELECT sum(d.docs)::float8 AS docs, sum(d.length)::float8 AS total "
-        f"FROM mnemo_text_scopes d WHERE {where}) n "
-        f"WHERE (SELECT count(*) FROM (SELECT 1 FROM ({postings}) c LIMIT {PREFETCH_POSTINGS + 1}) c) "
-        f"<= {PREFETCH_POSTINGS} AND n.docs > 0 AND n.total > 0 GROUP BY x.seq "
-        f"ORDER BY sum(ln({double(1.0)} + (n.docs - x.df + {half}) / (x.df + {half})) * ({saturation})) DESC, "
-        f"x.seq DESC LIMIT {int(limit)}"
-    )
+    sql = _best_text(postings, where, int(limit))
     return sql, [*postings_params, *scope_params, *postings_params]
 
 
@@ -416,6 +424,7 @@ def _copied(limit: str) -> tuple[list[str], str]:
     return ["r.raw", "r.payload"], "CROSS JOIN LATERAL (SELECT h.raw, h.payload) c"
 
 
+@functools.lru_cache(maxsize=512)
 def latest_sql(source: str, where: str, limit: str, loaded: str | None, older: bool | None,
                index_tags: bool = True) -> str:
     """The rows of the records `r` of `source` that `where` admits, in id order (`limit`: a LIMIT clause
