@@ -979,12 +979,19 @@ def forget_count(cfg: Config, n: int) -> int:
 
 def _copy(ds: Dataset, which: str, directory: str) -> str:
     """A copy of the dataset's Mnemo database in `directory`, with its snapshot `which` ("indexed",
-    "pending"); its path."""
+    "pending"); its path. The copies are synced: otherwise the first forget's fdatasync writes the whole
+    copied log out (about 0.1 s at 1,000,000 records), a cost of the copy, not of the forget."""
     os.makedirs(directory)
     path = os.path.join(directory, "recall.mnemo.db")
     for suffix in ("", ".leaves"):
         shutil.copyfile(ds.mnemo_path + suffix, path + suffix)
     shutil.copyfile(ds.snap_indexed if which == "indexed" else ds.snap_pending, path + ".snap")
+    for suffix in ("", ".leaves", ".snap"):
+        fd = os.open(path + suffix, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     return path
 
 
