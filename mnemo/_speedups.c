@@ -2092,12 +2092,98 @@ static void put_varint_wide(uint8_t *out, uint32_t value, uint32_t width) {
     out[width - 1] = (uint8_t)value;
 }
 
+#define REPACK_MAX 16
+
+/* Takes the departing entry at `start` out of a posting that goes on after the next entry (whose bytes
+ * end at `from`): the merged entry (gap, tf) takes both their places, and the entries after it are
+ * rewritten in exactly the bytes they held, each gap and frequency widened as need be (at most 5 bytes
+ * each: varints get_varint reads as the same values), so that nothing after them moves: a run of
+ * documents taken out one after another near the start of a posting of a million would otherwise move
+ * all of it up, once per document. When the REPACK_MAX entries after the merged one (or those up to the
+ * posting's end) cannot take the departing entry's bytes up, being wide already, they are written back
+ * at their narrowest instead, and the rest of the posting moves up by what that saves (once in many
+ * such removals: the bytes saved are those that widened entries took up before), the bytes it no longer
+ * uses zeroed. The marks at the entries rewritten follow them (the one at the next entry now marks
+ * `start`, from `prev`; one at the departing entry marks the merged one, the same document before it),
+ * those after them move up by as much as the rest did. */
+static void posting_repack(plist *p, uint32_t start, uint32_t end, uint32_t from, uint32_t prev, uint32_t gap,
+                           uint32_t tf) {
+    vlist *v = &p->v;
+    uint8_t *buf = vbuf(v);
+    uint32_t gaps[REPACK_MAX + 1], tfs[REPACK_MAX + 1], old_off[REPACK_MAX + 1], new_off[REPACK_MAX + 1];
+    uint32_t n = 1, at = from, region = from - start;
+    uint32_t least = varint_len(gap) + varint_len(tf);
+    gaps[0] = gap;
+    tfs[0] = tf;
+    old_off[0] = end;
+    while (region > 10 * n && n < REPACK_MAX + 1 && at < v->len) { /* more bytes than the entries can fill */
+        uint32_t entry = at;
+        if (!get_varint(buf, v->len, &at, &gaps[n]) || !get_varint(buf, v->len, &at, &tfs[n])) break;
+        old_off[n] = entry;
+        region += at - entry;
+        least += varint_len(gaps[n]) + varint_len(tfs[n]);
+        n++;
+    }
+    /* (a posting's entries decode, as the ones before did: a break above leaves the entries read so far) */
+    uint32_t fits = region <= 10 * n, extra = fits ? region - least : 0, pos = start;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t gap_w = varint_len(gaps[i]), tf_w = varint_len(tfs[i]);
+        uint32_t more = 5 - gap_w < extra ? 5 - gap_w : extra;
+        gap_w += more;
+        extra -= more;
+        more = 5 - tf_w < extra ? 5 - tf_w : extra;
+        tf_w += more;
+        extra -= more;
+        new_off[i] = pos;
+        put_varint_wide(buf + pos, gaps[i], gap_w);
+        put_varint_wide(buf + pos + gap_w, tfs[i], tf_w);
+        pos += gap_w + tf_w;
+    }
+    uint32_t shift = start + region - pos; /* 0 when they fit */
+    if (shift) {
+        uint32_t tail = v->len - (start + region);
+        memmove(buf + pos, buf + start + region, tail);
+        memset(buf + pos + tail, 0, shift);
+        v->len -= shift;
+    }
+    uint32_t lo = 0, hi = p->nmarks;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (p->marks[mid].off < start) lo = mid + 1;
+        else hi = mid;
+    }
+    uint32_t k = lo, kept = lo;
+    for (; k < p->nmarks; k++) {
+        mark m = p->marks[k];
+        if (m.off >= start + region) {
+            if (!shift) break; /* (the rest stay where they are) */
+            m.off -= shift;
+        } else {
+            for (uint32_t i = 0; i < n; i++) {
+                if (m.off == old_off[i]) {
+                    m = (mark){i ? m.prev : prev, new_off[i]};
+                    break;
+                }
+            }
+        }
+        if (kept && p->marks[kept - 1].off == m.off) continue;
+        p->marks[kept++] = m;
+    }
+    if (kept < k) {
+        memmove(p->marks + kept, p->marks + k, sizeof(mark) * (p->nmarks - k));
+        memset(p->marks + p->nmarks - (k - kept), 0, sizeof(mark) * (k - kept));
+        p->nmarks -= k - kept;
+    }
+    v->count--;
+}
+
 /* Takes `doc` out of a posting, if there; 1 when it was. The entry after it takes its place, its gap
  * grown by the departing one's. Where the two entries' bytes can hold the merged one (its gap and
  * frequency each widened to at most 5 bytes: most postings, whose gaps and frequencies take a byte or
  * two), it is written over them and nothing after it moves, so that taking a document out of a posting
- * of a million costs what it costs in one of ten; otherwise the rest of the posting moves up and the
- * bytes it no longer uses are zeroed. Either way nothing of the departing entry is left. */
+ * of a million costs what it costs in one of ten; otherwise the entries after it take the bytes up
+ * (posting_repack), or, where they cannot, the rest of the posting moves up and the bytes it no longer
+ * uses are zeroed. Either way nothing of the departing entry is left. */
 static int posting_remove(plist *p, uint32_t doc) {
     vlist *v = &p->v;
     uint8_t *buf = vbuf(v);
@@ -2122,14 +2208,12 @@ static int posting_remove(plist *p, uint32_t doc) {
             prev = doc_i;
             continue;
         }
-        uint32_t end = at, tail_from = end, head = 0, next_gap = 0, next_tf = 0;
-        uint8_t merged[10];
+        uint32_t end = at;
         if (end < v->len) { /* the next entry moves to `start`, counting its gap from prev */
-            uint32_t n_at = end;
+            uint32_t n_at = end, next_gap = 0, next_tf = 0;
             if (!get_varint(buf, v->len, &n_at, &next_gap) || !get_varint(buf, v->len, &n_at, &next_tf))
                 return 0;
-            tail_from = n_at;
-            uint32_t span = tail_from - start, gap_w = varint_len(gap + next_gap), tf_w = varint_len(next_tf);
+            uint32_t span = n_at - start, gap_w = varint_len(gap + next_gap), tf_w = varint_len(next_tf);
             if (span <= 10 && gap_w + tf_w <= span) { /* written over the two, in place */
                 uint32_t extra = span - gap_w - tf_w, widen = 5 - gap_w < extra ? 5 - gap_w : extra;
                 put_varint_wide(buf + start, gap + next_gap, gap_w + widen);
@@ -2153,31 +2237,23 @@ static int posting_remove(plist *p, uint32_t doc) {
                 }
                 return 1;
             }
-            head = put_varint(merged, gap + next_gap);
-            head += put_varint(merged + head, next_tf);
-        } else {
-            v->last = prev;
+            posting_repack(p, start, end, n_at, prev, gap + next_gap, next_tf);
+            return 1;
         }
-        uint32_t tail = v->len - tail_from, shift = tail_from - start - head;
-        memcpy(buf + start, merged, head); /* (head <= the bytes of the two entries it replaces) */
-        memmove(buf + start + head, buf + tail_from, tail);
-        uint32_t new_len = start + head + tail;
-        memset(buf + new_len, 0, v->len - new_len);
-        v->len = new_len;
+        /* the last entry (the newest document's): its bytes zeroed; the marks at or after it go (a search
+         * finds the first: those before it stay as they are) */
+        memset(buf + start, 0, v->len - start);
+        v->len = start;
         v->count--;
-        if (!v->count) v->last = 0;
-        /* the marks: one at the next entry now marks `start`, from prev; those after move by shift; one
-         * left at the end of the posting, or at the same place as the one before, goes */
-        uint32_t kept = 0;
-        for (uint32_t k = 0; k < p->nmarks; k++) {
-            mark m = p->marks[k];
-            if (m.off == end && end < tail_from) m = (mark){prev, start};
-            else if (m.off > start) m.off -= shift;
-            if (m.off >= v->len || (kept && p->marks[kept - 1].off == m.off)) continue;
-            p->marks[kept++] = m;
+        v->last = v->count ? prev : 0;
+        uint32_t first = 0, f_hi = p->nmarks;
+        while (first < f_hi) {
+            uint32_t mid = first + (f_hi - first) / 2;
+            if (p->marks[mid].off < start) first = mid + 1;
+            else f_hi = mid;
         }
-        if (kept < p->nmarks) memset(p->marks + kept, 0, sizeof(mark) * (p->nmarks - kept));
-        p->nmarks = kept;
+        if (first < p->nmarks) memset(p->marks + first, 0, sizeof(mark) * (p->nmarks - first));
+        p->nmarks = first;
         return 1;
     }
     return 0;

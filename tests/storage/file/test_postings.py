@@ -228,17 +228,54 @@ def test_the_native_postings_zero_what_a_departing_document_leaves() -> None:
 
 
 @pytest.mark.skipif(speedups is None, reason="the C extension is not built")
-def test_the_native_postings_move_the_rest_up_when_the_merged_entry_is_wider_than_ten_bytes() -> None:
+def test_the_native_postings_rewrite_the_entries_after_in_the_same_bytes_when_the_merged_one_is_over_ten() -> None:
     store = speedups.Postings()
     for doc, tf in enumerate((1, 300_000_001, 300_000_000, 7)):
         store.add(doc, [0], [tf])
     before = store._buffer(0)
     assert bytes.fromhex("81c6868f01") in before  # 300,000,001
     store.remove(1)  # its gap and frequency and the next one's: 1 + 5 + 1 + 5 bytes, over ten
+    # the merged entry (gap 2, 300,000,000) and the one after it (gap 1, 7) take up the 16 bytes, each
+    # varint widened: nothing after them moves, and nothing of 300,000,001 is left
+    assert store._buffer(0) == bytes.fromhex("0001" "8280808000" "80c6868f01" "818000" "07")
+    assert store.get(0, None) == {0: 1, 2: 300_000_000, 3: 7}
+
+
+@pytest.mark.skipif(speedups is None, reason="the C extension is not built")
+def test_the_native_postings_move_the_rest_up_when_nothing_after_can_take_the_bytes() -> None:
+    store = speedups.Postings()
+    for doc, tf in enumerate((1, 300_000_001, 300_000_000)):
+        store.add(doc, [0], [tf])
+    before = store._buffer(0)
+    store.remove(1)  # over ten bytes merged, and no entry after them to widen
     after = store._buffer(0)
     assert len(after) == len(before)  # the buffer keeps its size: the tail is zeroed, not left
-    assert after.endswith(b"\x00" * 6) and bytes.fromhex("81c6868f01") not in after
-    assert store.get(0, None) == {0: 1, 2: 300_000_000, 3: 7}
+    assert after == bytes.fromhex("0001" "02" "80c6868f01") + b"\x00" * (len(before) - 8)
+    assert store.get(0, None) == {0: 1, 2: 300_000_000}
+
+
+def test_a_run_of_documents_leaving_the_front_of_a_long_posting_leaves_it_as_it_reads() -> None:
+    """Documents taken out one after another from the front of a long posting (its entries widened to
+    take up the bytes each departing one leaves, then written back narrow and the rest moved up when they
+    are wide already): every read gives exactly the documents left, on every implementation."""
+    stores, left = [kind() for kind in KINDS], {}
+    for doc in range(3000):
+        tf = 1 + doc % 5 + (doc % 89 == 0) * 70_000
+        for store in stores:
+            store.add(doc, [0], [tf])
+        left[doc] = tf
+    for doc in range(1200):
+        for store in stores:
+            store.remove(doc)
+        del left[doc]
+        if doc % 97 == 0 or doc > 1180:
+            for store in stores:
+                assert store.get(0, None) == left, doc
+                assert store.count(0) == len(left)
+    for store in stores:
+        for doc in (2999, 1500, 1200):
+            store.remove(doc)
+        assert store.get(0, None) == {d: tf for d, tf in left.items() if d not in (2999, 1500, 1200)}
 
 
 def test_documents_leave_a_long_posting_from_anywhere_and_it_reads_the_same() -> None:
