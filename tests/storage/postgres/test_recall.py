@@ -39,11 +39,10 @@ from mnemo.recall.analysis import atoms, terms
 from mnemo.recall.query import Phrase, occurrences
 from mnemo.storage.postgres import schema as pg_schema
 from mnemo.storage.postgres import sql as pg_sql
-from mnemo.storage.postgres import store as pg_store
-from mnemo.storage.postgres import text_index
+from mnemo.storage.postgres import text_index, text_recall
 from mnemo.storage.postgres.sql import PREFETCH_POSTINGS
-from mnemo.storage.postgres.store import PREFETCH_SLACK
 from mnemo.storage.postgres.text_index import POSITIONS_MAX, TERM_KEY, pack_places, positions_of
+from mnemo.storage.postgres.text_recall import PREFETCH_SLACK
 
 OWNER = "owner"
 READER = "reader"
@@ -761,7 +760,7 @@ def test_a_query_of_few_postings_reads_its_hits_with_the_index(
 
         def apart(client: MnemoClient, query: str, **options: Any) -> list[tuple[str, float]]:
             with monkeypatch.context() as m:
-                m.setattr(pg_store, "PREFETCH_MAX", 0)
+                m.setattr(text_recall, "PREFETCH_MAX", 0)
                 found, sent = answer(client, query, **options)
             assert sent == 2
             return found
@@ -784,7 +783,7 @@ def test_a_query_of_few_postings_reads_its_hits_with_the_index(
             asked.append(args[-1])
             return pg_sql.recall_sql(*args)
 
-        monkeypatch.setattr(pg_store, "recall_sql", recall_sql)
+        monkeypatch.setattr(text_recall, "recall_sql", recall_sql)
         with c.transaction():  # (its reads are on its own connection)
             assert [h.score for h in c.recall("rare")] == expected and asked == [0]
         # a word found with more postings than that is not counted again while it keeps them
