@@ -1,6 +1,6 @@
 """PostgresStore's part that serves recall by words over the text index's tables (text_index.py): the
 index read in one statement (sql.recall_sql: with the best documents' records, when the query allows),
-a Source over it (text_index.TableSource) ranked with the open transaction's writes, and each hit's record
+a Source over it (text_source.py) ranked with the open transaction's writes, and each hit's record
 read and checked as every read's are (reads.py). The tables are the index, not the truth: a hit the
 chain does not bear out is read again or left out."""
 
@@ -19,7 +19,7 @@ from ..recall import Hit, in_transaction, searchable_text
 from ..types import Found, Query, Rec, ScopeFilter
 from .reads import Loaded, Reads
 from .sql import PREFETCH_POSTINGS, recall_sql
-from .text_index import IndexDisagrees, TableSource
+from .text_source import IndexDisagrees, TableSource
 
 RECALL_READS = 8  # reads of the text index a recall makes at most while the records change under it
 PREFETCH_SLACK = 2  # documents read with the index beyond `limit`: the last bits of the server's scores may differ

@@ -39,7 +39,7 @@ from mnemo.recall.analysis import atoms, terms
 from mnemo.recall.query import Phrase, occurrences
 from mnemo.storage.postgres import schema as pg_schema
 from mnemo.storage.postgres import sql as pg_sql
-from mnemo.storage.postgres import text_index, text_recall
+from mnemo.storage.postgres import text_phrases, text_recall, text_source
 from mnemo.storage.postgres.sql import PREFETCH_POSTINGS
 from mnemo.storage.postgres.text_index import POSITIONS_MAX, TERM_KEY, pack_places, positions_of
 from mnemo.storage.postgres.text_recall import PREFETCH_SLACK
@@ -628,7 +628,7 @@ def test_recall_gives_the_same_floats_with_numpy_and_without(
 ) -> None:
     """With numpy, the postings read are scored in bulk (engine.search_packed); without it, one by one
     (engine.scored): the same ids in the same order, with scores equal to the last bit. (Fewer postings
-    than text_index.BULK are scored one by one with numpy too: here every recall is scored in bulk.)"""
+    than text_source.BULK are scored one by one with numpy too: here every recall is scored in bulk.)"""
     _src, url = copied
     bulk: list[int] = []
     packed = engine.search_packed
@@ -641,7 +641,7 @@ def test_recall_gives_the_same_floats_with_numpy_and_without(
     with MnemoClient(url, agent) as p:
         p.recall("alpha")  # (one with fewer postings than BULK: one by one)
         assert not bulk
-        monkeypatch.setattr(text_index, "BULK", 0)
+        monkeypatch.setattr(text_source, "BULK", 0)
         with_numpy = _answers(p, "id")
         assert len(bulk) == len(QUERIES) * len(FILTERS)  # every recall, in bulk
         monkeypatch.setattr(engine, "installed", lambda: False)
@@ -996,7 +996,7 @@ def test_the_schema_refuses_a_term_row_of_no_occurrence(pg: Schema) -> None:
 @settings(max_examples=200, deadline=None)
 @given(docs=st.lists(st.lists(st.sampled_from(["a", "b", "c"]), max_size=12), min_size=1, max_size=8),
        phrase=st.lists(st.sampled_from(["a", "b", "c"]), min_size=2, max_size=4),
-       unkept=st.sets(st.integers(0, 7)), dense=st.sampled_from([0, text_index.DENSE]),
+       unkept=st.sets(st.integers(0, 7)), dense=st.sampled_from([0, text_phrases.DENSE]),
        spread=st.sampled_from([1, 5_000, -(1 << 40)]))
 def test_a_phrase_decided_in_bulk_is_decided_one_document_at_a_time(
     docs: list[list[str]], phrase: list[str], unkept: set[int], dense: int, spread: int
@@ -1021,10 +1021,10 @@ def test_a_phrase_decided_in_bulk_is_decided_one_document_at_a_time(
     if any(not seqs for seqs, _sizes, _packed, _lengths in places.values()):
         return  # (a word no document holds: TableSource.phrase answers before)
     atoms_ = tuple(phrase)
-    one_by_one = text_index._phrase_python(atoms_, places)
+    one_by_one = text_phrases._phrase_python(atoms_, places)
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(text_index, "DENSE", dense)
-        found, unknown, lengths = text_index._phrase_numpy(atoms_, places)
+        monkeypatch.setattr(text_phrases, "DENSE", dense)
+        found, unknown, lengths = text_phrases._phrase_numpy(atoms_, places)
     assert (found, sorted(unknown)) == (one_by_one[0], sorted(one_by_one[1]))
     assert lengths == {seq: len(docs[doc_of[seq]]) for seq in [*found, *unknown]}
     assert all(one_by_one[2][seq] == length for seq, length in lengths.items())
