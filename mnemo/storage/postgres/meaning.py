@@ -17,7 +17,7 @@ from ...recall.engine import Staged
 from ...recall.fusion import fuse
 from ...recall.local import recorded_as
 from ...recall.query import Query as RecallQuery
-from ..recall import Hit, in_transaction, lexical_side, searchable_text
+from ..recall import Hit, lexical_side, searchable_text
 from ..types import Found, Progress, Query, Rec, ScopeFilter
 from .errors import storage_error
 from .reads import Loaded
@@ -215,7 +215,7 @@ class Meaning(TextRecall):
         for rec in (batch.recs.values() if batch is not None else ()):
             if rec is not None and scopes.admits(rec.scope):
                 assert batch is not None
-                text = searchable_text(self._overlay_found(rec, "latest", batch, conn).packed[0])
+                text = self._staged_text(rec, batch, conn)
                 if text is not None:
                     staged.append(rec)
                     staged_texts.append(text)
@@ -249,12 +249,7 @@ class Meaning(TextRecall):
             loaded: Loaded = {}
             base = self._read_text_index(sql, params, exact, prefixes, False, loaded, scopes, batch, conn)
             self._load_phrase_texts(query, base, loaded, scopes, batch, conn)
-
-            def staged_text(rec: Rec) -> str | None:
-                assert batch is not None
-                return searchable_text(self._overlay_found(rec, "latest", batch, conn).packed[0])
-
-            source: Any = in_transaction(base, batch, scopes, base.touched.get, staged_text)
+            source = self._in_transaction(base, scopes, batch, conn)
             lexical, excluded = lexical_side(query, source, mode, len(seqs), at)
         tagged: set[int] | None = None
         if filtered:

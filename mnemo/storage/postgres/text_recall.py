@@ -151,13 +151,24 @@ class TextRecall(Reads):
                 return rec is not None and tags.matches(rec.tags)
             return key not in left_out and (tagged is None or key in tagged)
 
+        ranked = search(query, self._in_transaction(base, scopes, batch, conn), limit, keep)
+        return self._recall_hits(query, tags, ranked, loaded, prefetched, scopes, batch, conn)
+
+    def _in_transaction(
+        self, base: TableSource, scopes: ScopeFilter, batch: Batch | None, conn: psycopg.Connection[Any] | None
+    ) -> Any:
+        """`base` as this thread's open transaction sees it (in_transaction), each staged document's text
+        read from the batch."""
+
         def staged_text(rec: Rec) -> str | None:
             assert batch is not None  # the overlay reads only the records of an open transaction
-            return searchable_text(self._overlay_found(rec, "latest", batch, conn).packed[0])
+            return self._staged_text(rec, batch, conn)
 
-        source: Any = in_transaction(base, batch, scopes, base.touched.get, staged_text)
-        ranked = search(query, source, limit, keep)
-        return self._recall_hits(query, tags, ranked, loaded, prefetched, scopes, batch, conn)
+        return in_transaction(base, batch, scopes, base.touched.get, staged_text)
+
+    def _staged_text(self, rec: Rec, batch: Batch, conn: psycopg.Connection[Any] | None) -> str | None:
+        """The searchable text of the latest version of `rec`, a record of the open transaction `batch`."""
+        return searchable_text(self._overlay_found(rec, "latest", batch, conn).packed[0])
 
     def _load_phrase_texts(
         self, query: RecallQuery, source: TableSource, loaded: Loaded, scopes: ScopeFilter,
