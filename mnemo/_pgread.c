@@ -1,4 +1,4 @@
-/* The PostgreSQL backend's read path in C: the rows a query reads (mnemo/storage/postgres/store.py),
+/* The PostgreSQL backend's read path in C: the rows a query reads (mnemo/storage/postgres/reads.py),
  * each version's entry and payload checked against the chain in one call, exactly as
  * mnemo/storage/postgres/sql.py's served_rows (its pure-Python twin) checks them.
  *

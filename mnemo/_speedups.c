@@ -3758,7 +3758,7 @@ done:
 
 /* phrase_starts(columns) -> (found, unknown, lengths) | None: where a phrase starts in the documents that
  * hold every one of its atoms, from the atoms' postings and positions as TableSource._places gives them
- * (mnemo/storage/postgres/text_index.py): `columns` holds, for each atom of the phrase in its order (an
+ * (mnemo/storage/postgres/text_source.py): `columns` holds, for each atom of the phrase in its order (an
  * atom twice in it, twice), (seqs, counts, places, lengths): the postings' seqs (8 bytes each, big-endian),
  * how many places each has (native 32-bit, -1: none kept), all those places one posting after the other
  * (native 32-bit, increasing within a posting), and the documents' lengths (4 bytes each, big-endian).
@@ -3766,7 +3766,8 @@ done:
  * starts; unknown: [seq] the documents holding every atom with one not kept (their texts decide); lengths:
  * {seq: length} of those two, as the first atom's postings give them. None for a document twice in an atom's postings (rows written by hand: the
  * twin, _phrase_python, decides), ValueError for columns of inconsistent sizes. Its twin is
- * text_index._phrase_python, which gives the same found and unknown (and the lengths of every posting). */
+ * text_phrases._phrase_python (mnemo/storage/postgres/text_phrases.py), which gives the same found and
+ * unknown (and the lengths of every posting). */
 
 typedef struct {
     const uint8_t *seqs, *lengths;
@@ -4015,7 +4016,7 @@ static PyMethodDef methods[] = {
     {"unpack_places", unpack_places, METH_VARARGS,
      "unpack_places(data, postings) -> (counts, places) | None (see mnemo/storage/postgres/text_index.py)"},
     {"phrase_starts", phrase_starts, METH_O,
-     "phrase_starts(columns) -> (found, unknown, lengths) | None (see mnemo/storage/postgres/text_index.py)"},
+     "phrase_starts(columns) -> (found, unknown, lengths) | None (see mnemo/storage/postgres/text_phrases.py)"},
     {"count_terms", count_terms, METH_O,
      "count_terms(text) -> (length, {term: count}) | None (see mnemo/recall/analysis.py, counted)"},
     {NULL, NULL, 0, NULL},

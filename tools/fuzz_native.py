@@ -31,7 +31,7 @@ Targets:
   text_index.unpack_places_twin gives, and of the text's positions packed one after the other, their
   places; phrase_starts, over documents of the words a, b and c made from the input's bytes (some with
   their positions not kept, a posting twice now and then, their seqs close together or far apart: a
-  table indexed by seq or a hash table), what text_index._phrase_python gives, or None
+  table indexed by seq or a hash table), what text_phrases._phrase_python gives, or None
   for a posting twice; and the input's bytes read as a column of
   32-bit codes, max_u32 what max gives. Seeds:
   identifiers of every shape the analysis splits.
@@ -292,9 +292,10 @@ class AnalysisHarness:
 
     def __init__(self, native: Any) -> None:
         from mnemo.recall import analysis
-        from mnemo.storage.postgres import text_index
+        from mnemo.storage.postgres import text_index, text_phrases
 
         self.native, self.analysis, self.text_index = native, analysis, text_index
+        self.text_phrases = text_phrases
         self.runs = 0
 
     def seeds(self) -> list[bytes]:
@@ -385,7 +386,7 @@ class AnalysisHarness:
             if got is not None:
                 raise AssertionError(f"phrase_starts took a posting twice on {data!r}")
             return
-        found, unknown, lengths = self.text_index._phrase_python(phrase, places)
+        found, unknown, lengths = self.text_phrases._phrase_python(phrase, places)
         if got is None or (got[0], sorted(got[1])) != (found, sorted(unknown)) or got[2] != {
                 seq: lengths[seq] for seq in [*found, *unknown]}:
             raise AssertionError(f"phrase_starts and its twin differ on {data!r}: {got!r}")

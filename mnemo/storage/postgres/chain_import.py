@@ -20,7 +20,8 @@ from .dsn import display_name, dsn_params
 from .errors import storage_error
 from .schema import SCHEMA_LOCK
 from .sql import RECORD_COLUMNS
-from .text_index import COUNT_SCOPES, Doc, copy_text_index, doc_of
+from .text_build import COUNT_SCOPES, copy_text_index
+from .text_index import Doc, doc_of
 
 
 class _Empty:

@@ -37,7 +37,8 @@ from ..writer import WriterContext
 from .errors import first_line, storage_error
 from .session import Session
 from .sql import COMMIT_CALL, PUT_CALL, TAGS, TEXT_CALL, VERSION_COLUMNS, VERSIONS, group_rows
-from .text_index import TextRows, doc_of, put_text_columns
+from .text_index import doc_of
+from .text_rows import TextRows, put_text_columns
 from .vectors import INSERT_COMMITTED, packed
 
 # A commit whose rows come to more than this is sent outside a pipeline (one round trip more, nothing

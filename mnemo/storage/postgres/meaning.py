@@ -17,18 +17,16 @@ from ...recall.engine import Staged
 from ...recall.fusion import fuse
 from ...recall.local import recorded_as
 from ...recall.query import Query as RecallQuery
-from ..recall import Hit, in_transaction, lexical_side, searchable_text
+from ..recall import Hit, lexical_side, searchable_text
 from ..types import Found, Progress, Query, Rec, ScopeFilter
-from .commit import Commits
 from .errors import storage_error
+from .reads import Loaded
 from .sql import _tags_sql, recall_sql
+from .text_recall import TextRecall
 from .vectors import CHANGES, INSERT_VECTORS, VectorCache, check_recorded, packed
 
 if TYPE_CHECKING:
     from ..batch import Batch
-    from .text_index import TableSource
-
-    Loaded = dict[int, "tuple[Rec, bytes] | None"]
 
 MEANING_READS = 8  # rankings a recall makes at most while the records change under it
 CATCH_UP_CHUNK = 1024  # documents read, then embedded, at a time by a catch-up
@@ -42,22 +40,11 @@ class _Changed(Exception):
         self.seq = seq
 
 
-class Meaning(Commits):
+class Meaning(TextRecall):
     """Semantic and hybrid recall, and the vectors they keep."""
 
     _cache: VectorCache | None = None
     _cache_lock = threading.Lock()
-
-    if TYPE_CHECKING:  # PostgresStore's (store.py)
-        def _load_texts(self, seqs: list[int], scopes: ScopeFilter, batch: Batch | None,
-                        conn: psycopg.Connection[Any] | None, loaded: Loaded) -> None: ...
-        def _read_text_index(self, sql: str, params: list[Any], exact: list[str], prefixes: list[str],
-                             filtered: bool, loaded: Loaded, scopes: ScopeFilter, batch: Batch | None,
-                             conn: psycopg.Connection[Any] | None) -> TableSource: ...
-        def _load_phrase_texts(self, query: RecallQuery, source: TableSource, loaded: Loaded, scopes: ScopeFilter,
-                               batch: Batch | None, conn: psycopg.Connection[Any] | None) -> None: ...
-        def _overlay_found(self, rec: Rec, payloads: Any, batch: Batch,
-                           conn: psycopg.Connection[Any] | None) -> Found: ...
 
     # -- the embedder the database records --------------------------------------------------------
     def _open_vectors(self, embedder: Embedder | None, reindex: bool) -> None:
@@ -228,7 +215,7 @@ class Meaning(Commits):
         for rec in (batch.recs.values() if batch is not None else ()):
             if rec is not None and scopes.admits(rec.scope):
                 assert batch is not None
-                text = searchable_text(self._overlay_found(rec, "latest", batch, conn).packed[0])
+                text = self._staged_text(rec, batch, conn)
                 if text is not None:
                     staged.append(rec)
                     staged_texts.append(text)
@@ -262,12 +249,7 @@ class Meaning(Commits):
             loaded: Loaded = {}
             base = self._read_text_index(sql, params, exact, prefixes, False, loaded, scopes, batch, conn)
             self._load_phrase_texts(query, base, loaded, scopes, batch, conn)
-
-            def staged_text(rec: Rec) -> str | None:
-                assert batch is not None
-                return searchable_text(self._overlay_found(rec, "latest", batch, conn).packed[0])
-
-            source: Any = in_transaction(base, batch, scopes, base.touched.get, staged_text)
+            source = self._in_transaction(base, scopes, batch, conn)
             lexical, excluded = lexical_side(query, source, mode, len(seqs), at)
         tagged: set[int] | None = None
         if filtered:

@@ -855,7 +855,7 @@ def test_the_cli_works_on_a_dsn(pg: Schema, tmp_path: Path, capsys: pytest.Captu
 
 
 def test_the_tree_head_is_the_same_on_both_backends_and_saved_states_are_checked(pg: Schema, tmp_path: Path) -> None:
-    from mnemo.storage.postgres.store import TREE_SAVE_EVERY
+    from mnemo.storage.postgres.chain import TREE_SAVE_EVERY
     from mnemo.transparency import read_tree
 
     src = tmp_path / "t.db"
@@ -1094,7 +1094,7 @@ def test_a_read_inside_a_transaction_whose_connection_died_is_a_clear_error(pg: 
 def test_the_tree_state_is_saved_once_it_is_a_full_interval_ahead(pg: Schema, ahead: int) -> None:
     """A store saves the compact range of the tree it computed (on close) once it is TREE_SAVE_EVERY
     entries or more ahead of the last one saved, not before."""
-    from mnemo.storage.postgres.store import TREE_SAVE_EVERY
+    from mnemo.storage.postgres.chain import TREE_SAVE_EVERY
 
     entries = TREE_SAVE_EVERY + ahead
     with MnemoClient(pg.url, OWNER, durability="none") as c:

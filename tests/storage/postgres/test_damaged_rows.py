@@ -16,6 +16,7 @@ from mnemo.audit import read_chain
 from mnemo.chain.codec import make_entry
 from mnemo.chain.tree import CompactRange
 from mnemo.errors import IntegrityError
+from mnemo.storage.postgres import chain as pg_chain
 from mnemo.storage.postgres import store as pg_store
 
 OWNER = "owner"
@@ -126,7 +127,7 @@ def test_entries_missing_from_the_chain_fail_the_tree_head(pg: Schema) -> None:
 def test_a_store_saves_its_tree_range_again_only_a_full_interval_after_its_last(pg: Schema,
                                                                                  monkeypatch: pytest.MonkeyPatch
                                                                                  ) -> None:
-    monkeypatch.setattr(pg_store, "TREE_SAVE_EVERY", 4)
+    monkeypatch.setattr(pg_chain, "TREE_SAVE_EVERY", 4)
 
     def saved() -> list[int]:
         return [size for (size,) in pg.sql("SELECT size FROM mnemo_tree ORDER BY size")]

@@ -18,7 +18,7 @@ from mnemo import IntegrityError, MnemoClient
 from mnemo._native import pgread
 from mnemo.chain.codec import make_entry, pack_record_fields, packb, payload_digest, seal_put_payload
 from mnemo.record import MemoryRecord
-from mnemo.storage.postgres import store as pg_store
+from mnemo.storage.postgres import reads as pg_reads
 from mnemo.storage.postgres.sql import RECORD_ROW, latest_records, records_sql
 from mnemo.storage.types import Query
 
@@ -180,13 +180,13 @@ def test_in_a_transaction_the_general_path_serves_the_staged_records(pg: Schema,
     with MnemoClient(pg.url, OWNER) as c:
         kept = c.remember("kept", tags=["a"])
         calls: list[int] = []
-        native_build = pg_store._latest_records
+        native_build = pg_reads._latest_records
 
         def counted(rows: list[Any], cols: tuple[int, ...], record_type: type) -> list[Any]:
             calls.append(len(rows))
             return native_build(rows, cols, record_type)
 
-        monkeypatch.setattr(pg_store, "_latest_records", counted)
+        monkeypatch.setattr(pg_reads, "_latest_records", counted)
         with c.transaction() as tx:
             staged = tx.remember("staged", tags=["a"])
             assert tx.get(staged.id) == staged

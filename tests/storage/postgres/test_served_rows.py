@@ -18,7 +18,7 @@ from helpers.pg_faults import damage_payload
 from mnemo import IntegrityError, MnemoClient
 from mnemo._native import pgread
 from mnemo.chain.codec import make_entry, pack_record_fields, payload_digest
-from mnemo.storage.postgres import store as pg_store
+from mnemo.storage.postgres import reads as pg_reads
 from mnemo.storage.postgres.sql import served_rows
 from mnemo.storage.types import Query
 
@@ -62,7 +62,7 @@ def test_the_c_checks_serve_what_the_twin_serves_from_a_real_database(pg: Schema
     with MnemoClient(pg.url, OWNER) as c:
         _fill(c)
         rows = _rows_read(c, {"tags": ("a",)})
-    cols = pg_store.SERVED_COLUMNS
+    cols = pg_reads.SERVED_COLUMNS
     want = served_rows(rows, cols)
     assert len(rows) == 7  # six records, one of them updated: its first version's row carries no payload
     assert [w is None for w in want] == [row[cols[4]] is None for row in rows]

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from helpers.pg import Schema
+from helpers.pg_text import varied
 
 from mnemo import InvalidInput, MnemoClient, StorageError
 from mnemo.audit import verify_db
@@ -287,3 +288,63 @@ def test_version_rows_are_named_in_seq_order_whatever_their_times(pg: Schema, mo
         _tables(f"mnemo_versions holds version 1 of record {rid}x (seq {n}), which the chain does not")
         for n, rid in enumerate(ids, 1)
     ]
+
+
+# -- the text index ----------------------------------------------------------------------------------------
+
+
+def _text_made(pg: Schema) -> dict[str, Any]:
+    with MnemoClient(pg.url, OWNER, durability="none") as c:
+        made = varied(c)
+        a = c.get(made["a"])
+        made["seq"] = a.seq
+        return made
+
+
+@pytest.mark.parametrize(("statement", "messages"), [
+    ("UPDATE mnemo_terms SET tf = 5 WHERE term = 'beta' AND seq = {seq}",
+     ["mnemo_terms gives record {a} (seq {seq}) term 'beta' 5 times, its text holds it 2 times"]),
+    ("DELETE FROM mnemo_terms WHERE term = 'alpha' AND seq = {seq}",
+     ["record {a} (seq {seq}) is missing from the postings of term 'alpha' (mnemo_terms)"]),
+    ("INSERT INTO mnemo_terms VALUES ('planted', {seq}, 1, 3, 'team:a')",
+     ["mnemo_terms lists record {a} (seq {seq}) under term 'planted', which its text does not hold"]),
+    ("INSERT INTO mnemo_terms VALUES ('alpha', {seq}, 1, 3, 'team:a')",
+     ["mnemo_terms lists record {a} (seq {seq}) under term 'alpha' more than once"]),
+    ("UPDATE mnemo_terms SET term = 'alpha' WHERE term = 'beta' AND seq = {seq}",
+     ["mnemo_terms lists record {a} (seq {seq}) under term 'alpha' more than once",
+      "record {a} (seq {seq}) is missing from the postings of term 'beta' (mnemo_terms)"]),
+    ("INSERT INTO mnemo_terms VALUES ('alpha', 9999, 1, 3, 'team:a')",
+     ["mnemo_terms lists seq 9999 under term 'alpha', which its text does not hold"]),
+    ("UPDATE mnemo_docs SET length = 7 WHERE seq = {seq}",
+     ["mnemo_docs gives the document of seq {seq} another record, scope or length than the chain (record {a} in "
+      "scope 'team:a', 3 terms)"]),
+    ("UPDATE mnemo_docs SET scope = 'team:b' WHERE seq = {seq}",
+     ["mnemo_docs gives the document of seq {seq} another record, scope or length than the chain (record {a} in "
+      "scope 'team:a', 3 terms)"]),
+    ("DELETE FROM mnemo_docs WHERE seq = {seq}",
+     ["record {a} (seq {seq}) is missing from the text index (mnemo_docs)"]),
+    ("INSERT INTO mnemo_docs VALUES (3, 'ghost', 'team:a', 2)",
+     ["mnemo_docs indexes seq 3 (record ghost), which is not the latest version of a live record whose content is "
+      "text"]),
+    ("UPDATE mnemo_text_scopes SET docs = docs + 1 WHERE scope = 'team:a'",
+     ["mnemo_text_scopes counts 2 documents of 3 terms in scope 'team:a', the chain 1 of 3"]),
+    ("DELETE FROM mnemo_text_scopes WHERE scope = 'team:a'",
+     ["mnemo_text_scopes counts 0 documents of 0 terms in scope 'team:a', the chain 1 of 3"]),
+    ("UPDATE mnemo_terms SET positions = '\\x00000000' WHERE term = 'beta' AND seq = {seq}",
+     ["mnemo_terms gives record {a} (seq {seq}) other positions of term 'beta' than its text has"]),
+    ("UPDATE mnemo_terms SET positions = NULL WHERE term = 'alpha' AND seq = {seq}",
+     ["mnemo_terms gives record {a} (seq {seq}) other positions of term 'alpha' than its text has"]),
+    ("UPDATE mnemo_terms SET scope = 'team:b' WHERE term = 'beta' AND seq = {seq}",
+     ["mnemo_terms gives record {a} (seq {seq}) another length or scope under term 'beta' than its document has "
+      "(3 terms, scope 'team:a')"]),
+])
+def test_verify_names_each_row_of_the_text_index_that_the_chain_does_not_give(
+    pg: Schema, statement: str, messages: list[str]
+) -> None:
+    made = _text_made(pg)
+    assert verify_db(pg.url).ok
+    with pg.connect() as conn:
+        conn.execute(statement.format(**made))
+    report = verify_db(pg.url)
+    assert not report.ok
+    assert [(p.kind, p.message) for p in report.problems] == [("tables", m.format(**made)) for m in messages]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..text_index import build_positions, build_text_index
+from ..text_build import build_positions, build_text_index
 from .privileges import APPLICATION_PRIVILEGES, TABLES
 from .v1_v3 import V1, V2, V3
 from .v4 import V4

@@ -18,7 +18,7 @@ from .v1_v3 import V3
 # their total length, so that a recall's statistics are a sum over the scopes it may read, whatever the
 # number of records. The terms are mnemo.recall.analysis's, computed by the client from the text it
 # commits (text_index.py), so that both backends index exactly alike; the migration builds the index of
-# the records already there from their payloads (text_index.build_text_index, after this SQL).
+# the records already there from their payloads (text_build.build_text_index, after this SQL).
 #
 # A term is as long as a word of the text, and a B-tree entry holds at most about 2.7 kB: the index orders
 # terms by their first TERM_KEY characters, and a lookup compares the whole term after it. Term values are

@@ -30,7 +30,7 @@ _PUT_V9 = _with_positions(V5[V5.index("CREATE PROCEDURE mnemo_put("):], [
 # B-tree entry's limit (and below the size at which an index entry is compressed). Like the term, the
 # positions are stored uncompressed and never sampled into pg_statistic. mnemo_index_text and mnemo_put take
 # each term's positions beside its tf (w_pos); the migration writes the terms of the documents already
-# indexed again, with their positions (text_index.build_positions, after this SQL).
+# indexed again, with their positions (text_build.build_positions, after this SQL).
 V9 = """
 ALTER TABLE mnemo_terms ADD COLUMN positions bytea;
 ALTER TABLE mnemo_terms ALTER COLUMN positions SET STORAGE EXTERNAL;
@@ -130,7 +130,7 @@ DROP PROCEDURE mnemo_put;
 # covering index's entries are smaller and a phrase's words are read in fewer pages; and each value says
 # where it ends, so that recall's statement reads the positions of many postings one after the other
 # without a column of their sizes. The column, its storage and its index are version 9's; the migration
-# writes the terms of every document again (text_index.build_positions, after this SQL).
+# writes the terms of every document again (text_build.build_positions, after this SQL).
 V11 = """
 COMMENT ON COLUMN mnemo_terms.positions IS
     'the term''s places among its document''s atoms: varints, their number plus one, then each one''s gap';
