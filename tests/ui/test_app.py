@@ -143,6 +143,8 @@ def test_the_diff_between_two_versions(tool: MnemoMemoryToolServer, browser: Tes
         ("/diff?path=/memories/a.md&a=1&b=\u00b9", 400, "b must be a number, got '\u00b9'"),
         ("/diff?path=/memories/a.md&a=1", 400, "a diff needs two versions, a and b"),
         ("/record?id=0123", 404, "no record '0123' that you may read"),
+        ("/record?id=a%00b", 404, "no record 'a\\x00b' that you may read"),  # PostgreSQL's text holds no NUL
+        ("/forget?id=a%00b", 404, "no record 'a\\x00b' that you may read"),
     ],
 )
 def test_bad_addresses_get_a_clear_error_page(
