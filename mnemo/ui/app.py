@@ -154,6 +154,7 @@ class Pages:
     def forget_form(self, request: Request) -> Response:
         params = request.query_params
         chosen = views.selection(self.server, self.client, params.get("path"), params.get("id"))
+        views.may_forget(self.client, chosen)  # a read-only scope: refused here, before a reason is asked for
         return self.render(request, "forget.html", chosen=chosen, error=None, reason="")
 
     async def forget(self, request: Request) -> Response:

@@ -349,6 +349,13 @@ class Selection:
         return [t.rec_id for t in self.targets]
 
 
+def may_forget(client: MnemoClient, chosen: Selection) -> None:
+    """PermissionDenied, in the words the forget itself would use, unless the agent may forget in every
+    scope of what `chosen` would erase (a forget erases all of it or nothing)."""
+    for scope in dict.fromkeys(t.scope for t in chosen.targets):
+        client.check_permission("forget", scope)
+
+
 def _target(info: RecordInfo, label: str) -> Target:
     return Target(info.id, info.scope, label, info.version, info.size, info.updated_at)
 
