@@ -124,7 +124,7 @@ class Pages:
         old, new = _int(request, "a"), _int(request, "b")
         if old is None or new is None:
             raise InvalidInput("a diff needs two versions, a and b")
-        return self.render(request, "diff.html", diff=views.diff(subject, old, new))
+        return self.render(request, "diff.html", diff=views.diff(subject, old, new), align=views.DIFF_ALIGN_LINES)
 
     def records(self, request: Request) -> Response:
         found = views.records(self.client, request.query_params.get("scope") or None,

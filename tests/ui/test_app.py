@@ -129,6 +129,70 @@ def test_the_diff_between_two_versions(tool: MnemoMemoryToolServer, browser: Tes
     assert "The two versions hold the same text." in same
 
 
+def diff_of(page: str) -> list[tuple[str, str]]:
+    """The diff's lines as (kind, text)."""
+    body = page.split('id="diff">', 1)[1].split("</pre>", 1)[0]
+    return [(kind, html.unescape(text)) for kind, text in re.findall(r'<span class="(\w+)">(.*?)</span>', body)]
+
+
+def test_a_deleted_or_added_line_that_starts_like_a_header_is_a_change(
+    tool: MnemoMemoryToolServer, browser: TestClient
+) -> None:
+    create(tool, "/memories/a.sql", "select 1;\n-- old note\n++counter;")
+    edit(tool, "/memories/a.sql", "-- old note\n++counter;", "++ new note\n--counter;")
+    assert diff_of(browser.get("/diff?path=/memories/a.sql&a=1&b=2").text) == [
+        ("head", "--- /memories/a.sql v1"), ("head", "+++ /memories/a.sql v2"), ("hunk", "@@ -1,3 +1,3 @@"),
+        ("same", " select 1;"), ("del", "--- old note"), ("del", "-++counter;"), ("add", "+++ new note"),
+        ("add", "+--counter;"),
+    ]
+
+
+def test_a_diff_aligns_only_the_lines_between_what_both_versions_start_and_end_with(
+    tool: MnemoMemoryToolServer, browser: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 60,000 lines of a few hundred values, each under 1% of them (difflib junks no line): aligning the
+    # whole of two such versions that differ in one line took difflib half a minute, a core busy
+    lines = [f"v{(i * 7919) % 613}" for i in range(60_000)]
+    lines[30_000] = "the line that changes"
+    create(tool, "/memories/big.txt", "\n".join(lines))
+    edit(tool, "/memories/big.txt", "the line that changes", "changed")
+    aligned: list[tuple[int, int]] = []
+    matcher = views.difflib.SequenceMatcher
+
+    def spy(junk: None, a: list[str], b: list[str]) -> object:
+        aligned.append((len(a), len(b)))
+        return matcher(junk, a, b)
+
+    monkeypatch.setattr(views.difflib, "SequenceMatcher", spy)
+    page = browser.get("/diff?path=/memories/big.txt&a=1&b=2").text
+    assert aligned == [(7, 7)]  # the changed line and three of context on each side
+    assert diff_of(page) == [
+        ("head", "--- /memories/big.txt v1"), ("head", "+++ /memories/big.txt v2"),
+        ("hunk", "@@ -29998,7 +29998,7 @@"),
+        *[("same", " " + line) for line in lines[29_997:30_000]], ("del", "-" + lines[30_000]), ("add", "+changed"),
+        *[("same", " " + line) for line in lines[30_001:30_004]],
+    ]
+    assert 'id="whole"' not in page
+
+
+def test_a_changed_middle_too_long_to_align_is_shown_replaced_whole(
+    tool: MnemoMemoryToolServer, browser: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(views, "DIFF_ALIGN_LINES", 3)
+    create(tool, "/memories/a.md", "head\n1\n2\n3\n4\nb\nc\nd\ne\ntail")
+    edit(tool, "/memories/a.md", "1\n2\n3\n4\nb", "x\nb")
+    page = browser.get("/diff?path=/memories/a.md&a=1&b=2").text
+    assert diff_of(page) == [
+        ("head", "--- /memories/a.md v1"), ("head", "+++ /memories/a.md v2"), ("hunk", "@@ -1,8 +1,5 @@"),
+        ("same", " head"), *[("del", f"-{n}") for n in "1234"], ("add", "+x"),
+        *[("same", " " + line) for line in "bcd"],
+    ]
+    assert '<p class="note" id="whole">More than 3 lines changed between the two versions: they are shown ' \
+           "replaced whole, not aligned line by line.</p>" in page
+    edit(tool, "/memories/a.md", "x\n", "")  # a middle of 1 line: aligned
+    assert 'id="whole"' not in browser.get("/diff?path=/memories/a.md&a=2&b=3").text
+
+
 @pytest.mark.parametrize(
     ("url", "status", "message"),
     [
