@@ -109,11 +109,11 @@ class Pages:
     def file(self, request: Request) -> Response:
         path = _required(request, "path")
         subject = views.file_versions(self.server, path, _int(request, "version"))
-        return self.render(request, "versions.html", subject=subject)
+        return self.render(request, "versions.html", subject=subject, shown=views.SHOWN_LINES)
 
     def record(self, request: Request) -> Response:
         subject = views.record_versions(self.client, _required(request, "id"), _int(request, "version"))
-        return self.render(request, "versions.html", subject=subject)
+        return self.render(request, "versions.html", subject=subject, shown=views.SHOWN_LINES)
 
     def diff(self, request: Request) -> Response:
         path = request.query_params.get("path")
@@ -124,7 +124,8 @@ class Pages:
         old, new = _int(request, "a"), _int(request, "b")
         if old is None or new is None:
             raise InvalidInput("a diff needs two versions, a and b")
-        return self.render(request, "diff.html", diff=views.diff(subject, old, new), align=views.DIFF_ALIGN_LINES)
+        return self.render(request, "diff.html", diff=views.diff(subject, old, new), align=views.DIFF_ALIGN_LINES,
+                           shown=views.SHOWN_LINES)
 
     def records(self, request: Request) -> Response:
         found = views.records(self.client, request.query_params.get("scope") or None,

@@ -178,6 +178,9 @@ def record_versions(client: MnemoClient, rec_id: str, version: int | None = None
     return Versions(None, rec_id, versions, _pick(versions, version))
 
 
+SHOWN_LINES = 20_000
+"""The most lines of content, or of a diff, a page shows: a file of 1 MiB can hold a million lines, which
+made a page of 57 MB that a browser tab does not get through."""
 DIFF_CONTEXT = 3
 """Lines of context around each change, as `diff -u` gives."""
 DIFF_ALIGN_LINES = 20_000

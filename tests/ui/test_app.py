@@ -193,6 +193,35 @@ def test_a_changed_middle_too_long_to_align_is_shown_replaced_whole(
     assert 'id="whole"' not in browser.get("/diff?path=/memories/a.md&a=2&b=3").text
 
 
+def test_a_file_of_a_million_lines_makes_a_page_of_its_first_20000(
+    tool: MnemoMemoryToolServer, browser: TestClient
+) -> None:
+    create(tool, "/memories/lines.txt", "".join(f"{n}\n" for n in range(1, 150_001)))  # under 1 MiB
+    create(tool, "/memories/empty.txt", "\n" * ((1 << 20) - 1))  # 1 MiB of line ends: 1,048,576 lines
+    page = browser.get("/file?path=/memories/lines.txt").text
+    assert rows(page, "content")[-1] == ["20000", "20000"] and len(rows(page, "content")) == 20_000
+    assert ('<p class="note" id="cut">The first 20,000 of 150,001 lines are shown; <code>mnemo cat</code> prints '
+            "them all.</p>") in page
+    empty = browser.get("/file?path=/memories/empty.txt")
+    assert empty.status_code == 200 and len(empty.content) < 2_000_000  # not the 57 MB of a row a line
+    assert "The first 20,000 of 1,048,576 lines are shown" in empty.text
+
+
+def test_a_diff_longer_than_the_lines_a_page_shows_is_cut_saying_so(
+    tool: MnemoMemoryToolServer, browser: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(views, "SHOWN_LINES", 4)
+    create(tool, "/memories/a.md", "a\nb\nc")
+    edit(tool, "/memories/a.md", "b", "B")
+    page = browser.get("/diff?path=/memories/a.md&a=1&b=2").text
+    assert diff_of(page) == [("head", "--- /memories/a.md v1"), ("head", "+++ /memories/a.md v2"),
+                             ("hunk", "@@ -1,3 +1,3 @@"), ("same", " a")]
+    assert '<p class="note" id="cut">The first 4 of 7 lines of the diff are shown.</p>' in page
+    monkeypatch.setattr(views, "SHOWN_LINES", 7)
+    assert 'id="cut"' not in browser.get("/diff?path=/memories/a.md&a=1&b=2").text
+    assert 'id="cut"' not in browser.get("/file?path=/memories/a.md").text
+
+
 @pytest.mark.parametrize(
     ("url", "status", "message"),
     [
