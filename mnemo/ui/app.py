@@ -7,13 +7,16 @@ module, and so are the stylesheet and the few lines of script that refresh the t
 
 from __future__ import annotations
 
+import re
 import threading
+import unicodedata
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
@@ -56,13 +59,34 @@ def _hex(value: bytes | str) -> str:
     return value.hex() if isinstance(value, bytes) else value
 
 
+BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""The characters that reorder the text around them (Unicode's bidirectional controls): shown by name,
+so that what a page shows is what the memory holds (a memory can make its text read otherwise)."""
+
+
+def _visible(value: object) -> Markup:
+    """`value` as escaped text, each bidirectional control in it shown as a marked `U+XXXX`."""
+    text = str(value)
+    if BIDI_CONTROLS.search(text) is None:
+        return escape(text)
+    out: list[Markup] = []
+    at = 0
+    for found in BIDI_CONTROLS.finditer(text):
+        char = found.group()
+        out += [escape(text[at : found.start()]),
+                Markup('<span class="ctl" title="{}">U+{:04X}</span>').format(unicodedata.name(char, ""), ord(char))]
+        at = found.end()
+    out.append(escape(text[at:]))
+    return Markup("").join(out)
+
+
 def templates(base: str = "") -> Environment:
     """The pages' templates, autoescaped: every value is text in the page, never markup. `base`: the path
     every link, form and static file of the pages starts with (the guard's prefix)."""
     env = Environment(loader=PackageLoader("mnemo.ui", "templates"), autoescape=select_autoescape(default=True),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(when=_when, rfc3339=_rfc3339, size=format_size, hex=_hex,
-                       summary=lambda e: audit.entry_summary(e.op, e.body))
+                       summary=lambda e: audit.entry_summary(e.op, e.body), visible=_visible)
     env.globals["base"] = base
     return env
 

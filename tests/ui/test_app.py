@@ -275,6 +275,35 @@ def test_markup_in_memory_is_shown_as_text_on_every_page(
     assert "<th>&#34;&gt;&lt;img src=x onerror=alert(2)&gt;</th><td><code>&lt;script&gt;" in record
 
 
+RLO = '<span class="ctl" title="RIGHT-TO-LEFT OVERRIDE">U+202E</span>'
+PDF = '<span class="ctl" title="POP DIRECTIONAL FORMATTING">U+202C</span>'
+LRI = '<span class="ctl" title="LEFT-TO-RIGHT ISOLATE">U+2066</span>'
+
+
+def test_characters_that_reorder_text_are_shown_by_name_on_every_page(
+    tool: MnemoMemoryToolServer, owner: MnemoClient, browser: TestClient
+) -> None:
+    # "safe \u202enoitcurtsni\u202c" reads in a browser as "safe instruction": shown as it is held
+    create(tool, "/memories/x.md", "safe \u202enoitcurtsni\u202c <b>\nplain")
+    edit(tool, "/memories/x.md", "plain", "plain \u2066x")
+    owner.remember("r", tags=["t\u202ex"], metadata={"k\u202e": "v\u202e<"})
+    rec = next(r for r in owner.query() if "memorytool" not in r.tags)
+    pages = {url: browser.get(url).text for url in [
+        "/memories", "/file?path=/memories/x.md", "/diff?path=/memories/x.md&a=1&b=2", "/records",
+        f"/record?id={rec.id}", "/search?q=safe", "/forget?path=/memories/x.md", f"/forget?id={rec.id}",
+    ]}
+    for url, page in pages.items():
+        assert not re.search("[\u202a-\u202e\u2066-\u2069]", page.split("<main>", 1)[1]), url
+    file = pages["/file?path=/memories/x.md"]
+    assert f"<pre>safe {RLO}noitcurtsni{PDF} &lt;b&gt;</pre>" in file and f"<pre>plain {LRI}x</pre>" in file
+    assert f'<span class="add">+plain {LRI}x</span>' in pages["/diff?path=/memories/x.md&a=1&b=2"]
+    assert f"<mark>safe</mark> {RLO}noitcurtsni{PDF} &lt;b&gt;" in pages["/search?q=safe"]
+    assert f">t{RLO}x</a>" in pages["/records"] and f"<code>k{RLO}=v{RLO}&lt;</code>" in pages["/records"]
+    assert f"<code>t{RLO}x</code>" in pages[f"/record?id={rec.id}"]
+    assert f"<th>k{RLO}</th><td><code>v{RLO}&lt;</code>" in pages[f"/record?id={rec.id}"]
+    assert f"<td>t{RLO}x</td>" in pages[f"/forget?id={rec.id}"]
+
+
 # -- records that are not memory-tool files ---------------------------------------------------------------------
 
 
