@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from ..client import MnemoClient
-from ..errors import InvalidInput, NotFound
+from ..errors import InvalidInput, NotFound, PermissionDenied
 from ..recall.analysis import marked_spans
 from ..recall.query import parse as parse_query
 from ..record import MemoryRecord, Recalled, RecordInfo, ScopeReport, VerifyReport
@@ -53,6 +53,7 @@ class TreeRow(NamedTuple):
     agent: str
     seq: str
     mount: str  # the scope mounted here, at a mount point; else ""
+    forget: bool  # a directory holding files, each in a scope where the agent may forget: the forget link
 
 
 @dataclass(frozen=True)
@@ -85,12 +86,18 @@ def tree(server: MnemoMemoryToolServer) -> Tree:
         if d != root:
             subdirs[d[: d.rindex("/")]].append(d)
     totals: dict[str, tuple[int, int]] = {}
+    forgettable = _forgettable(server.client, {info.scope for _, info in files})
+    refused: set[str] = set()  # the directories beneath which a file is in a scope the agent may not forget
 
     def total(d: str) -> tuple[int, int]:
         count, size = len(held[d]), sum(info.size for _, info in held[d])
+        if any(info.scope not in forgettable for _, info in held[d]):
+            refused.add(d)
         for sub in subdirs[d]:
             c, b = total(sub)
             count, size = count + c, size + b
+            if sub in refused:
+                refused.add(d)
         totals[d] = (count, size)
         return count, size
 
@@ -108,7 +115,8 @@ def tree(server: MnemoMemoryToolServer) -> Tree:
         depth = min(d.count("/") - base, MAX_DEPTH_SHOWN)
         count, size = totals[d]
         rows.append(TreeRow(True, d, href(d), d[d.rindex("/") + 1 :], depth, format_size(size),
-                            f"{count} file{'' if count == 1 else 's'}", "", "", "", mounts.get(d, "")))
+                            f"{count} file{'' if count == 1 else 's'}", "", "", "", mounts.get(d, ""),
+                            count > 0 and d not in refused))
         inner = min(depth + 1, MAX_DEPTH_SHOWN)
         for sub in sorted(subdirs[d]):
             walk(sub)
@@ -120,7 +128,7 @@ def tree(server: MnemoMemoryToolServer) -> Tree:
             if changed is None:
                 changed = times[info.updated_at] = when(info.updated_at)
             rows.append(TreeRow(False, path, href(path), path[path.rindex("/") + 1 :], inner, shown,
-                                str(info.version), changed, info.agent_id, str(info.seq), ""))
+                                str(info.version), changed, info.agent_id, str(info.seq), "", False))
 
     walk(root)
     digest = hashlib.sha256()
@@ -401,6 +409,18 @@ class Selection:
     @property
     def ids(self) -> list[str]:
         return [t.rec_id for t in self.targets]
+
+
+def _forgettable(client: MnemoClient, scopes: set[str]) -> set[str]:
+    """Those of `scopes` where the agent may forget."""
+    out = set()
+    for scope in scopes:
+        try:
+            client.check_permission("forget", scope)
+        except PermissionDenied:
+            continue
+        out.add(scope)
+    return out
 
 
 def may_forget(client: MnemoClient, chosen: Selection) -> None:

@@ -59,14 +59,19 @@ def test_the_tree_shows_the_mounts_the_agent_may_read_and_not_the_others(
     create(team, "/memories/plan.md", "the plan")
     create(MnemoMemoryToolServer(owner, scope="team:secret"), "/memories/hidden.md", "hidden")
     with MnemoClient(db, "bob", durability="none") as bob:
+        create(MnemoMemoryToolServer(bob), "/memories/own/a.md", "bob's")
         mounts = {"/memories/team": "team:research", "/memories/secret": "team:secret"}
         with TestClient(create_app(bob, guard=guard, mounts=mounts), base_url=APP) as web:
             web.get(f"/?token={guard.token}")
             page = web.get("/memories").text
     [plan] = owner.list_records(scope="team:research")
+    [own] = owner.list_records(scope="agent:bob")
+    # bob may read and write team:research, not forget there: no forget link on a folder holding its files
     assert rows(page, "tree") == [
-        ["memories/ mount agent:bob", "8B", "1 file", "", "forget"],
-        ["team/ mount team:research", "8B", "1 file", "", "forget"],
+        ["memories/ mount agent:bob", "13B", "2 files", "", ""],
+        ["own/", "5B", "1 file", "", "forget"],
+        ["a.md", "5B", "1", f"{own.updated_at.strftime('%Y-%m-%d %H:%M:%SZ')} bob", ""],
+        ["team/ mount team:research", "8B", "1 file", "", ""],
         ["plan.md", "8B", "1", f"{plan.updated_at.strftime('%Y-%m-%d %H:%M:%SZ')} {OWNER}", ""],
     ]
     assert "secret" not in page and "hidden" not in page
