@@ -7,13 +7,16 @@ module, and so are the stylesheet and the few lines of script that refresh the t
 
 from __future__ import annotations
 
+import re
 import threading
+import unicodedata
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
@@ -56,13 +59,34 @@ def _hex(value: bytes | str) -> str:
     return value.hex() if isinstance(value, bytes) else value
 
 
+BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""The characters that reorder the text around them (Unicode's bidirectional controls): shown by name,
+so that what a page shows is what the memory holds (a memory can make its text read otherwise)."""
+
+
+def _visible(value: object) -> Markup:
+    """`value` as escaped text, each bidirectional control in it shown as a marked `U+XXXX`."""
+    text = str(value)
+    if BIDI_CONTROLS.search(text) is None:
+        return escape(text)
+    out: list[Markup] = []
+    at = 0
+    for found in BIDI_CONTROLS.finditer(text):
+        char = found.group()
+        out += [escape(text[at : found.start()]),
+                Markup('<span class="ctl" title="{}">U+{:04X}</span>').format(unicodedata.name(char, ""), ord(char))]
+        at = found.end()
+    out.append(escape(text[at:]))
+    return Markup("").join(out)
+
+
 def templates(base: str = "") -> Environment:
     """The pages' templates, autoescaped: every value is text in the page, never markup. `base`: the path
     every link, form and static file of the pages starts with (the guard's prefix)."""
     env = Environment(loader=PackageLoader("mnemo.ui", "templates"), autoescape=select_autoescape(default=True),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(when=_when, rfc3339=_rfc3339, size=format_size, hex=_hex,
-                       summary=lambda e: audit.entry_summary(e.op, e.body))
+                       summary=lambda e: audit.entry_summary(e.op, e.body), visible=_visible)
     env.globals["base"] = base
     return env
 
@@ -109,11 +133,11 @@ class Pages:
     def file(self, request: Request) -> Response:
         path = _required(request, "path")
         subject = views.file_versions(self.server, path, _int(request, "version"))
-        return self.render(request, "versions.html", subject=subject)
+        return self.render(request, "versions.html", subject=subject, shown=views.SHOWN_LINES)
 
     def record(self, request: Request) -> Response:
         subject = views.record_versions(self.client, _required(request, "id"), _int(request, "version"))
-        return self.render(request, "versions.html", subject=subject)
+        return self.render(request, "versions.html", subject=subject, shown=views.SHOWN_LINES)
 
     def diff(self, request: Request) -> Response:
         path = request.query_params.get("path")
@@ -124,7 +148,8 @@ class Pages:
         old, new = _int(request, "a"), _int(request, "b")
         if old is None or new is None:
             raise InvalidInput("a diff needs two versions, a and b")
-        return self.render(request, "diff.html", diff=views.diff(subject, old, new))
+        return self.render(request, "diff.html", diff=views.diff(subject, old, new), align=views.DIFF_ALIGN_LINES,
+                           shown=views.SHOWN_LINES)
 
     def records(self, request: Request) -> Response:
         found = views.records(self.client, request.query_params.get("scope") or None,
@@ -154,6 +179,7 @@ class Pages:
     def forget_form(self, request: Request) -> Response:
         params = request.query_params
         chosen = views.selection(self.server, self.client, params.get("path"), params.get("id"))
+        views.may_forget(self.client, chosen)  # a read-only scope: refused here, before a reason is asked for
         return self.render(request, "forget.html", chosen=chosen, error=None, reason="")
 
     async def forget(self, request: Request) -> Response:

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from ..client import MnemoClient
-from ..errors import InvalidInput, NotFound
+from ..errors import InvalidInput, NotFound, PermissionDenied
 from ..recall.analysis import marked_spans
 from ..recall.query import parse as parse_query
 from ..record import MemoryRecord, Recalled, RecordInfo, ScopeReport, VerifyReport
@@ -53,6 +53,7 @@ class TreeRow(NamedTuple):
     agent: str
     seq: str
     mount: str  # the scope mounted here, at a mount point; else ""
+    forget: bool  # a directory holding files, each in a scope where the agent may forget: the forget link
 
 
 @dataclass(frozen=True)
@@ -85,12 +86,18 @@ def tree(server: MnemoMemoryToolServer) -> Tree:
         if d != root:
             subdirs[d[: d.rindex("/")]].append(d)
     totals: dict[str, tuple[int, int]] = {}
+    forgettable = _forgettable(server.client, {info.scope for _, info in files})
+    refused: set[str] = set()  # the directories beneath which a file is in a scope the agent may not forget
 
     def total(d: str) -> tuple[int, int]:
         count, size = len(held[d]), sum(info.size for _, info in held[d])
+        if any(info.scope not in forgettable for _, info in held[d]):
+            refused.add(d)
         for sub in subdirs[d]:
             c, b = total(sub)
             count, size = count + c, size + b
+            if sub in refused:
+                refused.add(d)
         totals[d] = (count, size)
         return count, size
 
@@ -108,7 +115,8 @@ def tree(server: MnemoMemoryToolServer) -> Tree:
         depth = min(d.count("/") - base, MAX_DEPTH_SHOWN)
         count, size = totals[d]
         rows.append(TreeRow(True, d, href(d), d[d.rindex("/") + 1 :], depth, format_size(size),
-                            f"{count} file{'' if count == 1 else 's'}", "", "", "", mounts.get(d, "")))
+                            f"{count} file{'' if count == 1 else 's'}", "", "", "", mounts.get(d, ""),
+                            count > 0 and d not in refused))
         inner = min(depth + 1, MAX_DEPTH_SHOWN)
         for sub in sorted(subdirs[d]):
             walk(sub)
@@ -120,7 +128,7 @@ def tree(server: MnemoMemoryToolServer) -> Tree:
             if changed is None:
                 changed = times[info.updated_at] = when(info.updated_at)
             rows.append(TreeRow(False, path, href(path), path[path.rindex("/") + 1 :], inner, shown,
-                                str(info.version), changed, info.agent_id, str(info.seq), ""))
+                                str(info.version), changed, info.agent_id, str(info.seq), "", False))
 
     walk(root)
     digest = hashlib.sha256()
@@ -178,29 +186,83 @@ def record_versions(client: MnemoClient, rec_id: str, version: int | None = None
     return Versions(None, rec_id, versions, _pick(versions, version))
 
 
+SHOWN_LINES = 20_000
+"""The most lines of content, or of a diff, a page shows: a file of 1 MiB can hold a million lines, which
+made a page of 57 MB that a browser tab does not get through."""
+DIFF_CONTEXT = 3
+"""Lines of context around each change, as `diff -u` gives."""
+DIFF_ALIGN_LINES = 20_000
+"""The most lines either version's changed middle (what lies between the lines both versions start and
+end with) may hold for the diff to align them line by line; past it, they are shown replaced whole.
+difflib's alignment costs far more than linear on some texts: two versions of a file under 1 MiB made so
+took it minutes, with the page waiting and a core busy."""
+
+Opcode = tuple[str, int, int, int, int]
+
+
 @dataclass(frozen=True)
 class Diff:
     subject: Versions
     old: MemoryRecord
     new: MemoryRecord
     lines: list[tuple[str, str]]  # (kind: "add", "del", "hunk", "head" or "same", text)
+    whole: bool = False  # the changed middle is shown replaced whole: too long to align (DIFF_ALIGN_LINES)
+
+
+def _range(start: int, stop: int) -> str:
+    """A hunk's range as `diff -u` writes it (difflib's own format)."""
+    length = stop - start
+    if length == 1:
+        return str(start + 1)
+    return f"{start if length == 0 else start + 1},{length}"
+
+
+def _groups(a: list[str], b: list[str]) -> tuple[list[list[Opcode]], bool]:
+    """The hunks of the diff from `a` to `b`, and whether their changed middle is shown replaced whole.
+    The lines both start and end with are set aside first (a look at each line, once), so that difflib
+    aligns only what lies between them, with its context."""
+    end = min(len(a), len(b))
+    head = 0
+    while head < end and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < end - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    lo = max(0, head - DIFF_CONTEXT)
+    a_mid, b_mid = (head, len(a) - tail), (head, len(b) - tail)
+    a_hi, b_hi = min(len(a), a_mid[1] + DIFF_CONTEXT), min(len(b), b_mid[1] + DIFF_CONTEXT)
+    if max(a_mid[1] - a_mid[0], b_mid[1] - b_mid[0]) <= DIFF_ALIGN_LINES:
+        matcher = difflib.SequenceMatcher(None, a[lo:a_hi], b[lo:b_hi])
+        groups = [[(tag, i1 + lo, i2 + lo, j1 + lo, j2 + lo) for tag, i1, i2, j1, j2 in group]
+                  for group in matcher.get_grouped_opcodes(DIFF_CONTEXT)]
+        return [g for g in groups if not (len(g) == 1 and g[0][0] == "equal")], False
+    tag = "replace" if a_mid[0] < a_mid[1] and b_mid[0] < b_mid[1] else "delete" if a_mid[0] < a_mid[1] else "insert"
+    group: list[Opcode] = [("equal", lo, head, lo, head), (tag, *a_mid, *b_mid),
+                           ("equal", a_mid[1], a_hi, b_mid[1], b_hi)]
+    return [[op for op in group if op[0] != "equal" or op[1] < op[2]]], True
 
 
 def diff(subject: Versions, old: int, new: int) -> Diff:
-    """The unified diff (difflib, three lines of context) from version `old` to version `new`."""
+    """The unified diff (difflib's, three lines of context) from version `old` to version `new`."""
     a, b = _pick(subject.versions, old), _pick(subject.versions, new)
     name = subject.path or subject.rec_id
+    old_lines, new_lines = text_of(a).split("\n"), text_of(b).split("\n")
+    groups, whole = _groups(old_lines, new_lines)
     out: list[tuple[str, str]] = []
-    for line in difflib.unified_diff(text_of(a).split("\n"), text_of(b).split("\n"), f"{name} v{a.version}",
-                                     f"{name} v{b.version}", lineterm=""):
-        if line.startswith(("---", "+++")):
-            kind = "head"
-        elif line.startswith("@@"):
-            kind = "hunk"
-        else:
-            kind = {"+": "add", "-": "del"}.get(line[:1], "same")
-        out.append((kind, line))
-    return Diff(subject, a, b, out)
+    if groups:
+        out += [("head", f"--- {name} v{a.version}"), ("head", f"+++ {name} v{b.version}")]
+    for group in groups:
+        first, last = group[0], group[-1]
+        out.append(("hunk", f"@@ -{_range(first[1], last[2])} +{_range(first[3], last[4])} @@"))
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                out += [("same", " " + line) for line in old_lines[i1:i2]]
+                continue
+            if tag in ("replace", "delete"):
+                out += [("del", "-" + line) for line in old_lines[i1:i2]]
+            if tag in ("replace", "insert"):
+                out += [("add", "+" + line) for line in new_lines[j1:j2]]
+    return Diff(subject, a, b, out, whole)
 
 
 # -- records that are not memory-tool files --------------------------------------------------------------
@@ -347,6 +409,25 @@ class Selection:
     @property
     def ids(self) -> list[str]:
         return [t.rec_id for t in self.targets]
+
+
+def _forgettable(client: MnemoClient, scopes: set[str]) -> set[str]:
+    """Those of `scopes` where the agent may forget."""
+    out = set()
+    for scope in scopes:
+        try:
+            client.check_permission("forget", scope)
+        except PermissionDenied:
+            continue
+        out.add(scope)
+    return out
+
+
+def may_forget(client: MnemoClient, chosen: Selection) -> None:
+    """PermissionDenied, in the words the forget itself would use, unless the agent may forget in every
+    scope of what `chosen` would erase (a forget erases all of it or nothing)."""
+    for scope in dict.fromkeys(t.scope for t in chosen.targets):
+        client.check_permission("forget", scope)
 
 
 def _target(info: RecordInfo, label: str) -> Target:

@@ -96,6 +96,15 @@ BAD_CALLS: list[tuple[str, Call, type[MnemoError]]] = [
     ("get-int", lambda c, r: c.get(123), InvalidInput),
     ("history-unknown", lambda c, r: c.history("no-such-id"), NotFound),
     ("history-int", lambda c, r: c.history(None), InvalidInput),
+    # ids no record can have (PostgreSQL's text holds neither): missing, as any unknown id
+    ("get-nul", lambda c, r: c.get("no\x00such"), NotFound),
+    ("get-lone-surrogate", lambda c, r: c.get("no\ud800such"), NotFound),
+    ("history-nul", lambda c, r: c.history("\x00"), NotFound),
+    ("history-lone-surrogate", lambda c, r: c.history("\udfff"), NotFound),
+    ("update-nul", lambda c, r: c.update("a\x00", content="x"), NotFound),
+    ("update-lone-surrogate", lambda c, r: c.update("a\ud800", content="x"), NotFound),
+    ("forget-nul", lambda c, r: c.forget([r.id, "a\x00"]), NotFound),
+    ("forget-lone-surrogate", lambda c, r: c.forget([r.id, "a\ud800"]), NotFound),
     # forget
     ("forget-unknown", lambda c, r: c.forget("no-such-id"), NotFound),
     ("forget-one-unknown", lambda c, r: c.forget([r.id, "no-such-id"]), NotFound),
@@ -160,6 +169,21 @@ def test_a_reason_with_a_lone_surrogate_says_so(setup: tuple[MnemoClient, Memory
         with pytest.raises(InvalidInput, match=r"^reason contains lone surrogates and cannot be stored as UTF-8$"):
             forget()
     assert c.forget(rec.id, reason="é, asked") == 1  # any text that encodes
+
+
+@pytest.mark.parametrize("rec_id", ["x\x00y", "x\ud800y"])
+def test_an_id_no_record_can_have_is_missing_in_a_transaction_too(
+    setup: tuple[MnemoClient, MemoryRecord], db: str, rec_id: str
+) -> None:
+    c, rec = setup
+    before = state(db)
+    for read in (lambda: c.get(rec_id), lambda: c.history(rec_id)):
+        with pytest.raises(NotFound) as exc:
+            read()
+        assert str(exc.value) == f"no record {rec_id!r} that you may read"
+    with c.transaction(), pytest.raises(NotFound, match=r"^no record 'x.+y' that you may read$"):
+        c.get(rec_id)
+    assert state(db) == before
 
 
 def test_bad_input_inside_a_transaction_aborts_it(setup: tuple[MnemoClient, MemoryRecord], db: str) -> None:

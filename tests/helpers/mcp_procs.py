@@ -121,12 +121,12 @@ def lowered_nofile(limit: int | None) -> Callable[[], None] | None:
 
 @contextmanager
 def http_server(
-    *args: str, env: dict[str, str] | None = None, nofile: int | None = None
+    *args: str, env: dict[str, str] | None = None, nofile: int | None = None, host: str = "127.0.0.1"
 ) -> Iterator[tuple[str, subprocess.Popen[str], StderrLines]]:
-    """`mnemo mcp --transport http --port 0 ARGS...`; yields (the /mcp URL, the process, its stderr).
-    `nofile`: the server's descriptor limit (RLIMIT_NOFILE, soft and hard)."""
+    """`mnemo mcp --transport http --host HOST --port 0 ARGS...`; yields (the /mcp URL, the process, its
+    stderr). `nofile`: the server's descriptor limit (RLIMIT_NOFILE, soft and hard)."""
     proc = subprocess.Popen(
-        mcp_argv("--transport", "http", "--host", "127.0.0.1", "--port", "0", *args),
+        mcp_argv("--transport", "http", "--host", host, "--port", "0", *args),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -137,7 +137,7 @@ def http_server(
     try:
         assert proc.stderr is not None
         stderr = StderrLines(proc.stderr)
-        url = stderr.wait_for(r" at (http://127\.0\.0\.1:\d+/mcp) ").group(1)
+        url = stderr.wait_for(rf" at (http://{re.escape(host)}:\d+/mcp) ").group(1)
         yield url, proc, stderr
     finally:
         stop(proc)

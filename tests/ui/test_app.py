@@ -59,14 +59,19 @@ def test_the_tree_shows_the_mounts_the_agent_may_read_and_not_the_others(
     create(team, "/memories/plan.md", "the plan")
     create(MnemoMemoryToolServer(owner, scope="team:secret"), "/memories/hidden.md", "hidden")
     with MnemoClient(db, "bob", durability="none") as bob:
+        create(MnemoMemoryToolServer(bob), "/memories/own/a.md", "bob's")
         mounts = {"/memories/team": "team:research", "/memories/secret": "team:secret"}
         with TestClient(create_app(bob, guard=guard, mounts=mounts), base_url=APP) as web:
             web.get(f"/?token={guard.token}")
             page = web.get("/memories").text
     [plan] = owner.list_records(scope="team:research")
+    [own] = owner.list_records(scope="agent:bob")
+    # bob may read and write team:research, not forget there: no forget link on a folder holding its files
     assert rows(page, "tree") == [
-        ["memories/ mount agent:bob", "8B", "1 file", "", "forget"],
-        ["team/ mount team:research", "8B", "1 file", "", "forget"],
+        ["memories/ mount agent:bob", "13B", "2 files", "", ""],
+        ["own/", "5B", "1 file", "", "forget"],
+        ["a.md", "5B", "1", f"{own.updated_at.strftime('%Y-%m-%d %H:%M:%SZ')} bob", ""],
+        ["team/ mount team:research", "8B", "1 file", "", ""],
         ["plan.md", "8B", "1", f"{plan.updated_at.strftime('%Y-%m-%d %H:%M:%SZ')} {OWNER}", ""],
     ]
     assert "secret" not in page and "hidden" not in page
@@ -129,6 +134,99 @@ def test_the_diff_between_two_versions(tool: MnemoMemoryToolServer, browser: Tes
     assert "The two versions hold the same text." in same
 
 
+def diff_of(page: str) -> list[tuple[str, str]]:
+    """The diff's lines as (kind, text)."""
+    body = page.split('id="diff">', 1)[1].split("</pre>", 1)[0]
+    return [(kind, html.unescape(text)) for kind, text in re.findall(r'<span class="(\w+)">(.*?)</span>', body)]
+
+
+def test_a_deleted_or_added_line_that_starts_like_a_header_is_a_change(
+    tool: MnemoMemoryToolServer, browser: TestClient
+) -> None:
+    create(tool, "/memories/a.sql", "select 1;\n-- old note\n++counter;")
+    edit(tool, "/memories/a.sql", "-- old note\n++counter;", "++ new note\n--counter;")
+    assert diff_of(browser.get("/diff?path=/memories/a.sql&a=1&b=2").text) == [
+        ("head", "--- /memories/a.sql v1"), ("head", "+++ /memories/a.sql v2"), ("hunk", "@@ -1,3 +1,3 @@"),
+        ("same", " select 1;"), ("del", "--- old note"), ("del", "-++counter;"), ("add", "+++ new note"),
+        ("add", "+--counter;"),
+    ]
+
+
+def test_a_diff_aligns_only_the_lines_between_what_both_versions_start_and_end_with(
+    tool: MnemoMemoryToolServer, browser: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 60,000 lines of a few hundred values, each under 1% of them (difflib junks no line): aligning the
+    # whole of two such versions that differ in one line took difflib half a minute, a core busy
+    lines = [f"v{(i * 7919) % 613}" for i in range(60_000)]
+    lines[30_000] = "the line that changes"
+    create(tool, "/memories/big.txt", "\n".join(lines))
+    edit(tool, "/memories/big.txt", "the line that changes", "changed")
+    aligned: list[tuple[int, int]] = []
+    matcher = views.difflib.SequenceMatcher
+
+    def spy(junk: None, a: list[str], b: list[str]) -> object:
+        aligned.append((len(a), len(b)))
+        return matcher(junk, a, b)
+
+    monkeypatch.setattr(views.difflib, "SequenceMatcher", spy)
+    page = browser.get("/diff?path=/memories/big.txt&a=1&b=2").text
+    assert aligned == [(7, 7)]  # the changed line and three of context on each side
+    assert diff_of(page) == [
+        ("head", "--- /memories/big.txt v1"), ("head", "+++ /memories/big.txt v2"),
+        ("hunk", "@@ -29998,7 +29998,7 @@"),
+        *[("same", " " + line) for line in lines[29_997:30_000]], ("del", "-" + lines[30_000]), ("add", "+changed"),
+        *[("same", " " + line) for line in lines[30_001:30_004]],
+    ]
+    assert 'id="whole"' not in page
+
+
+def test_a_changed_middle_too_long_to_align_is_shown_replaced_whole(
+    tool: MnemoMemoryToolServer, browser: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(views, "DIFF_ALIGN_LINES", 3)
+    create(tool, "/memories/a.md", "head\n1\n2\n3\n4\nb\nc\nd\ne\ntail")
+    edit(tool, "/memories/a.md", "1\n2\n3\n4\nb", "x\nb")
+    page = browser.get("/diff?path=/memories/a.md&a=1&b=2").text
+    assert diff_of(page) == [
+        ("head", "--- /memories/a.md v1"), ("head", "+++ /memories/a.md v2"), ("hunk", "@@ -1,8 +1,5 @@"),
+        ("same", " head"), *[("del", f"-{n}") for n in "1234"], ("add", "+x"),
+        *[("same", " " + line) for line in "bcd"],
+    ]
+    assert '<p class="note" id="whole">More than 3 lines changed between the two versions: they are shown ' \
+           "replaced whole, not aligned line by line.</p>" in page
+    edit(tool, "/memories/a.md", "x\n", "")  # a middle of 1 line: aligned
+    assert 'id="whole"' not in browser.get("/diff?path=/memories/a.md&a=2&b=3").text
+
+
+def test_a_file_of_a_million_lines_makes_a_page_of_its_first_20000(
+    tool: MnemoMemoryToolServer, browser: TestClient
+) -> None:
+    create(tool, "/memories/lines.txt", "".join(f"{n}\n" for n in range(1, 150_001)))  # under 1 MiB
+    create(tool, "/memories/empty.txt", "\n" * ((1 << 20) - 1))  # 1 MiB of line ends: 1,048,576 lines
+    page = browser.get("/file?path=/memories/lines.txt").text
+    assert rows(page, "content")[-1] == ["20000", "20000"] and len(rows(page, "content")) == 20_000
+    assert ('<p class="note" id="cut">The first 20,000 of 150,001 lines are shown; <code>mnemo cat</code> prints '
+            "them all.</p>") in page
+    empty = browser.get("/file?path=/memories/empty.txt")
+    assert empty.status_code == 200 and len(empty.content) < 2_000_000  # not the 57 MB of a row a line
+    assert "The first 20,000 of 1,048,576 lines are shown" in empty.text
+
+
+def test_a_diff_longer_than_the_lines_a_page_shows_is_cut_saying_so(
+    tool: MnemoMemoryToolServer, browser: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(views, "SHOWN_LINES", 4)
+    create(tool, "/memories/a.md", "a\nb\nc")
+    edit(tool, "/memories/a.md", "b", "B")
+    page = browser.get("/diff?path=/memories/a.md&a=1&b=2").text
+    assert diff_of(page) == [("head", "--- /memories/a.md v1"), ("head", "+++ /memories/a.md v2"),
+                             ("hunk", "@@ -1,3 +1,3 @@"), ("same", " a")]
+    assert '<p class="note" id="cut">The first 4 of 7 lines of the diff are shown.</p>' in page
+    monkeypatch.setattr(views, "SHOWN_LINES", 7)
+    assert 'id="cut"' not in browser.get("/diff?path=/memories/a.md&a=1&b=2").text
+    assert 'id="cut"' not in browser.get("/file?path=/memories/a.md").text
+
+
 @pytest.mark.parametrize(
     ("url", "status", "message"),
     [
@@ -143,6 +241,8 @@ def test_the_diff_between_two_versions(tool: MnemoMemoryToolServer, browser: Tes
         ("/diff?path=/memories/a.md&a=1&b=\u00b9", 400, "b must be a number, got '\u00b9'"),
         ("/diff?path=/memories/a.md&a=1", 400, "a diff needs two versions, a and b"),
         ("/record?id=0123", 404, "no record '0123' that you may read"),
+        ("/record?id=a%00b", 404, "no record 'a\\x00b' that you may read"),  # PostgreSQL's text holds no NUL
+        ("/forget?id=a%00b", 404, "no record 'a\\x00b' that you may read"),
     ],
 )
 def test_bad_addresses_get_a_clear_error_page(
@@ -178,6 +278,35 @@ def test_markup_in_memory_is_shown_as_text_on_every_page(
     assert "&#34;&gt;&lt;img src=x onerror=alert(2)&gt;" in browser.get("/file?path=/memories/x.md").text
     record = browser.get(f"/record?id={rec.id}").text
     assert "<th>&#34;&gt;&lt;img src=x onerror=alert(2)&gt;</th><td><code>&lt;script&gt;" in record
+
+
+RLO = '<span class="ctl" title="RIGHT-TO-LEFT OVERRIDE">U+202E</span>'
+PDF = '<span class="ctl" title="POP DIRECTIONAL FORMATTING">U+202C</span>'
+LRI = '<span class="ctl" title="LEFT-TO-RIGHT ISOLATE">U+2066</span>'
+
+
+def test_characters_that_reorder_text_are_shown_by_name_on_every_page(
+    tool: MnemoMemoryToolServer, owner: MnemoClient, browser: TestClient
+) -> None:
+    # "safe \u202enoitcurtsni\u202c" reads in a browser as "safe instruction": shown as it is held
+    create(tool, "/memories/x.md", "safe \u202enoitcurtsni\u202c <b>\nplain")
+    edit(tool, "/memories/x.md", "plain", "plain \u2066x")
+    owner.remember("r", tags=["t\u202ex"], metadata={"k\u202e": "v\u202e<"})
+    rec = next(r for r in owner.query() if "memorytool" not in r.tags)
+    pages = {url: browser.get(url).text for url in [
+        "/memories", "/file?path=/memories/x.md", "/diff?path=/memories/x.md&a=1&b=2", "/records",
+        f"/record?id={rec.id}", "/search?q=safe", "/forget?path=/memories/x.md", f"/forget?id={rec.id}",
+    ]}
+    for url, page in pages.items():
+        assert not re.search("[\u202a-\u202e\u2066-\u2069]", page.split("<main>", 1)[1]), url
+    file = pages["/file?path=/memories/x.md"]
+    assert f"<pre>safe {RLO}noitcurtsni{PDF} &lt;b&gt;</pre>" in file and f"<pre>plain {LRI}x</pre>" in file
+    assert f'<span class="add">+plain {LRI}x</span>' in pages["/diff?path=/memories/x.md&a=1&b=2"]
+    assert f"<mark>safe</mark> {RLO}noitcurtsni{PDF} &lt;b&gt;" in pages["/search?q=safe"]
+    assert f">t{RLO}x</a>" in pages["/records"] and f"<code>k{RLO}=v{RLO}&lt;</code>" in pages["/records"]
+    assert f"<code>t{RLO}x</code>" in pages[f"/record?id={rec.id}"]
+    assert f"<th>k{RLO}</th><td><code>v{RLO}&lt;</code>" in pages[f"/record?id={rec.id}"]
+    assert f"<td>t{RLO}x</td>" in pages[f"/forget?id={rec.id}"]
 
 
 # -- records that are not memory-tool files ---------------------------------------------------------------------

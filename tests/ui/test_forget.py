@@ -132,9 +132,19 @@ def test_a_forget_the_agent_may_not_make_is_refused(
         create_app(bob, guard=guard, mounts={"/memories/team": "team:x"}), base_url=APP
     ) as web:
         web.get(f"/?token={guard.token}")
-        page = web.get("/forget?path=/memories/team/t.md").text
+        create(MnemoMemoryToolServer(bob), "/memories/mine.md", "bob's")
         head = owner.head
-        refused = post(web, hidden(page), "not mine")
+        # the confirmation is refused with the forget's own words, before a reason is asked for: of the
+        # read-only file, and of a folder that holds it beside bob's own (a forget is all or nothing)
+        pages = [web.get("/forget?path=/memories/team/t.md"), web.get("/forget?path=/memories/team"),
+                 web.get("/forget?path=/memories")]
+        rec_id = owner.list_records(scope="team:x")[0].id
+        fields = [("csrf", csrf(guard, web)), ("path", "/memories/team/t.md"), ("ids", rec_id)]
+        refused = post(web, fields, "not mine")  # the form, made by hand
+    for page in pages:
+        assert page.status_code == 403
+        assert '<p class="error" id="error">bob may not forget in scope team:x</p>' in page.text
+        assert 'id="confirm"' not in page.text
     assert refused.status_code == 403  # type: ignore[attr-defined]
     assert "bob may not forget in scope team:x" in refused.text  # type: ignore[attr-defined]
-    assert owner.head == head and len(owner.list_records()) == 1
+    assert owner.head == head and len(owner.list_records()) == 2

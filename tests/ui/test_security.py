@@ -129,6 +129,14 @@ def test_a_token_on_a_post_is_refused(stranger: TestClient) -> None:
     assert (page.status_code, page.text) == (403, FORBIDDEN)
 
 
+@pytest.mark.parametrize("url", ["/static/%2e%2e/app.py", "/static/..%2fapp.py", "/static/%2e%2e%2f%2e%2e%2fui/app.py",
+                                 "/static/..%5capp.py", "/static/%2e%2e/templates/base.html", "/static//etc/passwd",
+                                 "/static/%2fetc%2fpasswd"])
+def test_the_static_files_are_the_static_folder_alone(url: str, browser: TestClient) -> None:
+    page = browser.get(url, follow_redirects=False)
+    assert (page.status_code, page.text) == (404, "Not Found")
+
+
 @pytest.mark.parametrize("url", ["/", "/memories", "/static/ui.css", "/nowhere", ORIGIN + "/memories"])
 def test_every_response_carries_the_security_headers(url: str, stranger: TestClient, browser: TestClient) -> None:
     for response in (stranger.get(url), browser.get(url, follow_redirects=False)):

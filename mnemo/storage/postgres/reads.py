@@ -49,6 +49,18 @@ _latest_records: Callable[[list[Any], tuple[int, ...], type], list[MemoryRecord 
 Loaded = dict[int, "tuple[Rec, bytes] | None"]
 
 
+def _storable(text: str) -> bool:
+    """Whether PostgreSQL's text can hold `text`: no NUL character and no unpaired surrogate (which UTF-8
+    cannot encode). A record id that is not is no record's: asked for, it is missing, not a server error."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _put_tags(packed: bytes) -> tuple[str, ...] | None:
     """The tags in a put's packed fields, or None if they do not read as a list of strings (the client,
     which decodes the fields it is served, says what is wrong with them)."""
@@ -139,6 +151,8 @@ class Reads(Commits):
     def _get(self, rec_id: str, scopes: ScopeFilter, payloads: Payloads, index_tags: bool) -> Found | None:
         """get, its Rec's tags left empty without `index_tags` (for a caller that takes them from the
         payload: mnemo_tags is not read)."""
+        if not _storable(rec_id):
+            return None  # never a stored id: missing, as on the file backend, with no round trip
         batch = self.current_batch()
         conn = self._batch_conn()
         if batch is not None and rec_id in batch.recs:
@@ -187,6 +201,8 @@ class Reads(Commits):
         """get's latest version as a MemoryRecord: read, checked and built in one call (_latest_records);
         where that gives nothing (a check failed, fields it does not decode), or in a transaction, get's
         general path reads it again and `build` makes the record, or says what is wrong."""
+        if not _storable(rec_id):
+            return None
         if self.current_batch() is None:
             # The scope condition is computed for a missing id too (on an empty scope) and neither side
             # of the sum can cut the other short: with many scopes to compare, a condition left unasked

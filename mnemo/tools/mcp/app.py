@@ -34,6 +34,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl
 
 from mnemo._version import __version__
@@ -373,6 +374,25 @@ class _BearerTokens:
         return AccessToken(token="(verified)", client_id=agent, subject=agent, scopes=[])
 
 
+# The names a loopback server answers to, and the origins it takes requests from (any port): the SDK's
+# own for 127.0.0.1, localhost and ::1, with the address listened on added.
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def _transport_security(host: str) -> TransportSecuritySettings | None:
+    """On a loopback address, the SDK's DNS-rebinding check (the Host and Origin headers) for it: the SDK
+    turns it on only for 127.0.0.1, localhost and ::1, not for 127.0.0.2 or another loopback address.
+    Beyond loopback, None (the SDK's default: no check; the bearer token is what guards it)."""
+    if not is_loopback(host):
+        return None
+    names = list(dict.fromkeys([*_LOOPBACK_HOSTS, url_host(host)]))
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:*" for name in names],
+        allowed_origins=[f"http://{name}:*" for name in names],
+    )
+
+
 def _request_agent() -> str | None:
     token = get_access_token()
     return None if token is None else token.client_id
@@ -433,6 +453,7 @@ def serve_http(
         app = build_server(pool, _request_agent).streamable_http_app(
             streamable_http_path=MCP_PATH,
             host=host,
+            transport_security=_transport_security(host),
             auth=AuthSettings(issuer_url=AnyHttpUrl(url), resource_server_url=None),
             token_verifier=_BearerTokens(table),
         )

@@ -113,9 +113,19 @@ def load_tokens(path: str | os.PathLike[str] | None, env: Mapping[str, str] | No
             raise InvalidInput(
                 f"cannot read the tokens file {name}: it is not UTF-8 text (at byte {exc.start}); save it as UTF-8"
             ) from None
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        if mode & stat.S_IWOTH:
+            # Whoever may write it may add a token of their own for any agent, the owner included.
+            raise InvalidInput(
+                f"the tokens file {name} is writable by every user (mode {stat.S_IMODE(mode):04o}): anyone could "
+                f"add a token for any agent; make it writable by its owner alone (chmod go-w {name})"
+            )
+        if mode & (stat.S_IRGRP | stat.S_IROTH):
             # Not fatal (a container may mount it so), but worth saying: the tokens are the keys.
             print(f"mnemo mcp: warning: the tokens file {name} is readable by other users", file=sys.stderr)
+        if mode & stat.S_IWGRP:
+            # Not fatal (a user-private group, umask 002, makes files so), but its group could add a token.
+            print(f"mnemo mcp: warning: the tokens file {name} is writable by its group: its members could add a "
+                  "token for any agent", file=sys.stderr)
         return parse_tokens(text, name)
     env = os.environ if env is None else env
     value = env.get(TOKENS_ENV)

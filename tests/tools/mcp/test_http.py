@@ -154,6 +154,31 @@ def test_two_tokens_are_two_agents_with_separate_memories(db: str, tokens_file: 
         assert owner.verify().ok
 
 
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2"])
+def test_on_loopback_another_host_name_or_a_web_pages_origin_is_refused(db: str, host: str) -> None:
+    # A page of another site whose name is made to resolve to a loopback address (DNS rebinding) comes
+    # with its own name in Host, and a page in the browser with its Origin: refused, even with a token.
+    env = {"MNEMO_MCP_TOKENS": f"{ALICE} alice"}
+    with http_server("--db", str(db), "--agent", OWNER, env=env, host=host) as (url, _, _stderr):
+        port = port_of(url)
+        with MnemoClient(db, OWNER, readonly=True) as reader:
+            head = reader.head
+
+        def sent(**extra: str) -> httpx2.Response:
+            headers = {**HEADERS, "Authorization": f"Bearer {ALICE}", **extra}
+            return httpx2.post(url, json=INITIALIZE, headers=headers, timeout=TIMEOUT)
+
+        rebound = sent(Host=f"rebound.example:{port}")
+        from_page = sent(Origin="http://evil.example")
+        accepted = [sent(), sent(Host=f"localhost:{port}"), sent(Origin=f"http://{host}:{port}"),
+                    sent(Origin="http://localhost:6274")]
+        with MnemoClient(db, OWNER, readonly=True) as reader:
+            assert reader.head == head
+    assert (rebound.status_code, rebound.text) == (421, "Invalid Host header")
+    assert (from_page.status_code, from_page.text) == (403, "Invalid Origin header")
+    assert [r.status_code for r in accepted] == [200, 200, 200, 200]
+
+
 def test_http_needs_tokens_and_refuses_bad_ones(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     cases: list[tuple[list[str], dict[str, str], str]] = [

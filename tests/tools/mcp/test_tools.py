@@ -460,6 +460,40 @@ def test_load_tokens_from_a_file_or_the_environment(tmp_path: Path, capsys: pyte
         load_tokens(tmp_path / "missing", {})
 
 
+READABLE = "is readable by other users"
+GROUP_WRITABLE = "is writable by its group: its members could add a token for any agent"
+
+
+@pytest.mark.parametrize(
+    ("mode", "warnings"),
+    [(0o600, []), (0o400, []), (0o700, []), (0o640, [READABLE]), (0o604, [READABLE]), (0o610, []), (0o601, []),
+     (0o620, [GROUP_WRITABLE]), (0o660, [READABLE, GROUP_WRITABLE]), (0o664, [READABLE, GROUP_WRITABLE])],
+)
+def test_a_tokens_file_open_to_others_is_said_exactly(
+    mode: int, warnings: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(f"{TOKEN_A} alice\n")
+    path.chmod(mode)
+    assert load_tokens(path, {}) == {TOKEN_A: "alice"}
+    assert capsys.readouterr().err == "".join(f"mnemo mcp: warning: the tokens file {path} {w}\n" for w in warnings)
+
+
+@pytest.mark.parametrize("mode", [0o602, 0o606, 0o666, 0o777])
+def test_a_tokens_file_every_user_may_write_is_refused(mode: int, tmp_path: Path) -> None:
+    # whoever may write it could add a token of their own for any agent, the server's owner included
+    path = tmp_path / "tokens"
+    path.write_text(f"{TOKEN_A} alice\n")
+    path.chmod(mode)
+    with pytest.raises(InvalidInput) as exc:
+        load_tokens(path, {"MNEMO_MCP_TOKENS": f"{TOKEN_B} from-env"})
+    assert str(exc.value) == (
+        f"the tokens file {path} is writable by every user (mode {mode:04o}): anyone could add a token for any "
+        f"agent; make it writable by its owner alone (chmod go-w {path})"
+    )
+    assert TOKEN_A not in str(exc.value)
+
+
 @pytest.mark.parametrize("text", [f"\ufeff{TOKEN_A} alice\n", f'\ufeff{{"{TOKEN_A}": "alice"}}'])
 def test_a_byte_order_mark_at_the_start_of_a_tokens_file_is_not_part_of_the_first_token(
     text: str, tmp_path: Path
