@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 if TYPE_CHECKING:
     import psycopg
+
+    from mnemo import MnemoClient
 
 ENV = "MNEMO_TEST_POSTGRES"
 REQUIRE = "MNEMO_REQUIRE_POSTGRES"
@@ -181,3 +184,20 @@ class AppRole:
     def drop(self) -> None:
         self.schema.sql(f'DROP OWNED BY "{self.name}"')
         self.schema.sql(f'DROP ROLE IF EXISTS "{self.name}"')
+
+
+def sent_statements(c: MnemoClient, read: Callable[[], Any]) -> list[tuple[str, Any]]:
+    """The statements (with their parameters) `read` sends on the PostgreSQL store's read connection."""
+    conn: Any = c._store._read  # type: ignore[attr-defined]
+    execute, sent = conn.execute, []
+
+    def spy(query: Any, params: Any = None, *args: Any, **kwargs: Any) -> Any:
+        sent.append((str(query), params))
+        return execute(query, params, *args, **kwargs)
+
+    conn.execute = spy
+    try:
+        read()
+    finally:
+        del conn.execute
+    return sent

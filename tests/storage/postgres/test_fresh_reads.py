@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from helpers.pg import Schema
+from helpers.pg import Schema, sent_statements
 
 from mnemo import IntegrityError, MnemoClient, RecordUnavailable
 
@@ -19,19 +19,7 @@ READER = "reader"
 
 def _statements(c: MnemoClient, read: Callable[[], Any]) -> list[str]:
     """The statements `read` sends on the store's read connection."""
-    conn: Any = c._store._read  # type: ignore[attr-defined]
-    execute, sent = conn.execute, []
-
-    def spy(query: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(str(query))
-        return execute(query, *args, **kwargs)
-
-    conn.execute = spy
-    try:
-        read()
-    finally:
-        del conn.execute
-    return sent
+    return [sql for sql, _params in sent_statements(c, read)]
 
 
 def test_each_read_is_one_round_trip_that_brings_the_head(pg: Schema) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from helpers.pg import AppRole, Schema
+from helpers.pg import AppRole, Schema, sent_statements
 from helpers.pg_faults import damage_payload
 from helpers.pg_text import FILTERS, QUERIES, recall_answers, same_answers, varied
 
@@ -190,7 +190,7 @@ def test_a_phrase_is_decided_from_positions_and_only_its_hits_are_read(pg: Schem
         for query in ('"alpha beta"', '"beta alpha" -"alpha beta"', '"beta beta" alpha', '"alpha gamma"'):
             same_answers([[(h.record.content, h.score) for h in p.recall(query, limit=3)]],
                   [[(h.record.content, h.score) for h in f.recall(query, limit=3)]])
-        sent = _sent(p, lambda: p.recall('"alpha beta"', limit=3))
+        sent = sent_statements(p, lambda: p.recall('"alpha beta"', limit=3))
         # the index (with the positions), then the texts of the two documents whose positions are not all
         # kept, then the hits not among them: five texts at most, of the 32 documents holding both words
         assert 2 <= len(sent) <= 3
@@ -223,25 +223,16 @@ def test_positions_written_by_hand_leave_the_phrase_to_the_texts(pg: Schema, tmp
 # -- how it reads -----------------------------------------------------------------------------------------------
 
 
-def _sent(c: MnemoClient, read: Callable[[], Any]) -> list[tuple[str, Any]]:
-    """The statements (with their parameters) `read` sends on the store's read connection."""
-    conn: Any = c._store._read  # type: ignore[attr-defined]
-    execute, sent = conn.execute, []
-
-    def spy(query: Any, params: Any = None, *args: Any, **kwargs: Any) -> Any:
-        sent.append((str(query), params))
-        return execute(query, params, *args, **kwargs)
-
-    conn.execute = spy
-    try:
-        read()
-    finally:
-        del conn.execute
-    return sent
+def _index_read_plan(client: MnemoClient, query: str) -> list[str]:
+    """The lines of EXPLAIN ANALYZE of the statement in which `client.recall(query)` reads mnemo_terms."""
+    sent = sent_statements(client, lambda: client.recall(query))
+    ((sql, params),) = [(sql, params) for sql, params in sent if "mnemo_terms" in sql]
+    return [line.strip() for (line,) in client._store._fetch(  # type: ignore[attr-defined]
+        "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + sql, params)]
 
 
 def _statements(c: MnemoClient, query: str) -> list[str]:
-    return [sql for sql, _params in _sent(c, lambda: c.recall(query))]
+    return [sql for sql, _params in sent_statements(c, lambda: c.recall(query))]
 
 
 def test_a_recall_reads_the_index_in_one_statement_and_its_hits_in_one_more(pg: Schema) -> None:
@@ -271,7 +262,7 @@ def test_the_index_is_read_by_key_without_statistics(pg: Schema) -> None:
         with MnemoClient(pg.url, READER) as r:
             for client, query, options in ((c, "rare7", {}), (c, "w7", {"tags": ["g2"]}), (r, "rare8 w1*", {}),
                                            (c, '"words 17"', {"scope": "team:3"})):
-                sent = _sent(client, lambda client=client, query=query, options=options: client.recall(
+                sent = sent_statements(client, lambda client=client, query=query, options=options: client.recall(
                     query, **options))
                 index_reads = [(sql, params) for sql, params in sent if "mnemo_terms" in sql]
                 assert len(index_reads) == 1
@@ -297,7 +288,7 @@ def test_a_query_of_few_postings_reads_its_hits_with_the_index(
 
         def answer(client: MnemoClient, query: str, **options: Any) -> tuple[list[tuple[str, float]], int]:
             found: list[Any] = []
-            sent = _sent(client, lambda: found.extend(client.recall(query, **options)))
+            sent = sent_statements(client, lambda: found.extend(client.recall(query, **options)))
             return [(h.record.id, h.score) for h in found], len(sent)
 
         def apart(client: MnemoClient, query: str, **options: Any) -> list[tuple[str, float]]:
@@ -355,7 +346,7 @@ def test_a_damaged_record_read_with_the_index_is_refused_only_when_it_is_a_hit(p
         expected = [(h.record.id, h.score) for h in c.recall("rare")]
         assert [rec_id for rec_id, _score in expected] == [best.id, second.id, third.id]
         refusal = damage_payload(pg, c._store.path, third.seq)  # type: ignore[attr-defined]
-        sent = _sent(c, lambda: c.recall("rare", limit=1))
+        sent = sent_statements(c, lambda: c.recall("rare", limit=1))
         assert len(sent) == 1 and [(h.record.id, h.score) for h in c.recall("rare", limit=1)] == expected[:1]
         with pytest.raises(IntegrityError) as refused:
             c.recall("rare")
@@ -427,15 +418,12 @@ def test_after_compact_the_postings_are_read_from_the_index_alone(pg: Schema) ->
         c.compact()
         r.recall("common")  # (a recall that finds a newer ACL reads again: one read is looked at below)
         for client, query in ((c, "common"), (c, "rare7 w3"), (r, "w1*"), (r, "common -rare8")):
-            sent = _sent(client, lambda client=client, query=query: client.recall(query))
-            ((sql, params),) = [(sql, params) for sql, params in sent if "mnemo_terms" in sql]
-            plan = [line for (line,) in c._store._fetch(  # type: ignore[attr-defined]
-                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + sql, params)]
+            plan = _index_read_plan(client, query)
             read = [line for line in plan if " on mnemo_terms " in line and "never executed" not in line]
             assert read, plan
             assert all("Index Only Scan using mnemo_terms_term on mnemo_terms t" in line for line in read), plan
             # (a scan never executed, such as the prefetch's of a word of many postings, says 0 too)
-            fetches = [line.strip() for line in plan if "Heap Fetches" in line]
+            fetches = [line for line in plan if "Heap Fetches" in line]
             assert set(fetches) == {"Heap Fetches: 0"} and len(fetches) >= len(read), plan
 
 
@@ -454,10 +442,7 @@ def test_a_reader_of_named_scopes_compares_their_postings_scopes_by_equality(pg:
         r.recall("common")  # (a recall that finds a newer ACL reads again: one read is looked at below)
 
         def terms_scan(client: MnemoClient) -> list[str]:
-            sent = _sent(client, lambda: client.recall("common"))
-            ((sql, params),) = [(sql, params) for sql, params in sent if "mnemo_terms" in sql]
-            plan = [line.strip() for (line,) in c._store._fetch(  # type: ignore[attr-defined]
-                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + sql, params)]
+            plan = _index_read_plan(client, "common")
             at = next(k for k, line in enumerate(plan) if "on mnemo_terms t " in line and "never executed" not in line)
             return plan[at:at + 4]
 
