@@ -11,7 +11,6 @@ import contextlib
 import io
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import click
 
@@ -19,10 +18,6 @@ from .. import audit
 from ..errors import InvalidInput, MnemoError, NotFound, PermissionDenied
 from .jsontext import dumps
 from .terminal import inline, terminal
-
-if TYPE_CHECKING:
-    pass
-
 
 PROG = "mnemo"
 
