@@ -44,7 +44,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -219,6 +219,27 @@ def writes(conninfo: str, corpus: list[str], reps: int) -> None:
     admin.close()
 
 
+def _load_plain(conn: psycopg.Connection[Any], texts: Iterable[str]) -> None:
+    """The baseline's table: the texts, each in its scope in turn (SCOPES), their stored `tsvector` and a
+    GIN index on it, made after the copy."""
+    conn.execute("CREATE TABLE plain (id bigint PRIMARY KEY, scope text NOT NULL, content text NOT NULL, "
+                 "tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', content)) STORED)")
+    t0 = time.perf_counter()
+    n = 0
+    with conn.cursor() as cur, cur.copy("COPY plain (id, scope, content) FROM STDIN") as copy:
+        for n, text in enumerate(texts, start=1):
+            copy.write_row((n - 1, SCOPES[(n - 1) % len(SCOPES)], text))
+    conn.execute("CREATE INDEX plain_tsv ON plain USING gin (tsv)")
+    print(f"plain: {n:,} rows copied and indexed in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+
+
+def _print_sizes(conn: psycopg.Connection[Any]) -> None:
+    sizes = conn.execute(
+        "SELECT t, pg_size_pretty(pg_total_relation_size(t::regclass)) FROM unnest(ARRAY['mnemo_payloads', "
+        "'mnemo_docs', 'mnemo_terms', 'plain']) t").fetchall()
+    print("table sizes (with indexes): " + ", ".join(f"{t} {s}" for t, s in sizes), file=sys.stderr)
+
+
 def run(conninfo: str, corpus: list[str], file_db: Path, reps: int) -> None:
     url = as_uri(conninfo)
     clients = {"postgresql": MnemoClient(url, "owner", durability="none"),
@@ -233,21 +254,11 @@ def run(conninfo: str, corpus: list[str], file_db: Path, reps: int) -> None:
         print(f"{name}: {len(corpus)} records written in {time.perf_counter() - t0:.1f} s "
               "(transactions of 500, durability none)", file=sys.stderr)
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute("CREATE TABLE plain (id bigint PRIMARY KEY, scope text NOT NULL, content text NOT NULL, "
-                     "tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', content)) STORED)")
-        conn.execute("CREATE INDEX plain_tsv ON plain USING gin (tsv)")
-        t0 = time.perf_counter()
-        with conn.cursor() as cur, cur.copy("COPY plain (id, scope, content) FROM STDIN") as copy:
-            for i, text in enumerate(corpus):
-                copy.write_row((i, SCOPES[i % len(SCOPES)], text))
-        print(f"plain: {len(corpus)} rows copied in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        _load_plain(conn, corpus)
         conn.execute("VACUUM ANALYZE plain")
         conn.execute("VACUUM ANALYZE mnemo_docs")
         conn.execute("VACUUM ANALYZE mnemo_terms")
-        sizes = conn.execute(
-            "SELECT t, pg_size_pretty(pg_total_relation_size(t::regclass)) FROM unnest(ARRAY['mnemo_payloads', "
-            "'mnemo_docs', 'mnemo_terms', 'plain']) t").fetchall()
-        print("table sizes (with indexes): " + ", ".join(f"{t} {s}" for t, s in sizes), file=sys.stderr)
+        _print_sizes(conn)
     readers = {"postgresql": MnemoClient(url, READER), "file": MnemoClient(str(file_db), READER)}
     plain = psycopg.connect(conninfo, autocommit=True)
     plain.execute("SET jit = off")
@@ -311,23 +322,13 @@ def _build_workload(conninfo: str, name: str, n: int) -> None:
         client.close()
     print(f"Mnemo: {n:,} records ({c.label}) written in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute("CREATE TABLE plain (id bigint PRIMARY KEY, scope text NOT NULL, content text NOT NULL, "
-                     "tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', content)) STORED)")
-        t0 = time.perf_counter()
-        with conn.cursor() as cur, cur.copy("COPY plain (id, scope, content) FROM STDIN") as copy:
-            for i in range(n):
-                copy.write_row((i, SCOPES[i % len(SCOPES)], c.text(i)))
-        conn.execute("CREATE INDEX plain_tsv ON plain USING gin (tsv)")
-        print(f"plain: {n:,} rows copied and indexed in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        _load_plain(conn, (c.text(i) for i in range(n)))
         t0 = time.perf_counter()
         conn.execute("CLUSTER mnemo_terms USING mnemo_terms_term")
         for table in ("plain", "mnemo_docs", "mnemo_terms", "mnemo_records", "mnemo_versions", "mnemo_payloads"):
             conn.execute(f"VACUUM ANALYZE {table}")
         print(f"CLUSTER and VACUUM ANALYZE: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-        sizes = conn.execute(
-            "SELECT t, pg_size_pretty(pg_total_relation_size(t::regclass)) FROM unnest(ARRAY['mnemo_payloads', "
-            "'mnemo_docs', 'mnemo_terms', 'plain']) t").fetchall()
-        print("table sizes (with indexes): " + ", ".join(f"{t} {s}" for t, s in sizes), file=sys.stderr)
+        _print_sizes(conn)
         conn.execute("CREATE TABLE bench_built (corpus text, n bigint)")
         conn.execute("INSERT INTO bench_built VALUES (%s, %s)", [name, n])
 
